@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A read-only view of the links the node has, for config sources that must resolve names:
+//! aliases and altnames to real names, "the first non-loopback link", device selectors.
+
+use super::nethelpers::LinkType;
+use super::network::LinkStatus;
+
+/// Links by name, sorted by name (COSI lists are ID-ordered and Talos relies on it).
+#[derive(Debug, Clone, Default)]
+pub struct LinkView<'a> {
+    links: Vec<(&'a str, &'a LinkStatus)>,
+}
+
+impl<'a> LinkView<'a> {
+    /// A view over `(name, status)` pairs.
+    pub fn new(links: impl IntoIterator<Item = (&'a str, &'a LinkStatus)>) -> Self {
+        let mut links: Vec<_> = links.into_iter().collect();
+        links.sort_by(|a, b| a.0.cmp(b.0));
+        Self { links }
+    }
+
+    /// All links, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a LinkStatus)> + '_ {
+        self.links.iter().copied()
+    }
+
+    /// The status of the link with exactly this name.
+    pub fn get(&self, name: &str) -> Option<&'a LinkStatus> {
+        self.links.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    }
+
+    /// The real name of the link `name` refers to (by name, alias or altname); `name` itself
+    /// when no link answers to it (it may appear later).
+    pub fn resolve(&self, name: &str) -> String {
+        if self.get(name).is_some() {
+            return name.to_owned();
+        }
+        self.links
+            .iter()
+            .find(|(n, s)| s.answers_to(n, name))
+            .map_or_else(|| name.to_owned(), |(n, _)| (*n).to_owned())
+    }
+
+    /// Does any link answer to `name`?
+    pub fn exists(&self, name: &str) -> bool {
+        self.links.iter().any(|(n, s)| s.answers_to(n, name))
+    }
+
+    /// The first link by name that is not loopback (`ip=` with an empty device field).
+    pub fn first_non_loopback(&self) -> Option<&'a str> {
+        self.links
+            .iter()
+            .find(|(_, s)| s.link_type != LinkType::LOOPBACK)
+            .map(|(n, _)| *n)
+    }
+
+    /// Physical links (ether, no kind), by name.
+    pub fn physical(&self) -> impl Iterator<Item = (&'a str, &'a LinkStatus)> + '_ {
+        self.iter().filter(|(_, s)| s.physical())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_aliases_and_orders_by_name() {
+        let lo = LinkStatus {
+            link_type: LinkType::LOOPBACK,
+            ..Default::default()
+        };
+        let eth1 = LinkStatus {
+            link_type: LinkType::ETHER,
+            alias: "uplink".into(),
+            ..Default::default()
+        };
+        let eth0 = LinkStatus {
+            link_type: LinkType::ETHER,
+            alt_names: vec!["enp0s3".into()],
+            ..Default::default()
+        };
+        let view = LinkView::new([("lo", &lo), ("eth1", &eth1), ("eth0", &eth0)]);
+        assert_eq!(view.resolve("uplink"), "eth1");
+        assert_eq!(view.resolve("enp0s3"), "eth0");
+        assert_eq!(view.resolve("eth9"), "eth9");
+        assert_eq!(view.first_non_loopback(), Some("eth0"));
+        assert_eq!(
+            view.physical().map(|(n, _)| n).collect::<Vec<_>>(),
+            ["eth0", "eth1"]
+        );
+        assert!(view.exists("uplink") && !view.exists("eth9"));
+    }
+}
