@@ -13,7 +13,7 @@ pub mod links;
 pub mod nethelpers;
 pub mod network;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::SystemTime;
 
@@ -234,6 +234,9 @@ pub struct Resource {
     pub metadata: Metadata,
     /// The spec.
     pub spec: AnySpec,
+    /// For merged specs: per field, the `network-config` inputs its value came from.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub provenance: BTreeMap<String, Vec<String>>,
 }
 
 impl Resource {

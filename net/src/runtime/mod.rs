@@ -1,2 +1,383 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The single-threaded resource runtime.
+//! The single-threaded resource runtime (a small COSI).
+//!
+//! Rules (each has a unit test below):
+//! - A change to a resource marks every controller with a matching input dirty; marking is a
+//!   flag, so a hundred changes still mean one reconcile (coalescing).
+//! - An equal write changes nothing and wakes nobody (enforced by the store).
+//! - [`Runtime::run`] reconciles dirty and due controllers, in registration order, until none
+//!   is dirty, or until [`PASS_CAP`] reconciles in one call. When the cap is hit, the
+//!   controllers that ran more than once in that call are named in the log and backed off, so
+//!   two controllers that keep waking each other cannot spin the event loop.
+//! - A reconcile that returns an error, or panics (caught and turned into an error), is logged
+//!   with the controller's name and retried after an exponential backoff; success resets it.
+//! - When the last finalizer leaves a resource that is tearing down, its owner is woken so it
+//!   can destroy it.
+//!
+//! The runtime never reads the clock: callers pass `now` and ask [`Runtime::poll_at`] when to
+//! call again, so it fits a sans-IO event loop and tests drive time explicitly.
+
+pub mod controller;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+pub use controller::{
+    Controller, ControllerError, Ctx, ErrorKind, Input, InputMode, Next, Output, OutputMode,
+};
+pub use store::{Change, ChangeKind, Store, StoreError};
+
+use crate::resource::{Kind, Namespace, SpecType};
+
+/// Most reconciles one [`Runtime::run`] call performs before it declares a loop.
+pub const PASS_CAP: usize = 1000;
+
+/// First retry delay after an error.
+pub const BACKOFF_INITIAL: Duration = Duration::from_millis(250);
+
+/// Longest retry delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Why a controller could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    /// Two controllers share a name.
+    #[error("controller {0} registered twice")]
+    DuplicateName(&'static str),
+    /// Two controllers claim the same kind exclusively, or one exclusively and one shared.
+    #[error("{kind} is an exclusive output of {first}, so {second} cannot write it")]
+    OutputConflict {
+        /// The kind.
+        kind: Kind,
+        /// The first claimant.
+        first: &'static str,
+        /// The second.
+        second: &'static str,
+    },
+}
+
+/// What one controller is doing, for the CLI and for tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerState {
+    /// Name.
+    pub name: &'static str,
+    /// Total reconciles so far.
+    pub runs: u64,
+    /// Why it is not converged, if it said so.
+    pub condition: Option<String>,
+    /// The last error, until the next success.
+    pub last_error: Option<String>,
+    /// When it will be retried after an error.
+    pub retry_at: Option<Instant>,
+}
+
+/// What a [`Runtime::run`] call did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunReport {
+    /// Reconciles performed.
+    pub reconciles: usize,
+    /// Controllers backed off because the cap was hit (they kept waking each other).
+    pub looping: Vec<&'static str>,
+}
+
+struct Slot {
+    ctrl: Box<dyn Controller>,
+    name: &'static str,
+    inputs: Vec<Input>,
+    outputs: Vec<Output>,
+    dirty: bool,
+    wake_at: Option<Instant>,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    runs: u64,
+    condition: Option<String>,
+    last_error: Option<String>,
+}
+
+/// The controller runtime and its store.
+pub struct Runtime {
+    store: Store,
+    slots: Vec<Slot>,
+    /// Every change since the last [`Runtime::take_changes`] (for watchers).
+    journal: Vec<Change>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("resources", &self.store.len())
+            .field(
+                "controllers",
+                &self.slots.iter().map(|s| s.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Runtime {
+    /// An empty runtime.
+    pub fn new() -> Self {
+        Self {
+            store: Store::new(),
+            slots: Vec::new(),
+            journal: Vec::new(),
+        }
+    }
+
+    /// Add a controller. It starts dirty, so its first [`Runtime::run`] reconciles it.
+    pub fn register(&mut self, ctrl: Box<dyn Controller>) -> Result<(), RuntimeError> {
+        let name = ctrl.name();
+        let outputs = ctrl.outputs();
+        for slot in &self.slots {
+            if slot.name == name {
+                return Err(RuntimeError::DuplicateName(name));
+            }
+            for theirs in &slot.outputs {
+                for ours in &outputs {
+                    let exclusive =
+                        theirs.mode == OutputMode::Exclusive || ours.mode == OutputMode::Exclusive;
+                    if theirs.kind == ours.kind && exclusive {
+                        return Err(RuntimeError::OutputConflict {
+                            kind: ours.kind,
+                            first: slot.name,
+                            second: name,
+                        });
+                    }
+                }
+            }
+        }
+        self.slots.push(Slot {
+            inputs: ctrl.inputs(),
+            outputs,
+            ctrl,
+            name,
+            dirty: true,
+            wake_at: None,
+            retry_at: None,
+            backoff: BACKOFF_INITIAL,
+            runs: 0,
+            condition: None,
+            last_error: None,
+        });
+        Ok(())
+    }
+
+    /// Read access to the store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Write an input that comes from outside the runtime (the kernel command line, the config
+    /// file, links declared to `plan`), owned by `source`. Wakes dependents like any change.
+    pub fn put_input<S: SpecType>(
+        &mut self,
+        source: &'static str,
+        namespace: Namespace,
+        id: &str,
+        spec: S,
+    ) -> Result<(), StoreError> {
+        if let Some(ch) = self.store.put(source, namespace, id, spec.into())? {
+            self.notify(&ch);
+            self.journal.push(ch);
+        }
+        Ok(())
+    }
+
+    /// Remove an input written with [`Runtime::put_input`].
+    pub fn remove_input(
+        &mut self,
+        source: &'static str,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+    ) -> Result<(), StoreError> {
+        if let Some(ch) = self.store.destroy(source, namespace, kind, id)? {
+            self.notify(&ch);
+            self.journal.push(ch);
+        }
+        Ok(())
+    }
+
+    /// Mark every controller that reads `kind` (in any namespace) dirty: kernel events are
+    /// triggers, not data.
+    pub fn mark_dirty(&mut self, kind: Kind) {
+        for slot in &mut self.slots {
+            if slot.inputs.iter().any(|i| i.kind == kind)
+                || slot.outputs.iter().any(|o| o.kind == kind)
+            {
+                slot.dirty = true;
+            }
+        }
+    }
+
+    /// Mark every controller dirty (after a netlink overrun, for example).
+    pub fn mark_all_dirty(&mut self) {
+        for slot in &mut self.slots {
+            slot.dirty = true;
+        }
+    }
+
+    /// The earliest timer (a requested wake-up or a retry). Dirty controllers are not timers:
+    /// call [`Runtime::run`] while [`Runtime::has_work`] says so.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.retry_at.or(s.wake_at))
+            .min()
+    }
+
+    /// True when some controller is dirty and not waiting for a retry.
+    pub fn has_work(&self) -> bool {
+        self.slots.iter().any(|s| s.dirty && s.retry_at.is_none())
+    }
+
+    /// The state of every controller, in registration order.
+    pub fn controllers(&self) -> Vec<ControllerState> {
+        self.slots
+            .iter()
+            .map(|s| ControllerState {
+                name: s.name,
+                runs: s.runs,
+                condition: s.condition.clone(),
+                last_error: s.last_error.clone(),
+                retry_at: s.retry_at,
+            })
+            .collect()
+    }
+
+    /// Changes since the last call (for watchers).
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.journal)
+    }
+
+    /// Reconcile until nothing is dirty or due at `now`, or the cap is hit.
+    pub fn run(&mut self, now: Instant) -> RunReport {
+        for slot in &mut self.slots {
+            if slot.retry_at.is_some_and(|t| t <= now) {
+                slot.retry_at = None;
+                slot.dirty = true;
+            }
+            if slot.wake_at.is_some_and(|t| t <= now) {
+                slot.wake_at = None;
+                slot.dirty = true;
+            }
+        }
+        let mut report = RunReport::default();
+        let mut runs_this_pass: BTreeMap<usize, usize> = BTreeMap::new();
+        while let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.dirty && s.retry_at.is_none())
+        {
+            if report.reconciles >= PASS_CAP {
+                report.looping = self.back_off_loopers(&runs_this_pass, now);
+                break;
+            }
+            report.reconciles += 1;
+            *runs_this_pass.entry(i).or_default() += 1;
+            self.reconcile_one(i, now);
+        }
+        report
+    }
+
+    fn reconcile_one(&mut self, i: usize, now: Instant) {
+        let mut changes = Vec::new();
+        let slot = &mut self.slots[i];
+        slot.dirty = false;
+        slot.runs += 1;
+        let result = {
+            let mut ctx = Ctx {
+                store: &mut self.store,
+                name: slot.name,
+                outputs: &slot.outputs,
+                now,
+                changes: &mut changes,
+                touched: Default::default(),
+                condition: &mut slot.condition,
+            };
+            let ctrl = &mut slot.ctrl;
+            catch_unwind(AssertUnwindSafe(|| ctrl.reconcile(&mut ctx))).unwrap_or_else(|payload| {
+                Err(ControllerError::Panic(panic_message(payload.as_ref())))
+            })
+        };
+        match result {
+            Ok(next) => {
+                slot.backoff = BACKOFF_INITIAL;
+                slot.last_error = None;
+                slot.wake_at = match next {
+                    Next::Idle => None,
+                    Next::At(t) => Some(t),
+                };
+            }
+            Err(err) => {
+                let delay = slot.backoff;
+                slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
+                slot.retry_at = Some(now + delay);
+                log::error!(target: slot.name, "reconcile failed ({:?}), retrying in {delay:?}: {err}", err.kind());
+                slot.last_error = Some(err.to_string());
+            }
+        }
+        for ch in &changes {
+            self.notify(ch);
+        }
+        self.journal.extend(changes);
+    }
+
+    fn notify(&mut self, ch: &Change) {
+        for slot in &mut self.slots {
+            let wakes = slot.inputs.iter().any(|inp| {
+                inp.namespace == ch.namespace
+                    && inp.kind == ch.kind
+                    && (inp.mode != InputMode::DestroyReady || ch.destroy_ready)
+            });
+            let owner_must_destroy = ch.destroy_ready && slot.name == ch.owner;
+            if wakes || owner_must_destroy {
+                slot.dirty = true;
+            }
+        }
+    }
+
+    fn back_off_loopers(
+        &mut self,
+        runs: &BTreeMap<usize, usize>,
+        now: Instant,
+    ) -> Vec<&'static str> {
+        let looping: Vec<usize> = runs
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(i, _)| *i)
+            .collect();
+        let names: Vec<&'static str> = looping.iter().map(|i| self.slots[*i].name).collect();
+        log::error!(
+            target: "runtime",
+            "{PASS_CAP} reconciles without settling; backing off controllers that keep waking each other: {}",
+            names.join(", ")
+        );
+        for i in looping {
+            let slot = &mut self.slots[i];
+            slot.retry_at = Some(now + slot.backoff);
+            slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
+            slot.last_error = Some("reconcile loop: kept being woken without settling".into());
+        }
+        names
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_owned())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The resource store: one ordered map keyed by (namespace, kind, id).
+//!
+//! Rules it enforces, whoever calls it:
+//! - only the owner writes, tears down or destroys a resource;
+//! - an equal write is a no-op: no version bump, no change event, nobody woken;
+//! - a resource with finalizers cannot be destroyed, only torn down; writes to a resource that
+//!   is tearing down are refused (the owner waits for the finalizers, then destroys it);
+//! - lists come back ordered by ID, which the merge rules depend on (TB §0.4).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use crate::resource::{AnySpec, Kind, Metadata, Namespace, Phase, Resource, SpecType};
+
+/// Why the store refused an operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The resource belongs to another controller.
+    #[error("{kind} {namespace}/{id} is owned by {owner}, not {writer}")]
+    NotOwner {
+        /// Namespace.
+        namespace: Namespace,
+        /// Kind.
+        kind: Kind,
+        /// ID.
+        id: String,
+        /// The real owner.
+        owner: String,
+        /// Who tried.
+        writer: String,
+    },
+    /// Destroy while finalizers remain.
+    #[error("{kind} {namespace}/{id} still has finalizers {finalizers:?}")]
+    HasFinalizers {
+        /// Namespace.
+        namespace: Namespace,
+        /// Kind.
+        kind: Kind,
+        /// ID.
+        id: String,
+        /// The finalizers left.
+        finalizers: Vec<String>,
+    },
+    /// Write to a resource that is tearing down.
+    #[error("{kind} {namespace}/{id} is tearing down")]
+    TearingDown {
+        /// Namespace.
+        namespace: Namespace,
+        /// Kind.
+        kind: Kind,
+        /// ID.
+        id: String,
+    },
+    /// No such resource.
+    #[error("{kind} {namespace}/{id} not found")]
+    NotFound {
+        /// Namespace.
+        namespace: Namespace,
+        /// Kind.
+        kind: Kind,
+        /// ID.
+        id: String,
+    },
+}
+
+/// What happened to a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// It appeared.
+    Created,
+    /// Its spec changed.
+    Updated,
+    /// It entered the tearing-down phase.
+    TearingDown,
+    /// Its finalizers changed (and it is otherwise unchanged).
+    Finalizers,
+    /// It is gone.
+    Destroyed,
+}
+
+/// One change, as reported to the runtime (which wakes dependents) and later to watchers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Namespace.
+    pub namespace: Namespace,
+    /// Kind.
+    pub kind: Kind,
+    /// ID.
+    pub id: String,
+    /// What happened.
+    pub what: ChangeKind,
+    /// The owner of the resource.
+    pub owner: String,
+    /// True when the resource is tearing down with no finalizers left: its owner may destroy it.
+    pub destroy_ready: bool,
+}
+
+/// Key of a resource in the store.
+pub type Key = (Namespace, Kind, String);
+
+/// Ordered resource storage.
+#[derive(Debug, Default)]
+pub struct Store {
+    items: BTreeMap<Key, Resource>,
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One resource.
+    pub fn get(&self, namespace: Namespace, kind: Kind, id: &str) -> Option<&Resource> {
+        self.items.get(&(namespace, kind, id.to_owned()))
+    }
+
+    /// One typed spec.
+    pub fn get_spec<S: SpecType>(&self, namespace: Namespace, id: &str) -> Option<&S> {
+        self.get(namespace, S::KIND, id).and_then(Resource::spec_as)
+    }
+
+    /// All resources of a kind in a namespace, ordered by ID.
+    pub fn list(&self, namespace: Namespace, kind: Kind) -> impl Iterator<Item = &Resource> {
+        let start = (namespace, kind, String::new());
+        self.items
+            .range(start..)
+            .take_while(move |((ns, k, _), _)| *ns == namespace && *k == kind)
+            .map(|(_, r)| r)
+    }
+
+    /// All typed specs of a kind in a namespace as `(id, spec)`, ordered by ID.
+    pub fn list_specs<S: SpecType>(
+        &self,
+        namespace: Namespace,
+    ) -> impl Iterator<Item = (&str, &S)> {
+        self.list(namespace, S::KIND)
+            .filter_map(|r| r.spec_as::<S>().map(|s| (r.metadata.id.as_str(), s)))
+    }
+
+    /// Every resource, ordered by (namespace, kind, id).
+    pub fn iter(&self) -> impl Iterator<Item = &Resource> {
+        self.items.values()
+    }
+
+    /// Number of resources.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Create or update a resource owned by `owner`. Returns the change, or `None` when the
+    /// stored spec was already equal.
+    pub fn put(
+        &mut self,
+        owner: &str,
+        namespace: Namespace,
+        id: &str,
+        spec: AnySpec,
+    ) -> Result<Option<Change>, StoreError> {
+        let kind = spec.kind();
+        let now = SystemTime::now();
+        match self.items.get_mut(&(namespace, kind, id.to_owned())) {
+            Some(existing) => {
+                check_owner(existing, owner)?;
+                if existing.metadata.phase == Phase::TearingDown {
+                    return Err(StoreError::TearingDown {
+                        namespace,
+                        kind,
+                        id: id.to_owned(),
+                    });
+                }
+                if existing.spec == spec {
+                    return Ok(None);
+                }
+                existing.spec = spec;
+                existing.metadata.version += 1;
+                existing.metadata.updated = now;
+                Ok(Some(change(existing, ChangeKind::Updated)))
+            }
+            None => {
+                let resource = Resource {
+                    metadata: Metadata {
+                        namespace,
+                        kind,
+                        id: id.to_owned(),
+                        version: 1,
+                        owner: owner.to_owned(),
+                        phase: Phase::Running,
+                        created: now,
+                        updated: now,
+                        finalizers: BTreeSet::new(),
+                    },
+                    spec,
+                    provenance: BTreeMap::new(),
+                };
+                let ch = change(&resource, ChangeKind::Created);
+                self.items
+                    .insert((namespace, kind, id.to_owned()), resource);
+                Ok(Some(ch))
+            }
+        }
+    }
+
+    /// Replace the provenance of a resource the caller owns. Provenance is explanation, not
+    /// state: it bumps no version and wakes nobody.
+    pub fn set_provenance(
+        &mut self,
+        owner: &str,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+        provenance: BTreeMap<String, Vec<String>>,
+    ) -> Result<(), StoreError> {
+        let r = self.get_mut(namespace, kind, id)?;
+        check_owner(r, owner)?;
+        r.provenance = provenance;
+        Ok(())
+    }
+
+    /// Start tearing a resource down. If it has no finalizers it is destroyed at once.
+    /// Returns `None` when nothing changed (already tearing down, or absent).
+    pub fn teardown(
+        &mut self,
+        owner: &str,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+    ) -> Result<Option<Change>, StoreError> {
+        let key = (namespace, kind, id.to_owned());
+        let Some(r) = self.items.get_mut(&key) else {
+            return Ok(None);
+        };
+        check_owner(r, owner)?;
+        if r.metadata.finalizers.is_empty() {
+            return self.destroy(owner, namespace, kind, id);
+        }
+        if r.metadata.phase == Phase::TearingDown {
+            return Ok(None);
+        }
+        r.metadata.phase = Phase::TearingDown;
+        r.metadata.version += 1;
+        r.metadata.updated = SystemTime::now();
+        Ok(Some(change(r, ChangeKind::TearingDown)))
+    }
+
+    /// Remove a resource that has no finalizers. Absent resources are not an error.
+    pub fn destroy(
+        &mut self,
+        owner: &str,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+    ) -> Result<Option<Change>, StoreError> {
+        let key = (namespace, kind, id.to_owned());
+        let Some(r) = self.items.get(&key) else {
+            return Ok(None);
+        };
+        check_owner(r, owner)?;
+        if !r.metadata.finalizers.is_empty() {
+            return Err(StoreError::HasFinalizers {
+                namespace,
+                kind,
+                id: id.to_owned(),
+                finalizers: r.metadata.finalizers.iter().cloned().collect(),
+            });
+        }
+        let mut ch = change(r, ChangeKind::Destroyed);
+        ch.destroy_ready = false;
+        self.items.remove(&key);
+        Ok(Some(ch))
+    }
+
+    /// Add a finalizer (any controller may, on any resource that is running).
+    pub fn add_finalizer(
+        &mut self,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+        finalizer: &str,
+    ) -> Result<Option<Change>, StoreError> {
+        let r = self.get_mut(namespace, kind, id)?;
+        if r.metadata.phase == Phase::TearingDown {
+            return Err(StoreError::TearingDown {
+                namespace,
+                kind,
+                id: id.to_owned(),
+            });
+        }
+        if !r.metadata.finalizers.insert(finalizer.to_owned()) {
+            return Ok(None);
+        }
+        Ok(Some(change(r, ChangeKind::Finalizers)))
+    }
+
+    /// Remove a finalizer. When it was the last one on a resource that is tearing down, the
+    /// change is `destroy_ready` and the runtime wakes the owner to destroy it.
+    pub fn remove_finalizer(
+        &mut self,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+        finalizer: &str,
+    ) -> Result<Option<Change>, StoreError> {
+        let r = self.get_mut(namespace, kind, id)?;
+        if !r.metadata.finalizers.remove(finalizer) {
+            return Ok(None);
+        }
+        Ok(Some(change(r, ChangeKind::Finalizers)))
+    }
+
+    fn get_mut(
+        &mut self,
+        namespace: Namespace,
+        kind: Kind,
+        id: &str,
+    ) -> Result<&mut Resource, StoreError> {
+        self.items
+            .get_mut(&(namespace, kind, id.to_owned()))
+            .ok_or_else(|| StoreError::NotFound {
+                namespace,
+                kind,
+                id: id.to_owned(),
+            })
+    }
+}
+
+fn check_owner(r: &Resource, writer: &str) -> Result<(), StoreError> {
+    if r.metadata.owner == writer {
+        return Ok(());
+    }
+    Err(StoreError::NotOwner {
+        namespace: r.metadata.namespace,
+        kind: r.metadata.kind,
+        id: r.metadata.id.clone(),
+        owner: r.metadata.owner.clone(),
+        writer: writer.to_owned(),
+    })
+}
+
+fn change(r: &Resource, what: ChangeKind) -> Change {
+    Change {
+        namespace: r.metadata.namespace,
+        kind: r.metadata.kind,
+        id: r.metadata.id.clone(),
+        what,
+        owner: r.metadata.owner.clone(),
+        destroy_ready: r.metadata.phase == Phase::TearingDown && r.metadata.finalizers.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{ConfigLayer, HostnameSpec};
+
+    fn host(name: &str) -> AnySpec {
+        HostnameSpec {
+            hostname: name.into(),
+            domainname: String::new(),
+            layer: ConfigLayer::Default,
+        }
+        .into()
+    }
+
+    #[test]
+    fn equal_write_changes_nothing() {
+        let mut s = Store::new();
+        let ch = s
+            .put("a", Namespace::Network, "hostname", host("x"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(ch.what, ChangeKind::Created);
+        assert_eq!(
+            s.put("a", Namespace::Network, "hostname", host("x"))
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            s.get(Namespace::Network, Kind::HostnameSpec, "hostname")
+                .unwrap()
+                .metadata
+                .version,
+            1
+        );
+        let ch = s
+            .put("a", Namespace::Network, "hostname", host("y"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(ch.what, ChangeKind::Updated);
+        assert_eq!(
+            s.get(Namespace::Network, Kind::HostnameSpec, "hostname")
+                .unwrap()
+                .metadata
+                .version,
+            2
+        );
+    }
+
+    #[test]
+    fn only_the_owner_writes() {
+        let mut s = Store::new();
+        s.put("a", Namespace::Network, "hostname", host("x"))
+            .unwrap();
+        let err = s
+            .put("b", Namespace::Network, "hostname", host("y"))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotOwner { .. }), "{err}");
+        assert!(s
+            .destroy("b", Namespace::Network, Kind::HostnameSpec, "hostname")
+            .is_err());
+        assert!(s
+            .teardown("b", Namespace::Network, Kind::HostnameSpec, "hostname")
+            .is_err());
+        assert_eq!(
+            s.get_spec::<HostnameSpec>(Namespace::Network, "hostname")
+                .unwrap()
+                .hostname,
+            "x"
+        );
+    }
+
+    #[test]
+    fn finalizers_block_destroy_until_removed() {
+        let mut s = Store::new();
+        let ns = Namespace::Network;
+        s.put("a", ns, "hostname", host("x")).unwrap();
+        s.add_finalizer(ns, Kind::HostnameSpec, "hostname", "spec")
+            .unwrap();
+        assert!(matches!(
+            s.destroy("a", ns, Kind::HostnameSpec, "hostname"),
+            Err(StoreError::HasFinalizers { .. })
+        ));
+        let ch = s
+            .teardown("a", ns, Kind::HostnameSpec, "hostname")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (ch.what, ch.destroy_ready),
+            (ChangeKind::TearingDown, false)
+        );
+        assert!(matches!(
+            s.put("a", ns, "hostname", host("y")),
+            Err(StoreError::TearingDown { .. })
+        ));
+        assert!(s
+            .add_finalizer(ns, Kind::HostnameSpec, "hostname", "other")
+            .is_err());
+        let ch = s
+            .remove_finalizer(ns, Kind::HostnameSpec, "hostname", "spec")
+            .unwrap()
+            .unwrap();
+        assert!(ch.destroy_ready);
+        assert_eq!(
+            s.destroy("a", ns, Kind::HostnameSpec, "hostname")
+                .unwrap()
+                .unwrap()
+                .what,
+            ChangeKind::Destroyed
+        );
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn teardown_without_finalizers_destroys() {
+        let mut s = Store::new();
+        s.put("a", Namespace::Network, "hostname", host("x"))
+            .unwrap();
+        let ch = s
+            .teardown("a", Namespace::Network, Kind::HostnameSpec, "hostname")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ch.what, ChangeKind::Destroyed);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn lists_are_id_ordered_and_scoped() {
+        let mut s = Store::new();
+        for id in ["c", "a", "b"] {
+            s.put("o", Namespace::NetworkConfig, id, host(id)).unwrap();
+        }
+        s.put("o", Namespace::Network, "z", host("z")).unwrap();
+        let ids: Vec<_> = s
+            .list_specs::<HostnameSpec>(Namespace::NetworkConfig)
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(s.list(Namespace::Network, Kind::AddressSpec).count(), 0);
+    }
+}
