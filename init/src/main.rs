@@ -1,4 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
 //! keelson: PID 1 for Kubernetes nodes, with built-in networking.
+//!
+//! One binary, three modes: `init` when it is PID 1, `run` (the same runtime as an ordinary
+//! process), and client commands such as `plan`.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-fn main() {}
+mod logger;
+mod output;
+mod plan;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+keelson: a minimal PID 1 for Kubernetes nodes, with built-in networking
+
+usage:
+  keelson plan --cmdline STR [--config FILE] [--link NAME[,mac=MAC][,kind=KIND][,alias=ALIAS]]...
+               [-o table|yaml|json]
+      Compute the network configuration this command line and config would produce, for the
+      declared links, without touching the kernel.
+  keelson help
+";
+
+fn main() -> ExitCode {
+    logger::init();
+    let mut args = std::env::args_os().skip(1);
+    let Some(cmd) = args.next() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let rest: Vec<_> = args.collect();
+    match cmd.to_str() {
+        Some("plan") => plan::main(rest),
+        Some("help" | "--help" | "-h") => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("keelson: unknown command {cmd:?}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

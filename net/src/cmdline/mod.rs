@@ -76,8 +76,13 @@ pub struct CmdlineError {
 
 /// Parse a whole kernel command line.
 pub fn parse(_cmdline: &str) -> CmdlineNetwork {
-    CmdlineNetwork {
-        default_dhcp4: true,
-        ..CmdlineNetwork::default()
-    }
+    CmdlineNetwork { default_dhcp4: true, ..CmdlineNetwork::default() }
+}
+
+/// The layer-`cmdline` specs (placeholder).
+pub fn to_specs(
+    _net: &CmdlineNetwork,
+    _links: &crate::resource::LinkView,
+) -> crate::resource::LayerSpecs {
+    crate::resource::LayerSpecs::default()
 }

@@ -1,2 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Controllers of the network pipeline.
+//! Controllers of the network pipeline (ARCHITECTURE §4).
+//!
+//! Config controllers turn one source each (defaults, the kernel command line, the machine
+//! configuration) into layered specs in `network-config`; merge controllers fold the layers
+//! into one spec per natural ID in `network`. Each wraps a pure function that has its own tests.
+
+mod cmdline_config;
+mod default_config;
+mod layer;
+mod machine_config;
+mod merge;
+
+pub use cmdline_config::CmdlineConfigController;
+pub use default_config::{default_specs, DefaultConfigController, DefaultInputs};
+pub use machine_config::MachineConfigController;
+pub use merge::MergeController;
+
+use crate::runtime::Controller;
+
+/// ID of the parsed kernel command line (namespace `runtime`).
+pub const CMDLINE_ID: &str = "cmdline";
+
+/// ID of the machine configuration (namespace `config`).
+pub const MACHINE_CONFIG_ID: &str = "v1alpha1";
+
+/// The config and merge controllers: everything between the inputs (cmdline, machine config,
+/// link statuses) and the merged specs in `network`. Registration order is pipeline order,
+/// which lets one pass settle most changes.
+pub fn config_and_merge() -> Vec<Box<dyn Controller>> {
+    vec![
+        Box::new(CmdlineConfigController),
+        Box::new(MachineConfigController),
+        Box::new(DefaultConfigController),
+        Box::new(merge::addresses()),
+        Box::new(merge::routes()),
+        Box::new(merge::links()),
+        Box::new(merge::resolvers()),
+        Box::new(merge::hostnames()),
+        Box::new(merge::time_servers()),
+        Box::new(merge::operators()),
+        Box::new(merge::rules()),
+    ]
+}

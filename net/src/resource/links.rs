@@ -48,10 +48,7 @@ impl<'a> LinkView<'a> {
 
     /// The first link by name that is not loopback (`ip=` with an empty device field).
     pub fn first_non_loopback(&self) -> Option<&'a str> {
-        self.links
-            .iter()
-            .find(|(_, s)| s.link_type != LinkType::LOOPBACK)
-            .map(|(n, _)| *n)
+        self.links.iter().find(|(_, s)| s.link_type != LinkType::LOOPBACK).map(|(n, _)| *n)
     }
 
     /// Physical links (ether, no kind), by name.
@@ -66,15 +63,9 @@ mod tests {
 
     #[test]
     fn resolves_aliases_and_orders_by_name() {
-        let lo = LinkStatus {
-            link_type: LinkType::LOOPBACK,
-            ..Default::default()
-        };
-        let eth1 = LinkStatus {
-            link_type: LinkType::ETHER,
-            alias: "uplink".into(),
-            ..Default::default()
-        };
+        let lo = LinkStatus { link_type: LinkType::LOOPBACK, ..Default::default() };
+        let eth1 =
+            LinkStatus { link_type: LinkType::ETHER, alias: "uplink".into(), ..Default::default() };
         let eth0 = LinkStatus {
             link_type: LinkType::ETHER,
             alt_names: vec!["enp0s3".into()],
@@ -85,10 +76,7 @@ mod tests {
         assert_eq!(view.resolve("enp0s3"), "eth0");
         assert_eq!(view.resolve("eth9"), "eth9");
         assert_eq!(view.first_non_loopback(), Some("eth0"));
-        assert_eq!(
-            view.physical().map(|(n, _)| n).collect::<Vec<_>>(),
-            ["eth0", "eth1"]
-        );
+        assert_eq!(view.physical().map(|(n, _)| n).collect::<Vec<_>>(), ["eth0", "eth1"]);
         assert!(view.exists("uplink") && !view.exists("eth9"));
     }
 }

@@ -50,12 +50,8 @@ impl Namespace {
     }
 
     /// Every namespace, in display order.
-    pub const ALL: [Namespace; 4] = [
-        Namespace::NetworkConfig,
-        Namespace::Network,
-        Namespace::Config,
-        Namespace::Runtime,
-    ];
+    pub const ALL: [Namespace; 4] =
+        [Namespace::NetworkConfig, Namespace::Network, Namespace::Config, Namespace::Runtime];
 }
 
 impl fmt::Display for Namespace {
@@ -256,11 +252,7 @@ pub struct Rfc3339(pub SystemTime);
 
 impl fmt::Display for Rfc3339 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self
-            .0
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let secs = self.0.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let days = i64::try_from(secs / 86_400).unwrap_or(0);
         let rem = secs % 86_400;
         // Civil-from-days (H. Hinnant's algorithm), valid for the proleptic Gregorian calendar.
@@ -316,10 +308,7 @@ mod tests {
     fn rfc3339() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_624_998_198);
         assert_eq!(Rfc3339(t).to_string(), "2021-06-29T20:23:18Z");
-        assert_eq!(
-            Rfc3339(SystemTime::UNIX_EPOCH).to_string(),
-            "1970-01-01T00:00:00Z"
-        );
+        assert_eq!(Rfc3339(SystemTime::UNIX_EPOCH).to_string(), "1970-01-01T00:00:00Z");
         let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(Rfc3339(leap).to_string(), "2000-02-29T00:00:00Z");
     }

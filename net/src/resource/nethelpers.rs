@@ -39,10 +39,7 @@ pub struct ParseNameError {
 
 impl ParseNameError {
     pub(crate) fn new(what: &'static str, value: &str) -> Self {
-        Self {
-            what,
-            value: value.to_owned(),
-        }
+        Self { what, value: value.to_owned() }
     }
 }
 
@@ -387,13 +384,7 @@ impl FromStr for HardwareAddr {
             return Ok(Self::default());
         }
         s.split([':', '-'])
-            .map(|p| {
-                if p.len() == 2 {
-                    u8::from_str_radix(p, 16).ok()
-                } else {
-                    None
-                }
-            })
+            .map(|p| if p.len() == 2 { u8::from_str_radix(p, 16).ok() } else { None })
             .collect::<Option<Vec<u8>>>()
             .filter(|v| v.len() >= 2)
             .map(Self)
@@ -416,10 +407,7 @@ mod tests {
         assert_eq!(RoutingTable::MAIN.to_string(), "main");
         assert_eq!(RoutingTable(180).to_string(), "180");
         assert_eq!("180".parse::<RoutingTable>().unwrap(), RoutingTable(180));
-        assert_eq!(
-            "local".parse::<RoutingTable>().unwrap(),
-            RoutingTable::LOCAL
-        );
+        assert_eq!("local".parse::<RoutingTable>().unwrap(), RoutingTable::LOCAL);
         assert_eq!("link".parse::<Scope>().unwrap(), Scope::LINK);
         assert!("sideways".parse::<Scope>().is_err());
         assert_eq!(RouteProtocol::BOOT.to_string(), "boot");
@@ -430,14 +418,8 @@ mod tests {
         let f = AddressFlags::PERMANENT | AddressFlags::NODAD;
         assert_eq!(f.to_string(), "nodad,permanent");
         assert_eq!("nodad,permanent".parse::<AddressFlags>().unwrap(), f);
-        assert_eq!(
-            AddressFlags(0x80 | 0x10000).to_string(),
-            "permanent,0x10000"
-        );
-        assert_eq!(
-            "permanent,0x10000".parse::<AddressFlags>().unwrap(),
-            AddressFlags(0x10080)
-        );
+        assert_eq!(AddressFlags(0x80 | 0x10000).to_string(), "permanent,0x10000");
+        assert_eq!("permanent,0x10000".parse::<AddressFlags>().unwrap(), AddressFlags(0x10080));
         assert!("bogus".parse::<AddressFlags>().is_err());
     }
 

@@ -237,10 +237,7 @@ impl RouteSpec {
     /// `global`; the resulting never-equal diff looped (user-demands item 12). IPv6 routes are
     /// therefore always `global` here.
     pub fn normalize(&mut self) {
-        if self
-            .dst
-            .is_some_and(|d| d.prefix_len() == 0 && d.addr().is_unspecified())
-        {
+        if self.dst.is_some_and(|d| d.prefix_len() == 0 && d.addr().is_unspecified()) {
             self.dst = None;
         }
         if self.gateway.is_some_and(|g| g.is_unspecified()) {
@@ -551,11 +548,7 @@ impl BondMasterSpec {
     /// Fill the kernel defaults that a zero value would otherwise override (TB §1.2).
     pub fn fill_defaults(&mut self) {
         self.use_carrier = true;
-        for v in [
-            &mut self.resend_igmp,
-            &mut self.lp_interval,
-            &mut self.packets_per_slave,
-        ] {
+        for v in [&mut self.resend_igmp, &mut self.lp_interval, &mut self.packets_per_slave] {
             if *v == 0 {
                 *v = 1;
             }
@@ -698,12 +691,7 @@ pub struct LinkSpec {
 impl LinkSpec {
     /// `{name, up: true}` at a layer: the most common link spec.
     pub fn up(name: &str, layer: ConfigLayer) -> Self {
-        Self {
-            name: name.to_owned(),
-            up: true,
-            layer,
-            ..Self::default()
-        }
+        Self { name: name.to_owned(), up: true, layer, ..Self::default() }
     }
 
     /// The natural ID (the link name).
@@ -733,10 +721,7 @@ pub fn vlan_link_name(parent: &str, vid: u16) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(parent.as_bytes());
     let head: String = parent.chars().take(4).collect();
-    format!(
-        "{head}{:02x}{:02x}{:02x}.{vid}",
-        digest[0], digest[1], digest[2]
-    )
+    format!("{head}{:02x}{:02x}{:02x}.{vid}", digest[0], digest[1], digest[2])
 }
 
 /// A link as the kernel reports it.
@@ -876,11 +861,7 @@ impl HostnameSpec {
         if fqdn.len() > 253 {
             return Err(HostnameError::FqdnTooLong(fqdn.to_owned()));
         }
-        Ok(Self {
-            hostname: host.to_owned(),
-            domainname: domain.to_owned(),
-            layer,
-        })
+        Ok(Self { hostname: host.to_owned(), domainname: domain.to_owned(), layer })
     }
 
     /// `hostname.domainname`, or just the hostname.
@@ -1086,11 +1067,7 @@ impl OperatorSpec {
 
     /// The natural ID.
     pub fn id(&self) -> String {
-        operator_id(
-            self.operator,
-            &self.link_name,
-            self.vip.as_ref().map(|v| &v.ip),
-        )
+        operator_id(self.operator, &self.link_name, self.vip.as_ref().map(|v| &v.ip))
     }
 }
 
@@ -1240,38 +1217,17 @@ mod tests {
     fn route_ids_match_talos_examples() {
         let gw: IpAddr = "172.20.0.1".parse().unwrap();
         assert_eq!(
-            route_id(
-                RoutingTable::MAIN,
-                Family::Inet4,
-                None,
-                Some(&gw),
-                1024,
-                "eth0"
-            ),
+            route_id(RoutingTable::MAIN, Family::Inet4, None, Some(&gw), 1024, "eth0"),
             "inet4/172.20.0.1//1024"
         );
         let dst = net("172.20.0.1/32");
         assert_eq!(
-            route_id(
-                RoutingTable::MAIN,
-                Family::Inet4,
-                Some(&dst),
-                None,
-                1024,
-                ""
-            ),
+            route_id(RoutingTable::MAIN, Family::Inet4, Some(&dst), None, 1024, ""),
             "inet4//172.20.0.1/32/1024"
         );
         let gw6: IpAddr = "2001:db8::1".parse().unwrap();
         assert_eq!(
-            route_id(
-                RoutingTable::MAIN,
-                Family::Inet6,
-                None,
-                Some(&gw6),
-                1024,
-                "eth2"
-            ),
+            route_id(RoutingTable::MAIN, Family::Inet6, None, Some(&gw6), 1024, "eth2"),
             "eth2/inet6/2001:db8::1//1024"
         );
         assert_eq!(
@@ -1290,14 +1246,7 @@ mod tests {
         let zero = net("0.0.0.0/0");
         let zgw: IpAddr = "0.0.0.0".parse().unwrap();
         assert_eq!(
-            route_id(
-                RoutingTable::MAIN,
-                Family::Inet4,
-                Some(&zero),
-                Some(&zgw),
-                5,
-                ""
-            ),
+            route_id(RoutingTable::MAIN, Family::Inet4, Some(&zero), Some(&zgw), 5, ""),
             "inet4///5"
         );
     }
@@ -1310,10 +1259,7 @@ mod tests {
             "cmdline/eth1/172.20.0.2/24"
         );
         let vip: IpAddr = "10.5.0.50".parse().unwrap();
-        assert_eq!(
-            operator_id(Operator::Vip, "eth0", Some(&vip)),
-            "vip/eth0/10.5.0.50"
-        );
+        assert_eq!(operator_id(Operator::Vip, "eth0", Some(&vip)), "vip/eth0/10.5.0.50");
         assert_eq!(operator_id(Operator::Dhcp4, "eth0", None), "dhcp4/eth0");
         assert_eq!(routing_rule_id(Family::Inet4, 32500), "inet4/32500");
         assert_eq!(routing_rule_id(Family::Inet6, 100), "inet6/00100");
@@ -1365,10 +1311,7 @@ mod tests {
     #[test]
     fn fqdn_parsing() {
         let h = HostnameSpec::parse_fqdn("node-1.example.org", ConfigLayer::Cmdline).unwrap();
-        assert_eq!(
-            (h.hostname.as_str(), h.domainname.as_str()),
-            ("node-1", "example.org")
-        );
+        assert_eq!((h.hostname.as_str(), h.domainname.as_str()), ("node-1", "example.org"));
         assert_eq!(h.fqdn(), "node-1.example.org");
         assert!(HostnameSpec::parse_fqdn("", ConfigLayer::Cmdline).is_err());
         assert!(HostnameSpec::parse_fqdn(&"a".repeat(64), ConfigLayer::Cmdline).is_err());
@@ -1381,25 +1324,14 @@ mod tests {
 
     #[test]
     fn bond_defaults() {
-        let mut b = BondMasterSpec {
-            mode: BondMode::LACP,
-            ..Default::default()
-        };
+        let mut b = BondMasterSpec { mode: BondMode::LACP, ..Default::default() };
         b.fill_defaults();
         assert!(b.use_carrier);
         assert_eq!(
-            (
-                b.ad_actor_sys_prio,
-                b.missed_max,
-                b.tlb_dynamic_lb,
-                b.resend_igmp
-            ),
+            (b.ad_actor_sys_prio, b.missed_max, b.tlb_dynamic_lb, b.resend_igmp),
             (65535, 0, 1, 1)
         );
-        let mut b = BondMasterSpec {
-            mode: BondMode::BALANCE_ALB,
-            ..Default::default()
-        };
+        let mut b = BondMasterSpec { mode: BondMode::BALANCE_ALB, ..Default::default() };
         b.fill_defaults();
         assert_eq!((b.tlb_dynamic_lb, b.missed_max), (0, 0));
         let mut b = BondMasterSpec::default();
@@ -1409,10 +1341,7 @@ mod tests {
 
     #[test]
     fn client_identifier_parse() {
-        assert_eq!(
-            "mac".parse::<ClientIdentifier>().unwrap(),
-            ClientIdentifier::Mac
-        );
+        assert_eq!("mac".parse::<ClientIdentifier>().unwrap(), ClientIdentifier::Mac);
         assert_eq!(
             "00:01:02:03".parse::<ClientIdentifier>().unwrap(),
             ClientIdentifier::Duid("00010203".into())

@@ -36,29 +36,17 @@ pub struct Input {
 impl Input {
     /// A strong input.
     pub const fn strong(namespace: Namespace, kind: Kind) -> Self {
-        Self {
-            namespace,
-            kind,
-            mode: InputMode::Strong,
-        }
+        Self { namespace, kind, mode: InputMode::Strong }
     }
 
     /// A weak input.
     pub const fn weak(namespace: Namespace, kind: Kind) -> Self {
-        Self {
-            namespace,
-            kind,
-            mode: InputMode::Weak,
-        }
+        Self { namespace, kind, mode: InputMode::Weak }
     }
 
     /// A destroy-ready input.
     pub const fn destroy_ready(namespace: Namespace, kind: Kind) -> Self {
-        Self {
-            namespace,
-            kind,
-            mode: InputMode::DestroyReady,
-        }
+        Self { namespace, kind, mode: InputMode::DestroyReady }
     }
 }
 
@@ -74,6 +62,8 @@ pub enum OutputMode {
 /// A declared output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Output {
+    /// Namespace written.
+    pub namespace: Namespace,
     /// Kind written.
     pub kind: Kind,
     /// Exclusive or shared.
@@ -82,19 +72,13 @@ pub struct Output {
 
 impl Output {
     /// An exclusive output.
-    pub const fn exclusive(kind: Kind) -> Self {
-        Self {
-            kind,
-            mode: OutputMode::Exclusive,
-        }
+    pub const fn exclusive(namespace: Namespace, kind: Kind) -> Self {
+        Self { namespace, kind, mode: OutputMode::Exclusive }
     }
 
     /// A shared output.
-    pub const fn shared(kind: Kind) -> Self {
-        Self {
-            kind,
-            mode: OutputMode::Shared,
-        }
+    pub const fn shared(namespace: Namespace, kind: Kind) -> Self {
+        Self { namespace, kind, mode: OutputMode::Shared }
     }
 }
 
@@ -127,10 +111,12 @@ pub enum ControllerError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     /// A write to a kind the controller did not declare as an output.
-    #[error("{controller} wrote {kind}, which is not one of its outputs")]
+    #[error("{controller} wrote {kind} in {namespace}, which is not one of its outputs")]
     UndeclaredOutput {
         /// The controller.
         controller: &'static str,
+        /// The namespace.
+        namespace: Namespace,
         /// The kind.
         kind: Kind,
     },
@@ -150,10 +136,7 @@ pub enum ControllerError {
 impl ControllerError {
     /// A transient error with a message.
     pub fn transient(message: impl Into<String>) -> Self {
-        Self::Other {
-            kind: ErrorKind::Transient,
-            message: message.into(),
-        }
+        Self::Other { kind: ErrorKind::Transient, message: message.into() }
     }
 
     /// The error's category.
@@ -224,7 +207,7 @@ impl<'a> Ctx<'a> {
         id: &str,
         spec: S,
     ) -> Result<(), ControllerError> {
-        self.check_output(S::KIND)?;
+        self.check_output(namespace, S::KIND)?;
         self.touched.insert((namespace, S::KIND, id.to_owned()));
         if let Some(ch) = self.store.put(self.name, namespace, id, spec.into())? {
             self.changes.push(ch);
@@ -241,8 +224,7 @@ impl<'a> Ctx<'a> {
         provenance: BTreeMap<String, Vec<String>>,
     ) -> Result<(), ControllerError> {
         self.put(namespace, id, spec)?;
-        self.store
-            .set_provenance(self.name, namespace, S::KIND, id, provenance)?;
+        self.store.set_provenance(self.name, namespace, S::KIND, id, provenance)?;
         Ok(())
     }
 
@@ -253,7 +235,7 @@ impl<'a> Ctx<'a> {
         kind: Kind,
         id: &str,
     ) -> Result<(), ControllerError> {
-        self.check_output(kind)?;
+        self.check_output(namespace, kind)?;
         if let Some(ch) = self.store.teardown(self.name, namespace, kind, id)? {
             self.changes.push(ch);
         }
@@ -272,11 +254,7 @@ impl<'a> Ctx<'a> {
             .store
             .list(namespace, kind)
             .filter(|r| r.metadata.owner == self.name)
-            .filter(|r| {
-                !self
-                    .touched
-                    .contains(&(namespace, kind, r.metadata.id.clone()))
-            })
+            .filter(|r| !self.touched.contains(&(namespace, kind, r.metadata.id.clone())))
             .map(|r| r.metadata.id.clone())
             .collect();
         for id in stale {
@@ -287,9 +265,7 @@ impl<'a> Ctx<'a> {
 
     /// Is this resource tearing down?
     pub fn is_tearing_down(&self, namespace: Namespace, kind: Kind, id: &str) -> bool {
-        self.store
-            .get(namespace, kind, id)
-            .is_some_and(|r| r.metadata.phase == Phase::TearingDown)
+        self.store.get(namespace, kind, id).is_some_and(|r| r.metadata.phase == Phase::TearingDown)
     }
 
     /// One resource with its metadata.
@@ -317,10 +293,7 @@ impl<'a> Ctx<'a> {
         kind: Kind,
         id: &str,
     ) -> Result<(), ControllerError> {
-        if let Some(ch) = self
-            .store
-            .remove_finalizer(namespace, kind, id, self.name)?
-        {
+        if let Some(ch) = self.store.remove_finalizer(namespace, kind, id, self.name)? {
             self.changes.push(ch);
         }
         Ok(())
@@ -331,14 +304,11 @@ impl<'a> Ctx<'a> {
         *self.condition = reason;
     }
 
-    fn check_output(&self, kind: Kind) -> Result<(), ControllerError> {
-        if self.outputs.iter().any(|o| o.kind == kind) {
+    fn check_output(&self, namespace: Namespace, kind: Kind) -> Result<(), ControllerError> {
+        if self.outputs.iter().any(|o| o.namespace == namespace && o.kind == kind) {
             Ok(())
         } else {
-            Err(ControllerError::UndeclaredOutput {
-                controller: self.name,
-                kind,
-            })
+            Err(ControllerError::UndeclaredOutput { controller: self.name, namespace, kind })
         }
     }
 }

@@ -108,10 +108,7 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
             .field("resources", &self.store.len())
-            .field(
-                "controllers",
-                &self.slots.iter().map(|s| s.name).collect::<Vec<_>>(),
-            )
+            .field("controllers", &self.slots.iter().map(|s| s.name).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -125,11 +122,7 @@ impl Default for Runtime {
 impl Runtime {
     /// An empty runtime.
     pub fn new() -> Self {
-        Self {
-            store: Store::new(),
-            slots: Vec::new(),
-            journal: Vec::new(),
-        }
+        Self { store: Store::new(), slots: Vec::new(), journal: Vec::new() }
     }
 
     /// Add a controller. It starts dirty, so its first [`Runtime::run`] reconciles it.
@@ -144,7 +137,7 @@ impl Runtime {
                 for ours in &outputs {
                     let exclusive =
                         theirs.mode == OutputMode::Exclusive || ours.mode == OutputMode::Exclusive;
-                    if theirs.kind == ours.kind && exclusive {
+                    if theirs.namespace == ours.namespace && theirs.kind == ours.kind && exclusive {
                         return Err(RuntimeError::OutputConflict {
                             kind: ours.kind,
                             first: slot.name,
@@ -228,10 +221,7 @@ impl Runtime {
     /// The earliest timer (a requested wake-up or a retry). Dirty controllers are not timers:
     /// call [`Runtime::run`] while [`Runtime::has_work`] says so.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.retry_at.or(s.wake_at))
-            .min()
+        self.slots.iter().filter_map(|s| s.retry_at.or(s.wake_at)).min()
     }
 
     /// True when some controller is dirty and not waiting for a retry.
@@ -272,11 +262,7 @@ impl Runtime {
         }
         let mut report = RunReport::default();
         let mut runs_this_pass: BTreeMap<usize, usize> = BTreeMap::new();
-        while let Some(i) = self
-            .slots
-            .iter()
-            .position(|s| s.dirty && s.retry_at.is_none())
-        {
+        while let Some(i) = self.slots.iter().position(|s| s.dirty && s.retry_at.is_none()) {
             if report.reconciles >= PASS_CAP {
                 report.looping = self.back_off_loopers(&runs_this_pass, now);
                 break;
@@ -350,11 +336,7 @@ impl Runtime {
         runs: &BTreeMap<usize, usize>,
         now: Instant,
     ) -> Vec<&'static str> {
-        let looping: Vec<usize> = runs
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(i, _)| *i)
-            .collect();
+        let looping: Vec<usize> = runs.iter().filter(|(_, n)| **n > 1).map(|(i, _)| *i).collect();
         let names: Vec<&'static str> = looping.iter().map(|i| self.slots[*i].name).collect();
         log::error!(
             target: "runtime",

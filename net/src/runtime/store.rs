@@ -169,11 +169,7 @@ impl Store {
             Some(existing) => {
                 check_owner(existing, owner)?;
                 if existing.metadata.phase == Phase::TearingDown {
-                    return Err(StoreError::TearingDown {
-                        namespace,
-                        kind,
-                        id: id.to_owned(),
-                    });
+                    return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
                 }
                 if existing.spec == spec {
                     return Ok(None);
@@ -200,8 +196,7 @@ impl Store {
                     provenance: BTreeMap::new(),
                 };
                 let ch = change(&resource, ChangeKind::Created);
-                self.items
-                    .insert((namespace, kind, id.to_owned()), resource);
+                self.items.insert((namespace, kind, id.to_owned()), resource);
                 Ok(Some(ch))
             }
         }
@@ -286,11 +281,7 @@ impl Store {
     ) -> Result<Option<Change>, StoreError> {
         let r = self.get_mut(namespace, kind, id)?;
         if r.metadata.phase == Phase::TearingDown {
-            return Err(StoreError::TearingDown {
-                namespace,
-                kind,
-                id: id.to_owned(),
-            });
+            return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
         }
         if !r.metadata.finalizers.insert(finalizer.to_owned()) {
             return Ok(None);
@@ -320,13 +311,11 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<&mut Resource, StoreError> {
-        self.items
-            .get_mut(&(namespace, kind, id.to_owned()))
-            .ok_or_else(|| StoreError::NotFound {
-                namespace,
-                kind,
-                id: id.to_owned(),
-            })
+        self.items.get_mut(&(namespace, kind, id.to_owned())).ok_or_else(|| StoreError::NotFound {
+            namespace,
+            kind,
+            id: id.to_owned(),
+        })
     }
 }
 
@@ -371,33 +360,17 @@ mod tests {
     #[test]
     fn equal_write_changes_nothing() {
         let mut s = Store::new();
-        let ch = s
-            .put("a", Namespace::Network, "hostname", host("x"))
-            .unwrap()
-            .unwrap();
+        let ch = s.put("a", Namespace::Network, "hostname", host("x")).unwrap().unwrap();
         assert_eq!(ch.what, ChangeKind::Created);
+        assert_eq!(s.put("a", Namespace::Network, "hostname", host("x")).unwrap(), None);
         assert_eq!(
-            s.put("a", Namespace::Network, "hostname", host("x"))
-                .unwrap(),
-            None
-        );
-        assert_eq!(
-            s.get(Namespace::Network, Kind::HostnameSpec, "hostname")
-                .unwrap()
-                .metadata
-                .version,
+            s.get(Namespace::Network, Kind::HostnameSpec, "hostname").unwrap().metadata.version,
             1
         );
-        let ch = s
-            .put("a", Namespace::Network, "hostname", host("y"))
-            .unwrap()
-            .unwrap();
+        let ch = s.put("a", Namespace::Network, "hostname", host("y")).unwrap().unwrap();
         assert_eq!(ch.what, ChangeKind::Updated);
         assert_eq!(
-            s.get(Namespace::Network, Kind::HostnameSpec, "hostname")
-                .unwrap()
-                .metadata
-                .version,
+            s.get(Namespace::Network, Kind::HostnameSpec, "hostname").unwrap().metadata.version,
             2
         );
     }
@@ -405,22 +378,13 @@ mod tests {
     #[test]
     fn only_the_owner_writes() {
         let mut s = Store::new();
-        s.put("a", Namespace::Network, "hostname", host("x"))
-            .unwrap();
-        let err = s
-            .put("b", Namespace::Network, "hostname", host("y"))
-            .unwrap_err();
+        s.put("a", Namespace::Network, "hostname", host("x")).unwrap();
+        let err = s.put("b", Namespace::Network, "hostname", host("y")).unwrap_err();
         assert!(matches!(err, StoreError::NotOwner { .. }), "{err}");
-        assert!(s
-            .destroy("b", Namespace::Network, Kind::HostnameSpec, "hostname")
-            .is_err());
-        assert!(s
-            .teardown("b", Namespace::Network, Kind::HostnameSpec, "hostname")
-            .is_err());
+        assert!(s.destroy("b", Namespace::Network, Kind::HostnameSpec, "hostname").is_err());
+        assert!(s.teardown("b", Namespace::Network, Kind::HostnameSpec, "hostname").is_err());
         assert_eq!(
-            s.get_spec::<HostnameSpec>(Namespace::Network, "hostname")
-                .unwrap()
-                .hostname,
+            s.get_spec::<HostnameSpec>(Namespace::Network, "hostname").unwrap().hostname,
             "x"
         );
     }
@@ -430,37 +394,22 @@ mod tests {
         let mut s = Store::new();
         let ns = Namespace::Network;
         s.put("a", ns, "hostname", host("x")).unwrap();
-        s.add_finalizer(ns, Kind::HostnameSpec, "hostname", "spec")
-            .unwrap();
+        s.add_finalizer(ns, Kind::HostnameSpec, "hostname", "spec").unwrap();
         assert!(matches!(
             s.destroy("a", ns, Kind::HostnameSpec, "hostname"),
             Err(StoreError::HasFinalizers { .. })
         ));
-        let ch = s
-            .teardown("a", ns, Kind::HostnameSpec, "hostname")
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (ch.what, ch.destroy_ready),
-            (ChangeKind::TearingDown, false)
-        );
+        let ch = s.teardown("a", ns, Kind::HostnameSpec, "hostname").unwrap().unwrap();
+        assert_eq!((ch.what, ch.destroy_ready), (ChangeKind::TearingDown, false));
         assert!(matches!(
             s.put("a", ns, "hostname", host("y")),
             Err(StoreError::TearingDown { .. })
         ));
-        assert!(s
-            .add_finalizer(ns, Kind::HostnameSpec, "hostname", "other")
-            .is_err());
-        let ch = s
-            .remove_finalizer(ns, Kind::HostnameSpec, "hostname", "spec")
-            .unwrap()
-            .unwrap();
+        assert!(s.add_finalizer(ns, Kind::HostnameSpec, "hostname", "other").is_err());
+        let ch = s.remove_finalizer(ns, Kind::HostnameSpec, "hostname", "spec").unwrap().unwrap();
         assert!(ch.destroy_ready);
         assert_eq!(
-            s.destroy("a", ns, Kind::HostnameSpec, "hostname")
-                .unwrap()
-                .unwrap()
-                .what,
+            s.destroy("a", ns, Kind::HostnameSpec, "hostname").unwrap().unwrap().what,
             ChangeKind::Destroyed
         );
         assert!(s.is_empty());
@@ -469,12 +418,9 @@ mod tests {
     #[test]
     fn teardown_without_finalizers_destroys() {
         let mut s = Store::new();
-        s.put("a", Namespace::Network, "hostname", host("x"))
-            .unwrap();
-        let ch = s
-            .teardown("a", Namespace::Network, Kind::HostnameSpec, "hostname")
-            .unwrap()
-            .unwrap();
+        s.put("a", Namespace::Network, "hostname", host("x")).unwrap();
+        let ch =
+            s.teardown("a", Namespace::Network, Kind::HostnameSpec, "hostname").unwrap().unwrap();
         assert_eq!(ch.what, ChangeKind::Destroyed);
         assert!(s.is_empty());
     }
@@ -486,10 +432,8 @@ mod tests {
             s.put("o", Namespace::NetworkConfig, id, host(id)).unwrap();
         }
         s.put("o", Namespace::Network, "z", host("z")).unwrap();
-        let ids: Vec<_> = s
-            .list_specs::<HostnameSpec>(Namespace::NetworkConfig)
-            .map(|(id, _)| id)
-            .collect();
+        let ids: Vec<_> =
+            s.list_specs::<HostnameSpec>(Namespace::NetworkConfig).map(|(id, _)| id).collect();
         assert_eq!(ids, ["a", "b", "c"]);
         assert_eq!(s.list(Namespace::Network, Kind::AddressSpec).count(), 0);
     }

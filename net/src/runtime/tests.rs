@@ -52,17 +52,14 @@ fn ctrl(
 }
 
 fn host(name: &str) -> HostnameSpec {
-    HostnameSpec {
-        hostname: name.into(),
-        domainname: String::new(),
-        layer: ConfigLayer::Default,
-    }
+    HostnameSpec { hostname: name.into(), domainname: String::new(), layer: ConfigLayer::Default }
 }
 
 const NC: Namespace = Namespace::NetworkConfig;
 const NET: Namespace = Namespace::Network;
 const HOST_IN: Input = Input::strong(NC, Kind::HostnameSpec);
-const HOST_OUT: Output = Output::shared(Kind::HostnameSpec);
+const HOST_OUT: Output = Output::shared(NC, Kind::HostnameSpec);
+const HOST_NET_OUT: Output = Output::shared(NET, Kind::HostnameSpec);
 
 fn reader(name: &'static str) -> (Box<dyn Controller>, Rc<Cell<u32>>) {
     ctrl(name, &[HOST_IN], &[], |_| Ok(Next::Idle))
@@ -87,24 +84,12 @@ fn equal_writes_wake_nobody() {
     rt.run(now);
     let after_first = reads.get();
     // Wake the writer again: it writes the same spec, so the reader must stay asleep.
-    rt.put_input(
-        "test",
-        Namespace::Config,
-        "v1alpha1",
-        crate::config::MachineConfig::default(),
-    )
-    .unwrap();
+    rt.put_input("test", Namespace::Config, "v1alpha1", crate::config::MachineConfig::default())
+        .unwrap();
     let report = rt.run(now);
     assert_eq!(report.reconciles, 1, "only the writer ran");
     assert_eq!(reads.get(), after_first);
-    assert_eq!(
-        rt.store()
-            .get(NC, Kind::HostnameSpec, "a")
-            .unwrap()
-            .metadata
-            .version,
-        1
-    );
+    assert_eq!(rt.store().get(NC, Kind::HostnameSpec, "a").unwrap().metadata.version, 1);
 }
 
 #[test]
@@ -138,22 +123,9 @@ fn only_owners_write() {
     rt.register(a).unwrap();
     rt.register(b).unwrap();
     rt.run(Instant::now());
-    assert_eq!(
-        rt.store()
-            .get_spec::<HostnameSpec>(NC, "x")
-            .unwrap()
-            .hostname,
-        "mine"
-    );
+    assert_eq!(rt.store().get_spec::<HostnameSpec>(NC, "x").unwrap().hostname, "mine");
     let b_state = &rt.controllers()[1];
-    assert!(
-        b_state
-            .last_error
-            .as_deref()
-            .unwrap()
-            .contains("owned by a"),
-        "{b_state:?}"
-    );
+    assert!(b_state.last_error.as_deref().unwrap().contains("owned by a"), "{b_state:?}");
 }
 
 #[test]
@@ -166,26 +138,17 @@ fn undeclared_outputs_are_refused() {
     rt.register(a).unwrap();
     rt.run(Instant::now());
     assert!(rt.store().is_empty());
-    assert!(rt.controllers()[0]
-        .last_error
-        .as_deref()
-        .unwrap()
-        .contains("not one of its outputs"));
+    assert!(rt.controllers()[0].last_error.as_deref().unwrap().contains("not one of its outputs"));
 }
 
 #[test]
 fn exclusive_outputs_conflict_at_registration() {
     let mut rt = Runtime::new();
-    let (a, _) = ctrl("a", &[], &[Output::exclusive(Kind::HostnameSpec)], |_| {
-        Ok(Next::Idle)
-    });
+    let (a, _) = ctrl("a", &[], &[Output::exclusive(NC, Kind::HostnameSpec)], |_| Ok(Next::Idle));
     let (b, _) = ctrl("b", &[], &[HOST_OUT], |_| Ok(Next::Idle));
     let (a2, _) = ctrl("a", &[], &[], |_| Ok(Next::Idle));
     rt.register(a).unwrap();
-    assert!(matches!(
-        rt.register(b),
-        Err(RuntimeError::OutputConflict { .. })
-    ));
+    assert!(matches!(rt.register(b), Err(RuntimeError::OutputConflict { .. })));
     assert_eq!(rt.register(a2), Err(RuntimeError::DuplicateName("a")));
 }
 
@@ -194,22 +157,13 @@ fn loops_hit_the_cap_and_are_named() {
     let mut rt = Runtime::new();
     // ping writes network-config from network, pong writes network from network-config: each
     // write changes a counter, so they wake each other forever.
-    let (ping, _) = ctrl(
-        "ping",
-        &[Input::strong(NET, Kind::HostnameSpec)],
-        &[HOST_OUT],
-        |ctx| {
-            let n = ctx
-                .get::<HostnameSpec>(NET, "p")
-                .map_or(0, |h| h.hostname.len());
-            ctx.put(NC, "p", host(&"x".repeat(n + 1)))?;
-            Ok(Next::Idle)
-        },
-    );
-    let (pong, _) = ctrl("pong", &[HOST_IN], &[HOST_OUT], |ctx| {
-        let n = ctx
-            .get::<HostnameSpec>(NC, "p")
-            .map_or(0, |h| h.hostname.len());
+    let (ping, _) = ctrl("ping", &[Input::strong(NET, Kind::HostnameSpec)], &[HOST_OUT], |ctx| {
+        let n = ctx.get::<HostnameSpec>(NET, "p").map_or(0, |h| h.hostname.len());
+        ctx.put(NC, "p", host(&"x".repeat(n + 1)))?;
+        Ok(Next::Idle)
+    });
+    let (pong, _) = ctrl("pong", &[HOST_IN], &[HOST_NET_OUT], |ctx| {
+        let n = ctx.get::<HostnameSpec>(NC, "p").map_or(0, |h| h.hostname.len());
         ctx.put(NET, "p", host(&"x".repeat(n + 1)))?;
         Ok(Next::Idle)
     });
@@ -221,10 +175,7 @@ fn loops_hit_the_cap_and_are_named() {
     let report = rt.run(now);
     assert_eq!(report.reconciles, PASS_CAP);
     assert_eq!(report.looping, ["ping", "pong"]);
-    assert!(
-        rt.poll_at().is_some_and(|t| t > now),
-        "loopers are backed off, not spinning"
-    );
+    assert!(rt.poll_at().is_some_and(|t| t > now), "loopers are backed off, not spinning");
     // Whoever was starved by the loop still gets its turn.
     while rt.has_work() {
         rt.run(now);
@@ -253,11 +204,7 @@ fn errors_back_off_exponentially_and_success_resets() {
     let t1 = t0 + BACKOFF_INITIAL;
     rt.run(t1);
     assert_eq!(runs.get(), 2);
-    assert_eq!(
-        rt.poll_at(),
-        Some(t1 + BACKOFF_INITIAL * 2),
-        "delay doubled"
-    );
+    assert_eq!(rt.poll_at(), Some(t1 + BACKOFF_INITIAL * 2), "delay doubled");
     fail.set(false);
     rt.run(t1 + BACKOFF_INITIAL * 2);
     assert_eq!(runs.get(), 3);
@@ -274,9 +221,7 @@ fn errors_back_off_exponentially_and_success_resets() {
 #[test]
 fn backoff_is_capped() {
     let mut rt = Runtime::new();
-    let (c, _) = ctrl("broken", &[], &[], |_| {
-        Err(ControllerError::transient("no"))
-    });
+    let (c, _) = ctrl("broken", &[], &[], |_| Err(ControllerError::transient("no")));
     rt.register(c).unwrap();
     let mut t = Instant::now();
     for _ in 0..20 {
@@ -297,10 +242,7 @@ fn panics_are_caught_and_retried() {
     let t0 = Instant::now();
     rt.run(t0);
     assert_eq!((bad_runs.get(), good_runs.get()), (1, 1));
-    assert_eq!(
-        rt.controllers()[0].last_error.as_deref(),
-        Some("panicked: boom")
-    );
+    assert_eq!(rt.controllers()[0].last_error.as_deref(), Some("panicked: boom"));
     rt.run(t0 + BACKOFF_INITIAL);
     assert_eq!(bad_runs.get(), 2, "retried after the backoff");
 }
@@ -311,11 +253,7 @@ fn timers_wake_controllers() {
     let t0 = Instant::now();
     let at = t0 + Duration::from_secs(5);
     let (c, runs) = ctrl("ticker", &[], &[], move |ctx| {
-        Ok(if ctx.now() < at {
-            Next::At(at)
-        } else {
-            Next::Idle
-        })
+        Ok(if ctx.now() < at { Next::At(at) } else { Next::Idle })
     });
     rt.register(c).unwrap();
     rt.run(t0);
@@ -339,7 +277,7 @@ fn finalizers_order_teardown() {
             Input::weak(Namespace::Config, Kind::MachineConfig),
             Input::destroy_ready(NET, Kind::HostnameSpec),
         ],
-        &[HOST_OUT],
+        &[HOST_NET_OUT],
         move |ctx| {
             if w.get() {
                 ctx.put(NET, "x", host("x"))?;
@@ -350,22 +288,16 @@ fn finalizers_order_teardown() {
     );
     // The applier holds a finalizer while `x` runs, and releases it once "the kernel object is
     // gone" (here: one reconcile after teardown starts).
-    let (applier, applier_runs) = ctrl(
-        "applier",
-        &[Input::strong(NET, Kind::HostnameSpec)],
-        &[],
-        |ctx| {
-            let phase = ctx
-                .resource(NET, Kind::HostnameSpec, "x")
-                .map(|r| r.metadata.phase);
+    let (applier, applier_runs) =
+        ctrl("applier", &[Input::strong(NET, Kind::HostnameSpec)], &[], |ctx| {
+            let phase = ctx.resource(NET, Kind::HostnameSpec, "x").map(|r| r.metadata.phase);
             match phase {
                 Some(Phase::Running) => ctx.add_finalizer(NET, Kind::HostnameSpec, "x")?,
                 Some(Phase::TearingDown) => ctx.remove_finalizer(NET, Kind::HostnameSpec, "x")?,
                 None => {}
             }
             Ok(Next::Idle)
-        },
-    );
+        });
     rt.register(owner).unwrap();
     rt.register(applier).unwrap();
     let now = Instant::now();
@@ -374,13 +306,8 @@ fn finalizers_order_teardown() {
     assert!(x.metadata.finalizers.contains("applier"));
 
     want.set(false);
-    rt.put_input(
-        "test",
-        Namespace::Config,
-        "v1alpha1",
-        crate::config::MachineConfig::default(),
-    )
-    .unwrap();
+    rt.put_input("test", Namespace::Config, "v1alpha1", crate::config::MachineConfig::default())
+        .unwrap();
     let before = applier_runs.get();
     rt.run(now);
     assert!(applier_runs.get() > before, "the applier saw the teardown");
@@ -388,12 +315,8 @@ fn finalizers_order_teardown() {
         rt.store().get(NET, Kind::HostnameSpec, "x").is_none(),
         "owner destroyed it once released"
     );
-    let journal: Vec<ChangeKind> = rt
-        .take_changes()
-        .into_iter()
-        .filter(|c| c.id == "x")
-        .map(|c| c.what)
-        .collect();
+    let journal: Vec<ChangeKind> =
+        rt.take_changes().into_iter().filter(|c| c.id == "x").map(|c| c.what).collect();
     assert_eq!(
         journal,
         [

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `keelson plan`: run the config and merge controllers against declared links, with no
+//! kernel, and print every resource of `network-config` and `network`. This is the user's
+//! dry run: "what will my node do with this command line and config?"
+//!
+//! Exit code: 0 when everything parsed, 1 when an entry or the config was rejected (the rest
+//! is still planned and printed), 2 for usage errors.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID};
+use net::resource::nethelpers::{HardwareAddr, LinkType};
+use net::resource::{LinkStatus, Namespace, Resource};
+use net::runtime::Runtime;
+
+use crate::output::{self, Format};
+
+/// The owner of the inputs `plan` writes.
+const SOURCE: &str = "plan";
+
+#[derive(Debug)]
+struct Args {
+    cmdline: String,
+    config: Option<String>,
+    links: Vec<(String, LinkStatus)>,
+    format: Format,
+}
+
+fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(raw);
+    let mut args =
+        Args { cmdline: String::new(), config: None, links: Vec::new(), format: Format::Table };
+    let text = |v: OsString| v.into_string().map_err(|v| format!("not UTF-8: {v:?}"));
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("cmdline") => args.cmdline = text(parser.value().map_err(|e| e.to_string())?)?,
+            Long("config") => args.config = Some(text(parser.value().map_err(|e| e.to_string())?)?),
+            Long("link") => {
+                let spec = text(parser.value().map_err(|e| e.to_string())?)?;
+                let index = u32::try_from(args.links.len() + 2).unwrap_or(u32::MAX);
+                args.links.push(parse_link(&spec, index)?);
+            }
+            Short('o') | Long("output") => {
+                args.format = text(parser.value().map_err(|e| e.to_string())?)?.parse()?
+            }
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok(args)
+}
+
+/// `NAME[,mac=MAC][,kind=KIND][,alias=ALIAS]` → a link status as the kernel would report it.
+/// `kind` is an rtnetlink kind (`bond`, `vlan`, `bridge`, `dummy`, `veth`, `wireguard`) or
+/// `physical` (the default); physical links get a locally administered MAC if none is given.
+fn parse_link(spec: &str, index: u32) -> Result<(String, LinkStatus), String> {
+    let mut parts = spec.split(',');
+    let name = parts
+        .next()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("--link {spec:?}: empty name"))?;
+    if name.len() > net::resource::MAX_LINK_NAME_LEN {
+        return Err(format!("--link {spec:?}: name longer than 15 characters"));
+    }
+    let idx = index.to_be_bytes();
+    let mut status = LinkStatus {
+        index,
+        link_type: LinkType::ETHER,
+        hardware_addr: HardwareAddr(vec![0x02, 0x00, idx[0], idx[1], idx[2], idx[3]]),
+        mtu: 1500,
+        operational_state: "up".into(),
+        link_state: true,
+        ..LinkStatus::default()
+    };
+    for part in parts {
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--link {spec:?}: expected key=value, got {part:?}"))?;
+        match key {
+            "mac" => {
+                status.hardware_addr = value.parse().map_err(|e| format!("--link {spec:?}: {e}"))?
+            }
+            "alias" => status.alias = value.to_owned(),
+            "kind" => match value {
+                "physical" => status.kind.clear(),
+                "wireguard" => {
+                    status.kind = value.to_owned();
+                    status.link_type = LinkType::NONE;
+                }
+                "bond" | "vlan" | "bridge" | "dummy" | "veth" | "vrf" => {
+                    status.kind = value.to_owned()
+                }
+                _ => return Err(format!("--link {spec:?}: unknown kind {value:?}")),
+            },
+            _ => {
+                return Err(format!(
+                    "--link {spec:?}: unknown key {key:?} (want mac, kind or alias)"
+                ))
+            }
+        }
+    }
+    Ok((name.to_owned(), status))
+}
+
+fn loopback() -> LinkStatus {
+    LinkStatus {
+        index: 1,
+        link_type: LinkType::LOOPBACK,
+        hardware_addr: HardwareAddr(vec![0; 6]),
+        mtu: 65536,
+        operational_state: "unknown".into(),
+        link_state: true,
+        ..LinkStatus::default()
+    }
+}
+
+pub fn main(raw: Vec<OsString>) -> ExitCode {
+    let args = match parse_args(raw) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("keelson plan: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match plan(&args) {
+        Ok((text, rejected)) => {
+            print!("{text}");
+            ExitCode::from(u8::from(rejected))
+        }
+        Err(e) => {
+            eprintln!("keelson plan: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Plan and render; returns the text and whether any input was rejected.
+fn plan(args: &Args) -> Result<(String, bool), String> {
+    let mut rejected = false;
+    let mut rt = Runtime::new();
+    for ctrl in controllers::config_and_merge() {
+        rt.register(ctrl).map_err(|e| e.to_string())?;
+    }
+    let err = |e: net::runtime::StoreError| e.to_string();
+
+    let parsed = net::cmdline::parse(&args.cmdline);
+    for e in &parsed.errors {
+        eprintln!("error: {e}");
+        rejected = true;
+    }
+    for w in &parsed.warnings {
+        eprintln!("warning: {w}");
+    }
+    rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed).map_err(err)?;
+
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
+        match net::config::parse(&text) {
+            Ok(cfg) => {
+                for w in &cfg.warnings {
+                    eprintln!("warning: {path}: {w}");
+                }
+                rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg).map_err(err)?;
+            }
+            Err(e) => {
+                eprintln!("error: {path}: {e}; planning without it");
+                rejected = true;
+            }
+        }
+    }
+
+    rt.put_input(SOURCE, Namespace::Network, "lo", loopback()).map_err(err)?;
+    for (name, status) in &args.links {
+        rt.put_input(SOURCE, Namespace::Network, name, status.clone()).map_err(err)?;
+    }
+
+    let now = Instant::now();
+    while rt.has_work() {
+        rt.run(now);
+    }
+    for c in rt.controllers() {
+        if let Some(e) = c.last_error {
+            eprintln!("error: {}: {e}", c.name);
+            rejected = true;
+        }
+    }
+
+    let shown: Vec<&Resource> = rt
+        .store()
+        .iter()
+        .filter(|r| matches!(r.metadata.namespace, Namespace::NetworkConfig | Namespace::Network))
+        .filter(|r| r.metadata.owner != SOURCE)
+        .collect();
+    Ok((output::render(&shown, args.format)?, rejected))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_args() {
+        let (name, s) = parse_link("eth0", 2).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(name, "eth0");
+        assert!(s.physical());
+        assert_eq!(s.hardware_addr.to_string(), "02:00:00:00:00:02");
+        let (_, s) = parse_link("bond0,kind=bond,mac=aa:bb:cc:dd:ee:ff,alias=up", 3)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(!s.physical());
+        assert_eq!((s.kind.as_str(), s.alias.as_str()), ("bond", "up"));
+        assert_eq!(s.hardware_addr.to_string(), "aa:bb:cc:dd:ee:ff");
+        assert!(parse_link("eth0,kind=nope", 2).is_err());
+        assert!(parse_link("eth0,speed=10", 2).is_err());
+        assert!(parse_link(",mac=aa:bb:cc:dd:ee:ff", 2).is_err());
+        assert!(parse_link("averyveryverylongname", 2).is_err());
+    }
+}

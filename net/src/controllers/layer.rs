@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Writing one layer's specs into `network-config`, shared by every config controller.
+
+use crate::resource::{
+    layered_id, ConfigLayer, Kind, LayerSpecs, LinkStatus, LinkView, Namespace, SpecType,
+};
+use crate::runtime::{ControllerError, Ctx, Input, Output};
+
+/// The kinds a config controller writes.
+pub(super) const LAYERED_KINDS: [Kind; 8] = [
+    Kind::AddressSpec,
+    Kind::RouteSpec,
+    Kind::LinkSpec,
+    Kind::ResolverSpec,
+    Kind::HostnameSpec,
+    Kind::TimeServerSpec,
+    Kind::OperatorSpec,
+    Kind::RoutingRuleSpec,
+];
+
+/// Shared outputs of every config controller.
+pub(super) fn layered_outputs() -> Vec<Output> {
+    LAYERED_KINDS.iter().map(|k| Output::shared(Namespace::NetworkConfig, *k)).collect()
+}
+
+/// The link statuses input every config controller has (names resolve through it).
+pub(super) const LINKS_INPUT: Input = Input::weak(Namespace::Network, Kind::LinkStatus);
+
+/// A view of the node's links as the status controller reports them.
+pub(super) fn link_view<'a>(ctx: &'a Ctx<'_>) -> LinkView<'a> {
+    LinkView::new(ctx.store().list_specs::<LinkStatus>(Namespace::Network))
+}
+
+/// Put every spec of `specs` under `<layer>/<natural id>`, and remove what this controller
+/// wrote before but no longer produces.
+pub(super) fn write_layer(
+    ctx: &mut Ctx<'_>,
+    layer: ConfigLayer,
+    specs: LayerSpecs,
+) -> Result<(), ControllerError> {
+    fn put_all<S: SpecType>(
+        ctx: &mut Ctx<'_>,
+        layer: ConfigLayer,
+        items: Vec<S>,
+        id: impl Fn(&S) -> String,
+    ) -> Result<(), ControllerError> {
+        for spec in items {
+            let layered = layered_id(layer, &id(&spec));
+            ctx.put(Namespace::NetworkConfig, &layered, spec)?;
+        }
+        Ok(())
+    }
+    let LayerSpecs {
+        addresses,
+        routes,
+        links,
+        resolvers,
+        hostnames,
+        time_servers,
+        operators,
+        rules,
+    } = specs;
+    put_all(ctx, layer, addresses, |s| s.id())?;
+    put_all(ctx, layer, routes, |s| s.id())?;
+    put_all(ctx, layer, links, |s| s.id())?;
+    put_all(ctx, layer, resolvers, |_| crate::resource::RESOLVER_ID.to_owned())?;
+    put_all(ctx, layer, hostnames, |_| crate::resource::HOSTNAME_ID.to_owned())?;
+    put_all(ctx, layer, time_servers, |_| crate::resource::TIMESERVER_ID.to_owned())?;
+    put_all(ctx, layer, operators, |s| s.id())?;
+    put_all(ctx, layer, rules, |s| s.id())?;
+    for kind in LAYERED_KINDS {
+        ctx.cleanup_untouched(Namespace::NetworkConfig, kind)?;
+    }
+    Ok(())
+}
