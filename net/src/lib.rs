@@ -10,6 +10,7 @@
 pub mod cmdline;
 pub mod config;
 pub mod controllers;
+pub mod etcfiles;
 pub mod merge;
 pub mod resource;
 pub mod runtime;

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Operator merge (TB §3.7).
+
+use super::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::network::{ConfigLayer, OperatorSpec};
+
+impl Layered for OperatorSpec {
+    const FIELDS: &'static [&'static str] = &[
+        "operator",
+        "linkName",
+        "requireUp",
+        "dhcp4",
+        "dhcp6",
+        "vip",
+        "layer",
+    ];
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
+}
+
+/// Merge layered operator specs into one per operator ID (`dhcp4/eth0`, `vip/eth0/<ip>`;
+/// TB §3.7).
+///
+/// A higher layer wins outright; at the same layer the input later in ID order wins (the
+/// generic Talos merge); different IDs all survive.
+pub fn merge_operators(inputs: &[(&str, &OperatorSpec)]) -> Merged<OperatorSpec> {
+    merge_whole(inputs, SameLayer::LaterWins, |_, _, _, _| {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::resource::network::{
+        ClientIdentifier, Dhcp6OperatorSpec, Operator, VipOperatorSpec,
+    };
+
+    fn dhcp4(link: &str, metric: u32, layer: ConfigLayer) -> OperatorSpec {
+        OperatorSpec::dhcp4(link, metric, ClientIdentifier::None, layer)
+    }
+
+    struct Case {
+        name: &'static str,
+        inputs: Vec<(&'static str, OperatorSpec)>,
+        /// (natural id, winning input id)
+        want: Vec<(&'static str, &'static str)>,
+    }
+
+    fn cases() -> Vec<Case> {
+        use ConfigLayer::*;
+        vec![
+            Case {
+                name: "higher layer wins",
+                inputs: vec![
+                    ("default/dhcp4/eth0", dhcp4("eth0", 1024, Default)),
+                    ("cmdline/dhcp4/eth0", dhcp4("eth0", 100, Cmdline)),
+                ],
+                want: vec![("dhcp4/eth0", "cmdline/dhcp4/eth0")],
+            },
+            Case {
+                name: "same layer: later in ID order wins",
+                inputs: vec![
+                    ("platform/b/dhcp4/eth0", dhcp4("eth0", 2, Platform)),
+                    ("platform/a/dhcp4/eth0", dhcp4("eth0", 1, Platform)),
+                ],
+                want: vec![("dhcp4/eth0", "platform/b/dhcp4/eth0")],
+            },
+            Case {
+                name: "different keys: union",
+                inputs: vec![
+                    ("default/dhcp4/eth0", dhcp4("eth0", 1024, Default)),
+                    ("default/dhcp4/eth1", dhcp4("eth1", 1024, Default)),
+                ],
+                want: vec![
+                    ("dhcp4/eth0", "default/dhcp4/eth0"),
+                    ("dhcp4/eth1", "default/dhcp4/eth1"),
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn table() {
+        for case in cases() {
+            let inputs: Vec<(&str, &OperatorSpec)> =
+                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
+            let merged = merge_operators(&inputs);
+            let got: Vec<(&str, &str)> = merged
+                .specs
+                .iter()
+                .map(|(k, m)| (k.as_str(), m.provenance.of("dhcp4")[0].as_str()))
+                .collect();
+            assert_eq!(got, case.want, "{}", case.name);
+            for (natural, winner) in &case.want {
+                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
+                assert_eq!(&merged.specs[*natural].spec, input, "{}", case.name);
+            }
+            assert_order_independent(&inputs, merge_operators);
+        }
+    }
+
+    #[test]
+    fn field_names_match_serialization() {
+        let full = OperatorSpec {
+            operator: Operator::Vip,
+            dhcp6: Some(Dhcp6OperatorSpec::default()),
+            vip: Some(VipOperatorSpec {
+                ip: "10.5.0.50".parse().unwrap(),
+                gratuitous_arp: true,
+            }),
+            ..dhcp4("eth0", 1024, ConfigLayer::Operator)
+        };
+        assert_fields_match(OperatorSpec::FIELDS, &full);
+    }
+}

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Route merge (TB §3.2).
+
+use super::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::network::{ConfigLayer, RouteSpec};
+
+impl Layered for RouteSpec {
+    const FIELDS: &'static [&'static str] = &[
+        "family",
+        "dst",
+        "src",
+        "gateway",
+        "outLinkName",
+        "table",
+        "priority",
+        "scope",
+        "type",
+        "flags",
+        "protocol",
+        "mtu",
+        "layer",
+    ];
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
+}
+
+/// Merge layered routes into one per route ID (TB §3.2).
+///
+/// As for addresses: a higher layer wins outright, at the same layer the input later in ID
+/// order wins, and routes with different IDs all survive.
+pub fn merge_routes(inputs: &[(&str, &RouteSpec)]) -> Merged<RouteSpec> {
+    merge_whole(inputs, SameLayer::LaterWins, |_, _, _, _| {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::resource::network::{Family, RouteFlags};
+
+    fn route(gw: &str, dst: Option<&str>, layer: ConfigLayer, mtu: u32) -> RouteSpec {
+        let mut r = RouteSpec::new(Family::Inet4, layer);
+        r.gateway = Some(gw.parse().unwrap());
+        r.dst = dst.map(|d| d.parse().unwrap());
+        r.out_link_name = "eth0".into();
+        r.mtu = mtu;
+        r.normalize();
+        r
+    }
+
+    struct Case {
+        name: &'static str,
+        inputs: Vec<(&'static str, RouteSpec)>,
+        /// (natural id, winning input id)
+        want: Vec<(&'static str, &'static str)>,
+    }
+
+    fn cases() -> Vec<Case> {
+        use ConfigLayer::*;
+        vec![
+            Case {
+                name: "higher layer wins",
+                inputs: vec![
+                    (
+                        "dhcp4/eth0/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Operator, 1),
+                    ),
+                    (
+                        "cmdline/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Cmdline, 2),
+                    ),
+                    (
+                        "platform/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Platform, 3),
+                    ),
+                ],
+                want: vec![("inet4/10.0.0.1//1024", "dhcp4/eth0/inet4/10.0.0.1//1024")],
+            },
+            Case {
+                name: "same layer: later in ID order wins",
+                inputs: vec![
+                    (
+                        "platform/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Platform, 2),
+                    ),
+                    (
+                        "operator-b/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Platform, 3),
+                    ),
+                    (
+                        "operator-a/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Platform, 1),
+                    ),
+                ],
+                want: vec![("inet4/10.0.0.1//1024", "platform/inet4/10.0.0.1//1024")],
+            },
+            Case {
+                name: "different keys: union",
+                inputs: vec![
+                    (
+                        "cmdline/inet4/10.0.0.1//1024",
+                        route("10.0.0.1", None, Cmdline, 0),
+                    ),
+                    (
+                        "configuration/inet4/10.0.0.1/10.9.0.0/16/1024",
+                        route("10.0.0.1", Some("10.9.0.0/16"), Configuration, 0),
+                    ),
+                ],
+                want: vec![
+                    ("inet4/10.0.0.1//1024", "cmdline/inet4/10.0.0.1//1024"),
+                    (
+                        "inet4/10.0.0.1/10.9.0.0/16/1024",
+                        "configuration/inet4/10.0.0.1/10.9.0.0/16/1024",
+                    ),
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn table() {
+        for case in cases() {
+            let inputs: Vec<(&str, &RouteSpec)> =
+                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
+            let merged = merge_routes(&inputs);
+            let got: Vec<(&str, &str)> = merged
+                .specs
+                .iter()
+                .map(|(k, m)| (k.as_str(), m.provenance.of("gateway")[0].as_str()))
+                .collect();
+            assert_eq!(got, case.want, "{}", case.name);
+            for (natural, winner) in &case.want {
+                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
+                let merged = &merged.specs[*natural];
+                assert_eq!(&merged.spec, input, "{}", case.name);
+                assert_eq!(merged.provenance.fields.len(), RouteSpec::FIELDS.len());
+            }
+            assert_order_independent(&inputs, merge_routes);
+        }
+    }
+
+    #[test]
+    fn field_names_match_serialization() {
+        let mut full = route("10.0.0.1", Some("10.9.0.0/16"), ConfigLayer::Default, 1400);
+        full.src = Some("10.0.0.2".parse().unwrap());
+        full.flags = RouteFlags::ONLINK;
+        assert_fields_match(RouteSpec::FIELDS, &full);
+    }
+}

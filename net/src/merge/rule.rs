@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Routing rule merge: as for addresses (TB §3.1 rules applied to `RoutingRuleSpec`).
+
+use super::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::network::{ConfigLayer, RoutingRuleSpec};
+
+impl Layered for RoutingRuleSpec {
+    const FIELDS: &'static [&'static str] = &[
+        "family", "src", "dst", "table", "priority", "action", "iifName", "oifName", "fwMark",
+        "fwMask", "layer",
+    ];
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
+}
+
+/// Merge layered routing rules into one per `<family>/<priority>`.
+///
+/// Talos has no rule merge of its own in the sections we mirror; rules follow the generic
+/// merge used for addresses and operators (TB §3.1, §3.7): a higher layer wins outright, at the
+/// same layer the input later in ID order wins, different IDs all survive.
+pub fn merge_rules(inputs: &[(&str, &RoutingRuleSpec)]) -> Merged<RoutingRuleSpec> {
+    merge_whole(inputs, SameLayer::LaterWins, |_, _, _, _| {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::resource::network::{Family, RoutingTable, RuleAction};
+
+    fn rule(priority: u32, table: u32, layer: ConfigLayer) -> RoutingRuleSpec {
+        RoutingRuleSpec {
+            family: Family::Inet4,
+            table: RoutingTable(table),
+            priority,
+            action: RuleAction::UNICAST,
+            fw_mark: 0x40,
+            fw_mask: 0x60,
+            layer,
+            ..RoutingRuleSpec::default()
+        }
+    }
+
+    struct Case {
+        name: &'static str,
+        inputs: Vec<(&'static str, RoutingRuleSpec)>,
+        /// (natural id, winning input id)
+        want: Vec<(&'static str, &'static str)>,
+    }
+
+    fn cases() -> Vec<Case> {
+        use ConfigLayer::*;
+        vec![
+            Case {
+                name: "higher layer wins",
+                inputs: vec![
+                    ("kubespan/inet4/32500", rule(32500, 180, Operator)),
+                    ("configuration/inet4/32500", rule(32500, 200, Configuration)),
+                ],
+                want: vec![("inet4/32500", "configuration/inet4/32500")],
+            },
+            Case {
+                name: "same layer: later in ID order wins",
+                inputs: vec![
+                    ("vip/inet4/32500", rule(32500, 181, Operator)),
+                    ("kubespan/inet4/32500", rule(32500, 180, Operator)),
+                ],
+                want: vec![("inet4/32500", "vip/inet4/32500")],
+            },
+            Case {
+                name: "different keys: union",
+                inputs: vec![
+                    ("kubespan/inet4/32500", rule(32500, 180, Operator)),
+                    ("configuration/inet4/00100", rule(100, 10, Configuration)),
+                ],
+                want: vec![
+                    ("inet4/00100", "configuration/inet4/00100"),
+                    ("inet4/32500", "kubespan/inet4/32500"),
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn table() {
+        for case in cases() {
+            let inputs: Vec<(&str, &RoutingRuleSpec)> =
+                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
+            let merged = merge_rules(&inputs);
+            let got: Vec<(&str, &str)> = merged
+                .specs
+                .iter()
+                .map(|(k, m)| (k.as_str(), m.provenance.of("table")[0].as_str()))
+                .collect();
+            assert_eq!(got, case.want, "{}", case.name);
+            for (natural, winner) in &case.want {
+                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
+                assert_eq!(&merged.specs[*natural].spec, input, "{}", case.name);
+            }
+            assert_order_independent(&inputs, merge_rules);
+        }
+    }
+
+    #[test]
+    fn field_names_match_serialization() {
+        let full = RoutingRuleSpec {
+            src: Some("10.0.0.0/8".parse().unwrap()),
+            dst: Some("10.1.0.0/16".parse().unwrap()),
+            iif_name: "eth0".into(),
+            oif_name: "eth1".into(),
+            ..rule(100, 10, ConfigLayer::Default)
+        };
+        assert_fields_match(RoutingRuleSpec::FIELDS, &full);
+    }
+}
