@@ -106,7 +106,7 @@ mod tests {
         ];
         let text = hosts(None, None, &extra);
         let tail: Vec<&str> = text.lines().skip(4).collect();
-        assert_eq!(tail, ["10.0.0.10      a", "10.0.0.9       b c d"]);
+        assert_eq!(tail, ["10.0.0.10 a", "10.0.0.9  b c d"]);
     }
 
     #[test]
