@@ -12,5 +12,6 @@ pub mod config;
 pub mod controllers;
 pub mod etcfiles;
 pub mod merge;
+pub mod nodeaddress;
 pub mod resource;
 pub mod runtime;
