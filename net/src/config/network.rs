@@ -162,8 +162,8 @@ pub struct DhcpOptions {
     /// Run DHCPv6 (default false).
     #[serde(default)]
     pub ipv6: Option<bool>,
-    /// DHCPv6 DUID as hex; absent lets the client pick (DUID-LLT).
-    #[serde(default)]
+    /// DHCPv6 DUID as bare lowercase hex; absent lets the client pick (DUID-LLT).
+    #[serde(default, deserialize_with = "scalar::opt::<DuidHex, _>")]
     pub duidv6: Option<String>,
 }
 

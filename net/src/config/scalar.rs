@@ -240,6 +240,25 @@ impl ScalarParser for Base64 {
     }
 }
 
+/// A DHCPv6 DUID as hex (`00:01:00:01:...` or `00010001...`), normalized to bare lowercase
+/// hex. Structural DUID checks are the DHCPv6 client's (TB §6.2).
+pub(crate) struct DuidHex;
+impl ScalarParser for DuidHex {
+    type Out = String;
+    const EXPECTING: &'static str = "a DUID in hex";
+    fn parse(s: &str) -> Result<String, String> {
+        let hex = s.replace(':', "");
+        if hex.len() >= 4
+            && hex.len().is_multiple_of(2)
+            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            Ok(hex.to_ascii_lowercase())
+        } else {
+            Err(format!("invalid DUID {s:?} (expected hex bytes)"))
+        }
+    }
+}
+
 /// An `http://` or `https://` URL.
 pub(crate) struct Url;
 impl ScalarParser for Url {

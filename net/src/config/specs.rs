@@ -182,7 +182,7 @@ impl Specs {
                 .duidv6
                 .as_ref()
                 .map_or(ClientIdentifier::None, |hex| {
-                    ClientIdentifier::Duid(hex.replace(':', "").to_ascii_lowercase())
+                    ClientIdentifier::Duid(hex.clone())
                 });
             self.operator(OperatorSpec {
                 operator: Operator::Dhcp6,

@@ -446,6 +446,8 @@ fn other_value_errors() {
         "endpoint: \"ftp://discovery",
     );
     assert_eq!(e.path, "cluster.discovery.registries.service.endpoint");
+    let (e, _) = err_with("ipv6: false}", "ipv6: false, duidv6: \"0x1\"}");
+    assert_eq!(e.path, "machine.network.interfaces[0].dhcpOptions.duidv6");
     let (e, _) = err_with("secret: c2Vj", "secret: c2V$j");
     assert_eq!(e.path, "cluster.secret");
 }
