@@ -1,43 +1,70 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The machine configuration (placeholder: the parser lands with the config work).
+//! The machine configuration: a strict parser for the Talos v1alpha1 YAML shape and its
+//! translation into layer-`configuration` specs ([`to_specs`], TB §3.9).
+//!
+//! # Contract
+//!
+//! * [`parse`] accepts one YAML document or rejects it whole with a [`ConfigError`] naming
+//!   the YAML path, line and column of the first problem. Nothing half-applies.
+//! * Unknown keys are errors at every depth, except a fixed list of Talos keys keelson has
+//!   no use for (PKI, install, etcd, Kubernetes control plane, kubelet image...). Those are
+//!   accepted, their content is ignored, and each present one adds a line to
+//!   [`MachineConfig::warnings`]. Keys under `machine.network` are never ignored.
+//! * Typed values (IPs, CIDRs, MAC globs, kernel names, durations, VLAN IDs, the KubeSpan
+//!   MTU) are checked while parsing, so their errors carry serde_yaml's exact position.
+//!   Checks across values (`interface` xor `deviceSelector`, bond xor bridge) run after
+//!   parsing and locate their path in the text.
+//!
+//! # What keelson adds to or changes in Talos's shape
+//!
+//! * `machine.kubelet.command`: the kubelet command line keelson hands off to (Talos runs
+//!   kubelet from an image instead; `machine.kubelet.image` is ignored).
+//! * `routes[].table` on legacy device and VLAN routes: a number or `main`, `local`,
+//!   `default` (Talos has it only in the newer multi-document config).
+//! * `machine.time.bootTimeout` is a Go-style duration string (`90s`, `2m`, `1h30m`).
+//! * `dhcpOptions.duidv6` becomes the DHCPv6 operator's DUID.
+//! * `bond.useCarrier: false` is honoured (bond defaults would otherwise force it on).
+//! * Stricter than Talos: bond and other kernel names must be names (`802.3ad`, not `4`);
+//!   VLAN addresses must be CIDRs (Talos logs and skips them); a device needs exactly one of
+//!   `interface` and `deviceSelector`; the hostname is validated at parse time.
+//! * Not accepted: multi-document configs, `wireguard`, `dummy`, `cidr`, vendor VIPs
+//!   (`equinixMetal`, `hcloud`) and `bond.adActorSystem`.
 
-use serde::Serialize;
+mod error;
+mod known;
+mod locate;
+mod machine;
+mod network;
+mod scalar;
+mod select;
+mod specs;
+mod validate;
 
-/// A parsed, validated machine configuration (Talos v1alpha1 shape).
-#[derive(Clone, PartialEq, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineConfig {
-    /// `version`.
-    pub version: String,
-    /// Placeholder.
-    pub warnings: Vec<String>,
-}
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_specs;
 
-impl MachineConfig {
-    /// Placeholder.
-    pub fn ignored_interfaces(&self, _links: &crate::resource::LinkView) -> Vec<String> {
-        Vec::new()
-    }
-    /// Placeholder.
-    pub fn mentioned_interfaces(&self, _links: &crate::resource::LinkView) -> Vec<String> {
-        Vec::new()
-    }
-}
+pub use error::{ConfigError, Position};
+pub use machine::{
+    Cluster, Discovery, DiscoveryRegistries, KubeletConfig, KubernetesRegistry, Machine,
+    MachineConfig, MachineType, NodeIpConfig, ServiceRegistry, TimeConfig,
+};
+pub use network::{
+    Bond, Bridge, BridgeStp, BridgeVlan, CidrFilter, Device, DeviceSelector, DhcpOptions,
+    ExtraHost, KubeSpanConfig, KubeSpanFilters, NetworkConfig, Route, Vip, Vlan,
+    KUBESPAN_DEFAULT_MTU,
+};
+pub use specs::to_specs;
 
-/// Placeholder.
-pub fn to_specs(
-    _cfg: &MachineConfig,
-    _links: &crate::resource::LinkView,
-) -> crate::resource::LayerSpecs {
-    crate::resource::LayerSpecs::default()
-}
-
-/// Placeholder.
-#[derive(Debug, thiserror::Error)]
-#[error("config parsing is not built yet")]
-pub struct ConfigError;
-
-/// Placeholder.
-pub fn parse(_yaml: &str) -> Result<MachineConfig, ConfigError> {
-    Err(ConfigError)
+/// Parse and validate a machine configuration (one YAML document).
+pub fn parse(yaml: &str) -> Result<MachineConfig, ConfigError> {
+    let mut cfg: MachineConfig =
+        serde_yaml::from_str(yaml).map_err(|e| ConfigError::from_yaml(&e))?;
+    validate::check(&cfg).map_err(|(path, message)| {
+        let position = path.locate(yaml);
+        ConfigError::new(path.to_string(), position, message)
+    })?;
+    cfg.warnings = known::warnings(&cfg, yaml);
+    Ok(cfg)
 }

@@ -970,10 +970,8 @@ impl std::str::FromStr for ClientIdentifier {
             "mac" => Ok(Self::Mac),
             _ => {
                 let hex = s.strip_prefix("duid:").unwrap_or(s).replace(':', "");
-                // `is_multiple_of` needs Rust 1.87; the workspace declares rust-version 1.85.
-                #[allow(clippy::manual_is_multiple_of)]
                 let valid = hex.len() >= 4
-                    && hex.len() % 2 == 0
+                    && hex.len().is_multiple_of(2)
                     && hex.bytes().all(|b| b.is_ascii_hexdigit());
                 if valid {
                     Ok(Self::Duid(hex.to_ascii_lowercase()))

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The document root, `machine` (except `machine.network`) and `cluster`.
+//!
+//! Fields typed `Option<TalosKey>` are Talos keys keelson accepts and ignores; they are listed
+//! (with their paths) in `known.rs`, which also warns about them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+use super::network::{CidrFilter, NetworkConfig};
+use super::scalar::{self, Base64, Filter, GoDuration, Url};
+
+/// A parsed, validated machine configuration (Talos v1alpha1 shape, see the module docs).
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineConfig {
+    /// `version`: always `v1alpha1`.
+    pub version: String,
+    /// `debug`.
+    #[serde(default)]
+    pub debug: bool,
+    /// `machine`.
+    #[serde(default)]
+    pub machine: Machine,
+    /// `cluster`; `None` when absent (KubeSpan needs it, TB §7.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Cluster>,
+    /// One line per ignored Talos key, with its position.
+    #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(default, skip_serializing)]
+    pub(crate) persist: Option<TalosKey>,
+}
+
+/// A Talos key keelson does not use: any content is accepted and dropped.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct TalosKey;
+
+impl<'de> Deserialize<'de> for TalosKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| TalosKey)
+    }
+}
+
+/// `machine.type`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MachineType {
+    /// Runs the control plane.
+    #[serde(rename = "controlplane")]
+    ControlPlane,
+    /// Runs workloads only.
+    Worker,
+}
+
+/// `machine`.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Machine {
+    /// `machine.type`; `None` when absent.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<MachineType>,
+    /// `machine.network`.
+    #[serde(default)]
+    pub network: NetworkConfig,
+    /// `machine.time`.
+    #[serde(default)]
+    pub time: TimeConfig,
+    /// `machine.kubelet`.
+    #[serde(default)]
+    pub kubelet: KubeletConfig,
+
+    // Talos keys keelson ignores (see `known.rs`).
+    #[serde(default, skip_serializing)]
+    pub(crate) token: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) ca: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "acceptedCAs")]
+    pub(crate) accepted_cas: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "certSANs")]
+    pub(crate) cert_sans: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) control_plane: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) pods: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) install: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) files: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) env: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) sysctls: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) sysfs: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) registries: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) system_disk_encryption: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) features: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) udev: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) logging: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) kernel: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) seccomp_profiles: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) base_runtime_spec_overrides: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) node_labels: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) node_annotations: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) node_taints: Option<TalosKey>,
+}
+
+/// `machine.time`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimeConfig {
+    /// Time sync off.
+    #[serde(default)]
+    pub disabled: bool,
+    /// NTP servers (names or IPs); empty keeps the defaults.
+    #[serde(default)]
+    pub servers: Vec<String>,
+    /// How long boot waits for time sync (Go-style duration: `90s`, `2m`, `1h30m`).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<GoDuration, _>",
+        serialize_with = "scalar::serialize_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub boot_timeout: Option<Duration>,
+}
+
+/// `machine.kubelet`: keelson hands off to a kubelet it does not manage the image of.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletConfig {
+    /// keelson addition: the kubelet command line (`argv[0]` first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Extra `--key=value` flags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_args: BTreeMap<String, String>,
+    /// How the node IP is picked.
+    #[serde(default, rename = "nodeIP", skip_serializing_if = "Option::is_none")]
+    pub node_ip: Option<NodeIpConfig>,
+
+    // Talos keys keelson ignores (see `known.rs`).
+    #[serde(default, skip_serializing)]
+    pub(crate) image: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "clusterDNS")]
+    pub(crate) cluster_dns: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) extra_mounts: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) extra_config: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) credential_provider_config: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) default_runtime_seccomp_profile_enabled: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "registerWithFQDN")]
+    pub(crate) register_with_fqdn: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) skip_node_registration: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) disable_manifests_directory: Option<TalosKey>,
+}
+
+/// `machine.kubelet.nodeIP`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeIpConfig {
+    /// Subnets the node IP must be in (`!` excludes).
+    #[serde(default, deserialize_with = "scalar::list::<Filter, _>")]
+    pub valid_subnets: Vec<CidrFilter>,
+}
+
+/// `cluster`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    /// Cluster ID (base64), KubeSpan's and discovery's cluster identity.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<Base64, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub id: Option<String>,
+    /// Cluster secret (base64), the discovery encryption key.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<Base64, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub secret: Option<String>,
+    /// Peer discovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Discovery>,
+
+    // Talos keys keelson ignores (see `known.rs`).
+    #[serde(default, skip_serializing)]
+    pub(crate) control_plane: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) cluster_name: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) network: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) token: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) aescbc_encryption_secret: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) secretbox_encryption_secret: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) ca: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "aggregatorCA")]
+    pub(crate) aggregator_ca: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "acceptedCAs")]
+    pub(crate) accepted_cas: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) service_account: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) api_server: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) controller_manager: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) proxy: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) scheduler: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) etcd: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "coreDNS")]
+    pub(crate) core_dns: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) external_cloud_provider: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) extra_manifests: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) extra_manifest_headers: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) inline_manifests: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) allow_scheduling_on_control_planes: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) admin_kubeconfig: Option<TalosKey>,
+}
+
+/// `cluster.discovery`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Discovery {
+    /// Discovery on.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Registries.
+    #[serde(default)]
+    pub registries: DiscoveryRegistries,
+}
+
+/// `cluster.discovery.registries`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiscoveryRegistries {
+    /// The Kubernetes (node annotation) registry.
+    #[serde(default)]
+    pub kubernetes: KubernetesRegistry,
+    /// The discovery service registry.
+    #[serde(default)]
+    pub service: ServiceRegistry,
+}
+
+/// `registries.kubernetes`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubernetesRegistry {
+    /// Registry off.
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// `registries.service`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceRegistry {
+    /// Registry off.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Service URL; `None` means Talos's public service.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<Url, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub endpoint: Option<String>,
+}

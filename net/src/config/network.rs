@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `machine.network`: devices, VLANs, bonds, bridges, resolvers, KubeSpan.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::resource::{
+    AdSelect, ArpAllTargets, ArpValidate, BondMode, BondXmitHashPolicy, FailOverMac, LacpRate,
+    PrimaryReselect, RoutingTable,
+};
+
+use super::scalar::{self, *};
+
+/// `machine.network`.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Static hostname, possibly fully qualified (`node-1.example.org`).
+    #[serde(default, deserialize_with = "scalar::opt::<Hostname, _>")]
+    pub hostname: Option<String>,
+    /// Network devices.
+    #[serde(default)]
+    pub interfaces: Vec<Device>,
+    /// DNS servers.
+    #[serde(default, deserialize_with = "scalar::list::<Ip, _>")]
+    pub nameservers: Vec<IpAddr>,
+    /// Search domains; `Some` when the key is present, even empty (it then clears lower
+    /// layers' domains).
+    #[serde(default)]
+    pub search_domains: Option<Vec<String>>,
+    /// Do not derive a search domain from the hostname's domain.
+    #[serde(default)]
+    pub disable_search_domain: bool,
+    /// Extra `/etc/hosts` entries.
+    #[serde(default)]
+    pub extra_host_entries: Vec<ExtraHost>,
+    /// KubeSpan.
+    #[serde(default)]
+    pub kubespan: KubeSpanConfig,
+}
+
+/// One extra `/etc/hosts` line.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtraHost {
+    /// The address.
+    #[serde(deserialize_with = "scalar::one::<Ip, _>")]
+    pub ip: IpAddr,
+    /// Names for it.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+/// A network device (`machine.network.interfaces[]`): named by `interface` or found by
+/// `deviceSelector`, exactly one of the two.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Device {
+    /// Link name (or alias, or altname).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// Find the link by its properties instead of its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_selector: Option<DeviceSelector>,
+    /// Static addresses; a bare IP means a full-length prefix.
+    #[serde(default, deserialize_with = "scalar::list::<CidrOrIp, _>")]
+    pub addresses: Vec<IpNet>,
+    /// Static routes.
+    #[serde(default)]
+    pub routes: Vec<Route>,
+    /// MTU; 0 leaves it alone.
+    #[serde(default)]
+    pub mtu: u32,
+    /// Run DHCP.
+    #[serde(default)]
+    pub dhcp: bool,
+    /// DHCP settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dhcp_options: Option<DhcpOptions>,
+    /// Leave this device alone entirely.
+    #[serde(default)]
+    pub ignore: bool,
+    /// VLANs on top of this device.
+    #[serde(default)]
+    pub vlans: Vec<Vlan>,
+    /// Make this device a bond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bond: Option<Bond>,
+    /// Make this device a bridge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<Bridge>,
+    /// A shared virtual IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<Vip>,
+}
+
+/// Properties that pick a link; every given field must match.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceSelector {
+    /// Current MAC, a glob (`00:1a:*`).
+    #[serde(default, deserialize_with = "scalar::opt::<MacGlob, _>")]
+    pub hardware_addr: Option<String>,
+    /// Permanent MAC, a glob.
+    #[serde(default, deserialize_with = "scalar::opt::<MacGlob, _>")]
+    pub permanent_addr: Option<String>,
+    /// Kernel driver, exact.
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// Bus path, a glob (`00:01.0*`).
+    #[serde(default)]
+    pub bus_path: Option<String>,
+    /// Physical (ether without a kind) or not.
+    #[serde(default)]
+    pub physical: Option<bool>,
+}
+
+impl DeviceSelector {
+    /// No field given: such a selector would match every link, which is never meant.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A static route.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Route {
+    /// Destination; absent means the default route.
+    #[serde(default, deserialize_with = "scalar::opt::<Cidr, _>")]
+    pub network: Option<IpNet>,
+    /// Next hop.
+    #[serde(default, deserialize_with = "scalar::opt::<Ip, _>")]
+    pub gateway: Option<IpAddr>,
+    /// Preferred source address.
+    #[serde(default, deserialize_with = "scalar::opt::<Ip, _>")]
+    pub source: Option<IpAddr>,
+    /// Metric; 0 means 1024.
+    #[serde(default)]
+    pub metric: u32,
+    /// Route MTU; 0 leaves it unset.
+    #[serde(default)]
+    pub mtu: u32,
+    /// Routing table (keelson addition): a number or main/local/default; default main.
+    #[serde(default, deserialize_with = "scalar::opt::<Table, _>")]
+    pub table: Option<RoutingTable>,
+}
+
+/// DHCP settings of a device or VLAN.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DhcpOptions {
+    /// Metric of DHCP routes; 0 means 1024.
+    #[serde(default)]
+    pub route_metric: u32,
+    /// Run DHCPv4 (default true).
+    #[serde(default)]
+    pub ipv4: Option<bool>,
+    /// Run DHCPv6 (default false).
+    #[serde(default)]
+    pub ipv6: Option<bool>,
+    /// DHCPv6 DUID as bare lowercase hex; absent lets the client pick (DUID-LLT).
+    #[serde(default, deserialize_with = "scalar::opt::<DuidHex, _>")]
+    pub duidv6: Option<String>,
+}
+
+impl DhcpOptions {
+    /// DHCPv4 on (the default).
+    pub fn ipv4(&self) -> bool {
+        self.ipv4.unwrap_or(true)
+    }
+
+    /// DHCPv6 on (default off).
+    pub fn ipv6(&self) -> bool {
+        self.ipv6.unwrap_or(false)
+    }
+}
+
+/// A VLAN on a device.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Vlan {
+    /// VLAN ID, 1 to 4095.
+    #[serde(deserialize_with = "scalar::one::<VlanId, _>")]
+    pub vlan_id: u16,
+    /// Static addresses, in CIDR notation only.
+    #[serde(default, deserialize_with = "scalar::list::<Cidr, _>")]
+    pub addresses: Vec<IpNet>,
+    /// Static routes.
+    #[serde(default)]
+    pub routes: Vec<Route>,
+    /// Run DHCP.
+    #[serde(default)]
+    pub dhcp: bool,
+    /// DHCP settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dhcp_options: Option<DhcpOptions>,
+    /// MTU; 0 leaves it alone.
+    #[serde(default)]
+    pub mtu: u32,
+    /// A shared virtual IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<Vip>,
+}
+
+/// A shared virtual IP (layer 2, announced with gratuitous ARP).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Vip {
+    /// The address.
+    #[serde(deserialize_with = "scalar::one::<Ip, _>")]
+    pub ip: IpAddr,
+}
+
+/// Bond settings; kernel names as in `/sys/class/net/<bond>/bonding`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bond {
+    /// Member links by name.
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Member links by selector (after `interfaces` in enslaving order).
+    #[serde(default)]
+    pub device_selectors: Vec<DeviceSelector>,
+    /// ARP monitoring targets.
+    #[serde(
+        default,
+        rename = "arpIPTarget",
+        deserialize_with = "scalar::list::<Ipv4, _>"
+    )]
+    pub arp_ip_target: Vec<Ipv4Addr>,
+    /// Mode (`balance-rr`, `active-backup`, `802.3ad`, ...).
+    #[serde(default, deserialize_with = "scalar::one::<BondModeName, _>")]
+    pub mode: BondMode,
+    /// Transmit hash policy.
+    #[serde(default, deserialize_with = "scalar::one::<XmitHashPolicyName, _>")]
+    pub xmit_hash_policy: BondXmitHashPolicy,
+    /// LACP rate.
+    #[serde(default, deserialize_with = "scalar::one::<LacpRateName, _>")]
+    pub lacp_rate: LacpRate,
+    /// ARP validation.
+    #[serde(default, deserialize_with = "scalar::one::<ArpValidateName, _>")]
+    pub arp_validate: ArpValidate,
+    /// ARP all targets.
+    #[serde(default, deserialize_with = "scalar::one::<ArpAllTargetsName, _>")]
+    pub arp_all_targets: ArpAllTargets,
+    /// Primary member.
+    #[serde(default)]
+    pub primary: String,
+    /// Primary reselect policy.
+    #[serde(default, deserialize_with = "scalar::one::<PrimaryReselectName, _>")]
+    pub primary_reselect: PrimaryReselect,
+    /// Fail-over MAC policy.
+    #[serde(default, deserialize_with = "scalar::one::<FailOverMacName, _>")]
+    pub fail_over_mac: FailOverMac,
+    /// 802.3ad aggregator selection.
+    #[serde(default, deserialize_with = "scalar::one::<AdSelectName, _>")]
+    pub ad_select: AdSelect,
+    /// MII monitoring interval (ms).
+    #[serde(default)]
+    pub miimon: u32,
+    /// Up delay (ms).
+    #[serde(default)]
+    pub updelay: u32,
+    /// Down delay (ms).
+    #[serde(default)]
+    pub downdelay: u32,
+    /// ARP interval (ms).
+    #[serde(default)]
+    pub arp_interval: u32,
+    /// IGMP reports after failover.
+    #[serde(default)]
+    pub resend_igmp: u32,
+    /// Minimum links for carrier.
+    #[serde(default)]
+    pub min_links: u32,
+    /// Learning packet interval.
+    #[serde(default)]
+    pub lp_interval: u32,
+    /// Packets per member (balance-rr).
+    #[serde(default)]
+    pub packets_per_slave: u32,
+    /// Peer notifications after failover.
+    #[serde(default)]
+    pub num_peer_notif: u8,
+    /// TLB dynamic load balancing.
+    #[serde(default)]
+    pub tlb_dynamic_lb: u8,
+    /// Deliver duplicate frames on all members.
+    #[serde(default)]
+    pub all_slaves_active: u8,
+    /// Use carrier for link monitoring (default true).
+    #[serde(default)]
+    pub use_carrier: Option<bool>,
+    /// 802.3ad actor system priority.
+    #[serde(default)]
+    pub ad_actor_sys_prio: u16,
+    /// 802.3ad user port key.
+    #[serde(default)]
+    pub ad_user_port_key: u16,
+    /// Peer notify delay (ms).
+    #[serde(default)]
+    pub peer_notify_delay: u32,
+}
+
+/// Bridge settings.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bridge {
+    /// Member links by name.
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Spanning tree.
+    #[serde(default)]
+    pub stp: Option<BridgeStp>,
+    /// VLAN filtering.
+    #[serde(default)]
+    pub vlan: Option<BridgeVlan>,
+}
+
+/// `bridge.stp`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BridgeStp {
+    /// STP on.
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// `bridge.vlan`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BridgeVlan {
+    /// VLAN filtering on.
+    #[serde(default)]
+    pub vlan_filtering: bool,
+}
+
+/// The KubeSpan MTU Talos uses when none is given (CONST `KubeSpanLinkMTU`).
+pub const KUBESPAN_DEFAULT_MTU: u32 = 1420;
+
+fn kubespan_default_mtu() -> u32 {
+    KUBESPAN_DEFAULT_MTU
+}
+
+/// `machine.network.kubespan` (TB §7.1).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeSpanConfig {
+    /// KubeSpan on.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Link MTU, at least 1280; default 1420.
+    #[serde(
+        default = "kubespan_default_mtu",
+        deserialize_with = "scalar::one::<KubeSpanMtu, _>"
+    )]
+    pub mtu: u32,
+    /// Let traffic bypass KubeSpan while a peer is down (`ForceRouting = !this`).
+    #[serde(default)]
+    pub allow_down_peer_bypass: bool,
+    /// Advertise pod CIDRs over KubeSpan.
+    #[serde(default)]
+    pub advertise_kubernetes_networks: bool,
+    /// Learn peer endpoints from other peers.
+    #[serde(default)]
+    pub harvest_extra_endpoints: bool,
+    /// Endpoint and network filters.
+    #[serde(default)]
+    pub filters: KubeSpanFilters,
+}
+
+impl Default for KubeSpanConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            mtu: KUBESPAN_DEFAULT_MTU,
+            allow_down_peer_bypass: false,
+            advertise_kubernetes_networks: false,
+            harvest_extra_endpoints: false,
+            filters: KubeSpanFilters::default(),
+        }
+    }
+}
+
+/// `kubespan.filters`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeSpanFilters {
+    /// Which peer endpoints to use (`!` excludes).
+    #[serde(default, deserialize_with = "scalar::list::<Filter, _>")]
+    pub endpoints: Vec<CidrFilter>,
+    /// Networks not to route over KubeSpan.
+    #[serde(default, deserialize_with = "scalar::list::<Cidr, _>")]
+    pub exclude_advertised_networks: Vec<IpNet>,
+}
+
+/// `[!]<cidr>`: include a network, or exclude it with `!`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CidrFilter {
+    /// `!` given.
+    pub exclude: bool,
+    /// The network.
+    pub network: IpNet,
+}
+
+impl fmt::Display for CidrFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.exclude {
+            f.write_str("!")?;
+        }
+        write!(f, "{}", self.network)
+    }
+}
+
+impl Serialize for CidrFilter {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CidrFilter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        scalar::one::<Filter, D>(d)
+    }
+}

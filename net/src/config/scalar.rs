@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Typed scalars (IPs, CIDRs, MAC globs, kernel names, durations, ranged numbers).
+//!
+//! Each is parsed inside serde's visitor, so a bad value is reported by serde_yaml with its
+//! own path and line, and with our message (`invalid IP address "10.0.0.x"`). Parsing after
+//! the fact would attribute the error to the enclosing map.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serializer};
+
+use crate::resource::{
+    AdSelect, ArpAllTargets, ArpValidate, BondMode, BondXmitHashPolicy, ConfigLayer, FailOverMac,
+    HardwareAddr, HostnameSpec, LacpRate, PrimaryReselect, RoutingTable,
+};
+
+use super::network::CidrFilter;
+
+/// How one kind of scalar is read from its text.
+pub(crate) trait ScalarParser {
+    /// The parsed value.
+    type Out;
+    /// What serde says it expected on a wrong type ("an IP address").
+    const EXPECTING: &'static str;
+    /// Parse the text, or say why not.
+    fn parse(s: &str) -> Result<Self::Out, String>;
+}
+
+/// `deserialize_with` for one scalar.
+pub(crate) fn one<'de, P: ScalarParser, D: Deserializer<'de>>(d: D) -> Result<P::Out, D::Error> {
+    d.deserialize_str(ScalarVisitor::<P>(PhantomData))
+}
+
+/// `deserialize_with` for an optional scalar (`null` is `None`); pair with `#[serde(default)]`.
+pub(crate) fn opt<'de, P: ScalarParser, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<P::Out>, D::Error> {
+    Ok(Option::<Scalar<P>>::deserialize(d)?.map(|s| s.0))
+}
+
+/// `deserialize_with` for a list of scalars; each element is reported at its own index.
+pub(crate) fn list<'de, P: ScalarParser, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<P::Out>, D::Error> {
+    Ok(Vec::<Scalar<P>>::deserialize(d)?
+        .into_iter()
+        .map(|s| s.0)
+        .collect())
+}
+
+/// One scalar as a deserializable value (for `Option` and `Vec`).
+struct Scalar<P: ScalarParser>(P::Out);
+
+impl<'de, P: ScalarParser> Deserialize<'de> for Scalar<P> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one::<P, D>(d).map(Scalar)
+    }
+}
+
+struct ScalarVisitor<P>(PhantomData<P>);
+
+impl<P: ScalarParser> Visitor<'_> for ScalarVisitor<P> {
+    type Value = P::Out;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(P::EXPECTING)
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<P::Out, E> {
+        P::parse(s).map_err(E::custom)
+    }
+}
+
+/// An IP address.
+pub(crate) struct Ip;
+impl ScalarParser for Ip {
+    type Out = IpAddr;
+    const EXPECTING: &'static str = "an IP address";
+    fn parse(s: &str) -> Result<IpAddr, String> {
+        s.parse().map_err(|_| format!("invalid IP address {s:?}"))
+    }
+}
+
+/// An IPv4 address.
+pub(crate) struct Ipv4;
+impl ScalarParser for Ipv4 {
+    type Out = Ipv4Addr;
+    const EXPECTING: &'static str = "an IPv4 address";
+    fn parse(s: &str) -> Result<Ipv4Addr, String> {
+        s.parse().map_err(|_| format!("invalid IPv4 address {s:?}"))
+    }
+}
+
+/// A prefix in CIDR notation (`10.0.0.2/24`); host bits are kept.
+pub(crate) struct Cidr;
+impl ScalarParser for Cidr {
+    type Out = IpNet;
+    const EXPECTING: &'static str = "a CIDR (address/prefix)";
+    fn parse(s: &str) -> Result<IpNet, String> {
+        if !s.contains('/') {
+            return Err(format!("{s:?} is not in CIDR notation (address/prefix)"));
+        }
+        s.parse().map_err(|_| format!("invalid CIDR {s:?}"))
+    }
+}
+
+/// A CIDR, or a bare IP that stands for a full-length prefix (legacy interface addresses).
+pub(crate) struct CidrOrIp;
+impl ScalarParser for CidrOrIp {
+    type Out = IpNet;
+    const EXPECTING: &'static str = "an address (CIDR or IP)";
+    fn parse(s: &str) -> Result<IpNet, String> {
+        if s.contains('/') {
+            return Cidr::parse(s);
+        }
+        Ip::parse(s).map(IpNet::from)
+    }
+}
+
+/// `[!]<cidr>`: an include or exclude filter.
+pub(crate) struct Filter;
+impl ScalarParser for Filter {
+    type Out = CidrFilter;
+    const EXPECTING: &'static str = "a CIDR, optionally prefixed with !";
+    fn parse(s: &str) -> Result<CidrFilter, String> {
+        let (exclude, rest) = match s.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        Ok(CidrFilter {
+            exclude,
+            network: Cidr::parse(rest)?,
+        })
+    }
+}
+
+/// A MAC address glob: hex digits, `:` or `-` separators, `*` and `?` wildcards.
+pub(crate) struct MacGlob;
+impl ScalarParser for MacGlob {
+    type Out = String;
+    const EXPECTING: &'static str = "a MAC address (glob)";
+    fn parse(s: &str) -> Result<String, String> {
+        let bad = || format!("invalid MAC address pattern {s:?}");
+        if s.is_empty()
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || ":-*?".contains(c))
+        {
+            return Err(bad());
+        }
+        // Without wildcards it must be a real address.
+        if !s.contains(['*', '?']) {
+            s.parse::<HardwareAddr>().map_err(|_| bad())?;
+        }
+        Ok(s.to_ascii_lowercase().replace('-', ":"))
+    }
+}
+
+/// A hostname, possibly fully qualified, validated as the hostname spec will be.
+pub(crate) struct Hostname;
+impl ScalarParser for Hostname {
+    type Out = String;
+    const EXPECTING: &'static str = "a hostname";
+    fn parse(s: &str) -> Result<String, String> {
+        HostnameSpec::parse_fqdn(s, ConfigLayer::Configuration)
+            .map(|_| s.to_owned())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A routing table: a number or `main`, `local`, `default`.
+pub(crate) struct Table;
+impl ScalarParser for Table {
+    type Out = RoutingTable;
+    const EXPECTING: &'static str = "a routing table (number, main, local or default)";
+    fn parse(s: &str) -> Result<RoutingTable, String> {
+        match s.parse::<RoutingTable>() {
+            Ok(t) if t != RoutingTable::UNSPEC => Ok(t),
+            _ => Err(format!(
+                "invalid routing table {s:?} (a number from 1, main, local or default)"
+            )),
+        }
+    }
+}
+
+/// A VLAN ID, 1 to 4095 as Talos validates (0 means "untagged"; 12 bits end at 4095).
+pub(crate) struct VlanId;
+impl ScalarParser for VlanId {
+    type Out = u16;
+    const EXPECTING: &'static str = "a VLAN ID (1-4095)";
+    fn parse(s: &str) -> Result<u16, String> {
+        match s.parse::<u16>() {
+            Ok(id) if (1..=4095).contains(&id) => Ok(id),
+            _ => Err(format!("invalid VLAN ID {s:?} (must be 1 to 4095)")),
+        }
+    }
+}
+
+/// The smallest KubeSpan MTU Talos allows (the IPv6 minimum).
+pub(crate) const KUBESPAN_MIN_MTU: u32 = 1280;
+
+/// The KubeSpan link MTU, at least [`KUBESPAN_MIN_MTU`].
+pub(crate) struct KubeSpanMtu;
+impl ScalarParser for KubeSpanMtu {
+    type Out = u32;
+    const EXPECTING: &'static str = "an MTU";
+    fn parse(s: &str) -> Result<u32, String> {
+        match s.parse::<u32>() {
+            Ok(mtu) if mtu >= KUBESPAN_MIN_MTU => Ok(mtu),
+            Ok(mtu) => Err(format!(
+                "kubespan MTU {mtu} is below the minimum {KUBESPAN_MIN_MTU}"
+            )),
+            Err(_) => Err(format!("invalid MTU {s:?}")),
+        }
+    }
+}
+
+/// Base64 text (cluster ID and secret); the bytes are decoded where they are used.
+pub(crate) struct Base64;
+impl ScalarParser for Base64 {
+    type Out = String;
+    const EXPECTING: &'static str = "base64 text";
+    fn parse(s: &str) -> Result<String, String> {
+        let body = s.trim_end_matches('=');
+        let ok = s.len().is_multiple_of(4)
+            && s.len() - body.len() <= 2
+            && body
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+        if ok {
+            Ok(s.to_owned())
+        } else {
+            Err(format!("invalid base64 {s:?}"))
+        }
+    }
+}
+
+/// A DHCPv6 DUID as hex (`00:01:00:01:...` or `00010001...`), normalized to bare lowercase
+/// hex. Structural DUID checks are the DHCPv6 client's (TB §6.2).
+pub(crate) struct DuidHex;
+impl ScalarParser for DuidHex {
+    type Out = String;
+    const EXPECTING: &'static str = "a DUID in hex";
+    fn parse(s: &str) -> Result<String, String> {
+        let hex = s.replace(':', "");
+        if hex.len() >= 4
+            && hex.len().is_multiple_of(2)
+            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            Ok(hex.to_ascii_lowercase())
+        } else {
+            Err(format!("invalid DUID {s:?} (expected hex bytes)"))
+        }
+    }
+}
+
+/// An `http://` or `https://` URL.
+pub(crate) struct Url;
+impl ScalarParser for Url {
+    type Out = String;
+    const EXPECTING: &'static str = "a URL";
+    fn parse(s: &str) -> Result<String, String> {
+        let rest = s
+            .strip_prefix("https://")
+            .or_else(|| s.strip_prefix("http://"));
+        match rest {
+            Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(s.to_owned()),
+            _ => Err(format!("invalid URL {s:?} (expected http:// or https://)")),
+        }
+    }
+}
+
+/// Kernel names that must be spelled by name: `802.3ad`, never its number `4`.
+macro_rules! named_parser {
+    ($($parser:ident => $ty:ty, $what:literal;)*) => {$(
+        #[doc = concat!("A ", $what, " by name.")]
+        pub(crate) struct $parser;
+        impl ScalarParser for $parser {
+            type Out = $ty;
+            const EXPECTING: &'static str = concat!("a ", $what);
+            fn parse(s: &str) -> Result<$ty, String> {
+                // FromStr also takes numbers; a name round-trips through Display, a number
+                // (or an unknown name) does not.
+                match s.parse::<$ty>() {
+                    Ok(v) if v.to_string() == s => Ok(v),
+                    _ => Err(format!(concat!("invalid ", $what, " {:?}"), s)),
+                }
+            }
+        }
+    )*};
+}
+
+named_parser! {
+    BondModeName => BondMode, "bond mode";
+    XmitHashPolicyName => BondXmitHashPolicy, "bond xmit hash policy";
+    LacpRateName => LacpRate, "LACP rate";
+    ArpValidateName => ArpValidate, "ARP validate mode";
+    ArpAllTargetsName => ArpAllTargets, "ARP all targets mode";
+    PrimaryReselectName => PrimaryReselect, "primary reselect policy";
+    FailOverMacName => FailOverMac, "fail over MAC policy";
+    AdSelectName => AdSelect, "ad select policy";
+}
+
+/// A Go-style duration (`90s`, `2m`, `1h30m`, `1.5h`, `300ms`).
+pub(crate) struct GoDuration;
+impl ScalarParser for GoDuration {
+    type Out = Duration;
+    const EXPECTING: &'static str = "a duration such as 90s, 2m or 1h30m";
+    fn parse(s: &str) -> Result<Duration, String> {
+        parse_go_duration(s).ok_or_else(|| {
+            format!("invalid duration {s:?} (expected a number and unit: ns, us, ms, s, m, h)")
+        })
+    }
+}
+
+fn parse_go_duration(s: &str) -> Option<Duration> {
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total: u128 = 0;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(num_len);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let unit_ns: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        total = total.checked_add(int.checked_mul(unit_ns)?)?;
+        if !frac.is_empty() {
+            let digits: u128 = frac.parse().ok()?;
+            let scale = 10u128.checked_pow(u32::try_from(frac.len()).ok()?)?;
+            total = total.checked_add(digits.checked_mul(unit_ns)? / scale)?;
+        }
+        rest = tail;
+    }
+    let secs = u64::try_from(total / 1_000_000_000).ok()?;
+    let nanos = u32::try_from(total % 1_000_000_000).ok()?;
+    Some(Duration::new(secs, nanos))
+}
+
+/// Print a duration the way Go does (`1h30m0s`, `1.5s`, `300ms`), for `serialize_with`.
+pub(crate) fn format_go_duration(d: &Duration) -> String {
+    let nanos = d.subsec_nanos();
+    let secs = d.as_secs();
+    if secs == 0 {
+        return match nanos {
+            0 => "0s".to_owned(),
+            n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+            n if n % 1_000 == 0 => format!("{}µs", n / 1_000),
+            n => format!("{n}ns"),
+        };
+    }
+    let mut out = String::new();
+    let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if nanos == 0 {
+        out.push_str(&format!("{s}s"));
+    } else {
+        let frac = format!("{nanos:09}");
+        out.push_str(&format!("{s}.{}s", frac.trim_end_matches('0')));
+    }
+    out
+}
+
+/// `serialize_with` for an optional Go-style duration.
+pub(crate) fn serialize_opt_duration<S: Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format_go_duration(d)),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        let cases = [
+            ("90s", 90_000),
+            ("2m", 120_000),
+            ("1h30m", 5_400_000),
+            ("1.5h", 5_400_000),
+            ("300ms", 300),
+            ("0", 0),
+            (".5s", 500),
+        ];
+        for (text, ms) in cases {
+            assert_eq!(
+                parse_go_duration(text),
+                Some(Duration::from_millis(ms)),
+                "{text}"
+            );
+        }
+        for bad in ["", "5", "2 m", "1d", "-1s", "s", "1..5s", "m5"] {
+            assert_eq!(parse_go_duration(bad), None, "{bad:?}");
+        }
+        assert_eq!(format_go_duration(&Duration::from_secs(5400)), "1h30m0s");
+        assert_eq!(format_go_duration(&Duration::from_millis(1500)), "1.5s");
+        assert_eq!(format_go_duration(&Duration::from_millis(300)), "300ms");
+    }
+
+    #[test]
+    fn names_only() {
+        assert_eq!(BondModeName::parse("802.3ad"), Ok(BondMode::LACP));
+        assert!(BondModeName::parse("4").is_err());
+        assert!(BondModeName::parse("802.3xx").is_err());
+        assert_eq!(Table::parse("100"), Ok(RoutingTable(100)));
+        assert!(Table::parse("unspec").is_err());
+    }
+
+    #[test]
+    fn mac_globs() {
+        assert_eq!(MacGlob::parse("AA:BB:*").as_deref(), Ok("aa:bb:*"));
+        assert!(MacGlob::parse("zz:11:22:33:44:55").is_err());
+        assert!(MacGlob::parse("aa:bb:c").is_err());
+    }
+}

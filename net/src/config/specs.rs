@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Machine configuration → layer-`configuration` specs (TB §3.9, legacy v1alpha1 rows).
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::resource::{
+    vlan_link_name, AddressSpec, BondMasterSpec, BondSlave, BridgeMasterSpec, BridgeSlave,
+    BridgeVlanSpec, ClientIdentifier, ConfigLayer, Dhcp6OperatorSpec, Family, HostnameSpec,
+    LayerSpecs, LinkSpec, LinkType, LinkView, Operator, OperatorSpec, ResolverSpec, RouteSpec,
+    RouteType, RoutingTable, StpSpec, TimeServerSpec, VipOperatorSpec, VlanProtocol, VlanSpec,
+    DEFAULT_ROUTE_METRIC,
+};
+
+use super::machine::MachineConfig;
+use super::network::{Bond, Bridge, Device, DhcpOptions, Route, Vip};
+
+const LAYER: ConfigLayer = ConfigLayer::Configuration;
+
+/// The specs the machine configuration asks for, at layer `configuration`.
+///
+/// `links` resolves names, aliases and `deviceSelector`s; a device whose selector matches
+/// nothing yet produces nothing (the link may appear later, and the caller re-runs this).
+/// Each natural ID appears at most once: a later entry replaces an earlier one.
+pub fn to_specs(cfg: &MachineConfig, links: &LinkView) -> LayerSpecs {
+    let mut out = Specs::default();
+    let network = &cfg.machine.network;
+    for device in network.interfaces.iter().filter(|d| !d.ignore) {
+        let (Some(name), Some(raw)) = (device.resolve(links), device.raw_name(links)) else {
+            continue;
+        };
+        out.device(device, &name, &raw, links);
+    }
+    if let Some(hostname) = &network.hostname {
+        // Validated while parsing; a failure here is impossible but must not panic PID 1.
+        match HostnameSpec::parse_fqdn(hostname, LAYER) {
+            Ok(spec) => out.0.hostnames = vec![spec],
+            Err(err) => log::warn!("machine.network.hostname: {err}"),
+        }
+    }
+    if !network.nameservers.is_empty() || network.search_domains.is_some() {
+        out.0.resolvers = vec![ResolverSpec {
+            dns_servers: network.nameservers.clone(),
+            search_domains: network.search_domains.clone().unwrap_or_default(),
+            search_domains_overridden: network.search_domains.is_some(),
+            layer: LAYER,
+        }];
+    }
+    let time = &cfg.machine.time;
+    if !time.servers.is_empty() {
+        // v1alpha1 has no NTS switch: Talos's `UseNTS()` is always false for it (TB §2.3).
+        out.0.time_servers = vec![TimeServerSpec {
+            time_servers: time.servers.clone(),
+            use_nts: false,
+            layer: LAYER,
+        }];
+    }
+    out.0
+}
+
+/// Collects specs, keeping one per natural ID (the last one given, at the first one's place).
+#[derive(Default)]
+struct Specs(LayerSpecs);
+
+fn upsert<T>(list: &mut Vec<T>, item: T, id: impl Fn(&T) -> String) {
+    let key = id(&item);
+    match list.iter_mut().find(|x| id(x) == key) {
+        Some(slot) => *slot = item,
+        None => list.push(item),
+    }
+}
+
+impl Specs {
+    fn link(&mut self, spec: LinkSpec) {
+        upsert(&mut self.0.links, spec, LinkSpec::id);
+    }
+
+    fn operator(&mut self, spec: OperatorSpec) {
+        upsert(&mut self.0.operators, spec, OperatorSpec::id);
+    }
+
+    fn addresses(&mut self, link: &str, addresses: &[IpNet]) {
+        for address in addresses {
+            upsert(
+                &mut self.0.addresses,
+                AddressSpec::new(link, *address, LAYER),
+                AddressSpec::id,
+            );
+        }
+    }
+
+    fn routes(&mut self, link: &str, routes: &[Route]) {
+        for route in routes {
+            upsert(&mut self.0.routes, route_spec(link, route), RouteSpec::id);
+        }
+    }
+
+    /// One device: its link, members, VLANs, addresses, routes and operators.
+    fn device(&mut self, device: &Device, name: &str, raw: &str, links: &LinkView) {
+        let mut link = LinkSpec::up(name, LAYER);
+        link.mtu = device.mtu;
+        if let Some(bond) = &device.bond {
+            link.logical = true;
+            link.kind = "bond".into();
+            link.link_type = LinkType::ETHER;
+            link.bond_master = Some(bond_master(bond));
+        } else if let Some(bridge) = &device.bridge {
+            link.logical = true;
+            link.kind = "bridge".into();
+            link.link_type = LinkType::ETHER;
+            link.bridge_master = Some(bridge_master(bridge));
+        }
+        self.link(link);
+        if let Some(bond) = &device.bond {
+            for (index, member) in bond_members(bond, links).into_iter().enumerate() {
+                self.link(LinkSpec {
+                    bond_slave: Some(BondSlave {
+                        master_name: name.to_owned(),
+                        slave_index: u32::try_from(index).unwrap_or(u32::MAX),
+                    }),
+                    ..LinkSpec::up(&member, LAYER)
+                });
+            }
+        }
+        if let Some(bridge) = &device.bridge {
+            for member in &bridge.interfaces {
+                self.link(LinkSpec {
+                    bridge_slave: Some(BridgeSlave {
+                        master_name: name.to_owned(),
+                    }),
+                    ..LinkSpec::up(&links.resolve(member), LAYER)
+                });
+            }
+        }
+        self.addresses(name, &device.addresses);
+        self.routes(name, &device.routes);
+        self.dhcp(name, device.dhcp, device.dhcp_options.as_ref());
+        self.vip(name, device.vip.as_ref());
+        for vlan in &device.vlans {
+            let vlan_name = vlan_link_name(raw, vlan.vlan_id);
+            self.link(LinkSpec {
+                logical: true,
+                mtu: vlan.mtu,
+                kind: "vlan".into(),
+                link_type: LinkType::ETHER,
+                parent_name: name.to_owned(),
+                vlan: Some(VlanSpec {
+                    vid: vlan.vlan_id,
+                    protocol: VlanProtocol::DOT1Q,
+                }),
+                ..LinkSpec::up(&vlan_name, LAYER)
+            });
+            self.addresses(&vlan_name, &vlan.addresses);
+            self.routes(&vlan_name, &vlan.routes);
+            self.dhcp(&vlan_name, vlan.dhcp, vlan.dhcp_options.as_ref());
+            self.vip(&vlan_name, vlan.vip.as_ref());
+        }
+    }
+
+    /// DHCP operators: v4 unless `ipv4: false`, v6 only with `ipv6: true`.
+    fn dhcp(&mut self, link: &str, enabled: bool, options: Option<&DhcpOptions>) {
+        if !enabled {
+            return;
+        }
+        let default = DhcpOptions::default();
+        let options = options.unwrap_or(&default);
+        let metric = match options.route_metric {
+            0 => DEFAULT_ROUTE_METRIC,
+            m => m,
+        };
+        if options.ipv4() {
+            self.operator(OperatorSpec::dhcp4(
+                link,
+                metric,
+                ClientIdentifier::None,
+                LAYER,
+            ));
+        }
+        if options.ipv6() {
+            let client_identifier = options
+                .duidv6
+                .as_ref()
+                .map_or(ClientIdentifier::None, |hex| {
+                    ClientIdentifier::Duid(hex.clone())
+                });
+            self.operator(OperatorSpec {
+                operator: Operator::Dhcp6,
+                link_name: link.to_owned(),
+                require_up: true,
+                dhcp6: Some(Dhcp6OperatorSpec {
+                    route_metric: metric,
+                    skip_hostname_request: false,
+                    client_identifier,
+                }),
+                layer: LAYER,
+                ..OperatorSpec::default()
+            });
+        }
+    }
+
+    fn vip(&mut self, link: &str, vip: Option<&Vip>) {
+        let Some(vip) = vip else { return };
+        self.operator(OperatorSpec {
+            operator: Operator::Vip,
+            link_name: link.to_owned(),
+            require_up: true,
+            vip: Some(VipOperatorSpec {
+                ip: vip.ip,
+                gratuitous_arp: true,
+            }),
+            layer: LAYER,
+            ..OperatorSpec::default()
+        });
+    }
+}
+
+/// Bond members in enslaving order: `interfaces` (resolved), then selector matches; a
+/// selector that matches nothing yet is skipped.
+fn bond_members(bond: &Bond, links: &LinkView) -> Vec<String> {
+    bond.interfaces
+        .iter()
+        .map(|name| links.resolve(name))
+        .chain(
+            bond.device_selectors
+                .iter()
+                .filter_map(|s| s.resolve(links)),
+        )
+        .collect()
+}
+
+fn bridge_master(bridge: &Bridge) -> BridgeMasterSpec {
+    BridgeMasterSpec {
+        stp: StpSpec {
+            enabled: bridge.stp.as_ref().is_some_and(|s| s.enabled),
+        },
+        vlan: BridgeVlanSpec {
+            filtering_enabled: bridge.vlan.as_ref().is_some_and(|v| v.vlan_filtering),
+        },
+    }
+}
+
+fn bond_master(bond: &Bond) -> BondMasterSpec {
+    let mut spec = BondMasterSpec {
+        mode: bond.mode,
+        xmit_hash_policy: bond.xmit_hash_policy,
+        lacp_rate: bond.lacp_rate,
+        arp_validate: bond.arp_validate,
+        arp_all_targets: bond.arp_all_targets,
+        primary: bond.primary.clone(),
+        primary_reselect: bond.primary_reselect,
+        fail_over_mac: bond.fail_over_mac,
+        ad_select: bond.ad_select,
+        mii_mon: bond.miimon,
+        up_delay: bond.updelay,
+        down_delay: bond.downdelay,
+        arp_interval: bond.arp_interval,
+        resend_igmp: bond.resend_igmp,
+        min_links: bond.min_links,
+        lp_interval: bond.lp_interval,
+        packets_per_slave: bond.packets_per_slave,
+        num_peer_notif: bond.num_peer_notif,
+        tlb_dynamic_lb: bond.tlb_dynamic_lb,
+        all_slaves_active: bond.all_slaves_active,
+        use_carrier: true,
+        ad_actor_sys_prio: bond.ad_actor_sys_prio,
+        ad_user_port_key: bond.ad_user_port_key,
+        peer_notify_delay: bond.peer_notify_delay,
+        arp_ip_targets: bond.arp_ip_target.clone(),
+        missed_max: 0,
+    };
+    spec.fill_defaults();
+    // `fill_defaults` forces carrier monitoring on; an explicit `useCarrier: false` wins.
+    spec.use_carrier = bond.use_carrier.unwrap_or(true);
+    spec
+}
+
+/// A legacy route on `link` (TB §3.9): no `network` is the default route, metric 0 is
+/// 1024, type multicast for a multicast destination.
+fn route_spec(link: &str, route: &Route) -> RouteSpec {
+    // A v6 destination or gateway makes it inet6; `normalize` re-derives the same.
+    let family = route
+        .network
+        .map(|n| n.addr())
+        .or(route.gateway)
+        .map_or(Family::Inet4, |ip: IpAddr| Family::of(&ip));
+    let mut spec = RouteSpec::new(family, LAYER);
+    spec.dst = route.network;
+    spec.gateway = route.gateway;
+    spec.src = route.source;
+    spec.out_link_name = link.to_owned();
+    spec.table = route.table.unwrap_or(RoutingTable::MAIN);
+    spec.priority = match route.metric {
+        0 => DEFAULT_ROUTE_METRIC,
+        m => m,
+    };
+    spec.mtu = route.mtu;
+    if route.network.is_some_and(|n| n.addr().is_multicast()) {
+        spec.kind = RouteType::MULTICAST;
+    }
+    spec.normalize();
+    spec
+}
+
+impl MachineConfig {
+    /// Resolved names of devices marked `ignore: true` (selectors that match nothing are
+    /// left out). The defaults controller skips these (TB §2.4).
+    pub fn ignored_interfaces(&self, links: &LinkView) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .machine
+            .network
+            .interfaces
+            .iter()
+            .filter(|d| d.ignore)
+            .filter_map(|d| d.resolve(links))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Resolved names of every configured device (ignored ones included) and of every bond
+    /// and bridge member, sorted. The defaults controller does not bring these up on its
+    /// own (TB §2.4). VLANs are not listed: they are never physical links.
+    pub fn mentioned_interfaces(&self, links: &LinkView) -> Vec<String> {
+        let mut names = Vec::new();
+        for device in &self.machine.network.interfaces {
+            names.extend(device.resolve(links));
+            if let Some(bond) = &device.bond {
+                names.extend(bond_members(bond, links));
+            }
+            if let Some(bridge) = &device.bridge {
+                names.extend(bridge.interfaces.iter().map(|n| links.resolve(n)));
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+}

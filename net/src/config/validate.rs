@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Checks that need more than one value (run after a successful parse). Each failure names
+//! a YAML path, which is then located in the text for its line.
+
+use std::collections::BTreeSet;
+
+use super::locate::YamlPath;
+use super::machine::MachineConfig;
+use super::network::Device;
+
+/// The only document version there is.
+pub(crate) const VERSION: &str = "v1alpha1";
+
+/// The first problem found, in document order: its path and message.
+pub(crate) fn check(cfg: &MachineConfig) -> Result<(), (YamlPath, String)> {
+    if cfg.version != VERSION {
+        return Err((
+            YamlPath::keys("version"),
+            format!("unsupported version {:?} (expected {VERSION})", cfg.version),
+        ));
+    }
+    let devices = YamlPath::keys("machine.network.interfaces");
+    for (i, device) in cfg.machine.network.interfaces.iter().enumerate() {
+        check_device(device, &devices.index(i))?;
+    }
+    Ok(())
+}
+
+fn check_device(device: &Device, at: &YamlPath) -> Result<(), (YamlPath, String)> {
+    match (&device.interface, &device.device_selector) {
+        (Some(_), Some(_)) => {
+            return Err((
+                at.key("deviceSelector"),
+                "a device takes either interface or deviceSelector, not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                at.clone(),
+                "a device needs interface or deviceSelector".into(),
+            ))
+        }
+        (Some(name), None) if name.is_empty() => {
+            return Err((at.key("interface"), "empty interface name".into()))
+        }
+        (None, Some(sel)) if sel.is_empty() => {
+            return Err((
+                at.key("deviceSelector"),
+                "deviceSelector needs at least one field".into(),
+            ))
+        }
+        _ => {}
+    }
+    if device.bond.is_some() && device.bridge.is_some() {
+        return Err((
+            at.key("bridge"),
+            "a device is either a bond or a bridge, not both".into(),
+        ));
+    }
+    if let Some(bond) = &device.bond {
+        if let Some(j) = bond.device_selectors.iter().position(|s| s.is_empty()) {
+            return Err((
+                at.key("bond").key("deviceSelectors").index(j),
+                "deviceSelector needs at least one field".into(),
+            ));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for (j, vlan) in device.vlans.iter().enumerate() {
+        if !seen.insert(vlan.vlan_id) {
+            return Err((
+                at.key("vlans").index(j).key("vlanId"),
+                format!("VLAN {} is defined twice on this device", vlan.vlan_id),
+            ));
+        }
+    }
+    Ok(())
+}
