@@ -716,7 +716,7 @@ impl LinkSpec {
         self.bond_slave
             .as_ref()
             .map(|s| s.master_name.as_str())
-            .or(self.bridge_slave.as_ref().map(|s| s.master_name.as_str()))
+            .or_else(|| self.bridge_slave.as_ref().map(|s| s.master_name.as_str()))
     }
 }
 
@@ -990,7 +990,7 @@ impl std::str::FromStr for ClientIdentifier {
             _ => {
                 let hex = s.strip_prefix("duid:").unwrap_or(s).replace(':', "");
                 let valid = hex.len() >= 4
-                    && hex.len() % 2 == 0
+                    && hex.len().is_multiple_of(2)
                     && hex.bytes().all(|b| b.is_ascii_hexdigit());
                 if valid {
                     Ok(Self::Duid(hex.to_ascii_lowercase()))
