@@ -34,7 +34,7 @@ pub(crate) fn parse(
     if let Some(extra) = fields.get(4) {
         return Err(FieldError::at(extra, Problem::TooManyFields(4)));
     }
-    let name = fields[0];
+    let name = fields.first().copied().unwrap_or(Field::EMPTY);
     check_new_link_name(&name, "bond name")?;
     if existing.iter().any(|l| l.name == name.text) {
         return Err(FieldError::at(

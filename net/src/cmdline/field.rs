@@ -28,6 +28,9 @@ pub(crate) enum Problem {
     /// More fields than the form allows.
     #[error("too many fields (at most {0})")]
     TooManyFields(usize),
+    /// Broken syntax (brackets, stray fields).
+    #[error("{0}")]
+    Malformed(&'static str),
     /// The entry contradicts itself or an earlier entry.
     #[error("{0}")]
     Conflict(String),
@@ -51,7 +54,7 @@ impl FieldError {
         }
     }
 
-    /// "invalid <what> "<field text>": <reason>".
+    /// `invalid <what> "<field text>": <reason>`.
     pub fn invalid(field: &Field<'_>, what: &'static str, reason: impl Display) -> Self {
         Self::at(
             field,
@@ -127,7 +130,7 @@ pub(crate) fn split_bracketed(value: &str, offset: usize) -> Result<Vec<Field<'_
             let Some(close) = close else {
                 return Err(FieldError::at(
                     &Field::new(&value[start..], offset + start),
-                    Problem::Conflict("'[' is never closed".into()),
+                    Problem::Malformed("'[' is never closed"),
                 ));
             };
             out.push(Field {
@@ -141,7 +144,7 @@ pub(crate) fn split_bracketed(value: &str, offset: usize) -> Result<Vec<Field<'_
                 Some(_) => {
                     return Err(FieldError::at(
                         &Field::new(&value[close + 1..], offset + close + 1),
-                        Problem::Conflict("a ']' must end its field".into()),
+                        Problem::Malformed("a ']' must end its field"),
                     ))
                 }
             }
@@ -152,7 +155,7 @@ pub(crate) fn split_bracketed(value: &str, offset: usize) -> Result<Vec<Field<'_
         if let Some(i) = field.text.find(['[', ']']) {
             return Err(FieldError::at(
                 &field.tail(i),
-                Problem::Conflict("brackets must enclose a whole field".into()),
+                Problem::Malformed("brackets must enclose a whole field"),
             ));
         }
         out.push(field);
@@ -226,7 +229,7 @@ pub(crate) fn parse_mac(parts: &[Field<'_>]) -> Result<Option<HardwareAddr>, Fie
         _ => {
             return Err(FieldError::at(
                 &parts[OCTETS],
-                Problem::Conflict("too many fields after the MAC address".into()),
+                Problem::Malformed("too many fields after the MAC address"),
             ))
         }
     };

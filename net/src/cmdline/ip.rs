@@ -116,10 +116,11 @@ pub(crate) fn parse(value: &str, offset: usize) -> Result<IpEntry, FieldError> {
     while fields.len() > 2 && fields.last().is_some_and(Field::is_empty) {
         fields.pop();
     }
-    if is_device_form(&fields) {
-        device_form(&fields)
-    } else {
-        positional(&fields)
+    match fields.as_slice() {
+        [dev, method, rest @ ..] if is_device_form(dev, method, rest) => {
+            device_form(dev, method, rest)
+        }
+        _ => positional(&fields),
     }
 }
 
@@ -138,12 +139,9 @@ fn bare(field: &Field<'_>) -> Result<IpEntry, FieldError> {
     Ok(IpEntry::Defaults(autoconf))
 }
 
-fn is_device_form(fields: &[Field<'_>]) -> bool {
-    let [dev, method, ..] = fields else {
-        return false;
-    };
+fn is_device_form(dev: &Field<'_>, method: &Field<'_>, rest: &[Field<'_>]) -> bool {
     let names_a_link = !dev.is_empty() && !dev.bracketed && !looks_like_ipv4(dev.text);
-    names_a_link && (fields.len() == 2 || Autoconf::parse(method).is_ok())
+    names_a_link && (rest.is_empty() || Autoconf::parse(method).is_ok())
 }
 
 /// Only digits and dots: an IPv4 address, maybe a mistyped one (`10.0.0.300`) that deserves
@@ -153,13 +151,16 @@ fn looks_like_ipv4(text: &str) -> bool {
 }
 
 /// `<device>:<autoconf>[:<mtu>[:<mac>]]`.
-fn device_form(fields: &[Field<'_>]) -> Result<IpEntry, FieldError> {
-    let (dev, method) = (fields[0], fields[1]);
-    check_link_ref(&dev, "device")?;
+fn device_form(
+    dev: &Field<'_>,
+    method: &Field<'_>,
+    rest: &[Field<'_>],
+) -> Result<IpEntry, FieldError> {
+    check_link_ref(dev, "device")?;
     if method.is_empty() {
-        return Err(FieldError::at(&method, Problem::Missing("autoconf method")));
+        return Err(FieldError::at(method, Problem::Missing("autoconf method")));
     }
-    let autoconf = Autoconf::parse(&method)?;
+    let autoconf = Autoconf::parse(method)?;
     let mut link = IpLink {
         config: LinkConfig {
             link_name: dev.text.to_owned(),
@@ -169,7 +170,7 @@ fn device_form(fields: &[Field<'_>]) -> Result<IpEntry, FieldError> {
         },
         ..IpLink::default()
     };
-    mtu_mac(fields.get(2..).unwrap_or_default(), &mut link)?;
+    mtu_mac(rest, &mut link)?;
     Ok(IpEntry::Link(Box::new(link)))
 }
 

@@ -38,6 +38,9 @@
 //!   MACs are 6-octet unicast, hostnames contain no blanks, and bond option values must be
 //!   known names or integers in range. Duplicate `talos.hostname=`/`talos.config=` give a
 //!   warning and the first stays.
+//! * A link may be a slave of one bond only, and a `bond=`/`vlan=` may not redefine a link an
+//!   earlier one created; the later entry is the one rejected.
+//! * Unknown `talos.*`/`keelson.*` keys and an unterminated quote are warnings, not errors.
 
 mod bond;
 mod field;

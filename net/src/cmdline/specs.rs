@@ -82,17 +82,16 @@ pub fn to_specs(net: &CmdlineNetwork, links: &LinkView<'_>) -> LayerSpecs {
 
 /// The link, address, routes and operators of one `ip=` entry on link `name`.
 fn link_config_specs(out: &mut LayerSpecs, name: &str, config: &LinkConfig, metric: u32) {
-    let index = out.links.iter().position(|l| l.name == name);
-    let index = index.unwrap_or_else(|| {
+    if !out.links.iter().any(|l| l.name == name) {
         out.links.push(LinkSpec::up(name, LAYER));
-        out.links.len() - 1
-    });
-    let link = &mut out.links[index];
-    if link.mtu == 0 {
-        link.mtu = config.mtu.unwrap_or(0);
     }
-    if link.hardware_addr.is_none() {
-        link.hardware_addr.clone_from(&config.hardware_addr);
+    if let Some(link) = out.links.iter_mut().find(|l| l.name == name) {
+        if link.mtu == 0 {
+            link.mtu = config.mtu.unwrap_or(0);
+        }
+        if link.hardware_addr.is_none() {
+            link.hardware_addr.clone_from(&config.hardware_addr);
+        }
     }
 
     if let Some(address) = config.address {
