@@ -35,11 +35,18 @@ pub struct HostEntry {
 /// `/etc/hosts`: localhost, the node's own name on its default address, the IPv6 well-known
 /// names, then configured entries grouped by IP and sorted by the IP's text (as Talos does).
 /// The first column is padded to the widest address plus one space.
-pub fn hosts(default_ip: Option<IpAddr>, hostname: Option<&HostnameStatus>, extra: &[HostEntry]) -> String {
+pub fn hosts(
+    default_ip: Option<IpAddr>,
+    hostname: Option<&HostnameStatus>,
+    extra: &[HostEntry],
+) -> String {
     let mut rows: Vec<(String, String)> = vec![("127.0.0.1".into(), "localhost".into())];
     if let (Some(ip), Some(h)) = (default_ip, hostname) {
-        let fqdn =
-            if h.domainname.is_empty() { h.hostname.clone() } else { format!("{}.{}", h.hostname, h.domainname) };
+        let fqdn = if h.domainname.is_empty() {
+            h.hostname.clone()
+        } else {
+            format!("{}.{}", h.hostname, h.domainname)
+        };
         let names = if fqdn == h.hostname { fqdn } else { format!("{fqdn} {}", h.hostname) };
         rows.push((ip.to_string(), names));
     }
@@ -77,9 +84,15 @@ mod tests {
 
     #[test]
     fn resolv_conf_matches_talos_examples() {
-        let r = ResolverStatus { dns_servers: ips(&["127.0.0.53"]), search_domains: vec!["foo.example.com".into()] };
+        let r = ResolverStatus {
+            dns_servers: ips(&["127.0.0.53"]),
+            search_domains: vec!["foo.example.com".into()],
+        };
         assert_eq!(resolv_conf(&r), "nameserver 127.0.0.53\n\nsearch foo.example.com\n");
-        let r = ResolverStatus { dns_servers: ips(&["1.1.1.1", "2.2.2.2", "4.4.4.4", "8.8.8.8"]), search_domains: vec![] };
+        let r = ResolverStatus {
+            dns_servers: ips(&["1.1.1.1", "2.2.2.2", "4.4.4.4", "8.8.8.8"]),
+            search_domains: vec![],
+        };
         assert_eq!(resolv_conf(&r), "nameserver 1.1.1.1\nnameserver 2.2.2.2\nnameserver 4.4.4.4\n");
     }
 

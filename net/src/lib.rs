@@ -11,6 +11,7 @@ pub mod cmdline;
 pub mod config;
 pub mod controllers;
 pub mod etcfiles;
+pub mod host;
 pub mod merge;
 pub mod nodeaddress;
 pub mod resource;

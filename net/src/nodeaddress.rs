@@ -18,7 +18,8 @@ use ipnet::IpNet;
 use crate::resource::{AddressStatus, LinkView, NetworkStatus, NodeAddress, Scope};
 
 /// The host DNS service address, never a node address.
-const HOST_DNS_V6: Ipv6Addr = Ipv6Addr::new(0xfd54, 0x616c, 0x6f73, 0, 0x204f, 0x5320, 0x444e, 0x531);
+const HOST_DNS_V6: Ipv6Addr =
+    Ipv6Addr::new(0xfd54, 0x616c, 0x6f73, 0, 0x204f, 0x5320, 0x444e, 0x531);
 
 /// IDs of the node address resources.
 pub const DEFAULT: &str = "default";
@@ -60,7 +61,11 @@ fn is_candidate(a: &AddressStatus) -> bool {
         IpAddr::V4(v4) => v4.is_link_local(),
         IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
     };
-    a.scope < Scope::LINK && !ip.is_loopback() && !ip.is_multicast() && !link_local && ip != IpAddr::V6(HOST_DNS_V6)
+    a.scope < Scope::LINK
+        && !ip.is_loopback()
+        && !ip.is_multicast()
+        && !link_local
+        && ip != IpAddr::V6(HOST_DNS_V6)
 }
 
 fn is_overlay_ula(ip: IpAddr) -> bool {
@@ -79,9 +84,16 @@ fn sort_key(n: &IpNet) -> (IpAddr, u8) {
 }
 
 /// Derive the node address lists from address and link statuses and the previous lists.
-pub fn derive(addresses: &[&AddressStatus], links: &LinkView<'_>, previous: &NodeAddresses) -> NodeAddresses {
-    let mut candidates: Vec<&AddressStatus> = addresses.iter().copied().filter(|a| is_candidate(a)).collect();
-    candidates.sort_by(|a, b| (&a.link_name, sort_key(&a.address)).cmp(&(&b.link_name, sort_key(&b.address))));
+pub fn derive(
+    addresses: &[&AddressStatus],
+    links: &LinkView<'_>,
+    previous: &NodeAddresses,
+) -> NodeAddresses {
+    let mut candidates: Vec<&AddressStatus> =
+        addresses.iter().copied().filter(|a| is_candidate(a)).collect();
+    candidates.sort_by(|a, b| {
+        (&a.link_name, sort_key(&a.address)).cmp(&(&b.link_name, sort_key(&b.address)))
+    });
 
     let mut current: Vec<IpNet> =
         candidates.iter().filter(|a| link_up(links, &a.link_name)).map(|a| a.address).collect();
@@ -93,9 +105,11 @@ pub fn derive(addresses: &[&AddressStatus], links: &LinkView<'_>, previous: &Nod
         _ => candidates.first().map(|a| a.address),
     };
     let routed = current.iter().copied().filter(|n| !is_overlay_ula(n.addr())).collect();
-    let mut accumulative: BTreeSet<(IpAddr, u8)> = previous.accumulative.iter().map(sort_key).collect();
+    let mut accumulative: BTreeSet<(IpAddr, u8)> =
+        previous.accumulative.iter().map(sort_key).collect();
     accumulative.extend(current.iter().map(sort_key));
-    let accumulative = accumulative.into_iter().filter_map(|(ip, len)| IpNet::new(ip, len).ok()).collect();
+    let accumulative =
+        accumulative.into_iter().filter_map(|(ip, len)| IpNet::new(ip, len).ok()).collect();
     NodeAddresses { default, current, routed, accumulative }
 }
 
@@ -169,16 +183,29 @@ mod tests {
         ];
         let refs: Vec<&AddressStatus> = all.iter().collect();
         let n = derive(&refs, &links, &NodeAddresses::default());
-        assert_eq!(n.default, Some("192.168.1.1/24".parse().unwrap()), "first by link name: br0 < eth0");
-        assert_eq!(n.current, nets(&["10.0.0.5/24", "192.168.1.1/24", "2001:db8::5/64", "fd00:1:2:4::7/64"]));
-        assert_eq!(n.routed, nets(&["10.0.0.5/24", "192.168.1.1/24", "2001:db8::5/64", "fd00:1:2:4::7/64"]));
+        assert_eq!(
+            n.default,
+            Some("192.168.1.1/24".parse().unwrap()),
+            "first by link name: br0 < eth0"
+        );
+        assert_eq!(
+            n.current,
+            nets(&["10.0.0.5/24", "192.168.1.1/24", "2001:db8::5/64", "fd00:1:2:4::7/64"])
+        );
+        assert_eq!(
+            n.routed,
+            nets(&["10.0.0.5/24", "192.168.1.1/24", "2001:db8::5/64", "fd00:1:2:4::7/64"])
+        );
         let ula = addr("br0", "fd00:1:2:4::7/64", Scope::GLOBAL);
         let mut ula_bytes = match ula.address.addr() {
             IpAddr::V6(v6) => v6.octets(),
             IpAddr::V4(_) => unreachable!(),
         };
         ula_bytes[7] = 0x03;
-        let sidero = AddressStatus { address: IpNet::new(Ipv6Addr::from(ula_bytes).into(), 64).unwrap(), ..ula };
+        let sidero = AddressStatus {
+            address: IpNet::new(Ipv6Addr::from(ula_bytes).into(), 64).unwrap(),
+            ..ula
+        };
         let n = derive(&[&sidero], &links, &NodeAddresses::default());
         assert_eq!(n.current.len(), 1);
         assert!(n.routed.is_empty(), "overlay ULAs are not routed");

@@ -56,10 +56,7 @@ pub(crate) fn parse(
     let slave_fields = match fields.get(1).filter(|f| !f.is_empty()) {
         Some(f) => f.split(','),
         // Default slaves have no text of their own; errors about them point at the name.
-        None => DEFAULT_SLAVES
-            .iter()
-            .map(|s| Field::new(s, name.offset))
-            .collect(),
+        None => DEFAULT_SLAVES.iter().map(|s| Field::new(s, name.offset)).collect(),
     };
     let mut specs = vec![LinkSpec {
         name: name.text.to_owned(),
@@ -103,11 +100,7 @@ fn parse_options(field: &Field<'_>, bond: &mut BondMasterSpec) -> Result<(), Fie
     let mut seen: Vec<&str> = Vec::new();
     for option in field.split(',').into_iter().filter(|o| !o.is_empty()) {
         let Some((key, _)) = option.text.split_once('=') else {
-            return Err(FieldError::invalid(
-                &option,
-                "bond option",
-                "expected key=value",
-            ));
+            return Err(FieldError::invalid(&option, "bond option", "expected key=value"));
         };
         if seen.contains(&key) {
             return Err(FieldError::at(
@@ -121,10 +114,7 @@ fn parse_options(field: &Field<'_>, bond: &mut BondMasterSpec) -> Result<(), Fie
             // Point an unknown key at the key, everything else at the value.
             SetError::UnknownKey => FieldError::at(
                 &option,
-                Problem::Unknown {
-                    what: "bond option",
-                    value: key.to_owned(),
-                },
+                Problem::Unknown { what: "bond option", value: key.to_owned() },
             ),
             SetError::Field(e) => e,
         })?;
@@ -237,10 +227,6 @@ fn arp_targets(v: &Field<'_>) -> Result<Vec<Ipv4Addr>, FieldError> {
     }
     targets
         .iter()
-        .map(|t| {
-            t.text
-                .parse()
-                .map_err(|e| FieldError::invalid(t, "arp_ip_target", e))
-        })
+        .map(|t| t.text.parse().map_err(|e| FieldError::invalid(t, "arp_ip_target", e)))
         .collect()
 }

@@ -14,11 +14,7 @@ use crate::resource::{ConfigLayer, HostnameSpec, MAX_LINK_NAME_LEN};
 pub(crate) enum Problem {
     /// A value that does not parse or is out of range.
     #[error("invalid {what} {value:?}: {reason}")]
-    Invalid {
-        what: &'static str,
-        value: String,
-        reason: String,
-    },
+    Invalid { what: &'static str, value: String, reason: String },
     /// A name the grammar does not know.
     #[error("unknown {what} {value:?}")]
     Unknown { what: &'static str, value: String },
@@ -48,21 +44,14 @@ pub(crate) struct FieldError {
 impl FieldError {
     /// `problem` at the start of `field`.
     pub fn at(field: &Field<'_>, problem: Problem) -> Self {
-        Self {
-            offset: field.offset,
-            problem,
-        }
+        Self { offset: field.offset, problem }
     }
 
     /// `invalid <what> "<field text>": <reason>`.
     pub fn invalid(field: &Field<'_>, what: &'static str, reason: impl Display) -> Self {
         Self::at(
             field,
-            Problem::Invalid {
-                what,
-                value: field.text.to_owned(),
-                reason: reason.to_string(),
-            },
+            Problem::Invalid { what, value: field.text.to_owned(), reason: reason.to_string() },
         )
     }
 }
@@ -80,19 +69,11 @@ pub(crate) struct Field<'a> {
 
 impl<'a> Field<'a> {
     /// An empty field (stands in for an absent one).
-    pub const EMPTY: Field<'static> = Field {
-        text: "",
-        offset: 0,
-        bracketed: false,
-    };
+    pub const EMPTY: Field<'static> = Field { text: "", offset: 0, bracketed: false };
 
     /// A field covering `text`, which starts at byte `offset` of the command line.
     pub fn new(text: &'a str, offset: usize) -> Self {
-        Self {
-            text,
-            offset,
-            bracketed: false,
-        }
+        Self { text, offset, bracketed: false }
     }
 
     /// The field is empty (an empty field means "not given").
@@ -183,11 +164,7 @@ pub(crate) fn parse_ip(
     if field.is_empty() {
         return Ok(None);
     }
-    field
-        .text
-        .parse()
-        .map(Some)
-        .map_err(|e| FieldError::invalid(field, what, e))
+    field.text.parse().map(Some).map_err(|e| FieldError::invalid(field, what, e))
 }
 
 /// The smallest MTU the kernel takes for Ethernet (`ETH_MIN_MTU`).
@@ -233,13 +210,9 @@ pub(crate) fn parse_mac(parts: &[Field<'_>]) -> Result<Option<HardwareAddr>, Fie
             ))
         }
     };
-    let mac: HardwareAddr = text.parse().map_err(|_| {
-        invalid_mac(
-            &first,
-            &text,
-            "expected 6 hex octets like 02:00:5e:10:00:01",
-        )
-    })?;
+    let mac: HardwareAddr = text
+        .parse()
+        .map_err(|_| invalid_mac(&first, &text, "expected 6 hex octets like 02:00:5e:10:00:01"))?;
     if mac.0.len() != OCTETS {
         return Err(invalid_mac(&first, &text, "expected 6 octets"));
     }
@@ -256,11 +229,7 @@ pub(crate) fn parse_mac(parts: &[Field<'_>]) -> Result<Option<HardwareAddr>, Fie
 fn invalid_mac(at: &Field<'_>, text: &str, reason: &str) -> FieldError {
     FieldError::at(
         at,
-        Problem::Invalid {
-            what: "MAC address",
-            value: text.to_owned(),
-            reason: reason.to_owned(),
-        },
+        Problem::Invalid { what: "MAC address", value: text.to_owned(), reason: reason.to_owned() },
     )
 }
 
@@ -271,10 +240,7 @@ pub(crate) fn check_link_ref(field: &Field<'_>, what: &'static str) -> Result<()
     }
     let bad = field.text == "."
         || field.text == ".."
-        || field
-            .text
-            .chars()
-            .any(|c| c == '/' || c.is_whitespace() || c.is_control());
+        || field.text.chars().any(|c| c == '/' || c.is_whitespace() || c.is_control());
     if bad {
         return Err(FieldError::invalid(
             field,
@@ -301,16 +267,8 @@ pub(crate) fn check_new_link_name(field: &Field<'_>, what: &'static str) -> Resu
 /// A hostname or FQDN, validated as the hostname controller will (`parse_fqdn`); blanks and
 /// control characters are rejected too, since no resolver can answer for them.
 pub(crate) fn parse_hostname(field: &Field<'_>) -> Result<String, FieldError> {
-    if let Some(c) = field
-        .text
-        .chars()
-        .find(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(FieldError::invalid(
-            field,
-            "hostname",
-            format_args!("contains {c:?}"),
-        ));
+    if let Some(c) = field.text.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(FieldError::invalid(field, "hostname", format_args!("contains {c:?}")));
     }
     HostnameSpec::parse_fqdn(field.text, ConfigLayer::Cmdline)
         .map(|_| field.text.to_owned())
@@ -322,10 +280,7 @@ mod tests {
     use super::*;
 
     fn texts(fields: &[Field<'_>]) -> Vec<(String, usize)> {
-        fields
-            .iter()
-            .map(|f| (f.text.to_owned(), f.offset))
-            .collect()
+        fields.iter().map(|f| (f.text.to_owned(), f.offset)).collect()
     }
 
     #[test]
@@ -333,12 +288,7 @@ mod tests {
         let f = split_bracketed("[2001:db8::1]::x:[aa:bb]", 10).unwrap();
         assert_eq!(
             texts(&f),
-            [
-                ("2001:db8::1".into(), 11),
-                ("".into(), 24),
-                ("x".into(), 25),
-                ("aa:bb".into(), 28),
-            ]
+            [("2001:db8::1".into(), 11), ("".into(), 24), ("x".into(), 25), ("aa:bb".into(), 28),]
         );
         assert!(f[0].bracketed && !f[2].bracketed);
         assert_eq!(split_bracketed("a:", 0).unwrap().len(), 2);

@@ -130,11 +130,7 @@ fn bare(field: &Field<'_>) -> Result<IpEntry, FieldError> {
     }
     let autoconf = Autoconf::parse(field)?;
     if autoconf.off && field.text == "static" {
-        return Err(FieldError::invalid(
-            field,
-            "autoconf method",
-            "static needs a client address",
-        ));
+        return Err(FieldError::invalid(field, "autoconf method", "static needs a client address"));
     }
     Ok(IpEntry::Defaults(autoconf))
 }
@@ -199,20 +195,14 @@ fn positional(fields: &[Field<'_>]) -> Result<IpEntry, FieldError> {
         })
         .transpose()
         .map_err(|e| FieldError::invalid(&field(3), "netmask", e))?;
-    let hostname = Some(field(4))
-        .filter(|f| !f.is_empty())
-        .map(|f| parse_hostname(&f))
-        .transpose()?;
+    let hostname =
+        Some(field(4)).filter(|f| !f.is_empty()).map(|f| parse_hostname(&f)).transpose()?;
     let dev = field(5);
     if !dev.is_empty() {
         check_link_ref(&dev, "device")?;
     }
     let method = field(6);
-    let autoconf = if method.is_empty() {
-        Autoconf::default()
-    } else {
-        Autoconf::parse(&method)?
-    };
+    let autoconf = if method.is_empty() { Autoconf::default() } else { Autoconf::parse(&method)? };
 
     let mut link = IpLink {
         config: LinkConfig {
@@ -240,11 +230,7 @@ fn parse_netmask(field: &Field<'_>, client: Option<IpAddr>) -> Result<Option<u8>
     if field.is_empty() {
         return Ok(None);
     }
-    let max = if client.is_some_and(|c| c.is_ipv4()) {
-        32
-    } else {
-        128
-    };
+    let max = if client.is_some_and(|c| c.is_ipv4()) { 32 } else { 128 };
     if field.text.bytes().all(|b| b.is_ascii_digit()) {
         return match parse_digits::<u8>(field.text) {
             Some(bits) if bits <= max => Ok(Some(bits)),
@@ -263,11 +249,7 @@ fn parse_netmask(field: &Field<'_>, client: Option<IpAddr>) -> Result<Option<u8>
         )
     })?;
     if client.is_some_and(|c| c.is_ipv4() != mask.is_ipv4()) {
-        return Err(FieldError::invalid(
-            field,
-            "netmask",
-            "not in the client address's family",
-        ));
+        return Err(FieldError::invalid(field, "netmask", "not in the client address's family"));
     }
     let (ones, zeros, width) = match mask {
         IpAddr::V4(m) => {
@@ -286,9 +268,7 @@ fn parse_netmask(field: &Field<'_>, client: Option<IpAddr>) -> Result<Option<u8>
             "not contiguous (ones must all come before zeros)",
         ));
     }
-    u8::try_from(ones)
-        .map(Some)
-        .map_err(|e| FieldError::invalid(field, "netmask", e))
+    u8::try_from(ones).map(Some).map_err(|e| FieldError::invalid(field, "netmask", e))
 }
 
 /// Does the positional tail hold dracut's `mtu:mac` rather than `dns0:dns1:ntp0`?
@@ -322,10 +302,7 @@ fn mtu_mac(rest: &[Field<'_>], link: &mut IpLink) -> Result<(), FieldError> {
 /// `[<dns0>[:<dns1>[:<ntp0>]]]`.
 fn dns_ntp(rest: &[Field<'_>], link: &mut IpLink) -> Result<(), FieldError> {
     if let Some(extra) = rest.get(3) {
-        return Err(FieldError::at(
-            extra,
-            Problem::TooManyFields(POSITIONAL_FIELDS),
-        ));
+        return Err(FieldError::at(extra, Problem::TooManyFields(POSITIONAL_FIELDS)));
     }
     for (i, f) in rest.iter().enumerate() {
         if i < 2 {

@@ -33,10 +33,7 @@ impl<'a> Parser<'a> {
     pub(crate) fn run(cmdline: &'a str) -> CmdlineNetwork {
         let mut parser = Parser {
             cmdline,
-            net: CmdlineNetwork {
-                default_dhcp4: true,
-                ..CmdlineNetwork::default()
-            },
+            net: CmdlineNetwork { default_dhcp4: true, ..CmdlineNetwork::default() },
             talos_hostname: None,
             ip_hostname: None,
             link_settings: BTreeMap::new(),
@@ -66,27 +63,20 @@ impl<'a> Parser<'a> {
 
     /// The 1-based character column of byte `offset`.
     fn column(&self, offset: usize) -> usize {
-        self.cmdline
-            .get(..offset)
-            .map_or(0, |before| before.chars().count())
-            + 1
+        self.cmdline.get(..offset).map_or(0, |before| before.chars().count()) + 1
     }
 
     fn warn(&mut self, offset: usize, message: impl std::fmt::Display) {
         let column = self.column(offset);
-        self.net
-            .warnings
-            .push(format!("column {column}: {message}"));
+        self.net.warnings.push(format!("column {column}: {message}"));
     }
 
     fn param(&mut self, p: &Param<'a>) -> Result<(), FieldError> {
         let value = || {
-            p.value
-                .map(|v| Field::new(v, p.value_offset))
-                .ok_or(FieldError {
-                    offset: p.key_offset,
-                    problem: Problem::Missing("value (expected key=value)"),
-                })
+            p.value.map(|v| Field::new(v, p.value_offset)).ok_or(FieldError {
+                offset: p.key_offset,
+                problem: Problem::Missing("value (expected key=value)"),
+            })
         };
         match p.key {
             "ip" => self.ip(&value()?),
@@ -105,10 +95,7 @@ impl<'a> Parser<'a> {
             "talos.hostname" => {
                 let v = value()?;
                 if self.talos_hostname.is_some() {
-                    self.warn(
-                        p.key_offset,
-                        "talos.hostname repeated; the first one is used",
-                    );
+                    self.warn(p.key_offset, "talos.hostname repeated; the first one is used");
                     return Ok(());
                 }
                 self.talos_hostname = Some(parse_hostname(&v)?);
@@ -151,10 +138,7 @@ impl<'a> Parser<'a> {
                 Ok(())
             }
             key if key.starts_with("talos.") || key.starts_with("keelson.") => {
-                self.warn(
-                    p.key_offset,
-                    format_args!("unknown parameter {key:?} ignored"),
-                );
+                self.warn(p.key_offset, format_args!("unknown parameter {key:?} ignored"));
                 Ok(())
             }
             // Everything else (console=, root=, ...) belongs to someone else.
@@ -174,13 +158,7 @@ impl<'a> Parser<'a> {
             }
             IpEntry::Link(link) => {
                 self.record_link_settings(&link)?;
-                let IpLink {
-                    config,
-                    hostname,
-                    dns,
-                    ntp,
-                    ..
-                } = *link;
+                let IpLink { config, hostname, dns, ntp, .. } = *link;
                 self.net.link_configs.push(config);
                 if self.ip_hostname.is_none() {
                     self.ip_hostname = hostname;
@@ -212,10 +190,9 @@ impl<'a> Parser<'a> {
                 return Err(self.contradiction(link.mtu_offset, "MTU", mtu, before, at, name));
             }
         }
-        if let (Some(mac), Some((before, at))) = (
-            &link.config.hardware_addr,
-            known.and_then(|k| k.mac.as_ref()),
-        ) {
+        if let (Some(mac), Some((before, at))) =
+            (&link.config.hardware_addr, known.and_then(|k| k.mac.as_ref()))
+        {
             if mac != before {
                 return Err(self.contradiction(link.mac_offset, "MAC", mac, before, *at, name));
             }
@@ -225,11 +202,7 @@ impl<'a> Parser<'a> {
             entry.mtu = link.config.mtu.map(|m| (m, link.mtu_offset));
         }
         if entry.mac.is_none() {
-            entry.mac = link
-                .config
-                .hardware_addr
-                .clone()
-                .map(|m| (m, link.mac_offset));
+            entry.mac = link.config.hardware_addr.clone().map(|m| (m, link.mac_offset));
         }
         Ok(())
     }
@@ -243,11 +216,7 @@ impl<'a> Parser<'a> {
         before_offset: usize,
         link: &str,
     ) -> FieldError {
-        let link = if link.is_empty() {
-            "the first non-loopback link"
-        } else {
-            link
-        };
+        let link = if link.is_empty() { "the first non-loopback link" } else { link };
         FieldError {
             offset,
             problem: Problem::Conflict(format!(

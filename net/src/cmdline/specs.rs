@@ -70,10 +70,8 @@ pub fn to_specs(net: &CmdlineNetwork, links: &LinkView<'_>) -> LayerSpecs {
         });
     }
     // The parser validated it already; a failure here would only drop the hostname.
-    if let Some(hostname) = net
-        .hostname
-        .as_deref()
-        .and_then(|h| HostnameSpec::parse_fqdn(h, LAYER).ok())
+    if let Some(hostname) =
+        net.hostname.as_deref().and_then(|h| HostnameSpec::parse_fqdn(h, LAYER).ok())
     {
         out.hostnames.push(hostname);
     }
@@ -95,11 +93,7 @@ fn link_config_specs(out: &mut LayerSpecs, name: &str, config: &LinkConfig, metr
     }
 
     if let Some(address) = config.address {
-        push_unique(
-            &mut out.addresses,
-            AddressSpec::new(name, address, LAYER),
-            AddressSpec::id,
-        );
+        push_unique(&mut out.addresses, AddressSpec::new(name, address, LAYER), AddressSpec::id);
     }
 
     if let Some(gw) = config.gateway {
@@ -209,17 +203,11 @@ mod tests {
     use crate::resource::{LinkStatus, RoutingTable, Scope};
 
     fn ether() -> LinkStatus {
-        LinkStatus {
-            link_type: LinkType::ETHER,
-            ..LinkStatus::default()
-        }
+        LinkStatus { link_type: LinkType::ETHER, ..LinkStatus::default() }
     }
 
     fn loopback() -> LinkStatus {
-        LinkStatus {
-            link_type: LinkType::LOOPBACK,
-            ..LinkStatus::default()
-        }
+        LinkStatus { link_type: LinkType::LOOPBACK, ..LinkStatus::default() }
     }
 
     fn specs(cmdline: &str, links: &LinkView<'_>) -> LayerSpecs {
@@ -245,13 +233,7 @@ mod tests {
         assert_eq!(ids(&out.routes, RouteSpec::id), ["inet4/172.20.0.1//1024"]);
         let r = &out.routes[0];
         assert_eq!(
-            (
-                r.protocol,
-                r.kind,
-                r.table,
-                r.scope,
-                r.out_link_name.as_str()
-            ),
+            (r.protocol, r.kind, r.table, r.scope, r.out_link_name.as_str()),
             (
                 RouteProtocol::BOOT,
                 crate::resource::RouteType::UNICAST,
@@ -278,19 +260,10 @@ mod tests {
         );
         let on_link = &out.routes[0];
         assert_eq!(on_link.src, Some("10.0.0.5".parse().unwrap()));
-        assert_eq!(
-            (on_link.scope, on_link.protocol),
-            (Scope::LINK, RouteProtocol::BOOT)
-        );
+        assert_eq!((on_link.scope, on_link.protocol), (Scope::LINK, RouteProtocol::BOOT));
         // IPv6 never gets one.
-        let out = specs(
-            "ip=[2001:db8::5]::[2001:db9::1]:64::eth0",
-            &LinkView::default(),
-        );
-        assert_eq!(
-            ids(&out.routes, RouteSpec::id),
-            ["eth0/inet6/2001:db9::1//1024"]
-        );
+        let out = specs("ip=[2001:db8::5]::[2001:db9::1]:64::eth0", &LinkView::default());
+        assert_eq!(ids(&out.routes, RouteSpec::id), ["eth0/inet6/2001:db9::1//1024"]);
     }
 
     #[test]
@@ -311,10 +284,7 @@ mod tests {
             "ip=eth0:dhcp,dhcp6 ip=10.0.0.5:::24::eth1:off:1.1.1.1:9.9.9.9:10.0.0.123",
             &LinkView::default(),
         );
-        assert_eq!(
-            ids(&out.operators, OperatorSpec::id),
-            ["dhcp4/eth0", "dhcp6/eth0"]
-        );
+        assert_eq!(ids(&out.operators, OperatorSpec::id), ["dhcp4/eth0", "dhcp6/eth0"]);
         assert_eq!(
             out.operators[0],
             OperatorSpec::dhcp4("eth0", 1024, ClientIdentifier::None, ConfigLayer::Cmdline)
@@ -324,29 +294,17 @@ mod tests {
         assert_eq!(v6.dhcp6.as_ref().map(|d| d.route_metric), Some(1024));
         assert_eq!(
             out.resolvers[0].dns_servers,
-            [
-                "1.1.1.1".parse::<std::net::IpAddr>().unwrap(),
-                "9.9.9.9".parse().unwrap()
-            ]
+            ["1.1.1.1".parse::<std::net::IpAddr>().unwrap(), "9.9.9.9".parse().unwrap()]
         );
         let t = &out.time_servers[0];
-        assert_eq!(
-            (t.time_servers.as_slice(), t.use_nts),
-            (&["10.0.0.123".to_owned()][..], false)
-        );
+        assert_eq!((t.time_servers.as_slice(), t.use_nts), (&["10.0.0.123".to_owned()][..], false));
     }
 
     #[test]
     fn aliases_are_resolved() {
         let lo = loopback();
-        let eth1 = LinkStatus {
-            alias: "uplink".into(),
-            ..ether()
-        };
-        let eth31 = LinkStatus {
-            alt_names: vec!["enxa".into()],
-            ..ether()
-        };
+        let eth1 = LinkStatus { alias: "uplink".into(), ..ether() };
+        let eth31 = LinkStatus { alt_names: vec!["enxa".into()], ..ether() };
         let view = LinkView::new([("lo", &lo), ("eth1", &eth1), ("eth31", &eth31)]);
         let out = specs(
             "ip=10.0.0.5::10.0.0.1:24::uplink:dhcp vlan=vlan4095:enxa bond=bond0:uplink,eth2",
@@ -357,10 +315,7 @@ mod tests {
         assert_eq!(ids(&out.operators, OperatorSpec::id), ["dhcp4/eth1"]);
         // TB §1.3: raw name for the VLAN's name, resolved name for its parent.
         let vlan = out.links.iter().find(|l| l.kind == "vlan").unwrap();
-        assert_eq!(
-            (vlan.name.as_str(), vlan.parent_name.as_str()),
-            ("enxa.4095", "eth31")
-        );
+        assert_eq!((vlan.name.as_str(), vlan.parent_name.as_str()), ("enxa.4095", "eth31"));
         // The ip= link and the bond slave are one spec.
         let eth1_specs: Vec<_> = out.links.iter().filter(|l| l.name == "eth1").collect();
         assert_eq!(eth1_specs.len(), 1);
@@ -377,10 +332,7 @@ mod tests {
 
         // No such link yet: the entry waits, and later entries keep their metrics.
         let only_lo = LinkView::new([("lo", &lo)]);
-        let out = specs(
-            "ip=10.0.0.5::10.0.0.1:24 ip=10.1.0.5::10.1.0.1:24::eth7",
-            &only_lo,
-        );
+        let out = specs("ip=10.0.0.5::10.0.0.1:24 ip=10.1.0.5::10.1.0.1:24::eth7", &only_lo);
         assert_eq!(ids(&out.addresses, AddressSpec::id), ["eth7/10.1.0.5/24"]);
         assert_eq!(ids(&out.routes, RouteSpec::id), ["inet4/10.1.0.1//1025"]);
     }
@@ -402,12 +354,7 @@ mod tests {
         // The ip= spec became the VLAN, keeping its MTU.
         let vlan = &out.links[1];
         assert_eq!(
-            (
-                vlan.kind.as_str(),
-                vlan.logical,
-                vlan.mtu,
-                vlan.parent_name.as_str()
-            ),
+            (vlan.kind.as_str(), vlan.logical, vlan.mtu, vlan.parent_name.as_str()),
             ("vlan", true, 1400, "eth0")
         );
         assert_eq!(vlan.vlan.as_ref().map(|v| v.vid), Some(100));
@@ -423,23 +370,14 @@ mod tests {
         assert_eq!(ids(&out.links, LinkSpec::id), ["bond0", "eth0", "eth1"]);
         let master = &out.links[0];
         assert_eq!(
-            (
-                master.kind.as_str(),
-                master.logical,
-                master.up,
-                master.mtu,
-                master.link_type
-            ),
+            (master.kind.as_str(), master.logical, master.up, master.mtu, master.link_type),
             ("bond", true, true, 1500, LinkType::ETHER)
         );
         let bond = master.bond_master.as_ref().unwrap();
         assert_eq!(bond.mode, crate::resource::BondMode::ACTIVE_BACKUP);
         assert!(bond.use_carrier);
         let slave = out.links[1].bond_slave.as_ref().unwrap();
-        assert_eq!(
-            (slave.master_name.as_str(), slave.slave_index),
-            ("bond0", 0)
-        );
+        assert_eq!((slave.master_name.as_str(), slave.slave_index), ("bond0", 0));
         assert_eq!(ids(&out.addresses, AddressSpec::id), ["bond0/10.0.0.5/24"]);
     }
 }

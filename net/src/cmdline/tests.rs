@@ -62,10 +62,7 @@ fn talos_vector_ipv6_with_dns_and_ntp() {
             ..LinkConfig::default()
         }]
     );
-    assert_eq!(
-        n.dns_servers,
-        [ip("2001:4860:4860::8888"), ip("2606:4700::1111")]
-    );
+    assert_eq!(n.dns_servers, [ip("2001:4860:4860::8888"), ip("2606:4700::1111")]);
     assert_eq!(n.ntp_servers, [ip("2606:4700:f1::1")]);
     assert_eq!(n.hostname.as_deref(), Some("master"));
 }
@@ -80,14 +77,7 @@ fn talos_vector_three_entries() {
         .iter()
         .map(|c| (c.link_name.as_str(), c.address.is_some(), c.dhcp4))
         .collect();
-    assert_eq!(
-        summary,
-        [
-            ("eth1", true, false),
-            ("eth3", false, true),
-            ("eth4", false, true)
-        ]
-    );
+    assert_eq!(summary, [("eth1", true, false), ("eth3", false, true), ("eth4", false, true)]);
 }
 
 #[test]
@@ -105,11 +95,7 @@ fn device_dhcp_form() {
     let n = clean("ip=eth3:dhcp");
     assert_eq!(
         n.link_configs,
-        [LinkConfig {
-            link_name: "eth3".into(),
-            dhcp4: true,
-            ..LinkConfig::default()
-        }]
+        [LinkConfig { link_name: "eth3".into(), dhcp4: true, ..LinkConfig::default() }]
     );
 }
 
@@ -187,11 +173,8 @@ fn bad_masks_are_rejected() {
 #[test]
 fn autoconf_lists() {
     let n = clean("ip=eth0:dhcp,dhcp6 ip=:::::eth1:dhcp6,dhcp ip=eth2:auto6 ip=eth3:off");
-    let flags: Vec<_> = n
-        .link_configs
-        .iter()
-        .map(|c| (c.link_name.as_str(), c.dhcp4, c.dhcp6))
-        .collect();
+    let flags: Vec<_> =
+        n.link_configs.iter().map(|c| (c.link_name.as_str(), c.dhcp4, c.dhcp6)).collect();
     assert_eq!(
         flags,
         [
@@ -288,25 +271,13 @@ fn each_field_is_checked() {
     let cases = [
         ("ip=10.0.0.2:x", 13, "invalid server address"),
         ("ip=10.0.0.2::[2001:db8::1]", 15, "invalid gateway"),
-        (
-            &format!("ip=10.0.0.2::::{}:eth0", "h".repeat(64)),
-            16,
-            "invalid hostname",
-        ),
+        (&format!("ip=10.0.0.2::::{}:eth0", "h".repeat(64)), 16, "invalid hostname"),
         (r#""ip=10.0.0.2::::a b:eth0""#, 17, "invalid hostname"),
         ("ip=10.0.0.2:::::eth/0", 17, "invalid device"),
         ("ip=10.0.0.2:::::eth0:bootp", 22, "invalid autoconf method"),
-        (
-            "ip=10.0.0.2:::::eth0:off:1.1.1.1:nope",
-            34,
-            "invalid DNS server",
-        ),
+        ("ip=10.0.0.2:::::eth0:off:1.1.1.1:nope", 34, "invalid DNS server"),
         ("ip=10.0.0.2:::::eth0:off:::ntp", 28, "invalid NTP server"),
-        (
-            "ip=10.0.0.2:::::eth0:off:1.1.1.1:::9.9.9.9",
-            36,
-            "too many fields",
-        ),
+        ("ip=10.0.0.2:::::eth0:off:1.1.1.1:::9.9.9.9", 36, "too many fields"),
         ("ip=[2001:db8::1:::eth0", 4, "'[' is never closed"),
         ("ip=eth0:", 9, "missing autoconf method"),
         ("ip=", 4, "missing value"),
@@ -333,10 +304,8 @@ fn talos_hostname_wins_regardless_of_order() {
     assert_eq!(n.hostname.as_deref(), Some("a"));
     assert_eq!(n.warnings.len(), 1);
     // An invalid talos.hostname is an error and leaves the ip= hostname in force.
-    let (n, e) = one_error(&format!(
-        "talos.hostname={} ip=1.2.3.4::::fallback:eth0",
-        "x".repeat(70)
-    ));
+    let (n, e) =
+        one_error(&format!("talos.hostname={} ip=1.2.3.4::::fallback:eth0", "x".repeat(70)));
     assert_eq!((e.param.as_str(), e.column), ("talos.hostname", 16));
     assert_eq!(n.hostname.as_deref(), Some("fallback"));
 }
@@ -350,17 +319,9 @@ fn bond_with_options() {
         "bond=bond0:eth1,eth2:mode=802.3ad,lacp_rate=fast,miimon=100,\
          xmit_hash_policy=layer3+4,arp_ip_target=10.0.0.1;10.0.0.2,num_unsol_na=3:9000",
     );
-    let [master, s1, s2] = n.link_specs.as_slice() else {
-        panic!("{:#?}", n.link_specs)
-    };
+    let [master, s1, s2] = n.link_specs.as_slice() else { panic!("{:#?}", n.link_specs) };
     assert_eq!(
-        (
-            master.name.as_str(),
-            master.kind.as_str(),
-            master.logical,
-            master.up,
-            master.mtu
-        ),
+        (master.name.as_str(), master.kind.as_str(), master.logical, master.up, master.mtu),
         ("bond0", "bond", true, true, 9000)
     );
     let b = master.bond_master.as_ref().unwrap();
@@ -370,10 +331,7 @@ fn bond_with_options() {
     assert_eq!((b.mii_mon, b.num_peer_notif), (100, 3));
     assert_eq!(
         b.arp_ip_targets,
-        [
-            "10.0.0.1".parse::<std::net::Ipv4Addr>().unwrap(),
-            "10.0.0.2".parse().unwrap()
-        ]
+        ["10.0.0.1".parse::<std::net::Ipv4Addr>().unwrap(), "10.0.0.2".parse().unwrap()]
     );
     // fill_defaults() ran.
     assert!(b.use_carrier);
@@ -382,18 +340,10 @@ fn bond_with_options() {
         .iter()
         .map(|s| {
             let slave = s.bond_slave.as_ref().unwrap();
-            (
-                s.name.as_str(),
-                slave.master_name.as_str(),
-                slave.slave_index,
-                s.up,
-            )
+            (s.name.as_str(), slave.master_name.as_str(), slave.slave_index, s.up)
         })
         .collect();
-    assert_eq!(
-        slaves,
-        [("eth1", "bond0", 0, true), ("eth2", "bond0", 1, true)]
-    );
+    assert_eq!(slaves, [("eth1", "bond0", 0, true), ("eth2", "bond0", 1, true)]);
 }
 
 #[test]
@@ -402,17 +352,11 @@ fn bond_defaults() {
     let names: Vec<_> = n.link_specs.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["bond0", "eth0", "eth1"]);
     let b = n.link_specs[0].bond_master.as_ref().unwrap();
-    assert_eq!(
-        (b.mode, b.missed_max, b.tlb_dynamic_lb),
-        (BondMode::BALANCE_RR, 2, 1)
-    );
+    assert_eq!((b.mode, b.missed_max, b.tlb_dynamic_lb), (BondMode::BALANCE_RR, 2, 1));
     assert_eq!(n.link_specs[0].mtu, 0);
     // The kernel's number of a known mode is fine.
     let n = clean("bond=bond0:eth0:mode=4");
-    assert_eq!(
-        n.link_specs[0].bond_master.as_ref().unwrap().mode,
-        BondMode::LACP
-    );
+    assert_eq!(n.link_specs[0].bond_master.as_ref().unwrap().mode, BondMode::LACP);
 }
 
 #[test]
@@ -432,33 +376,13 @@ fn bad_bond_options() {
     let cases = [
         ("bond=bond0:eth0:foo=1", 17, "unknown bond option \"foo\""),
         ("bond=bond0:eth0:miimon=abc", 24, "invalid miimon \"abc\""),
-        (
-            "bond=bond0:eth0:num_grat_arp=300",
-            30,
-            "invalid peer notification count",
-        ),
-        (
-            "bond=bond0:eth0:mode=fast",
-            22,
-            "invalid bond mode \"fast\": expected one of",
-        ),
+        ("bond=bond0:eth0:num_grat_arp=300", 30, "invalid peer notification count"),
+        ("bond=bond0:eth0:mode=fast", 22, "invalid bond mode \"fast\": expected one of"),
         ("bond=bond0:eth0:mode=9", 22, "invalid bond mode \"9\""),
         ("bond=bond0:eth0:lacp_rate=medium", 27, "invalid lacp_rate"),
-        (
-            "bond=bond0:eth0:miimon",
-            17,
-            "invalid bond option \"miimon\": expected key=value",
-        ),
-        (
-            "bond=bond0:eth0:miimon=1,miimon=2",
-            26,
-            "bond option miimon is given twice",
-        ),
-        (
-            "bond=bond0:eth0:arp_ip_target=10.0.0.1;x",
-            40,
-            "invalid arp_ip_target \"x\"",
-        ),
+        ("bond=bond0:eth0:miimon", 17, "invalid bond option \"miimon\": expected key=value"),
+        ("bond=bond0:eth0:miimon=1,miimon=2", 26, "bond option miimon is given twice"),
+        ("bond=bond0:eth0:arp_ip_target=10.0.0.1;x", 40, "invalid arp_ip_target \"x\""),
         ("bond=bond0:eth0:use_carrier=2", 29, "invalid use_carrier"),
         ("bond=bond0:eth0::50", 18, "invalid MTU"),
         ("bond=bond0:eth0:::x", 19, "too many fields"),
@@ -624,15 +548,11 @@ fn never_panics_on_noise() {
     let view = crate::resource::LinkView::default();
     for _ in 0..3000 {
         let len = next() % 24;
-        let line: String = (0..len)
-            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
-            .collect();
+        let line: String =
+            (0..len).map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize]).collect();
         let n = parse(&line);
         for e in &n.errors {
-            assert!(
-                e.column >= 1 && e.column <= line.chars().count() + 1,
-                "{line:?}: {e}"
-            );
+            assert!(e.column >= 1 && e.column <= line.chars().count() + 1, "{line:?}: {e}");
         }
         let _ = to_specs(&n, &view);
     }

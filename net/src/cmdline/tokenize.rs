@@ -106,22 +106,14 @@ mod tests {
     use super::*;
 
     fn pairs(cmdline: &str) -> Vec<(&str, Option<&str>)> {
-        tokenize(cmdline)
-            .params
-            .iter()
-            .map(|p| (p.key, p.value))
-            .collect()
+        tokenize(cmdline).params.iter().map(|p| (p.key, p.value)).collect()
     }
 
     #[test]
     fn splits_on_whitespace_and_first_equals() {
         assert_eq!(
             pairs("  console=ttyS0,115200\tquiet ip=a=b  "),
-            [
-                ("console", Some("ttyS0,115200")),
-                ("quiet", None),
-                ("ip", Some("a=b"))
-            ]
+            [("console", Some("ttyS0,115200")), ("quiet", None), ("ip", Some("a=b"))]
         );
     }
 

@@ -21,18 +21,10 @@ pub(crate) fn parse(
         [name, parent] => (*name, *parent),
         [name] => {
             let end = name.tail(name.text.len());
-            return Err(FieldError::at(
-                &end,
-                Problem::Missing("parent link (vlan=<name>:<link>)"),
-            ));
+            return Err(FieldError::at(&end, Problem::Missing("parent link (vlan=<name>:<link>)")));
         }
         [_, _, extra, ..] => return Err(FieldError::at(extra, Problem::TooManyFields(2))),
-        [] => {
-            return Err(FieldError::at(
-                &Field::new("", offset),
-                Problem::Missing("value"),
-            ))
-        }
+        [] => return Err(FieldError::at(&Field::new("", offset), Problem::Missing("value"))),
     };
     if name.is_empty() {
         return Err(FieldError::at(&name, Problem::Missing("VLAN name")));
@@ -42,11 +34,7 @@ pub(crate) fn parse(
     } else if name.text.starts_with("vlan") {
         name.tail("vlan".len())
     } else {
-        return Err(FieldError::invalid(
-            &name,
-            "VLAN name",
-            "expected <link>.<id> or vlan<id>",
-        ));
+        return Err(FieldError::invalid(&name, "VLAN name", "expected <link>.<id> or vlan<id>"));
     };
     let vid = parse_digits::<u16>(id.text)
         .filter(|vid| (1..=4095).contains(vid))
@@ -54,10 +42,7 @@ pub(crate) fn parse(
     check_link_ref(&parent, "parent link")?;
 
     let link_name = vlan_link_name(parent.text, vid);
-    if let Some(other) = existing
-        .iter()
-        .find(|l| l.name == link_name && l.bond_slave.is_none())
-    {
+    if let Some(other) = existing.iter().find(|l| l.name == link_name && l.bond_slave.is_none()) {
         return Err(FieldError::at(
             &name,
             Problem::Conflict(format!(
@@ -73,10 +58,7 @@ pub(crate) fn parse(
         kind: "vlan".into(),
         link_type: LinkType::ETHER,
         parent_name: parent.text.to_owned(),
-        vlan: Some(VlanSpec {
-            vid,
-            protocol: VlanProtocol::DOT1Q,
-        }),
+        vlan: Some(VlanSpec { vid, protocol: VlanProtocol::DOT1Q }),
         layer: ConfigLayer::Cmdline,
         ..LinkSpec::default()
     })

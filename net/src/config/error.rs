@@ -15,10 +15,7 @@ pub struct Position {
 
 impl From<serde_yaml::Location> for Position {
     fn from(l: serde_yaml::Location) -> Self {
-        Self {
-            line: l.line(),
-            column: l.column(),
-        }
+        Self { line: l.line(), column: l.column() }
     }
 }
 
@@ -46,11 +43,7 @@ impl ConfigError {
         position: Option<Position>,
         message: impl Into<String>,
     ) -> Self {
-        Self {
-            path: path.into(),
-            position,
-            message: message.into(),
-        }
+        Self { path: path.into(), position, message: message.into() }
     }
 
     /// The line of the problem, when known.
@@ -82,19 +75,13 @@ impl ConfigError {
                 message = format!("unknown key {key:?}{expected}");
             }
         }
-        Self {
-            path,
-            position,
-            message,
-        }
+        Self { path, position, message }
     }
 }
 
 /// Does serde_yaml's message prefix look like a path (`a.b[3].c`) rather than prose?
 fn looks_like_path(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-[]?/".contains(c))
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-[]?/".contains(c))
 }
 
 /// `parent.key`, or `key` at the root.
@@ -111,11 +98,7 @@ struct Label<'a>(&'a str, Option<Position>);
 
 impl fmt::Display for Label<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() {
-            "(document)"
-        } else {
-            self.0
-        })?;
+        f.write_str(if self.0.is_empty() { "(document)" } else { self.0 })?;
         if let Some(p) = self.1 {
             write!(f, " (line {}, column {})", p.line, p.column)?;
         }

@@ -17,9 +17,7 @@ pub(crate) fn talos_keys(cfg: &MachineConfig) -> Vec<(&'static str, bool)> {
     keys.extend(machine_keys(&cfg.machine));
     keys.extend(kubelet_keys(&cfg.machine.kubelet));
     let default_cluster = Cluster::default();
-    keys.extend(cluster_keys(
-        cfg.cluster.as_ref().unwrap_or(&default_cluster),
-    ));
+    keys.extend(cluster_keys(cfg.cluster.as_ref().unwrap_or(&default_cluster)));
     keys
 }
 
@@ -37,19 +35,13 @@ fn machine_keys(m: &Machine) -> [(&'static str, bool); 22] {
         ("machine.sysctls", m.sysctls.is_some()),
         ("machine.sysfs", m.sysfs.is_some()),
         ("machine.registries", m.registries.is_some()),
-        (
-            "machine.systemDiskEncryption",
-            m.system_disk_encryption.is_some(),
-        ),
+        ("machine.systemDiskEncryption", m.system_disk_encryption.is_some()),
         ("machine.features", m.features.is_some()),
         ("machine.udev", m.udev.is_some()),
         ("machine.logging", m.logging.is_some()),
         ("machine.kernel", m.kernel.is_some()),
         ("machine.seccompProfiles", m.seccomp_profiles.is_some()),
-        (
-            "machine.baseRuntimeSpecOverrides",
-            m.base_runtime_spec_overrides.is_some(),
-        ),
+        ("machine.baseRuntimeSpecOverrides", m.base_runtime_spec_overrides.is_some()),
         ("machine.nodeLabels", m.node_labels.is_some()),
         ("machine.nodeAnnotations", m.node_annotations.is_some()),
         ("machine.nodeTaints", m.node_taints.is_some()),
@@ -62,26 +54,14 @@ fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
         ("machine.kubelet.clusterDNS", k.cluster_dns.is_some()),
         ("machine.kubelet.extraMounts", k.extra_mounts.is_some()),
         ("machine.kubelet.extraConfig", k.extra_config.is_some()),
-        (
-            "machine.kubelet.credentialProviderConfig",
-            k.credential_provider_config.is_some(),
-        ),
+        ("machine.kubelet.credentialProviderConfig", k.credential_provider_config.is_some()),
         (
             "machine.kubelet.defaultRuntimeSeccompProfileEnabled",
             k.default_runtime_seccomp_profile_enabled.is_some(),
         ),
-        (
-            "machine.kubelet.registerWithFQDN",
-            k.register_with_fqdn.is_some(),
-        ),
-        (
-            "machine.kubelet.skipNodeRegistration",
-            k.skip_node_registration.is_some(),
-        ),
-        (
-            "machine.kubelet.disableManifestsDirectory",
-            k.disable_manifests_directory.is_some(),
-        ),
+        ("machine.kubelet.registerWithFQDN", k.register_with_fqdn.is_some()),
+        ("machine.kubelet.skipNodeRegistration", k.skip_node_registration.is_some()),
+        ("machine.kubelet.disableManifestsDirectory", k.disable_manifests_directory.is_some()),
     ]
 }
 
@@ -91,14 +71,8 @@ fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 22] {
         ("cluster.clusterName", c.cluster_name.is_some()),
         ("cluster.network", c.network.is_some()),
         ("cluster.token", c.token.is_some()),
-        (
-            "cluster.aescbcEncryptionSecret",
-            c.aescbc_encryption_secret.is_some(),
-        ),
-        (
-            "cluster.secretboxEncryptionSecret",
-            c.secretbox_encryption_secret.is_some(),
-        ),
+        ("cluster.aescbcEncryptionSecret", c.aescbc_encryption_secret.is_some()),
+        ("cluster.secretboxEncryptionSecret", c.secretbox_encryption_secret.is_some()),
         ("cluster.ca", c.ca.is_some()),
         ("cluster.aggregatorCA", c.aggregator_ca.is_some()),
         ("cluster.acceptedCAs", c.accepted_cas.is_some()),
@@ -109,20 +83,11 @@ fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 22] {
         ("cluster.scheduler", c.scheduler.is_some()),
         ("cluster.etcd", c.etcd.is_some()),
         ("cluster.coreDNS", c.core_dns.is_some()),
-        (
-            "cluster.externalCloudProvider",
-            c.external_cloud_provider.is_some(),
-        ),
+        ("cluster.externalCloudProvider", c.external_cloud_provider.is_some()),
         ("cluster.extraManifests", c.extra_manifests.is_some()),
-        (
-            "cluster.extraManifestHeaders",
-            c.extra_manifest_headers.is_some(),
-        ),
+        ("cluster.extraManifestHeaders", c.extra_manifest_headers.is_some()),
         ("cluster.inlineManifests", c.inline_manifests.is_some()),
-        (
-            "cluster.allowSchedulingOnControlPlanes",
-            c.allow_scheduling_on_control_planes.is_some(),
-        ),
+        ("cluster.allowSchedulingOnControlPlanes", c.allow_scheduling_on_control_planes.is_some()),
         ("cluster.adminKubeconfig", c.admin_kubeconfig.is_some()),
     ]
 }

@@ -48,9 +48,8 @@ impl YamlPath {
 
     /// Where the path's last step is in `yaml`; `None` when the path is not present.
     pub(crate) fn locate(&self, yaml: &str) -> Option<Position> {
-        let err = Probe { rest: &self.0 }
-            .deserialize(serde_yaml::Deserializer::from_str(yaml))
-            .err()?;
+        let err =
+            Probe { rest: &self.0 }.deserialize(serde_yaml::Deserializer::from_str(yaml)).err()?;
         // Any other error (there should be none: the text already parsed) is not our probe.
         if err.to_string().contains(FOUND) {
             err.location().map(Position::from)

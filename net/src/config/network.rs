@@ -226,11 +226,7 @@ pub struct Bond {
     #[serde(default)]
     pub device_selectors: Vec<DeviceSelector>,
     /// ARP monitoring targets.
-    #[serde(
-        default,
-        rename = "arpIPTarget",
-        deserialize_with = "scalar::list::<Ipv4, _>"
-    )]
+    #[serde(default, rename = "arpIPTarget", deserialize_with = "scalar::list::<Ipv4, _>")]
     pub arp_ip_target: Vec<Ipv4Addr>,
     /// Mode (`balance-rr`, `active-backup`, `802.3ad`, ...).
     #[serde(default, deserialize_with = "scalar::one::<BondModeName, _>")]
@@ -354,10 +350,7 @@ pub struct KubeSpanConfig {
     #[serde(default)]
     pub enabled: bool,
     /// Link MTU, at least 1280; default 1420.
-    #[serde(
-        default = "kubespan_default_mtu",
-        deserialize_with = "scalar::one::<KubeSpanMtu, _>"
-    )]
+    #[serde(default = "kubespan_default_mtu", deserialize_with = "scalar::one::<KubeSpanMtu, _>")]
     pub mtu: u32,
     /// Let traffic bypass KubeSpan while a peer is down (`ForceRouting = !this`).
     #[serde(default)]

@@ -47,10 +47,7 @@ pub(crate) fn opt<'de, P: ScalarParser, D: Deserializer<'de>>(
 pub(crate) fn list<'de, P: ScalarParser, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<P::Out>, D::Error> {
-    Ok(Vec::<Scalar<P>>::deserialize(d)?
-        .into_iter()
-        .map(|s| s.0)
-        .collect())
+    Ok(Vec::<Scalar<P>>::deserialize(d)?.into_iter().map(|s| s.0).collect())
 }
 
 /// One scalar as a deserializable value (for `Option` and `Vec`).
@@ -132,10 +129,7 @@ impl ScalarParser for Filter {
             Some(rest) => (true, rest),
             None => (false, s),
         };
-        Ok(CidrFilter {
-            exclude,
-            network: Cidr::parse(rest)?,
-        })
+        Ok(CidrFilter { exclude, network: Cidr::parse(rest)? })
     }
 }
 
@@ -146,11 +140,7 @@ impl ScalarParser for MacGlob {
     const EXPECTING: &'static str = "a MAC address (glob)";
     fn parse(s: &str) -> Result<String, String> {
         let bad = || format!("invalid MAC address pattern {s:?}");
-        if s.is_empty()
-            || !s
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || ":-*?".contains(c))
-        {
+        if s.is_empty() || !s.chars().all(|c| c.is_ascii_hexdigit() || ":-*?".contains(c)) {
             return Err(bad());
         }
         // Without wildcards it must be a real address.
@@ -212,9 +202,7 @@ impl ScalarParser for KubeSpanMtu {
     fn parse(s: &str) -> Result<u32, String> {
         match s.parse::<u32>() {
             Ok(mtu) if mtu >= KUBESPAN_MIN_MTU => Ok(mtu),
-            Ok(mtu) => Err(format!(
-                "kubespan MTU {mtu} is below the minimum {KUBESPAN_MIN_MTU}"
-            )),
+            Ok(mtu) => Err(format!("kubespan MTU {mtu} is below the minimum {KUBESPAN_MIN_MTU}")),
             Err(_) => Err(format!("invalid MTU {s:?}")),
         }
     }
@@ -229,9 +217,7 @@ impl ScalarParser for Base64 {
         let body = s.trim_end_matches('=');
         let ok = s.len().is_multiple_of(4)
             && s.len() - body.len() <= 2
-            && body
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+            && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
         if ok {
             Ok(s.to_owned())
         } else {
@@ -265,9 +251,7 @@ impl ScalarParser for Url {
     type Out = String;
     const EXPECTING: &'static str = "a URL";
     fn parse(s: &str) -> Result<String, String> {
-        let rest = s
-            .strip_prefix("https://")
-            .or_else(|| s.strip_prefix("http://"));
+        let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
         match rest {
             Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(s.to_owned()),
             _ => Err(format!("invalid URL {s:?} (expected http:// or https://)")),
@@ -328,13 +312,9 @@ fn parse_go_duration(s: &str) -> Option<Duration> {
         return None;
     }
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
+        let num_len = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
         let (num, tail) = rest.split_at(num_len);
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
         let unit_ns: u128 = match unit {
             "ns" => 1,
@@ -419,11 +399,7 @@ mod tests {
             (".5s", 500),
         ];
         for (text, ms) in cases {
-            assert_eq!(
-                parse_go_duration(text),
-                Some(Duration::from_millis(ms)),
-                "{text}"
-            );
+            assert_eq!(parse_go_duration(text), Some(Duration::from_millis(ms)), "{text}");
         }
         for bad in ["", "5", "2 m", "1d", "-1s", "s", "1..5s", "m5"] {
             assert_eq!(parse_go_duration(bad), None, "{bad:?}");

@@ -14,10 +14,7 @@ impl DeviceSelector {
             Some(p) => addr.is_some_and(|a| glob(p, &a)),
         };
         mac(&self.hardware_addr, Some(link.hardware_addr.to_string()))
-            && mac(
-                &self.permanent_addr,
-                link.permanent_addr.as_ref().map(ToString::to_string),
-            )
+            && mac(&self.permanent_addr, link.permanent_addr.as_ref().map(ToString::to_string))
             && self.driver.as_ref().is_none_or(|d| *d == link.driver)
             && self
                 .bus_path
@@ -29,10 +26,7 @@ impl DeviceSelector {
     /// The name of the matching link. When several match, the first by name wins (links are
     /// name-ordered, as Talos's ID-ordered lists are); `None` when none matches yet.
     pub fn resolve(&self, links: &LinkView) -> Option<String> {
-        links
-            .iter()
-            .find(|(_, status)| self.matches(status))
-            .map(|(name, _)| name.to_owned())
+        links.iter().find(|(_, status)| self.matches(status)).map(|(name, _)| name.to_owned())
     }
 }
 

@@ -82,11 +82,7 @@ impl Specs {
 
     fn addresses(&mut self, link: &str, addresses: &[IpNet]) {
         for address in addresses {
-            upsert(
-                &mut self.0.addresses,
-                AddressSpec::new(link, *address, LAYER),
-                AddressSpec::id,
-            );
+            upsert(&mut self.0.addresses, AddressSpec::new(link, *address, LAYER), AddressSpec::id);
         }
     }
 
@@ -126,9 +122,7 @@ impl Specs {
         if let Some(bridge) = &device.bridge {
             for member in &bridge.interfaces {
                 self.link(LinkSpec {
-                    bridge_slave: Some(BridgeSlave {
-                        master_name: name.to_owned(),
-                    }),
+                    bridge_slave: Some(BridgeSlave { master_name: name.to_owned() }),
                     ..LinkSpec::up(&links.resolve(member), LAYER)
                 });
             }
@@ -145,10 +139,7 @@ impl Specs {
                 kind: "vlan".into(),
                 link_type: LinkType::ETHER,
                 parent_name: name.to_owned(),
-                vlan: Some(VlanSpec {
-                    vid: vlan.vlan_id,
-                    protocol: VlanProtocol::DOT1Q,
-                }),
+                vlan: Some(VlanSpec { vid: vlan.vlan_id, protocol: VlanProtocol::DOT1Q }),
                 ..LinkSpec::up(&vlan_name, LAYER)
             });
             self.addresses(&vlan_name, &vlan.addresses);
@@ -170,20 +161,13 @@ impl Specs {
             m => m,
         };
         if options.ipv4() {
-            self.operator(OperatorSpec::dhcp4(
-                link,
-                metric,
-                ClientIdentifier::None,
-                LAYER,
-            ));
+            self.operator(OperatorSpec::dhcp4(link, metric, ClientIdentifier::None, LAYER));
         }
         if options.ipv6() {
             let client_identifier = options
                 .duidv6
                 .as_ref()
-                .map_or(ClientIdentifier::None, |hex| {
-                    ClientIdentifier::Duid(hex.clone())
-                });
+                .map_or(ClientIdentifier::None, |hex| ClientIdentifier::Duid(hex.clone()));
             self.operator(OperatorSpec {
                 operator: Operator::Dhcp6,
                 link_name: link.to_owned(),
@@ -205,10 +189,7 @@ impl Specs {
             operator: Operator::Vip,
             link_name: link.to_owned(),
             require_up: true,
-            vip: Some(VipOperatorSpec {
-                ip: vip.ip,
-                gratuitous_arp: true,
-            }),
+            vip: Some(VipOperatorSpec { ip: vip.ip, gratuitous_arp: true }),
             layer: LAYER,
             ..OperatorSpec::default()
         });
@@ -221,19 +202,13 @@ fn bond_members(bond: &Bond, links: &LinkView) -> Vec<String> {
     bond.interfaces
         .iter()
         .map(|name| links.resolve(name))
-        .chain(
-            bond.device_selectors
-                .iter()
-                .filter_map(|s| s.resolve(links)),
-        )
+        .chain(bond.device_selectors.iter().filter_map(|s| s.resolve(links)))
         .collect()
 }
 
 fn bridge_master(bridge: &Bridge) -> BridgeMasterSpec {
     BridgeMasterSpec {
-        stp: StpSpec {
-            enabled: bridge.stp.as_ref().is_some_and(|s| s.enabled),
-        },
+        stp: StpSpec { enabled: bridge.stp.as_ref().is_some_and(|s| s.enabled) },
         vlan: BridgeVlanSpec {
             filtering_enabled: bridge.vlan.as_ref().is_some_and(|v| v.vlan_filtering),
         },

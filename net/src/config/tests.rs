@@ -134,38 +134,20 @@ fn full_example_parses() {
     assert_eq!(net.hostname.as_deref(), Some("node-1.example.org"));
     assert_eq!(net.interfaces.len(), 4);
     let eth0 = &net.interfaces[0];
-    assert_eq!(
-        eth0.addresses,
-        [
-            "10.0.0.2/24".parse().unwrap(),
-            "10.0.0.3/32".parse().unwrap()
-        ]
-    );
+    assert_eq!(eth0.addresses, ["10.0.0.2/24".parse().unwrap(), "10.0.0.3/32".parse().unwrap()]);
     assert_eq!(eth0.routes[0].table, Some(RoutingTable::MAIN));
     assert_eq!(eth0.vlans[0].vlan_id, 100);
-    assert_eq!(
-        eth0.vip.as_ref().map(|v| v.ip.to_string()).as_deref(),
-        Some("10.5.0.50")
-    );
+    assert_eq!(eth0.vip.as_ref().map(|v| v.ip.to_string()).as_deref(), Some("10.5.0.50"));
     let bond = net.interfaces[1].bond.as_ref().unwrap();
     assert_eq!(bond.mode, BondMode::LACP);
     assert_eq!(bond.xmit_hash_policy, BondXmitHashPolicy::LAYER34);
     assert_eq!(bond.lacp_rate, LacpRate::FAST);
-    assert_eq!(
-        bond.device_selectors[0].hardware_addr.as_deref(),
-        Some("00:1a:*")
-    );
+    assert_eq!(bond.device_selectors[0].hardware_addr.as_deref(), Some("00:1a:*"));
     let bridge = net.interfaces[2].bridge.as_ref().unwrap();
     assert_eq!(bridge.stp, Some(BridgeStp { enabled: true }));
     let sel = net.interfaces[3].device_selector.as_ref().unwrap();
-    assert_eq!(
-        (sel.driver.as_deref(), sel.physical),
-        (Some("virtio_net"), Some(true))
-    );
-    assert_eq!(
-        net.nameservers[1],
-        "2606:4700:4700::1111".parse::<IpAddr>().unwrap()
-    );
+    assert_eq!((sel.driver.as_deref(), sel.physical), (Some("virtio_net"), Some(true)));
+    assert_eq!(net.nameservers[1], "2606:4700:4700::1111".parse::<IpAddr>().unwrap());
     assert_eq!(net.search_domains, Some(vec!["example.org".to_owned()]));
     assert_eq!(net.extra_host_entries[0].aliases, ["registry.local"]);
     assert!(net.kubespan.enabled);
@@ -196,10 +178,7 @@ fn full_example_serializes() {
     assert!(yaml.contains("bootTimeout: 2m0s"), "{yaml}");
     assert!(yaml.contains("mode: 802.3ad"), "{yaml}");
     assert!(yaml.contains("'!10.0.0.0/8'"), "{yaml}");
-    assert!(
-        !yaml.contains("clusterName: demo"),
-        "ignored keys are not printed: {yaml}"
-    );
+    assert!(!yaml.contains("clusterName: demo"), "ignored keys are not printed: {yaml}");
 }
 
 #[test]
@@ -267,22 +246,14 @@ fn unknown_keys_at_several_depths() {
     assert!(e.message.starts_with("unknown key \"bogus\""), "{e}");
 
     let (e, y) = err_with("  time: {", "  tme: 1\n  time: {");
-    assert_eq!(
-        (e.path.as_str(), e.line()),
-        ("machine.tme", Some(line_of(&y, "tme:")))
-    );
+    assert_eq!((e.path.as_str(), e.line()), ("machine.tme", Some(line_of(&y, "tme:"))));
 
-    let (e, y) = err_with(
-        "\n        mtu: 1500\n",
-        "\n        mtu: 1500\n        wireguard: {}\n",
-    );
+    let (e, y) = err_with("\n        mtu: 1500\n", "\n        mtu: 1500\n        wireguard: {}\n");
     assert_eq!(e.path, "machine.network.interfaces[0].wireguard");
     assert_eq!(e.line(), Some(line_of(&y, "wireguard")));
 
-    let (e, y) = err_with(
-        "            mtu: 1500\n",
-        "            mtu: 1500\n            metrc: 5\n",
-    );
+    let (e, y) =
+        err_with("            mtu: 1500\n", "            mtu: 1500\n            metrc: 5\n");
     assert_eq!(e.path, "machine.network.interfaces[0].routes[0].metrc");
     assert_eq!(e.line(), Some(line_of(&y, "metrc")));
 
@@ -290,10 +261,8 @@ fn unknown_keys_at_several_depths() {
     assert_eq!(e.path, "machine.network.interfaces[2].bridge.stp.forward");
     assert_eq!(e.line(), Some(line_of(&y, "forward")));
 
-    let (e, _) = err_with(
-        "      kubernetes: {disabled: true}",
-        "      kubernetes: {disabled: true, x: 1}",
-    );
+    let (e, _) =
+        err_with("      kubernetes: {disabled: true}", "      kubernetes: {disabled: true, x: 1}");
     assert_eq!(e.path, "cluster.discovery.registries.kubernetes.x");
 }
 
@@ -340,10 +309,7 @@ fn bad_cidr() {
 
     // VLAN addresses must carry a prefix length (Talos would log and skip them).
     let (e, y) = err_with("[192.168.100.2/24]", "[192.168.100.2]");
-    assert_eq!(
-        e.path,
-        "machine.network.interfaces[0].vlans[0].addresses[0]"
-    );
+    assert_eq!(e.path, "machine.network.interfaces[0].vlans[0].addresses[0]");
     assert_eq!(e.line(), Some(line_of(&y, "[192.168.100.2]")));
     assert!(e.message.contains("not in CIDR notation"), "{e}");
 
@@ -357,10 +323,7 @@ fn bad_cidr() {
 #[test]
 fn bad_mac() {
     let (e, y) = err_with("hardwareAddr: \"00:1a:*\"", "hardwareAddr: \"0g:1a:*\"");
-    assert_eq!(
-        e.path,
-        "machine.network.interfaces[1].bond.deviceSelectors[0].hardwareAddr"
-    );
+    assert_eq!(e.path, "machine.network.interfaces[1].bond.deviceSelectors[0].hardwareAddr");
     assert_eq!(e.line(), Some(line_of(&y, "0g:1a")));
     assert_eq!(e.message, "invalid MAC address pattern \"0g:1a:*\"");
 }
@@ -382,10 +345,7 @@ fn bad_bond_mode() {
 fn vlan_id_range() {
     for bad in ["0", "4096"] {
         let (e, y) = err_with("vlanId: 100", &format!("vlanId: {bad}"));
-        assert_eq!(
-            e.path, "machine.network.interfaces[0].vlans[0].vlanId",
-            "{bad}"
-        );
+        assert_eq!(e.path, "machine.network.interfaces[0].vlans[0].vlanId", "{bad}");
         assert_eq!(e.line(), Some(line_of(&y, "vlanId")));
         assert!(e.message.contains("1 to 4095"), "{e}");
     }
@@ -414,15 +374,9 @@ fn bad_duration() {
     let (e, y) = err_with("bootTimeout: 2m", "bootTimeout: 2 minutes");
     assert_eq!(e.path, "machine.time.bootTimeout");
     assert_eq!(e.line(), Some(line_of(&y, "bootTimeout")));
-    assert!(
-        e.message.starts_with("invalid duration \"2 minutes\""),
-        "{e}"
-    );
+    assert!(e.message.starts_with("invalid duration \"2 minutes\""), "{e}");
     let ok = FULL.replacen("bootTimeout: 2m", "bootTimeout: 1h30m", 1);
-    assert_eq!(
-        parse(&ok).unwrap().machine.time.boot_timeout,
-        Some(Duration::from_secs(5400))
-    );
+    assert_eq!(parse(&ok).unwrap().machine.time.boot_timeout, Some(Duration::from_secs(5400)));
 }
 
 #[test]
@@ -434,17 +388,11 @@ fn other_value_errors() {
         parse(&ok).unwrap().machine.network.interfaces[0].routes[0].table,
         Some(RoutingTable(100))
     );
-    let (e, _) = err_with(
-        "hostname: node-1.example.org",
-        &format!("hostname: {}", "a".repeat(64)),
-    );
+    let (e, _) = err_with("hostname: node-1.example.org", &format!("hostname: {}", "a".repeat(64)));
     assert_eq!(e.path, "machine.network.hostname");
     let (e, _) = err_with("type: controlplane", "type: master");
     assert_eq!(e.path, "machine.type");
-    let (e, _) = err_with(
-        "endpoint: \"https://discovery",
-        "endpoint: \"ftp://discovery",
-    );
+    let (e, _) = err_with("endpoint: \"https://discovery", "endpoint: \"ftp://discovery");
     assert_eq!(e.path, "cluster.discovery.registries.service.endpoint");
     let (e, _) = err_with("ipv6: false}", "ipv6: false, duidv6: \"0x1\"}");
     assert_eq!(e.path, "machine.network.interfaces[0].dhcpOptions.duidv6");
@@ -473,14 +421,9 @@ fn semantic_errors_have_paths_and_lines() {
     assert_eq!(e.path, "machine.network.interfaces[2].bridge");
     assert_eq!(e.line(), Some(line_of(&y, "bridge: {")));
 
-    let (e, y) = err_with(
-        "deviceSelectors: [{hardwareAddr: \"00:1a:*\"}]",
-        "deviceSelectors: [{}]",
-    );
-    assert_eq!(
-        e.path,
-        "machine.network.interfaces[1].bond.deviceSelectors[0]"
-    );
+    let (e, y) =
+        err_with("deviceSelectors: [{hardwareAddr: \"00:1a:*\"}]", "deviceSelectors: [{}]");
+    assert_eq!(e.path, "machine.network.interfaces[1].bond.deviceSelectors[0]");
     assert_eq!(e.line(), Some(line_of(&y, "deviceSelectors")));
 
     let e = err("version: v1alpha2\n");
@@ -495,7 +438,5 @@ fn document_level_errors() {
     assert!(e.to_string().starts_with("(document)"), "{e}");
     let e = err("version: v1alpha1\nmachine: [\n");
     assert!(e.line().is_some(), "{e}");
-    assert!(err("version: v1alpha1\n---\nversion: v1alpha1\n")
-        .message
-        .contains("more than one"));
+    assert!(err("version: v1alpha1\n---\nversion: v1alpha1\n").message.contains("more than one"));
 }

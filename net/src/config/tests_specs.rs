@@ -26,39 +26,15 @@ fn node_links() -> Vec<(&'static str, LinkStatus)> {
     let mut bond = ether("02:00:00:00:00:99", "", "");
     bond.kind = "bond".into();
     vec![
-        (
-            "eth0",
-            ether("02:00:00:00:00:00", "virtio_net", "0000:00:03.0"),
-        ),
-        (
-            "eth1",
-            ether("02:00:00:00:00:01", "virtio_net", "0000:00:04.0"),
-        ),
-        (
-            "eth2",
-            ether("02:00:00:00:00:02", "virtio_net", "0000:00:05.0"),
-        ),
-        (
-            "eth3",
-            ether("02:00:00:00:00:03", "virtio_net", "0000:00:06.0"),
-        ),
-        (
-            "eth4",
-            ether("02:00:00:00:00:04", "virtio_net", "0000:00:07.0"),
-        ),
-        (
-            "eth5",
-            ether("02:00:00:00:00:05", "virtio_net", "0000:00:08.0"),
-        ),
+        ("eth0", ether("02:00:00:00:00:00", "virtio_net", "0000:00:03.0")),
+        ("eth1", ether("02:00:00:00:00:01", "virtio_net", "0000:00:04.0")),
+        ("eth2", ether("02:00:00:00:00:02", "virtio_net", "0000:00:05.0")),
+        ("eth3", ether("02:00:00:00:00:03", "virtio_net", "0000:00:06.0")),
+        ("eth4", ether("02:00:00:00:00:04", "virtio_net", "0000:00:07.0")),
+        ("eth5", ether("02:00:00:00:00:05", "virtio_net", "0000:00:08.0")),
         ("enp1s0", ether("00:1a:2b:3c:4d:5e", "igb", "0000:01:00.0")),
         ("bond9", bond),
-        (
-            "lo",
-            LinkStatus {
-                link_type: LinkType::LOOPBACK,
-                ..LinkStatus::default()
-            },
-        ),
+        ("lo", LinkStatus { link_type: LinkType::LOOPBACK, ..LinkStatus::default() }),
     ]
 }
 
@@ -76,11 +52,7 @@ fn link<'a>(specs: &'a LayerSpecs, name: &str) -> &'a LinkSpec {
 }
 
 fn operator<'a>(specs: &'a LayerSpecs, id: &str) -> &'a OperatorSpec {
-    specs
-        .operators
-        .iter()
-        .find(|o| o.id() == id)
-        .unwrap_or_else(|| panic!("no operator {id}"))
+    specs.operators.iter().find(|o| o.id() == id).unwrap_or_else(|| panic!("no operator {id}"))
 }
 
 fn ids<T>(list: &[T], id: impl Fn(&T) -> String) -> Vec<String> {
@@ -95,23 +67,11 @@ fn doc(network: &str) -> String {
 fn addresses_bare_ip_is_full_length() {
     let specs = specs_for(FULL, &node_links());
     let addrs: Vec<_> = specs.addresses.iter().map(|a| a.id()).collect();
-    assert_eq!(
-        addrs,
-        [
-            "eth0/10.0.0.2/24",
-            "eth0/10.0.0.3/32",
-            "eth0.100/192.168.100.2/24"
-        ]
-    );
+    assert_eq!(addrs, ["eth0/10.0.0.2/24", "eth0/10.0.0.3/32", "eth0.100/192.168.100.2/24"]);
     let a = &specs.addresses[1];
     assert_eq!(
         (a.family, a.scope, a.flags, a.layer),
-        (
-            Family::Inet4,
-            Scope::GLOBAL,
-            AddressFlags::PERMANENT,
-            ConfigLayer::Configuration
-        )
+        (Family::Inet4, Scope::GLOBAL, AddressFlags::PERMANENT, ConfigLayer::Configuration)
     );
     let v6 = specs_for(
         &doc("    interfaces:\n      - interface: eth0\n        addresses: [\"2001:db8::5\"]\n"),
@@ -130,12 +90,7 @@ fn routes() {
     assert_eq!((r.mtu, r.out_link_name.as_str()), (1500, "eth0"));
     assert_eq!(
         (r.protocol, r.kind, r.table, r.layer),
-        (
-            RouteProtocol::STATIC,
-            RouteType::UNICAST,
-            RoutingTable::MAIN,
-            ConfigLayer::Configuration
-        )
+        (RouteProtocol::STATIC, RouteType::UNICAST, RoutingTable::MAIN, ConfigLayer::Configuration)
     );
 
     let specs = specs_for(
@@ -172,20 +127,11 @@ fn links_bond_and_members() {
     assert_eq!((eth0.up, eth0.mtu, eth0.logical), (true, 1500, false));
     let bond = link(&specs, "bond0");
     assert!(bond.logical && bond.up);
-    assert_eq!(
-        (bond.kind.as_str(), bond.link_type),
-        ("bond", LinkType::ETHER)
-    );
+    assert_eq!((bond.kind.as_str(), bond.link_type), ("bond", LinkType::ETHER));
     let master = bond.bond_master.as_ref().unwrap();
     assert_eq!(master.mode, BondMode::LACP);
-    assert_eq!(
-        (master.mii_mon, master.up_delay, master.down_delay),
-        (100, 200, 200)
-    );
-    assert_eq!(
-        master.arp_ip_targets,
-        ["10.0.0.1".parse::<std::net::Ipv4Addr>().unwrap()]
-    );
+    assert_eq!((master.mii_mon, master.up_delay, master.down_delay), (100, 200, 200));
+    assert_eq!(master.arp_ip_targets, ["10.0.0.1".parse::<std::net::Ipv4Addr>().unwrap()]);
     assert_eq!(master.ad_actor_sys_prio, 65535);
     assert!(master.use_carrier);
     // interfaces first, then the selector's match (enp1s0 has MAC 00:1a:...).
@@ -194,10 +140,7 @@ fn links_bond_and_members() {
         assert!(member.up && !member.logical);
         assert_eq!(
             member.bond_slave,
-            Some(BondSlave {
-                master_name: "bond0".into(),
-                slave_index: index as u32
-            })
+            Some(BondSlave { master_name: "bond0".into(), slave_index: index as u32 })
         );
     }
     // Explicit `useCarrier: false` survives fill_defaults.
@@ -221,9 +164,7 @@ fn bridge_and_members() {
     for name in ["eth3", "eth4"] {
         assert_eq!(
             link(&specs, name).bridge_slave,
-            Some(BridgeSlave {
-                master_name: "br0".into()
-            })
+            Some(BridgeSlave { master_name: "br0".into() })
         );
     }
 }
@@ -234,20 +175,12 @@ fn vlans() {
     let vlan = link(&specs, "eth0.100");
     assert!(vlan.logical && vlan.up);
     assert_eq!(
-        (
-            vlan.kind.as_str(),
-            vlan.link_type,
-            vlan.parent_name.as_str(),
-            vlan.mtu
-        ),
+        (vlan.kind.as_str(), vlan.link_type, vlan.parent_name.as_str(), vlan.mtu),
         ("vlan", LinkType::ETHER, "eth0", 1400)
     );
     let v = vlan.vlan.as_ref().unwrap();
     assert_eq!((v.vid, v.protocol), (100, VlanProtocol::DOT1Q));
-    assert_eq!(
-        operator(&specs, "vip/eth0.100/192.168.100.50").link_name,
-        "eth0.100"
-    );
+    assert_eq!(operator(&specs, "vip/eth0.100/192.168.100.50").link_name, "eth0.100");
 
     // Named after the raw interface name, parented on the resolved one (alias `uplink`).
     let mut links = node_links();
@@ -284,23 +217,12 @@ fn dhcp_operators() {
     );
     assert_eq!(
         specs.operators[0],
-        OperatorSpec::dhcp4(
-            "eth0",
-            1024,
-            ClientIdentifier::None,
-            ConfigLayer::Configuration
-        )
+        OperatorSpec::dhcp4("eth0", 1024, ClientIdentifier::None, ConfigLayer::Configuration)
     );
-    assert_eq!(
-        specs.operators[1].dhcp4.as_ref().unwrap().route_metric,
-        2048
-    );
+    assert_eq!(specs.operators[1].dhcp4.as_ref().unwrap().route_metric, 2048);
     let v6 = specs.operators[2].dhcp6.as_ref().unwrap();
     assert_eq!(v6.route_metric, 2048);
-    assert_eq!(
-        v6.client_identifier,
-        ClientIdentifier::Duid("00010203".into())
-    );
+    assert_eq!(v6.client_identifier, ClientIdentifier::Duid("00010203".into()));
     assert!(specs.operators[2].require_up);
     assert_eq!(
         specs.operators[3].dhcp6.as_ref().unwrap().client_identifier,
@@ -349,27 +271,13 @@ fn device_selectors() {
         ids(&specs_for(&yaml, &links).links, LinkSpec::id)
     };
     assert_eq!(by("{hardwareAddr: \"00:1A:2b:*\"}"), ["enp1s0"]);
-    assert_eq!(
-        by("{hardwareAddr: \"02:00:00:00:00:0?\"}"),
-        ["eth0"],
-        "first by name"
-    );
+    assert_eq!(by("{hardwareAddr: \"02:00:00:00:00:0?\"}"), ["eth0"], "first by name");
     assert_eq!(by("{driver: virtio_net}"), ["eth0"]);
-    assert_eq!(
-        by("{driver: virtio_net, busPath: \"0000:00:05*\"}"),
-        ["eth2"]
-    );
-    assert_eq!(
-        by("{physical: false}"),
-        ["bond9"],
-        "not physical: the bond (lo is not ether)"
-    );
+    assert_eq!(by("{driver: virtio_net, busPath: \"0000:00:05*\"}"), ["eth2"]);
+    assert_eq!(by("{physical: false}"), ["bond9"], "not physical: the bond (lo is not ether)");
     assert_eq!(by("{physical: true, driver: igb}"), ["enp1s0"]);
     assert!(by("{driver: e1000}").is_empty(), "no match yet: nothing");
-    assert!(
-        by("{permanentAddr: \"00:1a:*\"}").is_empty(),
-        "no permanent MAC known"
-    );
+    assert!(by("{permanentAddr: \"00:1a:*\"}").is_empty(), "no permanent MAC known");
 
     let mut links = node_links();
     links[2].1.permanent_addr = Some(HardwareAddr(vec![0xaa, 0, 0, 0, 0, 2]));
@@ -387,33 +295,20 @@ fn one_spec_per_id_later_wins() {
         "      - {interface: eth3, addresses: [10.0.0.2/24], mtu: 1400}\n",
     ));
     let specs = specs_for(&yaml, &[]);
-    assert_eq!(
-        ids(&specs.links, LinkSpec::id),
-        ["eth1", "bond0", "eth2", "eth3"]
-    );
+    assert_eq!(ids(&specs.links, LinkSpec::id), ["eth1", "bond0", "eth2", "eth3"]);
     let eth1 = link(&specs, "eth1");
-    assert_eq!(
-        (eth1.mtu, eth1.bond_slave.is_some()),
-        (0, true),
-        "member spec replaced it"
-    );
+    assert_eq!((eth1.mtu, eth1.bond_slave.is_some()), (0, true), "member spec replaced it");
     assert_eq!(link(&specs, "eth3").mtu, 1400);
     assert_eq!(specs.addresses.len(), 2);
     let cfg = parse(&yaml).unwrap();
-    assert_eq!(
-        cfg.mentioned_interfaces(&LinkView::default()),
-        ["bond0", "eth1", "eth2", "eth3"]
-    );
+    assert_eq!(cfg.mentioned_interfaces(&LinkView::default()), ["bond0", "eth1", "eth2", "eth3"]);
 }
 
 #[test]
 fn hostname_resolvers_time() {
     let specs = specs_for(FULL, &node_links());
     let h = &specs.hostnames[0];
-    assert_eq!(
-        (h.hostname.as_str(), h.domainname.as_str()),
-        ("node-1", "example.org")
-    );
+    assert_eq!((h.hostname.as_str(), h.domainname.as_str()), ("node-1", "example.org"));
     let r = &specs.resolvers[0];
     assert_eq!(r.dns_servers.len(), 2);
     assert_eq!(r.search_domains, ["example.org"]);
@@ -424,10 +319,7 @@ fn hostname_resolvers_time() {
 
     // Nameservers without searchDomains: not overridden.
     let specs = specs_for(&doc("    nameservers: [9.9.9.9]\n"), &[]);
-    assert_eq!(
-        specs.resolvers[0].dns_servers,
-        ["9.9.9.9".parse::<IpAddr>().unwrap()]
-    );
+    assert_eq!(specs.resolvers[0].dns_servers, ["9.9.9.9".parse::<IpAddr>().unwrap()]);
     assert!(!specs.resolvers[0].search_domains_overridden);
     assert!(specs.hostnames.is_empty() && specs.time_servers.is_empty());
 
@@ -444,18 +336,9 @@ fn hostname_resolvers_time() {
 #[test]
 fn everything_is_layer_configuration() {
     let specs = specs_for(FULL, &node_links());
-    assert!(specs
-        .links
-        .iter()
-        .all(|l| l.layer == ConfigLayer::Configuration));
-    assert!(specs
-        .routes
-        .iter()
-        .all(|r| r.layer == ConfigLayer::Configuration));
-    assert!(specs
-        .operators
-        .iter()
-        .all(|o| o.layer == ConfigLayer::Configuration));
+    assert!(specs.links.iter().all(|l| l.layer == ConfigLayer::Configuration));
+    assert!(specs.routes.iter().all(|r| r.layer == ConfigLayer::Configuration));
+    assert!(specs.operators.iter().all(|o| o.layer == ConfigLayer::Configuration));
     // The FULL device selector (virtio, physical, bus 0000:00:08*) picks eth5 and runs DHCP.
     assert_eq!(operator(&specs, "dhcp4/eth5").link_name, "eth5");
     let cfg = parse(FULL).unwrap();

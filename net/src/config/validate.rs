@@ -35,10 +35,7 @@ fn check_device(device: &Device, at: &YamlPath) -> Result<(), (YamlPath, String)
             ))
         }
         (None, None) => {
-            return Err((
-                at.clone(),
-                "a device needs interface or deviceSelector".into(),
-            ))
+            return Err((at.clone(), "a device needs interface or deviceSelector".into()))
         }
         (Some(name), None) if name.is_empty() => {
             return Err((at.key("interface"), "empty interface name".into()))
@@ -52,10 +49,7 @@ fn check_device(device: &Device, at: &YamlPath) -> Result<(), (YamlPath, String)
         _ => {}
     }
     if device.bond.is_some() && device.bridge.is_some() {
-        return Err((
-            at.key("bridge"),
-            "a device is either a bond or a bridge, not both".into(),
-        ));
+        return Err((at.key("bridge"), "a device is either a bond or a bridge, not both".into()));
     }
     if let Some(bond) = &device.bond {
         if let Some(j) = bond.device_selectors.iter().position(|s| s.is_empty()) {

@@ -76,12 +76,23 @@ impl<S: SpecType> Controller for MergeController<S> {
                     continue;
                 }
             }
-            let provenance: BTreeMap<String, Vec<String>> =
-                m.provenance.fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            let provenance = compact(m.provenance.fields);
             ctx.put_with_provenance(Namespace::Network, &id, m.spec, provenance)?;
         }
         ctx.cleanup_untouched(Namespace::Network, S::KIND)?;
         Ok(Next::Idle)
+    }
+}
+
+/// Per-field provenance, or `{"*": inputs}` when one list of inputs decided every field (the
+/// common case of a single winning spec).
+fn compact(fields: BTreeMap<&'static str, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+    let mut lists = fields.values();
+    match lists.next() {
+        Some(first) if lists.all(|l| l == first) => {
+            BTreeMap::from([("*".to_owned(), first.clone())])
+        }
+        _ => fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
     }
 }
 

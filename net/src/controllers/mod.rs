@@ -5,16 +5,25 @@
 //! configuration) into layered specs in `network-config`; merge controllers fold the layers
 //! into one spec per natural ID in `network`. Each wraps a pure function that has its own tests.
 
+mod address_spec;
 mod cmdline_config;
 mod default_config;
 mod layer;
 mod machine_config;
 mod merge;
+mod route_spec;
+mod rule_spec;
+mod spec_common;
 
+pub use address_spec::{
+    address_to_kernel, plan_addresses, AddressPlan, AddressSpecController, Desired,
+};
 pub use cmdline_config::CmdlineConfigController;
 pub use default_config::{default_specs, DefaultConfigController, DefaultInputs};
 pub use machine_config::MachineConfigController;
 pub use merge::MergeController;
+pub use route_spec::{plan_routes, route_to_kernel, RoutePlan, RouteSpecController};
+pub use rule_spec::{plan_rules, rule_to_kernel, RuleSpecController, RULE_PROTOCOL};
 
 use crate::runtime::Controller;
 

@@ -32,19 +32,14 @@ impl Layered for AddressSpec {
 /// [`AddressFlags::MANAGED`] are dropped from the winner with a warning, as Talos does before
 /// output, so a platform or config cannot ask the kernel for `secondary` or `tentative`.
 pub fn merge_addresses(inputs: &[(&str, &AddressSpec)]) -> Merged<AddressSpec> {
-    merge_whole(
-        inputs,
-        SameLayer::LaterWins,
-        |natural, id, spec, warnings| {
-            let unmanaged = AddressFlags(spec.flags.0 & !AddressFlags::MANAGED.0);
-            if !unmanaged.is_empty() {
-                spec.flags = spec.flags & AddressFlags::MANAGED;
-                warnings.push(format!(
-                    "address {natural} from {id}: dropped unmanaged flags {unmanaged}"
-                ));
-            }
-        },
-    )
+    merge_whole(inputs, SameLayer::LaterWins, |natural, id, spec, warnings| {
+        let unmanaged = AddressFlags(spec.flags.0 & !AddressFlags::MANAGED.0);
+        if !unmanaged.is_empty() {
+            spec.flags = spec.flags & AddressFlags::MANAGED;
+            warnings
+                .push(format!("address {natural} from {id}: dropped unmanaged flags {unmanaged}"));
+        }
+    })
 }
 
 #[cfg(test)]
@@ -56,10 +51,7 @@ mod tests {
 
     fn addr(link: &str, cidr: &str, layer: ConfigLayer, priority: u32) -> AddressSpec {
         let net: IpNet = cidr.parse().unwrap();
-        AddressSpec {
-            priority,
-            ..AddressSpec::new(link, net, layer)
-        }
+        AddressSpec { priority, ..AddressSpec::new(link, net, layer) }
     }
 
     struct Case {
@@ -76,50 +68,29 @@ mod tests {
                 // `configuration/` sorts before `default/`, so the layer, not ID order, decides.
                 name: "higher layer wins",
                 inputs: vec![
-                    (
-                        "default/eth0/10.0.0.5/24",
-                        addr("eth0", "10.0.0.5/24", Default, 1),
-                    ),
+                    ("default/eth0/10.0.0.5/24", addr("eth0", "10.0.0.5/24", Default, 1)),
                     (
                         "configuration/eth0/10.0.0.5/24",
                         addr("eth0", "10.0.0.5/24", Configuration, 2),
                     ),
-                    (
-                        "cmdline/eth0/10.0.0.5/24",
-                        addr("eth0", "10.0.0.5/24", Cmdline, 3),
-                    ),
+                    ("cmdline/eth0/10.0.0.5/24", addr("eth0", "10.0.0.5/24", Cmdline, 3)),
                 ],
                 want: vec![("eth0/10.0.0.5/24", "configuration/eth0/10.0.0.5/24")],
             },
             Case {
                 name: "same layer: later in ID order wins",
                 inputs: vec![
-                    (
-                        "dhcp4/eth1/eth0/10.0.0.5/24",
-                        addr("eth0", "10.0.0.5/24", Operator, 2),
-                    ),
-                    (
-                        "dhcp4/eth0/eth0/10.0.0.5/24",
-                        addr("eth0", "10.0.0.5/24", Operator, 1),
-                    ),
+                    ("dhcp4/eth1/eth0/10.0.0.5/24", addr("eth0", "10.0.0.5/24", Operator, 2)),
+                    ("dhcp4/eth0/eth0/10.0.0.5/24", addr("eth0", "10.0.0.5/24", Operator, 1)),
                 ],
                 want: vec![("eth0/10.0.0.5/24", "dhcp4/eth1/eth0/10.0.0.5/24")],
             },
             Case {
                 name: "different keys: union",
                 inputs: vec![
-                    (
-                        "cmdline/eth0/10.0.0.5/24",
-                        addr("eth0", "10.0.0.5/24", Cmdline, 0),
-                    ),
-                    (
-                        "platform/eth1/10.0.0.6/24",
-                        addr("eth1", "10.0.0.6/24", Platform, 0),
-                    ),
-                    (
-                        "default/lo/127.0.0.1/8",
-                        addr("lo", "127.0.0.1/8", Default, 0),
-                    ),
+                    ("cmdline/eth0/10.0.0.5/24", addr("eth0", "10.0.0.5/24", Cmdline, 0)),
+                    ("platform/eth1/10.0.0.6/24", addr("eth1", "10.0.0.6/24", Platform, 0)),
+                    ("default/lo/127.0.0.1/8", addr("lo", "127.0.0.1/8", Default, 0)),
                 ],
                 want: vec![
                     ("eth0/10.0.0.5/24", "cmdline/eth0/10.0.0.5/24"),
@@ -162,10 +133,8 @@ mod tests {
         );
         assert_eq!(
             merged.warnings,
-            [
-                "address eth0/10.0.0.5/24 from configuration/eth0/10.0.0.5/24: \
-              dropped unmanaged flags secondary"
-            ]
+            ["address eth0/10.0.0.5/24 from configuration/eth0/10.0.0.5/24: \
+              dropped unmanaged flags secondary"]
         );
     }
 
@@ -180,11 +149,7 @@ mod tests {
         let provenance = &merged.specs["eth0/10.0.0.5/24"].provenance;
         assert_eq!(provenance.fields.len(), AddressSpec::FIELDS.len());
         for field in AddressSpec::FIELDS {
-            assert_eq!(
-                provenance.of(field),
-                ["platform/eth0/10.0.0.5/24"],
-                "{field}"
-            );
+            assert_eq!(provenance.of(field), ["platform/eth0/10.0.0.5/24"], "{field}");
         }
     }
 

@@ -31,19 +31,11 @@ mod tests {
     use crate::merge::test_support::{assert_fields_match, assert_order_independent};
 
     fn host(name: &str, domain: &str, layer: ConfigLayer) -> HostnameSpec {
-        HostnameSpec {
-            hostname: name.into(),
-            domainname: domain.into(),
-            layer,
-        }
+        HostnameSpec { hostname: name.into(), domainname: domain.into(), layer }
     }
 
     /// (case name, inputs, winning input id)
-    type Case = (
-        &'static str,
-        Vec<(&'static str, HostnameSpec)>,
-        &'static str,
-    );
+    type Case = (&'static str, Vec<(&'static str, HostnameSpec)>, &'static str);
 
     #[test]
     fn table() {
@@ -78,10 +70,7 @@ mod tests {
                 // Domain name never mixes in from a lower layer.
                 "no field-wise merge",
                 vec![
-                    (
-                        "platform/hostname",
-                        host("cloud", "cloud.internal", Platform),
-                    ),
+                    ("platform/hostname", host("cloud", "cloud.internal", Platform)),
                     ("configuration/hostname", host("mine", "", Configuration)),
                 ],
                 "configuration/hostname",

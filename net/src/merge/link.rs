@@ -90,44 +90,14 @@ fn merge_into(dst: &mut LinkSpec, src: &LinkSpec, id: &str, provenance: &mut Pro
     overlay(&mut dst.mtu, &src.mtu, "mtu", id, provenance);
     overlay(&mut dst.kind, &src.kind, "kind", id, provenance);
     overlay(&mut dst.link_type, &src.link_type, "type", id, provenance);
-    overlay(
-        &mut dst.parent_name,
-        &src.parent_name,
-        "parentName",
-        id,
-        provenance,
-    );
-    overlay(
-        &mut dst.bond_slave,
-        &src.bond_slave,
-        "bondSlave",
-        id,
-        provenance,
-    );
-    overlay(
-        &mut dst.bridge_slave,
-        &src.bridge_slave,
-        "bridgeSlave",
-        id,
-        provenance,
-    );
+    overlay(&mut dst.parent_name, &src.parent_name, "parentName", id, provenance);
+    overlay(&mut dst.bond_slave, &src.bond_slave, "bondSlave", id, provenance);
+    overlay(&mut dst.bridge_slave, &src.bridge_slave, "bridgeSlave", id, provenance);
     overlay(&mut dst.vlan, &src.vlan, "vlan", id, provenance);
-    overlay(
-        &mut dst.bridge_master,
-        &src.bridge_master,
-        "bridgeMaster",
-        id,
-        provenance,
-    );
+    overlay(&mut dst.bridge_master, &src.bridge_master, "bridgeMaster", id, provenance);
     overlay(&mut dst.veth, &src.veth, "veth", id, provenance);
     // Replaced as a whole when non-zero: no field-wise merge of bond options.
-    overlay(
-        &mut dst.bond_master,
-        &src.bond_master,
-        "bondMaster",
-        id,
-        provenance,
-    );
+    overlay(&mut dst.bond_master, &src.bond_master, "bondMaster", id, provenance);
     // Talos checks `!= nil` here, not zero-ness: any given address replaces.
     if src.hardware_addr.is_some() {
         dst.hardware_addr.clone_from(&src.hardware_addr);
@@ -160,11 +130,8 @@ pub fn merge_links(inputs: &[(&str, &LinkSpec)]) -> Merged<LinkSpec> {
         };
         // Starting from zero and merging the base in yields the base itself, and records the
         // base's non-zero fields with the same code as every later layer.
-        let mut spec = LinkSpec {
-            name: base.name.clone(),
-            multicast: base.multicast,
-            ..LinkSpec::default()
-        };
+        let mut spec =
+            LinkSpec { name: base.name.clone(), multicast: base.multicast, ..LinkSpec::default() };
         let mut provenance = Provenance::default();
         provenance.record("name", base_id);
         if base.multicast.is_some() {
@@ -190,11 +157,7 @@ mod tests {
     use ConfigLayer::*;
 
     fn link(layer: ConfigLayer, edit: impl FnOnce(&mut LinkSpec)) -> LinkSpec {
-        let mut spec = LinkSpec {
-            name: "eth0".into(),
-            layer,
-            ..LinkSpec::default()
-        };
+        let mut spec = LinkSpec { name: "eth0".into(), layer, ..LinkSpec::default() };
         edit(&mut spec);
         spec
     }
@@ -204,11 +167,7 @@ mod tests {
     }
 
     fn bond(mode: BondMode, mii_mon: u32) -> Option<BondMasterSpec> {
-        Some(BondMasterSpec {
-            mode,
-            mii_mon,
-            ..BondMasterSpec::default()
-        })
+        Some(BondMasterSpec { mode, mii_mon, ..BondMasterSpec::default() })
     }
 
     struct Case {
@@ -222,10 +181,7 @@ mod tests {
             Case {
                 name: "higher layer cannot unset up or mtu",
                 inputs: vec![
-                    (
-                        "default/eth0",
-                        link(Default, |l| (l.up, l.mtu) = (true, 1500)),
-                    ),
+                    ("default/eth0", link(Default, |l| (l.up, l.mtu) = (true, 1500))),
                     ("configuration/eth0", link(Configuration, |l| l.up = false)),
                 ],
                 want: link(Configuration, |l| (l.up, l.mtu) = (true, 1500)),
@@ -233,10 +189,7 @@ mod tests {
             Case {
                 name: "non-zero values override, layer from the last merged",
                 inputs: vec![
-                    (
-                        "default/eth0",
-                        link(Default, |l| (l.up, l.mtu) = (true, 1500)),
-                    ),
+                    ("default/eth0", link(Default, |l| (l.up, l.mtu) = (true, 1500))),
                     ("cmdline/eth0", link(Cmdline, |l| l.mtu = 9000)),
                     ("platform/eth0", link(Platform, |l| l.kind = "dummy".into())),
                 ],
@@ -248,10 +201,7 @@ mod tests {
                 name: "multicast only from the lowest layer",
                 inputs: vec![
                     ("cmdline/eth0", link(Cmdline, |l| l.multicast = Some(false))),
-                    (
-                        "configuration/eth0",
-                        link(Configuration, |l| l.multicast = Some(true)),
-                    ),
+                    ("configuration/eth0", link(Configuration, |l| l.multicast = Some(true))),
                     ("platform/eth0", link(Platform, |l| l.up = true)),
                 ],
                 want: link(Configuration, |l| (l.up, l.multicast) = (true, Some(false))),
@@ -260,20 +210,14 @@ mod tests {
                 name: "multicast unset at the lowest layer stays unset",
                 inputs: vec![
                     ("default/eth0", link(Default, |l| l.up = true)),
-                    (
-                        "configuration/eth0",
-                        link(Configuration, |l| l.multicast = Some(true)),
-                    ),
+                    ("configuration/eth0", link(Configuration, |l| l.multicast = Some(true))),
                 ],
                 want: link(Configuration, |l| l.up = true),
             },
             Case {
                 name: "bond master replaced as a whole",
                 inputs: vec![
-                    (
-                        "cmdline/eth0",
-                        link(Cmdline, |l| l.bond_master = bond(BondMode::LACP, 100)),
-                    ),
+                    ("cmdline/eth0", link(Cmdline, |l| l.bond_master = bond(BondMode::LACP, 100))),
                     (
                         "configuration/eth0",
                         link(Configuration, |l| {
@@ -288,15 +232,10 @@ mod tests {
             Case {
                 name: "zero bond master does not replace",
                 inputs: vec![
-                    (
-                        "cmdline/eth0",
-                        link(Cmdline, |l| l.bond_master = bond(BondMode::LACP, 100)),
-                    ),
+                    ("cmdline/eth0", link(Cmdline, |l| l.bond_master = bond(BondMode::LACP, 100))),
                     (
                         "configuration/eth0",
-                        link(Configuration, |l| {
-                            l.bond_master = bond(BondMode::default(), 0)
-                        }),
+                        link(Configuration, |l| l.bond_master = bond(BondMode::default(), 0)),
                     ),
                 ],
                 want: link(Configuration, |l| l.bond_master = bond(BondMode::LACP, 100)),
@@ -310,9 +249,7 @@ mod tests {
                     ),
                     (
                         "configuration/eth0",
-                        link(Configuration, |l| {
-                            l.hardware_addr = mac("02:00:00:00:00:02")
-                        }),
+                        link(Configuration, |l| l.hardware_addr = mac("02:00:00:00:00:02")),
                     ),
                     ("default/eth0", link(Default, |l| l.up = true)),
                 ],
@@ -325,10 +262,7 @@ mod tests {
                 name: "same layer: merged in ID order",
                 inputs: vec![
                     ("platform/b/eth0", link(Platform, |l| l.mtu = 1400)),
-                    (
-                        "platform/a/eth0",
-                        link(Platform, |l| (l.mtu, l.up) = (1300, true)),
-                    ),
+                    ("platform/a/eth0", link(Platform, |l| (l.mtu, l.up) = (1300, true))),
                 ],
                 want: link(Platform, |l| (l.mtu, l.up) = (1400, true)),
             },

@@ -52,10 +52,7 @@ pub struct Merged<S> {
 // Written by hand: a derive would demand `S: Default`, which most specs are not.
 impl<S> Default for Merged<S> {
     fn default() -> Self {
-        Self {
-            specs: BTreeMap::new(),
-            warnings: Vec::new(),
-        }
+        Self { specs: BTreeMap::new(), warnings: Vec::new() }
     }
 }
 
@@ -85,9 +82,7 @@ impl Provenance {
 
     /// Every field of a whole-spec winner comes from that one input.
     fn whole(fields: &[&'static str], id: &str) -> Self {
-        Self {
-            fields: fields.iter().map(|f| (*f, vec![id.to_owned()])).collect(),
-        }
+        Self { fields: fields.iter().map(|f| (*f, vec![id.to_owned()])).collect() }
     }
 
     /// Append `id` to the contributors of `field`.
@@ -138,10 +133,7 @@ fn by_natural_id<'a, S: Layered>(
 ) -> BTreeMap<String, Vec<(&'a str, &'a S)>> {
     let mut groups: BTreeMap<String, Vec<(&'a str, &'a S)>> = BTreeMap::new();
     for (id, spec) in sorted_by_id(inputs) {
-        groups
-            .entry(spec.natural_id())
-            .or_default()
-            .push((id, spec));
+        groups.entry(spec.natural_id()).or_default().push((id, spec));
     }
     groups
 }
@@ -152,17 +144,14 @@ fn pick_winner<'a, S: Layered>(
     group: &[(&'a str, &'a S)],
     tie: SameLayer,
 ) -> Option<(&'a str, &'a S)> {
-    group
-        .iter()
-        .copied()
-        .fold(None, |best, candidate| match best {
-            Some(current) => {
-                let (new, old) = (candidate.1.layer(), current.1.layer());
-                let take = new > old || (new == old && tie == SameLayer::LaterWins);
-                Some(if take { candidate } else { current })
-            }
-            None => Some(candidate),
-        })
+    group.iter().copied().fold(None, |best, candidate| match best {
+        Some(current) => {
+            let (new, old) = (candidate.1.layer(), current.1.layer());
+            let take = new > old || (new == old && tie == SameLayer::LaterWins);
+            Some(if take { candidate } else { current })
+        }
+        None => Some(candidate),
+    })
 }
 
 /// Whole-spec merge shared by every "one input wins outright" type. `finish` sees each winner
@@ -180,9 +169,7 @@ fn merge_whole<S: Layered>(
         let mut spec = winner.clone();
         finish(&natural, id, &mut spec, &mut merged.warnings);
         let provenance = Provenance::whole(S::FIELDS, id);
-        merged
-            .specs
-            .insert(natural, MergedSpec { spec, provenance });
+        merged.specs.insert(natural, MergedSpec { spec, provenance });
     }
     merged
 }
@@ -286,17 +273,9 @@ mod tests {
         use ConfigLayer::*;
         let (x, y, z) = (toy("k", Platform), toy("j", Default), toy("k", Default));
         let groups = by_natural_id(&[("platform/k", &x), ("default/j", &y), ("default/k", &z)]);
-        let ids: Vec<(&str, Vec<&str>)> = groups
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.iter().map(|e| e.0).collect()))
-            .collect();
-        assert_eq!(
-            ids,
-            [
-                ("j", vec!["default/j"]),
-                ("k", vec!["default/k", "platform/k"])
-            ]
-        );
+        let ids: Vec<(&str, Vec<&str>)> =
+            groups.iter().map(|(k, v)| (k.as_str(), v.iter().map(|e| e.0).collect())).collect();
+        assert_eq!(ids, [("j", vec!["default/j"]), ("k", vec!["default/k", "platform/k"])]);
     }
 
     #[test]

@@ -5,15 +5,8 @@ use super::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::network::{ConfigLayer, OperatorSpec};
 
 impl Layered for OperatorSpec {
-    const FIELDS: &'static [&'static str] = &[
-        "operator",
-        "linkName",
-        "requireUp",
-        "dhcp4",
-        "dhcp6",
-        "vip",
-        "layer",
-    ];
+    const FIELDS: &'static [&'static str] =
+        &["operator", "linkName", "requireUp", "dhcp4", "dhcp6", "vip", "layer"];
     fn natural_id(&self) -> String {
         self.id()
     }
@@ -108,10 +101,7 @@ mod tests {
         let full = OperatorSpec {
             operator: Operator::Vip,
             dhcp6: Some(Dhcp6OperatorSpec::default()),
-            vip: Some(VipOperatorSpec {
-                ip: "10.5.0.50".parse().unwrap(),
-                gratuitous_arp: true,
-            }),
+            vip: Some(VipOperatorSpec { ip: "10.5.0.50".parse().unwrap(), gratuitous_arp: true }),
             ..dhcp4("eth0", 1024, ConfigLayer::Operator)
         };
         assert_fields_match(OperatorSpec::FIELDS, &full);

@@ -85,11 +85,8 @@ pub fn merge_resolvers(inputs: &[(&str, &ResolverSpec)]) -> Merged<ResolverSpec>
     let mut overridden_by: Option<&str> = None;
     for &(id, spec) in &applied {
         let new_servers: Owned<'_, IpAddr> = spec.dns_servers.iter().map(|ip| (*ip, id)).collect();
-        let new_domains: Owned<'_, &str> = spec
-            .search_domains
-            .iter()
-            .map(|d| (d.as_str(), id))
-            .collect();
+        let new_domains: Owned<'_, &str> =
+            spec.search_domains.iter().map(|d| (d.as_str(), id)).collect();
         if spec.layer == layer {
             servers.extend(new_servers);
             domains = merge_search_domains(domains, new_domains);
@@ -115,14 +112,9 @@ pub fn merge_resolvers(inputs: &[(&str, &ResolverSpec)]) -> Merged<ResolverSpec>
     let domain_owners: Vec<&str> = domains.iter().map(|(_, id)| *id).collect();
     let mut provenance = Provenance::default();
     provenance.set("dnsServers", contributors(order(), &server_owners, None));
-    provenance.set(
-        "searchDomains",
-        contributors(order(), &domain_owners, overridden_by),
-    );
-    provenance.set(
-        "searchDomainsOverridden",
-        overridden_by.iter().map(|id| (*id).to_owned()).collect(),
-    );
+    provenance.set("searchDomains", contributors(order(), &domain_owners, overridden_by));
+    provenance
+        .set("searchDomainsOverridden", overridden_by.iter().map(|id| (*id).to_owned()).collect());
     provenance.set("layer", vec![last_id.to_owned()]);
 
     let spec = ResolverSpec {
@@ -132,9 +124,7 @@ pub fn merge_resolvers(inputs: &[(&str, &ResolverSpec)]) -> Merged<ResolverSpec>
         layer: last.layer,
     };
     let mut merged = Merged::default();
-    merged
-        .specs
-        .insert(RESOLVER_ID.to_owned(), MergedSpec { spec, provenance });
+    merged.specs.insert(RESOLVER_ID.to_owned(), MergedSpec { spec, provenance });
     merged
 }
 
@@ -155,17 +145,11 @@ mod tests {
     }
 
     fn overriding(servers: &[&str], search: &[&str]) -> ResolverSpec {
-        ResolverSpec {
-            search_domains_overridden: true,
-            ..res(Configuration, servers, search)
-        }
+        ResolverSpec { search_domains_overridden: true, ..res(Configuration, servers, search) }
     }
 
     fn default_resolvers() -> (&'static str, ResolverSpec) {
-        (
-            "default/resolvers",
-            res(Default, &["1.1.1.1", "8.8.8.8"], &[]),
-        )
+        ("default/resolvers", res(Default, &["1.1.1.1", "8.8.8.8"], &[]))
     }
 
     struct Case {
@@ -182,10 +166,7 @@ mod tests {
                 name: "v6-only DHCPv6 keeps the v4 defaults behind it",
                 inputs: vec![
                     default_resolvers(),
-                    (
-                        "dhcp6/eth0/resolvers",
-                        res(Operator, &["2001:db8::53"], &[]),
-                    ),
+                    ("dhcp6/eth0/resolvers", res(Operator, &["2001:db8::53"], &[])),
                 ],
                 servers: &["2001:db8::53", "1.1.1.1", "8.8.8.8"],
                 search: &[],
@@ -215,10 +196,7 @@ mod tests {
                 // Talos's switch keeps one family at most: v4 is checked first.
                 name: "dual-stack old, empty new: only the old v4 survives",
                 inputs: vec![
-                    (
-                        "default/resolvers",
-                        res(Default, &["1.1.1.1", "2001:db8::1"], &[]),
-                    ),
+                    ("default/resolvers", res(Default, &["1.1.1.1", "2001:db8::1"], &[])),
                     ("platform/resolvers", res(Platform, &[], &[])),
                 ],
                 servers: &["1.1.1.1"],
@@ -229,14 +207,8 @@ mod tests {
                 name: "same layer appends",
                 inputs: vec![
                     default_resolvers(),
-                    (
-                        "dhcp4/eth1/resolvers",
-                        res(Operator, &["10.0.1.1"], &["b.org"]),
-                    ),
-                    (
-                        "dhcp4/eth0/resolvers",
-                        res(Operator, &["10.0.0.1"], &["a.org"]),
-                    ),
+                    ("dhcp4/eth1/resolvers", res(Operator, &["10.0.1.1"], &["b.org"])),
+                    ("dhcp4/eth0/resolvers", res(Operator, &["10.0.0.1"], &["a.org"])),
                 ],
                 servers: &["10.0.0.1", "10.0.1.1"],
                 search: &["b.org", "a.org"],
@@ -246,14 +218,8 @@ mod tests {
                 name: "configuration replaces a non-empty list outright",
                 inputs: vec![
                     default_resolvers(),
-                    (
-                        "dhcp6/eth0/resolvers",
-                        res(Operator, &["2001:db8::53"], &[]),
-                    ),
-                    (
-                        "configuration/resolvers",
-                        res(Configuration, &["9.9.9.9"], &[]),
-                    ),
+                    ("dhcp6/eth0/resolvers", res(Operator, &["2001:db8::53"], &[])),
+                    ("configuration/resolvers", res(Configuration, &["9.9.9.9"], &[])),
                 ],
                 servers: &["9.9.9.9"],
                 search: &[],
@@ -263,10 +229,7 @@ mod tests {
                 name: "configuration with no servers keeps the lower layers'",
                 inputs: vec![
                     default_resolvers(),
-                    (
-                        "configuration/resolvers",
-                        res(Configuration, &[], &["corp.org"]),
-                    ),
+                    ("configuration/resolvers", res(Configuration, &[], &["corp.org"])),
                 ],
                 servers: &["1.1.1.1", "8.8.8.8"],
                 search: &["corp.org"],
@@ -275,18 +238,12 @@ mod tests {
             Case {
                 name: "search domains: new unique ones prepended in their order",
                 inputs: vec![
-                    (
-                        "cmdline/resolvers",
-                        res(Cmdline, &["10.0.0.1"], &["a.org", "b.org"]),
-                    ),
+                    ("cmdline/resolvers", res(Cmdline, &["10.0.0.1"], &["a.org", "b.org"])),
                     (
                         "dhcp4/eth0/resolvers",
                         res(Operator, &["10.0.0.2"], &["c.org", "a.org", "d.org"]),
                     ),
-                    (
-                        "configuration/resolvers",
-                        res(Configuration, &[], &["e.org"]),
-                    ),
+                    ("configuration/resolvers", res(Configuration, &[], &["e.org"])),
                 ],
                 servers: &["10.0.0.2"],
                 search: &["e.org", "c.org", "d.org", "a.org", "b.org"],
@@ -306,10 +263,7 @@ mod tests {
             Case {
                 name: "explicit search list replaces instead of merging",
                 inputs: vec![
-                    (
-                        "dhcp4/eth0/resolvers",
-                        res(Operator, &["10.0.0.1"], &["dhcp.org"]),
-                    ),
+                    ("dhcp4/eth0/resolvers", res(Operator, &["10.0.0.1"], &["dhcp.org"])),
                     ("configuration/resolvers", overriding(&[], &["mine.org"])),
                 ],
                 servers: &["10.0.0.1"],
@@ -330,11 +284,7 @@ mod tests {
             let servers: Vec<String> = spec.dns_servers.iter().map(|s| s.to_string()).collect();
             assert_eq!(servers, case.servers, "{}", case.name);
             assert_eq!(spec.search_domains, case.search, "{}", case.name);
-            assert_eq!(
-                spec.search_domains_overridden, case.overridden,
-                "{}",
-                case.name
-            );
+            assert_eq!(spec.search_domains_overridden, case.overridden, "{}", case.name);
             let top = inputs.iter().map(|(_, s)| s.layer).max().unwrap();
             assert_eq!(spec.layer, top, "{}", case.name);
             assert_order_independent(&inputs, merge_resolvers);
@@ -352,10 +302,7 @@ mod tests {
         let dhcp6 = res(Operator, &["2001:db8::53"], &["v6.org"]);
         let merged = merge_resolvers(&[("dhcp6/eth0/resolvers", &dhcp6), (default_id, &default)]);
         let p = &merged.specs[RESOLVER_ID].provenance;
-        assert_eq!(
-            p.of("dnsServers"),
-            ["default/resolvers", "dhcp6/eth0/resolvers"]
-        );
+        assert_eq!(p.of("dnsServers"), ["default/resolvers", "dhcp6/eth0/resolvers"]);
         assert_eq!(p.of("searchDomains"), ["dhcp6/eth0/resolvers"]);
         assert_eq!(p.of("layer"), ["dhcp6/eth0/resolvers"]);
         assert!(p.of("searchDomainsOverridden").is_empty());
@@ -376,12 +323,7 @@ mod tests {
     #[test]
     fn field_names_match_serialization() {
         assert_fields_match(
-            &[
-                "dnsServers",
-                "searchDomains",
-                "searchDomainsOverridden",
-                "layer",
-            ],
+            &["dnsServers", "searchDomains", "searchDomainsOverridden", "layer"],
             &overriding(&["9.9.9.9"], &["a.org"]),
         );
     }

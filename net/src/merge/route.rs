@@ -65,46 +65,25 @@ mod tests {
             Case {
                 name: "higher layer wins",
                 inputs: vec![
-                    (
-                        "dhcp4/eth0/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Operator, 1),
-                    ),
-                    (
-                        "cmdline/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Cmdline, 2),
-                    ),
-                    (
-                        "platform/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Platform, 3),
-                    ),
+                    ("dhcp4/eth0/inet4/10.0.0.1//1024", route("10.0.0.1", None, Operator, 1)),
+                    ("cmdline/inet4/10.0.0.1//1024", route("10.0.0.1", None, Cmdline, 2)),
+                    ("platform/inet4/10.0.0.1//1024", route("10.0.0.1", None, Platform, 3)),
                 ],
                 want: vec![("inet4/10.0.0.1//1024", "dhcp4/eth0/inet4/10.0.0.1//1024")],
             },
             Case {
                 name: "same layer: later in ID order wins",
                 inputs: vec![
-                    (
-                        "platform/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Platform, 2),
-                    ),
-                    (
-                        "operator-b/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Platform, 3),
-                    ),
-                    (
-                        "operator-a/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Platform, 1),
-                    ),
+                    ("platform/inet4/10.0.0.1//1024", route("10.0.0.1", None, Platform, 2)),
+                    ("operator-b/inet4/10.0.0.1//1024", route("10.0.0.1", None, Platform, 3)),
+                    ("operator-a/inet4/10.0.0.1//1024", route("10.0.0.1", None, Platform, 1)),
                 ],
                 want: vec![("inet4/10.0.0.1//1024", "platform/inet4/10.0.0.1//1024")],
             },
             Case {
                 name: "different keys: union",
                 inputs: vec![
-                    (
-                        "cmdline/inet4/10.0.0.1//1024",
-                        route("10.0.0.1", None, Cmdline, 0),
-                    ),
+                    ("cmdline/inet4/10.0.0.1//1024", route("10.0.0.1", None, Cmdline, 0)),
                     (
                         "configuration/inet4/10.0.0.1/10.9.0.0/16/1024",
                         route("10.0.0.1", Some("10.9.0.0/16"), Configuration, 0),

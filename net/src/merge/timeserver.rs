@@ -43,9 +43,7 @@ pub fn merge_time_servers(inputs: &[(&str, &TimeServerSpec)]) -> Merged<TimeServ
         match fold.as_mut() {
             Some(f) if spec.layer < f.spec.layer => {}
             Some(f) if spec.layer == f.spec.layer => {
-                f.spec
-                    .time_servers
-                    .extend(spec.time_servers.iter().cloned());
+                f.spec.time_servers.extend(spec.time_servers.iter().cloned());
                 f.owners.extend(spec.time_servers.iter().map(|_| id));
                 f.spec.use_nts &= spec.use_nts;
                 f.nts_from.push(id.to_owned());
@@ -60,20 +58,11 @@ pub fn merge_time_servers(inputs: &[(&str, &TimeServerSpec)]) -> Merged<TimeServ
 
     let mut provenance = Provenance::default();
     let order = sorted.iter().map(|(id, _)| *id);
-    provenance.set(
-        "timeServers",
-        contributors(order, &fold.owners, Some(fold.base)),
-    );
+    provenance.set("timeServers", contributors(order, &fold.owners, Some(fold.base)));
     provenance.set("useNTS", fold.nts_from);
     provenance.set("layer", vec![fold.last.to_owned()]);
     let mut merged = Merged::default();
-    merged.specs.insert(
-        TIMESERVER_ID.to_owned(),
-        MergedSpec {
-            spec: fold.spec,
-            provenance,
-        },
-    );
+    merged.specs.insert(TIMESERVER_ID.to_owned(), MergedSpec { spec: fold.spec, provenance });
     merged
 }
 
@@ -94,10 +83,7 @@ mod tests {
     }
 
     fn default_ts() -> (&'static str, TimeServerSpec) {
-        (
-            "default/timeservers",
-            ts(Default, &["time.cloudflare.com"], true),
-        )
+        ("default/timeservers", ts(Default, &["time.cloudflare.com"], true))
     }
 
     struct Case {
@@ -131,10 +117,7 @@ mod tests {
                 inputs: vec![
                     default_ts(),
                     ("dhcp4/eth0/timeservers", ts(Operator, &["10.0.0.1"], false)),
-                    (
-                        "configuration/timeservers",
-                        ts(Configuration, &["pool.ntp.org"], false),
-                    ),
+                    ("configuration/timeservers", ts(Configuration, &["pool.ntp.org"], false)),
                 ],
                 want: ts(Configuration, &["pool.ntp.org"], false),
             },
@@ -179,18 +162,12 @@ mod tests {
         ]);
         let p = &merged.specs[TIMESERVER_ID].provenance;
         assert_eq!(p.of("timeServers"), ["dhcp4/eth0/timeservers"]);
-        assert_eq!(
-            p.of("useNTS"),
-            ["dhcp4/eth0/timeservers", "dhcp4/eth1/timeservers"]
-        );
+        assert_eq!(p.of("useNTS"), ["dhcp4/eth0/timeservers", "dhcp4/eth1/timeservers"]);
         assert_eq!(p.of("layer"), ["dhcp4/eth1/timeservers"]);
     }
 
     #[test]
     fn field_names_match_serialization() {
-        assert_fields_match(
-            &["timeServers", "useNTS", "layer"],
-            &ts(Default, &["a.org"], true),
-        );
+        assert_fields_match(&["timeServers", "useNTS", "layer"], &ts(Default, &["a.org"], true));
     }
 }

@@ -772,6 +772,15 @@ pub struct LinkStatus {
     /// Bus path (sysfs).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub bus_path: String,
+    /// VLAN settings, for VLAN links.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<VlanSpec>,
+    /// Bond settings, for bonds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bond_master: Option<BondMasterSpec>,
+    /// Bridge settings, for bridges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bridge_master: Option<BridgeMasterSpec>,
 }
 
 impl LinkStatus {

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+//! An in-memory [`Host`] for unit tests of controller sequencing. It models what the planners
+//! depend on (indexes, EEXIST on duplicate adds, links taking their addresses and routes with
+//! them) and logs every operation, so tests can assert "no address was deleted". The real
+//! kernel is tested by the namespace suites; this is never the only test of a feature.
+
+use std::collections::BTreeMap;
+
+use super::{AddressOp, Host, HostError, HostErrorKind, LinkOp, NewLinkKind, RouteOp, RuleOp};
+use crate::resource::{
+    AddressStatus, HardwareAddr, LinkStatus, LinkType, RouteStatus, RoutingRuleStatus,
+};
+
+/// A pretend kernel.
+#[derive(Debug, Default)]
+pub struct FakeHost {
+    /// Links by name.
+    pub links: BTreeMap<String, LinkStatus>,
+    /// Addresses.
+    pub addresses: Vec<AddressStatus>,
+    /// Routes.
+    pub routes: Vec<RouteStatus>,
+    /// Rules.
+    pub rules: Vec<RoutingRuleStatus>,
+    /// `(hostname, domainname)`.
+    pub hostname: (String, String),
+    /// Files by path.
+    pub files: BTreeMap<String, String>,
+    /// Every mutating operation, in order (`add address eth0/10.0.0.1/24`, ...).
+    pub log: Vec<String>,
+    /// Route adds through these gateways fail as the kernel does for unreachable gateways.
+    pub unreachable_gateways: Vec<std::net::IpAddr>,
+    next_index: u32,
+}
+
+fn err(op: String, kind: HostErrorKind, message: &str) -> HostError {
+    HostError { op, message: message.to_owned(), kind }
+}
+
+impl FakeHost {
+    /// A host with `lo` only.
+    pub fn new() -> Self {
+        let mut h = Self { next_index: 1, ..Self::default() };
+        h.add_link("lo", LinkType::LOOPBACK, "");
+        h
+    }
+
+    /// Add a link (physical when `kind` is empty), up with carrier; returns its index.
+    pub fn add_link(&mut self, name: &str, link_type: LinkType, kind: &str) -> u32 {
+        let index = self.next_index.max(1);
+        self.next_index = index + 1;
+        let idx = index.to_be_bytes();
+        self.links.insert(
+            name.to_owned(),
+            LinkStatus {
+                index,
+                link_type,
+                kind: kind.to_owned(),
+                mtu: 1500,
+                hardware_addr: HardwareAddr(vec![2, 0, idx[0], idx[1], idx[2], idx[3]]),
+                operational_state: "down".into(),
+                ..LinkStatus::default()
+            },
+        );
+        index
+    }
+
+    fn name_of(&self, index: u32) -> Option<String> {
+        self.links.iter().find(|(_, l)| l.index == index).map(|(n, _)| n.clone())
+    }
+
+    fn link_mut(&mut self, index: u32, op: &str) -> Result<&mut LinkStatus, HostError> {
+        self.links
+            .values_mut()
+            .find(|l| l.index == index)
+            .ok_or_else(|| err(op.to_owned(), HostErrorKind::NotFound, "no such device"))
+    }
+
+    fn address_pos(&self, a: &AddressStatus) -> Option<usize> {
+        self.addresses.iter().position(|x| x.link_index == a.link_index && x.address == a.address)
+    }
+
+    fn route_pos(&self, r: &RouteStatus) -> Option<usize> {
+        self.routes.iter().position(|x| {
+            (x.family, x.table, x.dst, x.priority, x.gateway)
+                == (r.family, r.table, r.dst, r.priority, r.gateway)
+        })
+    }
+}
+
+impl Host for FakeHost {
+    fn links(&mut self) -> Result<Vec<(String, LinkStatus)>, HostError> {
+        Ok(self.links.iter().map(|(n, l)| (n.clone(), l.clone())).collect())
+    }
+
+    fn addresses(&mut self) -> Result<Vec<AddressStatus>, HostError> {
+        Ok(self.addresses.clone())
+    }
+
+    fn routes(&mut self) -> Result<Vec<RouteStatus>, HostError> {
+        Ok(self.routes.clone())
+    }
+
+    fn rules(&mut self) -> Result<Vec<RoutingRuleStatus>, HostError> {
+        Ok(self.rules.clone())
+    }
+
+    fn link(&mut self, op: &LinkOp) -> Result<(), HostError> {
+        let text = format!("{op:?}");
+        self.log.push(text.clone());
+        match op {
+            LinkOp::Create { name, kind, mtu, mac } => {
+                if self.links.contains_key(name) {
+                    return Err(err(text, HostErrorKind::Exists, "file exists"));
+                }
+                let (kind_name, link_index) = match kind {
+                    NewLinkKind::Dummy => ("dummy", 0),
+                    NewLinkKind::Veth { .. } => ("veth", 0),
+                    NewLinkKind::Vlan { parent, .. } => ("vlan", *parent),
+                    NewLinkKind::Bond(_) => ("bond", 0),
+                    NewLinkKind::Bridge(_) => ("bridge", 0),
+                };
+                let index = self.add_link(name, LinkType::ETHER, kind_name);
+                let link = self.link_mut(index, &text)?;
+                link.link_index = link_index;
+                if let Some(m) = mtu {
+                    link.mtu = *m;
+                }
+                if let Some(m) = mac {
+                    link.hardware_addr = m.clone();
+                }
+                match kind {
+                    NewLinkKind::Vlan { vlan, .. } => link.vlan = Some(vlan.clone()),
+                    NewLinkKind::Bond(b) => link.bond_master = Some(b.clone()),
+                    NewLinkKind::Bridge(b) => link.bridge_master = Some(b.clone()),
+                    NewLinkKind::Dummy | NewLinkKind::Veth { .. } => {}
+                }
+            }
+            LinkOp::Delete { index, .. } => {
+                let name = self
+                    .name_of(*index)
+                    .ok_or_else(|| err(text, HostErrorKind::NotFound, "no such device"))?;
+                self.links.remove(&name);
+                self.addresses.retain(|a| a.link_index != *index);
+                self.routes.retain(|r| r.out_link_index != *index);
+            }
+            LinkOp::SetUp { index, up } => {
+                let l = self.link_mut(*index, &text)?;
+                l.operational_state = if *up { "up" } else { "down" }.into();
+                l.link_state = *up;
+                l.flags = if *up { "UP".into() } else { String::new() };
+            }
+            LinkOp::SetMtu { index, mtu } => self.link_mut(*index, &text)?.mtu = *mtu,
+            LinkOp::SetMac { index, mac } => {
+                self.link_mut(*index, &text)?.hardware_addr = mac.clone()
+            }
+            LinkOp::SetMaster { index, master } => {
+                self.link_mut(*index, &text)?.master_index = master.unwrap_or(0)
+            }
+            LinkOp::SetBond { index, bond } => {
+                self.link_mut(*index, &text)?.bond_master = Some(bond.clone())
+            }
+            LinkOp::SetBridge { index, bridge } => {
+                self.link_mut(*index, &text)?.bridge_master = Some(bridge.clone())
+            }
+        }
+        Ok(())
+    }
+
+    fn address(&mut self, op: &AddressOp) -> Result<(), HostError> {
+        match op {
+            AddressOp::Add(c) => {
+                let text = format!("add address {}", c.address.id());
+                self.log.push(text.clone());
+                if self.address_pos(&c.address).is_some() {
+                    return Err(err(text, HostErrorKind::Exists, "file exists"));
+                }
+                self.addresses.push(c.address.clone());
+            }
+            AddressOp::Replace(c) => {
+                self.log.push(format!("replace address {}", c.address.id()));
+                match self.address_pos(&c.address) {
+                    Some(i) => self.addresses[i] = c.address.clone(),
+                    None => self.addresses.push(c.address.clone()),
+                }
+            }
+            AddressOp::Delete(a) => {
+                let text = format!("delete address {}", a.id());
+                self.log.push(text.clone());
+                let i = self
+                    .address_pos(a)
+                    .ok_or_else(|| err(text, HostErrorKind::NotFound, "cannot assign"))?;
+                self.addresses.remove(i);
+            }
+        }
+        Ok(())
+    }
+
+    fn route(&mut self, op: &RouteOp) -> Result<(), HostError> {
+        match op {
+            RouteOp::Add(r) => {
+                let text = format!("add route {}", r.id());
+                self.log.push(text.clone());
+                if r.gateway.is_some_and(|g| self.unreachable_gateways.contains(&g)) {
+                    return Err(err(text, HostErrorKind::Invalid, "Nexthop has invalid gateway"));
+                }
+                if self.route_pos(r).is_some() {
+                    return Err(err(text, HostErrorKind::Exists, "file exists"));
+                }
+                self.routes.push(r.clone());
+            }
+            RouteOp::Delete(r) => {
+                let text = format!("delete route {}", r.id());
+                self.log.push(text.clone());
+                let i = self
+                    .route_pos(r)
+                    .ok_or_else(|| err(text, HostErrorKind::NotFound, "no such process"))?;
+                self.routes.remove(i);
+            }
+        }
+        Ok(())
+    }
+
+    fn rule(&mut self, op: &RuleOp) -> Result<(), HostError> {
+        match op {
+            RuleOp::Add(r) => {
+                self.log.push(format!("add rule {}/{}", r.family, r.priority));
+                self.rules.push(r.clone());
+            }
+            RuleOp::Delete(r) => {
+                self.log.push(format!("delete rule {}/{}", r.family, r.priority));
+                self.rules.retain(|x| x != r);
+            }
+        }
+        Ok(())
+    }
+
+    fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {
+        self.log.push(format!("sethostname {hostname} {domainname}"));
+        self.hostname = (hostname.to_owned(), domainname.to_owned());
+        Ok(())
+    }
+
+    fn write_file(&mut self, path: &str, content: &str, _mode: u32) -> Result<bool, HostError> {
+        if self.files.get(path).is_some_and(|c| c == content) {
+            return Ok(false);
+        }
+        self.log.push(format!("write {path}"));
+        self.files.insert(path.to_owned(), content.to_owned());
+        Ok(true)
+    }
+}
