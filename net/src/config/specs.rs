@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Machine configuration → layer-`configuration` specs (TB §3.9, legacy v1alpha1 rows).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -60,35 +61,52 @@ pub fn to_specs(cfg: &MachineConfig, links: &LinkView) -> LayerSpecs {
 }
 
 /// Collects specs, keeping one per natural ID (the last one given, at the first one's place).
+/// The per-kind ID indexes keep this linear: configs with thousands of routes are normal.
 #[derive(Default)]
-struct Specs(LayerSpecs);
+struct Specs(LayerSpecs, Indexes);
 
-fn upsert<T>(list: &mut Vec<T>, item: T, id: impl Fn(&T) -> String) {
-    let key = id(&item);
-    match list.iter_mut().find(|x| id(x) == key) {
+#[derive(Default)]
+struct Indexes {
+    links: BTreeMap<String, usize>,
+    operators: BTreeMap<String, usize>,
+    addresses: BTreeMap<String, usize>,
+    routes: BTreeMap<String, usize>,
+}
+
+fn upsert<T>(list: &mut Vec<T>, index: &mut BTreeMap<String, usize>, item: T, key: String) {
+    match index.get(&key).and_then(|&i| list.get_mut(i)) {
         Some(slot) => *slot = item,
-        None => list.push(item),
+        None => {
+            index.insert(key, list.len());
+            list.push(item);
+        }
     }
 }
 
 impl Specs {
     fn link(&mut self, spec: LinkSpec) {
-        upsert(&mut self.0.links, spec, LinkSpec::id);
+        let key = spec.id();
+        upsert(&mut self.0.links, &mut self.1.links, spec, key);
     }
 
     fn operator(&mut self, spec: OperatorSpec) {
-        upsert(&mut self.0.operators, spec, OperatorSpec::id);
+        let key = spec.id();
+        upsert(&mut self.0.operators, &mut self.1.operators, spec, key);
     }
 
     fn addresses(&mut self, link: &str, addresses: &[IpNet]) {
         for address in addresses {
-            upsert(&mut self.0.addresses, AddressSpec::new(link, *address, LAYER), AddressSpec::id);
+            let spec = AddressSpec::new(link, *address, LAYER);
+            let key = spec.id();
+            upsert(&mut self.0.addresses, &mut self.1.addresses, spec, key);
         }
     }
 
     fn routes(&mut self, link: &str, routes: &[Route]) {
         for route in routes {
-            upsert(&mut self.0.routes, route_spec(link, route), RouteSpec::id);
+            let spec = route_spec(link, route);
+            let key = spec.id();
+            upsert(&mut self.0.routes, &mut self.1.routes, spec, key);
         }
     }
 

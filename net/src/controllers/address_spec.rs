@@ -263,7 +263,8 @@ mod tests {
         renewed.valid_lifetime = Some(1200);
         renewed.preferred_lifetime = Some(1200);
         let applied = BTreeMap::from([("x".to_owned(), old.clone())]);
-        let plan = plan_addresses(&[running("x", &renewed)], &links(), std::slice::from_ref(&k), &applied);
+        let plan =
+            plan_addresses(&[running("x", &renewed)], &links(), std::slice::from_ref(&k), &applied);
         assert!(
             matches!(ops(&plan)[..], [AddressOp::Replace(c)] if c.valid_lifetime == Some(1200)),
             "{plan:?}"

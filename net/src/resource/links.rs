@@ -2,13 +2,18 @@
 //! A read-only view of the links the node has, for config sources that must resolve names:
 //! aliases and altnames to real names, "the first non-loopback link", device selectors.
 
+use std::collections::BTreeMap;
+
 use super::nethelpers::LinkType;
 use super::network::LinkStatus;
 
-/// Links by name, sorted by name (COSI lists are ID-ordered and Talos relies on it).
+/// Links by name, sorted by name (COSI lists are ID-ordered and Talos relies on it), with
+/// an index of names, aliases and altnames so lookups stay cheap with thousands of links.
 #[derive(Debug, Clone, Default)]
 pub struct LinkView<'a> {
     links: Vec<(&'a str, &'a LinkStatus)>,
+    by_name: BTreeMap<&'a str, usize>,
+    by_other_name: BTreeMap<&'a str, usize>,
 }
 
 impl<'a> LinkView<'a> {
@@ -16,7 +21,16 @@ impl<'a> LinkView<'a> {
     pub fn new(links: impl IntoIterator<Item = (&'a str, &'a LinkStatus)>) -> Self {
         let mut links: Vec<_> = links.into_iter().collect();
         links.sort_by(|a, b| a.0.cmp(b.0));
-        Self { links }
+        let by_name = links.iter().enumerate().map(|(i, (n, _))| (*n, i)).collect();
+        let mut by_other_name = BTreeMap::new();
+        for (i, (_, s)) in links.iter().enumerate() {
+            let names =
+                std::iter::once(s.alias.as_str()).chain(s.alt_names.iter().map(String::as_str));
+            for n in names.filter(|n| !n.is_empty()) {
+                by_other_name.entry(n).or_insert(i);
+            }
+        }
+        Self { links, by_name, by_other_name }
     }
 
     /// All links, by name.
@@ -26,24 +40,24 @@ impl<'a> LinkView<'a> {
 
     /// The status of the link with exactly this name.
     pub fn get(&self, name: &str) -> Option<&'a LinkStatus> {
-        self.links.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+        self.by_name.get(name).and_then(|&i| self.links.get(i)).map(|(_, s)| *s)
     }
 
     /// The real name of the link `name` refers to (by name, alias or altname); `name` itself
     /// when no link answers to it (it may appear later).
     pub fn resolve(&self, name: &str) -> String {
-        if self.get(name).is_some() {
-            return name.to_owned();
-        }
-        self.links
-            .iter()
-            .find(|(n, s)| s.answers_to(n, name))
-            .map_or_else(|| name.to_owned(), |(n, _)| (*n).to_owned())
+        self.find(name).map_or_else(|| name.to_owned(), |(n, _)| n.to_owned())
     }
 
     /// Does any link answer to `name`?
     pub fn exists(&self, name: &str) -> bool {
-        self.links.iter().any(|(n, s)| s.answers_to(n, name))
+        self.find(name).is_some()
+    }
+
+    /// The link `name` refers to: by exact name first, then by alias or altname.
+    pub fn find(&self, name: &str) -> Option<(&'a str, &'a LinkStatus)> {
+        let i = self.by_name.get(name).or_else(|| self.by_other_name.get(name))?;
+        self.links.get(*i).copied()
     }
 
     /// The first link by name that is not loopback (`ip=` with an empty device field).
