@@ -11,5 +11,6 @@ pub mod cmdline;
 pub mod config;
 pub mod controllers;
 pub mod merge;
+pub mod netlink;
 pub mod resource;
 pub mod runtime;
