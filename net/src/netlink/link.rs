@@ -125,12 +125,12 @@ pub(crate) fn decode_link(msg: LinkMessage) -> (KernelLink, Option<u32>) {
             }
             LinkAttribute::Carrier(c) => link.carrier = c != 0,
             LinkAttribute::IfAlias(a) => link.alias = a,
-            LinkAttribute::PropList(props) => link.alt_names.extend(props.into_iter().filter_map(
-                |p| match p {
+            LinkAttribute::PropList(props) => {
+                link.alt_names.extend(props.into_iter().filter_map(|p| match p {
                     Prop::AltIfName(n) => Some(n),
                     _ => None,
-                },
-            )),
+                }))
+            }
             LinkAttribute::LinkInfo(infos) => decode_info(&mut link, &mut primary, infos),
             _ => {}
         }
@@ -222,12 +222,12 @@ impl RouteSocket {
         }
         req.attributes.push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
         let target = link.to_string();
-        let replies =
-            match self.request("get_link", &target, RouteNetlinkMessage::GetLink(req), 0) {
-                Ok(r) => r,
-                Err(e) if e.is_not_found() => return Ok(None),
-                Err(e) => return Err(e),
-            };
+        let replies = match self.request("get_link", &target, RouteNetlinkMessage::GetLink(req), 0)
+        {
+            Ok(r) => r,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let Some((mut found, primary)) = replies.into_iter().find_map(|m| match m {
             RouteNetlinkMessage::NewLink(l) => Some(decode_link(l)),
             _ => None,

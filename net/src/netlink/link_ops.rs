@@ -39,6 +39,21 @@ pub enum LinkKind {
     Bridge(BridgeMasterSpec),
 }
 
+impl LinkKind {
+    /// The kernel's name for the kind (`IFLA_INFO_KIND`), as [`KernelLink::kind`] reports it.
+    ///
+    /// [`KernelLink::kind`]: super::KernelLink::kind
+    pub fn name(&self) -> &'static str {
+        match self {
+            LinkKind::Dummy => "dummy",
+            LinkKind::Veth { .. } => "veth",
+            LinkKind::Vlan { .. } => "vlan",
+            LinkKind::Bond(_) => "bond",
+            LinkKind::Bridge(_) => "bridge",
+        }
+    }
+}
+
 /// A link to create with [`RouteSocket::link_create`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewLink {
@@ -90,7 +105,10 @@ impl RouteSocket {
             LinkKind::Veth { peer } => {
                 let mut p = LinkMessage::default();
                 p.attributes.push(LinkAttribute::IfName(peer.clone()));
-                vec![LinkInfo::Kind(InfoKind::Veth), LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p)))]
+                vec![
+                    LinkInfo::Kind(InfoKind::Veth),
+                    LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p))),
+                ]
             }
             LinkKind::Vlan { parent, vlan } => {
                 msg.attributes.push(LinkAttribute::Link(*parent));
@@ -115,7 +133,7 @@ impl RouteSocket {
             ],
         };
         msg.attributes.push(LinkAttribute::LinkInfo(info));
-        let target = format!("{} ({:?})", link.name, link.kind);
+        let target = format!("{} ({})", link.name, link.kind.name());
         self.request(
             "link_create",
             &target,
@@ -146,8 +164,8 @@ impl RouteSocket {
 
     /// Enslaves the link to `master` (a bond, bridge or VRF index), or frees it with `None`.
     ///
-    /// Bonds only accept slaves that are down (EPERM/EBUSY otherwise on older kernels), so
-    /// callers set the link down first, as Talos does (TB §4.3).
+    /// Talos sets the link down before changing its master (TB §4.3); callers should too, as
+    /// the address and route state of a port changes underneath it.
     pub fn link_set_master(&mut self, index: u32, master: Option<u32>) -> Result<(), NlError> {
         // IFLA_MASTER = 0 means "no master".
         self.set_attr("link_set_master", index, LinkAttribute::Controller(master.unwrap_or(0)))
@@ -185,14 +203,24 @@ impl RouteSocket {
             .map(drop)
     }
 
-    fn set_attr(&mut self, op: &'static str, index: u32, attr: LinkAttribute) -> Result<(), NlError> {
+    fn set_attr(
+        &mut self,
+        op: &'static str,
+        index: u32,
+        attr: LinkAttribute,
+    ) -> Result<(), NlError> {
         let target = format!("#{index} {attr:?}");
         let mut msg = link_message(index);
         msg.attributes.push(attr);
         self.request(op, &target, RouteNetlinkMessage::SetLink(msg), 0).map(drop)
     }
 
-    fn set_info(&mut self, op: &'static str, index: u32, info: Vec<LinkInfo>) -> Result<(), NlError> {
+    fn set_info(
+        &mut self,
+        op: &'static str,
+        index: u32,
+        info: Vec<LinkInfo>,
+    ) -> Result<(), NlError> {
         let target = format!("#{index}");
         let mut msg = link_message(index);
         msg.attributes.push(LinkAttribute::LinkInfo(info));

@@ -166,8 +166,8 @@ impl RouteSocket {
             let mut off = 0;
             while off < len {
                 let data = &self.buf[off..len];
-                let nl = NetlinkBuffer::new_checked(data)
-                    .map_err(|e| NlError::decode(op, target, e))?;
+                let nl =
+                    NetlinkBuffer::new_checked(data).map_err(|e| NlError::decode(op, target, e))?;
                 let msg_len = nl.length() as usize;
                 let (msg_seq, msg_flags) = (nl.sequence_number(), nl.flags());
                 if msg_len < 16 {

@@ -70,7 +70,8 @@ pub struct Changes {
     pub routes: bool,
     /// Rules changed.
     pub rules: bool,
-    /// Events were lost: treat everything as changed and re-dump.
+    /// Events were lost (ENOBUFS): treat everything as changed and re-dump. The other four
+    /// fields are set too.
     pub overrun: bool,
 }
 

@@ -21,7 +21,10 @@ fn lifecycle(net: &str, flags: AddressFlags) {
         sock.address_add(&a).unwrap();
         let got = find(sock, &a).expect("address present");
         assert_eq!(got.family, Family::of(&net.addr()));
-        assert_eq!((got.prefix_len, got.scope, got.priority), (net.prefix_len(), Scope::GLOBAL, 300));
+        assert_eq!(
+            (got.prefix_len, got.scope, got.priority),
+            (net.prefix_len(), Scope::GLOBAL, 300)
+        );
         assert!(got.flags.contains(AddressFlags::PERMANENT | flags), "{:?}", got.flags);
         assert_eq!((got.valid_lft, got.preferred_lft), (FOREVER, FOREVER));
         if net.addr().is_ipv4() {

@@ -23,7 +23,10 @@ fn dummy_create() {
         new.mac = Some(mac.clone());
         sock.link_create(&new).unwrap();
         let d = link(sock, "kd0");
-        assert_eq!((d.kind.as_str(), d.link_type, d.mtu, d.mac), ("dummy", LinkType::ETHER, 9000, mac));
+        assert_eq!(
+            (d.kind.as_str(), d.link_type, d.mtu, d.mac),
+            ("dummy", LinkType::ETHER, 9000, mac)
+        );
     });
 }
 

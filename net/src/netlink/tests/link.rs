@@ -84,5 +84,9 @@ fn errors_map_to_kinds() {
         let e = sock.link_set_mtu(kv0, 10_000_000).unwrap_err();
         assert_eq!(e.kind(), NlErrorKind::Invalid, "{e}");
         assert!(e.kernel_message().is_some(), "kernel explains a bad MTU: {e}");
+        // A kind whose module is missing (dummy on the development kernel) is Unsupported.
+        if let Err(e) = sock.link_create(&NewLink::new("kd0", LinkKind::Dummy)) {
+            assert_eq!(e.kind(), NlErrorKind::Unsupported, "{e}");
+        }
     });
 }

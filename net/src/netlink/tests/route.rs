@@ -101,9 +101,14 @@ fn dump_covers_all_tables() {
             && r.dst == Some("192.0.2.1/32".parse().unwrap())));
         let connected = routes
             .iter()
-            .find(|r| r.table == RoutingTable::MAIN && r.dst == Some("192.0.2.0/24".parse().unwrap()))
+            .find(|r| {
+                r.table == RoutingTable::MAIN && r.dst == Some("192.0.2.0/24".parse().unwrap())
+            })
             .expect("connected route");
-        assert_eq!((connected.oif, connected.protocol, connected.scope), (Some(ix), RouteProtocol::KERNEL, Scope::LINK));
+        assert_eq!(
+            (connected.oif, connected.protocol, connected.scope),
+            (Some(ix), RouteProtocol::KERNEL, Scope::LINK)
+        );
         assert_eq!(connected.src, Some("192.0.2.1".parse::<IpAddr>().unwrap()));
         assert!(routes.iter().any(|r| r.family == Family::Inet6
             && r.dst == Some("2001:db8::/64".parse().unwrap())

@@ -37,3 +37,25 @@ fn watcher_sees_changes_and_never_blocks() {
         assert!(!w.drain().unwrap().any(), "everything was drained");
     });
 }
+
+#[test]
+fn watcher_overrun_marks_everything() {
+    use nix::sys::socket::{setsockopt, sockopt};
+    with_sock(|sock| {
+        let mut w = Watcher::new().unwrap();
+        // Shrink the buffer to the kernel minimum so a burst of route events overflows it.
+        setsockopt(&w, sockopt::RcvBuf, &0usize).unwrap();
+        let (ix, _) = veth_up(sock, "kv0", "kv1");
+        for i in 0..500u32 {
+            let ip = std::net::Ipv4Addr::from(0x0a_c8_00_00 + i);
+            let mut r = KernelRoute::new(Family::Inet4, Some(std::net::IpAddr::V4(ip).into()));
+            r.oif = Some(ix);
+            r.scope = Scope::LINK;
+            sock.route_add(&r).unwrap();
+        }
+        let c = w.drain().unwrap();
+        assert!(c.overrun, "{c:?}");
+        assert!(c.links && c.addresses && c.routes && c.rules, "overrun marks all: {c:?}");
+        assert_eq!(w.drain().unwrap(), Changes::default(), "the next drain is clean");
+    });
+}
