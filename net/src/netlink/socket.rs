@@ -158,11 +158,10 @@ impl RouteSocket {
     ) -> Result<bool, NlError> {
         let mut interrupted = false;
         loop {
-            let len = recv_datagram(&self.sock, &mut self.buf).map_err(|e| {
-                // ENOBUFS on a unicast socket means replies were dropped: the request's outcome
-                // is unknown and the socket is out of step; the caller retries.
-                NlError::io(op, target, e)
-            })?;
+            // ENOBUFS here means replies were dropped: the outcome is unknown, the error is
+            // Transient and the caller retries; leftovers are skipped by sequence number.
+            let len =
+                recv_datagram(&self.sock, &mut self.buf).map_err(|e| NlError::io(op, target, e))?;
             let mut off = 0;
             while off < len {
                 let data = &self.buf[off..len];
