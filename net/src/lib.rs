@@ -13,6 +13,7 @@ pub mod controllers;
 pub mod etcfiles;
 pub mod host;
 pub mod merge;
+pub mod netlink;
 pub mod nodeaddress;
 pub mod resource;
 pub mod runtime;

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The synchronous rtnetlink layer: one blocking [`RouteSocket`] for dumps and changes, and a
+//! non-blocking multicast [`Watcher`] for the event loop.
+//!
+//! # Contract
+//!
+//! - **Synchronous.** Every operation is a blocking request/reply on the calling thread; there is
+//!   no runtime and nothing is spawned. Requests carry `NLM_F_ACK`, so each call returns only
+//!   once the kernel has applied (or refused) it.
+//! - **One socket per network namespace, created on the calling thread.** A netlink socket is
+//!   bound to the namespace of the thread that opens it (`socket(2)` uses the thread's
+//!   `nsproxy`), so create the [`RouteSocket`] and the [`Watcher`] on a thread that is already in
+//!   the target namespace. They keep working from any thread afterwards.
+//! - **Errno is mapped once, here.** Every failure is an [`NlError`] whose
+//!   [`kind`](NlError::kind) ([`NlErrorKind`]) tells callers what to do; it also carries the
+//!   kernel's extended-ack text when the kernel gave a reason.
+//! - **Plain data in, plain data out.** Kernel objects come back as [`KernelLink`],
+//!   [`KernelAddress`], [`KernelRoute`] and [`KernelRule`] (Clone, Debug, PartialEq), built from
+//!   the resource value types in [`crate::resource::nethelpers`], and the same structs describe
+//!   what to add, replace or delete.
+//! - **Dumps are complete.** Routes, addresses and rules are dumped per family (IPv4, then
+//!   IPv6) and routes across all tables. A dump interrupted by concurrent changes is restarted.
+//! - **Events are triggers.** [`Watcher::drain`] only reports *which* object classes changed
+//!   (and whether the kernel dropped events: `overrun`); callers re-dump to learn the state.
+//!
+//! Logging uses the target `netlink`; every message sent and received is logged at `trace`.
+
+mod address;
+mod bond;
+mod error;
+mod link;
+mod link_ops;
+mod route;
+mod rule;
+mod socket;
+mod watch;
+
+#[cfg(test)]
+mod testns;
+#[cfg(test)]
+mod tests;
+
+pub use address::{KernelAddress, FOREVER};
+pub use error::{NlError, NlErrorKind};
+pub use link::{KernelLink, LinkRef};
+pub use link_ops::{LinkKind, NewLink};
+pub use route::KernelRoute;
+pub use rule::KernelRule;
+pub use socket::RouteSocket;
+pub use watch::{Changes, Event, Watcher};

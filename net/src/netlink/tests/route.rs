@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+use std::net::IpAddr;
+
+use super::{veth_up, with_sock};
+use crate::netlink::{KernelAddress, KernelRoute, NlErrorKind, RouteSocket};
+use crate::resource::nethelpers::{
+    AddressFlags, Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
+};
+
+fn same_key(a: &KernelRoute, b: &KernelRoute) -> bool {
+    a.family == b.family && a.dst == b.dst && a.table == b.table && a.priority == b.priority
+}
+
+fn find(sock: &mut RouteSocket, r: &KernelRoute) -> Option<KernelRoute> {
+    sock.dump_routes().unwrap().into_iter().find(|k| same_key(k, r))
+}
+
+/// Link with 192.0.2.1/24 and 2001:db8::1/64 (nodad), up.
+fn setup(sock: &mut RouteSocket) -> u32 {
+    let (ix, _) = veth_up(sock, "kv0", "kv1");
+    sock.address_add(&KernelAddress::new(ix, "192.0.2.1/24".parse().unwrap())).unwrap();
+    let mut v6 = KernelAddress::new(ix, "2001:db8::1/64".parse().unwrap());
+    v6.flags = AddressFlags::NODAD;
+    sock.address_add(&v6).unwrap();
+    ix
+}
+
+fn roundtrip(sock: &mut RouteSocket, r: &KernelRoute) {
+    sock.route_add(r).unwrap();
+    let got = find(sock, r).unwrap_or_else(|| panic!("route missing: {r:?}"));
+    assert_eq!(got.gateway, r.gateway);
+    assert_eq!(got.oif, r.oif);
+    assert_eq!((got.protocol, got.kind, got.mtu), (r.protocol, r.kind, r.mtu));
+    if r.family == Family::Inet4 {
+        assert_eq!(got.scope, r.scope);
+    }
+    assert_eq!(got.onlink(), r.onlink());
+    let e = sock.route_add(r).unwrap_err();
+    assert_eq!(e.kind(), NlErrorKind::Exists, "{e}");
+    sock.route_replace(r).unwrap();
+    sock.route_delete(&got).unwrap();
+    assert_eq!(find(sock, r), None);
+    let e = sock.route_delete(&got).unwrap_err();
+    assert_eq!(e.kind(), NlErrorKind::NotFound, "{e}");
+}
+
+#[test]
+fn routes_main_and_table_100() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        for table in [RoutingTable::MAIN, RoutingTable(100), RoutingTable(1000)] {
+            // IPv4 default via a gateway, metric, MTU, protocol boot.
+            let mut r = KernelRoute::new(Family::Inet4, None);
+            r.gateway = Some("192.0.2.254".parse().unwrap());
+            r.oif = Some(ix);
+            r.table = table;
+            r.priority = 1024;
+            r.mtu = 1400;
+            r.protocol = RouteProtocol::BOOT;
+            roundtrip(sock, &r);
+            // IPv4 on-link prefix (scope link, no gateway).
+            let mut r = KernelRoute::new(Family::Inet4, Some("198.51.100.0/24".parse().unwrap()));
+            r.oif = Some(ix);
+            r.scope = Scope::LINK;
+            r.table = table;
+            r.priority = 50;
+            roundtrip(sock, &r);
+            // IPv4 gateway outside every connected prefix, declared on-link.
+            let mut r = KernelRoute::new(Family::Inet4, Some("203.0.113.0/24".parse().unwrap()));
+            r.gateway = Some("10.99.0.1".parse().unwrap());
+            r.oif = Some(ix);
+            r.flags = RouteFlags::ONLINK;
+            r.table = table;
+            roundtrip(sock, &r);
+            // IPv6 via gateway and on-link.
+            let mut r = KernelRoute::new(Family::Inet6, Some("2001:db8:1::/48".parse().unwrap()));
+            r.gateway = Some("2001:db8::fe".parse().unwrap());
+            r.oif = Some(ix);
+            r.table = table;
+            r.priority = 1024;
+            r.mtu = 1280;
+            roundtrip(sock, &r);
+            let mut r = KernelRoute::new(Family::Inet6, None);
+            r.oif = Some(ix);
+            r.table = table;
+            r.priority = 2048;
+            r.protocol = RouteProtocol::BOOT;
+            roundtrip(sock, &r);
+        }
+    });
+}
+
+#[test]
+fn dump_covers_all_tables() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        let routes = sock.dump_routes().unwrap();
+        // The kernel's own local-table entries and the connected prefix are reported.
+        assert!(routes.iter().any(|r| r.table == RoutingTable::LOCAL
+            && r.kind == RouteType::LOCAL
+            && r.dst == Some("192.0.2.1/32".parse().unwrap())));
+        let connected = routes
+            .iter()
+            .find(|r| {
+                r.table == RoutingTable::MAIN && r.dst == Some("192.0.2.0/24".parse().unwrap())
+            })
+            .expect("connected route");
+        assert_eq!(
+            (connected.oif, connected.protocol, connected.scope),
+            (Some(ix), RouteProtocol::KERNEL, Scope::LINK)
+        );
+        assert_eq!(connected.src, Some("192.0.2.1".parse::<IpAddr>().unwrap()));
+        assert!(routes.iter().any(|r| r.family == Family::Inet6
+            && r.dst == Some("2001:db8::/64".parse().unwrap())
+            && r.priority == 256));
+    });
+}
+
+#[test]
+fn unreachable_gateway_is_invalid_with_reason() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        let mut r = KernelRoute::new(Family::Inet4, None);
+        r.gateway = Some("10.9.9.9".parse().unwrap());
+        r.oif = Some(ix);
+        let e = sock.route_add(&r).unwrap_err();
+        assert_eq!(e.kind(), NlErrorKind::Invalid, "{e}");
+        let msg = e.kernel_message().unwrap_or_else(|| panic!("no kernel reason in {e}"));
+        assert!(msg.to_lowercase().contains("gateway"), "{msg}");
+        assert!(e.to_string().contains("kernel:"), "{e}");
+    });
+}
+
+#[test]
+fn dump_10000_routes() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        for i in 0..10_000u32 {
+            let ip = std::net::Ipv4Addr::from(0x0a_c8_00_00 + i);
+            let mut r = KernelRoute::new(Family::Inet4, Some(ipnet::IpNet::from(IpAddr::V4(ip))));
+            r.oif = Some(ix);
+            r.scope = Scope::LINK;
+            r.table = RoutingTable(200);
+            sock.route_add(&r).unwrap();
+        }
+        let routes = sock.dump_routes().unwrap();
+        let n = routes.iter().filter(|r| r.table == RoutingTable(200)).count();
+        assert_eq!(n, 10_000);
+    });
+}
