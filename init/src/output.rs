@@ -2,6 +2,7 @@
 //! Rendering resources as a table, YAML documents or a JSON array (the seed's shapes).
 
 use std::fmt::Write as _;
+use std::io::Write;
 
 use net::resource::{AnySpec, Resource};
 
@@ -25,26 +26,25 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// Render resources in a format.
-pub fn render(resources: &[&Resource], format: Format) -> Result<String, String> {
+/// Write resources in a format, streaming: a plan of 100,000 resources is never held as text.
+pub fn render(out: &mut impl Write, resources: &[&Resource], format: Format) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
     match format {
-        Format::Table => Ok(table(resources)),
-        Format::Yaml => yaml(resources),
+        Format::Table => out.write_all(table(resources).as_bytes()).map_err(io),
+        Format::Yaml => {
+            for (i, r) in resources.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b"---\n").map_err(io)?;
+                }
+                serde_yaml::to_writer(&mut *out, r).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
         Format::Json => {
-            serde_json::to_string_pretty(resources).map(|s| s + "\n").map_err(|e| e.to_string())
+            serde_json::to_writer_pretty(&mut *out, resources).map_err(|e| e.to_string())?;
+            out.write_all(b"\n").map_err(io)
         }
     }
-}
-
-fn yaml(resources: &[&Resource]) -> Result<String, String> {
-    let mut out = String::new();
-    for (i, r) in resources.iter().enumerate() {
-        if i > 0 {
-            out.push_str("---\n");
-        }
-        out.push_str(&serde_yaml::to_string(r).map_err(|e| e.to_string())?);
-    }
-    Ok(out)
 }
 
 /// The layer of a layered spec, for the table's LAYER column.

@@ -7,6 +7,7 @@
 //! is still planned and printed), 2 for usage errors.
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -125,10 +126,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         }
     };
     match plan(&args) {
-        Ok((text, rejected)) => {
-            print!("{text}");
-            ExitCode::from(u8::from(rejected))
-        }
+        Ok(rejected) => ExitCode::from(u8::from(rejected)),
         Err(e) => {
             eprintln!("keelson plan: {e}");
             ExitCode::from(2)
@@ -136,8 +134,8 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
     }
 }
 
-/// Plan and render; returns the text and whether any input was rejected.
-fn plan(args: &Args) -> Result<(String, bool), String> {
+/// Plan and print; returns whether any input was rejected.
+fn plan(args: &Args) -> Result<bool, String> {
     let mut rejected = false;
     let mut rt = Runtime::new();
     for ctrl in controllers::config_and_merge() {
@@ -193,7 +191,10 @@ fn plan(args: &Args) -> Result<(String, bool), String> {
         .filter(|r| matches!(r.metadata.namespace, Namespace::NetworkConfig | Namespace::Network))
         .filter(|r| r.metadata.owner != SOURCE)
         .collect();
-    Ok((output::render(&shown, args.format)?, rejected))
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    output::render(&mut out, &shown, args.format)?;
+    out.flush().map_err(|e| e.to_string())?;
+    Ok(rejected)
 }
 
 #[cfg(test)]
