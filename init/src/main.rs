@@ -8,6 +8,8 @@
 mod logger;
 mod output;
 mod plan;
+mod reactor;
+mod run;
 
 use std::process::ExitCode;
 
@@ -19,6 +21,10 @@ usage:
                [-o table|yaml|json]
       Compute the network configuration this command line and config would produce, for the
       declared links, without touching the kernel.
+  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname]
+      Run the runtime as an ordinary process in the current network namespace: configure the
+      kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
+      leaves the kernel configured.
   keelson help
 ";
 
@@ -32,6 +38,7 @@ fn main() -> ExitCode {
     let rest: Vec<_> = args.collect();
     match cmd.to_str() {
         Some("plan") => plan::main(rest),
+        Some("run") => run::main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

@@ -212,3 +212,4 @@ pub trait Host {
 pub type SharedHost = Rc<RefCell<dyn Host>>;
 
 pub mod fake;
+pub mod kernel;

@@ -8,24 +8,34 @@
 mod address_spec;
 mod cmdline_config;
 mod default_config;
+mod derived;
 mod layer;
 mod machine_config;
 mod merge;
 mod route_spec;
 mod rule_spec;
 mod spec_common;
+mod status;
 
 pub use address_spec::{
     address_to_kernel, plan_addresses, AddressPlan, AddressSpecController, Desired,
 };
 pub use cmdline_config::CmdlineConfigController;
 pub use default_config::{default_specs, DefaultConfigController, DefaultInputs};
+pub use derived::{
+    CopySpecsController, EtcFilesController, HostnameSpecController, NetworkStatusController,
+    NodeAddressController, NETWORK_STATUS_ID,
+};
 pub use machine_config::MachineConfigController;
 pub use merge::MergeController;
 pub use route_spec::{plan_routes, route_to_kernel, RoutePlan, RouteSpecController};
 pub use rule_spec::{plan_rules, rule_to_kernel, RuleSpecController, RULE_PROTOCOL};
 
+use crate::host::SharedHost;
 use crate::runtime::Controller;
+
+/// ID of the `/etc/hostname` file status.
+pub const HOSTNAME_FILE: &str = "hostname";
 
 /// ID of the parsed kernel command line (namespace `runtime`).
 pub const CMDLINE_ID: &str = "cmdline";
@@ -51,3 +61,30 @@ pub fn config_and_merge() -> Vec<Box<dyn Controller>> {
         Box::new(merge::rules()),
     ]
 }
+
+/// The whole network pipeline against a host: config and merge controllers, spec controllers
+/// that apply merged specs, status controllers that mirror the kernel, and the derived
+/// controllers (files, node addresses, readiness).
+pub fn pipeline(host: &SharedHost) -> Vec<Box<dyn Controller>> {
+    let mut all = config_and_merge();
+    all.extend([
+        Box::new(status::links(host.clone())) as Box<dyn Controller>,
+        Box::new(status::addresses(host.clone())),
+        Box::new(status::routes(host.clone())),
+        Box::new(status::rules(host.clone())),
+        Box::new(AddressSpecController::new(host.clone())),
+        Box::new(RouteSpecController::new(host.clone())),
+        Box::new(RuleSpecController::new(host.clone())),
+        Box::new(HostnameSpecController::new(host.clone())),
+        Box::new(CopySpecsController),
+        Box::new(EtcFilesController::new(host.clone())),
+        Box::new(NodeAddressController),
+        Box::new(NetworkStatusController),
+    ]);
+    all
+}
+
+pub use status::MIRRORED;
+
+#[cfg(test)]
+mod pipeline_tests;

@@ -178,6 +178,8 @@ kinds! {
     NodeAddress(NodeAddress) = "NodeAddress", "NodeAddresses.net.keelson.dev";
     /// Network readiness.
     NetworkStatus(NetworkStatus) = "NetworkStatus", "NetworkStatuses.net.keelson.dev";
+    /// A file written under the root (`/etc/resolv.conf`, ...).
+    EtcFileStatus(EtcFileStatus) = "EtcFileStatus", "EtcFileStatuses.files.keelson.dev";
     /// The parsed kernel command line.
     Cmdline(CmdlineNetwork) = "Cmdline", "Cmdlines.runtime.keelson.dev";
     /// The machine configuration.

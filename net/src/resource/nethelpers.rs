@@ -355,6 +355,50 @@ flag_set!(
     }
 );
 
+flag_set!(
+    /// `IFF_*` interface flags.
+    LinkFlags(u32), "link flags", {
+        /// IFF_UP.
+        UP = 0x1 => "UP",
+        /// IFF_BROADCAST.
+        BROADCAST = 0x2 => "BROADCAST",
+        /// IFF_DEBUG.
+        DEBUG = 0x4 => "DEBUG",
+        /// IFF_LOOPBACK.
+        LOOPBACK = 0x8 => "LOOPBACK",
+        /// IFF_POINTOPOINT.
+        POINTOPOINT = 0x10 => "POINTOPOINT",
+        /// IFF_NOTRAILERS.
+        NOTRAILERS = 0x20 => "NOTRAILERS",
+        /// IFF_RUNNING.
+        RUNNING = 0x40 => "RUNNING",
+        /// IFF_NOARP.
+        NOARP = 0x80 => "NOARP",
+        /// IFF_PROMISC.
+        PROMISC = 0x100 => "PROMISC",
+        /// IFF_ALLMULTI.
+        ALLMULTI = 0x200 => "ALLMULTI",
+        /// IFF_MASTER.
+        MASTER = 0x400 => "MASTER",
+        /// IFF_SLAVE.
+        SLAVE = 0x800 => "SLAVE",
+        /// IFF_MULTICAST.
+        MULTICAST = 0x1000 => "MULTICAST",
+        /// IFF_PORTSEL.
+        PORTSEL = 0x2000 => "PORTSEL",
+        /// IFF_AUTOMEDIA.
+        AUTOMEDIA = 0x4000 => "AUTOMEDIA",
+        /// IFF_DYNAMIC.
+        DYNAMIC = 0x8000 => "DYNAMIC",
+        /// IFF_LOWER_UP.
+        LOWER_UP = 0x10000 => "LOWER_UP",
+        /// IFF_DORMANT.
+        DORMANT = 0x20000 => "DORMANT",
+        /// IFF_ECHO.
+        ECHO = 0x40000 => "ECHO",
+    }
+);
+
 /// A 6-byte (or other length) hardware address, printed as `aa:bb:cc:dd:ee:ff`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct HardwareAddr(pub Vec<u8>);

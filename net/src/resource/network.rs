@@ -1200,6 +1200,16 @@ pub struct NodeAddress {
     pub addresses: Vec<IpNet>,
 }
 
+/// A file the runtime wrote (ID: its name, e.g. `resolv.conf`).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcFileStatus {
+    /// Path under the root.
+    pub path: String,
+    /// Size in bytes of what was written.
+    pub size: usize,
+}
+
 /// Readiness of the network (TB §5.4).
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

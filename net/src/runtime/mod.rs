@@ -11,6 +11,8 @@
 //!   two controllers that keep waking each other cannot spin the event loop.
 //! - A reconcile that returns an error, or panics (caught and turned into an error), is logged
 //!   with the controller's name and retried after an exponential backoff; success resets it.
+//!   A change to one of its inputs retries it at once (the delay keeps growing until a
+//!   success), and a repeat of the same error is logged at debug level only.
 //! - When the last finalizer leaves a resource that is tearing down, its owner is woken so it
 //!   can destroy it.
 //!
@@ -207,6 +209,7 @@ impl Runtime {
                 || slot.outputs.iter().any(|o| o.kind == kind)
             {
                 slot.dirty = true;
+                slot.retry_at = None;
             }
         }
     }
@@ -307,8 +310,15 @@ impl Runtime {
                 let delay = slot.backoff;
                 slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
                 slot.retry_at = Some(now + delay);
-                log::error!(target: slot.name, "reconcile failed ({:?}), retrying in {delay:?}: {err}", err.kind());
-                slot.last_error = Some(err.to_string());
+                let text = err.to_string();
+                // The same failure again is news only at debug level: a link that stays missing
+                // must not flood the console (PID 1 logs to kmsg).
+                if slot.last_error.as_deref() == Some(text.as_str()) {
+                    log::debug!(target: slot.name, "still failing, retrying in {delay:?}: {text}");
+                } else {
+                    log::error!(target: slot.name, "reconcile failed ({:?}), retrying in {delay:?}: {text}", err.kind());
+                }
+                slot.last_error = Some(text);
             }
         }
         for ch in &changes {
@@ -326,7 +336,10 @@ impl Runtime {
             });
             let owner_must_destroy = ch.destroy_ready && slot.name == ch.owner;
             if wakes || owner_must_destroy {
+                // New input is a reason to retry now: the link a failing route needed may have
+                // just come up. The backoff delay itself keeps growing until a success.
                 slot.dirty = true;
+                slot.retry_at = None;
             }
         }
     }

@@ -328,3 +328,35 @@ fn finalizers_order_teardown() {
         ]
     );
 }
+
+#[test]
+fn input_changes_cut_a_backoff_short() {
+    let mut rt = Runtime::new();
+    let (c, runs) = ctrl("needs_input", &[HOST_IN], &[], |ctx| {
+        if ctx.get::<HostnameSpec>(NC, "h").is_some() {
+            Ok(Next::Idle)
+        } else {
+            Err(ControllerError::transient("waiting for h"))
+        }
+    });
+    let (w, _) = ctrl(
+        "writer",
+        &[Input::weak(Namespace::Config, Kind::MachineConfig)],
+        &[HOST_OUT],
+        |ctx| {
+            if ctx.get::<crate::config::MachineConfig>(Namespace::Config, "x").is_some() {
+                ctx.put(NC, "h", host("h"))?;
+            }
+            Ok(Next::Idle)
+        },
+    );
+    rt.register(c).unwrap();
+    rt.register(w).unwrap();
+    let t0 = Instant::now();
+    rt.run(t0);
+    assert!(rt.poll_at().is_some(), "in backoff");
+    rt.put_input("test", Namespace::Config, "x", crate::config::MachineConfig::default()).unwrap();
+    rt.run(t0 + Duration::from_millis(1));
+    assert_eq!(runs.get(), 2, "retried as soon as its input changed, not after the backoff");
+    assert_eq!(rt.controllers()[0].last_error, None);
+}

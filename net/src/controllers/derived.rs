@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Controllers that turn merged specs and statuses into the rest of the node's state:
+//! hostname (TB §4.4), resolver and time server statuses, the `/etc` files (TB §4.5), node
+//! addresses (TB §5.2) and network readiness (TB §5.4).
+
+use super::{HOSTNAME_FILE, MACHINE_CONFIG_ID};
+use crate::config::MachineConfig;
+use crate::etcfiles::{self, HostEntry};
+use crate::host::SharedHost;
+use crate::nodeaddress::{self, NodeAddresses};
+use crate::resource::{
+    AddressStatus, EtcFileStatus, HostnameSpec, HostnameStatus, Kind, LinkStatus, LinkView,
+    Namespace, NetworkStatus, NodeAddress, Phase, ResolverSpec, ResolverStatus, RouteStatus,
+    TimeServerSpec, TimeServerStatus, HOSTNAME_ID, RESOLVER_ID, TIMESERVER_ID,
+};
+use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
+
+/// Applies the merged hostname with `sethostname`/`setdomainname` and reports it.
+pub struct HostnameSpecController {
+    host: SharedHost,
+}
+
+impl HostnameSpecController {
+    /// A controller applying through `host`.
+    pub fn new(host: SharedHost) -> Self {
+        Self { host }
+    }
+}
+
+impl std::fmt::Debug for HostnameSpecController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostnameSpecController").finish_non_exhaustive()
+    }
+}
+
+impl Controller for HostnameSpecController {
+    fn name(&self) -> &'static str {
+        "network.HostnameSpecController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![Input::strong(Namespace::Network, Kind::HostnameSpec)]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![Output::exclusive(Namespace::Network, Kind::HostnameStatus)]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let current = ctx
+            .resource(Namespace::Network, Kind::HostnameSpec, HOSTNAME_ID)
+            .and_then(|r| r.spec_as::<HostnameSpec>().map(|s| (s.clone(), r.metadata.phase)));
+        match current {
+            Some((spec, Phase::Running)) => {
+                let status = HostnameStatus {
+                    hostname: spec.hostname.clone(),
+                    domainname: spec.domainname.clone(),
+                };
+                if ctx.get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID) != Some(&status) {
+                    self.host.borrow_mut().set_hostname(&spec.hostname, &spec.domainname)?;
+                    log::info!(target: self.name(), "hostname set to {}", spec.fqdn());
+                }
+                ctx.put(Namespace::Network, HOSTNAME_ID, status)?;
+                ctx.add_finalizer(Namespace::Network, Kind::HostnameSpec, HOSTNAME_ID)?;
+            }
+            Some((_, Phase::TearingDown)) => {
+                ctx.teardown(Namespace::Network, Kind::HostnameStatus, HOSTNAME_ID)?;
+                ctx.remove_finalizer(Namespace::Network, Kind::HostnameSpec, HOSTNAME_ID)?;
+            }
+            None => ctx.teardown(Namespace::Network, Kind::HostnameStatus, HOSTNAME_ID)?,
+        }
+        Ok(Next::Idle)
+    }
+}
+
+/// Copies the merged resolvers and time servers to their statuses (nothing to apply in the
+/// kernel; the files and the time syncer consume the statuses).
+#[derive(Debug, Default)]
+pub struct CopySpecsController;
+
+impl Controller for CopySpecsController {
+    fn name(&self) -> &'static str {
+        "network.ResolverTimeServerSpecController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![
+            Input::strong(Namespace::Network, Kind::ResolverSpec),
+            Input::strong(Namespace::Network, Kind::TimeServerSpec),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![
+            Output::exclusive(Namespace::Network, Kind::ResolverStatus),
+            Output::exclusive(Namespace::Network, Kind::TimeServerStatus),
+        ]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        if let Some(r) = ctx.get::<ResolverSpec>(Namespace::Network, RESOLVER_ID).cloned() {
+            let status =
+                ResolverStatus { dns_servers: r.dns_servers, search_domains: r.search_domains };
+            ctx.put(Namespace::Network, RESOLVER_ID, status)?;
+        }
+        if let Some(t) = ctx.get::<TimeServerSpec>(Namespace::Network, TIMESERVER_ID).cloned() {
+            ctx.put(
+                Namespace::Network,
+                TIMESERVER_ID,
+                TimeServerStatus { time_servers: t.time_servers, use_nts: t.use_nts },
+            )?;
+        }
+        ctx.cleanup_untouched(Namespace::Network, Kind::ResolverStatus)?;
+        ctx.cleanup_untouched(Namespace::Network, Kind::TimeServerStatus)?;
+        Ok(Next::Idle)
+    }
+}
+
+/// Writes `/etc/resolv.conf`, `/etc/hosts` and `/etc/hostname` under the host's root.
+pub struct EtcFilesController {
+    host: SharedHost,
+}
+
+impl EtcFilesController {
+    /// A controller writing through `host`.
+    pub fn new(host: SharedHost) -> Self {
+        Self { host }
+    }
+}
+
+impl std::fmt::Debug for EtcFilesController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcFilesController").finish_non_exhaustive()
+    }
+}
+
+impl EtcFilesController {
+    fn write(
+        &self,
+        ctx: &mut Ctx<'_>,
+        id: &str,
+        path: &str,
+        content: &str,
+    ) -> Result<(), ControllerError> {
+        if self.host.borrow_mut().write_file(path, content, 0o644)? {
+            log::info!(target: "network.EtcFilesController", "wrote {path}");
+        }
+        ctx.put(
+            Namespace::Network,
+            id,
+            EtcFileStatus { path: path.to_owned(), size: content.len() },
+        )
+    }
+}
+
+impl Controller for EtcFilesController {
+    fn name(&self) -> &'static str {
+        "network.EtcFilesController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![
+            Input::weak(Namespace::Network, Kind::ResolverStatus),
+            Input::weak(Namespace::Network, Kind::HostnameStatus),
+            Input::weak(Namespace::Network, Kind::NodeAddress),
+            Input::weak(Namespace::Config, Kind::MachineConfig),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![Output::exclusive(Namespace::Network, Kind::EtcFileStatus)]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let hostname = ctx.get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).cloned();
+        let default_ip = ctx
+            .get::<NodeAddress>(Namespace::Network, nodeaddress::DEFAULT)
+            .and_then(|n| n.addresses.first().map(|a| a.addr()));
+        let extra: Vec<HostEntry> = ctx
+            .get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
+            .map(|c| {
+                c.machine
+                    .network
+                    .extra_host_entries
+                    .iter()
+                    .map(|e| HostEntry { ip: e.ip, aliases: e.aliases.clone() })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let hosts = etcfiles::hosts(default_ip, hostname.as_ref(), &extra);
+        self.write(ctx, "hosts", "/etc/hosts", &hosts)?;
+        if let Some(r) = ctx.get::<ResolverStatus>(Namespace::Network, RESOLVER_ID).cloned() {
+            self.write(ctx, "resolv.conf", "/etc/resolv.conf", &etcfiles::resolv_conf(&r))?;
+        }
+        if let Some(h) = &hostname {
+            self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &etcfiles::hostname(h))?;
+        }
+        Ok(Next::Idle)
+    }
+}
+
+/// Derives `NodeAddress` `default`, `current`, `routed`, `accumulative`.
+#[derive(Debug, Default)]
+pub struct NodeAddressController;
+
+impl Controller for NodeAddressController {
+    fn name(&self) -> &'static str {
+        "network.NodeAddressController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![
+            Input::strong(Namespace::Network, Kind::AddressStatus),
+            Input::strong(Namespace::Network, Kind::LinkStatus),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![Output::exclusive(Namespace::Network, Kind::NodeAddress)]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let list =
+            |id: &str| ctx.get::<NodeAddress>(Namespace::Network, id).map(|n| n.addresses.clone());
+        let previous = NodeAddresses {
+            default: list(nodeaddress::DEFAULT).and_then(|v| v.first().copied()),
+            accumulative: list(nodeaddress::ACCUMULATIVE).unwrap_or_default(),
+            ..NodeAddresses::default()
+        };
+        let derived = {
+            let addresses: Vec<&AddressStatus> =
+                ctx.list::<AddressStatus>(Namespace::Network).into_iter().map(|(_, a)| a).collect();
+            let links = LinkView::new(ctx.store().list_specs::<LinkStatus>(Namespace::Network));
+            nodeaddress::derive(&addresses, &links, &previous)
+        };
+        for (id, resource) in derived.resources() {
+            ctx.put(Namespace::Network, id, resource)?;
+        }
+        Ok(Next::Idle)
+    }
+}
+
+/// Derives `NetworkStatus` `status`.
+#[derive(Debug, Default)]
+pub struct NetworkStatusController;
+
+/// The ID of the network status resource.
+pub const NETWORK_STATUS_ID: &str = "status";
+
+impl Controller for NetworkStatusController {
+    fn name(&self) -> &'static str {
+        "network.StatusController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![
+            Input::weak(Namespace::Network, Kind::NodeAddress),
+            Input::weak(Namespace::Network, Kind::RouteStatus),
+            Input::weak(Namespace::Network, Kind::HostnameStatus),
+            Input::weak(Namespace::Network, Kind::EtcFileStatus),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![Output::exclusive(Namespace::Network, Kind::NetworkStatus)]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let current = ctx
+            .get::<NodeAddress>(Namespace::Network, nodeaddress::CURRENT)
+            .map(|n| n.addresses.clone());
+        let has_default_route =
+            ctx.list::<RouteStatus>(Namespace::Network).iter().any(|(_, r)| r.dst.is_none());
+        let has_hostname = ctx.get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).is_some();
+        let files = ["hosts", "resolv.conf"];
+        let etc = files.iter().all(|f| ctx.get::<EtcFileStatus>(Namespace::Network, f).is_some());
+        let status: NetworkStatus = nodeaddress::network_status(
+            &current.unwrap_or_default(),
+            has_default_route,
+            has_hostname,
+            etc,
+        );
+        ctx.put(Namespace::Network, NETWORK_STATUS_ID, status)?;
+        Ok(Next::Idle)
+    }
+}

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The whole pipeline against a fake host: inputs in, kernel operations and files out.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::{pipeline, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use crate::host::fake::FakeHost;
+use crate::host::{Host, SharedHost};
+use crate::resource::{Kind, LinkType, Namespace, NetworkStatus};
+use crate::runtime::Runtime;
+
+/// Run until quiet, playing the netlink watcher: whenever the fake kernel changed, the
+/// mirrored kinds are marked dirty, as multicast events would.
+fn settle_with(rt: &mut Runtime, fake: &Rc<RefCell<FakeHost>>) {
+    let now = Instant::now();
+    let mut seen = fake.borrow().log.len();
+    while rt.has_work() {
+        rt.run(now);
+        let len = fake.borrow().log.len();
+        if len != seen {
+            seen = len;
+            for kind in super::MIRRORED {
+                rt.mark_dirty(kind);
+            }
+        }
+    }
+}
+
+fn runtime(fake: &Rc<RefCell<FakeHost>>) -> Runtime {
+    let host: SharedHost = fake.clone();
+    let mut rt = Runtime::new();
+    for c in pipeline(&host) {
+        rt.register(c).unwrap();
+    }
+    rt
+}
+
+#[test]
+fn cmdline_reaches_the_kernel_and_files() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth1", LinkType::ETHER, "");
+    let mut rt = runtime(&fake);
+    let cmdline = crate::cmdline::parse(
+        "ip=172.20.0.2::172.20.0.1:255.255.255.0::eth1:::::  talos.hostname=node-1.example.org",
+    );
+    rt.put_input("test", Namespace::Runtime, CMDLINE_ID, cmdline).unwrap();
+    settle_with(&mut rt, &fake);
+
+    let f = fake.borrow();
+    let addrs: Vec<String> = f.addresses.iter().map(|a| a.id()).collect();
+    assert!(addrs.contains(&"eth1/172.20.0.2/24".to_owned()), "{addrs:?}");
+    assert!(addrs.contains(&"lo/127.0.0.1/8".to_owned()), "{addrs:?}");
+    let routes: Vec<String> = f.routes.iter().map(|r| r.id()).collect();
+    assert_eq!(routes, ["inet4/172.20.0.1//1024"]);
+    assert_eq!(f.hostname, ("node-1".to_owned(), "example.org".to_owned()));
+    assert_eq!(
+        f.files.get("/etc/resolv.conf").map(String::as_str),
+        Some("nameserver 1.1.1.1\nnameserver 8.8.8.8\n")
+    );
+    assert!(
+        f.files
+            .get("/etc/hosts")
+            .is_some_and(|h| h.contains("172.20.0.2 node-1.example.org node-1")),
+        "{:?}",
+        f.files
+    );
+    assert_eq!(f.files.get("/etc/hostname").map(String::as_str), Some("node-1.example.org\n"));
+    drop(f);
+
+    let status =
+        rt.store().get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID).unwrap();
+    assert!(
+        status.address_ready
+            && status.connectivity_ready
+            && status.hostname_ready
+            && status.etc_files_ready
+    );
+    assert!(rt.controllers().iter().all(|c| c.last_error.is_none()), "{:?}", rt.controllers());
+}
+
+#[test]
+fn settled_pipeline_makes_no_kernel_changes() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth1", LinkType::ETHER, "");
+    let mut rt = runtime(&fake);
+    let cmdline = crate::cmdline::parse("ip=172.20.0.2::172.20.0.1:24::eth1");
+    rt.put_input("test", Namespace::Runtime, CMDLINE_ID, cmdline).unwrap();
+    settle_with(&mut rt, &fake);
+    let ops = fake.borrow().log.len();
+    // A kernel event (self-induced or not) re-runs everything; nothing may change.
+    rt.mark_all_dirty();
+    settle_with(&mut rt, &fake);
+    assert_eq!(fake.borrow().log[ops..], [] as [String; 0]);
+}
+
+#[test]
+fn removed_config_address_leaves_the_kernel_and_foreign_ones_stay() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth0", LinkType::ETHER, "");
+    let mut rt = runtime(&fake);
+    let cfg = |addrs: &str| {
+        crate::config::parse(&format!(
+            "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [{addrs}]\n"
+        ))
+        .unwrap()
+    };
+    rt.put_input("test", Namespace::Config, MACHINE_CONFIG_ID, cfg("10.0.0.2/24, 10.0.0.3/24"))
+        .unwrap();
+    settle_with(&mut rt, &fake);
+    // Someone else adds an address.
+    let mut foreign =
+        fake.borrow().addresses.iter().find(|a| a.link_name == "eth0").unwrap().clone();
+    foreign.address = "192.0.2.9/24".parse().unwrap();
+    fake.borrow_mut().addresses.push(foreign);
+    rt.mark_dirty(Kind::AddressStatus);
+    settle_with(&mut rt, &fake);
+
+    rt.put_input("test", Namespace::Config, MACHINE_CONFIG_ID, cfg("10.0.0.2/24, 10.0.0.4/24"))
+        .unwrap();
+    settle_with(&mut rt, &fake);
+    let mut ids: Vec<String> = fake
+        .borrow_mut()
+        .addresses()
+        .unwrap()
+        .iter()
+        .filter(|a| a.link_name == "eth0")
+        .map(|a| a.id())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["eth0/10.0.0.2/24", "eth0/10.0.0.4/24", "eth0/192.0.2.9/24"]);
+    assert!(
+        rt.store().get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.3/24").is_none(),
+        "spec destroyed once released"
+    );
+}
+
+#[test]
+fn unreachable_gateway_fails_alone() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth0", LinkType::ETHER, "");
+    fake.borrow_mut().unreachable_gateways.push("192.0.2.1".parse().unwrap());
+    let mut rt = runtime(&fake);
+    let cfg = crate::config::parse(
+        "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n        routes:\n          - {network: 10.9.0.0/16, gateway: 192.0.2.1}\n          - {network: 10.8.0.0/16, gateway: 10.0.0.1}\n",
+    )
+    .unwrap();
+    rt.put_input("test", Namespace::Config, MACHINE_CONFIG_ID, cfg).unwrap();
+    settle_with(&mut rt, &fake);
+    let routes: Vec<String> = fake.borrow().routes.iter().map(|r| r.id()).collect();
+    assert_eq!(routes, ["inet4/10.0.0.1/10.8.0.0/16/1024"]);
+    let route_ctrl =
+        rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
+    assert!(route_ctrl.last_error.unwrap().contains("invalid gateway"));
+}

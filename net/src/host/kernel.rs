@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The real [`Host`]: rtnetlink in the current network namespace, `sethostname(2)`, and files
+//! under a root directory (`/` in init mode, anything in `run` mode).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+
+use super::{
+    AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, NewLinkKind, RouteOp, RuleOp,
+};
+use crate::netlink::{
+    KernelAddress, KernelLink, KernelRoute, KernelRule, LinkKind, NewLink, NlError, NlErrorKind,
+    RouteSocket, FOREVER,
+};
+use crate::resource::nethelpers::LinkFlags;
+use crate::resource::{AddressStatus, LinkStatus, RouteStatus, RoutingRuleStatus};
+
+/// The machine, over rtnetlink.
+#[derive(Debug)]
+pub struct KernelHost {
+    sock: RouteSocket,
+    root: PathBuf,
+    manage_hostname: bool,
+    /// Index → name, refreshed by every link dump (addresses and routes carry only indexes).
+    names: BTreeMap<u32, String>,
+}
+
+fn host_error(op: String, e: &NlError) -> HostError {
+    let kind = match e.kind() {
+        NlErrorKind::Transient | NlErrorKind::Bug => HostErrorKind::Transient,
+        NlErrorKind::Invalid => HostErrorKind::Invalid,
+        NlErrorKind::Unsupported => HostErrorKind::Unsupported,
+        NlErrorKind::NotFound => HostErrorKind::NotFound,
+        NlErrorKind::Exists => HostErrorKind::Exists,
+    };
+    HostError { op, message: e.to_string(), kind }
+}
+
+fn io_error(op: String, e: &std::io::Error) -> HostError {
+    HostError { op, message: e.to_string(), kind: HostErrorKind::Transient }
+}
+
+impl KernelHost {
+    /// A host in the current network namespace writing files under `root`. With
+    /// `manage_hostname` false, `set_hostname` only records (for `run` mode on a workstation).
+    pub fn new(root: &Path, manage_hostname: bool) -> Result<Self, HostError> {
+        let sock =
+            RouteSocket::new().map_err(|e| host_error("open rtnetlink socket".into(), &e))?;
+        Ok(Self { sock, root: root.to_owned(), manage_hostname, names: BTreeMap::new() })
+    }
+
+    fn name_of(&self, index: u32) -> String {
+        self.names.get(&index).cloned().unwrap_or_default()
+    }
+}
+
+/// Driver and bus path from sysfs; empty when the link has no device (virtual links).
+fn sysfs_device(name: &str) -> (String, String) {
+    let dev = Path::new("/sys/class/net").join(name).join("device");
+    let driver = fs::read_link(dev.join("driver"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let bus_path = fs::canonicalize(&dev)
+        .ok()
+        .map(|p| p.to_string_lossy().trim_start_matches("/sys/devices/").to_owned())
+        .unwrap_or_default();
+    (driver, bus_path)
+}
+
+/// A kernel link as a status.
+pub fn kernel_link_to_status(l: &KernelLink) -> LinkStatus {
+    let (driver, bus_path) =
+        if l.kind.is_empty() { sysfs_device(&l.name) } else { Default::default() };
+    LinkStatus {
+        index: l.index,
+        link_type: l.link_type,
+        link_index: l.parent.unwrap_or(0),
+        flags: LinkFlags(l.flags).to_string(),
+        hardware_addr: l.mac.clone(),
+        permanent_addr: l.perm_mac.clone(),
+        broadcast_addr: l.broadcast.clone(),
+        mtu: l.mtu,
+        master_index: l.master.unwrap_or(0),
+        operational_state: l.operstate.clone(),
+        kind: l.kind.clone(),
+        slave_kind: l.slave_kind.clone(),
+        link_state: l.carrier,
+        alias: l.alias.clone(),
+        alt_names: l.alt_names.clone(),
+        driver,
+        bus_path,
+        vlan: l.vlan.clone(),
+        bond_master: l.bond.clone(),
+        bridge_master: l.bridge.clone(),
+    }
+}
+
+fn kernel_address_to_status(a: &KernelAddress, link_name: String) -> AddressStatus {
+    AddressStatus {
+        address: a.net(),
+        local: a.local,
+        broadcast: a.broadcast.map(IpAddr::V4),
+        anycast: None,
+        multicast: None,
+        link_index: a.index,
+        link_name,
+        family: a.family,
+        scope: a.scope,
+        flags: a.flags,
+        priority: a.priority,
+    }
+}
+
+fn address_to_kernel(c: &AddressChange) -> KernelAddress {
+    let a = &c.address;
+    let mut k = KernelAddress::new(a.link_index, a.address);
+    k.local = a.local;
+    k.broadcast = match a.broadcast {
+        Some(IpAddr::V4(v4)) => Some(v4),
+        _ => None,
+    };
+    k.scope = a.scope;
+    k.flags = a.flags;
+    k.priority = a.priority;
+    k.valid_lft = c.valid_lifetime.unwrap_or(FOREVER);
+    k.preferred_lft = c.preferred_lifetime.unwrap_or(FOREVER);
+    k
+}
+
+fn status_address_to_kernel(a: &AddressStatus) -> KernelAddress {
+    let mut k = KernelAddress::new(a.link_index, a.address);
+    k.local = a.local;
+    k.scope = a.scope;
+    k
+}
+
+fn kernel_route_to_status(r: &KernelRoute, out_link_name: String) -> RouteStatus {
+    RouteStatus {
+        family: r.family,
+        dst: r.dst,
+        src: r.src,
+        gateway: r.gateway,
+        out_link_index: r.oif.unwrap_or(0),
+        out_link_name,
+        table: r.table,
+        priority: r.priority,
+        scope: r.scope,
+        kind: r.kind,
+        flags: r.flags,
+        protocol: r.protocol,
+        mtu: r.mtu,
+    }
+}
+
+fn route_to_kernel(r: &RouteStatus) -> KernelRoute {
+    let mut k = KernelRoute::new(r.family, r.dst.map(|d: IpNet| d.trunc()));
+    k.src = r.src;
+    k.gateway = r.gateway;
+    k.oif = (r.out_link_index != 0).then_some(r.out_link_index);
+    k.table = r.table;
+    k.priority = r.priority;
+    k.scope = r.scope;
+    k.kind = r.kind;
+    k.protocol = r.protocol;
+    k.flags = r.flags;
+    k.mtu = r.mtu;
+    k
+}
+
+fn kernel_rule_to_status(r: &KernelRule) -> RoutingRuleStatus {
+    RoutingRuleStatus {
+        family: r.family,
+        src: r.src,
+        dst: r.dst,
+        table: r.table,
+        priority: r.priority,
+        action: r.action,
+        iif_name: r.iif.clone(),
+        oif_name: r.oif.clone(),
+        fw_mark: r.fw_mark,
+        fw_mask: r.fw_mask,
+        protocol: r.protocol,
+    }
+}
+
+fn rule_to_kernel(r: &RoutingRuleStatus) -> KernelRule {
+    let mut k = KernelRule::new(r.family, r.priority, r.table);
+    k.action = r.action;
+    k.fw_mark = r.fw_mark;
+    k.fw_mask = r.fw_mask;
+    k.src = r.src;
+    k.dst = r.dst;
+    k.iif = r.iif_name.clone();
+    k.oif = r.oif_name.clone();
+    k.protocol = r.protocol;
+    k
+}
+
+impl Host for KernelHost {
+    fn links(&mut self) -> Result<Vec<(String, LinkStatus)>, HostError> {
+        let links = self.sock.dump_links().map_err(|e| host_error("dump links".into(), &e))?;
+        self.names = links.iter().map(|l| (l.index, l.name.clone())).collect();
+        Ok(links.iter().map(|l| (l.name.clone(), kernel_link_to_status(l))).collect())
+    }
+
+    fn addresses(&mut self) -> Result<Vec<AddressStatus>, HostError> {
+        if self.names.is_empty() {
+            self.links()?;
+        }
+        let addrs =
+            self.sock.dump_addresses().map_err(|e| host_error("dump addresses".into(), &e))?;
+        Ok(addrs.iter().map(|a| kernel_address_to_status(a, self.name_of(a.index))).collect())
+    }
+
+    fn routes(&mut self) -> Result<Vec<RouteStatus>, HostError> {
+        if self.names.is_empty() {
+            self.links()?;
+        }
+        let routes = self.sock.dump_routes().map_err(|e| host_error("dump routes".into(), &e))?;
+        Ok(routes
+            .iter()
+            .map(|r| kernel_route_to_status(r, r.oif.map(|i| self.name_of(i)).unwrap_or_default()))
+            .collect())
+    }
+
+    fn rules(&mut self) -> Result<Vec<RoutingRuleStatus>, HostError> {
+        let rules = self.sock.dump_rules().map_err(|e| host_error("dump rules".into(), &e))?;
+        Ok(rules.iter().map(kernel_rule_to_status).collect())
+    }
+
+    fn link(&mut self, op: &LinkOp) -> Result<(), HostError> {
+        log::debug!(target: "host", "{op:?}");
+        let s = &mut self.sock;
+        let result = match op {
+            LinkOp::Create { name, kind, mtu, mac } => {
+                let kind = match kind {
+                    NewLinkKind::Dummy => LinkKind::Dummy,
+                    NewLinkKind::Veth { peer } => LinkKind::Veth { peer: peer.clone() },
+                    NewLinkKind::Vlan { parent, vlan } => {
+                        LinkKind::Vlan { parent: *parent, vlan: vlan.clone() }
+                    }
+                    NewLinkKind::Bond(b) => LinkKind::Bond(b.clone()),
+                    NewLinkKind::Bridge(b) => LinkKind::Bridge(b.clone()),
+                };
+                let mut link = NewLink::new(name, kind);
+                link.mtu = mtu.unwrap_or(0);
+                link.mac = mac.clone();
+                s.link_create(&link)
+            }
+            LinkOp::Delete { index, .. } => s.link_delete(*index),
+            LinkOp::SetUp { index, up } => s.link_set_up(*index, *up),
+            LinkOp::SetMtu { index, mtu } => s.link_set_mtu(*index, *mtu),
+            LinkOp::SetMac { index, mac } => s.link_set_mac(*index, mac),
+            LinkOp::SetMaster { index, master } => s.link_set_master(*index, *master),
+            LinkOp::SetBond { index, bond } => s.link_set_bond(*index, bond),
+            LinkOp::SetBridge { index, bridge } => s.link_set_bridge(*index, bridge),
+        };
+        result.map_err(|e| host_error(format!("{op:?}"), &e))
+    }
+
+    fn address(&mut self, op: &AddressOp) -> Result<(), HostError> {
+        log::debug!(target: "host", "{op:?}");
+        let (text, result) = match op {
+            AddressOp::Add(c) => (
+                format!("add address {}", c.address.id()),
+                self.sock.address_add(&address_to_kernel(c)),
+            ),
+            AddressOp::Replace(c) => (
+                format!("replace address {}", c.address.id()),
+                self.sock.address_replace(&address_to_kernel(c)),
+            ),
+            AddressOp::Delete(a) => (
+                format!("delete address {}", a.id()),
+                self.sock.address_delete(&status_address_to_kernel(a)),
+            ),
+        };
+        result.map_err(|e| host_error(text, &e))
+    }
+
+    fn route(&mut self, op: &RouteOp) -> Result<(), HostError> {
+        log::debug!(target: "host", "{op:?}");
+        let (text, result) = match op {
+            RouteOp::Add(r) => {
+                (format!("add route {}", r.id()), self.sock.route_add(&route_to_kernel(r)))
+            }
+            RouteOp::Delete(r) => {
+                (format!("delete route {}", r.id()), self.sock.route_delete(&route_to_kernel(r)))
+            }
+        };
+        result.map_err(|e| host_error(text, &e))
+    }
+
+    fn rule(&mut self, op: &RuleOp) -> Result<(), HostError> {
+        log::debug!(target: "host", "{op:?}");
+        let (text, result) = match op {
+            RuleOp::Add(r) => (
+                format!("add rule {}/{}", r.family, r.priority),
+                self.sock.rule_add(&rule_to_kernel(r)),
+            ),
+            RuleOp::Delete(r) => (
+                format!("delete rule {}/{}", r.family, r.priority),
+                self.sock.rule_delete(&rule_to_kernel(r)),
+            ),
+        };
+        result.map_err(|e| host_error(text, &e))
+    }
+
+    fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {
+        if !self.manage_hostname {
+            return Ok(());
+        }
+        let op = || format!("sethostname {hostname}");
+        nix::unistd::sethostname(hostname).map_err(|e| io_error(op(), &e.into()))?;
+        // SAFETY: the pointer and length describe a live byte slice for the whole call, and
+        // setdomainname(2) only reads it.
+        let rc = unsafe { libc::setdomainname(domainname.as_ptr().cast(), domainname.len()) };
+        if rc != 0 {
+            return Err(io_error(
+                format!("setdomainname {domainname}"),
+                &std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn write_file(&mut self, path: &str, content: &str, mode: u32) -> Result<bool, HostError> {
+        let full = self.root.join(path.trim_start_matches('/'));
+        if fs::read_to_string(&full).is_ok_and(|old| old == content) {
+            return Ok(false);
+        }
+        let op = || format!("write {}", full.display());
+        if let Some(dir) = full.parent() {
+            fs::create_dir_all(dir).map_err(|e| io_error(op(), &e))?;
+        }
+        // Write a sibling and rename over: readers never see a half-written resolv.conf.
+        let tmp = full.with_extension("keelson-tmp");
+        let mut f = fs::File::create(&tmp).map_err(|e| io_error(op(), &e))?;
+        f.write_all(content.as_bytes()).map_err(|e| io_error(op(), &e))?;
+        f.set_permissions(fs::Permissions::from_mode(mode)).map_err(|e| io_error(op(), &e))?;
+        drop(f);
+        fs::rename(&tmp, &full).map_err(|e| io_error(op(), &e))?;
+        Ok(true)
+    }
+}
