@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `keelson run` against the real kernel, in namespaces these tests create. Verified with the
+//! kernel's own view (`ip -j`), never only with our resources.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{require_full_kernel, require_root, sh, wait_for, Netns, Node, TempDir};
+
+const T: Duration = Duration::from_secs(15);
+
+fn has_route(ns: &Netns, table: &str, pred: impl Fn(&serde_json::Value) -> bool) -> bool {
+    ns.routes(table).iter().any(pred)
+}
+
+#[test]
+fn static_network_from_cmdline() {
+    if !require_root("static_network_from_cmdline") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth1", &peer, "up1");
+    peer.ip(&["addr", "add", "172.20.0.1/24", "dev", "up1"]);
+    let node = Node::start(
+        &ns,
+        "ip=172.20.0.2::172.20.0.1:255.255.255.0::eth1:172.20.0.53:::: talos.hostname=node-1.example.org",
+        None,
+    );
+    wait_for(
+        "address, default route and files",
+        T,
+        || {
+            ns.addresses().contains(&"eth1/172.20.0.2/24".to_owned())
+                && has_route(&ns, "main", |r| r["dst"] == "default" && r["gateway"] == "172.20.0.1")
+                && node.root.path().join("etc/resolv.conf").exists()
+        },
+        || format!("{:?}\n{}", ns.addresses(), node.log_text()),
+    );
+    let default = ns.routes("main").into_iter().find(|r| r["dst"] == "default").unwrap();
+    assert_eq!((default["metric"].as_u64(), default["protocol"].as_str()), (Some(1024), Some("boot")));
+    assert!(ns.addresses().contains(&"lo/127.0.0.1/8".to_owned()));
+    let link = &ns.ip_json(&["link", "show", "eth1"])[0];
+    assert!(link["flags"].as_array().unwrap().iter().any(|f| f == "UP"), "{link}");
+    let resolv = std::fs::read_to_string(node.root.path().join("etc/resolv.conf")).unwrap();
+    assert_eq!(resolv, "nameserver 172.20.0.53\n");
+    let hosts = std::fs::read_to_string(node.root.path().join("etc/hosts")).unwrap();
+    assert!(hosts.contains("172.20.0.2 node-1.example.org node-1"), "{hosts}");
+    let uts = sh(&["nsenter", "-t", &node.pid().to_string(), "-u", "hostname"]);
+    assert_eq!(uts.trim(), "node-1");
+    // Traffic actually flows through what we configured.
+    sh(&["ip", "netns", "exec", &ns.name, "ping", "-c1", "-W2", "172.20.0.1"]);
+    let log = node.stop();
+    assert!(!log.contains(" error "), "{log}");
+}
+
+fn write_config(dir: &TempDir, body: &str) -> std::path::PathBuf {
+    let path = dir.path().join("config.yaml");
+    let tmp = dir.path().join(".config.yaml.tmp");
+    std::fs::write(&tmp, format!("version: v1alpha1\nmachine:\n  network:\n{body}")).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+#[test]
+fn config_file_routes_tables_mtu_and_hot_changes() {
+    if !require_root("config_file_routes_tables_mtu_and_hot_changes") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let first = "    interfaces:\n      - interface: eth0\n        mtu: 1400\n        addresses: [10.0.0.2/24, 10.0.0.3/24]\n        routes:\n          - {network: 10.50.0.0/16, gateway: 10.0.0.1}\n          - {network: 10.60.0.0/16, gateway: 10.0.0.1, table: 100, metric: 50}\n";
+    let config = write_config(&dir, first);
+    let node = Node::start(&ns, "", Some(&config));
+    wait_for(
+        "config applied",
+        T,
+        || {
+            ns.addresses().contains(&"eth0/10.0.0.3/24".to_owned())
+                && has_route(&ns, "100", |r| r["dst"] == "10.60.0.0/16" && r["metric"] == 50)
+                && has_route(&ns, "main", |r| r["dst"] == "10.50.0.0/16")
+        },
+        || format!("{:?}\n{}", ns.addresses(), node.log_text()),
+    );
+    assert_eq!(ns.ip_json(&["link", "show", "eth0"])[0]["mtu"], 1400);
+
+    // Foreign state, added behind our back, must survive every change.
+    ns.ip(&["addr", "add", "192.0.2.9/24", "dev", "eth0"]);
+    ns.ip(&["route", "add", "10.70.0.0/16", "via", "10.0.0.1"]);
+
+    let second = "    interfaces:\n      - interface: eth0\n        mtu: 1400\n        addresses: [10.0.0.2/24, 10.0.0.4/24]\n        routes:\n          - {network: 10.51.0.0/16, gateway: 10.0.0.1}\n          - {network: 10.60.0.0/16, gateway: 10.0.0.1, table: 100, metric: 50}\n";
+    write_config(&dir, second);
+    wait_for(
+        "hot change applied",
+        T,
+        || {
+            let a = ns.addresses();
+            a.contains(&"eth0/10.0.0.4/24".to_owned())
+                && !a.contains(&"eth0/10.0.0.3/24".to_owned())
+                && has_route(&ns, "main", |r| r["dst"] == "10.51.0.0/16")
+                && !has_route(&ns, "main", |r| r["dst"] == "10.50.0.0/16")
+        },
+        || format!("{:?}\n{:?}\n{}", ns.addresses(), ns.routes("main"), node.log_text()),
+    );
+    assert!(ns.addresses().contains(&"eth0/192.0.2.9/24".to_owned()), "foreign address kept");
+    assert!(has_route(&ns, "main", |r| r["dst"] == "10.70.0.0/16"), "foreign route kept");
+    assert!(has_route(&ns, "100", |r| r["dst"] == "10.60.0.0/16"), "unchanged route kept");
+
+    // A broken config is reported and changes nothing.
+    std::fs::write(&config, "version: v1alpha1\nmachine:\n  network:\n    bogus: 1\n").unwrap();
+    wait_for("rejection logged", T, || node.log_text().contains("bogus"), || node.log_text());
+    assert!(ns.addresses().contains(&"eth0/10.0.0.4/24".to_owned()));
+    node.stop();
+}
+
+/// Count rtnetlink change events in a namespace while `f` runs.
+fn count_kernel_events(ns: &Netns, f: impl FnOnce()) -> Vec<String> {
+    let mut mon = Command::new("ip")
+        .args(["-n", &ns.name, "monitor", "link", "address", "route", "rule"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    f();
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = mon.kill();
+    let out = mon.stdout.take().unwrap();
+    let _ = mon.wait();
+    BufReader::new(out).lines().map_while(Result::ok).collect()
+}
+
+#[test]
+fn restart_adopts_the_configured_kernel_without_changes() {
+    if !require_root("restart_adopts_the_configured_kernel_without_changes") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth1", &peer, "up1");
+    peer.ip(&["addr", "add", "172.21.0.1/24", "dev", "up1"]);
+    let cmdline = "ip=172.21.0.2::172.21.0.1:24::eth1 talos.hostname=r1";
+    let node = Node::start(&ns, cmdline, None);
+    wait_for(
+        "first run converged",
+        T,
+        || has_route(&ns, "main", |r| r["dst"] == "default") && node.root.path().join("etc/hosts").exists(),
+        || node.log_text(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let root = TempDir(node.root.0.clone());
+    let _ = node.stop();
+    let events = count_kernel_events(&ns, || {
+        let second = Node::start_in(&ns, cmdline, None, TempDir(root.0.clone()));
+        wait_for("second run settled", T, || second.log_text().contains("running"), || second.log_text());
+        std::thread::sleep(Duration::from_secs(2));
+        let log = second.stop();
+        assert!(!log.contains("wrote /etc"), "files were already right:\n{log}");
+    });
+    assert!(events.is_empty(), "a restart changed the kernel:\n{}", events.join("\n"));
+    std::mem::forget(root); // removed by the second node's TempDir
+}
+
+#[test]
+fn bad_input_waits_and_reports_without_looping() {
+    if !require_root("bad_input_waits_and_reports_without_looping") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let body = "    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n        routes:\n          - {network: 10.9.0.0/16, gateway: 192.0.2.1}\n          - {network: 10.8.0.0/16, gateway: 10.0.0.1}\n      - interface: eth9\n        addresses: [10.9.9.9/24]\n";
+    let config = write_config(&dir, body);
+    let node = Node::start(&ns, "", Some(&config));
+    wait_for(
+        "good route applied",
+        T,
+        || has_route(&ns, "main", |r| r["dst"] == "10.8.0.0/16"),
+        || node.log_text(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let log = node.stop();
+    let waiting = log.lines().filter(|l| l.contains("waiting for link") && l.contains("eth9")).count();
+    assert_eq!(waiting, 1, "one line for the missing link, not a loop:\n{log}");
+    let unreachable: Vec<&str> =
+        log.lines().filter(|l| l.starts_with("error") && l.contains("10.9.0.0/16") || l.contains("192.0.2.1") && l.starts_with("error")).collect();
+    assert_eq!(unreachable.len(), 1, "the kernel's reason, once:\n{log}");
+    assert!(unreachable[0].contains("gateway"), "{}", unreachable[0]);
+    assert!(ns.addresses().contains(&"eth0/10.0.0.2/24".to_owned()));
+}
+
+#[test]
+fn vlan_on_bond_and_bridge_from_config() {
+    if !require_root("vlan_on_bond_and_bridge_from_config") || !require_full_kernel("vlan_on_bond_and_bridge_from_config") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    for (i, o) in [("eth1", "p1"), ("eth2", "p2"), ("eth3", "p3"), ("eth4", "p4")] {
+        ns.veth(i, &peer, o);
+    }
+    let dir = TempDir::new();
+    let body = "    interfaces:\n      - interface: bond0\n        bond: {interfaces: [eth1, eth2], mode: active-backup, miimon: 100}\n        vlans:\n          - {vlanId: 42, addresses: [10.42.0.2/24]}\n      - interface: br0\n        bridge: {interfaces: [eth3, eth4], stp: {enabled: false}}\n        addresses: [10.43.0.2/24]\n";
+    let config = write_config(&dir, body);
+    let node = Node::start(&ns, "", Some(&config));
+    wait_for(
+        "vlan on bond and bridge up",
+        T,
+        || {
+            let a = ns.addresses();
+            a.contains(&"bond0.42/10.42.0.2/24".to_owned()) && a.contains(&"br0/10.43.0.2/24".to_owned())
+        },
+        || format!("{:?}\n{}", ns.addresses(), node.log_text()),
+    );
+    let links = ns.ip_json(&["-d", "link", "show"]);
+    let find = |name: &str| links.as_array().unwrap().iter().find(|l| l["ifname"] == name).cloned().unwrap();
+    assert_eq!(find("eth1")["master"], "bond0");
+    assert_eq!(find("eth2")["master"], "bond0");
+    assert_eq!(find("eth3")["master"], "br0");
+    assert_eq!(find("eth4")["master"], "br0");
+    assert_eq!(find("bond0.42")["linkinfo"]["info_data"]["id"], 42);
+    assert_eq!(find("bond0")["linkinfo"]["info_data"]["mode"], "active-backup");
+    for l in ["bond0", "bond0.42", "br0"] {
+        assert!(find(l)["flags"].as_array().unwrap().iter().any(|f| f == "UP"), "{l} up");
+    }
+    node.stop();
+}
