@@ -154,10 +154,19 @@ fn run(args: &Args) -> Result<(), String> {
     let config_name = args.config.as_ref().and_then(|p| p.file_name().map(|n| n.to_owned()));
     log::info!(target: "run", "running; root {}", args.root.display());
 
+    let started = Instant::now();
+    let mut settled = false;
     loop {
         let now = Instant::now();
+        let mut reconciles = 0;
         while rt.has_work() {
-            rt.run(now);
+            reconciles += rt.run(now).reconciles;
+        }
+        if !settled && rt.controllers().iter().all(|c| c.last_error.is_none()) {
+            settled = true;
+            log::info!(target: "run", "settled in {} ms", started.elapsed().as_millis());
+        } else if reconciles > 0 {
+            log::debug!(target: "run", "{reconciles} reconciles");
         }
         reactor.arm(rt.poll_at(), now).map_err(|e| e.to_string())?;
         let ready = reactor.wait().map_err(|e| e.to_string())?;
