@@ -9,6 +9,7 @@ mod address_spec;
 mod cmdline_config;
 mod default_config;
 mod layer;
+mod link_spec;
 mod machine_config;
 mod merge;
 mod route_spec;
@@ -20,6 +21,7 @@ pub use address_spec::{
 };
 pub use cmdline_config::CmdlineConfigController;
 pub use default_config::{default_specs, DefaultConfigController, DefaultInputs};
+pub use link_spec::{plan_links, LinkPlan, LinkSpecController};
 pub use machine_config::MachineConfigController;
 pub use merge::MergeController;
 pub use route_spec::{plan_routes, route_to_kernel, RoutePlan, RouteSpecController};
