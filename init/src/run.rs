@@ -139,7 +139,10 @@ fn run(args: &Args) -> Result<(), String> {
     let inotify = match &args.config {
         Some(path) => {
             load_config(&mut rt, path);
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| Path::new("."));
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or_else(|| Path::new("."));
             let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
                 .map_err(|e| e.to_string())?;
             let flags = AddWatchFlags::IN_CLOSE_WRITE

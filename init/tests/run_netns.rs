@@ -41,7 +41,10 @@ fn static_network_from_cmdline() {
         || format!("{:?}\n{}", ns.addresses(), node.log_text()),
     );
     let default = ns.routes("main").into_iter().find(|r| r["dst"] == "default").unwrap();
-    assert_eq!((default["metric"].as_u64(), default["protocol"].as_str()), (Some(1024), Some("boot")));
+    assert_eq!(
+        (default["metric"].as_u64(), default["protocol"].as_str()),
+        (Some(1024), Some("boot"))
+    );
     assert!(ns.addresses().contains(&"lo/127.0.0.1/8".to_owned()));
     let link = &ns.ip_json(&["link", "show", "eth1"])[0];
     assert!(link["flags"].as_array().unwrap().iter().any(|f| f == "UP"), "{link}");
@@ -146,7 +149,10 @@ fn restart_adopts_the_configured_kernel_without_changes() {
     wait_for(
         "first run converged",
         T,
-        || has_route(&ns, "main", |r| r["dst"] == "default") && node.root.path().join("etc/hosts").exists(),
+        || {
+            has_route(&ns, "main", |r| r["dst"] == "default")
+                && node.root.path().join("etc/hosts").exists()
+        },
         || node.log_text(),
     );
     std::thread::sleep(Duration::from_millis(500));
@@ -154,7 +160,12 @@ fn restart_adopts_the_configured_kernel_without_changes() {
     let _ = node.stop();
     let events = count_kernel_events(&ns, || {
         let second = Node::start_in(&ns, cmdline, None, TempDir(root.0.clone()));
-        wait_for("second run settled", T, || second.log_text().contains("running"), || second.log_text());
+        wait_for(
+            "second run settled",
+            T,
+            || second.log_text().contains("running"),
+            || second.log_text(),
+        );
         std::thread::sleep(Duration::from_secs(2));
         let log = second.stop();
         assert!(!log.contains("wrote /etc"), "files were already right:\n{log}");
@@ -182,10 +193,16 @@ fn bad_input_waits_and_reports_without_looping() {
     );
     std::thread::sleep(Duration::from_secs(3));
     let log = node.stop();
-    let waiting = log.lines().filter(|l| l.contains("waiting for link") && l.contains("eth9")).count();
+    let waiting =
+        log.lines().filter(|l| l.contains("waiting for link") && l.contains("eth9")).count();
     assert_eq!(waiting, 1, "one line for the missing link, not a loop:\n{log}");
-    let unreachable: Vec<&str> =
-        log.lines().filter(|l| l.starts_with("error") && l.contains("10.9.0.0/16") || l.contains("192.0.2.1") && l.starts_with("error")).collect();
+    let unreachable: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.starts_with("error") && l.contains("10.9.0.0/16")
+                || l.contains("192.0.2.1") && l.starts_with("error")
+        })
+        .collect();
     assert_eq!(unreachable.len(), 1, "the kernel's reason, once:\n{log}");
     assert!(unreachable[0].contains("gateway"), "{}", unreachable[0]);
     assert!(ns.addresses().contains(&"eth0/10.0.0.2/24".to_owned()));
@@ -193,7 +210,9 @@ fn bad_input_waits_and_reports_without_looping() {
 
 #[test]
 fn vlan_on_bond_and_bridge_from_config() {
-    if !require_root("vlan_on_bond_and_bridge_from_config") || !require_full_kernel("vlan_on_bond_and_bridge_from_config") {
+    if !require_root("vlan_on_bond_and_bridge_from_config")
+        || !require_full_kernel("vlan_on_bond_and_bridge_from_config")
+    {
         return;
     }
     let (ns, peer) = (Netns::new(), Netns::new());
@@ -209,12 +228,15 @@ fn vlan_on_bond_and_bridge_from_config() {
         T,
         || {
             let a = ns.addresses();
-            a.contains(&"bond0.42/10.42.0.2/24".to_owned()) && a.contains(&"br0/10.43.0.2/24".to_owned())
+            a.contains(&"bond0.42/10.42.0.2/24".to_owned())
+                && a.contains(&"br0/10.43.0.2/24".to_owned())
         },
         || format!("{:?}\n{}", ns.addresses(), node.log_text()),
     );
     let links = ns.ip_json(&["-d", "link", "show"]);
-    let find = |name: &str| links.as_array().unwrap().iter().find(|l| l["ifname"] == name).cloned().unwrap();
+    let find = |name: &str| {
+        links.as_array().unwrap().iter().find(|l| l["ifname"] == name).cloned().unwrap()
+    };
     assert_eq!(find("eth1")["master"], "bond0");
     assert_eq!(find("eth2")["master"], "bond0");
     assert_eq!(find("eth3")["master"], "br0");

@@ -33,14 +33,20 @@ pub fn require_full_kernel(test: &str) -> bool {
     if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") {
         return true;
     }
-    eprintln!("SKIP {test}: needs bonding/8021q (runs in the virtme-ng suite with KEELSON_FULL_KERNEL=1)");
+    eprintln!(
+        "SKIP {test}: needs bonding/8021q (runs in the virtme-ng suite with KEELSON_FULL_KERNEL=1)"
+    );
     false
 }
 
 fn nix_is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -97,7 +103,10 @@ impl Netns {
 
     /// A veth pair: `inside` in this namespace, `outside` in `peer` (both up on the outside).
     pub fn veth(&self, inside: &str, peer: &Netns, outside: &str) {
-        sh(&["ip", "link", "add", inside, "netns", &self.name, "type", "veth", "peer", "name", outside, "netns", &peer.name]);
+        sh(&[
+            "ip", "link", "add", inside, "netns", &self.name, "type", "veth", "peer", "name",
+            outside, "netns", &peer.name,
+        ]);
         peer.ip(&["link", "set", outside, "up"]);
     }
 }
@@ -144,7 +153,15 @@ impl Node {
     pub fn start_in(ns: &Netns, cmdline: &str, config: Option<&Path>, root: TempDir) -> Self {
         let log = root.path().join("keelson.log");
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &ns.name, "unshare", "-u", env!("CARGO_BIN_EXE_keelson"), "run"]);
+        cmd.args([
+            "netns",
+            "exec",
+            &ns.name,
+            "unshare",
+            "-u",
+            env!("CARGO_BIN_EXE_keelson"),
+            "run",
+        ]);
         cmd.arg("--cmdline").arg(cmdline).arg("--root").arg(root.path());
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
@@ -185,7 +202,12 @@ impl Drop for Node {
 }
 
 /// Poll `f` until it returns true or the deadline passes; panics with `what` and `context()`.
-pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool, context: impl Fn() -> String) {
+pub fn wait_for(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
         if f() {

@@ -10,6 +10,7 @@ mod cmdline_config;
 mod default_config;
 mod derived;
 mod layer;
+mod link_spec;
 mod machine_config;
 mod merge;
 mod route_spec;
@@ -26,6 +27,7 @@ pub use derived::{
     CopySpecsController, EtcFilesController, HostnameSpecController, NetworkStatusController,
     NodeAddressController, NETWORK_STATUS_ID,
 };
+pub use link_spec::{plan_links, LinkPlan, LinkSpecController};
 pub use machine_config::MachineConfigController;
 pub use merge::MergeController;
 pub use route_spec::{plan_routes, route_to_kernel, RoutePlan, RouteSpecController};
@@ -72,6 +74,7 @@ pub fn pipeline(host: &SharedHost) -> Vec<Box<dyn Controller>> {
         Box::new(status::addresses(host.clone())),
         Box::new(status::routes(host.clone())),
         Box::new(status::rules(host.clone())),
+        Box::new(LinkSpecController::new(host.clone())),
         Box::new(AddressSpecController::new(host.clone())),
         Box::new(RouteSpecController::new(host.clone())),
         Box::new(RuleSpecController::new(host.clone())),

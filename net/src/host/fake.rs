@@ -133,14 +133,29 @@ impl Host for FakeHost {
                     NewLinkKind::Vlan { vlan, .. } => link.vlan = Some(vlan.clone()),
                     NewLinkKind::Bond(b) => link.bond_master = Some(b.clone()),
                     NewLinkKind::Bridge(b) => link.bridge_master = Some(b.clone()),
-                    NewLinkKind::Dummy | NewLinkKind::Veth { .. } => {}
+                    NewLinkKind::Dummy => {}
+                    NewLinkKind::Veth { peer } => {
+                        // Both ends exist at once; each one's IFLA_LINK is the other.
+                        let peer_index = self.add_link(peer, LinkType::ETHER, "veth");
+                        self.link_mut(peer_index, &text)?.link_index = index;
+                        self.link_mut(index, &text)?.link_index = peer_index;
+                    }
                 }
             }
             LinkOp::Delete { index, .. } => {
                 let name = self
                     .name_of(*index)
                     .ok_or_else(|| err(text, HostErrorKind::NotFound, "no such device"))?;
-                self.links.remove(&name);
+                let gone = self.links.remove(&name);
+                // The kernel takes a veth's peer and the VLANs on a link with it, and releases
+                // a master's ports.
+                let peer = gone.filter(|l| l.kind == "veth").map_or(0, |l| l.link_index);
+                self.links.retain(|_, l| {
+                    l.index != peer && !(l.kind == "vlan" && l.link_index == *index)
+                });
+                for l in self.links.values_mut().filter(|l| l.master_index == *index) {
+                    l.master_index = 0;
+                }
                 self.addresses.retain(|a| a.link_index != *index);
                 self.routes.retain(|r| r.out_link_index != *index);
             }

@@ -795,6 +795,11 @@ impl LinkStatus {
             || (!self.alias.is_empty() && self.alias == name)
             || self.alt_names.iter().any(|a| a == name)
     }
+
+    /// Administratively up: `IFF_UP` is among the `flags` names.
+    pub fn is_up(&self) -> bool {
+        self.flags.split(',').any(|f| f.trim() == "UP")
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1366,5 +1371,14 @@ mod tests {
             ClientIdentifier::Duid("00010203".into())
         );
         assert!("xyz".parse::<ClientIdentifier>().is_err());
+    }
+
+    #[test]
+    fn link_is_up_reads_the_up_flag_only() {
+        let with = |flags: &str| LinkStatus { flags: flags.into(), ..Default::default() };
+        assert!(with("UP,BROADCAST,RUNNING,MULTICAST,LOWER_UP").is_up());
+        assert!(with("BROADCAST,UP").is_up());
+        assert!(!with("BROADCAST,MULTICAST,LOWER_UP").is_up());
+        assert!(!with("").is_up());
     }
 }

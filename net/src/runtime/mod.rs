@@ -11,8 +11,11 @@
 //!   two controllers that keep waking each other cannot spin the event loop.
 //! - A reconcile that returns an error, or panics (caught and turned into an error), is logged
 //!   with the controller's name and retried after an exponential backoff; success resets it.
-//!   A change to one of its inputs retries it at once (the delay keeps growing until a
-//!   success), and a repeat of the same error is logged at debug level only.
+//!   A change to one of its inputs lets it retry early, but never sooner than
+//!   [`BACKOFF_INITIAL`] after its last run: a failing apply whose own kernel events wake it
+//!   again cannot spin. A repeat of the same error is logged at debug level only.
+//! - Controllers backed off by the loop cap stay held until their delay ends, whatever
+//!   changes meanwhile.
 //! - When the last finalizer leaves a resource that is tearing down, its owner is woken so it
 //!   can destroy it.
 //!
@@ -91,7 +94,13 @@ struct Slot {
     outputs: Vec<Output>,
     dirty: bool,
     wake_at: Option<Instant>,
+    /// Error backoff: not before this, unless an input changed (see `retry_early`).
     retry_at: Option<Instant>,
+    /// An input changed during the error backoff: retry at `last_run + BACKOFF_INITIAL`.
+    retry_early: bool,
+    /// Loop-cap hold: not before this, whatever changes.
+    hold_until: Option<Instant>,
+    last_run: Option<Instant>,
     backoff: Duration,
     runs: u64,
     condition: Option<String>,
@@ -157,6 +166,9 @@ impl Runtime {
             dirty: true,
             wake_at: None,
             retry_at: None,
+            retry_early: false,
+            hold_until: None,
+            last_run: None,
             backoff: BACKOFF_INITIAL,
             runs: 0,
             condition: None,
@@ -208,8 +220,7 @@ impl Runtime {
             if slot.inputs.iter().any(|i| i.kind == kind)
                 || slot.outputs.iter().any(|o| o.kind == kind)
             {
-                slot.dirty = true;
-                slot.retry_at = None;
+                slot.mark_dirty();
             }
         }
     }
@@ -217,19 +228,19 @@ impl Runtime {
     /// Mark every controller dirty (after a netlink overrun, for example).
     pub fn mark_all_dirty(&mut self) {
         for slot in &mut self.slots {
-            slot.dirty = true;
+            slot.mark_dirty();
         }
     }
 
     /// The earliest timer (a requested wake-up or a retry). Dirty controllers are not timers:
     /// call [`Runtime::run`] while [`Runtime::has_work`] says so.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.slots.iter().filter_map(|s| s.retry_at.or(s.wake_at)).min()
+        self.slots.iter().filter_map(Slot::next_timer).min()
     }
 
-    /// True when some controller is dirty and not waiting for a retry.
+    /// True when some controller is dirty and free to run now (not backing off or held).
     pub fn has_work(&self) -> bool {
-        self.slots.iter().any(|s| s.dirty && s.retry_at.is_none())
+        self.slots.iter().any(|s| s.dirty && s.retry_at.is_none() && s.hold_until.is_none())
     }
 
     /// The state of every controller, in registration order.
@@ -254,18 +265,15 @@ impl Runtime {
     /// Reconcile until nothing is dirty or due at `now`, or the cap is hit.
     pub fn run(&mut self, now: Instant) -> RunReport {
         for slot in &mut self.slots {
-            if slot.retry_at.is_some_and(|t| t <= now) {
-                slot.retry_at = None;
-                slot.dirty = true;
-            }
-            if slot.wake_at.is_some_and(|t| t <= now) {
-                slot.wake_at = None;
-                slot.dirty = true;
-            }
+            slot.release_due(now);
         }
         let mut report = RunReport::default();
         let mut runs_this_pass: BTreeMap<usize, usize> = BTreeMap::new();
-        while let Some(i) = self.slots.iter().position(|s| s.dirty && s.retry_at.is_none()) {
+        while let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.dirty && s.retry_at.is_none() && s.hold_until.is_none())
+        {
             if report.reconciles >= PASS_CAP {
                 report.looping = self.back_off_loopers(&runs_this_pass, now);
                 break;
@@ -282,6 +290,8 @@ impl Runtime {
         let slot = &mut self.slots[i];
         slot.dirty = false;
         slot.runs += 1;
+        slot.last_run = Some(now);
+        slot.retry_early = false;
         let result = {
             let mut ctx = Ctx {
                 store: &mut self.store,
@@ -336,10 +346,7 @@ impl Runtime {
             });
             let owner_must_destroy = ch.destroy_ready && slot.name == ch.owner;
             if wakes || owner_must_destroy {
-                // New input is a reason to retry now: the link a failing route needed may have
-                // just come up. The backoff delay itself keeps growing until a success.
-                slot.dirty = true;
-                slot.retry_at = None;
+                slot.mark_dirty();
             }
         }
     }
@@ -358,11 +365,54 @@ impl Runtime {
         );
         for i in looping {
             let slot = &mut self.slots[i];
-            slot.retry_at = Some(now + slot.backoff);
+            slot.hold_until = Some(now + slot.backoff);
             slot.backoff = (slot.backoff * 2).min(BACKOFF_MAX);
             slot.last_error = Some("reconcile loop: kept being woken without settling".into());
         }
         names
+    }
+}
+
+impl Slot {
+    /// An input changed: run when free; during an error backoff, retry early (new input is a
+    /// reason to try again: the link a failing route needed may have just come up).
+    fn mark_dirty(&mut self) {
+        self.dirty = true;
+        if self.retry_at.is_some() {
+            self.retry_early = true;
+        }
+    }
+
+    /// The next instant this slot must be looked at without further input.
+    fn next_timer(&self) -> Option<Instant> {
+        let early = match (self.retry_early, self.last_run) {
+            (true, Some(t)) => Some(t + BACKOFF_INITIAL),
+            _ => None,
+        };
+        let retry = match (self.retry_at, early) {
+            (Some(r), Some(e)) => Some(r.min(e)),
+            (r, _) => r,
+        };
+        [retry, self.hold_until, self.wake_at].into_iter().flatten().min()
+    }
+
+    /// Clear whatever timers are due at `now`, making the slot dirty for each.
+    fn release_due(&mut self, now: Instant) {
+        if self.hold_until.is_some_and(|t| t <= now) {
+            self.hold_until = None;
+            self.dirty = true;
+        }
+        let early_due =
+            self.retry_early && self.last_run.is_some_and(|t| t + BACKOFF_INITIAL <= now);
+        if self.retry_at.is_some_and(|t| t <= now) || (self.retry_at.is_some() && early_due) {
+            self.retry_at = None;
+            self.retry_early = false;
+            self.dirty = true;
+        }
+        if self.wake_at.is_some_and(|t| t <= now) {
+            self.wake_at = None;
+            self.dirty = true;
+        }
     }
 }
 

@@ -357,6 +357,25 @@ fn input_changes_cut_a_backoff_short() {
     assert!(rt.poll_at().is_some(), "in backoff");
     rt.put_input("test", Namespace::Config, "x", crate::config::MachineConfig::default()).unwrap();
     rt.run(t0 + Duration::from_millis(1));
-    assert_eq!(runs.get(), 2, "retried as soon as its input changed, not after the backoff");
+    assert_eq!(runs.get(), 1, "never sooner than BACKOFF_INITIAL after the last run");
+    assert_eq!(rt.poll_at(), Some(t0 + BACKOFF_INITIAL));
+    rt.run(t0 + BACKOFF_INITIAL);
+    assert_eq!(runs.get(), 2, "retried early because its input changed");
     assert_eq!(rt.controllers()[0].last_error, None);
+}
+
+#[test]
+fn self_inflicted_events_cannot_spin_a_failing_controller() {
+    let mut rt = Runtime::new();
+    let (c, runs) =
+        ctrl("flapper", &[HOST_IN], &[], |_| Err(ControllerError::transient("kernel says no")));
+    rt.register(c).unwrap();
+    let t0 = Instant::now();
+    rt.run(t0);
+    // Every attempt causes a kernel event, which marks it dirty again.
+    for ms in 0..1000 {
+        rt.mark_dirty(Kind::HostnameSpec);
+        rt.run(t0 + Duration::from_millis(ms));
+    }
+    assert!(runs.get() <= 5, "at most one retry per BACKOFF_INITIAL, got {}", runs.get());
 }
