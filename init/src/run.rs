@@ -161,7 +161,9 @@ fn run(args: &Args) -> Result<(), String> {
     let mut settled = false;
     loop {
         let now = Instant::now();
-        let mut reconciles = 0;
+        // Always one pass: it also releases the timers that are due (that is why the timer
+        // fired), then more while controllers keep marking each other dirty.
+        let mut reconciles = rt.run(now).reconciles;
         while rt.has_work() {
             reconciles += rt.run(now).reconciles;
         }

@@ -66,6 +66,19 @@ impl Netns {
     pub fn new() -> Self {
         let name = format!("kt-{}", tag());
         sh(&["ip", "netns", "add", &name]);
+        // No IPv6 duplicate address detection: the kernel's own link-local addresses would
+        // otherwise appear a second after a link comes up, as noise in event counts.
+        for conf in ["all", "default"] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &name,
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{conf}.accept_dad=0"),
+            ]);
+        }
         Self { name }
     }
 
@@ -134,7 +147,9 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -177,14 +192,21 @@ impl Node {
     }
 
     /// SIGTERM and wait; returns the log. The process must exit 0.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        self.stop_keeping_root().0
+    }
+
+    /// Like [`Node::stop`], and hand over the root directory (for a restart over it).
+    pub fn stop_keeping_root(mut self) -> (String, TempDir) {
         let mut child = self.child.take().unwrap();
         // `ip netns exec` and `unshare` exec into keelson, so the child pid is keelson's.
         sh(&["kill", "-TERM", &child.id().to_string()]);
         let status = child.wait().unwrap();
         let log = self.log_text();
         assert!(status.success(), "keelson run exited with {status}:\n{log}");
-        log
+        // The placeholder's drop removes nothing (an empty path).
+        let root = std::mem::replace(&mut self.root, TempDir(PathBuf::new()));
+        (log, root)
     }
 
     pub fn pid(&self) -> u32 {

@@ -78,10 +78,12 @@ pub fn pipeline(host: &SharedHost) -> Vec<Box<dyn Controller>> {
         Box::new(AddressSpecController::new(host.clone())),
         Box::new(RouteSpecController::new(host.clone())),
         Box::new(RuleSpecController::new(host.clone())),
+        // Derivations before their consumers: a restart over a configured kernel writes each
+        // file once, already complete, instead of a partial version first.
+        Box::new(NodeAddressController),
         Box::new(HostnameSpecController::new(host.clone())),
         Box::new(CopySpecsController),
         Box::new(EtcFilesController::new(host.clone())),
-        Box::new(NodeAddressController),
         Box::new(NetworkStatusController),
     ]);
     all

@@ -31,7 +31,10 @@ impl WaitLog {
         let now: BTreeSet<String> = waiting.iter().cloned().collect();
         if now != self.last && !now.is_empty() {
             let list: Vec<&str> = now.iter().map(String::as_str).collect();
-            log::warn!(target: ctx.name(), "waiting for link: {what} {}", list.join(", "));
+            // The link controller owns the warning for a missing link; addresses and routes
+            // on it say so only at debug level, so one missing link is one console line.
+            let level = if what == "link" { log::Level::Warn } else { log::Level::Debug };
+            log::log!(target: ctx.name(), level, "waiting for link: {what} {}", list.join(", "));
         }
         ctx.set_condition((!now.is_empty()).then(|| {
             format!(
