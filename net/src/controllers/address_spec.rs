@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{first_error, resolve_link, WaitLog};
+use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
     AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -50,6 +50,12 @@ pub fn address_to_kernel(spec: &AddressSpec, link_name: &str, index: u32) -> Add
         _ => None,
     };
     let mut flags = spec.flags & AddressFlags::MANAGED;
+    if ip.is_ipv4() {
+        // NODAD, HOMEADDRESS and MNGTMPADDR mean nothing to IPv4 and the kernel does not keep
+        // them: asking for them would be a difference that never settles.
+        flags = flags
+            & (AddressFlags::PERMANENT | AddressFlags::NOPREFIXROUTE | AddressFlags::MCAUTOJOIN);
+    }
     // The kernel only reports "permanent" for addresses without a finite lifetime.
     if spec.valid_lifetime.is_some() {
         flags = AddressFlags(flags.0 & !AddressFlags::PERMANENT.0);
@@ -103,7 +109,13 @@ pub fn plan_addresses(
                 let want = address_to_kernel(d.spec, name, l.index);
                 match existing {
                     None => plan.ops.push((d.id.to_owned(), AddressOp::Add(want))),
-                    Some(k) if k.scope != want.address.scope => {
+                    // A scope change, or a flag change on IPv4 (whose replace keeps the old
+                    // flags), needs a new address; anything else changes in place.
+                    Some(k)
+                        if k.scope != want.address.scope
+                            || (want.address.family == Family::Inet4
+                                && (k.flags & AddressFlags::MANAGED) != want.address.flags) =>
+                    {
                         plan.ops.push((d.id.to_owned(), AddressOp::Delete(k.clone())));
                         plan.ops.push((d.id.to_owned(), AddressOp::Add(want)));
                     }
@@ -133,6 +145,7 @@ pub struct AddressSpecController {
     host: SharedHost,
     last_applied: BTreeMap<String, AddressSpec>,
     wait_log: WaitLog,
+    repeat: RepeatGuard,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -144,7 +157,12 @@ impl std::fmt::Debug for AddressSpecController {
 impl AddressSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host, last_applied: BTreeMap::new(), wait_log: WaitLog::default() }
+        Self {
+            host,
+            last_applied: BTreeMap::new(),
+            wait_log: WaitLog::default(),
+            repeat: RepeatGuard::default(),
+        }
     }
 }
 
@@ -184,12 +202,17 @@ impl Controller for AddressSpecController {
 
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
+        let mut succeeded = Vec::new();
         for (id, op) in &plan.ops {
-            if let Err(e) = self.host.borrow_mut().address(op) {
-                failed.insert(id);
-                errors.push(e);
+            match self.host.borrow_mut().address(op) {
+                Ok(()) => succeeded.push(format!("{op:?}")),
+                Err(e) => {
+                    failed.insert(id);
+                    errors.push(e);
+                }
             }
         }
+        errors.extend(self.repeat.check(succeeded.into_iter()));
         for (id, spec, _) in &specs {
             if plan.applied.contains(id) && !failed.contains(id.as_str()) {
                 ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
@@ -274,6 +297,21 @@ mod tests {
         let plan = plan_addresses(&[running("x", &prio)], &links(), &[k], &applied);
         assert!(matches!(ops(&plan)[..], [AddressOp::Replace(_)]), "{plan:?}");
         assert!(!ops(&plan).iter().any(|op| matches!(op, AddressOp::Delete(_))));
+    }
+
+    #[test]
+    fn ipv4_flag_change_deletes_and_adds_and_ipv6_only_flags_are_dropped() {
+        let mut s = spec("10.0.0.5/24");
+        let k = address_to_kernel(&s, "eth0", 2).address;
+        s.flags = AddressFlags::PERMANENT | AddressFlags::NOPREFIXROUTE;
+        let plan = plan_addresses(&[running("x", &s)], &links(), &[k.clone()], &BTreeMap::new());
+        assert!(matches!(ops(&plan)[..], [AddressOp::Delete(_), AddressOp::Add(_)]), "{plan:?}");
+        s.flags = AddressFlags::PERMANENT | AddressFlags::NODAD;
+        let want = address_to_kernel(&s, "eth0", 2).address;
+        assert_eq!(want.flags, AddressFlags::PERMANENT);
+        assert!(plan_addresses(&[running("x", &s)], &links(), &[k], &BTreeMap::new())
+            .ops
+            .is_empty());
     }
 
     #[test]

@@ -154,3 +154,20 @@ fn unreachable_gateway_fails_alone() {
         rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
     assert!(route_ctrl.last_error.unwrap().contains("invalid gateway"));
 }
+
+#[test]
+fn a_diff_that_never_settles_is_reported_and_backed_off() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth1", LinkType::ETHER, "");
+    fake.borrow_mut().rewrite_route_protocol = Some(crate::resource::RouteProtocol::KERNEL);
+    let mut rt = runtime(&fake);
+    let cmdline = crate::cmdline::parse("ip=172.20.0.2::172.20.0.1:24::eth1");
+    rt.put_input("test", Namespace::Runtime, CMDLINE_ID, cmdline).unwrap();
+    // settle_with plays the watcher, so every re-add wakes the controller again: without the
+    // guard this never returns.
+    settle_with(&mut rt, &fake);
+    let adds = fake.borrow().log.iter().filter(|l| l.starts_with("add route")).count();
+    assert!(adds <= super::spec_common::REPEAT_LIMIT as usize, "{adds} adds");
+    let route_ctrl = rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
+    assert!(route_ctrl.last_error.unwrap().contains("keeps reporting a difference"));
+}

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, resolve_link, WaitLog};
+use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
     Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, Scope,
@@ -129,6 +129,7 @@ pub fn plan_routes(
 pub struct RouteSpecController {
     host: SharedHost,
     wait_log: WaitLog,
+    repeat: RepeatGuard,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -140,7 +141,7 @@ impl std::fmt::Debug for RouteSpecController {
 impl RouteSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host, wait_log: WaitLog::default() }
+        Self { host, wait_log: WaitLog::default(), repeat: RepeatGuard::default() }
     }
 }
 
@@ -180,15 +181,20 @@ impl Controller for RouteSpecController {
         let plan = plan_routes(&desired, &links, &kernel);
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
+        let mut succeeded = Vec::new();
         for (id, op) in &plan.ops {
             if failed.contains(id.as_str()) {
                 continue;
             }
-            if let Err(e) = self.host.borrow_mut().route(op) {
-                failed.insert(id);
-                errors.push(e);
+            match self.host.borrow_mut().route(op) {
+                Ok(()) => succeeded.push(format!("{op:?}")),
+                Err(e) => {
+                    failed.insert(id);
+                    errors.push(e);
+                }
             }
         }
+        errors.extend(self.repeat.check(succeeded.into_iter()));
         for (id, _, _) in &specs {
             if failed.contains(id.as_str()) {
                 continue;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helpers shared by the spec controllers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::host::HostError;
+use crate::host::{HostError, HostErrorKind};
 use crate::resource::LinkStatus;
 use crate::runtime::{ControllerError, Ctx, Next};
 
@@ -57,5 +57,61 @@ pub(super) fn first_error(target: &str, errors: Vec<HostError>) -> Result<Next, 
     match first {
         Some(e) => Err(e.into()),
         None => Ok(Next::Idle),
+    }
+}
+
+/// How many reconciles in a row may issue the very same operation before it is treated as a
+/// kernel that does not keep what we ask (a diff that never settles).
+pub(super) const REPEAT_LIMIT: u32 = 5;
+
+/// Breaks apply loops that run through the kernel: each apply causes a netlink event, the
+/// event wakes the controller, and a diff that never settles would apply again forever
+/// (user-demands item 12). An operation that succeeded [`REPEAT_LIMIT`] reconciles in a row
+/// is reported as an error, so the runtime backs off (at most one retry per
+/// `BACKOFF_INITIAL`) and the log says which operation does not stick.
+#[derive(Debug, Default)]
+pub(super) struct RepeatGuard {
+    counts: BTreeMap<String, u32>,
+}
+
+impl RepeatGuard {
+    /// Record the operations that succeeded in this reconcile (by their text); returns an
+    /// error for each one that hit the limit. Operations not issued this time start again.
+    pub(super) fn check(&mut self, ops: impl Iterator<Item = String>) -> Vec<HostError> {
+        let previous = std::mem::take(&mut self.counts);
+        let mut errors = Vec::new();
+        for op in ops {
+            let n = previous.get(&op).copied().unwrap_or(0) + 1;
+            if n >= REPEAT_LIMIT {
+                errors.push(HostError {
+                    message: format!(
+                        "applied {n} times in a row but the kernel keeps reporting a difference"
+                    ),
+                    op: op.clone(),
+                    kind: HostErrorKind::Invalid,
+                });
+            }
+            self.counts.insert(op, n);
+        }
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeat_guard_trips_on_the_same_op_only() {
+        let mut g = RepeatGuard::default();
+        for _ in 0..REPEAT_LIMIT - 1 {
+            assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
+        }
+        let errs = g.check(["add a".to_owned(), "add b".to_owned()].into_iter());
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].op, "add a");
+        // Once the op is no longer issued, it starts from zero.
+        assert!(g.check(std::iter::empty()).is_empty());
+        assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
     }
 }

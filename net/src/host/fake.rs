@@ -30,6 +30,9 @@ pub struct FakeHost {
     pub log: Vec<String>,
     /// Route adds through these gateways fail as the kernel does for unreachable gateways.
     pub unreachable_gateways: Vec<std::net::IpAddr>,
+    /// Store every added route with this protocol instead: a kernel that does not keep what
+    /// it is asked, so the diff never settles.
+    pub rewrite_route_protocol: Option<crate::resource::RouteProtocol>,
     next_index: u32,
 }
 
@@ -222,7 +225,11 @@ impl Host for FakeHost {
                 if self.route_pos(r).is_some() {
                     return Err(err(text, HostErrorKind::Exists, "file exists"));
                 }
-                self.routes.push(r.clone());
+                let mut stored = r.clone();
+                if let Some(p) = self.rewrite_route_protocol {
+                    stored.protocol = p;
+                }
+                self.routes.push(stored);
             }
             RouteOp::Delete(r) => {
                 let text = format!("delete route {}", r.id());
