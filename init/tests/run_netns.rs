@@ -16,7 +16,15 @@ use std::time::Duration;
 
 use common::{require_full_kernel, require_root, sh, wait_for, Netns, Node, TempDir};
 
-const T: Duration = Duration::from_secs(15);
+/// How long a change may take to show. Under software emulation (the VM suite, where
+/// `KEELSON_FULL_KERNEL=1`) everything is ten times slower.
+fn t() -> Duration {
+    if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") {
+        Duration::from_secs(90)
+    } else {
+        Duration::from_secs(15)
+    }
+}
 
 fn has_route(ns: &Netns, table: &str, pred: impl Fn(&serde_json::Value) -> bool) -> bool {
     ns.routes(table).iter().any(pred)
@@ -37,7 +45,7 @@ fn static_network_from_cmdline() {
     );
     wait_for(
         "address, default route and files",
-        T,
+        t(),
         || {
             ns.addresses().contains(&"eth1/172.20.0.2/24".to_owned())
                 && has_route(&ns, "main", |r| r["dst"] == "default" && r["gateway"] == "172.20.0.1")
@@ -89,7 +97,7 @@ fn config_file_routes_tables_mtu_and_hot_changes() {
     let node = Node::start(&ns, "", Some(&config));
     wait_for(
         "config applied",
-        T,
+        t(),
         || {
             ns.addresses().contains(&"eth0/10.0.0.3/24".to_owned())
                 && has_route(&ns, "100", |r| r["dst"] == "10.60.0.0/16" && r["metric"] == 50)
@@ -107,7 +115,7 @@ fn config_file_routes_tables_mtu_and_hot_changes() {
     write_config(&dir, second);
     wait_for(
         "hot change applied",
-        T,
+        t(),
         || {
             let a = ns.addresses();
             a.contains(&"eth0/10.0.0.4/24".to_owned())
@@ -123,7 +131,7 @@ fn config_file_routes_tables_mtu_and_hot_changes() {
 
     // A broken config is reported and changes nothing.
     std::fs::write(&config, "version: v1alpha1\nmachine:\n  network:\n    bogus: 1\n").unwrap();
-    wait_for("rejection logged", T, || node.log_text().contains("bogus"), || node.log_text());
+    wait_for("rejection logged", t(), || node.log_text().contains("bogus"), || node.log_text());
     assert!(ns.addresses().contains(&"eth0/10.0.0.4/24".to_owned()));
     node.stop();
 }
@@ -156,7 +164,7 @@ fn restart_adopts_the_configured_kernel_without_changes() {
     let node = Node::start(&ns, cmdline, None);
     wait_for(
         "first run converged",
-        T,
+        t(),
         || {
             has_route(&ns, "main", |r| r["dst"] == "default")
                 && node.root.path().join("etc/hosts").exists()
@@ -169,7 +177,7 @@ fn restart_adopts_the_configured_kernel_without_changes() {
         let second = Node::start_in(&ns, cmdline, None, root);
         wait_for(
             "second run settled",
-            T,
+            t(),
             || second.log_text().contains("settled"),
             || second.log_text(),
         );
@@ -193,7 +201,7 @@ fn bad_input_waits_and_reports_without_looping() {
     let node = Node::start(&ns, "", Some(&config));
     wait_for(
         "good route applied",
-        T,
+        t(),
         || has_route(&ns, "main", |r| r["dst"] == "10.8.0.0/16"),
         || node.log_text(),
     );
@@ -228,7 +236,7 @@ fn vlan_on_bond_and_bridge_from_config() {
     let node = Node::start(&ns, "", Some(&config));
     wait_for(
         "vlan on bond and bridge up",
-        T,
+        t(),
         || {
             let a = ns.addresses();
             a.contains(&"bond0.42/10.42.0.2/24".to_owned())

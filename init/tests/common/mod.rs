@@ -235,7 +235,8 @@ pub fn wait_for(
         if f() {
             return;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Each probe spawns `ip`: poll gently so the node under test keeps the CPU.
+        std::thread::sleep(Duration::from_millis(200));
     }
     panic!("timed out waiting for {what}\n{}", context());
 }

@@ -304,7 +304,12 @@ mod tests {
         let mut s = spec("10.0.0.5/24");
         let k = address_to_kernel(&s, "eth0", 2).address;
         s.flags = AddressFlags::PERMANENT | AddressFlags::NOPREFIXROUTE;
-        let plan = plan_addresses(&[running("x", &s)], &links(), std::slice::from_ref(&k), &BTreeMap::new());
+        let plan = plan_addresses(
+            &[running("x", &s)],
+            &links(),
+            std::slice::from_ref(&k),
+            &BTreeMap::new(),
+        );
         assert!(matches!(ops(&plan)[..], [AddressOp::Delete(_), AddressOp::Add(_)]), "{plan:?}");
         s.flags = AddressFlags::PERMANENT | AddressFlags::NODAD;
         let want = address_to_kernel(&s, "eth0", 2).address;

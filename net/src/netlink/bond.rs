@@ -73,11 +73,15 @@ pub(crate) fn encode(b: &BondMasterSpec, primary_index: Option<u32>) -> Vec<Info
         InfoBond::DownDelay(b.down_delay),
         InfoBond::ResendIgmp(b.resend_igmp),
         InfoBond::MinLinks(b.min_links),
-        InfoBond::LpInterval(b.lp_interval),
         InfoBond::NumPeerNotif(b.num_peer_notif),
         InfoBond::AllPortsActive(BondAllPortActive::from(b.all_slaves_active)),
         InfoBond::PeerNotifDelay(b.peer_notify_delay),
     ];
+    // lp_interval must be at least 1 ("invalid option value" otherwise): 0 leaves the
+    // kernel's default, as for the other options that have a floor.
+    if b.lp_interval != 0 {
+        v.push(InfoBond::LpInterval(b.lp_interval));
+    }
     if !b.use_carrier {
         v.push(InfoBond::UseCarrier(false));
     }
