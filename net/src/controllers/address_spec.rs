@@ -6,7 +6,7 @@
 //!   in place; only a scope change deletes and re-adds (a DHCP renewal never drops the address);
 //! - kernel addresses we did not create are never touched.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -89,11 +89,11 @@ pub fn plan_addresses(
     last_applied: &BTreeMap<String, AddressSpec>,
 ) -> AddressPlan {
     let mut plan = AddressPlan::default();
+    let by_key: HashMap<(u32, IpNet), &AddressStatus> =
+        kernel.iter().map(|k| ((k.link_index, k.address), k)).collect();
     for d in desired {
         let link = resolve_link(links, &d.spec.link_name);
-        let existing = link.and_then(|(_, l)| {
-            kernel.iter().find(|k| k.link_index == l.index && k.address == d.spec.address)
-        });
+        let existing = link.and_then(|(_, l)| by_key.get(&(l.index, d.spec.address)).copied());
         match d.phase {
             Phase::TearingDown => {
                 if let Some(k) = existing {

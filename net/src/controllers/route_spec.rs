@@ -7,13 +7,17 @@
 //! Kernel routes are matched on (family, table, destination, gateway, metric); a match with
 //! different attributes is replaced (deleted, then added). Other routes are never touched.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
 
 use super::address_spec::Desired;
 use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
-    Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, Scope,
+    Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, RoutingTable,
+    Scope,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -58,10 +62,11 @@ pub fn route_to_kernel(spec: &RouteSpec, out_link: Option<(&str, u32)>) -> Route
     }
 }
 
-/// Same route identity (the key Talos matches on).
-fn same_key(a: &RouteStatus, b: &RouteStatus) -> bool {
-    (a.family, a.table, a.dst, a.gateway, a.priority)
-        == (b.family, b.table, b.dst, b.gateway, b.priority)
+/// A route's identity: the key Talos matches on.
+type RouteKey = (Family, RoutingTable, Option<IpNet>, Option<IpAddr>, u32);
+
+fn key_of(r: &RouteStatus) -> RouteKey {
+    (r.family, r.table, r.dst, r.gateway, r.priority)
 }
 
 /// The flags that are part of a route's identity rather than kernel bookkeeping.
@@ -85,6 +90,11 @@ pub fn plan_routes(
     kernel: &[RouteStatus],
 ) -> RoutePlan {
     let mut plan = RoutePlan::default();
+    // Indexed by route identity: with 10,000 routes a scan per desired route is 10^8 steps.
+    let mut by_key: HashMap<RouteKey, Vec<&RouteStatus>> = HashMap::new();
+    for k in kernel {
+        by_key.entry(key_of(k)).or_default().push(k);
+    }
     for d in desired {
         let out_link = if d.spec.out_link_name.is_empty() {
             None
@@ -103,7 +113,7 @@ pub fn plan_routes(
             }
         };
         let want = route_to_kernel(d.spec, out_link);
-        let matches: Vec<&RouteStatus> = kernel.iter().filter(|k| same_key(&want, k)).collect();
+        let matches: Vec<&RouteStatus> = by_key.get(&key_of(&want)).cloned().unwrap_or_default();
         match d.phase {
             Phase::TearingDown => {
                 plan.ops.extend(
