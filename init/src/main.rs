@@ -21,10 +21,10 @@ usage:
                [-o table|yaml|json]
       Compute the network configuration this command line and config would produce, for the
       declared links, without touching the kernel.
-  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname]
+  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
-      leaves the kernel configured.
+      leaves the kernel configured. --once exits as soon as everything is applied.
   keelson help
 ";
 

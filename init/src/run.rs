@@ -37,6 +37,7 @@ struct Args {
     root: PathBuf,
     state: Option<PathBuf>,
     hostname: bool,
+    once: bool,
 }
 
 fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
@@ -48,6 +49,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
         root: PathBuf::new(),
         state: None,
         hostname: true,
+        once: false,
     };
     let mut root = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -61,6 +63,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
             Long("root") => root = Some(PathBuf::from(value(&mut p)?)),
             Long("state") => a.state = Some(value(&mut p)?.into()),
             Long("no-hostname") => a.hostname = false,
+            Long("once") => a.once = true,
             _ => return Err(arg.unexpected().to_string()),
         }
     }
@@ -170,6 +173,9 @@ fn run(args: &Args) -> Result<(), String> {
         if !settled && rt.controllers().iter().all(|c| c.last_error.is_none()) {
             settled = true;
             log::info!(target: "run", "settled in {} ms", started.elapsed().as_millis());
+            if args.once {
+                return Ok(());
+            }
         } else if reconciles > 0 {
             log::debug!(target: "run", "{reconciles} reconciles");
         }

@@ -213,15 +213,17 @@ impl Controller for AddressSpecController {
             }
         }
         errors.extend(self.repeat.check(succeeded.into_iter()));
-        for (id, spec, _) in &specs {
-            if plan.applied.contains(id) && !failed.contains(id.as_str()) {
-                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-                self.last_applied.insert(id.clone(), spec.clone());
+        let by_id: HashMap<&str, &AddressSpec> =
+            specs.iter().map(|(id, spec, _)| (id.as_str(), spec)).collect();
+        for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
+            ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+            if let Some(spec) = by_id.get(id.as_str()) {
+                self.last_applied.insert(id.clone(), (*spec).clone());
             }
-            if plan.released.contains(id) && !failed.contains(id.as_str()) {
-                ctx.remove_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-                self.last_applied.remove(id);
-            }
+        }
+        for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {
+            ctx.remove_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+            self.last_applied.remove(id);
         }
         self.wait_log.report(ctx, "address", &plan.waiting);
         first_error(self.name(), errors)

@@ -462,16 +462,15 @@ impl Controller for LinkSpecController {
         };
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();
-        for (id, _, _) in &specs {
-            if failed.contains(id) {
-                continue;
-            }
-            if plan.applied.contains(id) {
-                ctx.add_finalizer(Namespace::Network, Kind::LinkSpec, id)?;
-            }
-            if plan.released.contains(id) && !pending.contains(id.as_str()) {
-                ctx.remove_finalizer(Namespace::Network, Kind::LinkSpec, id)?;
-            }
+        for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
+            ctx.add_finalizer(Namespace::Network, Kind::LinkSpec, id)?;
+        }
+        for id in plan
+            .released
+            .iter()
+            .filter(|id| !failed.contains(*id) && !pending.contains(id.as_str()))
+        {
+            ctx.remove_finalizer(Namespace::Network, Kind::LinkSpec, id)?;
         }
         let waiting: Vec<String> =
             plan.waiting.iter().map(|(id, why)| format!("{id} ({why})")).collect();

@@ -205,16 +205,11 @@ impl Controller for RouteSpecController {
             }
         }
         errors.extend(self.repeat.check(succeeded.into_iter()));
-        for (id, _, _) in &specs {
-            if failed.contains(id.as_str()) {
-                continue;
-            }
-            if plan.applied.contains(id) {
-                ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
-            }
-            if plan.released.contains(id) {
-                ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
-            }
+        for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
+            ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
+        }
+        for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {
+            ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
         self.wait_log.report(ctx, "route", &plan.waiting);
         first_error(self.name(), errors)
