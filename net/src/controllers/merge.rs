@@ -54,13 +54,8 @@ impl<S: SpecType> Controller for MergeController<S> {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let inputs: Vec<(String, S)> = ctx
-            .list::<S>(Namespace::NetworkConfig)
-            .into_iter()
-            .map(|(id, s)| (id.to_owned(), s.clone()))
-            .collect();
-        let refs: Vec<(&str, &S)> = inputs.iter().map(|(id, s)| (id.as_str(), s)).collect();
-        let merged = (self.merge)(&refs);
+        // The fold borrows the inputs and returns owned specs; nothing is cloned twice.
+        let merged = (self.merge)(&ctx.list::<S>(Namespace::NetworkConfig));
 
         let warnings: BTreeSet<String> = merged.warnings.into_iter().collect();
         for w in warnings.difference(&self.logged) {
