@@ -5,6 +5,7 @@
 //! process), and client commands such as `plan`.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod demo;
 mod logger;
 mod output;
 mod plan;
@@ -29,6 +30,11 @@ usage:
 ";
 
 fn main() -> ExitCode {
+    // Multi-call: the demo image links `demo-kubelet` to this binary.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name().is_some_and(|n| n == "demo-kubelet") {
+        return demo::main(std::env::args_os().skip(1).collect());
+    }
     logger::init();
     let mut args = std::env::args_os().skip(1);
     let Some(cmd) = args.next() else {
