@@ -50,7 +50,12 @@ fn config_path(cmdline: &str) -> Option<PathBuf> {
 /// The entry point when keelson is PID 1. Never returns.
 pub fn main() -> ! {
     std::panic::set_hook(Box::new(|info| kmsg::emergency(&format!("panic: {info}"))));
-    let mount_failures = mounts::early();
+    let mut mount_failures = mounts::early();
+    // The kernel rate-limits /dev/kmsg writers to 10 lines per 5 s by default; PID 1 owns the
+    // console, so it lifts that (its own repeated lines are throttled at the source instead).
+    if let Err(e) = std::fs::write("/proc/sys/kernel/printk_devkmsg", "on\n") {
+        mount_failures.push(format!("printk_devkmsg: {e}"));
+    }
     let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default().trim().to_owned();
     let debug =
         cmdline.split_whitespace().any(|p| p == "keelson.debug" || p.starts_with("keelson.debug="));
