@@ -47,19 +47,14 @@ mod tests {
     use ipnet::IpNet;
 
     use super::*;
-    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
 
     fn addr(link: &str, cidr: &str, layer: ConfigLayer, priority: u32) -> AddressSpec {
         let net: IpNet = cidr.parse().unwrap();
         AddressSpec { priority, ..AddressSpec::new(link, net, layer) }
     }
 
-    struct Case {
-        name: &'static str,
-        inputs: Vec<(&'static str, AddressSpec)>,
-        /// (natural id, winning input id)
-        want: Vec<(&'static str, &'static str)>,
-    }
+    type Case = WinnerCase<AddressSpec>;
 
     fn cases() -> Vec<Case> {
         use ConfigLayer::*;
@@ -103,22 +98,8 @@ mod tests {
 
     #[test]
     fn table() {
-        for case in cases() {
-            let inputs: Vec<(&str, &AddressSpec)> =
-                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
-            let merged = merge_addresses(&inputs);
-            let got: Vec<(&str, &str)> = merged
-                .specs
-                .iter()
-                .map(|(k, m)| (k.as_str(), m.provenance.of("address")[0].as_str()))
-                .collect();
-            assert_eq!(got, case.want, "{}", case.name);
-            for (natural, winner) in &case.want {
-                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
-                assert_eq!(&merged.specs[*natural].spec, input, "{}", case.name);
-            }
-            assert!(merged.warnings.is_empty(), "{}", case.name);
-            assert_order_independent(&inputs, merge_addresses);
+        for (name, merged) in check_winners(cases(), "address", merge_addresses) {
+            assert!(merged.warnings.is_empty(), "{name}");
         }
     }
 

@@ -200,6 +200,43 @@ mod test_support {
 
     use super::Merged;
 
+    /// One table-driven case of a whole-spec merge: the inputs, and for each natural ID the
+    /// input that must win.
+    pub(super) struct WinnerCase<S> {
+        pub(super) name: &'static str,
+        pub(super) inputs: Vec<(&'static str, S)>,
+        /// (natural id, winning input id)
+        pub(super) want: Vec<(&'static str, &'static str)>,
+    }
+
+    /// Run whole-spec merge cases: the winners (read back through `field`'s provenance) and
+    /// their specs are as wanted, and the result does not depend on input order. Returns each
+    /// case with its merge, for checks of its own.
+    pub(super) fn check_winners<S: Clone + PartialEq + std::fmt::Debug>(
+        cases: Vec<WinnerCase<S>>,
+        field: &str,
+        merge: impl Fn(&[(&str, &S)]) -> Merged<S>,
+    ) -> Vec<(&'static str, Merged<S>)> {
+        let mut out = Vec::new();
+        for case in cases {
+            let inputs: Vec<(&str, &S)> = case.inputs.iter().map(|(id, s)| (*id, s)).collect();
+            let merged = merge(&inputs);
+            let got: Vec<(&str, &str)> = merged
+                .specs
+                .iter()
+                .map(|(k, m)| (k.as_str(), m.provenance.of(field)[0].as_str()))
+                .collect();
+            assert_eq!(got, case.want, "{}", case.name);
+            for (natural, winner) in &case.want {
+                let input = inputs.iter().find(|(id, _)| id == winner).map(|(_, s)| *s);
+                assert_eq!(Some(&merged.specs[*natural].spec), input, "{}", case.name);
+            }
+            assert_order_independent(&inputs, &merge);
+            out.push((case.name, merged));
+        }
+        out
+    }
+
     /// The merge gives the same result for the inputs in their given order, reversed and
     /// rotated: the function sorts by ID itself.
     pub(super) fn assert_order_independent<S: Clone + PartialEq + std::fmt::Debug>(

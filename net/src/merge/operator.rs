@@ -27,7 +27,7 @@ pub fn merge_operators(inputs: &[(&str, &OperatorSpec)]) -> Merged<OperatorSpec>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
     use crate::resource::network::{
         ClientIdentifier, Dhcp6OperatorSpec, Operator, VipOperatorSpec,
     };
@@ -36,12 +36,7 @@ mod tests {
         OperatorSpec::dhcp4(link, metric, ClientIdentifier::None, layer)
     }
 
-    struct Case {
-        name: &'static str,
-        inputs: Vec<(&'static str, OperatorSpec)>,
-        /// (natural id, winning input id)
-        want: Vec<(&'static str, &'static str)>,
-    }
+    type Case = WinnerCase<OperatorSpec>;
 
     fn cases() -> Vec<Case> {
         use ConfigLayer::*;
@@ -78,22 +73,7 @@ mod tests {
 
     #[test]
     fn table() {
-        for case in cases() {
-            let inputs: Vec<(&str, &OperatorSpec)> =
-                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
-            let merged = merge_operators(&inputs);
-            let got: Vec<(&str, &str)> = merged
-                .specs
-                .iter()
-                .map(|(k, m)| (k.as_str(), m.provenance.of("dhcp4")[0].as_str()))
-                .collect();
-            assert_eq!(got, case.want, "{}", case.name);
-            for (natural, winner) in &case.want {
-                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
-                assert_eq!(&merged.specs[*natural].spec, input, "{}", case.name);
-            }
-            assert_order_independent(&inputs, merge_operators);
-        }
+        check_winners(cases(), "dhcp4", merge_operators);
     }
 
     #[test]

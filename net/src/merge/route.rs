@@ -39,7 +39,7 @@ pub fn merge_routes(inputs: &[(&str, &RouteSpec)]) -> Merged<RouteSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
     use crate::resource::network::{Family, RouteFlags};
 
     fn route(gw: &str, dst: Option<&str>, layer: ConfigLayer, mtu: u32) -> RouteSpec {
@@ -52,12 +52,7 @@ mod tests {
         r
     }
 
-    struct Case {
-        name: &'static str,
-        inputs: Vec<(&'static str, RouteSpec)>,
-        /// (natural id, winning input id)
-        want: Vec<(&'static str, &'static str)>,
-    }
+    type Case = WinnerCase<RouteSpec>;
 
     fn cases() -> Vec<Case> {
         use ConfigLayer::*;
@@ -102,23 +97,10 @@ mod tests {
 
     #[test]
     fn table() {
-        for case in cases() {
-            let inputs: Vec<(&str, &RouteSpec)> =
-                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
-            let merged = merge_routes(&inputs);
-            let got: Vec<(&str, &str)> = merged
-                .specs
-                .iter()
-                .map(|(k, m)| (k.as_str(), m.provenance.of("gateway")[0].as_str()))
-                .collect();
-            assert_eq!(got, case.want, "{}", case.name);
-            for (natural, winner) in &case.want {
-                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
-                let merged = &merged.specs[*natural];
-                assert_eq!(&merged.spec, input, "{}", case.name);
-                assert_eq!(merged.provenance.fields.len(), RouteSpec::FIELDS.len());
+        for (name, merged) in check_winners(cases(), "gateway", merge_routes) {
+            for m in merged.specs.values() {
+                assert_eq!(m.provenance.fields.len(), RouteSpec::FIELDS.len(), "{name}");
             }
-            assert_order_independent(&inputs, merge_routes);
         }
     }
 

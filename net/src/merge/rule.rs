@@ -29,7 +29,7 @@ pub fn merge_rules(inputs: &[(&str, &RoutingRuleSpec)]) -> Merged<RoutingRuleSpe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
     use crate::resource::network::{Family, RoutingTable, RuleAction};
 
     fn rule(priority: u32, table: u32, layer: ConfigLayer) -> RoutingRuleSpec {
@@ -45,12 +45,7 @@ mod tests {
         }
     }
 
-    struct Case {
-        name: &'static str,
-        inputs: Vec<(&'static str, RoutingRuleSpec)>,
-        /// (natural id, winning input id)
-        want: Vec<(&'static str, &'static str)>,
-    }
+    type Case = WinnerCase<RoutingRuleSpec>;
 
     fn cases() -> Vec<Case> {
         use ConfigLayer::*;
@@ -87,22 +82,7 @@ mod tests {
 
     #[test]
     fn table() {
-        for case in cases() {
-            let inputs: Vec<(&str, &RoutingRuleSpec)> =
-                case.inputs.iter().map(|(id, s)| (*id, s)).collect();
-            let merged = merge_rules(&inputs);
-            let got: Vec<(&str, &str)> = merged
-                .specs
-                .iter()
-                .map(|(k, m)| (k.as_str(), m.provenance.of("table")[0].as_str()))
-                .collect();
-            assert_eq!(got, case.want, "{}", case.name);
-            for (natural, winner) in &case.want {
-                let input = inputs.iter().find(|(id, _)| id == winner).unwrap().1;
-                assert_eq!(&merged.specs[*natural].spec, input, "{}", case.name);
-            }
-            assert_order_independent(&inputs, merge_rules);
-        }
+        check_winners(cases(), "table", merge_rules);
     }
 
     #[test]
