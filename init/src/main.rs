@@ -7,10 +7,14 @@
 
 mod demo;
 mod logger;
+mod node;
+mod nodeip;
 mod output;
+mod pid1;
 mod plan;
 mod reactor;
 mod run;
+mod supervisor;
 
 use std::process::ExitCode;
 
@@ -34,6 +38,9 @@ fn main() -> ExitCode {
     let argv0 = std::env::args_os().next().unwrap_or_default();
     if std::path::Path::new(&argv0).file_name().is_some_and(|n| n == "demo-kubelet") {
         return demo::main(std::env::args_os().skip(1).collect());
+    }
+    if std::process::id() == 1 {
+        pid1::main();
     }
     logger::init();
     let mut args = std::env::args_os().skip(1);

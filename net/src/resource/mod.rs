@@ -180,6 +180,8 @@ kinds! {
     NetworkStatus(NetworkStatus) = "NetworkStatus", "NetworkStatuses.net.keelson.dev";
     /// A file written under the root (`/etc/resolv.conf`, ...).
     EtcFileStatus(EtcFileStatus) = "EtcFileStatus", "EtcFileStatuses.files.keelson.dev";
+    /// A supervised service.
+    ServiceStatus(ServiceStatus) = "ServiceStatus", "ServiceStatuses.runtime.keelson.dev";
     /// The parsed kernel command line.
     Cmdline(CmdlineNetwork) = "Cmdline", "Cmdlines.runtime.keelson.dev";
     /// The machine configuration.

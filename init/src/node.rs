@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The node: the network runtime, kubelet supervision and reaping in one event loop. `run`
+//! mode and init mode (PID 1) both drive it; they differ in where files go, whether the
+//! hostname is set, and what happens after the loop ends (exit, or power off).
+//!
+//! One iteration: reconcile (the runtime never blocks), decide what the kubelet should run,
+//! arm the timer for the earliest deadline, sleep in epoll; then handle signals (stop,
+//! reload, reap), netlink events (mark kind dirty), config file changes and service output.
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use net::config::MachineConfig;
+use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use net::host::kernel::KernelHost;
+use net::host::SharedHost;
+use net::netlink::Watcher;
+use net::nodeaddress;
+use net::resource::{
+    HostnameStatus, Kind, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus,
+    HOSTNAME_ID,
+};
+use net::runtime::Runtime;
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::reactor::{Reactor, FIRST_USER_TOKEN};
+use crate::supervisor::{RestartPolicy, Service, State, Stream};
+
+/// The owner of the inputs the node writes.
+pub const SOURCE: &str = "node";
+const NETLINK_TOKEN: u64 = FIRST_USER_TOKEN;
+const INOTIFY_TOKEN: u64 = FIRST_USER_TOKEN + 1;
+const SERVICE_OUT_TOKEN: u64 = FIRST_USER_TOKEN + 2;
+const SERVICE_ERR_TOKEN: u64 = FIRST_USER_TOKEN + 3;
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kernel command line.
+    pub cmdline: String,
+    /// The machine configuration file.
+    pub config: Option<PathBuf>,
+    /// Where `/etc` files go.
+    pub root: PathBuf,
+    /// Set the hostname.
+    pub hostname: bool,
+    /// Stop once settled (`run --once`).
+    pub once: bool,
+    /// Longest wait for services to stop at shutdown.
+    pub stop_grace: Duration,
+}
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// SIGTERM, SIGINT (ctrl-alt-del for PID 1) or SIGPWR, after services stopped.
+    Stopped(Signal),
+    /// `--once` and everything applied.
+    Settled,
+}
+
+/// Read and parse the config; on any error, log it and keep what runs.
+fn load_config(rt: &mut Runtime, path: &Path) {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display());
+            return;
+        }
+    };
+    match net::config::parse(&text) {
+        Ok(cfg) => {
+            for w in &cfg.warnings {
+                log::warn!(target: "config", "{}: {w}", path.display());
+            }
+            if cfg.debug {
+                log::set_max_level(log::LevelFilter::Debug);
+            }
+            match rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg) {
+                Ok(()) => log::info!(target: "config", "loaded {}", path.display()),
+                Err(e) => log::error!(target: "config", "{e}"),
+            }
+        }
+        Err(e) => {
+            log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display())
+        }
+    }
+}
+
+/// The command the kubelet should run now, or `None` (not configured, or network not ready).
+fn kubelet_command(rt: &Runtime, previous_ip: &mut Option<IpAddr>) -> Option<Vec<String>> {
+    let store = rt.store();
+    let cfg = store.get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)?;
+    let kubelet = &cfg.machine.kubelet;
+    if kubelet.command.is_empty() {
+        return None;
+    }
+    let status = store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)?;
+    // What the kubelet waits on in Talos: address, hostname and /etc files (TB §5.4).
+    if !(status.address_ready && status.hostname_ready && status.etc_files_ready) {
+        return None;
+    }
+    let list = |id: &str| -> Vec<IpAddr> {
+        store
+            .get_spec::<NodeAddress>(Namespace::Network, id)
+            .map(|n| n.addresses.iter().map(|a| a.addr()).collect())
+            .unwrap_or_default()
+    };
+    let vips: Vec<IpAddr> = store
+        .list_specs::<OperatorSpec>(Namespace::Network)
+        .filter_map(|(_, o)| o.vip.as_ref().map(|v| v.ip))
+        .collect();
+    let subnets = kubelet.node_ip.as_ref().map(|n| n.valid_subnets.as_slice()).unwrap_or_default();
+    let default = list(nodeaddress::DEFAULT).first().copied();
+    let ip =
+        crate::nodeip::choose(*previous_ip, default, &list(nodeaddress::CURRENT), subnets, &vips)?;
+    *previous_ip = Some(ip);
+    let host = store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)?;
+    let mut cmd = kubelet.command.clone();
+    cmd.extend(kubelet.extra_args.iter().map(|(k, v)| format!("--{k}={v}")));
+    cmd.push(format!("--node-ip={ip}"));
+    cmd.push(format!("--hostname-override={}", host.hostname));
+    Some(cmd)
+}
+
+fn service_status(s: &Service, command: Option<&Vec<String>>) -> ServiceStatus {
+    let (state, pid) = match s.state() {
+        State::Stopped => ("stopped", 0),
+        State::Waiting(_) => ("waiting", 0),
+        State::Running(p) => ("running", p),
+        State::Stopping(p) => ("stopping", p),
+    };
+    ServiceStatus {
+        state: state.into(),
+        pid,
+        starts: s.starts,
+        command: command.cloned().unwrap_or_default(),
+    }
+}
+
+/// Reap every exited child; tell the supervisor about its own. Returns the orphans reaped.
+fn reap(kubelet: &mut Service, now: Instant) -> u32 {
+    let mut orphans = 0;
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => {
+                if !kubelet.exited(pid, &format!("exited with status {code}"), now) {
+                    orphans += 1;
+                }
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                if !kubelet.exited(pid, &format!("was killed by {sig}"), now) {
+                    orphans += 1;
+                }
+            }
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return orphans,
+            Ok(_) => {}
+            Err(Errno::EINTR) => {}
+            Err(e) => {
+                log::warn!(target: "pid1", "waitpid: {e}");
+                return orphans;
+            }
+        }
+    }
+}
+
+/// Run the node until a stop signal (or, with `once`, until settled).
+pub fn run(opts: &Options) -> Result<Ending, String> {
+    let mut reactor = Reactor::new().map_err(|e| e.to_string())?;
+    let host: SharedHost = Rc::new(RefCell::new(
+        KernelHost::new(&opts.root, opts.hostname).map_err(|e| e.to_string())?,
+    ));
+    let mut watcher = Watcher::new().map_err(|e| e.to_string())?;
+    reactor.add(watcher.as_fd(), NETLINK_TOKEN).map_err(|e| e.to_string())?;
+
+    let mut rt = Runtime::new();
+    for c in controllers::pipeline(&host) {
+        rt.register(c).map_err(|e| e.to_string())?;
+    }
+    let parsed = net::cmdline::parse(&opts.cmdline);
+    for e in &parsed.errors {
+        log::error!(target: "cmdline", "{e}");
+    }
+    for w in &parsed.warnings {
+        log::warn!(target: "cmdline", "{w}");
+    }
+    rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed).map_err(|e| e.to_string())?;
+
+    // Watch the config's directory: editors and `mv` replace the file rather than write it.
+    let inotify = match &opts.config {
+        Some(path) => {
+            load_config(&mut rt, path);
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or_else(|| Path::new("."));
+            let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+                .map_err(|e| e.to_string())?;
+            let flags = AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_MOVED_TO
+                | AddWatchFlags::IN_CREATE;
+            match ino.add_watch(dir, flags) {
+                Ok(_) => reactor.add(ino.as_fd(), INOTIFY_TOKEN).map_err(|e| e.to_string())?,
+                Err(e) => {
+                    log::warn!(target: "config", "cannot watch {}: {e}; SIGHUP reloads", dir.display())
+                }
+            }
+            Some(ino)
+        }
+        None => None,
+    };
+    let config_name = opts.config.as_ref().and_then(|p| p.file_name().map(|n| n.to_owned()));
+
+    let mut kubelet = Service::new("kubelet", RestartPolicy::default());
+    let mut node_ip = None;
+    let mut desired: Option<Vec<String>> = None;
+    let mut network_ready = false;
+    let mut orphans_reaped = 0u64;
+    let mut stopping: Option<(Signal, Instant)> = None;
+    let started = Instant::now();
+    let mut settled = false;
+
+    loop {
+        let now = Instant::now();
+        // Always one pass: it also releases the timers that are due (that is why the timer
+        // fired), then more while controllers keep marking each other dirty.
+        let mut reconciles = rt.run(now).reconciles;
+        while rt.has_work() {
+            reconciles += rt.run(now).reconciles;
+        }
+        if !settled && rt.controllers().iter().all(|c| c.last_error.is_none()) {
+            settled = true;
+            log::info!(target: "run", "settled in {} ms", started.elapsed().as_millis());
+            if opts.once {
+                return Ok(Ending::Settled);
+            }
+        } else if reconciles > 0 {
+            log::debug!(target: "run", "{reconciles} reconciles");
+        }
+
+        let ready = rt
+            .store()
+            .get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)
+            .is_some_and(|s| {
+                s.address_ready && s.connectivity_ready && s.hostname_ready && s.etc_files_ready
+            });
+        if ready != network_ready {
+            network_ready = ready;
+            log::info!(target: "pid1", "{}", if ready { "network ready" } else { "network not ready" });
+        }
+
+        match stopping {
+            Some((sig, deadline)) => {
+                if kubelet.is_stopped() || now >= deadline {
+                    return Ok(Ending::Stopped(sig));
+                }
+            }
+            None => {
+                let want = kubelet_command(&rt, &mut node_ip);
+                if want != desired {
+                    desired = want.clone();
+                    kubelet.set_desired(want, now);
+                }
+            }
+        }
+        if kubelet.poll(now) {
+            for (fd, stream) in kubelet.fds() {
+                let token =
+                    if stream == Stream::Out { SERVICE_OUT_TOKEN } else { SERVICE_ERR_TOKEN };
+                if let Err(e) = reactor.add(fd, token) {
+                    log::warn!(target: "pid1", "watch kubelet output: {e}");
+                }
+            }
+        }
+        let status = service_status(&kubelet, desired.as_ref());
+        if desired.is_some() || kubelet.starts > 0 {
+            if let Err(e) = rt.put_input(SOURCE, Namespace::Runtime, "kubelet", status) {
+                log::warn!(target: "pid1", "{e}");
+            }
+        }
+
+        let deadline =
+            [rt.poll_at(), kubelet.poll_at(), stopping.map(|(_, d)| d)].into_iter().flatten().min();
+        reactor.arm(deadline, now).map_err(|e| e.to_string())?;
+        let ready = reactor.wait().map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        for sig in ready.signals {
+            match sig {
+                Signal::SIGTERM | Signal::SIGINT | Signal::SIGPWR if stopping.is_none() => {
+                    log::info!(target: "pid1", "{sig}: stopping services ({} event loop wakeups)", reactor.wakeups);
+                    kubelet.shutdown(now);
+                    stopping = Some((sig, now + opts.stop_grace));
+                }
+                Signal::SIGHUP => {
+                    if let Some(path) = &opts.config {
+                        load_config(&mut rt, path);
+                    }
+                }
+                Signal::SIGUSR1 => {
+                    log::info!(target: "run", "event loop wakeups: {}", reactor.wakeups)
+                }
+                Signal::SIGCHLD => {
+                    let n = reap(&mut kubelet, now);
+                    if n > 0 {
+                        orphans_reaped += u64::from(n);
+                        // The first reap is news; the rest would flood the console.
+                        let level = if orphans_reaped == u64::from(n) {
+                            log::Level::Info
+                        } else {
+                            log::Level::Debug
+                        };
+                        log::log!(target: "pid1", level, "reaped {n} orphaned process(es), {orphans_reaped} so far");
+                    }
+                }
+                _ => {}
+            }
+        }
+        for token in ready.tokens {
+            match token {
+                NETLINK_TOKEN => match watcher.drain() {
+                    Ok(c) if c.overrun => rt.mark_all_dirty(),
+                    Ok(c) => {
+                        let kinds = [
+                            (c.links, Kind::LinkStatus),
+                            (c.addresses, Kind::AddressStatus),
+                            (c.routes, Kind::RouteStatus),
+                            (c.rules, Kind::RoutingRuleStatus),
+                        ];
+                        for (_, kind) in kinds.into_iter().filter(|(changed, _)| *changed) {
+                            rt.mark_dirty(kind);
+                        }
+                    }
+                    Err(e) => {
+                        log::warn!(target: "run", "netlink watcher: {e}; re-reading everything");
+                        rt.mark_all_dirty();
+                    }
+                },
+                INOTIFY_TOKEN => {
+                    let ours =
+                        inotify.as_ref().and_then(|i| i.read_events().ok()).is_some_and(|events| {
+                            events.iter().any(|e| e.name.as_deref() == config_name.as_deref())
+                        });
+                    if let (true, Some(path)) = (ours, &opts.config) {
+                        load_config(&mut rt, path);
+                    }
+                }
+                SERVICE_OUT_TOKEN => kubelet.drain(Stream::Out),
+                SERVICE_ERR_TOKEN => kubelet.drain(Stream::Err),
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Init mode: what keelson does as PID 1 of an initramfs (ARCHITECTURE §6).
+//!
+//! Early mounts, logging to `/dev/kmsg`, kernel modules, then the node loop (network, kubelet
+//! supervision, reaping). Ctrl-alt-del (SIGINT once the kernel's own handling is off), SIGTERM
+//! and SIGPWR stop the services and power the machine off. PID 1 never exits: if the loop
+//! itself fails, it is logged and started again; a panic is written to the console first.
+
+pub mod kmsg;
+pub mod modules;
+pub mod mounts;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::reboot::{reboot, set_cad_enabled, RebootMode};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::{sync, Pid};
+
+use crate::node::{self, Ending};
+
+/// The module list baked into the image.
+pub const MODULE_LIST: &str = "/etc/keelson/modules";
+
+/// How long services get to stop at shutdown.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The machine configuration path from the command line, if it names one that exists.
+fn config_path(cmdline: &str) -> Option<PathBuf> {
+    let parsed = net::cmdline::parse(cmdline);
+    match parsed.config_url.as_deref() {
+        None | Some("none") => {
+            log::info!(
+                target: "pid1",
+                "maintenance mode: no talos.config= on the kernel command line; the network comes from the command line and default DHCP, and the node waits for a configuration"
+            );
+            None
+        }
+        Some(path) if Path::new(path).is_file() => Some(PathBuf::from(path)),
+        Some(path) => {
+            log::error!(
+                target: "pid1",
+                "talos.config={path}: no such file in the image; maintenance mode: the node waits for a configuration"
+            );
+            None
+        }
+    }
+}
+
+/// The entry point when keelson is PID 1. Never returns.
+pub fn main() -> ! {
+    std::panic::set_hook(Box::new(|info| kmsg::emergency(&format!("panic: {info}"))));
+    let mut mount_failures = mounts::early();
+    // The kernel rate-limits /dev/kmsg writers to 10 lines per 5 s by default; PID 1 owns the
+    // console, so it lifts that (its own repeated lines are throttled at the source instead).
+    if let Err(e) = std::fs::write("/proc/sys/kernel/printk_devkmsg", "on\n") {
+        mount_failures.push(format!("printk_devkmsg: {e}"));
+    }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default().trim().to_owned();
+    let debug =
+        cmdline.split_whitespace().any(|p| p == "keelson.debug" || p.starts_with("keelson.debug="));
+    kmsg::init(if debug { log::LevelFilter::Debug } else { log::LevelFilter::Info });
+    log::info!(target: "pid1", "keelson {} starting as PID 1", env!("CARGO_PKG_VERSION"));
+    for f in mount_failures {
+        log::warn!(target: "pid1", "{f}");
+    }
+    log::info!(target: "pid1", "cmdline: {cmdline}");
+    // Ctrl-alt-del becomes SIGINT to us instead of an immediate reboot.
+    if let Err(e) = set_cad_enabled(false) {
+        log::warn!(target: "pid1", "cannot take over ctrl-alt-del: {e}");
+    }
+    modules::load_listed(Path::new(MODULE_LIST));
+    let opts = node::Options {
+        config: config_path(&cmdline),
+        cmdline,
+        root: PathBuf::from("/"),
+        hostname: true,
+        once: false,
+        stop_grace: STOP_GRACE,
+    };
+    loop {
+        match node::run(&opts) {
+            Ok(Ending::Stopped(sig)) => power_off(sig),
+            Ok(Ending::Settled) => {}
+            Err(e) => {
+                log::error!(target: "pid1", "the node loop failed: {e}; starting it again in 5 s");
+                // The loop is gone, so nothing else runs meanwhile: reap, then wait.
+                while nix::sys::wait::waitpid(
+                    Pid::from_raw(-1),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                )
+                .is_ok_and(|s| s != nix::sys::wait::WaitStatus::StillAlive)
+                {}
+                std::thread::sleep(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Stop what is left, flush disks, power off. Never returns.
+fn power_off(reason: Signal) -> ! {
+    log::info!(target: "pid1", "{reason}: services stopped; terminating remaining processes");
+    let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    sync();
+    log::info!(target: "pid1", "power off");
+    let err = reboot(RebootMode::RB_POWER_OFF).err();
+    // Only reached if the kernel refused: stay alive, PID 1 must not exit.
+    log::error!(target: "pid1", "reboot(RB_POWER_OFF) failed: {err:?}; halting here");
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
