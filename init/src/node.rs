@@ -246,12 +246,12 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
             log::debug!(target: "run", "{reconciles} reconciles");
         }
 
+        // The console's "network ready": addresses, a default route and the /etc files. The
+        // hostname is not part of it (maintenance mode has none); the kubelet waits for it too.
         let ready = rt
             .store()
             .get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)
-            .is_some_and(|s| {
-                s.address_ready && s.connectivity_ready && s.hostname_ready && s.etc_files_ready
-            });
+            .is_some_and(|s| s.address_ready && s.connectivity_ready && s.etc_files_ready);
         if ready != network_ready {
             network_ready = ready;
             log::info!(target: "pid1", "{}", if ready { "network ready" } else { "network not ready" });

@@ -159,7 +159,8 @@ impl Service {
             }
             Err(e) => {
                 let delay = self.policy.next_delay(self.delay, Duration::ZERO);
-                log::error!(target: "pid1", "{}: cannot start {:?}: {e}; retrying in {delay:?}", self.name, cmd.first());
+                let program = cmd.first().map_or("", String::as_str);
+                log::error!(target: "pid1", "{}: cannot start {program}: {e}; retrying in {delay:?}", self.name);
                 self.delay = Some(delay);
                 self.start_at = Some(now + delay);
                 false
