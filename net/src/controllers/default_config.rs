@@ -5,7 +5,9 @@
 //! - Every physical link that nothing else mentions is brought up, and gets a DHCPv4 operator
 //!   unless a cmdline/platform/configuration LinkSpec claims it or it is ignored (TB §2.4).
 //!   Unlike Talos, only links that exist get one, and a bare `ip=off` turns this off.
-//! - Resolvers 1.1.1.1 and 8.8.8.8; time server `time.cloudflare.com` (NTS).
+//! - Resolvers 1.1.1.1 and 8.8.8.8, with the node's domain as search domain when a machine
+//!   configuration exists and does not set `disableSearchDomain`; time server
+//!   `time.cloudflare.com` (NTS).
 //! - With a machine configuration, hostname `talos-<default address>` (TB §2.2 `addr` mode);
 //!   without one, no default hostname.
 
@@ -19,9 +21,9 @@ use super::{CMDLINE_ID, MACHINE_CONFIG_ID};
 use crate::cmdline::CmdlineNetwork;
 use crate::config::MachineConfig;
 use crate::resource::{
-    AddressSpec, ClientIdentifier, ConfigLayer, HostnameSpec, Kind, LayerSpecs, LinkSpec, LinkView,
-    Namespace, NodeAddress, Operator, OperatorSpec, ResolverSpec, Scope, TimeServerSpec,
-    DEFAULT_ROUTE_METRIC,
+    AddressSpec, ClientIdentifier, ConfigLayer, HostnameSpec, HostnameStatus, Kind, LayerSpecs,
+    LinkSpec, LinkView, Namespace, NodeAddress, Operator, OperatorSpec, ResolverSpec, Scope,
+    TimeServerSpec, DEFAULT_ROUTE_METRIC, HOSTNAME_ID,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -45,6 +47,8 @@ pub struct DefaultInputs<'a> {
     pub claimed_links: BTreeSet<String>,
     /// NodeAddress `default`, when it holds exactly one address.
     pub default_address: Option<IpAddr>,
+    /// The domain name in effect (HostnameStatus).
+    pub domainname: Option<String>,
 }
 
 /// The layer-`default` specs: a pure function of its inputs.
@@ -105,8 +109,15 @@ pub fn default_specs(input: &DefaultInputs<'_>) -> LayerSpecs {
         }
     }
 
+    let search_domains = match (input.config, &input.domainname) {
+        (Some(c), Some(d)) if !c.machine.network.disable_search_domain && !d.is_empty() => {
+            vec![d.clone()]
+        }
+        _ => Vec::new(),
+    };
     out.resolvers.push(ResolverSpec {
         dns_servers: DEFAULT_RESOLVERS.to_vec(),
+        search_domains,
         layer: ConfigLayer::Default,
         ..ResolverSpec::default()
     });
@@ -144,6 +155,7 @@ impl Controller for DefaultConfigController {
             LINKS_INPUT,
             Input::weak(Namespace::NetworkConfig, Kind::LinkSpec),
             Input::weak(Namespace::Network, Kind::NodeAddress),
+            Input::weak(Namespace::Network, Kind::HostnameStatus),
         ]
     }
 
@@ -173,6 +185,9 @@ impl Controller for DefaultConfigController {
             links: link_view(ctx),
             claimed_links,
             default_address,
+            domainname: ctx
+                .get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
+                .map(|h| h.domainname.clone()),
         });
         write_layer(ctx, ConfigLayer::Default, specs)?;
         Ok(Next::Idle)
@@ -247,6 +262,23 @@ mod tests {
         let up: Vec<_> = out.links.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(up, ["lo", "eth0"], "ignored links are not brought up");
         assert!(out.operators.is_empty(), "ip=off disables default DHCP");
+    }
+
+    #[test]
+    fn search_domain_from_the_node_domain_with_config_only() {
+        let mut config = MachineConfig::default();
+        let with = |config: Option<&MachineConfig>| {
+            let input = DefaultInputs {
+                config,
+                domainname: Some("example.org".into()),
+                ..Default::default()
+            };
+            default_specs(&input).resolvers[0].search_domains.clone()
+        };
+        assert_eq!(with(Some(&config)), ["example.org"]);
+        assert!(with(None).is_empty(), "no machine config: no default search domain");
+        config.machine.network.disable_search_domain = true;
+        assert!(with(Some(&config)).is_empty());
     }
 
     #[test]
