@@ -20,6 +20,7 @@ struct Args {
     state: Option<PathBuf>,
     hostname: bool,
     once: bool,
+    api_socket: Option<PathBuf>,
 }
 
 fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
@@ -32,6 +33,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
         state: None,
         hostname: true,
         once: false,
+        api_socket: None,
     };
     let mut root = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -46,6 +48,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
             Long("state") => a.state = Some(value(&mut p)?.into()),
             Long("no-hostname") => a.hostname = false,
             Long("once") => a.once = true,
+            Long("api-socket") => a.api_socket = Some(value(&mut p)?.into()),
             _ => return Err(arg.unexpected().to_string()),
         }
     }
@@ -76,6 +79,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         hostname: args.hostname,
         once: args.once,
         stop_grace: crate::supervisor::STOP_GRACE,
+        api_socket: args.api_socket,
     };
     match node::run(&opts) {
         Ok(ending) => {

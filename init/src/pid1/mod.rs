@@ -77,6 +77,7 @@ pub fn main() -> ! {
         hostname: true,
         once: false,
         stop_grace: STOP_GRACE,
+        api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
     };
     loop {
         match node::run(&opts) {
