@@ -226,11 +226,12 @@ pub fn align(rows: &[Vec<String>]) -> String {
 
 /// One YAML document: `node:`, `metadata:`, `spec:` and, for merged specs, `provenance:`.
 pub fn remote_yaml(r: &Remote) -> Result<String, String> {
-    let mut doc = serde_json::Map::new();
+    // A YAML mapping keeps insertion order: `node` first, as in the seed.
+    let mut doc = serde_yaml::Mapping::new();
     doc.insert("node".into(), r.node.clone().into());
     for key in ["metadata", "spec", "provenance"] {
         if let Some(v) = r.resource.get(key) {
-            doc.insert(key.into(), v.clone());
+            doc.insert(key.into(), serde_yaml::to_value(v).map_err(|e| e.to_string())?);
         }
     }
     serde_yaml::to_string(&doc).map_err(|e| e.to_string())

@@ -117,8 +117,8 @@ mod tests {
         assert_eq!(
             short,
             [
-                (Action::Added, "eth0/10.0.0.2/24"),
                 (Action::Removed, "eth0/10.0.0.1/24"),
+                (Action::Added, "eth0/10.0.0.2/24"),
                 (Action::Changed, "inet4//50")
             ]
         );
