@@ -29,11 +29,12 @@ usage:
       Compute the network configuration this command line and config would produce, for the
       declared links, without touching the kernel.
   keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
-              [--api-socket PATH]
+              [--api-socket PATH] [--api-max-connections N]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
-      --api-socket PATH serves the local API there (root only, mode 0600).
+      --api-socket PATH serves the local API there (root only, mode 0600), to at most N
+      clients at once (default 256).
   keelson get TYPE [ID] [--namespace NS] [-o table|yaml|json] [--watch] [--socket PATH]
       Show resources of a running node (addresses, routes, links, resolvers, hostname, ...).
   keelson logs [-f] [--socket PATH]

@@ -61,6 +61,8 @@ pub struct Options {
     pub stop_grace: Duration,
     /// Serve the local API on this Unix socket.
     pub api_socket: Option<PathBuf>,
+    /// Most API connections at once.
+    pub api_max_connections: usize,
 }
 
 /// Why the loop ended.
@@ -188,7 +190,9 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
 
     // A node without its API still runs the network: a bind failure is logged, not fatal.
     let mut api = opts.api_socket.as_ref().and_then(|p| {
-        Server::bind(p, &reactor, API_TOKEN).map_err(|e| log::error!(target: "api", "{e}")).ok()
+        Server::bind(p, &reactor, API_TOKEN, opts.api_max_connections)
+            .map_err(|e| log::error!(target: "api", "{e}"))
+            .ok()
     });
 
     let mut rt = Runtime::new();

@@ -34,7 +34,7 @@ use crate::reactor::Reactor;
 
 /// Closed after this long without a byte in either direction (unless streaming).
 pub const IDLE: std::time::Duration = std::time::Duration::from_secs(10);
-/// Most open connections.
+/// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
 pub const MAX_CONNECTIONS: usize = 256;
 /// Most bytes queued for one connection before a streaming one is dropped.
 pub const WRITE_CAP: usize = 4 << 20;
@@ -136,6 +136,7 @@ pub struct Server {
     token: u64,
     next_token: u64,
     conns: BTreeMap<u64, Conn>,
+    max_connections: usize,
 }
 
 impl std::fmt::Debug for Server {
@@ -160,7 +161,12 @@ fn io<'a>(path: &'a Path, what: &'static str) -> impl Fn(std::io::Error) -> Serv
 impl Server {
     /// Listen on `path` (mode 0600: only root may connect), registering the listener as
     /// `token`; connections get tokens above it.
-    pub fn bind(path: &Path, reactor: &Reactor, token: u64) -> Result<Self, ServerError> {
+    pub fn bind(
+        path: &Path,
+        reactor: &Reactor,
+        token: u64,
+        max_connections: usize,
+    ) -> Result<Self, ServerError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(path, "create directory"))?;
         }
@@ -184,6 +190,7 @@ impl Server {
             token,
             next_token: token + 1,
             conns: BTreeMap::new(),
+            max_connections,
         })
     }
 
@@ -272,7 +279,7 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            if self.conns.len() >= MAX_CONNECTIONS {
+            if self.conns.len() >= self.max_connections {
                 let mut s = stream;
                 let mut line = protocol::error("too many connections").to_string();
                 line.push('\n');

@@ -78,6 +78,7 @@ pub fn main() -> ! {
         once: false,
         stop_grace: STOP_GRACE,
         api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
+        api_max_connections: crate::api::server::MAX_CONNECTIONS,
     };
     loop {
         match node::run(&opts) {
