@@ -199,7 +199,12 @@ pub fn remote_row(prefix: &[&str], r: &Remote) -> Vec<String> {
 
 /// Align rows under a header, three spaces apart, the last column ragged.
 pub fn align(rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = Vec::new();
+    align_with(rows, &mut Vec::new())
+}
+
+/// Like [`align`], with column widths kept across calls: a stream of rows (a watch) stays
+/// aligned, columns only ever growing.
+pub fn align_with(rows: &[Vec<String>], widths: &mut Vec<usize>) -> String {
     for row in rows {
         for (i, c) in row.iter().enumerate() {
             if widths.len() <= i {
@@ -211,7 +216,7 @@ pub fn align(rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     for row in rows {
         let mut l = String::new();
-        for (i, (c, w)) in row.iter().zip(&widths).enumerate() {
+        for (i, (c, w)) in row.iter().zip(widths.iter()).enumerate() {
             if i + 1 == row.len() {
                 l.push_str(c);
             } else {

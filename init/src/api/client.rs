@@ -124,6 +124,16 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
             &json!({"op": "watch", "type": kind.short_name(), "namespace": namespace, "id": id}),
         )?;
         let mut header = false;
+        // Seeded wide enough for typical IDs, so later rows rarely have to widen a column.
+        let mut widths: Vec<usize> = output::remote_header(&[" "], kind.short_name())
+            .iter()
+            .enumerate()
+            .map(|(i, h)| match i {
+                0 => 1,
+                4 => h.len().max(28),
+                _ => h.len().max(8),
+            })
+            .collect();
         loop {
             let v = c.recv()?;
             let event = v["event"].as_str().unwrap_or_default();
@@ -146,7 +156,7 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
                         rows.push(output::remote_header(&[" "], kind.short_name()));
                     }
                     rows.push(output::remote_row(&[mark], &r));
-                    output::align(&rows)
+                    output::align_with(&rows, &mut widths)
                 }
             };
             out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| e.to_string())?;
@@ -295,14 +305,20 @@ fn explain(raw: Vec<OsString>) -> Result<(), String> {
     match r["provenance"].as_object() {
         Some(p) if !p.is_empty() => {
             for (field, sources) in p {
-                let value = r["spec"].get(field).map(|v| v.to_string()).unwrap_or_default();
                 let from: Vec<&str> = sources
                     .as_array()
                     .into_iter()
                     .flatten()
                     .filter_map(serde_json::Value::as_str)
                     .collect();
-                text.push_str(&format!("  {field} = {value}\n      from {}\n", from.join(", ")));
+                // `*` stands for the whole spec: one input set every field.
+                let what = if field == "*" {
+                    "every field".to_owned()
+                } else {
+                    let value = r["spec"].get(field).map(|v| v.to_string()).unwrap_or_default();
+                    format!("{field} = {value}")
+                };
+                text.push_str(&format!("  {what}\n      from {}\n", from.join(", ")));
             }
         }
         _ => text.push_str(&format!(
