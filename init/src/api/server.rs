@@ -21,7 +21,7 @@ use std::time::Instant;
 use net::config::MachineConfig;
 use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::resource::{
-    HostnameStatus, Kind, LinkStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
+    AnySpec, HostnameStatus, Kind, LinkStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
     HOSTNAME_ID,
 };
 use net::runtime::{Change, ChangeKind, Runtime};
@@ -499,11 +499,33 @@ fn merged_specs<'a>(resources: impl Iterator<Item = &'a Resource>) -> Specs {
 fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
     const SOURCE: &str = "api";
     let mut rt = Runtime::new();
+    let mut ours = Vec::new();
     for c in controllers::config_and_merge() {
+        ours.push(c.name());
         rt.register(c).map_err(|e| e.to_string())?;
     }
     let err = |e: net::runtime::StoreError| e.to_string();
     let store = live.store();
+    // Layers the config does not produce (DHCP and other operators) stay as they are: copy
+    // them, or the diff would report their addresses and routes as removed.
+    for r in store.iter().filter(|r| {
+        r.metadata.namespace == Namespace::NetworkConfig
+            && !ours.contains(&r.metadata.owner.as_str())
+    }) {
+        let (ns, id) = (Namespace::NetworkConfig, r.metadata.id.as_str());
+        match &r.spec {
+            AnySpec::AddressSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::RouteSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::LinkSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::ResolverSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::HostnameSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::TimeServerSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::OperatorSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            AnySpec::RoutingRuleSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
+            _ => Ok(()),
+        }
+        .map_err(err)?;
+    }
     if let Some(cmdline) =
         store.get_spec::<net::cmdline::CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID)
     {
@@ -533,4 +555,101 @@ fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, St
         log::info!(target: "api", "applied a new machine config ({} resource changes)", changes.len());
     }
     Ok(json!({"ok": true, "dryRun": dry_run, "changes": changes, "warnings": warnings}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(addr: &str) -> String {
+        format!(
+            "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [{addr}]\n"
+        )
+    }
+
+    /// A runtime with only the config and merge controllers, an `eth0` and a config.
+    fn live(addr: &str) -> Runtime {
+        let mut rt = Runtime::new();
+        for c in controllers::config_and_merge() {
+            rt.register(c).unwrap_or_else(|e| unreachable!("{e}"));
+        }
+        let link = LinkStatus {
+            index: 2,
+            operational_state: "up".into(),
+            link_state: true,
+            hardware_addr: net::resource::nethelpers::HardwareAddr(vec![2, 0, 0, 0, 0, 2]),
+            ..LinkStatus::default()
+        };
+        let put = |rt: &mut Runtime| -> Result<(), net::runtime::StoreError> {
+            rt.put_input("test", Namespace::Runtime, CMDLINE_ID, net::cmdline::parse(""))?;
+            rt.put_input("test", Namespace::Network, "eth0", link)?;
+            let cfg = net::config::parse(&config(addr)).unwrap_or_else(|e| unreachable!("{e}"));
+            rt.put_input(crate::node::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
+        };
+        put(&mut rt).unwrap_or_else(|e| unreachable!("{e}"));
+        while rt.has_work() {
+            rt.run(Instant::now());
+        }
+        rt
+    }
+
+    fn ids(v: &Value, action: &str) -> Vec<String> {
+        v["changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["action"] == action)
+            .map(|c| {
+                format!("{} {}", c["type"].as_str().unwrap_or(""), c["id"].as_str().unwrap_or(""))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn apply_config_diffs_then_applies() {
+        let mut rt = live("10.0.0.2/24");
+        let same = apply_config(&mut rt, &config("10.0.0.2/24"), true)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(same["changes"], json!([]), "{same}");
+
+        let dry = apply_config(&mut rt, &config("10.0.0.3/24"), true)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(ids(&dry, "added"), ["AddressSpec eth0/10.0.0.3/24"], "{dry}");
+        assert_eq!(ids(&dry, "removed"), ["AddressSpec eth0/10.0.0.2/24"], "{dry}");
+        // A dry run changes nothing.
+        assert!(!rt.has_work());
+        assert!(rt
+            .store()
+            .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
+            .is_some());
+
+        let applied = apply_config(&mut rt, &config("10.0.0.3/24"), false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(applied["changes"], dry["changes"]);
+        while rt.has_work() {
+            rt.run(Instant::now());
+        }
+        assert!(rt
+            .store()
+            .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.3/24")
+            .is_some());
+        assert!(rt
+            .store()
+            .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
+            .is_none());
+    }
+
+    #[test]
+    fn apply_config_refuses_a_bad_config_with_its_line() {
+        let mut rt = live("10.0.0.2/24");
+        let e = apply_config(
+            &mut rt,
+            "version: v1alpha1\nmachine:\n  network:\n    interfaces: 3\n",
+            false,
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(e.contains("line"), "{e}");
+        assert!(!rt.has_work());
+    }
 }
