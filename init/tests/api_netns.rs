@@ -340,3 +340,35 @@ fn bad_input_and_limits() {
     assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
     node.stop();
 }
+
+#[test]
+fn a_watcher_that_does_not_read_is_dropped() {
+    if !require_root("a_watcher_that_does_not_read_is_dropped") {
+        return;
+    }
+    let (ns, _peer, _dir, node) = setup();
+    let path = node.api.clone().unwrap();
+    let mut slow = UnixStream::connect(&path).unwrap();
+    slow.write_all(b"{\"op\":\"watch\",\"type\":\"addresses\"}\n").unwrap();
+    // Thousands of kernel addresses: several MiB of events for a client that reads none.
+    let batch = node.root.path().join("batch");
+    let lines: String = (0..12_000)
+        .map(|i| {
+            format!("addr add 10.{}.{}.{}/32 dev eth0\n", 100 + i / 65536, (i / 256) % 256, i % 256)
+        })
+        .collect();
+    std::fs::write(&batch, lines).unwrap();
+    ns.ip(&["-batch", batch.to_str().unwrap()]);
+    wait_for(
+        "the slow watcher dropped",
+        Duration::from_secs(60),
+        || node.log_text().contains("dropping a client that does not read"),
+        || node.log_text().lines().rev().take(20).collect::<Vec<_>>().join("\n"),
+    );
+    // The node still answers, and the dropped connection ends.
+    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+    slow.set_read_timeout(Some(T)).unwrap();
+    let mut sink = Vec::new();
+    let _ = slow.read_to_end(&mut sink);
+    node.stop();
+}
