@@ -14,13 +14,10 @@ impl log::Log for Stderr {
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
             let level = record.level().as_str().to_ascii_lowercase();
+            let line = format!("{level} {}: {}", record.target(), record.args());
             // A failed write to stderr has nowhere better to go.
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "{level} {}: {}",
-                record.target(),
-                record.args()
-            );
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+            crate::logring::push(line);
         }
     }
 

@@ -5,8 +5,10 @@
 //! process), and client commands such as `plan`.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod api;
 mod demo;
 mod logger;
+mod logring;
 mod node;
 mod nodeip;
 mod output;
@@ -27,9 +29,20 @@ usage:
       Compute the network configuration this command line and config would produce, for the
       declared links, without touching the kernel.
   keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
+              [--api-socket PATH] [--api-max-connections N]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
+      --api-socket PATH serves the local API there (root only, mode 0600), to at most N
+      clients at once (default 256).
+  keelson get TYPE [ID] [--namespace NS] [-o table|yaml|json] [--watch] [--socket PATH]
+      Show resources of a running node (addresses, routes, links, resolvers, hostname, ...).
+  keelson logs [-f] [--socket PATH]
+  keelson apply-config FILE [--dry-run] [--socket PATH]
+      Validate a machine config, print what it adds, changes and removes, apply it.
+  keelson explain TYPE ID [--socket PATH]
+      Which network-config inputs set each field of a merged spec.
+  keelson machine-status [--socket PATH]
   keelson help
 ";
 
@@ -52,6 +65,11 @@ fn main() -> ExitCode {
     match cmd.to_str() {
         Some("plan") => plan::main(rest),
         Some("run") => run::main(rest),
+        Some("get") => api::client::get_main(rest),
+        Some("logs") => api::client::logs_main(rest),
+        Some("apply-config") => api::client::apply_main(rest),
+        Some("explain") => api::client::explain_main(rest),
+        Some("machine-status") => api::client::status_main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

@@ -31,6 +31,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use crate::api::server::{Machine, Server};
 use crate::reactor::{Reactor, FIRST_USER_TOKEN};
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
@@ -40,6 +41,8 @@ const NETLINK_TOKEN: u64 = FIRST_USER_TOKEN;
 const INOTIFY_TOKEN: u64 = FIRST_USER_TOKEN + 1;
 const SERVICE_OUT_TOKEN: u64 = FIRST_USER_TOKEN + 2;
 const SERVICE_ERR_TOKEN: u64 = FIRST_USER_TOKEN + 3;
+/// The API listener; its connections take the tokens above it.
+const API_TOKEN: u64 = FIRST_USER_TOKEN + 4;
 
 /// How a node runs.
 #[derive(Debug, Clone)]
@@ -56,6 +59,10 @@ pub struct Options {
     pub once: bool,
     /// Longest wait for services to stop at shutdown.
     pub stop_grace: Duration,
+    /// Serve the local API on this Unix socket.
+    pub api_socket: Option<PathBuf>,
+    /// Most API connections at once.
+    pub api_max_connections: usize,
 }
 
 /// Why the loop ended.
@@ -181,6 +188,13 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
     let mut watcher = Watcher::new().map_err(|e| e.to_string())?;
     reactor.add(watcher.as_fd(), NETLINK_TOKEN).map_err(|e| e.to_string())?;
 
+    // A node without its API still runs the network: a bind failure is logged, not fatal.
+    let mut api = opts.api_socket.as_ref().and_then(|p| {
+        Server::bind(p, &reactor, API_TOKEN, opts.api_max_connections)
+            .map_err(|e| log::error!(target: "api", "{e}"))
+            .ok()
+    });
+
     let mut rt = Runtime::new();
     for c in controllers::pipeline(&host) {
         rt.register(c).map_err(|e| e.to_string())?;
@@ -287,8 +301,21 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
             }
         }
 
-        let deadline =
-            [rt.poll_at(), kubelet.poll_at(), stopping.map(|(_, d)| d)].into_iter().flatten().min();
+        // Every change goes to watchers once; taking them also keeps the journal from growing.
+        let changes = rt.take_changes();
+        if let Some(api) = &mut api {
+            api.after_run(&rt, &changes, &reactor, now);
+        }
+
+        let deadline = [
+            rt.poll_at(),
+            kubelet.poll_at(),
+            stopping.map(|(_, d)| d),
+            api.as_ref().and_then(Server::poll_at),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         reactor.arm(deadline, now).map_err(|e| e.to_string())?;
         let ready = reactor.wait().map_err(|e| e.to_string())?;
         let now = Instant::now();
@@ -354,7 +381,12 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
                 }
                 SERVICE_OUT_TOKEN => kubelet.drain(Stream::Out),
                 SERVICE_ERR_TOKEN => kubelet.drain(Stream::Err),
-                _ => {}
+                t => {
+                    if let Some(api) = api.as_mut().filter(|a| a.owns(t)) {
+                        let machine = Machine { started, settled };
+                        api.ready(t, &mut rt, machine, &reactor, now);
+                    }
+                }
             }
         }
     }

@@ -103,3 +103,223 @@ fn table(resources: &[&Resource]) -> String {
     }
     out
 }
+
+/// A resource as the API sends it (JSON), with the node it came from.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The node's hostname, or empty.
+    pub node: String,
+    /// `{"metadata":…, "spec":…, "provenance":…}`.
+    pub resource: serde_json::Value,
+}
+
+/// The short type name of a resource's `metadata.type` (`AddressStatuses.net.keelson.dev` →
+/// `AddressStatus`); unknown names are shown as they are.
+fn short_type(full: &str) -> String {
+    net::resource::Kind::ALL
+        .iter()
+        .find(|k| k.type_name() == full || k.short_name() == full)
+        .map_or_else(|| full.to_owned(), |k| k.short_name().to_owned())
+}
+
+/// A JSON value as a table cell: strings bare, absent empty, the rest compact JSON.
+fn cell(v: Option<&serde_json::Value>) -> String {
+    match v {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The columns a type adds after `VERSION` (as in the seed), and the spec fields they show.
+pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
+    match short {
+        "AddressStatus" | "AddressSpec" => &[("ADDRESS", "address"), ("LINK", "linkName")],
+        "RouteStatus" | "RouteSpec" => &[
+            ("DST", "dst"),
+            ("GATEWAY", "gateway"),
+            ("LINK", "outLinkName"),
+            ("METRIC", "priority"),
+        ],
+        "LinkStatus" => &[
+            ("TYPE", "type"),
+            ("KIND", "kind"),
+            ("HW ADDR", "hardwareAddr"),
+            ("OPER STATE", "operationalState"),
+        ],
+        "LinkSpec" => &[("LOGICAL", "logical"), ("UP", "up"), ("MTU", "mtu")],
+        "ResolverStatus" | "ResolverSpec" => &[("RESOLVERS", "dnsServers")],
+        "HostnameStatus" | "HostnameSpec" => {
+            &[("HOSTNAME", "hostname"), ("DOMAINNAME", "domainname")]
+        }
+        "TimeServerStatus" | "TimeServerSpec" => &[("TIMESERVERS", "timeServers")],
+        "NodeAddress" => &[("ADDRESSES", "addresses")],
+        "NetworkStatus" => &[
+            ("ADDRESS", "addressReady"),
+            ("CONNECTIVITY", "connectivityReady"),
+            ("HOSTNAME", "hostnameReady"),
+            ("ETC", "etcFilesReady"),
+        ],
+        "ServiceStatus" => &[("STATE", "state"), ("PID", "pid"), ("STARTS", "starts")],
+        "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
+        "RoutingRuleStatus" | "RoutingRuleSpec" => &[
+            ("SRC", "src"),
+            ("DST", "dst"),
+            ("TABLE", "table"),
+            ("PRIORITY", "priority"),
+            ("ACTION", "action"),
+        ],
+        "OperatorSpec" => &[("OPERATOR", "operator"), ("LINK", "linkName")],
+        _ => &[],
+    }
+}
+
+/// The table header for resources of one type (`prefix` adds leading columns, e.g. EVENT).
+pub fn remote_header(prefix: &[&str], short: &str) -> Vec<String> {
+    let mut h: Vec<String> = prefix.iter().map(|s| (*s).to_owned()).collect();
+    h.extend(["NODE", "NAMESPACE", "TYPE", "ID", "VERSION"].map(str::to_owned));
+    h.extend(type_columns(short).iter().map(|(name, _)| (*name).to_owned()));
+    h
+}
+
+/// One table row.
+pub fn remote_row(prefix: &[&str], r: &Remote) -> Vec<String> {
+    let m = &r.resource["metadata"];
+    let short = short_type(m["type"].as_str().unwrap_or_default());
+    let mut row: Vec<String> = prefix.iter().map(|s| (*s).to_owned()).collect();
+    row.push(r.node.clone());
+    row.push(cell(m.get("namespace")));
+    row.push(short.clone());
+    row.push(cell(m.get("id")));
+    row.push(cell(m.get("version")));
+    let spec = &r.resource["spec"];
+    row.extend(type_columns(&short).iter().map(|(_, field)| cell(spec.get(*field))));
+    row
+}
+
+/// Align rows under a header, three spaces apart, the last column ragged.
+pub fn align(rows: &[Vec<String>]) -> String {
+    align_with(rows, &mut Vec::new())
+}
+
+/// Like [`align`], with column widths kept across calls: a stream of rows (a watch) stays
+/// aligned, columns only ever growing.
+pub fn align_with(rows: &[Vec<String>], widths: &mut Vec<usize>) -> String {
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            if widths.len() <= i {
+                widths.push(0);
+            }
+            widths[i] = widths[i].max(c.len());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut l = String::new();
+        for (i, (c, w)) in row.iter().zip(widths.iter()).enumerate() {
+            if i + 1 == row.len() {
+                l.push_str(c);
+            } else {
+                let _ = write!(l, "{c:<w$}   ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// One YAML document: `node:`, `metadata:`, `spec:` and, for merged specs, `provenance:`.
+pub fn remote_yaml(r: &Remote) -> Result<String, String> {
+    // A YAML mapping keeps insertion order: `node` first, as in the seed.
+    let mut doc = serde_yaml::Mapping::new();
+    doc.insert("node".into(), r.node.clone().into());
+    for key in ["metadata", "spec", "provenance"] {
+        if let Some(v) = r.resource.get(key) {
+            doc.insert(key.into(), serde_yaml::to_value(v).map_err(|e| e.to_string())?);
+        }
+    }
+    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
+}
+
+/// Render resources from the API.
+pub fn render_remote(out: &mut impl Write, items: &[Remote], format: Format) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    match format {
+        Format::Table => {
+            let short = items
+                .first()
+                .map(|r| short_type(r.resource["metadata"]["type"].as_str().unwrap_or_default()))
+                .unwrap_or_default();
+            let mut rows = vec![remote_header(&[], &short)];
+            rows.extend(items.iter().map(|r| remote_row(&[], r)));
+            out.write_all(align(&rows).as_bytes()).map_err(io)
+        }
+        Format::Yaml => {
+            for (i, r) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b"---\n").map_err(io)?;
+                }
+                out.write_all(remote_yaml(r)?.as_bytes()).map_err(io)?;
+            }
+            Ok(())
+        }
+        Format::Json => {
+            let all: Vec<&serde_json::Value> = items.iter().map(|r| &r.resource).collect();
+            serde_json::to_writer_pretty(&mut *out, &all).map_err(|e| e.to_string())?;
+            out.write_all(b"\n").map_err(io)
+        }
+    }
+}
+
+#[cfg(test)]
+mod remote_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn addr() -> Remote {
+        Remote {
+            node: "node-1".into(),
+            resource: json!({
+                "metadata": {"namespace": "network", "type": "AddressStatuses.net.keelson.dev",
+                             "id": "eth0/10.0.0.2/24", "version": 1},
+                "spec": {"address": "10.0.0.2/24", "linkName": "eth0"}
+            }),
+        }
+    }
+
+    #[test]
+    fn table_has_seed_columns() {
+        let mut out = Vec::new();
+        render_remote(&mut out, &[addr()], Format::Table).unwrap_or_else(|e| unreachable!("{e}"));
+        let text = String::from_utf8_lossy(&out);
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next().map(|l| l.split_whitespace().collect::<Vec<_>>()),
+            Some(vec!["NODE", "NAMESPACE", "TYPE", "ID", "VERSION", "ADDRESS", "LINK"])
+        );
+        assert_eq!(
+            lines.next().map(|l| l.split_whitespace().collect::<Vec<_>>()),
+            Some(vec![
+                "node-1",
+                "network",
+                "AddressStatus",
+                "eth0/10.0.0.2/24",
+                "1",
+                "10.0.0.2/24",
+                "eth0"
+            ])
+        );
+    }
+
+    #[test]
+    fn yaml_documents() {
+        let mut out = Vec::new();
+        render_remote(&mut out, &[addr(), addr()], Format::Yaml)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("node: node-1\nmetadata:\n"), "{text}");
+        assert_eq!(text.matches("\n---\n").count(), 1, "{text}");
+        assert!(text.contains("spec:\n  address: 10.0.0.2/24"), "{text}");
+    }
+}

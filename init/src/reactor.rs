@@ -94,6 +94,26 @@ impl Reactor {
             .map_err(sys("epoll_ctl add"))
     }
 
+    /// Change what `fd` (added with [`Reactor::add`]) is watched for: readability, writability,
+    /// both, or neither (hang-ups and errors are always reported). Closing an fd removes it.
+    pub fn interest(
+        &self,
+        fd: BorrowedFd<'_>,
+        token: u64,
+        read: bool,
+        write: bool,
+    ) -> Result<(), ReactorError> {
+        let mut flags = EpollFlags::empty();
+        if read {
+            flags |= EpollFlags::EPOLLIN;
+        }
+        if write {
+            flags |= EpollFlags::EPOLLOUT;
+        }
+        let mut ev = EpollEvent::new(flags, token);
+        self.epoll.modify(fd, &mut ev).map_err(sys("epoll_ctl mod"))
+    }
+
     /// Arm the timer for `deadline` (or disarm it with `None`).
     pub fn arm(&mut self, deadline: Option<Instant>, now: Instant) -> Result<(), ReactorError> {
         if deadline == self.armed {

@@ -20,6 +20,8 @@ struct Args {
     state: Option<PathBuf>,
     hostname: bool,
     once: bool,
+    api_socket: Option<PathBuf>,
+    api_max_connections: usize,
 }
 
 fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
@@ -32,6 +34,8 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
         state: None,
         hostname: true,
         once: false,
+        api_socket: None,
+        api_max_connections: crate::api::server::MAX_CONNECTIONS,
     };
     let mut root = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -46,6 +50,14 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
             Long("state") => a.state = Some(value(&mut p)?.into()),
             Long("no-hostname") => a.hostname = false,
             Long("once") => a.once = true,
+            Long("api-socket") => a.api_socket = Some(value(&mut p)?.into()),
+            Long("api-max-connections") => {
+                a.api_max_connections = value(&mut p)?
+                    .into_string()
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--api-max-connections wants a number")?;
+            }
             _ => return Err(arg.unexpected().to_string()),
         }
     }
@@ -76,6 +88,8 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         hostname: args.hostname,
         once: args.once,
         stop_grace: crate::supervisor::STOP_GRACE,
+        api_socket: args.api_socket,
+        api_max_connections: args.api_max_connections,
     };
     match node::run(&opts) {
         Ok(ending) => {

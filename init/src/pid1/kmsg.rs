@@ -67,6 +67,7 @@ impl log::Log for Kmsg {
                 let _ = f.write_all(format!("<{}>{line}\n", priority(record.level())).as_bytes());
             }
         }
+        crate::logring::push(line.clone());
         if let Ok(mut ring) = self.ring.lock() {
             if ring.len() == RING_LINES {
                 ring.pop_front();

@@ -77,6 +77,8 @@ pub fn main() -> ! {
         hostname: true,
         once: false,
         stop_grace: STOP_GRACE,
+        api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
+        api_max_connections: crate::api::server::MAX_CONNECTIONS,
     };
     loop {
         match node::run(&opts) {

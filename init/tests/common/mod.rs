@@ -158,6 +158,8 @@ pub struct Node {
     child: Option<Child>,
     pub root: TempDir,
     pub log: PathBuf,
+    /// The API socket, when started with one.
+    pub api: Option<PathBuf>,
 }
 
 impl Node {
@@ -166,6 +168,15 @@ impl Node {
     }
 
     pub fn start_in(ns: &Netns, cmdline: &str, config: Option<&Path>, root: TempDir) -> Self {
+        Self::spawn(ns, cmdline, config, root, false)
+    }
+
+    /// Like [`Node::start`], serving the API on `<root>/api.sock`.
+    pub fn start_api(ns: &Netns, cmdline: &str, config: Option<&Path>) -> Self {
+        Self::spawn(ns, cmdline, config, TempDir::new(), true)
+    }
+
+    fn spawn(ns: &Netns, cmdline: &str, config: Option<&Path>, root: TempDir, api: bool) -> Self {
         let log = root.path().join("keelson.log");
         let mut cmd = Command::new("ip");
         cmd.args([
@@ -181,10 +192,14 @@ impl Node {
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
         }
+        let api = api.then(|| root.path().join("api.sock"));
+        if let Some(a) = &api {
+            cmd.arg("--api-socket").arg(a);
+        }
         cmd.env("KEELSON_LOG", "debug");
         cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().unwrap();
-        Self { child: Some(child), root, log }
+        Self { child: Some(child), root, log, api }
     }
 
     pub fn log_text(&self) -> String {

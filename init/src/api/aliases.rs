@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Type names the CLI and the API accept, as in `talosctl get`: the short type name in any
+//! case (`AddressStatus`, `addressstatus`), its plural (`addressstatuses`), the full type name
+//! (`AddressStatuses.net.keelson.dev`), and for a status type also the bare name in singular
+//! and plural (`address`, `addresses`). Pure: no I/O.
+
+use net::resource::{Kind, Namespace};
+
+/// An unknown type name; the message lists the names that are known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown type {name:?}; known types: {known}")]
+pub struct UnknownType {
+    /// What was asked for.
+    pub name: String,
+    /// The canonical names, comma-separated.
+    pub known: String,
+}
+
+/// English plural of a lowercase type word (`address` → `addresses`, `status` → `statuses`).
+fn plural(word: &str) -> String {
+    if word.ends_with('s') || word.ends_with('x') {
+        format!("{word}es")
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// Every name `kind` answers to, lowercase.
+pub fn names(kind: Kind) -> Vec<String> {
+    let short = kind.short_name().to_ascii_lowercase();
+    let mut out = vec![plural(&short), kind.type_name().to_ascii_lowercase(), short.clone()];
+    if let Some(bare) = short.strip_suffix("status") {
+        if !bare.is_empty() {
+            out.push(bare.to_owned());
+            out.push(plural(bare));
+        }
+    }
+    // Seed spellings that do not follow the rule: `hostname`, `routingrules`, `etcfiles`,
+    // `services` come out of the bare-status rule above; these two are irregular.
+    match kind {
+        Kind::MachineConfig => out.push("machineconfig".into()),
+        Kind::Cmdline => out.push("cmdlines".into()),
+        _ => {}
+    }
+    out
+}
+
+/// Resolve a type name the user typed.
+pub fn resolve(name: &str) -> Result<Kind, UnknownType> {
+    let lower = name.to_ascii_lowercase();
+    Kind::ALL.iter().copied().find(|k| names(*k).contains(&lower)).ok_or_else(|| UnknownType {
+        name: name.to_owned(),
+        known: Kind::ALL.iter().map(|k| k.short_name()).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// The namespace a kind lives in when none is given: merged specs and statuses in `network`,
+/// services and the command line in `runtime`, the machine config in `config`.
+pub fn default_namespace(kind: Kind) -> Namespace {
+    match kind {
+        Kind::ServiceStatus | Kind::Cmdline => Namespace::Runtime,
+        Kind::MachineConfig => Namespace::Config,
+        _ => Namespace::Network,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(name: &str) -> Kind {
+        resolve(name).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    #[test]
+    fn seed_aliases() {
+        for n in ["addresses", "address", "addressstatus", "AddressStatus", "addressstatuses"] {
+            assert_eq!(ok(n), Kind::AddressStatus, "{n}");
+        }
+        assert_eq!(ok("AddressStatuses.net.keelson.dev"), Kind::AddressStatus);
+        assert_eq!(ok("addressspecs"), Kind::AddressSpec);
+        assert_eq!(ok("addressspec"), Kind::AddressSpec);
+        assert_eq!(ok("routes"), Kind::RouteStatus);
+        assert_eq!(ok("links"), Kind::LinkStatus);
+        assert_eq!(ok("resolvers"), Kind::ResolverStatus);
+        assert_eq!(ok("hostname"), Kind::HostnameStatus);
+        assert_eq!(ok("hostnamespec"), Kind::HostnameSpec);
+        assert_eq!(ok("timeservers"), Kind::TimeServerStatus);
+        assert_eq!(ok("nodeaddresses"), Kind::NodeAddress);
+        assert_eq!(ok("networkstatus"), Kind::NetworkStatus);
+        assert_eq!(ok("operatorspecs"), Kind::OperatorSpec);
+        assert_eq!(ok("routingrules"), Kind::RoutingRuleStatus);
+        assert_eq!(ok("etcfiles"), Kind::EtcFileStatus);
+        assert_eq!(ok("services"), Kind::ServiceStatus);
+        assert_eq!(default_namespace(Kind::ServiceStatus), Namespace::Runtime);
+        assert_eq!(default_namespace(Kind::AddressStatus), Namespace::Network);
+    }
+
+    #[test]
+    fn aliases_are_unambiguous() {
+        for a in Kind::ALL {
+            for b in Kind::ALL.iter().filter(|b| *b != a) {
+                for n in names(*a) {
+                    assert!(!names(*b).contains(&n), "{n} names {a} and {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_lists_known() {
+        let e = resolve("bogus").err().unwrap_or_else(|| unreachable!());
+        assert!(e.to_string().contains("AddressStatus"), "{e}");
+    }
+}
