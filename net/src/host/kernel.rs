@@ -11,12 +11,10 @@ use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 
-use super::{
-    AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, NewLinkKind, RouteOp, RuleOp,
-};
+use super::{AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, RouteOp, RuleOp};
 use crate::netlink::{
-    KernelAddress, KernelLink, KernelRoute, KernelRule, LinkKind, NewLink, NlError, NlErrorKind,
-    RouteSocket, FOREVER,
+    KernelAddress, KernelLink, KernelRoute, KernelRule, NewLink, NlError, NlErrorKind, RouteSocket,
+    FOREVER,
 };
 use crate::resource::nethelpers::LinkFlags;
 use crate::resource::{AddressStatus, LinkStatus, RouteStatus, RoutingRuleStatus};
@@ -240,16 +238,7 @@ impl Host for KernelHost {
         let s = &mut self.sock;
         let result = match op {
             LinkOp::Create { name, kind, mtu, mac } => {
-                let kind = match kind {
-                    NewLinkKind::Dummy => LinkKind::Dummy,
-                    NewLinkKind::Veth { peer } => LinkKind::Veth { peer: peer.clone() },
-                    NewLinkKind::Vlan { parent, vlan } => {
-                        LinkKind::Vlan { parent: *parent, vlan: vlan.clone() }
-                    }
-                    NewLinkKind::Bond(b) => LinkKind::Bond(b.clone()),
-                    NewLinkKind::Bridge(b) => LinkKind::Bridge(b.clone()),
-                };
-                let mut link = NewLink::new(name, kind);
+                let mut link = NewLink::new(name, kind.clone());
                 link.mtu = mtu.unwrap_or(0);
                 link.mac = mac.clone();
                 s.link_create(&link)

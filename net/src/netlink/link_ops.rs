@@ -14,30 +14,11 @@ use super::error::NlError;
 use super::link::{link_message, LinkRef, IFF_UP};
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::HardwareAddr;
-use crate::resource::network::{BondMasterSpec, BridgeMasterSpec, VlanSpec};
+use crate::resource::network::{BondMasterSpec, BridgeMasterSpec};
 
-/// The kind of a logical link to create.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkKind {
-    /// `dummy`.
-    Dummy,
-    /// `veth`, created together with its peer in the same namespace.
-    Veth {
-        /// The peer's name.
-        peer: String,
-    },
-    /// `vlan` on top of `parent` (an index).
-    Vlan {
-        /// The parent link's index (`IFLA_LINK`).
-        parent: u32,
-        /// VLAN id and protocol.
-        vlan: VlanSpec,
-    },
-    /// `bond` with its settings; `primary`, if set, must name an existing link.
-    Bond(BondMasterSpec),
-    /// `bridge` with STP and VLAN filtering settings.
-    Bridge(BridgeMasterSpec),
-}
+/// The kind of a logical link to create: the `Host` boundary's type, used as is, so the
+/// adapter needs no translation of its own.
+pub use crate::host::NewLinkKind as LinkKind;
 
 impl LinkKind {
     /// The kernel's name for the kind (`IFLA_INFO_KIND`), as [`KernelLink::kind`] reports it.
