@@ -10,6 +10,7 @@
 pub mod cmdline;
 pub mod config;
 pub mod controllers;
+pub mod dhcp4;
 pub mod etcfiles;
 pub mod host;
 pub mod merge;
