@@ -400,9 +400,10 @@ impl Dhcp4Client {
                 return;
             }
         }
-        let Some(server) = server_id.or_else(|| self.expected_server()).or_else(|| {
-            self.lease.as_ref().or(self.previous.as_ref()).map(|l| l.server_id)
-        }) else {
+        let Some(server) = server_id
+            .or_else(|| self.expected_server())
+            .or_else(|| self.lease.as_ref().or(self.previous.as_ref()).map(|l| l.server_id))
+        else {
             log::debug!("dhcp4: ignoring an ACK without server identifier");
             return;
         };
@@ -563,7 +564,9 @@ impl Dhcp4Client {
                 None => return,
             },
             Dhcp4State::Rebooting => match &self.previous {
-                Some(prev) => (Ipv4Addr::UNSPECIFIED, Some(prev.address), None, Destination::Broadcast),
+                Some(prev) => {
+                    (Ipv4Addr::UNSPECIFIED, Some(prev.address), None, Destination::Broadcast)
+                }
                 None => return,
             },
             Dhcp4State::Renewing => match &self.lease {
@@ -651,7 +654,7 @@ impl Dhcp4Client {
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
     let hex: Vec<u8> = hex.bytes().filter(|b| *b != b':').collect();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     hex.chunks(2)

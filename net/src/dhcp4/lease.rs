@@ -103,9 +103,9 @@ impl Lease {
             return None;
         }
         match self.expires_at() {
-            Some(end) => {
-                Some(u32::try_from(end.saturating_duration_since(now).as_secs()).unwrap_or(u32::MAX))
-            }
+            Some(end) => Some(
+                u32::try_from(end.saturating_duration_since(now).as_secs()).unwrap_or(u32::MAX),
+            ),
             None => Some(self.lease_time),
         }
     }
@@ -142,12 +142,7 @@ pub fn lease_to_specs(lease: &Lease, link: &str, route_metric: u32, now: Instant
     specs.addresses.push(address);
 
     let routes: Vec<(Ipv4Net, Ipv4Addr)> = if lease.classless_routes.is_empty() {
-        lease
-            .routers
-            .iter()
-            .take(1)
-            .map(|gw| (Ipv4Net::default(), *gw))
-            .collect()
+        lease.routers.iter().take(1).map(|gw| (Ipv4Net::default(), *gw)).collect()
     } else {
         lease.classless_routes.clone()
     };

@@ -17,10 +17,8 @@ pub const RENEW_RETRANSMIT_MIN: Duration = Duration::from_secs(60);
 /// scaled to `0..=2000` milliseconds (so 1000 means no jitter); the caller owns the RNG so
 /// that this stays a pure function.
 pub fn backoff_delay(attempt: u32, jitter_ms: u64) -> Duration {
-    let base = BACKOFF_INITIAL
-        .checked_mul(1u32 << attempt.min(4))
-        .unwrap_or(BACKOFF_MAX)
-        .min(BACKOFF_MAX);
+    let base =
+        BACKOFF_INITIAL.checked_mul(1u32 << attempt.min(4)).unwrap_or(BACKOFF_MAX).min(BACKOFF_MAX);
     // base - 1 s + jitter, with jitter in 0..=2 s: the ±1 s of §4.1.
     base.saturating_sub(Duration::from_secs(1)) + Duration::from_millis(jitter_ms.min(2000))
 }
