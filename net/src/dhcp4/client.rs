@@ -151,7 +151,7 @@ impl Dhcp4Client {
         Self {
             config,
             state,
-            // splitmix64 must not start at zero-ish seeds poorly; mixing once is enough.
+            // Mixed so that small seeds (0, 1, a link index) do not give related xid streams.
             rng: rng_seed ^ 0x9e37_79b9_7f4a_7c15,
             xid: 0,
             deadline: Some(now),
