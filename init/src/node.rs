@@ -63,6 +63,8 @@ pub struct Options {
     pub api_socket: Option<PathBuf>,
     /// Most API connections at once.
     pub api_max_connections: usize,
+    /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
+    pub state: Option<PathBuf>,
 }
 
 /// Why the loop ended.
