@@ -4,7 +4,8 @@
 //! the kernel drops UDP to an address the host does not have, and a broadcast from 0.0.0.0
 //! cannot be sent through a UDP socket without an address. A classic BPF filter lets only
 //! UDP to port 68 through, so the socket costs nothing for other traffic. Once bound,
-//! RENEWING sends unicast from the leased address through a UDP socket (RFC 2131 §4.4.5);
+//! RENEWING (unicast) and REBINDING (broadcast) send from the leased address through a UDP
+//! socket (RFC 2131 §4.1: only a client without an address sends from 0.0.0.0);
 //! the replies still arrive on the packet socket, which sees every frame of the link.
 
 use std::mem::size_of;
@@ -241,12 +242,13 @@ impl UdpSender {
             .map_err(err("SO_BINDTODEVICE"))?;
         setsockopt(&fd, sockopt::IpFreebind, &true).map_err(err("IP_FREEBIND"))?;
         setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(err("SO_REUSEADDR"))?;
+        setsockopt(&fd, sockopt::Broadcast, &true).map_err(err("SO_BROADCAST"))?;
         bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(addr, CLIENT_PORT)))
             .map_err(err("bind DHCP client port"))?;
         Ok(Self { fd, addr })
     }
 
-    /// Send `payload` to `server:67`.
+    /// Send `payload` to `server:67` (`255.255.255.255` for a broadcast from the lease).
     pub fn send_to(&self, server: Ipv4Addr, payload: &[u8]) -> Result<(), SocketError> {
         let to = SockaddrIn::from(SocketAddrV4::new(server, SERVER_PORT));
         sendto(self.fd.as_raw_fd(), payload, &to, MsgFlags::empty())

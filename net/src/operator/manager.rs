@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, RandomState};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -277,9 +277,17 @@ impl Operators {
         for output in outputs {
             match output {
                 dhcp4::Output::Send { packet, to } => {
-                    let sent = match to {
-                        Destination::Broadcast => r.io.socket.send_broadcast(&packet),
-                        Destination::Unicast(server) => {
+                    // Only a client that holds its address sends from it: RENEWING to the
+                    // server, REBINDING to everyone. The rest goes out from 0.0.0.0.
+                    let from_lease = match to {
+                        Destination::Unicast(server) => Some(server),
+                        Destination::Broadcast if r.io.client.state() == Dhcp4State::Rebinding => {
+                            Some(Ipv4Addr::BROADCAST)
+                        }
+                        Destination::Broadcast => None,
+                    };
+                    let sent = match from_lease {
+                        Some(dst) => {
                             let lease_addr = r.io.client.lease().map(|l| l.address);
                             if r.io.sender.as_ref().map(|s| s.addr) != lease_addr {
                                 r.io.sender = lease_addr.and_then(|a| {
@@ -289,10 +297,11 @@ impl Operators {
                                 });
                             }
                             match &r.io.sender {
-                                Some(s) => s.send_to(server, &packet),
+                                Some(s) => s.send_to(dst, &packet),
                                 None => r.io.socket.send_broadcast(&packet),
                             }
                         }
+                        None => r.io.socket.send_broadcast(&packet),
                     };
                     // A lost send is a lost packet: the engine retransmits on its own schedule.
                     if let Err(e) = sent {
