@@ -2,7 +2,12 @@
 //! The DHCPv4 operator against real servers: `keelson run` in one namespace, dnsmasq or Kea
 //! in another, joined by a veth pair. What crossed the wire is read from tcpdump on the
 //! server side; what happened to the address from `ip monitor` on the client side.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
 
 mod common;
 
