@@ -595,11 +595,18 @@ impl Dhcp4Client {
 
     /// The fixed header and options every client message carries.
     fn request_base(&self, kind: MessageType, now: Instant, ciaddr: Ipv4Addr) -> Message {
-        let mut msg = Message::default();
+        // Not `Message::default()`: it draws a random xid from the OS, which blocks early in
+        // boot until the kernel's pool is ready (seconds under QEMU). Our xid is our own.
+        let unspecified = Ipv4Addr::UNSPECIFIED;
+        let mut msg = Message::new_with_id(
+            self.xid,
+            ciaddr,
+            unspecified,
+            unspecified,
+            unspecified,
+            &self.config.mac,
+        );
         msg.set_opcode(Opcode::BootRequest)
-            .set_xid(self.xid)
-            .set_chaddr(&self.config.mac)
-            .set_ciaddr(ciaddr)
             // Broadcast flag off: the packet socket receives replies to our MAC (TB §6.1).
             .set_flags(Flags::default())
             .set_secs(
