@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Compiles a resolved [`NftPlan`](super::NftPlan) into nf_tables batches.
+//!
+//! Two kinds of transaction:
+//! - [`full_batch`] replaces our table, and only it, atomically: `NEWTABLE` (a no-op if it
+//!   exists), `DELTABLE` (so the table is deleted whether or not it existed, which works on
+//!   kernels without `NFT_MSG_DESTROYTABLE`), then the table, sets, elements, chains and rules.
+//! - [`delta_batch`] changes set elements only: the ranges that left (`DELSETELEM`) and the
+//!   ranges that arrived (`NEWSETELEM`), so its size depends on the change, not on the table.
+//!
+//! The rules are built as data ([`rules`]) and mirror what `nft` 1.0.6 generates for the seed's
+//! text, so `nft list` shows our table exactly like one loaded from that text.
+
+use super::interval::{difference, Range, Width};
+use super::plan::{Resolved, Shape, Targets};
+use super::wire::*;
+
+/// Name of the prerouting chain (type filter).
+pub const CHAIN_PREROUTING: &str = "kubespan_prerouting";
+/// Name of the output chain (type route, so a changed mark re-routes the packet).
+pub const CHAIN_OUTGOING: &str = "kubespan_outgoing";
+/// Name of the IPv4 target set.
+pub const SET_V4: &str = "kubespan_targets_ipv4";
+/// Name of the IPv6 target set.
+pub const SET_V6: &str = "kubespan_targets_ipv6";
+
+/// Mark bits KubeSpan owns (TB §7.3).
+pub const MARK_MASK: u32 = 0x60;
+/// Mark WireGuard sets on its own encrypted packets.
+pub const MARK_FROM_WG: u32 = 0x20;
+/// Mark that sends a packet into KubeSpan (the policy rule matches it).
+pub const MARK_TO_WG: u32 = 0x40;
+
+/// Largest element list in one message. The list is one attribute with a 16-bit length, so a
+/// message holds at most ~64 KiB of elements; 60,000 leaves room for the message's own fields.
+const ELEMENTS_PER_MESSAGE_BYTES: usize = 60_000;
+
+/// One nf_tables expression, in the order the kernel evaluates them. Registers are always
+/// `NFT_REG_1` for data, as `nft` does.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Expr {
+    /// `meta load <key> => reg 1`.
+    MetaLoad(u32),
+    /// `meta set <key> with reg 1`.
+    MetaSet(u32),
+    /// `cmp <op> reg 1 <data>`.
+    Cmp(u32, Vec<u8>),
+    /// `bitwise reg 1 = (reg 1 & mask) ^ xor`.
+    Bitwise(Vec<u8>, Vec<u8>),
+    /// `payload load <len>b @ <base> + <offset> => reg 1`.
+    Payload { base: u32, offset: u32, len: u32 },
+    /// `lookup reg 1 set <name>`.
+    Lookup(&'static str),
+    /// `immediate reg 1 <data>`.
+    Value(Vec<u8>),
+    /// `immediate reg 0 accept`.
+    Accept,
+    /// `exthdr load tcpopt <len>b @ <kind> + <offset> => reg 1`.
+    TcpOptLoad { kind: u8, offset: u32, len: u32 },
+    /// `exthdr write tcpopt reg 1 => <len>b @ <kind> + <offset>`.
+    TcpOptWrite { kind: u8, offset: u32, len: u32 },
+}
+
+/// TCP option kind of the maximum segment size (RFC 9293 §3.2); its value is 2 bytes at
+/// offset 2 of the option.
+const TCPOPT_MAXSEG: u8 = 2;
+/// `NFPROTO_IPV4` / `NFPROTO_IPV6`, as `meta nfproto` reports them.
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_IPV6: u8 = 10;
+
+/// A rule: its chain and its expressions.
+pub type Rule = (&'static str, Vec<Expr>);
+
+/// `meta mark & 0x60 == 0x20 accept`: WireGuard's own packets follow the main table.
+fn accept_from_wireguard() -> Vec<Expr> {
+    vec![
+        Expr::MetaLoad(NFT_META_MARK),
+        Expr::Bitwise(MARK_MASK.to_ne_bytes().to_vec(), 0u32.to_ne_bytes().to_vec()),
+        Expr::Cmp(NFT_CMP_EQ, MARK_FROM_WG.to_ne_bytes().to_vec()),
+        Expr::Accept,
+    ]
+}
+
+/// `ip[6] daddr @set`, with the `meta nfproto` guard an `inet` table needs.
+fn daddr_in(width: Width) -> Vec<Expr> {
+    let (proto, offset, len, set) = match width {
+        Width::V4 => (NFPROTO_IPV4, 16, 4, SET_V4),
+        Width::V6 => (NFPROTO_IPV6, 24, 16, SET_V6),
+    };
+    vec![
+        Expr::MetaLoad(NFT_META_NFPROTO),
+        Expr::Cmp(NFT_CMP_EQ, vec![proto]),
+        Expr::Payload { base: NFT_PAYLOAD_NETWORK_HEADER, offset, len },
+        Expr::Lookup(set),
+    ]
+}
+
+/// `... meta mark set meta mark & 0xffffffdf | 0x40 accept`: set 0x40, clear 0x20, keep every
+/// other bit (the kernel gets the folded form `(mark & 0xffffff9f) ^ 0x40`).
+fn mark_to_wireguard(width: Width) -> Vec<Expr> {
+    let mut e = daddr_in(width);
+    e.extend([
+        Expr::MetaLoad(NFT_META_MARK),
+        Expr::Bitwise((!MARK_MASK).to_ne_bytes().to_vec(), MARK_TO_WG.to_ne_bytes().to_vec()),
+        Expr::MetaSet(NFT_META_MARK),
+        Expr::Accept,
+    ]);
+    e
+}
+
+/// `... tcp flags & (syn|rst) == syn tcp option maxseg size > clamp tcp option maxseg size set
+/// clamp`: only SYNs advertising more than the tunnel can carry are lowered.
+fn clamp_mss(width: Width, clamp: u16) -> Vec<Expr> {
+    const TCP_FLAGS_OFFSET: u32 = 13;
+    const SYN: u8 = 0x02;
+    const RST: u8 = 0x04;
+    let mss = TcpOpt { kind: TCPOPT_MAXSEG, offset: 2, len: 2 };
+    let mut e = daddr_in(width);
+    e.extend([
+        Expr::MetaLoad(NFT_META_L4PROTO),
+        Expr::Cmp(NFT_CMP_EQ, vec![libc::IPPROTO_TCP as u8]),
+        Expr::Payload { base: NFT_PAYLOAD_TRANSPORT_HEADER, offset: TCP_FLAGS_OFFSET, len: 1 },
+        Expr::Bitwise(vec![SYN | RST], vec![0]),
+        Expr::Cmp(NFT_CMP_EQ, vec![SYN]),
+        Expr::TcpOptLoad { kind: mss.kind, offset: mss.offset, len: mss.len },
+        // The MSS is big-endian on the wire; `cmp gt` compares bytes, so big-endian is right.
+        Expr::Cmp(NFT_CMP_GT, clamp.to_be_bytes().to_vec()),
+        Expr::Value(clamp.to_be_bytes().to_vec()),
+        Expr::TcpOptWrite { kind: mss.kind, offset: mss.offset, len: mss.len },
+    ]);
+    e
+}
+
+struct TcpOpt {
+    kind: u8,
+    offset: u32,
+    len: u32,
+}
+
+/// The rules of both chains, in order (seed `001_…`, TB §7.4).
+pub fn rules(shape: &Shape) -> Vec<Rule> {
+    let mut lo = [0u8; 16]; // IFNAMSIZ, NUL padded, as the kernel stores interface names
+    lo[..2].copy_from_slice(b"lo");
+    vec![
+        (CHAIN_PREROUTING, accept_from_wireguard()),
+        (CHAIN_PREROUTING, mark_to_wireguard(Width::V4)),
+        (CHAIN_PREROUTING, mark_to_wireguard(Width::V6)),
+        (CHAIN_OUTGOING, accept_from_wireguard()),
+        (
+            CHAIN_OUTGOING,
+            vec![
+                Expr::MetaLoad(NFT_META_OIFNAME),
+                Expr::Cmp(NFT_CMP_EQ, lo.to_vec()),
+                Expr::Accept,
+            ],
+        ),
+        (CHAIN_OUTGOING, clamp_mss(Width::V4, shape.clamp_v4)),
+        (CHAIN_OUTGOING, clamp_mss(Width::V6, shape.clamp_v6)),
+        (CHAIN_OUTGOING, mark_to_wireguard(Width::V4)),
+        (CHAIN_OUTGOING, mark_to_wireguard(Width::V6)),
+    ]
+}
+
+/// The batch that replaces our table with the one `plan` describes. `seq` numbers the first
+/// message.
+pub fn full_batch(plan: &Resolved, seq: u32) -> Batch {
+    let table = plan.shape.table.as_str();
+    let mut b = Batch::new(seq);
+
+    b.begin(NFT_MSG_NEWTABLE, NFPROTO_INET, NLM_F_CREATE, format!("NEWTABLE {table} (ensure)"));
+    b.str_attr(NFTA_TABLE_NAME, table);
+    b.begin(NFT_MSG_DELTABLE, NFPROTO_INET, 0, format!("DELTABLE {table}"));
+    b.str_attr(NFTA_TABLE_NAME, table);
+    b.begin(NFT_MSG_NEWTABLE, NFPROTO_INET, NLM_F_CREATE, format!("NEWTABLE {table}"));
+    b.str_attr(NFTA_TABLE_NAME, table);
+    b.be32(NFTA_TABLE_FLAGS, 0);
+
+    for (id, (set, width)) in [(SET_V4, Width::V4), (SET_V6, Width::V6)].into_iter().enumerate() {
+        let (key_type, key_len) = match width {
+            Width::V4 => (NFT_TYPE_IPADDR, 4),
+            Width::V6 => (NFT_TYPE_IP6ADDR, 16),
+        };
+        b.begin(NFT_MSG_NEWSET, NFPROTO_INET, NLM_F_CREATE, format!("NEWSET {set}"));
+        b.str_attr(NFTA_SET_TABLE, table);
+        b.str_attr(NFTA_SET_NAME, set);
+        b.be32(NFTA_SET_FLAGS, NFT_SET_INTERVAL);
+        b.be32(NFTA_SET_KEY_TYPE, key_type);
+        b.be32(NFTA_SET_KEY_LEN, key_len);
+        b.be32(NFTA_SET_ID, id as u32 + 1);
+        // nft's user data: key byte order big-endian (NFTNL_UDATA_SET_KEYBYTEORDER = 0, value
+        // BYTEORDER_BIG_ENDIAN = 2), so `nft list` prints the keys as nft itself would.
+        let mut udata = vec![0u8, 4];
+        udata.extend_from_slice(&2u32.to_ne_bytes());
+        b.bytes_attr(NFTA_SET_USERDATA, &udata);
+    }
+    elements(&mut b, NFT_MSG_NEWSETELEM, table, SET_V4, Width::V4, &plan.targets.v4);
+    elements(&mut b, NFT_MSG_NEWSETELEM, table, SET_V6, Width::V6, &plan.targets.v6);
+
+    for (chain, kind, hook) in [
+        (CHAIN_PREROUTING, "filter", NF_INET_PRE_ROUTING),
+        (CHAIN_OUTGOING, "route", NF_INET_LOCAL_OUT),
+    ] {
+        b.begin(NFT_MSG_NEWCHAIN, NFPROTO_INET, NLM_F_CREATE, format!("NEWCHAIN {chain}"));
+        b.str_attr(NFTA_CHAIN_TABLE, table);
+        b.str_attr(NFTA_CHAIN_NAME, chain);
+        let h = b.nest(NFTA_CHAIN_HOOK);
+        b.be32(NFTA_HOOK_HOOKNUM, hook);
+        b.be32(NFTA_HOOK_PRIORITY, 0); // NF_IP_PRI_FILTER
+        b.nest_end(h);
+        b.be32(NFTA_CHAIN_POLICY, NF_ACCEPT);
+        b.str_attr(NFTA_CHAIN_TYPE, kind);
+    }
+
+    for (n, (chain, exprs)) in rules(&plan.shape).into_iter().enumerate() {
+        b.begin(
+            NFT_MSG_NEWRULE,
+            NFPROTO_INET,
+            NLM_F_CREATE | NLM_F_APPEND,
+            format!("NEWRULE {chain} #{}", n + 1),
+        );
+        b.str_attr(NFTA_RULE_TABLE, table);
+        b.str_attr(NFTA_RULE_CHAIN, chain);
+        let list = b.nest(NFTA_RULE_EXPRESSIONS);
+        for e in &exprs {
+            expr(&mut b, e);
+        }
+        b.nest_end(list);
+    }
+    b
+}
+
+/// The batch that turns the sets holding `old` into sets holding `new`, or `None` when they
+/// are equal. Removals come first, so a range that changed shape never overlaps its old self.
+pub fn delta_batch(table: &str, old: &Targets, new: &Targets, seq: u32) -> Option<Batch> {
+    let mut b = Batch::new(seq);
+    let sets = [(SET_V4, Width::V4, &old.v4, &new.v4), (SET_V6, Width::V6, &old.v6, &new.v6)];
+    for (set, width, old, new) in sets {
+        elements(&mut b, NFT_MSG_DELSETELEM, table, set, width, &difference(old, new));
+    }
+    for (set, width, old, new) in sets {
+        elements(&mut b, NFT_MSG_NEWSETELEM, table, set, width, &difference(new, old));
+    }
+    (!b.is_empty()).then_some(b)
+}
+
+/// Appends `ranges` to `set` as `msg` (`NEWSETELEM` or `DELSETELEM`) messages: each range is a
+/// start element and, unless it runs to the top of the address space, an interval-end element
+/// at the first address after it.
+fn elements(b: &mut Batch, msg: u8, table: &str, set: &str, width: Width, ranges: &[Range]) {
+    let key_len = width.key(0).len();
+    // LIST_ELEM + KEY nest + DATA_VALUE + key, twice, plus the end element's flags.
+    let per_range = 2 * (4 + 4 + 4 + key_len) + 8;
+    let per_message = (ELEMENTS_PER_MESSAGE_BYTES / per_range).max(1);
+    let verb = if msg == NFT_MSG_DELSETELEM { "DELSETELEM" } else { "NEWSETELEM" };
+    for chunk in ranges.chunks(per_message) {
+        let flags = if msg == NFT_MSG_NEWSETELEM { NLM_F_CREATE } else { 0 };
+        b.begin(msg, NFPROTO_INET, flags, format!("{verb} {set} ({} ranges)", chunk.len()));
+        b.str_attr(NFTA_SET_ELEM_LIST_TABLE, table);
+        b.str_attr(NFTA_SET_ELEM_LIST_SET, set);
+        let list = b.nest(NFTA_SET_ELEM_LIST_ELEMENTS);
+        for r in chunk {
+            element(b, width, r.first, false);
+            if let Some(end) = r.end(width) {
+                element(b, width, end, true);
+            }
+        }
+        b.nest_end(list);
+    }
+}
+
+fn element(b: &mut Batch, width: Width, addr: u128, interval_end: bool) {
+    let e = b.nest(NFTA_LIST_ELEM);
+    if interval_end {
+        b.be32(NFTA_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+    }
+    let k = b.nest(NFTA_SET_ELEM_KEY);
+    b.bytes_attr(NFTA_DATA_VALUE, &width.key(addr));
+    b.nest_end(k);
+    b.nest_end(e);
+}
+
+/// Writes one expression: `NFTA_LIST_ELEM { NFTA_EXPR_NAME, NFTA_EXPR_DATA { ... } }`.
+fn expr(b: &mut Batch, e: &Expr) {
+    let name = match e {
+        Expr::MetaLoad(_) | Expr::MetaSet(_) => "meta",
+        Expr::Cmp(..) => "cmp",
+        Expr::Bitwise(..) => "bitwise",
+        Expr::Payload { .. } => "payload",
+        Expr::Lookup(_) => "lookup",
+        Expr::Value(_) | Expr::Accept => "immediate",
+        Expr::TcpOptLoad { .. } | Expr::TcpOptWrite { .. } => "exthdr",
+    };
+    let elem = b.nest(NFTA_LIST_ELEM);
+    b.str_attr(NFTA_EXPR_NAME, name);
+    let data = b.nest(NFTA_EXPR_DATA);
+    match e {
+        Expr::MetaLoad(key) => {
+            b.be32(NFTA_META_KEY, *key);
+            b.be32(NFTA_META_DREG, NFT_REG_1);
+        }
+        Expr::MetaSet(key) => {
+            b.be32(NFTA_META_KEY, *key);
+            b.be32(NFTA_META_SREG, NFT_REG_1);
+        }
+        Expr::Cmp(op, value) => {
+            b.be32(NFTA_CMP_SREG, NFT_REG_1);
+            b.be32(NFTA_CMP_OP, *op);
+            data_value(b, NFTA_CMP_DATA, value);
+        }
+        Expr::Bitwise(mask, xor) => {
+            b.be32(NFTA_BITWISE_SREG, NFT_REG_1);
+            b.be32(NFTA_BITWISE_DREG, NFT_REG_1);
+            b.be32(NFTA_BITWISE_LEN, mask.len() as u32);
+            data_value(b, NFTA_BITWISE_MASK, mask);
+            data_value(b, NFTA_BITWISE_XOR, xor);
+        }
+        Expr::Payload { base, offset, len } => {
+            b.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
+            b.be32(NFTA_PAYLOAD_BASE, *base);
+            b.be32(NFTA_PAYLOAD_OFFSET, *offset);
+            b.be32(NFTA_PAYLOAD_LEN, *len);
+        }
+        Expr::Lookup(set) => {
+            b.str_attr(NFTA_LOOKUP_SET, set);
+            b.be32(NFTA_LOOKUP_SREG, NFT_REG_1);
+        }
+        Expr::Value(value) => {
+            b.be32(NFTA_IMMEDIATE_DREG, NFT_REG_1);
+            data_value(b, NFTA_IMMEDIATE_DATA, value);
+        }
+        Expr::Accept => {
+            b.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+            let d = b.nest(NFTA_IMMEDIATE_DATA);
+            let v = b.nest(NFTA_DATA_VERDICT);
+            b.be32(NFTA_VERDICT_CODE, NF_ACCEPT);
+            b.nest_end(v);
+            b.nest_end(d);
+        }
+        Expr::TcpOptLoad { kind, offset, len } => {
+            b.be32(NFTA_EXTHDR_DREG, NFT_REG_1);
+            b.bytes_attr(NFTA_EXTHDR_TYPE, &[*kind]);
+            b.be32(NFTA_EXTHDR_OFFSET, *offset);
+            b.be32(NFTA_EXTHDR_LEN, *len);
+            b.be32(NFTA_EXTHDR_OP, NFT_EXTHDR_OP_TCPOPT);
+        }
+        Expr::TcpOptWrite { kind, offset, len } => {
+            b.be32(NFTA_EXTHDR_SREG, NFT_REG_1);
+            b.bytes_attr(NFTA_EXTHDR_TYPE, &[*kind]);
+            b.be32(NFTA_EXTHDR_OFFSET, *offset);
+            b.be32(NFTA_EXTHDR_LEN, *len);
+            b.be32(NFTA_EXTHDR_OP, NFT_EXTHDR_OP_TCPOPT);
+        }
+    }
+    b.nest_end(data);
+    b.nest_end(elem);
+}
+
+/// `ty { NFTA_DATA_VALUE value }`.
+fn data_value(b: &mut Batch, ty: u16, value: &[u8]) {
+    let n = b.nest(ty);
+    b.bytes_attr(NFTA_DATA_VALUE, value);
+    b.nest_end(n);
+}
