@@ -251,7 +251,7 @@ impl Nft {
         msg.extend_from_slice(&NFTA_TABLE_NAME.to_ne_bytes());
         msg.extend_from_slice(name.as_bytes());
         msg.push(0);
-        while msg.len() % 4 != 0 {
+        while !msg.len().is_multiple_of(4) {
             msg.push(0);
         }
         let total = u32::try_from(msg.len()).unwrap_or(u32::MAX);
@@ -367,7 +367,7 @@ impl Nft {
             }
         };
         parse_messages(self.buf.get(..len).unwrap_or_default())
-            .ok_or(NftError::Reply { op: "recv".into(), why: "truncated netlink message" })
+            .ok_or_else(|| NftError::Reply { op: "recv".into(), why: "truncated netlink message" })
     }
 }
 

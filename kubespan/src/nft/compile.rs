@@ -361,3 +361,167 @@ fn data_value(b: &mut Batch, ty: u16, value: &[u8]) {
     b.bytes_attr(NFTA_DATA_VALUE, value);
     b.nest_end(n);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nft::NftPlan;
+
+    /// Hex, 16 bytes a line, as the fixtures are stored.
+    fn hex(bytes: &[u8]) -> String {
+        bytes
+            .chunks(16)
+            .map(|l| l.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ") + "\n")
+            .collect()
+    }
+
+    /// Compares with `testdata/<name>`; `KEELSON_BLESS=1` rewrites the fixture instead. The
+    /// encoder that wrote them is checked against the kernel by `tests/nft_netns.rs`, which
+    /// compares `nft -j list` of our table with the one `nft -f` builds from the seed's text.
+    fn golden(name: &str, bytes: &[u8]) {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/nft/testdata").join(name);
+        let got = hex(bytes);
+        if std::env::var("KEELSON_BLESS").as_deref() == Ok("1") {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            got, want,
+            "{name} differs (KEELSON_BLESS=1 rewrites it after a deliberate change)"
+        );
+    }
+
+    fn small() -> Resolved {
+        NftPlan {
+            targets_v4: vec!["10.0.0.0/8".parse().unwrap(), "255.255.255.255/32".parse().unwrap()],
+            targets_v6: vec!["fd00::/8".parse().unwrap()],
+            ..NftPlan::default()
+        }
+        .resolve()
+        .unwrap()
+    }
+
+    #[test]
+    fn full_batch_golden() {
+        let (bytes, sent, next) = full_batch(&small(), 1).finish().unwrap();
+        let names: Vec<&str> = sent.iter().map(|s| s.what.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "NEWTABLE talos_kubespan (ensure)",
+                "DELTABLE talos_kubespan",
+                "NEWTABLE talos_kubespan",
+                "NEWSET kubespan_targets_ipv4",
+                "NEWSET kubespan_targets_ipv6",
+                "NEWSETELEM kubespan_targets_ipv4 (2 ranges)",
+                "NEWSETELEM kubespan_targets_ipv6 (1 ranges)",
+                "NEWCHAIN kubespan_prerouting",
+                "NEWCHAIN kubespan_outgoing",
+                "NEWRULE kubespan_prerouting #1",
+                "NEWRULE kubespan_prerouting #2",
+                "NEWRULE kubespan_prerouting #3",
+                "NEWRULE kubespan_outgoing #4",
+                "NEWRULE kubespan_outgoing #5",
+                "NEWRULE kubespan_outgoing #6",
+                "NEWRULE kubespan_outgoing #7",
+                "NEWRULE kubespan_outgoing #8",
+                "NEWRULE kubespan_outgoing #9",
+            ]
+        );
+        // Sequence numbers run from the BATCH_BEGIN (1) through BATCH_END.
+        assert_eq!(sent[0].seq, 2);
+        assert_eq!(next, 2 + sent.len() as u32 + 1);
+        golden("full_batch.hex", &bytes);
+    }
+
+    #[test]
+    fn delta_batch_golden() {
+        let old = small().targets;
+        let new = NftPlan {
+            targets_v4: vec!["10.0.0.0/8".parse().unwrap(), "192.168.0.0/16".parse().unwrap()],
+            targets_v6: vec!["fd00::/8".parse().unwrap()],
+            ..NftPlan::default()
+        }
+        .resolve()
+        .unwrap()
+        .targets;
+        assert!(delta_batch("talos_kubespan", &old, &old, 1).is_none());
+        let (bytes, sent, _) =
+            delta_batch("talos_kubespan", &old, &new, 1).unwrap().finish().unwrap();
+        let names: Vec<&str> = sent.iter().map(|s| s.what.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "DELSETELEM kubespan_targets_ipv4 (1 ranges)",
+                "NEWSETELEM kubespan_targets_ipv4 (1 ranges)"
+            ]
+        );
+        golden("delta_batch.hex", &bytes);
+    }
+
+    #[test]
+    fn range_to_the_top_has_no_end_element() {
+        // 255.255.255.255/32 alone: one start element, no interval end (it would be 2^32).
+        let only_top = Targets { v4: small().targets.v4[1..].to_vec(), v6: Vec::new() };
+        let (bytes, _, _) =
+            delta_batch("t", &Targets::default(), &only_top, 1).unwrap().finish().unwrap();
+        let flags_attr = [8, 0, NFTA_SET_ELEM_FLAGS as u8, 0, 0, 0, 0, 1];
+        assert!(!bytes.windows(8).any(|w| w == flags_attr));
+        assert!(bytes.windows(4).any(|w| w == [255, 255, 255, 255]));
+        // 10.0.0.0/8: a start and an end element at 11.0.0.0.
+        let ten = Targets { v4: small().targets.v4[..1].to_vec(), v6: Vec::new() };
+        let (bytes, _, _) =
+            delta_batch("t", &Targets::default(), &ten, 1).unwrap().finish().unwrap();
+        assert_eq!(bytes.windows(8).filter(|w| *w == flags_attr).count(), 1);
+        assert!(bytes.windows(4).any(|w| w == [11, 0, 0, 0]));
+    }
+
+    #[test]
+    fn delta_size_is_independent_of_untouched_ranges() {
+        // Peer k owns two /26 in 10.(k>>8).(k&255).0/24 (adjacent, so one range, until peer 0
+        // moves its second one) plus fd00:k::/64.
+        let peers = |n: u32, changed: bool| -> Targets {
+            let mut v4 = Vec::new();
+            let mut v6 = Vec::new();
+            for k in 0..n {
+                let (a, b) = ((k >> 8) as u8, k as u8);
+                let third = if changed && k == 0 { 7 } else { 1 };
+                v4.push(format!("10.{a}.{b}.0/26").parse().unwrap());
+                v4.push(format!("10.{a}.{b}.{}/26", third * 64 % 256).parse().unwrap());
+                v6.push(format!("fd00:{k:x}::/64").parse().unwrap());
+            }
+            NftPlan { targets_v4: v4, targets_v6: v6, ..NftPlan::default() }
+                .resolve()
+                .unwrap()
+                .targets
+        };
+        let size = |n| {
+            let b = delta_batch("talos_kubespan", &peers(n, false), &peers(n, true), 1).unwrap();
+            (b.len(), b.bytes())
+        };
+        assert_eq!(size(10), size(1000));
+        // And a full table of 1,000 peers splits its elements below the 64 KiB attribute limit.
+        let full = Resolved { shape: small().shape, targets: peers(1000, false) };
+        assert!(full_batch(&full, 1).finish().is_ok());
+    }
+
+    #[test]
+    fn marking_keeps_foreign_bits() {
+        let rules = rules(&small().shape);
+        let mark = rules[1].1.iter().find_map(|e| match e {
+            Expr::Bitwise(mask, xor) => Some((mask.clone(), xor.clone())),
+            _ => None,
+        });
+        let (mask, xor) = mark.unwrap();
+        let apply = |m: u32| {
+            (m & u32::from_ne_bytes(mask.clone().try_into().unwrap()))
+                ^ u32::from_ne_bytes(xor.clone().try_into().unwrap())
+        };
+        assert_eq!(apply(0), 0x40);
+        assert_eq!(apply(0x1020), 0x1040);
+        assert_eq!(apply(0xffff_ffff), 0xffff_ffdf);
+        assert_eq!(apply(0x0f00_0060), 0x0f00_0040);
+    }
+}
