@@ -12,7 +12,7 @@
 //! replace. A failed update falls back to a full replace too.
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use netlink_sys::{Socket, SocketAddr};
@@ -20,7 +20,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{setsockopt, sockopt, MsgFlags};
 use nix::sys::time::TimeVal;
 
-use super::compile::{delta_batch, full_batch};
+use super::compile::{full_batch, Delta};
 use super::plan::{NftPlan, PlanError, Resolved};
 use super::wire::*;
 
@@ -115,6 +115,7 @@ pub struct Nft {
     seq: u32,
     buf: Vec<u8>,
     current: Option<Current>,
+    last_transaction: Option<Duration>,
 }
 
 impl Nft {
@@ -138,7 +139,13 @@ impl Nft {
             .map_err(|e| NftError::Io { op: "SO_RCVTIMEO", source: e.into() })?;
         sock.set_ext_ack(true).map_err(io("NETLINK_EXT_ACK"))?;
         sock.set_cap_ack(true).map_err(io("NETLINK_CAP_ACK"))?;
-        Ok(Self { sock, seq: 1, buf: Vec::with_capacity(64 * 1024), current: None })
+        Ok(Self {
+            sock,
+            seq: 1,
+            buf: Vec::with_capacity(64 * 1024),
+            current: None,
+            last_transaction: None,
+        })
     }
 
     /// Makes the kernel match `plan`, touching nothing but our table, in one transaction.
@@ -219,14 +226,11 @@ impl Nft {
                 return Ok(None);
             }
         }
-        let Some(batch) = delta_batch(table, &cur.plan.targets, &want.targets, self.seq) else {
+        let delta = Delta::between(&cur.plan.targets, &want.targets);
+        let Some(batch) = delta.batch(table, self.seq) else {
             return Ok(Some(Applied::Unchanged));
         };
-        let diff = |a: &[_], b: &[_]| super::interval::difference(a, b).len();
-        let removed = diff(&cur.plan.targets.v4, &want.targets.v4)
-            + diff(&cur.plan.targets.v6, &want.targets.v6);
-        let added = diff(&want.targets.v4, &cur.plan.targets.v4)
-            + diff(&want.targets.v6, &cur.plan.targets.v6);
+        let (removed, added) = (delta.removed(), delta.added());
         self.send(batch)?;
         debug!(target: "kubespan.nft", "table inet {table}: {removed} ranges out, {added} in");
         Ok(Some(Applied::Delta { removed, added }))
@@ -283,10 +287,23 @@ impl Nft {
         }
     }
 
+    /// How long the last transaction took from `sendmsg` to its last ack: the kernel's share
+    /// of an apply (for benchmarks and debug logs).
+    pub fn last_transaction(&self) -> Option<Duration> {
+        self.last_transaction
+    }
+
     /// Sends a batch and checks that every message in it was acked.
     fn send(&mut self, batch: Batch) -> Result<(), NftError> {
         let (bytes, sent, next) = batch.finish()?;
+        let started = Instant::now();
+        let result = self.send_checked(&bytes, &sent);
+        self.last_transaction = Some(started.elapsed());
         self.seq = next;
+        result
+    }
+
+    fn send_checked(&mut self, bytes: &[u8], sent: &[Sent]) -> Result<(), NftError> {
         if bytes.len() > SOCKET_BUFFER / 2 {
             // The kernel wants the whole datagram to fit in the send buffer.
             let size = bytes.len().saturating_mul(2);
@@ -294,7 +311,7 @@ impl Nft {
                 let _ = setsockopt(&self.sock, sockopt::SndBuf, &size);
             }
         }
-        self.send_bytes(&bytes)?;
+        self.send_bytes(bytes)?;
         let first = sent.first().map_or(0, |s| s.seq);
         let mut pending = sent.len();
         let mut failure: Option<NftError> = None;

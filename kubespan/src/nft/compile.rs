@@ -229,18 +229,54 @@ pub fn full_batch(plan: &Resolved, seq: u32) -> Batch {
     b
 }
 
+/// The ranges that leave and arrive when the sets go from one content to another.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Delta {
+    /// Ranges to delete (present before, absent after, compared whole).
+    pub removed: Targets,
+    /// Ranges to add.
+    pub added: Targets,
+}
+
+impl Delta {
+    /// The change from `old` to `new`: linear in their sizes, with no allocation beyond the
+    /// result.
+    pub fn between(old: &Targets, new: &Targets) -> Self {
+        Delta {
+            removed: Targets { v4: difference(&old.v4, &new.v4), v6: difference(&old.v6, &new.v6) },
+            added: Targets { v4: difference(&new.v4, &old.v4), v6: difference(&new.v6, &old.v6) },
+        }
+    }
+
+    /// Ranges removed, both families.
+    pub fn removed(&self) -> usize {
+        self.removed.v4.len() + self.removed.v6.len()
+    }
+
+    /// Ranges added, both families.
+    pub fn added(&self) -> usize {
+        self.added.v4.len() + self.added.v6.len()
+    }
+
+    /// The batch for this change, or `None` when there is nothing to do. Removals come first,
+    /// so a range that changed shape never overlaps its old self.
+    pub fn batch(&self, table: &str, seq: u32) -> Option<Batch> {
+        if self.removed() + self.added() == 0 {
+            return None;
+        }
+        let mut b = Batch::new(seq);
+        for (msg, t) in [(NFT_MSG_DELSETELEM, &self.removed), (NFT_MSG_NEWSETELEM, &self.added)] {
+            elements(&mut b, msg, table, SET_V4, Width::V4, &t.v4);
+            elements(&mut b, msg, table, SET_V6, Width::V6, &t.v6);
+        }
+        Some(b)
+    }
+}
+
 /// The batch that turns the sets holding `old` into sets holding `new`, or `None` when they
-/// are equal. Removals come first, so a range that changed shape never overlaps its old self.
+/// are equal (see [`Delta::batch`]).
 pub fn delta_batch(table: &str, old: &Targets, new: &Targets, seq: u32) -> Option<Batch> {
-    let mut b = Batch::new(seq);
-    let sets = [(SET_V4, Width::V4, &old.v4, &new.v4), (SET_V6, Width::V6, &old.v6, &new.v6)];
-    for (set, width, old, new) in sets {
-        elements(&mut b, NFT_MSG_DELSETELEM, table, set, width, &difference(old, new));
-    }
-    for (set, width, old, new) in sets {
-        elements(&mut b, NFT_MSG_NEWSETELEM, table, set, width, &difference(new, old));
-    }
-    (!b.is_empty()).then_some(b)
+    Delta::between(old, new).batch(table, seq)
 }
 
 /// Appends `ranges` to `set` as `msg` (`NEWSETELEM` or `DELSETELEM`) messages: each range is a

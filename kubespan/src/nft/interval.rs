@@ -111,17 +111,23 @@ pub fn ranges_v6(prefixes: &[Ipv6Net]) -> Vec<Range> {
     )
 }
 
-/// Renders a range for logs and tests: `a-b`, or the address alone for a single address.
+/// Renders a range as `nft` reads it: the address alone, a prefix when the range is exactly
+/// one (`10.0.0.0/8`), else `first-last`.
 pub fn display(r: &Range, width: Width) -> String {
     let show = |a: u128| match width {
         Width::V4 => Ipv4Addr::from(a as u32).to_string(),
         Width::V6 => Ipv6Addr::from(a).to_string(),
     };
     if r.first == r.last {
-        show(r.first)
-    } else {
-        format!("{}-{}", show(r.first), show(r.last))
+        return show(r.first);
     }
+    // A prefix: the host part is all ones at the end and all zeros at the start.
+    let host = r.last - r.first;
+    if host & host.wrapping_add(1) == 0 && r.first & host == 0 {
+        let len = width.bits() - (128 - host.leading_zeros());
+        return format!("{}/{len}", show(r.first));
+    }
+    format!("{}-{}", show(r.first), show(r.last))
 }
 
 /// The ranges in `a` that are not in `b`, both sorted (as [`ranges_v4`] returns them). Ranges
@@ -158,10 +164,11 @@ mod tests {
     fn merges_overlapping_and_adjacent() {
         assert_eq!(
             v4(&["10.0.1.0/24", "10.0.0.0/24", "10.0.0.128/25", "10.0.3.0/24", "192.168.0.1/32"]),
-            ["10.0.0.0-10.0.1.255", "10.0.3.0-10.0.3.255", "192.168.0.1"]
+            ["10.0.0.0/23", "10.0.3.0/24", "192.168.0.1"]
         );
         // A prefix inside an earlier, larger one disappears; host bits are ignored.
-        assert_eq!(v4(&["10.1.2.3/8", "10.200.0.0/16"]), ["10.0.0.0-10.255.255.255"]);
+        assert_eq!(v4(&["10.1.2.3/8", "10.200.0.0/16"]), ["10.0.0.0/8"]);
+        assert_eq!(v4(&["10.0.1.0/24", "10.0.2.0/24"]), ["10.0.1.0-10.0.2.255"]);
         // Duplicates collapse; an empty list stays empty.
         assert_eq!(v4(&["1.2.3.4/32", "1.2.3.4/32"]), ["1.2.3.4"]);
         assert!(v4(&[]).is_empty());
@@ -169,18 +176,13 @@ mod tests {
 
     #[test]
     fn edges_of_the_address_space() {
-        assert_eq!(v4(&["0.0.0.0/0", "10.0.0.0/8"]), ["0.0.0.0-255.255.255.255"]);
-        assert_eq!(v6(&["::/0"]), ["::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]);
-        assert_eq!(
-            v4(&["255.255.255.255/32", "255.255.255.254/32"]),
-            ["255.255.255.254-255.255.255.255"]
-        );
-        assert_eq!(
-            v6(&["::/128", "::1/128", "fd00::/8"]),
-            ["::-::1", "fd00::-fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]
-        );
+        assert_eq!(v4(&["0.0.0.0/0", "10.0.0.0/8"]), ["0.0.0.0/0"]);
+        assert_eq!(v6(&["::/0"]), ["::/0"]);
+        assert_eq!(v4(&["255.255.255.255/32", "255.255.255.254/32"]), ["255.255.255.254/31"]);
+        assert_eq!(v6(&["::/128", "::1/128", "fd00::/8"]), ["::/127", "fd00::/8"]);
         // Adjacent at the top of the space: 128.0.0.0/1 after 0.0.0.0/1 is one range.
-        assert_eq!(v4(&["128.0.0.0/1", "0.0.0.0/1"]), ["0.0.0.0-255.255.255.255"]);
+        assert_eq!(v4(&["128.0.0.0/1", "0.0.0.0/1"]), ["0.0.0.0/0"]);
+        assert_eq!(v4(&["10.0.0.1/32", "10.0.0.2/32"]), ["10.0.0.1-10.0.0.2"]);
 
         let top: Vec<Ipv4Net> = vec!["255.255.255.0/24".parse().unwrap()];
         let r = ranges_v4(&top);
@@ -205,8 +207,8 @@ mod tests {
         let new = ranges_v4(&["10.0.0.0/23".parse().unwrap(), "10.0.4.0/24".parse().unwrap()]);
         let shown =
             |rs: Vec<Range>| -> Vec<String> { rs.iter().map(|r| display(r, Width::V4)).collect() };
-        assert_eq!(shown(difference(&old, &new)), ["10.0.0.0-10.0.0.255"]);
-        assert_eq!(shown(difference(&new, &old)), ["10.0.0.0-10.0.1.255"]);
+        assert_eq!(shown(difference(&old, &new)), ["10.0.0.0/24"]);
+        assert_eq!(shown(difference(&new, &old)), ["10.0.0.0/23"]);
         assert!(difference(&new, &new).is_empty());
     }
 }
