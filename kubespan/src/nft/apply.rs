@@ -259,7 +259,9 @@ impl Nft {
             msg.push(0);
         }
         let total = u32::try_from(msg.len()).unwrap_or(u32::MAX);
-        msg[..4].copy_from_slice(&total.to_ne_bytes());
+        if let Some(len) = msg.get_mut(..4) {
+            len.copy_from_slice(&total.to_ne_bytes());
+        }
         self.send_bytes(&msg)?;
 
         let mut info = None;
@@ -324,9 +326,10 @@ impl Nft {
                 Err(e) => return Err(e),
             };
             for r in replies {
-                let Some(index) = r.seq.checked_sub(first).map(|i| i as usize) else { continue };
-                let Some(msg) = sent.get(index) else {
-                    // An error for a batch marker means the whole batch was refused.
+                let msg = r.seq.checked_sub(first).and_then(|i| sent.get(i as usize));
+                let Some(msg) = msg else {
+                    // An error for a batch marker means the whole batch was refused (EPERM
+                    // without CAP_NET_ADMIN arrives on BATCH_BEGIN).
                     if let Reply::Error(errno, message) = r.body {
                         let what = "batch".to_owned();
                         return Err(failure.unwrap_or(NftError::Kernel { what, errno, message }));

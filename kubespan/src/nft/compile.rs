@@ -139,8 +139,8 @@ struct TcpOpt {
 
 /// The rules of both chains, in order (seed `001_…`, TB §7.4).
 pub fn rules(shape: &Shape) -> Vec<Rule> {
-    let mut lo = [0u8; 16]; // IFNAMSIZ, NUL padded, as the kernel stores interface names
-    lo[..2].copy_from_slice(b"lo");
+    // IFNAMSIZ bytes, NUL padded, as the kernel stores interface names.
+    let lo: [u8; 16] = *b"lo\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
     vec![
         (CHAIN_PREROUTING, accept_from_wireguard()),
         (CHAIN_PREROUTING, mark_to_wireguard(Width::V4)),
