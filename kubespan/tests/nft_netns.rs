@@ -336,3 +336,32 @@ fn marking_preserves_foreign_bits() {
         assert_eq!(packets, [3, 1, 0, 1, 0]);
     });
 }
+
+/// 10,000 ranges need several element messages per set (one element list is limited to
+/// 64 KiB); the kernel must end up with every one of them, and a delta must still apply.
+#[test]
+fn large_sets_split_across_messages() {
+    in_netns(|| {
+        let v4: Vec<String> =
+            (0..5000u32).map(|i| format!("{}/30", Ipv4Addr::from(0x0a00_0000 + i * 8))).collect();
+        let v6: Vec<String> = (0..5000u32).map(|i| format!("fd00:0:{:x}::/64", i * 2)).collect();
+        let v4r: Vec<&str> = v4.iter().map(String::as_str).collect();
+        let v6r: Vec<&str> = v6.iter().map(String::as_str).collect();
+        let mut n = Nft::new().unwrap();
+        let Applied::Full { messages } = n.apply(&plan(&v4r, &v6r)).unwrap() else { panic!() };
+        // 16 fixed messages (tables, sets, chains, rules), then elements under 60,000 bytes
+        // a message: 1,500 IPv4 ranges (4 messages) and 937 IPv6 ranges (6 messages).
+        assert_eq!(messages, 16 + 4 + 6);
+        let got4 = set_elements("talos_kubespan", "kubespan_targets_ipv4");
+        let got6 = set_elements("talos_kubespan", "kubespan_targets_ipv6");
+        assert_eq!((got4.len(), got6.len()), (5000, 5000));
+        assert_eq!(got4[4999], "10.0.156.56/30");
+        assert!(got6.contains(&"fd00:0:270e::/64".to_owned()), "{:?}", &got6[..3]);
+
+        let fewer = plan(&v4r[1..], &v6r[..4999]);
+        assert_eq!(n.apply(&fewer).unwrap(), Applied::Delta { removed: 2, added: 0 });
+        let got4 = set_elements("talos_kubespan", "kubespan_targets_ipv4");
+        assert_eq!(got4.len(), 4999);
+        assert_eq!(got4[0], "10.0.0.8/30");
+    });
+}
