@@ -20,7 +20,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{setsockopt, sockopt, MsgFlags};
 use nix::sys::time::TimeVal;
 
-use super::compile::{full_batch, Delta};
+use super::compile::{drop_table, replace_batch, Delta};
 use super::plan::{NftPlan, PlanError, Resolved};
 use super::wire::*;
 
@@ -115,6 +115,9 @@ pub struct Nft {
     seq: u32,
     buf: Vec<u8>,
     current: Option<Current>,
+    /// The table we last built and have not removed, kept across failures: a rename deletes
+    /// it in the same transaction that builds the new one.
+    built: Option<String>,
     last_transaction: Option<Duration>,
 }
 
@@ -144,6 +147,7 @@ impl Nft {
             seq: 1,
             buf: Vec::with_capacity(64 * 1024),
             current: None,
+            built: None,
             last_transaction: None,
         })
     }
@@ -168,12 +172,9 @@ impl Nft {
                         warn!(target: "kubespan.nft", "set update failed, rebuilding the table: {e}");
                     }
                 }
-            } else if cur.plan.shape.table != want.shape.table {
-                // A renamed table: the old one must not linger with its marking rules.
-                self.remove_table(&cur.plan.shape.table)?;
             }
         }
-        let batch = full_batch(&want, self.seq);
+        let batch = replace_batch(&want, self.built.as_deref(), self.seq);
         let messages = batch.len();
         self.send(batch)?;
         let table = &want.shape.table;
@@ -187,16 +188,15 @@ impl Nft {
             want.targets.v4.len(),
             want.targets.v6.len()
         );
+        self.built = Some(table.clone());
         self.current = Some(Current { plan: want, handle: info.handle });
         Ok(Applied::Full { messages })
     }
 
-    /// Deletes our table; an absent table is fine. Other tables are never touched.
+    /// Deletes our table (the last one built, else the default name); an absent table is
+    /// fine. Other tables are never touched.
     pub fn remove(&mut self) -> Result<(), NftError> {
-        let table = self
-            .current
-            .take()
-            .map_or_else(|| super::DEFAULT_TABLE.to_owned(), |c| c.plan.shape.table);
+        let table = self.built.clone().unwrap_or_else(|| super::DEFAULT_TABLE.to_owned());
         self.remove_table(&table)
     }
 
@@ -206,12 +206,11 @@ impl Nft {
             self.current = None;
         }
         let mut b = Batch::new(self.seq);
-        // Create-then-delete deletes whether or not it existed, in one transaction.
-        b.begin(NFT_MSG_NEWTABLE, NFPROTO_INET, NLM_F_CREATE, format!("NEWTABLE {name} (ensure)"));
-        b.str_attr(NFTA_TABLE_NAME, name);
-        b.begin(NFT_MSG_DELTABLE, NFPROTO_INET, 0, format!("DELTABLE {name}"));
-        b.str_attr(NFTA_TABLE_NAME, name);
+        drop_table(&mut b, name);
         self.send(b)?;
+        if self.built.as_deref() == Some(name) {
+            self.built = None;
+        }
         info!(target: "kubespan.nft", "table inet {name} removed");
         Ok(())
     }

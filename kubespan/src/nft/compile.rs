@@ -164,13 +164,18 @@ pub fn rules(shape: &Shape) -> Vec<Rule> {
 /// The batch that replaces our table with the one `plan` describes. `seq` numbers the first
 /// message.
 pub fn full_batch(plan: &Resolved, seq: u32) -> Batch {
+    replace_batch(plan, None, seq)
+}
+
+/// Like [`full_batch`], also deleting table `previous` (our table under an earlier name) in the
+/// same transaction, so a rename never leaves two tables marking packets.
+pub fn replace_batch(plan: &Resolved, previous: Option<&str>, seq: u32) -> Batch {
     let table = plan.shape.table.as_str();
     let mut b = Batch::new(seq);
-
-    b.begin(NFT_MSG_NEWTABLE, NFPROTO_INET, NLM_F_CREATE, format!("NEWTABLE {table} (ensure)"));
-    b.str_attr(NFTA_TABLE_NAME, table);
-    b.begin(NFT_MSG_DELTABLE, NFPROTO_INET, 0, format!("DELTABLE {table}"));
-    b.str_attr(NFTA_TABLE_NAME, table);
+    if let Some(old) = previous.filter(|old| *old != table) {
+        drop_table(&mut b, old);
+    }
+    drop_table(&mut b, table);
     b.begin(NFT_MSG_NEWTABLE, NFPROTO_INET, NLM_F_CREATE, format!("NEWTABLE {table}"));
     b.str_attr(NFTA_TABLE_NAME, table);
     b.be32(NFTA_TABLE_FLAGS, 0);
@@ -277,6 +282,15 @@ impl Delta {
 /// are equal (see [`Delta::batch`]).
 pub fn delta_batch(table: &str, old: &Targets, new: &Targets, seq: u32) -> Option<Batch> {
     Delta::between(old, new).batch(table, seq)
+}
+
+/// Deletes inet table `name` whether or not it exists: `NEWTABLE` (a no-op on an existing
+/// table) then `DELTABLE`, which works on kernels without `NFT_MSG_DESTROYTABLE` (6.3+).
+pub fn drop_table(b: &mut Batch, name: &str) {
+    b.begin(NFT_MSG_NEWTABLE, NFPROTO_INET, NLM_F_CREATE, format!("NEWTABLE {name} (ensure)"));
+    b.str_attr(NFTA_TABLE_NAME, name);
+    b.begin(NFT_MSG_DELTABLE, NFPROTO_INET, 0, format!("DELTABLE {name}"));
+    b.str_attr(NFTA_TABLE_NAME, name);
 }
 
 /// Appends `ranges` to `set` as `msg` (`NEWSETELEM` or `DELSETELEM`) messages: each range is a
@@ -470,6 +484,25 @@ mod tests {
         assert_eq!(sent[0].seq, 2);
         assert_eq!(next, 2 + sent.len() as u32 + 1);
         golden("full_batch.hex", &bytes);
+    }
+
+    #[test]
+    fn rename_drops_the_old_table_in_the_same_batch() {
+        let (_, sent, _) = replace_batch(&small(), Some("old_ks"), 1).finish().unwrap();
+        let names: Vec<&str> = sent.iter().take(5).map(|s| s.what.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "NEWTABLE old_ks (ensure)",
+                "DELTABLE old_ks",
+                "NEWTABLE talos_kubespan (ensure)",
+                "DELTABLE talos_kubespan",
+                "NEWTABLE talos_kubespan",
+            ]
+        );
+        // The same name as before is not dropped twice.
+        let (_, same, _) = replace_batch(&small(), Some("talos_kubespan"), 1).finish().unwrap();
+        assert_eq!(same.len(), full_batch(&small(), 1).len());
     }
 
     #[test]
