@@ -66,7 +66,8 @@ fn main() {
         delta_ms.push((ours, txn));
         let _ = writeln!(
             rows,
-            "| update one peer of {peers} ({} prefixes each) | {} (transaction {}) | {} | {:.3}× |",
+            "| update one peer of {} ({} prefixes each) | {} (transaction {}) | {} | {:.3}× |",
+            if peers == 1000 { "1,000".to_owned() } else { peers.to_string() },
             PREFIXES_PER_PEER,
             ms(ours),
             ms(txn),
