@@ -115,8 +115,8 @@ impl Operators {
                     let input = if want.up { dhcp4::Input::LinkUp } else { dhcp4::Input::LinkDown };
                     log::info!(target: "dhcp4", "{}: link {}", want.id, if want.up { "up" } else { "down" });
                     r.want.up = want.up;
-                    let out = r.io.client.handle(now, input);
-                    wrote |= self.apply(rt, &want.id, out, now);
+                    let out = guarded(&want.id, || r.io.client.handle(now, input));
+                    wrote |= self.carry_out(rt, &want.id, out, now);
                 }
                 Some(_) => {}
                 None if self.retry.get(&want.id).is_some_and(|at| now < *at) => {}
@@ -209,8 +209,8 @@ impl Operators {
         let mut wrote = false;
         for id in due {
             if let Some(r) = self.running.get_mut(&id) {
-                let out = r.io.client.handle(now, dhcp4::Input::Timer);
-                wrote |= self.apply(rt, &id, out, now);
+                let out = guarded(&id, || r.io.client.handle(now, dhcp4::Input::Timer));
+                wrote |= self.carry_out(rt, &id, out, now);
             }
         }
         wrote
@@ -243,8 +243,8 @@ impl Operators {
                     continue;
                 }
             };
-            let out = r.io.client.handle(now, dhcp4::Input::Packet(payload));
-            wrote |= self.apply(rt, &id, out, now);
+            let out = guarded(&id, || r.io.client.handle(now, dhcp4::Input::Packet(payload)));
+            wrote |= self.carry_out(rt, &id, out, now);
         }
     }
 
@@ -254,8 +254,31 @@ impl Operators {
         let ids: Vec<String> = self.running.keys().cloned().collect();
         for id in ids {
             if let Some(r) = self.running.get_mut(&id) {
-                let out = r.io.client.handle(now, dhcp4::Input::Shutdown { release });
-                self.apply(rt, &id, out, now);
+                let out =
+                    guarded(&id, || r.io.client.handle(now, dhcp4::Input::Shutdown { release }));
+                self.carry_out(rt, &id, out, now);
+            }
+        }
+    }
+
+    /// Carry out what an engine returned; an engine that panicked is stopped (its specs go)
+    /// and started afresh after [`START_RETRY`], like a failing controller.
+    fn carry_out(
+        &mut self,
+        rt: &mut Runtime,
+        id: &str,
+        outputs: Option<Vec<dhcp4::Output>>,
+        now: Instant,
+    ) -> bool {
+        match outputs {
+            Some(out) => self.apply(rt, id, out, now),
+            None => {
+                let Some(r) = self.running.remove(id) else { return false };
+                log::error!(target: "dhcp4", "{id}: restarting in {} s", START_RETRY.as_secs());
+                self.retry.insert(id.to_owned(), now + START_RETRY);
+                let removed = forget_all(rt, id, r.written);
+                rt.remove_input(SOURCE, Namespace::Network, Kind::OperatorStatus, id).is_ok()
+                    || removed
             }
         }
     }
@@ -346,6 +369,22 @@ impl Operators {
         let status = r.status.clone();
         wrote |= rt.put_input(SOURCE, Namespace::Network, id, status).is_ok();
         wrote
+    }
+}
+
+/// Run one engine step, catching a panic: one operator's bug must not take PID 1 down.
+fn guarded(id: &str, step: impl FnOnce() -> Vec<dhcp4::Output>) -> Option<Vec<dhcp4::Output>> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)) {
+        Ok(out) => Some(out),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            log::error!(target: "dhcp4", "{id}: the client panicked: {what}");
+            None
+        }
     }
 }
 
@@ -459,4 +498,21 @@ fn forget_all(rt: &mut Runtime, id: &str, written: BTreeSet<(Kind, String)>) -> 
         }
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_engine_step_is_caught() {
+        assert_eq!(guarded("dhcp4/eth0", Vec::new), Some(Vec::new()));
+        let caught = guarded("dhcp4/eth0", || panic!("bad option 52"));
+        assert_eq!(caught, None);
+    }
+
+    #[test]
+    fn seeds_differ_between_links() {
+        assert_ne!(seed(&[2, 0, 0, 0, 0, 1], 2), seed(&[2, 0, 0, 0, 0, 2], 3));
+    }
 }
