@@ -11,6 +11,7 @@ pub mod cmdline;
 pub mod config;
 pub mod controllers;
 pub mod dhcp4;
+pub mod dhcp6;
 pub mod etcfiles;
 pub mod host;
 pub mod merge;
