@@ -251,10 +251,7 @@ impl Dhcp6Client {
     /// The link-local address is ready: REBIND a lease we still hold (we may be on another
     /// link after a flap, and any server may confirm it, RFC 8415 §18.2.12), else SOLICIT.
     fn start(&mut self, now: Instant, out: &mut Vec<Output>) {
-        let valid = self
-            .lease
-            .as_ref()
-            .is_some_and(|l| l.expires_at().is_none_or(|end| now < end));
+        let valid = self.lease.as_ref().is_some_and(|l| l.expires_at().is_none_or(|end| now < end));
         if valid {
             self.begin(now, Dhcp6State::Rebinding, out);
         } else {
@@ -357,7 +354,11 @@ impl Dhcp6Client {
         };
         let kind = msg.msg_type();
         if msg.xid_num() != self.xid {
-            log::debug!("dhcp6: ignoring {kind:?} with xid {:#08x}, expecting {:#08x}", msg.xid_num(), self.xid);
+            log::debug!(
+                "dhcp6: ignoring {kind:?} with xid {:#08x}, expecting {:#08x}",
+                msg.xid_num(),
+                self.xid
+            );
             return;
         }
         match msg.opts().get(OptionCode::ClientId) {
@@ -389,14 +390,21 @@ impl Dhcp6Client {
                 }
                 self.on_reply(now, &msg, server_id, out);
             }
-            (Dhcp6State::Requesting | Dhcp6State::Renewing | Dhcp6State::Rebinding, MessageType::Reply) => {
-                self.on_reply(now, &msg, server_id, out)
-            }
+            (
+                Dhcp6State::Requesting | Dhcp6State::Renewing | Dhcp6State::Rebinding,
+                MessageType::Reply,
+            ) => self.on_reply(now, &msg, server_id, out),
             (state, kind) => log::debug!("dhcp6: ignoring {kind:?} in state {state:?}"),
         }
     }
 
-    fn on_advertise(&mut self, now: Instant, msg: &Message, server_id: Vec<u8>, out: &mut Vec<Output>) {
+    fn on_advertise(
+        &mut self,
+        now: Instant,
+        msg: &Message,
+        server_id: Vec<u8>,
+        out: &mut Vec<Output>,
+    ) {
         if let Some(status) = top_status(msg) {
             if status != Status::Success {
                 log::debug!("dhcp6: ignoring an ADVERTISE with status {status:?}");
@@ -558,7 +566,7 @@ impl Dhcp6Client {
             }
         }
         // Keep the address we have when the server still gives it; otherwise the first.
-        let chosen = usable.iter().find(|a| Some(a.addr) == current).or(usable.first());
+        let chosen = usable.iter().find(|a| Some(a.addr) == current).or_else(|| usable.first());
         let Some(addr) = chosen else {
             return if withdrawn { IaOutcome::Withdrawn } else { IaOutcome::Ignore };
         };
@@ -697,9 +705,7 @@ impl Dhcp6Client {
 
     fn params(&self) -> Retransmission {
         match self.state {
-            Dhcp6State::Soliciting => {
-                Retransmission { max_rt: Some(self.sol_max_rt), ..SOLICIT }
-            }
+            Dhcp6State::Soliciting => Retransmission { max_rt: Some(self.sol_max_rt), ..SOLICIT },
             Dhcp6State::Requesting => REQUEST,
             Dhcp6State::Renewing => RENEW,
             _ => REBIND,

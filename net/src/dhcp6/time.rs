@@ -41,11 +41,11 @@ pub const REBIND: Retransmission = Retransmission {
 };
 
 /// `RAND` of RFC 8415 §15 in thousandths: `0..=200` maps to -0.1..=+0.1.
-fn scale(base: Duration, jitter_permille: u64) -> Duration {
-    let jitter = jitter_permille.min(200);
-    // base * (1000 + jitter - 100) / 1000, in milliseconds to stay exact and cheap.
+/// `base · (900 + permille) / 1000`: `permille` 0..=200 is `base · (1 + RAND)`, and
+/// 1000..=1200 is `base · (2 + RAND)`. In milliseconds, to stay exact and cheap.
+fn scale(base: Duration, permille: u64) -> Duration {
     let ms = u64::try_from(base.as_millis()).unwrap_or(u64::MAX);
-    Duration::from_millis(ms.saturating_mul(900 + jitter) / 1000)
+    Duration::from_millis(ms.saturating_mul(900 + permille) / 1000)
 }
 
 /// The retransmission time (RT) after `previous` (`None` for the first transmission).
@@ -60,14 +60,12 @@ pub fn next_rt(
     jitter_permille: u64,
     solicit_first: bool,
 ) -> Duration {
-    let jitter = if solicit_first && previous.is_none() {
-        101 + jitter_permille.min(200) / 2
-    } else {
-        jitter_permille
-    };
+    let jitter = jitter_permille.min(200);
+    let jitter = if solicit_first && previous.is_none() { 101 + jitter * 99 / 200 } else { jitter };
     let rt = match previous {
         None => scale(params.initial, jitter),
-        Some(prev) => scale(prev.saturating_mul(2), jitter),
+        // 2·RTprev + RAND·RTprev = RTprev · (1.9 ..= 2.1).
+        Some(prev) => scale(prev, jitter + 1000),
     };
     match params.max_rt {
         Some(mrt) if rt > mrt => scale(mrt, jitter),

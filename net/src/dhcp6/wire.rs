@@ -29,7 +29,9 @@ pub enum Wire6Error {
     #[error("message type {0} is a relay message")]
     Relay(u8),
     /// An option header or body runs past the end of its container.
-    #[error("option {code} at byte {offset}: length {len} overruns its container ({left} bytes left)")]
+    #[error(
+        "option {code} at byte {offset}: length {len} overruns its container ({left} bytes left)"
+    )]
     Overrun {
         /// The option code.
         code: u16,
