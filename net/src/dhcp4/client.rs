@@ -122,7 +122,7 @@ pub enum Output {
 }
 
 /// A sans-IO DHCPv4 client (ARCHITECTURE §5).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Dhcp4Client {
     config: ClientConfig,
     state: Dhcp4State,

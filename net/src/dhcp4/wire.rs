@@ -5,7 +5,8 @@
 //! are walked here and refused with a precise error when an option overruns the packet or has
 //! a length its type cannot have: `dhcproto` would otherwise stop decoding silently, or, in
 //! builds with overflow checks, panic (option 81 shorter than 3 bytes, option 151 of length
-//! 0, `debug_assert`s on options 80, 94, 152-155). The decode itself runs inside
+//! 0, `debug_assert`s on options 80, 94, 152-155). An `hlen` over 16 is refused too: reading
+//! `chaddr` of such a message panics in every build (found by `dhcp_fuzz`). The decode itself runs inside
 //! `catch_unwind` as a last guard: PID 1 must not die on a packet.
 //!
 //! Option overload (option 52) is honoured here, which `dhcproto` does not do: the `file`
@@ -82,6 +83,10 @@ pub enum Wire4Error {
         /// Which field.
         area: Area,
     },
+    /// `hlen` larger than the 16-byte `chaddr` field: `dhcproto`'s `Message::chaddr` slices
+    /// `chaddr[..hlen]` and would panic in every build.
+    #[error("hlen {0} at byte 2 is larger than the 16-byte chaddr field")]
+    HardwareLength(u8),
     /// Option 52 with a value other than 1, 2 or 3 (RFC 2132 §9.3).
     #[error("option overload value {0} is not 1, 2 or 3")]
     Overload(u8),
@@ -138,6 +143,10 @@ pub fn check(bytes: &[u8]) -> Result<(), Wire4Error> {
     let Some(cookie) = bytes.get(HEADER_LEN..HEADER_LEN + 4) else {
         return Err(Wire4Error::Short { len: bytes.len() });
     };
+    let hlen = bytes.get(2).copied().unwrap_or(0);
+    if hlen > 16 {
+        return Err(Wire4Error::HardwareLength(hlen));
+    }
     if cookie != MAGIC_COOKIE {
         let mut got = [0; 4];
         got.copy_from_slice(cookie);

@@ -126,7 +126,7 @@ enum IaOutcome {
 }
 
 /// A sans-IO DHCPv6 client (ARCHITECTURE §5).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Dhcp6Client {
     config: ClientConfig,
     duid: Vec<u8>,
