@@ -449,7 +449,8 @@ impl Dhcp6Client {
             return;
         }
         match top_status(msg) {
-            None | Some(Status::Success) => {}
+            // A top-level NoAddrsAvail is read with the IA below.
+            None | Some(Status::Success | Status::NoAddrsAvail) => {}
             Some(Status::NotOnLink) if self.state == Dhcp6State::Requesting => {
                 // RFC 8415 §18.2.10.1: the addresses are not valid on this link; start over.
                 out.push(Output::Status("NotOnLink"));

@@ -571,6 +571,21 @@ fn status_codes() {
     );
     assert_eq!(c.state(), Dhcp6State::Soliciting);
     assert_eq!(c.poll_at(), Some(t0 + Duration::from_secs(1)));
+    // The same as a top-level status with no IA at all.
+    let mut c = client(t0);
+    let solicit = only_send(&c.handle(t0, Input::LinkLocalReady));
+    let request = only_send(&c.handle(t0, Input::Packet(&pick.to(&solicit))));
+    let mut m = Message::from_bytes(&reply(&request)).unwrap();
+    m.opts_mut().remove(OptionCode::IANA);
+    m.opts_mut().insert(DhcpOption::StatusCode(StatusCode {
+        status: Status::NoAddrsAvail,
+        msg: String::new(),
+    }));
+    assert_eq!(
+        c.handle(t0, Input::Packet(&m.to_vec().unwrap())),
+        vec![Output::Status("NoAddrsAvail")]
+    );
+    assert_eq!(c.state(), Dhcp6State::Soliciting);
 
     // UnspecFail at the top: keep waiting, lease unharmed.
     let (mut c, t, lease) = bound();
