@@ -272,17 +272,25 @@ fn v4_targets() -> Vec<Target4> {
     let mut selecting = dhcp4::Dhcp4Client::new(dhcp4::ClientConfig::new(MAC), t0, 1);
     let xid = v4_sent_xid(&selecting.handle(t0, dhcp4::Input::Timer));
 
-    let mut renewing = selecting.clone();
+    let mut requesting = selecting.clone();
     let offer = v4_reply(xid, v4::MessageType::Offer).to_vec().unwrap_or_default();
-    renewing.handle(t0, dhcp4::Input::Packet(&offer));
+    requesting.handle(t0, dhcp4::Input::Packet(&offer));
+    let mut renewing = requesting.clone();
     let ack = v4_reply(xid, v4::MessageType::Ack).to_vec().unwrap_or_default();
     renewing.handle(t0, dhcp4::Input::Packet(&ack));
     let t1 = t0 + Duration::from_secs(500);
     let rxid = v4_sent_xid(&renewing.handle(t1, dhcp4::Input::Timer));
+    let mut rebinding = renewing.clone();
+    let t2 = t0 + Duration::from_secs(875);
+    let bxid = v4_sent_xid(&rebinding.handle(t2, dhcp4::Input::Timer));
+    assert_eq!(requesting.state(), dhcp4::Dhcp4State::Requesting, "fuzz target set-up");
     assert_eq!(renewing.state(), dhcp4::Dhcp4State::Renewing, "fuzz target set-up");
+    assert_eq!(rebinding.state(), dhcp4::Dhcp4State::Rebinding, "fuzz target set-up");
     vec![
         Target4 { client: selecting, now: t0, xid, seeds: v4_seeds(xid) },
+        Target4 { client: requesting, now: t0, xid, seeds: v4_seeds(xid) },
         Target4 { client: renewing, now: t1, xid: rxid, seeds: v4_seeds(rxid) },
+        Target4 { client: rebinding, now: t2, xid: bxid, seeds: v4_seeds(bxid) },
     ]
 }
 
@@ -350,7 +358,9 @@ fn fuzz_v4(iters: u64, seed: u64) -> Stats {
                     let ok = lease.address == m.yiaddr()
                         && !lease.address.is_unspecified()
                         && !lease.address.is_broadcast()
-                        && lease.server_id == SERVER4
+                        // REQUESTING and RENEWING only take the server they talk to.
+                        && (target.client.state() == dhcp4::Dhcp4State::Rebinding
+                            || lease.server_id == SERVER4)
                         && (lease.is_infinite()
                             || (lease.t1 <= lease.t2 && lease.t2 <= lease.lease_time));
                     if !ok {
@@ -458,16 +468,30 @@ fn v6_targets() -> Vec<Target6> {
     let iaid = soliciting.iaid();
     let solicit_seeds = v6_seeds(xid, &duid, iaid);
 
+    let mut requesting = soliciting.clone();
+    let mut top = v6_reply(xid, &duid, iaid, v6::MessageType::Advertise);
+    top.opts_mut().remove(v6::OptionCode::Preference);
+    top.opts_mut().insert(v6::DhcpOption::Preference(255));
+    let qxid = v6_sent_xid(
+        &requesting.handle(t0, dhcp6::Input::Packet(&top.to_vec().unwrap_or_default())),
+    );
     let mut renewing = soliciting.clone();
     let mut rapid = v6_reply(xid, &duid, iaid, v6::MessageType::Reply);
     rapid.opts_mut().insert(v6::DhcpOption::RapidCommit);
     renewing.handle(t0, dhcp6::Input::Packet(&rapid.to_vec().unwrap_or_default()));
     let t1 = t0 + Duration::from_secs(300);
     let rxid = v6_sent_xid(&renewing.handle(t1, dhcp6::Input::Timer));
+    let mut rebinding = renewing.clone();
+    let t2 = t0 + Duration::from_secs(480);
+    let bxid = v6_sent_xid(&rebinding.handle(t2, dhcp6::Input::Timer));
+    assert_eq!(requesting.state(), dhcp6::Dhcp6State::Requesting, "fuzz target set-up");
     assert_eq!(renewing.state(), dhcp6::Dhcp6State::Renewing, "fuzz target set-up");
+    assert_eq!(rebinding.state(), dhcp6::Dhcp6State::Rebinding, "fuzz target set-up");
     vec![
         Target6 { client: soliciting, now: t0, xid, seeds: solicit_seeds },
+        Target6 { client: requesting, now: t0, xid: qxid, seeds: v6_seeds(qxid, &duid, iaid) },
         Target6 { client: renewing, now: t1, xid: rxid, seeds: v6_seeds(rxid, &duid, iaid) },
+        Target6 { client: rebinding, now: t2, xid: bxid, seeds: v6_seeds(bxid, &duid, iaid) },
     ]
 }
 
@@ -548,8 +572,11 @@ fn fuzz_v6(iters: u64, seed: u64) -> Stats {
                     )) && lease.valid_lifetime > 0
                         && lease.preferred_lifetime <= lease.valid_lifetime
                         && lease.t1 <= lease.t2
-                        && (target.client.state() != dhcp6::Dhcp6State::Renewing
-                            || lease.server_id == SERVER6);
+                        // REQUESTING and RENEWING only take the server they talk to.
+                        && (!matches!(
+                            target.client.state(),
+                            dhcp6::Dhcp6State::Requesting | dhcp6::Dhcp6State::Renewing
+                        ) || lease.server_id == SERVER6);
                     if !ok {
                         fail(&format!("incoherent lease {lease:?}"));
                     }
