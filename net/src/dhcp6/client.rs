@@ -325,6 +325,12 @@ impl Dhcp6Client {
             self.begin(now, Dhcp6State::Soliciting, out);
             return;
         };
+        if self.state == Dhcp6State::Rebinding {
+            // REBIND runs until a REPLY or the expiry (RFC 8415 §18.2.5 MRD), also when a
+            // link flap started it before T1: a RENEW goes to the same multicast group.
+            self.transmit(now, out);
+            return;
+        }
         let (t1, t2) = (lease.t1_at(), lease.t2_at());
         if t1.is_none_or(|t1| now < t1) {
             self.state = Dhcp6State::Bound;

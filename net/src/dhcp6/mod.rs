@@ -12,6 +12,14 @@
 //! client renews at T1 with the server's id, rebinds at T2 without it, and removes the
 //! address when its valid lifetime ends. [`lease_to_specs`] turns a lease into
 //! operator-layer specs.
+//!
+//! For the operator: build the [`ClientConfig`] with [`DuidConfig::from_client_identifier`]
+//! of the operator spec's client identifier (DUID-LL unless a DUID is configured) and the
+//! node's hostname when it has one; feed [`Input::LinkLocalReady`] once the link-local
+//! address has left DAD (and again after each [`Input::LinkUp`]); apply [`Output::Bound`]
+//! through [`lease_to_specs`] (same address: lifetimes only), remove the specs on
+//! [`Output::Expired`], and surface [`Output::Status`] in the operator status. Received
+//! payloads go in as they are: the [`wire`] boundary refuses malformed ones with a debug line.
 
 mod client;
 mod duid;

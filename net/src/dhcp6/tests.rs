@@ -443,6 +443,13 @@ fn link_flap_keeps_the_lease_and_rebinds() {
     let rebind = only_send(&c.handle(now, Input::LinkLocalReady));
     assert_eq!(rebind.msg_type(), MessageType::Rebind);
     assert!(c.lease().is_some());
+    let again = only_send(&c.handle(c.poll_at().unwrap(), Input::Timer));
+    assert_eq!(
+        (again.msg_type(), again.xid()),
+        (MessageType::Rebind, rebind.xid()),
+        "retransmitted"
+    );
+    assert_eq!(c.state(), Dhcp6State::Rebinding);
 
     // Down until past the valid lifetime: expired without any packet.
     let (mut c, t, _) = bound();
