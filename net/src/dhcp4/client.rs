@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode};
-use dhcproto::{Decodable, Encodable};
+use dhcproto::Encodable;
 
 use super::lease::Lease;
 use super::time::{backoff_delay, renewal_retransmit_at, renewal_times};
@@ -122,7 +122,7 @@ pub enum Output {
 }
 
 /// A sans-IO DHCPv4 client (ARCHITECTURE §5).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Dhcp4Client {
     config: ClientConfig,
     state: Dhcp4State,
@@ -324,10 +324,10 @@ impl Dhcp4Client {
     // Packets
 
     fn on_packet(&mut self, now: Instant, bytes: &[u8], out: &mut Vec<Output>) {
-        let msg = match Message::from_bytes(bytes) {
+        let msg = match super::wire::decode(bytes) {
             Ok(msg) => msg,
             Err(err) => {
-                log::debug!("dhcp4: ignoring undecodable packet ({} bytes): {err}", bytes.len());
+                log::debug!("dhcp4: ignoring a packet of {} bytes: {err}", bytes.len());
                 return;
             }
         };
