@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode};
-use dhcproto::Encodable;
+use dhcproto::{Decodable, Encodable};
 
 use super::lease::Lease;
 use super::time::{backoff_delay, renewal_retransmit_at, renewal_times};
