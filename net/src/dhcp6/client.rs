@@ -9,7 +9,7 @@ use dhcproto::v6::{
     DhcpOption, IAAddr, Message, MessageType, NtpSuboption, OptionCode, Status, UnknownOption,
     IANA, ORO,
 };
-use dhcproto::Encodable;
+use dhcproto::{Decodable, Encodable};
 
 use super::duid::{iaid_from_mac, DuidConfig};
 use super::lease::Lease6;
@@ -234,11 +234,12 @@ impl Dhcp6Client {
             Input::Shutdown { release } => {
                 if let (true, Some(lease)) = (release, self.lease.take()) {
                     self.new_exchange(now);
-                    let mut msg = self.message(MessageType::Release, now);
-                    msg.opts_mut().insert(DhcpOption::ServerId(lease.server_id.clone()));
-                    msg.opts_mut().insert(self.ia_na(Some(lease.address)));
-                    // One RELEASE: REL_MAX_RC retransmissions would outlive the shutdown.
-                    self.push_send(&mut out, &msg);
+                    if let Some(mut msg) = self.message(MessageType::Release, now) {
+                        msg.opts_mut().insert(DhcpOption::ServerId(lease.server_id.clone()));
+                        msg.opts_mut().insert(self.ia_na(Some(lease.address)));
+                        // One RELEASE: REL_MAX_RC retransmissions would outlive the shutdown.
+                        self.push_send(&mut out, &msg);
+                    }
                     out.push(Output::Expired);
                 }
                 self.state = Dhcp6State::Stopped;
@@ -766,7 +767,7 @@ impl Dhcp6Client {
             }
             _ => return None,
         };
-        let mut msg = self.message(kind, now);
+        let mut msg = self.message(kind, now)?;
         if let Some(server) = server {
             msg.opts_mut().insert(DhcpOption::ServerId(server));
         }
@@ -793,14 +794,19 @@ impl Dhcp6Client {
     }
 
     /// The header, client id and elapsed time every client message carries.
-    fn message(&self, kind: MessageType, now: Instant) -> Message {
+    ///
+    /// The header is decoded from bytes rather than built with `Message::new*()`, which draw
+    /// a random xid from the OS and so block early in boot until the kernel's entropy pool is
+    /// ready; the client has its own xid. Four header bytes always decode; `None` is only a
+    /// guard.
+    fn message(&self, kind: MessageType, now: Instant) -> Option<Message> {
         let [_, a, b, c] = self.xid.to_be_bytes();
-        let mut msg = Message::new_with_id(kind, [a, b, c]);
+        let mut msg = Message::from_bytes(&[u8::from(kind), a, b, c]).ok()?;
         msg.opts_mut().insert(DhcpOption::ClientId(self.duid.clone()));
         // RFC 8415 §21.9: hundredths of a second since the exchange began, capped.
         let centis = now.saturating_duration_since(self.started_at).as_millis() / 10;
         msg.opts_mut().insert(DhcpOption::ElapsedTime(u16::try_from(centis).unwrap_or(u16::MAX)));
-        msg
+        Some(msg)
     }
 
     /// IA_NA with T1/T2 0 (the server decides) and, when given, our address as a hint with
