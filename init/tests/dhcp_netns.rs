@@ -439,3 +439,130 @@ fn no_server_is_reported_as_no_offer() {
     assert!(op.contains("reason: no offer") && op.contains("state: selecting"), "{op}");
     node.stop();
 }
+
+impl Lab {
+    /// The server side gets fd77::1/64 for DHCPv6.
+    fn with_v6(self) -> Self {
+        self.server.ip(&["addr", "add", "fd77::1/64", "dev", "s0", "nodad"]);
+        self
+    }
+
+    fn config_v6(&self) -> PathBuf {
+        let path = self.file("config6.yaml");
+        let text = "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: v0\n        dhcp: true\n        dhcpOptions: {ipv4: false, ipv6: true}\n";
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn leased6(&self) -> Option<String> {
+        self.client
+            .addresses()
+            .into_iter()
+            .find(|a| a.starts_with("v0/fd77:"))
+            .map(|a| a.split('/').nth(1).unwrap().to_owned())
+    }
+}
+
+/// DHCPv6 from dnsmasq: an IA_NA address, DNS (23), search list (24) and NTP (56).
+#[test]
+fn dhcpv6_lease_brings_dns_search_and_ntp() {
+    if !require_root("dhcpv6_lease_brings_dns_search_and_ntp") {
+        return;
+    }
+    let lab = Lab::new().with_v6();
+    let _server = lab.dnsmasq(&[
+        "--dhcp-range=fd77::100,fd77::1ff,64,2m",
+        "--dhcp-option=option6:dns-server,[fd77::53]",
+        "--dhcp-option=option6:ntp-server,[fd77::123]",
+        "--dhcp-option=option6:domain-search,v6.test",
+    ]);
+    let config = lab.config_v6();
+    let node = Node::start_api(&lab.client, "", Some(&config));
+    wait_for("a DHCPv6 lease", t(20), || lab.leased6().is_some(), || node.log_text());
+    let addr = lab.leased6().unwrap();
+    assert!(
+        lab.client.addresses().contains(&format!("v0/{addr}/128")),
+        "{:?}",
+        lab.client.addresses()
+    );
+    let etc = node.root.path().join("etc");
+    wait_for(
+        "resolv.conf from the lease",
+        t(10),
+        || {
+            std::fs::read_to_string(etc.join("resolv.conf"))
+                .is_ok_and(|r| r.contains("fd77::53") && r.contains("v6.test"))
+        },
+        || node.log_text(),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["get", "timeserverstatus", "-o", "yaml", "--socket"])
+        .arg(node.api.clone().unwrap())
+        .output()
+        .unwrap();
+    let ts = String::from_utf8_lossy(&out.stdout);
+    assert!(ts.contains("fd77::123"), "NTP from option 56:\n{ts}");
+    node.stop();
+}
+
+/// DHCPv6 from Kea with short lifetimes: RENEW at T1 keeps the address in place (no
+/// RTM_DELADDR), and when the server goes the address leaves at the end of its valid lifetime.
+#[test]
+fn dhcpv6_renews_in_place_and_expires() {
+    if !require_root("dhcpv6_renews_in_place_and_expires") {
+        return;
+    }
+    let lab = Lab::new().with_v6();
+    let kea_conf = lab.file("kea6.json");
+    std::fs::write(
+        &kea_conf,
+        r#"{"Dhcp6": {
+  "interfaces-config": {"interfaces": ["s0"]},
+  "lease-database": {"type": "memfile", "persist": false},
+  "server-id": {"type": "LL", "persist": false},
+  "preferred-lifetime": 6, "min-preferred-lifetime": 6, "valid-lifetime": 10, "min-valid-lifetime": 10,
+  "renew-timer": 3, "rebind-timer": 5,
+  "subnet6": [{"id": 1, "subnet": "fd77::/64", "interface": "s0",
+    "pools": [{"pool": "fd77::1000-fd77::1fff"}]}]
+}}"#,
+    )
+    .unwrap();
+    let run = lab.dir.path().to_str().unwrap().to_owned();
+    let mut kea = Background::start(
+        &lab.server,
+        &[
+            "env",
+            &format!("KEA_PIDFILE_DIR={run}"),
+            &format!("KEA_LOCKFILE_DIR={run}"),
+            "kea-dhcp6",
+            "-c",
+            kea_conf.to_str().unwrap(),
+        ],
+        lab.file("kea6.log"),
+    );
+    let monitor = Background::start(
+        &lab.client,
+        &["ip", "-ts", "monitor", "address", "dev", "v0"],
+        lab.file("monitor6.log"),
+    );
+    let config = lab.config_v6();
+    let node = Node::start(&lab.client, "", Some(&config));
+    wait_for(
+        "a lease from Kea",
+        t(30),
+        || lab.leased6().is_some(),
+        || format!("{}\n{}", kea.text(), node.log_text()),
+    );
+    let addr = lab.leased6().unwrap();
+    wait_for("a renewal", t(15), || node.log_text().contains("renewed"), || node.log_text());
+    assert_eq!(lab.leased6().as_deref(), Some(addr.as_str()));
+    let events = monitor.text();
+    assert!(
+        !events.lines().any(|l| l.contains("Deleted") && l.contains(&addr)),
+        "the address was deleted during renewal:\n{events}"
+    );
+    kea.stop();
+    wait_for("expiry", t(25), || lab.leased6().is_none(), || node.log_text());
+    assert!(node.log_text().contains("ended"), "{}", node.log_text());
+    node.stop();
+}
