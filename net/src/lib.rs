@@ -18,3 +18,4 @@ pub mod netlink;
 pub mod nodeaddress;
 pub mod resource;
 pub mod runtime;
+pub mod wireguard_keys;

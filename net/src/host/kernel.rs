@@ -97,6 +97,8 @@ pub fn kernel_link_to_status(l: &KernelLink) -> LinkStatus {
         vlan: l.vlan.clone(),
         bond_master: l.bond.clone(),
         bridge_master: l.bridge.clone(),
+        // Filled from generic netlink by the status controller (`crate::host::Host::wireguard`).
+        wireguard: None,
     }
 }
 
