@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 
-use super::{AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, RouteOp, RuleOp};
+use super::{
+    AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, RouteOp, RuleOp, WgDevice,
+    WgUpdate,
+};
 use crate::netlink::{
     KernelAddress, KernelLink, KernelRoute, KernelRule, NewLink, NlError, NlErrorKind, RouteSocket,
-    FOREVER,
+    WireguardSocket, FOREVER,
 };
 use crate::resource::nethelpers::LinkFlags;
 use crate::resource::{AddressStatus, LinkStatus, RouteStatus, RoutingRuleStatus};
@@ -27,6 +30,8 @@ pub struct KernelHost {
     manage_hostname: bool,
     /// Index → name, refreshed by every link dump (addresses and routes carry only indexes).
     names: BTreeMap<u32, String>,
+    /// Opened on first use: a node without WireGuard links never resolves the family.
+    wireguard: Option<WireguardSocket>,
 }
 
 fn host_error(op: String, e: &NlError) -> HostError {
@@ -50,7 +55,35 @@ impl KernelHost {
     pub fn new(root: &Path, manage_hostname: bool) -> Result<Self, HostError> {
         let sock =
             RouteSocket::new().map_err(|e| host_error("open rtnetlink socket".into(), &e))?;
-        Ok(Self { sock, root: root.to_owned(), manage_hostname, names: BTreeMap::new() })
+        Ok(Self {
+            sock,
+            root: root.to_owned(),
+            manage_hostname,
+            names: BTreeMap::new(),
+            wireguard: None,
+        })
+    }
+
+    /// The generic netlink socket for WireGuard, opened in this host's namespace (the thread
+    /// that runs the controllers is the one that opened `sock`).
+    fn wireguard_socket(&mut self, op: &str) -> Result<&mut WireguardSocket, HostError> {
+        if self.wireguard.is_none() {
+            let sock = WireguardSocket::new().map_err(|e| {
+                let mut err = host_error(format!("{op}: resolve the wireguard family"), &e);
+                if err.kind == HostErrorKind::NotFound {
+                    err.kind = HostErrorKind::Unsupported;
+                }
+                err
+            })?;
+            self.wireguard = Some(sock);
+        }
+        self.wireguard
+            .as_mut()
+            .ok_or_else(|| HostError {
+                op: op.to_owned(),
+                message: "no wireguard socket".into(),
+                kind: HostErrorKind::Transient,
+            })
     }
 
     fn name_of(&self, index: u32) -> String {
@@ -301,6 +334,19 @@ impl Host for KernelHost {
             ),
         };
         result.map_err(|e| host_error(text, &e))
+    }
+
+    fn wireguard(&mut self, name: &str) -> Result<WgDevice, HostError> {
+        let op = format!("wireguard get {name}");
+        let sock = self.wireguard_socket(&op)?;
+        sock.get_device(name).map_err(|e| host_error(op, &e))
+    }
+
+    fn wireguard_set(&mut self, name: &str, update: &WgUpdate) -> Result<(), HostError> {
+        let op = format!("wireguard set {name}");
+        log::debug!(target: "host", "{op}: {update:?}");
+        let sock = self.wireguard_socket(&op)?;
+        sock.set_device(name, update).map_err(|e| host_error(op, &e))
     }
 
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {
