@@ -77,13 +77,11 @@ impl KernelHost {
             })?;
             self.wireguard = Some(sock);
         }
-        self.wireguard
-            .as_mut()
-            .ok_or_else(|| HostError {
-                op: op.to_owned(),
-                message: "no wireguard socket".into(),
-                kind: HostErrorKind::Transient,
-            })
+        self.wireguard.as_mut().ok_or_else(|| HostError {
+            op: op.to_owned(),
+            message: "no wireguard socket".into(),
+            kind: HostErrorKind::Transient,
+        })
     }
 
     fn name_of(&self, index: u32) -> String {

@@ -174,7 +174,13 @@ impl NlSocket {
         Err(NlError::DumpInterrupted { op, attempts: DUMP_ATTEMPTS })
     }
 
-    fn send<M>(&mut self, op: &'static str, target: &str, msg: M, flags: u16) -> Result<u32, NlError>
+    fn send<M>(
+        &mut self,
+        op: &'static str,
+        target: &str,
+        msg: M,
+        flags: u16,
+    ) -> Result<u32, NlError>
     where
         M: NetlinkSerializable + std::fmt::Debug,
     {

@@ -67,10 +67,8 @@ impl WireguardSocket {
 
     /// The device `name`: keys, port, fwmark and every peer (`WG_CMD_GET_DEVICE`).
     pub fn get_device(&mut self, name: &str) -> Result<WgDevice, NlError> {
-        let ask = self.message(
-            WireguardCmd::GetDevice,
-            vec![WireguardAttribute::IfName(name.to_owned())],
-        );
+        let ask = self
+            .message(WireguardCmd::GetDevice, vec![WireguardAttribute::IfName(name.to_owned())]);
         let parts = self.sock.dump("wg_get_device", name, ask)?;
         Ok(decode_device(parts.iter().map(|m| m.payload.attributes.as_slice())))
     }
@@ -212,7 +210,8 @@ pub fn pack_set_device(name: &str, u: &WgUpdate, budget: usize) -> Vec<Vec<Wireg
         device.push(WireguardAttribute::Fwmark(m));
     }
     let head_len = device.as_slice().buffer_len();
-    let mut packer = Packer { budget, out: Vec::new(), head: device, head_len, peers: Vec::new(), used: 0 };
+    let mut packer =
+        Packer { budget, out: Vec::new(), head: device, head_len, peers: Vec::new(), used: 0 };
     for peer in &u.peers {
         let ips: Vec<WireguardAllowedIp> =
             peer.allowed_ips.iter().flatten().map(encode_allowed_ip).collect();
@@ -385,14 +384,19 @@ mod tests {
         assert_eq!(d.keepalive, 25);
         assert_eq!(d.endpoint, Some("192.0.2.1:51820".parse().unwrap()));
         assert_eq!(d.allowed_ips, [net(1), net(2)]);
-        assert!(p[0].contains(&WireguardPeerAttribute::Flags(WireguardPeerFlags::ReplaceAllowedIps)));
+        assert!(
+            p[0].contains(&WireguardPeerAttribute::Flags(WireguardPeerFlags::ReplaceAllowedIps))
+        );
     }
 
     #[test]
     fn device_only_update_and_removal() {
         let u = WgUpdate { fwmark: Some(7), ..Default::default() };
         let msgs = pack_set_device("wg0", &u, SET_DEVICE_BUDGET);
-        assert_eq!(msgs, [vec![WireguardAttribute::IfName("wg0".into()), WireguardAttribute::Fwmark(7)]]);
+        assert_eq!(
+            msgs,
+            [vec![WireguardAttribute::IfName("wg0".into()), WireguardAttribute::Fwmark(7)]]
+        );
         let u = WgUpdate {
             peers: vec![WgPeerUpdate { public_key: key(3), remove: true, ..Default::default() }],
             ..Default::default()
@@ -421,7 +425,12 @@ mod tests {
             assert!(m.as_slice().buffer_len() <= SET_DEVICE_BUDGET);
             assert_eq!(m[0], WireguardAttribute::IfName("kubespan".into()));
         }
-        assert_eq!(msgs.iter().filter(|m| m.iter().any(|a| matches!(a, WireguardAttribute::PrivateKey(_)))).count(), 1);
+        assert_eq!(
+            msgs.iter()
+                .filter(|m| m.iter().any(|a| matches!(a, WireguardAttribute::PrivateKey(_))))
+                .count(),
+            1
+        );
         let peers = replay(&msgs);
         assert_eq!(peers.len(), 2000);
         for (i, (k, _, ips)) in peers.iter().enumerate() {
@@ -436,9 +445,21 @@ mod tests {
         let ips: Vec<IpNet> = (0..5000).map(net).collect();
         let u = WgUpdate {
             peers: vec![
-                WgPeerUpdate { public_key: key(1), allowed_ips: Some(vec![net(9)]), ..Default::default() },
-                WgPeerUpdate { public_key: key(2), allowed_ips: Some(ips.clone()), ..Default::default() },
-                WgPeerUpdate { public_key: key(3), allowed_ips: Some(vec![]), ..Default::default() },
+                WgPeerUpdate {
+                    public_key: key(1),
+                    allowed_ips: Some(vec![net(9)]),
+                    ..Default::default()
+                },
+                WgPeerUpdate {
+                    public_key: key(2),
+                    allowed_ips: Some(ips.clone()),
+                    ..Default::default()
+                },
+                WgPeerUpdate {
+                    public_key: key(3),
+                    allowed_ips: Some(vec![]),
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };
@@ -469,7 +490,10 @@ mod tests {
             WireguardAttribute::IfIndex(3),
             WireguardAttribute::PrivateKey(key(7).0),
             WireguardAttribute::ListenPort(51820),
-            WireguardAttribute::Peers(vec![peer(1, &[net(1)], Some(10)), peer(2, &[net(2)], Some(20))]),
+            WireguardAttribute::Peers(vec![
+                peer(1, &[net(1)], Some(10)),
+                peer(2, &[net(2)], Some(20)),
+            ]),
         ];
         let part2 = vec![
             WireguardAttribute::IfIndex(3),
