@@ -30,8 +30,8 @@ pub struct KernelHost {
     manage_hostname: bool,
     /// Index → name, refreshed by every link dump (addresses and routes carry only indexes).
     names: BTreeMap<u32, String>,
-    /// Opened on first use: a node without WireGuard links never resolves the family.
-    wireguard: Option<WireguardSocket>,
+    /// Opened with `sock`, so in the same namespace; the family is resolved on first use.
+    wireguard: WireguardSocket,
 }
 
 fn host_error(op: String, e: &NlError) -> HostError {
@@ -55,33 +55,9 @@ impl KernelHost {
     pub fn new(root: &Path, manage_hostname: bool) -> Result<Self, HostError> {
         let sock =
             RouteSocket::new().map_err(|e| host_error("open rtnetlink socket".into(), &e))?;
-        Ok(Self {
-            sock,
-            root: root.to_owned(),
-            manage_hostname,
-            names: BTreeMap::new(),
-            wireguard: None,
-        })
-    }
-
-    /// The generic netlink socket for WireGuard, opened in this host's namespace (the thread
-    /// that runs the controllers is the one that opened `sock`).
-    fn wireguard_socket(&mut self, op: &str) -> Result<&mut WireguardSocket, HostError> {
-        if self.wireguard.is_none() {
-            let sock = WireguardSocket::new().map_err(|e| {
-                let mut err = host_error(format!("{op}: resolve the wireguard family"), &e);
-                if err.kind == HostErrorKind::NotFound {
-                    err.kind = HostErrorKind::Unsupported;
-                }
-                err
-            })?;
-            self.wireguard = Some(sock);
-        }
-        self.wireguard.as_mut().ok_or_else(|| HostError {
-            op: op.to_owned(),
-            message: "no wireguard socket".into(),
-            kind: HostErrorKind::Transient,
-        })
+        let wireguard = WireguardSocket::new()
+            .map_err(|e| host_error("open generic netlink socket".into(), &e))?;
+        Ok(Self { sock, root: root.to_owned(), manage_hostname, names: BTreeMap::new(), wireguard })
     }
 
     fn name_of(&self, index: u32) -> String {
@@ -336,15 +312,13 @@ impl Host for KernelHost {
 
     fn wireguard(&mut self, name: &str) -> Result<WgDevice, HostError> {
         let op = format!("wireguard get {name}");
-        let sock = self.wireguard_socket(&op)?;
-        sock.get_device(name).map_err(|e| host_error(op, &e))
+        self.wireguard.get_device(name).map_err(|e| host_error(op, &e))
     }
 
     fn wireguard_set(&mut self, name: &str, update: &WgUpdate) -> Result<(), HostError> {
         let op = format!("wireguard set {name}");
         log::debug!(target: "host", "{op}: {update:?}");
-        let sock = self.wireguard_socket(&op)?;
-        sock.set_device(name, update).map_err(|e| host_error(op, &e))
+        self.wireguard.set_device(name, update).map_err(|e| host_error(op, &e))
     }
 
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {

@@ -37,7 +37,7 @@ mod watch;
 mod wireguard;
 
 #[cfg(test)]
-mod testns;
+pub(crate) mod testns;
 #[cfg(test)]
 mod tests;
 

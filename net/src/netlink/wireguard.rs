@@ -31,24 +31,34 @@ pub const SET_DEVICE_BUDGET: usize = 16 * 1024;
 
 /// A generic netlink socket for the `wireguard` family, in the namespace of the thread that
 /// opened it.
+///
+/// The family id is resolved on first use, not when the socket opens: the module may only be
+/// loaded with the first WireGuard link, while the socket must be opened early, on the
+/// thread that is in the right namespace.
 #[derive(Debug)]
 pub struct WireguardSocket {
     sock: NlSocket,
-    family: u16,
+    family: Option<u16>,
 }
 
 impl WireguardSocket {
-    /// Opens a socket and resolves the family id (`CTRL_CMD_GETFAMILY`). Fails with
-    /// [`NotFound`](super::NlErrorKind::NotFound) when the kernel has no WireGuard (the
-    /// module is loaded with the first wireguard link).
+    /// Opens a `NETLINK_GENERIC` socket in the calling thread's network namespace.
     pub fn new() -> Result<Self, NlError> {
-        let mut sock = NlSocket::new(NETLINK_GENERIC, false)?;
+        Ok(Self { sock: NlSocket::new(NETLINK_GENERIC, false)?, family: None })
+    }
+
+    /// The family id (`CTRL_CMD_GETFAMILY "wireguard"`), resolved once. Fails with
+    /// [`NotFound`](super::NlErrorKind::NotFound) while the kernel has no WireGuard.
+    fn family(&mut self) -> Result<u16, NlError> {
+        if let Some(id) = self.family {
+            return Ok(id);
+        }
         let ask = GenlMessage::from_payload(GenlCtrl {
             cmd: GenlCtrlCmd::GetFamily,
             nlas: vec![GenlCtrlAttrs::FamilyName("wireguard".into())],
         });
-        let replies = sock.request("genl_get_family", "wireguard", ask, 0)?;
-        let family = replies
+        let replies = self.sock.request("genl_get_family", "wireguard", ask, 0)?;
+        let id = replies
             .iter()
             .flat_map(|m| m.payload.nlas.iter())
             .find_map(|a| match a {
@@ -56,19 +66,24 @@ impl WireguardSocket {
                 _ => None,
             })
             .ok_or_else(|| NlError::decode("genl_get_family", "wireguard", "no family id"))?;
-        Ok(Self { sock, family })
+        self.family = Some(id);
+        Ok(id)
     }
 
-    fn message(&self, cmd: WireguardCmd, attributes: Vec<WireguardAttribute>) -> Msg {
+    fn message(
+        &mut self,
+        cmd: WireguardCmd,
+        attributes: Vec<WireguardAttribute>,
+    ) -> Result<Msg, NlError> {
         let mut m = GenlMessage::from_payload(WireguardMessage { cmd, attributes });
-        m.set_resolved_family_id(self.family);
-        m
+        m.set_resolved_family_id(self.family()?);
+        Ok(m)
     }
 
     /// The device `name`: keys, port, fwmark and every peer (`WG_CMD_GET_DEVICE`).
     pub fn get_device(&mut self, name: &str) -> Result<WgDevice, NlError> {
         let ask = self
-            .message(WireguardCmd::GetDevice, vec![WireguardAttribute::IfName(name.to_owned())]);
+            .message(WireguardCmd::GetDevice, vec![WireguardAttribute::IfName(name.to_owned())])?;
         let parts = self.sock.dump("wg_get_device", name, ask)?;
         Ok(decode_device(parts.iter().map(|m| m.payload.attributes.as_slice())))
     }
@@ -77,7 +92,7 @@ impl WireguardSocket {
     /// peers do not fit in one). Each message is acknowledged before the next is sent.
     pub fn set_device(&mut self, name: &str, update: &WgUpdate) -> Result<(), NlError> {
         for attributes in pack_set_device(name, update, SET_DEVICE_BUDGET) {
-            let msg = self.message(WireguardCmd::SetDevice, attributes);
+            let msg = self.message(WireguardCmd::SetDevice, attributes)?;
             self.sock.request("wg_set_device", name, msg, 0)?;
         }
         Ok(())
