@@ -132,7 +132,7 @@ fn sextet(c: u8) -> Option<u32> {
 /// padding may only end the input.
 pub fn base64_decode(s: &str) -> Result<Vec<u8>, KeyError> {
     let bytes = s.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(KeyError::Length(bytes.len()));
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);

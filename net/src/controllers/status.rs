@@ -24,13 +24,16 @@ pub type DumpFn<S> = fn(&SharedHost) -> Result<Vec<(String, S)>, HostError>;
 /// KubeSpan's peer state (its timeouts are 15 s and more, TB §7.6).
 pub const WIREGUARD_POLL: Duration = Duration::from_secs(5);
 
+/// Which statuses change without netlink events (a predicate), and the re-read interval.
+type Poll<S> = (fn(&S) -> bool, Duration);
+
 /// Mirrors one kind of kernel object.
 pub struct StatusController<S: SpecType> {
     name: &'static str,
     host: SharedHost,
     dump: DumpFn<S>,
     /// Objects whose state changes without netlink events, and how often to re-read them.
-    poll: Option<(fn(&S) -> bool, Duration)>,
+    poll: Option<Poll<S>>,
 }
 
 impl<S: SpecType> std::fmt::Debug for StatusController<S> {
