@@ -107,7 +107,8 @@ pub fn base64_encode(data: &[u8]) -> String {
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
             if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+                let sextet = ((n >> shift) & 63) as usize;
+                out.push(char::from(ALPHABET.get(sextet).copied().unwrap_or(b'=')));
             } else {
                 out.push('=');
             }
