@@ -22,7 +22,8 @@ use super::address_spec::Desired;
 use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
 use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
-    BondMasterSpec, Kind, LinkSpec, LinkStatus, LinkType, Namespace, Phase, VlanProtocol, VlanSpec,
+    BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
+    VlanProtocol, VlanSpec, LINK_REFRESH_WIREGUARD,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -420,6 +421,8 @@ pub struct LinkSpecController {
     /// WireGuard changes produce no netlink event, but the status poll wakes us: a device
     /// that never takes an update must not be written every poll.
     wireguard_repeats: RepeatGuard,
+    /// The last [`LinkRefresh`] generation written.
+    refreshes: u64,
 }
 
 impl std::fmt::Debug for LinkSpecController {
@@ -431,7 +434,12 @@ impl std::fmt::Debug for LinkSpecController {
 impl LinkSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host, wait_log: WaitLog::default(), wireguard_repeats: RepeatGuard::default() }
+        Self {
+            host,
+            wait_log: WaitLog::default(),
+            wireguard_repeats: RepeatGuard::default(),
+            refreshes: 0,
+        }
     }
 
     /// Configures the WireGuard devices of running specs whose link exists (TB §4.3): read
@@ -490,7 +498,7 @@ impl Controller for LinkSpecController {
     }
 
     fn outputs(&self) -> Vec<Output> {
-        Vec::new()
+        vec![Output::exclusive(Namespace::Network, Kind::LinkRefresh)]
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
@@ -531,6 +539,12 @@ impl Controller for LinkSpecController {
         };
 
         let written = self.apply_wireguard(&specs, &kernel, &mut errors);
+        if !written.is_empty() {
+            // No netlink event follows a WireGuard change: tell the status controller.
+            self.refreshes += 1;
+            let refresh = LinkRefresh { generation: self.refreshes };
+            ctx.put(Namespace::Network, LINK_REFRESH_WIREGUARD, refresh)?;
+        }
         errors.extend(self.wireguard_repeats.check(written.into_iter()));
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();

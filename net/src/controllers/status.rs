@@ -6,7 +6,8 @@
 //!
 //! WireGuard handshakes and counters change without any netlink event, so while a WireGuard
 //! link exists the link status controller also re-dumps every [`WIREGUARD_POLL`]; with none
-//! it never wakes by itself.
+//! it never wakes by itself. A WireGuard change we make ourselves is seen at once: the link
+//! spec controller bumps a `LinkRefresh`, which is this controller's input.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -34,6 +35,8 @@ pub struct StatusController<S: SpecType> {
     dump: DumpFn<S>,
     /// Objects whose state changes without netlink events, and how often to re-read them.
     poll: Option<Poll<S>>,
+    /// Kinds whose changes say "re-read now" (a [`LinkRefresh`](crate::resource::LinkRefresh)).
+    triggers: &'static [Kind],
 }
 
 impl<S: SpecType> std::fmt::Debug for StatusController<S> {
@@ -48,7 +51,7 @@ impl<S: SpecType> Controller for StatusController<S> {
     }
 
     fn inputs(&self) -> Vec<Input> {
-        Vec::new()
+        self.triggers.iter().map(|k| Input::weak(Namespace::Network, *k)).collect()
     }
 
     fn outputs(&self) -> Vec<Output> {
@@ -98,6 +101,7 @@ pub fn links(host: SharedHost) -> StatusController<LinkStatus> {
         host,
         dump: dump_links,
         poll: Some((|l| l.kind == "wireguard", WIREGUARD_POLL)),
+        triggers: &[Kind::LinkRefresh],
     }
 }
 
@@ -108,6 +112,7 @@ pub fn addresses(host: SharedHost) -> StatusController<AddressStatus> {
         host,
         dump: |h| Ok(h.borrow_mut().addresses()?.into_iter().map(|a| (a.id(), a)).collect()),
         poll: None,
+        triggers: &[],
     }
 }
 
@@ -118,6 +123,7 @@ pub fn routes(host: SharedHost) -> StatusController<RouteStatus> {
         host,
         dump: |h| Ok(h.borrow_mut().routes()?.into_iter().map(|r| (r.id(), r)).collect()),
         poll: None,
+        triggers: &[],
     }
 }
 
@@ -135,6 +141,7 @@ pub fn rules(host: SharedHost) -> StatusController<RoutingRuleStatus> {
                 .collect())
         },
         poll: None,
+        triggers: &[],
     }
 }
 

@@ -752,6 +752,19 @@ pub struct WireguardPeerStatus {
     pub allowed_ips: Vec<IpNet>,
 }
 
+/// Bumped by the link spec controller after it changes link state that raises no netlink
+/// event (WireGuard configuration), so the link status controller re-reads at once (Talos
+/// `LinkRefresh`). ID: [`LINK_REFRESH_WIREGUARD`].
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkRefresh {
+    /// Counts the changes.
+    pub generation: u64,
+}
+
+/// The ID of the [`LinkRefresh`] bumped after WireGuard changes.
+pub const LINK_REFRESH_WIREGUARD: &str = "wireguard";
+
 /// A link to configure or create.
 ///
 /// Merge is "a non-zero incoming value overrides" per field (TB §3.3), so every field's zero

@@ -522,3 +522,30 @@ fn wireguard_bad_key_names_the_field_and_other_links_still_apply() {
     let err = state[0].last_error.clone().unwrap_or_default();
     assert!(err.contains("wireguard.peers[0].publicKey"), "{err}");
 }
+
+#[test]
+fn wireguard_change_refreshes_the_link_status_without_a_netlink_event() {
+    let fake = Rc::new(RefCell::new(host_with(&[])));
+    let shared: SharedHost = fake.clone();
+    let mut rt = Runtime::new();
+    rt.register(Box::new(crate::controllers::status::links(shared.clone()))).unwrap();
+    rt.register(Box::new(LinkSpecController::new(shared))).unwrap();
+    let k1 = key_text(1);
+    let peers = |ip: &str| wireguard_link("kubespan", &[(&k1, ip)]);
+    rt.put_input("test", Namespace::Network, "kubespan", peers("10.0.0.1/32")).unwrap();
+    // No watcher here: only the LinkRefresh can wake the status controller.
+    let now = Instant::now();
+    while rt.has_work() {
+        rt.run(now);
+    }
+    let allowed = |rt: &Runtime| {
+        let s = rt.store().get_spec::<LinkStatus>(Namespace::Network, "kubespan");
+        s.and_then(|s| s.wireguard.as_ref()).map(|w| w.peers[0].allowed_ips.clone())
+    };
+    assert_eq!(allowed(&rt), Some(vec!["10.0.0.1/32".parse().unwrap()]));
+    rt.put_input("test", Namespace::Network, "kubespan", peers("10.0.0.9/32")).unwrap();
+    while rt.has_work() {
+        rt.run(now);
+    }
+    assert_eq!(allowed(&rt), Some(vec!["10.0.0.9/32".parse().unwrap()]));
+}
