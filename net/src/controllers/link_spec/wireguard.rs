@@ -295,6 +295,41 @@ mod tests {
     }
 
     #[test]
+    fn link_spec_yaml_uses_talos_field_names() {
+        let yaml = r#"
+name: kubespan
+logical: true
+up: true
+mtu: 1420
+kind: wireguard
+type: none
+wireguard:
+  privateKey: PRIVATE
+  listenPort: 51820
+  firewallMark: 32
+  peers:
+    - publicKey: PUBLIC
+      endpoint: 192.0.2.1:51820
+      persistentKeepaliveInterval: 25
+      allowedIPs: [10.0.0.1/32, fd00::1/128]
+layer: operator
+"#
+        .replace("PRIVATE", &generate_private_key([9; 32]).to_base64())
+        .replace("PUBLIC", &key(1).to_base64());
+        let spec: crate::resource::LinkSpec = serde_yaml::from_str(&yaml).unwrap();
+        let wg = spec.wireguard.as_ref().unwrap();
+        assert_eq!((wg.listen_port, wg.firewall_mark), (51820, 0x20));
+        assert_eq!(wg.peers[0].endpoint, Some("192.0.2.1:51820".parse().unwrap()));
+        assert_eq!(wg.peers[0].persistent_keepalive_interval, 25);
+        assert_eq!(wg.peers[0].allowed_ips, ips(&["10.0.0.1/32", "fd00::1/128"]));
+        let back: crate::resource::LinkSpec =
+            serde_yaml::from_str(&serde_yaml::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(back, spec);
+        // Debug (what logs would show) carries no private key.
+        assert!(!format!("{spec:?}").contains(&wg.private_key));
+    }
+
+    #[test]
     fn status_hides_keys_and_sorts() {
         let mut have = device(vec![dev_peer(2, &["10.0.0.2/32"]), dev_peer(1, &["10.0.0.1/32"])]);
         have.peers[0].preshared_key = Some(key(7));
