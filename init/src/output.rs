@@ -159,6 +159,7 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("CONNECTIVITY", "connectivityReady"),
             ("HOSTNAME", "hostnameReady"),
             ("ETC", "etcFilesReady"),
+            ("WAITING", "waiting"),
         ],
         "ServiceStatus" => &[("STATE", "state"), ("PID", "pid"), ("STARTS", "starts")],
         "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
@@ -170,6 +171,13 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("ACTION", "action"),
         ],
         "OperatorSpec" => &[("OPERATOR", "operator"), ("LINK", "linkName")],
+        "OperatorStatus" => &[
+            ("STATE", "state"),
+            ("ADDRESS", "address"),
+            ("SERVER", "server"),
+            ("LEASE", "leaseSeconds"),
+            ("REASON", "reason"),
+        ],
         _ => &[],
     }
 }

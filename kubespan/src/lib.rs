@@ -3,3 +3,4 @@
 //!
 //! The manager writes resources and `net` applies them; the nftables table and the WireGuard
 //! peer set are programmed from the same snapshot so they never disagree.
+pub mod nft;
