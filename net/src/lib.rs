@@ -22,3 +22,4 @@ pub mod nodeaddress;
 pub mod operator;
 pub mod resource;
 pub mod runtime;
+pub mod wireguard_keys;
