@@ -150,6 +150,22 @@ fn hostname_is_sent_and_not_requested_when_the_node_has_one() {
 }
 
 #[test]
+fn skip_hostname_request_neither_asks_nor_sends() {
+    let t0 = Instant::now();
+    let mut config = ClientConfig::new(MAC);
+    config.skip_hostname_request = true;
+    let mut c = Dhcp4Client::new(config, t0, 1);
+    let (discover, _) = only_send(&c.handle(t0, Input::Timer));
+    assert!(opt(&discover, OptionCode::Hostname).is_none());
+    let Some(DhcpOption::ParameterRequestList(prl)) =
+        opt(&discover, OptionCode::ParameterRequestList)
+    else {
+        panic!("no PRL")
+    };
+    assert!(!prl.contains(&OptionCode::Hostname));
+}
+
+#[test]
 fn duid_client_identifier_is_raw_bytes() {
     let t0 = Instant::now();
     let mut config = ClientConfig::new(MAC);

@@ -174,6 +174,7 @@ impl Operators {
                 let mut config = dhcp4::ClientConfig::new(want.mac);
                 config.client_id = settings.client_identifier;
                 config.route_metric = settings.route_metric;
+                config.skip_hostname_request = settings.skip_hostname_request;
                 config.hostname = hostname;
                 config.previous_lease = self
                     .state_dir
