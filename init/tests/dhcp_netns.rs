@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{require_root, sh, wait_for, Background, Netns, Node, TempDir};
@@ -76,6 +76,20 @@ impl Lab {
         cap
     }
 
+    /// A Kea server (`kea-dhcp4` or `kea-dhcp6`) with its pid and lock files in the lab.
+    fn kea(&self, program: &str, conf: &Path) -> Background {
+        let dir = self.dir.path().display().to_string();
+        let args = [
+            "env",
+            &format!("KEA_PIDFILE_DIR={dir}"),
+            &format!("KEA_LOCKFILE_DIR={dir}"),
+            program,
+            "-c",
+            conf.to_str().unwrap(),
+        ];
+        Background::start(&self.server, &args, self.file(&format!("{program}.log")))
+    }
+
     fn config(&self, extra_machine: &str) -> PathBuf {
         let path = self.file("config.yaml");
         let text = format!(
@@ -98,6 +112,25 @@ impl Lab {
         wait_for("a lease", t(20), || self.leased().is_some(), || node.log_text());
         self.leased().unwrap()
     }
+}
+
+/// `keelson get KIND -o yaml` through the node's API socket.
+fn get(node: &Node, kind: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["get", kind, "-o", "yaml", "--socket"])
+        .arg(node.api.as_ref().expect("started with an API socket"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// No RTM_DELADDR for `addr` in an `ip -ts monitor address` log.
+fn assert_never_deleted(monitor: &Background, addr: &str) {
+    let events = monitor.text();
+    assert!(
+        !events.lines().any(|l| l.contains("Deleted") && l.contains(addr)),
+        "the address was deleted during renewal:\n{events}"
+    );
 }
 
 /// Bound, renewed by unicast from the leased address with `ciaddr`, rebound by broadcast
@@ -152,11 +185,7 @@ fn renewal_is_unicast_rebinding_broadcast_and_the_address_stays() {
         || node.log_text(),
     );
     assert_eq!(lab.leased().as_deref(), Some(addr.as_str()));
-    let events = monitor.text();
-    assert!(
-        !events.lines().any(|l| l.contains("Deleted") && l.contains(&addr)),
-        "the address was deleted during renewal:\n{events}"
-    );
+    assert_never_deleted(&monitor, &addr);
     node.stop();
 }
 
@@ -264,20 +293,9 @@ fn lease_options_become_routes_mtu_resolvers_and_hostname() {
         },
         || node.log_text(),
     );
-    let sock = node.api.clone().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-        .args(["get", "timeserverstatus", "-o", "yaml", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    let ts = String::from_utf8_lossy(&out.stdout);
+    let ts = get(&node, "timeserverstatus");
     assert!(ts.contains("10.77.0.123"), "NTP from option 42:\n{ts}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-        .args(["get", "operatorstatus", "-o", "yaml", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    let st = String::from_utf8_lossy(&out.stdout);
+    let st = get(&node, "operatorstatus");
     assert!(st.contains("state: bound") && st.contains("server: 10.77.0.1"), "{st}");
     node.stop();
 }
@@ -380,19 +398,7 @@ fn expired_lease_removes_address_and_routes() {
 }}"#,
     )
     .unwrap();
-    let run = lab.dir.path().to_str().unwrap().to_owned();
-    let mut kea = Background::start(
-        &lab.server,
-        &[
-            "env",
-            &format!("KEA_PIDFILE_DIR={run}"),
-            &format!("KEA_LOCKFILE_DIR={run}"),
-            "kea-dhcp4",
-            "-c",
-            kea_conf.to_str().unwrap(),
-        ],
-        lab.file("kea.log"),
-    );
+    let mut kea = lab.kea("kea-dhcp4", &kea_conf);
     let config = lab.config("");
     let node = Node::start(&lab.client, "", Some(&config));
     wait_for(
@@ -420,15 +426,7 @@ fn no_server_is_reported_as_no_offer() {
     let lab = Lab::new();
     let config = lab.config("");
     let node = Node::start_api(&lab.client, "", Some(&config));
-    let sock = node.api.clone().unwrap();
-    let get = |kind: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-            .args(["get", kind, "-o", "yaml", "--socket"])
-            .arg(&sock)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let get = |kind: &str| get(&node, kind);
     wait_for(
         "NetworkStatus to say why",
         t(40),
@@ -495,12 +493,7 @@ fn dhcpv6_lease_brings_dns_search_and_ntp() {
         },
         || node.log_text(),
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-        .args(["get", "timeserverstatus", "-o", "yaml", "--socket"])
-        .arg(node.api.clone().unwrap())
-        .output()
-        .unwrap();
-    let ts = String::from_utf8_lossy(&out.stdout);
+    let ts = get(&node, "timeserverstatus");
     assert!(ts.contains("fd77::123"), "NTP from option 56:\n{ts}");
     node.stop();
 }
@@ -527,19 +520,7 @@ fn dhcpv6_renews_in_place_and_expires() {
 }}"#,
     )
     .unwrap();
-    let run = lab.dir.path().to_str().unwrap().to_owned();
-    let mut kea = Background::start(
-        &lab.server,
-        &[
-            "env",
-            &format!("KEA_PIDFILE_DIR={run}"),
-            &format!("KEA_LOCKFILE_DIR={run}"),
-            "kea-dhcp6",
-            "-c",
-            kea_conf.to_str().unwrap(),
-        ],
-        lab.file("kea6.log"),
-    );
+    let mut kea = lab.kea("kea-dhcp6", &kea_conf);
     let monitor = Background::start(
         &lab.client,
         &["ip", "-ts", "monitor", "address", "dev", "v0"],
@@ -556,11 +537,7 @@ fn dhcpv6_renews_in_place_and_expires() {
     let addr = lab.leased6().unwrap();
     wait_for("a renewal", t(15), || node.log_text().contains("renewed"), || node.log_text());
     assert_eq!(lab.leased6().as_deref(), Some(addr.as_str()));
-    let events = monitor.text();
-    assert!(
-        !events.lines().any(|l| l.contains("Deleted") && l.contains(&addr)),
-        "the address was deleted during renewal:\n{events}"
-    );
+    assert_never_deleted(&monitor, &addr);
     kea.stop();
     wait_for("expiry", t(25), || lab.leased6().is_none(), || node.log_text());
     assert!(node.log_text().contains("ended"), "{}", node.log_text());
