@@ -3,3 +3,7 @@
 //!
 //! The manager writes resources and `net` applies them; the nftables table and the WireGuard
 //! peer set are programmed from the same snapshot so they never disagree.
+#![warn(missing_docs)]
+
+pub mod identity;
+pub mod peers;
