@@ -3,8 +3,14 @@
 //!
 //! The manager writes resources and `net` applies them; the nftables table and the WireGuard
 //! peer set are programmed from the same snapshot so they never disagree.
+//!
+//! Pure: [`identity`] (the ULA address), [`peers`] (AllowedIPs), [`rotation`] (endpoint
+//! rotation), [`plan`] (everything the node should have). Boundaries: [`firewall`] and [`wg`].
 #![warn(missing_docs)]
 
+pub mod firewall;
 pub mod identity;
 pub mod peers;
+pub mod plan;
 pub mod rotation;
+pub mod wg;
