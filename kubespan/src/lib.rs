@@ -8,6 +8,7 @@
 //! rotation), [`plan`] (everything the node should have). Boundaries: [`firewall`] and [`wg`].
 #![warn(missing_docs)]
 
+pub mod controller;
 pub mod firewall;
 pub mod identity;
 pub mod peers;

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+//! KubeSpan's controllers, in pipeline order: identity, peer specs, manager.
+
+mod identity;
+mod manager;
+mod peer_spec;
+
+#[cfg(test)]
+mod tests;
+
+pub use identity::IdentityController;
+pub use manager::{Manager, WgGlue, POLL_PENDING, POLL_STEADY};
+pub use peer_spec::PeerSpecController;
