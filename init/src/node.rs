@@ -20,6 +20,7 @@ use net::host::kernel::KernelHost;
 use net::host::SharedHost;
 use net::netlink::Watcher;
 use net::nodeaddress;
+use net::operator::Operators;
 use net::resource::{
     HostnameStatus, Kind, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus,
     HOSTNAME_ID,
@@ -65,6 +66,8 @@ pub struct Options {
     pub api_socket: Option<PathBuf>,
     /// Most API connections at once.
     pub api_max_connections: usize,
+    /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
+    pub state: Option<PathBuf>,
 }
 
 /// Why the loop ended.
@@ -198,6 +201,7 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
     });
 
     let mut rt = Runtime::new();
+    let mut operators = Operators::new(opts.state.clone());
     for c in controllers::pipeline(&host) {
         rt.register(c).map_err(|e| e.to_string())?;
     }
@@ -246,11 +250,26 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
 
     loop {
         let now = Instant::now();
+        operators.tick(&mut rt, now);
         // Always one pass: it also releases the timers that are due (that is why the timer
         // fired), then more while controllers keep marking each other dirty.
         let mut reconciles = rt.run(now).reconciles;
         while rt.has_work() {
             reconciles += rt.run(now).reconciles;
+        }
+        // Operators follow the merged operator specs and links; what they write goes
+        // through the pipeline in the same iteration.
+        if stopping.is_none() && operators.sync(&mut rt, now) {
+            while rt.has_work() {
+                reconciles += rt.run(now).reconciles;
+            }
+        }
+        for token in operators.take_new_tokens() {
+            if let Some(fd) = operators.fd(token) {
+                if let Err(e) = reactor.add(fd, token) {
+                    log::warn!(target: "run", "watch operator socket: {e}");
+                }
+            }
         }
         if !settled && rt.controllers().iter().all(|c| c.last_error.is_none()) {
             settled = true;
@@ -314,6 +333,7 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
             kubelet.poll_at(),
             stopping.map(|(_, d)| d),
             api.as_ref().and_then(Server::poll_at),
+            operators.poll_at(),
         ]
         .into_iter()
         .flatten()
@@ -326,6 +346,7 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
                 Signal::SIGTERM | Signal::SIGINT | Signal::SIGPWR if stopping.is_none() => {
                     log::info!(target: "pid1", "{sig}: stopping services ({} event loop wakeups)", reactor.wakeups);
                     kubelet.shutdown(now);
+                    operators.shutdown(&mut rt, now, false);
                     stopping = Some((sig, now + opts.stop_grace));
                 }
                 Signal::SIGHUP => {
@@ -383,6 +404,9 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
                 }
                 SERVICE_OUT_TOKEN => kubelet.drain(Stream::Out),
                 SERVICE_ERR_TOKEN => kubelet.drain(Stream::Err),
+                t if operators.owns(t) => {
+                    operators.ready(t, &mut rt, now);
+                }
                 t => {
                     if let Some(api) = api.as_mut().filter(|a| a.owns(t)) {
                         let machine = Machine { started, settled };

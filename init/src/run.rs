@@ -91,6 +91,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         stop_grace: crate::supervisor::STOP_GRACE,
         api_socket: args.api_socket,
         api_max_connections: args.api_max_connections,
+        state: args.state,
     };
     match node::run(&opts) {
         Ok(ending) => {

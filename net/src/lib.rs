@@ -16,5 +16,6 @@ pub mod host;
 pub mod merge;
 pub mod netlink;
 pub mod nodeaddress;
+pub mod operator;
 pub mod resource;
 pub mod runtime;

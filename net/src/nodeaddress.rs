@@ -125,6 +125,7 @@ pub fn network_status(
         connectivity_ready: has_default_route,
         hostname_ready: has_hostname,
         etc_files_ready: etc_files_written,
+        waiting: Vec::new(),
     }
 }
 

@@ -24,6 +24,9 @@ pub const MODULE_LIST: &str = "/etc/keelson/modules";
 
 /// How long services get to stop at shutdown.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Where PID 1 keeps state (leases, keys). The initramfs is tmpfs, so this lasts until the
+/// next boot; a node with a disk mounts its state partition here.
+const STATE_DIR: &str = "/var/lib/keelson";
 
 /// The machine configuration path from the command line, if it names one that exists.
 fn config_path(cmdline: &str) -> Option<PathBuf> {
@@ -84,6 +87,9 @@ pub fn main() -> ! {
         log::warn!(target: "pid1", "cannot take over ctrl-alt-del: {e}");
     }
     modules::load_listed(Path::new(MODULE_LIST));
+    if let Err(e) = std::fs::create_dir_all(STATE_DIR) {
+        log::warn!(target: "pid1", "{STATE_DIR}: {e}; nothing will be kept across restarts");
+    }
     let opts = node::Options {
         config: config_path(&cmdline),
         cmdline,
@@ -94,6 +100,7 @@ pub fn main() -> ! {
         stop_grace: STOP_GRACE,
         api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
+        state: Some(PathBuf::from(STATE_DIR)),
     };
     loop {
         match node::run(&opts) {

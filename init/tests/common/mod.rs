@@ -189,6 +189,8 @@ impl Node {
             "run",
         ]);
         cmd.arg("--cmdline").arg(cmdline).arg("--root").arg(root.path());
+        // State (DHCP leases) lives in the root, so a restart over the same root keeps it.
+        cmd.arg("--state").arg(root.path().join("state"));
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
         }
@@ -254,4 +256,41 @@ pub fn wait_for(
         std::thread::sleep(Duration::from_millis(200));
     }
     panic!("timed out waiting for {what}\n{}", context());
+}
+
+/// A helper process (a DHCP server, a capture), killed on drop; its output goes to a file.
+pub struct Background {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Background {
+    /// Run `args` inside `ns`, output to `log`.
+    pub fn start(ns: &Netns, args: &[&str], log: PathBuf) -> Self {
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Self { child, log }
+    }
+
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

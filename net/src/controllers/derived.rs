@@ -10,8 +10,8 @@ use crate::host::SharedHost;
 use crate::nodeaddress::{self, NodeAddresses};
 use crate::resource::{
     AddressStatus, EtcFileStatus, HostnameSpec, HostnameStatus, Kind, LinkStatus, LinkView,
-    Namespace, NetworkStatus, NodeAddress, Phase, ResolverSpec, ResolverStatus, RouteStatus,
-    TimeServerSpec, TimeServerStatus, HOSTNAME_ID, RESOLVER_ID, TIMESERVER_ID,
+    Namespace, NetworkStatus, NodeAddress, OperatorStatus, Phase, ResolverSpec, ResolverStatus,
+    RouteStatus, TimeServerSpec, TimeServerStatus, HOSTNAME_ID, RESOLVER_ID, TIMESERVER_ID,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -258,6 +258,7 @@ impl Controller for NetworkStatusController {
             Input::weak(Namespace::Network, Kind::RouteStatus),
             Input::weak(Namespace::Network, Kind::HostnameStatus),
             Input::weak(Namespace::Network, Kind::EtcFileStatus),
+            Input::weak(Namespace::Network, Kind::OperatorStatus),
         ]
     }
 
@@ -274,12 +275,20 @@ impl Controller for NetworkStatusController {
         let has_hostname = ctx.get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).is_some();
         let files = ["hosts", "resolv.conf"];
         let etc = files.iter().all(|f| ctx.get::<EtcFileStatus>(Namespace::Network, f).is_some());
-        let status: NetworkStatus = nodeaddress::network_status(
+        let mut status: NetworkStatus = nodeaddress::network_status(
             &current.unwrap_or_default(),
             has_default_route,
             has_hostname,
             etc,
         );
+        if !(status.address_ready && status.connectivity_ready) {
+            status.waiting = ctx
+                .list::<OperatorStatus>(Namespace::Network)
+                .into_iter()
+                .filter(|(_, o)| o.address.is_none() && !o.reason.is_empty())
+                .map(|(id, o)| format!("{id}: {}", o.reason))
+                .collect();
+        }
         ctx.put(Namespace::Network, NETWORK_STATUS_ID, status)?;
         Ok(Next::Idle)
     }

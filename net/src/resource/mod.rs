@@ -180,6 +180,8 @@ kinds! {
     TimeServerStatus(TimeServerStatus) = "TimeServerStatus", "TimeServerStatuses.net.keelson.dev";
     /// An operator to run.
     OperatorSpec(OperatorSpec) = "OperatorSpec", "OperatorSpecs.net.keelson.dev";
+    /// What an operator is doing.
+    OperatorStatus(OperatorStatus) = "OperatorStatus", "OperatorStatuses.net.keelson.dev";
     /// Desired policy routing rule.
     RoutingRuleSpec(RoutingRuleSpec) = "RoutingRuleSpec", "RoutingRuleSpecs.net.keelson.dev";
     /// Observed policy routing rule.

@@ -1057,6 +1057,31 @@ pub struct OperatorSpec {
     pub layer: ConfigLayer,
 }
 
+/// What an operator is doing: its protocol state, what it holds, and why it holds nothing
+/// (`no offer`, `no ACK`, `NAK`), so a node without a lease says why instead of waiting.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorStatus {
+    /// Which operator.
+    pub operator: Operator,
+    /// The link it runs on.
+    pub link_name: String,
+    /// The protocol state (`selecting`, `bound`, `renewing`, ...).
+    pub state: String,
+    /// The leased address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpNet>,
+    /// The server that leased it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<IpAddr>,
+    /// The lease time in seconds, as granted (`None`: no lease, or infinite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u32>,
+    /// Why there is no lease, or the last event worth knowing; empty when all is well.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
 impl OperatorSpec {
     /// A DHCPv4 operator on `link`.
     pub fn dhcp4(
@@ -1243,6 +1268,10 @@ pub struct NetworkStatus {
     pub hostname_ready: bool,
     /// `/etc/hosts` and `/etc/resolv.conf` are written.
     pub etc_files_ready: bool,
+    /// While the address or connectivity is not ready: what the operators say they wait on
+    /// (`dhcp4/eth0: no offer`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
 }
 
 #[cfg(test)]
