@@ -54,8 +54,6 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// Where `/etc` files go.
     pub root: PathBuf,
-    /// Where state that outlives a restart goes (the KubeSpan key); `None`: nowhere.
-    pub state: Option<PathBuf>,
     /// Set the hostname.
     pub hostname: bool,
     /// Stop once settled (`run --once`).

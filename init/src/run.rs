@@ -85,7 +85,6 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         cmdline: args.cmdline,
         config: args.config,
         root: args.root,
-        state: args.state,
         hostname: args.hostname,
         once: args.once,
         stop_grace: crate::supervisor::STOP_GRACE,

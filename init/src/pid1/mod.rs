@@ -50,20 +50,6 @@ fn config_path(cmdline: &str) -> Option<PathBuf> {
     }
 }
 
-/// Where PID 1 keeps state (the KubeSpan key). The initramfs root is RAM, so it lasts until
-/// power off: a reboot generates a new key unless the config carries `privateKey`.
-const STATE_DIR: &str = "/var/lib/keelson";
-
-fn state_dir() -> Option<PathBuf> {
-    match std::fs::create_dir_all(STATE_DIR) {
-        Ok(()) => Some(PathBuf::from(STATE_DIR)),
-        Err(e) => {
-            log::warn!(target: "pid1", "{STATE_DIR}: {e}; nothing is kept across restarts");
-            None
-        }
-    }
-}
-
 /// The entry point when keelson is PID 1. Never returns.
 pub fn main() -> ! {
     std::panic::set_hook(Box::new(|info| kmsg::emergency(&format!("panic: {info}"))));
@@ -94,7 +80,6 @@ pub fn main() -> ! {
         config: config_path(&cmdline),
         cmdline,
         root: PathBuf::from("/"),
-        state: state_dir(),
         hostname: true,
         once: false,
         stop_grace: STOP_GRACE,
