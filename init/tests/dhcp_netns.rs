@@ -256,7 +256,10 @@ fn lease_options_become_routes_mtu_resolvers_and_hostname() {
     wait_for(
         "the leased hostname",
         t(10),
-        || std::fs::read_to_string(etc.join("hostname")).is_ok_and(|h| h.trim() == "leased-name.example.test"),
+        || {
+            std::fs::read_to_string(etc.join("hostname"))
+                .is_ok_and(|h| h.trim() == "leased-name.example.test")
+        },
         || node.log_text(),
     );
     let sock = node.api.clone().unwrap();
