@@ -28,6 +28,9 @@ use crate::wg::{WgPeerState, WgReader};
 pub const POLL_PENDING: Duration = Duration::from_secs(1);
 /// How often while every peer is up (counters and handshake ages in the status).
 pub const POLL_STEADY: Duration = Duration::from_secs(10);
+/// How often an unchanged firewall plan is applied again anyway, so a table someone else
+/// changed or deleted is repaired (the adapter checks cheaply and rebuilds only on drift).
+pub const FIREWALL_AUDIT: Duration = Duration::from_secs(30);
 
 /// The kinds the manager writes into `network-config`.
 const NETWORK_KINDS: [Kind; 4] =
@@ -42,8 +45,8 @@ pub struct Manager {
     wg: Box<dyn WgReader>,
     glue: WgGlue,
     rotations: BTreeMap<String, Rotation>,
-    /// What the table holds, as far as we know (`None` after a removal).
-    firewall_applied: Option<FirewallPlan>,
+    /// What the table holds, as far as we know (`None` after a removal), and since when.
+    firewall_applied: Option<(FirewallPlan, Instant)>,
     /// The table may hold something we did not apply (a previous run): remove once when off.
     firewall_unknown: bool,
 }
@@ -214,15 +217,24 @@ impl Manager {
             ctx.put(Namespace::KubeSpan, &key, status)?;
         }
         ctx.cleanup_untouched(Namespace::KubeSpan, Kind::KubeSpanPeerStatus)?;
-        if self.firewall_applied.as_ref() != Some(&firewall) {
+        let now = ctx.now();
+        let (changed, due) = match &self.firewall_applied {
+            Some((plan, at)) => {
+                (*plan != firewall, now.saturating_duration_since(*at) >= FIREWALL_AUDIT)
+            }
+            None => (true, true),
+        };
+        if changed || due {
             self.firewall.apply(&firewall).map_err(|e| transient(e.to_string()))?;
-            log::info!(
-                target: "kubespan.Manager",
-                "nftables: {} IPv4 and {} IPv6 target prefixes",
-                firewall.targets_v4.len(),
-                firewall.targets_v6.len()
-            );
-            self.firewall_applied = Some(firewall);
+            if changed {
+                log::info!(
+                    target: "kubespan.Manager",
+                    "nftables: {} IPv4 and {} IPv6 target prefixes",
+                    firewall.targets_v4.len(),
+                    firewall.targets_v6.len()
+                );
+            }
+            self.firewall_applied = Some((firewall, now));
             self.firewall_unknown = false;
         }
         Ok(())

@@ -9,5 +9,5 @@ mod peer_spec;
 mod tests;
 
 pub use identity::IdentityController;
-pub use manager::{Manager, WgGlue, POLL_PENDING, POLL_STEADY};
+pub use manager::{Manager, WgGlue, FIREWALL_AUDIT, POLL_PENDING, POLL_STEADY};
 pub use peer_spec::PeerSpecController;
