@@ -76,11 +76,17 @@ impl Manager {
             ctx.cleanup_untouched(Namespace::NetworkConfig, kind)?;
         }
         ctx.cleanup_untouched(Namespace::KubeSpan, Kind::KubeSpanPeerStatus)?;
-        if self.firewall_applied.is_some() || self.firewall_unknown {
+        if self.firewall_applied.is_some() {
             self.firewall.remove().map_err(|e| transient(e.to_string()))?;
             self.firewall_applied = None;
-            self.firewall_unknown = false;
+        } else if self.firewall_unknown {
+            // A table a previous run left behind. Best effort, once: a kernel without
+            // nf_tables (KubeSpan never used) must not keep this controller failing.
+            if let Err(e) = self.firewall.remove() {
+                log::debug!(target: "kubespan.Manager", "removing a leftover table: {e}");
+            }
         }
+        self.firewall_unknown = false;
         Ok(Next::Idle)
     }
 }
