@@ -50,6 +50,13 @@ pub(crate) fn kubespan_warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> 
             at("machine.network.kubespan.harvestExtraEndpoints")
         ));
     }
+    if !ks.filters.endpoints.is_empty() {
+        out.push(format!(
+            "{}: filters the addresses this node advertises, and keelson does not advertise any \
+             yet (no discovery); no effect",
+            at("machine.network.kubespan.filters.endpoints")
+        ));
+    }
     if ks.enabled && cfg.cluster.as_ref().and_then(|c| c.id.as_ref()).is_none() {
         out.push(format!(
             "{}: KubeSpan needs cluster.id for its address; it stays off until one is set",
