@@ -130,6 +130,8 @@ def power_off(r):
 def standard(r):
     """The full boot check of scripts/boot --check."""
     check_modules(r)
+    r.console(r"keelson: .*dhcp4/eth0: bound 10\.0\.2\.15/24 from 10\.0\.2\.2",
+              "eth0 leased 10.0.2.15 from QEMU's DHCP server", BOOT_TIMEOUT)
     check_network_and_kubelet(r)
     if check_workload(r) is not None:
         check_zombies(r)

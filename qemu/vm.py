@@ -24,11 +24,12 @@ DEFAULT_INITRD = BUILD / "keelson-initramfs.cpio.zst"
 # them), and on a panic (for instance if /init exits) no reboot loop: with -no-reboot QEMU
 # exits at once.
 BASE_CMDLINE = "console=ttyS0 panic=-1 printk.time=1"
-# QEMU's user network: 10.0.2.15/24, gateway 10.0.2.2, DNS 10.0.2.3. Static until DHCP exists.
-# Without udev the kernel names the virtio NIC eth0.
-DEFAULT_IP = "ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off:10.0.2.3"
+# QEMU's user network: 10.0.2.15/24, gateway 10.0.2.2, DNS 10.0.2.3. By default the node gets
+# them from QEMU's own DHCP server (keelson runs DHCPv4 on physical links nothing else
+# configures); STATIC_IP is the same as an ip= entry. Without udev the NIC is eth0.
+STATIC_IP = "ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off:10.0.2.3"
 DEFAULT_CONFIG_ARG = "talos.config=/etc/keelson/config.yaml"
-DEFAULT_CMDLINE = f"{DEFAULT_IP} {DEFAULT_CONFIG_ARG}"
+DEFAULT_CMDLINE = DEFAULT_CONFIG_ARG
 GUEST_PORT = 8080
 # Kernel timestamp at the start of a console line: "[    1.234567] ".
 TIMESTAMP = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")

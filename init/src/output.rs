@@ -159,6 +159,7 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("CONNECTIVITY", "connectivityReady"),
             ("HOSTNAME", "hostnameReady"),
             ("ETC", "etcFilesReady"),
+            ("WAITING", "waiting"),
         ],
         "ServiceStatus" => &[("STATE", "state"), ("PID", "pid"), ("STARTS", "starts")],
         "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
@@ -183,6 +184,13 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("LAST HANDSHAKE", AGE_PREFIX_LAST_HANDSHAKE),
             ("RX", "receiveBytes"),
             ("TX", "transmitBytes"),
+        ],
+        "OperatorStatus" => &[
+            ("STATE", "state"),
+            ("ADDRESS", "address"),
+            ("SERVER", "server"),
+            ("LEASE", "leaseSeconds"),
+            ("REASON", "reason"),
         ],
         _ => &[],
     }

@@ -11,6 +11,9 @@
 pub mod controller;
 pub mod firewall;
 pub mod identity;
+// The nf_tables encoder's wire enums are documented per type, not per field.
+#[allow(missing_docs)]
+pub mod nft;
 pub mod peers;
 pub mod plan;
 pub mod rotation;

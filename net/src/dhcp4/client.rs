@@ -595,7 +595,7 @@ impl Dhcp4Client {
 
     /// The fixed header and options every client message carries.
     fn request_base(&self, kind: MessageType, now: Instant, ciaddr: Ipv4Addr) -> Message {
-        let mut msg = Message::default();
+        let mut msg = blank_message();
         msg.set_opcode(Opcode::BootRequest)
             .set_xid(self.xid)
             .set_chaddr(&self.config.mac)
@@ -663,4 +663,15 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
             u8::from_str_radix(s, 16).ok()
         })
         .collect()
+}
+
+/// An empty BOOTREQUEST. Decoded from bytes rather than `Message::default()`/`new*()`, which
+/// draw a random xid from the OS and so block early in boot until the kernel's entropy pool
+/// is ready (seconds under QEMU); the client has its own xid.
+fn blank_message() -> Message {
+    let mut bytes = [0u8; 241];
+    bytes[..3].copy_from_slice(&[1, 1, 6]); // BOOTREQUEST, Ethernet, 6-byte hardware address
+    bytes[236..240].copy_from_slice(&[99, 130, 83, 99]); // the magic cookie
+    bytes[240] = 255; // end of options
+    Message::from_bytes(&bytes).unwrap_or_default()
 }

@@ -179,9 +179,10 @@ impl PacketSocket {
         // SAFETY: msghdr is plain old data; all zeroes is a valid value.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
+        // The field types differ between glibc and musl.
+        msg.msg_iovlen = 1 as _;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 8]>();
+        msg.msg_controllen = size_of::<[u64; 8]>() as _;
         // SAFETY: every pointer in `msg` refers to a live buffer of the stated length.
         let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &raw mut msg, libc::MSG_TRUNC) };
         if n < 0 {

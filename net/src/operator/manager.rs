@@ -7,7 +7,6 @@
 //! lease replaces exactly the old lease's specs and a stopped operator leaves nothing behind.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
@@ -64,7 +63,6 @@ pub struct Operators {
     next_token: u64,
     /// Tokens of sockets opened since [`Operators::take_new_tokens`] was last called.
     new_tokens: Vec<u64>,
-    seeds: RandomState,
 }
 
 impl Operators {
@@ -76,7 +74,6 @@ impl Operators {
             retry: BTreeMap::new(),
             next_token: FIRST_TOKEN,
             new_tokens: Vec::new(),
-            seeds: RandomState::new(),
         }
     }
 
@@ -153,7 +150,7 @@ impl Operators {
             .state_dir
             .as_deref()
             .and_then(|d| leases::load(d, &want.spec.link_name, &want.mac));
-        let seed = self.seeds.hash_one((&want.id, want.index, now));
+        let seed = seed(&want.mac, want.index);
         let mut client = Dhcp4Client::new(config, now, seed);
         let token = self.next_token;
         self.next_token += 1;
@@ -350,6 +347,22 @@ impl Operators {
         wrote |= rt.put_input(SOURCE, Namespace::Network, id, status).is_ok();
         wrote
     }
+}
+
+/// A seed for the engine's xids and jitter. Not `RandomState`/`getrandom(0)`: early in boot
+/// they block until the kernel's pool is initialised (seconds under QEMU), and xids need only
+/// differ between clients and boots, not be secret (RFC 2131 §4.4.1).
+fn seed(mac: &[u8; 6], index: u32) -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: the buffer is live and its length is passed; GRND_INSECURE never blocks.
+    let got = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), libc::GRND_INSECURE) };
+    let random = if got == 8 { u64::from_ne_bytes(buf) } else { 0 };
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut mac8 = [0u8; 8];
+    mac8[..6].copy_from_slice(mac);
+    random ^ clock.rotate_left(17) ^ u64::from_ne_bytes(mac8) ^ u64::from(index).rotate_left(48)
 }
 
 fn set_lease(status: &mut OperatorStatus, lease: Option<&Lease>) {

@@ -3,6 +3,7 @@
 //! drives them from the event loop (ARCHITECTURE §5).
 
 pub mod dhcp4_socket;
+pub mod dhcp6_socket;
 pub mod frame;
 pub mod leases;
 pub mod manager;
