@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::{
-    Kind, KubeSpanIdentity, LinkStatus, Namespace, WgPrivateKey, KUBESPAN_IDENTITY_ID,
+    Kind, KubeSpanIdentity, LinkStatus, LinkType, Namespace, WgPrivateKey, KUBESPAN_IDENTITY_ID,
 };
 use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -106,11 +106,17 @@ impl IdentityController {
             return Err("cluster.id is not set".into());
         };
         let configured = ks.private_key.as_ref().map(|k| k.0.clone());
-        // The first physical link by name, as Talos's `first` hardware address.
-        let mac = ctx
-            .list::<LinkStatus>(Namespace::Network)
-            .into_iter()
+        // The first physical link by name, as Talos's `first` hardware address; without one
+        // (a node in a namespace or container has veths), the first Ethernet link.
+        let links = ctx.list::<LinkStatus>(Namespace::Network);
+        let mac = links
+            .iter()
             .find(|(_, l)| l.physical())
+            .or_else(|| {
+                links
+                    .iter()
+                    .find(|(_, l)| l.link_type == LinkType::ETHER && l.hardware_addr.0.len() == 6)
+            })
             .map(|(_, l)| l.hardware_addr.clone());
         let Some(mac) = mac else {
             return Err("no physical link yet (the address comes from its MAC)".into());
