@@ -164,9 +164,12 @@ fn nft_set(ns: &Netns, set: &str) -> Vec<String> {
 fn covers(elems: &[String], ip: &str) -> bool {
     let ip: std::net::IpAddr = ip.parse().unwrap();
     elems.iter().any(|e| {
-        let net =
-            if e.contains('/') { e.parse().ok() } else { e.parse().ok().map(ipnet::IpNet::from) };
-        net.is_some_and(|n: ipnet::IpNet| n.contains(&ip))
+        let net: Option<ipnet::IpNet> = if e.contains('/') {
+            e.parse().ok()
+        } else {
+            e.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from)
+        };
+        net.is_some_and(|n| n.contains(&ip))
     })
 }
 
