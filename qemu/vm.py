@@ -71,7 +71,7 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=()):
 
 
 def full_cmdline(cmdline=None, append=""):
-    """The kernel command line: the base settings, then `cmdline` (default: static ip= and the
+    """The kernel command line: the base settings, then `cmdline` (default: DHCP and the
     baked-in config), then `append`."""
     parts = [BASE_CMDLINE, DEFAULT_CMDLINE if cmdline is None else cmdline, append]
     return " ".join(p for p in parts if p)

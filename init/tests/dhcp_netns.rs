@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{require_root, sh, wait_for, Background, Netns, Node, TempDir};
@@ -76,6 +76,20 @@ impl Lab {
         cap
     }
 
+    /// A Kea server (`kea-dhcp4` or `kea-dhcp6`) with its pid and lock files in the lab.
+    fn kea(&self, program: &str, conf: &Path) -> Background {
+        let dir = self.dir.path().display().to_string();
+        let args = [
+            "env",
+            &format!("KEA_PIDFILE_DIR={dir}"),
+            &format!("KEA_LOCKFILE_DIR={dir}"),
+            program,
+            "-c",
+            conf.to_str().unwrap(),
+        ];
+        Background::start(&self.server, &args, self.file(&format!("{program}.log")))
+    }
+
     fn config(&self, extra_machine: &str) -> PathBuf {
         let path = self.file("config.yaml");
         let text = format!(
@@ -98,6 +112,25 @@ impl Lab {
         wait_for("a lease", t(20), || self.leased().is_some(), || node.log_text());
         self.leased().unwrap()
     }
+}
+
+/// `keelson get KIND -o yaml` through the node's API socket.
+fn get(node: &Node, kind: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["get", kind, "-o", "yaml", "--socket"])
+        .arg(node.api.as_ref().expect("started with an API socket"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// No RTM_DELADDR for `addr` in an `ip -ts monitor address` log.
+fn assert_never_deleted(monitor: &Background, addr: &str) {
+    let events = monitor.text();
+    assert!(
+        !events.lines().any(|l| l.contains("Deleted") && l.contains(addr)),
+        "the address was deleted during renewal:\n{events}"
+    );
 }
 
 /// Bound, renewed by unicast from the leased address with `ciaddr`, rebound by broadcast
@@ -152,11 +185,7 @@ fn renewal_is_unicast_rebinding_broadcast_and_the_address_stays() {
         || node.log_text(),
     );
     assert_eq!(lab.leased().as_deref(), Some(addr.as_str()));
-    let events = monitor.text();
-    assert!(
-        !events.lines().any(|l| l.contains("Deleted") && l.contains(&addr)),
-        "the address was deleted during renewal:\n{events}"
-    );
+    assert_never_deleted(&monitor, &addr);
     node.stop();
 }
 
@@ -264,20 +293,9 @@ fn lease_options_become_routes_mtu_resolvers_and_hostname() {
         },
         || node.log_text(),
     );
-    let sock = node.api.clone().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-        .args(["get", "timeserverstatus", "-o", "yaml", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    let ts = String::from_utf8_lossy(&out.stdout);
+    let ts = get(&node, "timeserverstatus");
     assert!(ts.contains("10.77.0.123"), "NTP from option 42:\n{ts}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-        .args(["get", "operatorstatus", "-o", "yaml", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    let st = String::from_utf8_lossy(&out.stdout);
+    let st = get(&node, "operatorstatus");
     assert!(st.contains("state: bound") && st.contains("server: 10.77.0.1"), "{st}");
     node.stop();
 }
@@ -380,19 +398,7 @@ fn expired_lease_removes_address_and_routes() {
 }}"#,
     )
     .unwrap();
-    let run = lab.dir.path().to_str().unwrap().to_owned();
-    let mut kea = Background::start(
-        &lab.server,
-        &[
-            "env",
-            &format!("KEA_PIDFILE_DIR={run}"),
-            &format!("KEA_LOCKFILE_DIR={run}"),
-            "kea-dhcp4",
-            "-c",
-            kea_conf.to_str().unwrap(),
-        ],
-        lab.file("kea.log"),
-    );
+    let mut kea = lab.kea("kea-dhcp4", &kea_conf);
     let config = lab.config("");
     let node = Node::start(&lab.client, "", Some(&config));
     wait_for(
@@ -420,15 +426,7 @@ fn no_server_is_reported_as_no_offer() {
     let lab = Lab::new();
     let config = lab.config("");
     let node = Node::start_api(&lab.client, "", Some(&config));
-    let sock = node.api.clone().unwrap();
-    let get = |kind: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
-            .args(["get", kind, "-o", "yaml", "--socket"])
-            .arg(&sock)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let get = |kind: &str| get(&node, kind);
     wait_for(
         "NetworkStatus to say why",
         t(40),
@@ -437,5 +435,111 @@ fn no_server_is_reported_as_no_offer() {
     );
     let op = get("operatorstatus");
     assert!(op.contains("reason: no offer") && op.contains("state: selecting"), "{op}");
+    node.stop();
+}
+
+impl Lab {
+    /// The server side gets fd77::1/64 for DHCPv6.
+    fn with_v6(self) -> Self {
+        self.server.ip(&["addr", "add", "fd77::1/64", "dev", "s0", "nodad"]);
+        self
+    }
+
+    fn config_v6(&self) -> PathBuf {
+        let path = self.file("config6.yaml");
+        let text = "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: v0\n        dhcp: true\n        dhcpOptions: {ipv4: false, ipv6: true}\n";
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn leased6(&self) -> Option<String> {
+        self.client
+            .addresses()
+            .into_iter()
+            .find(|a| a.starts_with("v0/fd77:"))
+            .map(|a| a.split('/').nth(1).unwrap().to_owned())
+    }
+}
+
+/// DHCPv6 from dnsmasq: an IA_NA address, DNS (23), search list (24) and NTP (56).
+#[test]
+fn dhcpv6_lease_brings_dns_search_and_ntp() {
+    if !require_root("dhcpv6_lease_brings_dns_search_and_ntp") {
+        return;
+    }
+    let lab = Lab::new().with_v6();
+    let _server = lab.dnsmasq(&[
+        "--dhcp-range=fd77::100,fd77::1ff,64,2m",
+        "--dhcp-option=option6:dns-server,[fd77::53]",
+        "--dhcp-option=option6:ntp-server,[fd77::123]",
+        "--dhcp-option=option6:domain-search,v6.test",
+    ]);
+    let config = lab.config_v6();
+    let node = Node::start_api(&lab.client, "", Some(&config));
+    wait_for("a DHCPv6 lease", t(20), || lab.leased6().is_some(), || node.log_text());
+    let addr = lab.leased6().unwrap();
+    assert!(
+        lab.client.addresses().contains(&format!("v0/{addr}/128")),
+        "{:?}",
+        lab.client.addresses()
+    );
+    let etc = node.root.path().join("etc");
+    wait_for(
+        "resolv.conf from the lease",
+        t(10),
+        || {
+            std::fs::read_to_string(etc.join("resolv.conf"))
+                .is_ok_and(|r| r.contains("fd77::53") && r.contains("v6.test"))
+        },
+        || node.log_text(),
+    );
+    let ts = get(&node, "timeserverstatus");
+    assert!(ts.contains("fd77::123"), "NTP from option 56:\n{ts}");
+    node.stop();
+}
+
+/// DHCPv6 from Kea with short lifetimes: RENEW at T1 keeps the address in place (no
+/// RTM_DELADDR), and when the server goes the address leaves at the end of its valid lifetime.
+#[test]
+fn dhcpv6_renews_in_place_and_expires() {
+    if !require_root("dhcpv6_renews_in_place_and_expires") {
+        return;
+    }
+    let lab = Lab::new().with_v6();
+    let kea_conf = lab.file("kea6.json");
+    std::fs::write(
+        &kea_conf,
+        r#"{"Dhcp6": {
+  "interfaces-config": {"interfaces": ["s0"]},
+  "lease-database": {"type": "memfile", "persist": false},
+  "server-id": {"type": "LL", "persist": false},
+  "preferred-lifetime": 6, "min-preferred-lifetime": 6, "valid-lifetime": 10, "min-valid-lifetime": 10,
+  "renew-timer": 3, "rebind-timer": 5,
+  "subnet6": [{"id": 1, "subnet": "fd77::/64", "interface": "s0",
+    "pools": [{"pool": "fd77::1000-fd77::1fff"}]}]
+}}"#,
+    )
+    .unwrap();
+    let mut kea = lab.kea("kea-dhcp6", &kea_conf);
+    let monitor = Background::start(
+        &lab.client,
+        &["ip", "-ts", "monitor", "address", "dev", "v0"],
+        lab.file("monitor6.log"),
+    );
+    let config = lab.config_v6();
+    let node = Node::start(&lab.client, "", Some(&config));
+    wait_for(
+        "a lease from Kea",
+        t(30),
+        || lab.leased6().is_some(),
+        || format!("{}\n{}", kea.text(), node.log_text()),
+    );
+    let addr = lab.leased6().unwrap();
+    wait_for("a renewal", t(15), || node.log_text().contains("renewed"), || node.log_text());
+    assert_eq!(lab.leased6().as_deref(), Some(addr.as_str()));
+    assert_never_deleted(&monitor, &addr);
+    kea.stop();
+    wait_for("expiry", t(25), || lab.leased6().is_none(), || node.log_text());
+    assert!(node.log_text().contains("ended"), "{}", node.log_text());
     node.stop();
 }

@@ -76,6 +76,8 @@ pub enum NewLinkKind {
     Bond(BondMasterSpec),
     /// `bridge`.
     Bridge(BridgeMasterSpec),
+    /// `wireguard` (configured afterwards through [`Host::wireguard_set`]).
+    Wireguard,
 }
 
 /// A link operation.
@@ -203,6 +205,10 @@ pub trait Host {
     fn rule(&mut self, op: &RuleOp) -> Result<(), HostError>;
     /// `sethostname` + `setdomainname`.
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError>;
+    /// The WireGuard device `name` (`WG_CMD_GET_DEVICE`).
+    fn wireguard(&mut self, name: &str) -> Result<WgDevice, HostError>;
+    /// Change the WireGuard device `name` (`WG_CMD_SET_DEVICE`).
+    fn wireguard_set(&mut self, name: &str, update: &WgUpdate) -> Result<(), HostError>;
     /// Write a file under the host's root (atomically: temp file + rename), only if its
     /// content differs. Returns whether it was written.
     fn write_file(&mut self, path: &str, content: &str, mode: u32) -> Result<bool, HostError>;
@@ -213,3 +219,6 @@ pub type SharedHost = Rc<RefCell<dyn Host>>;
 
 pub mod fake;
 pub mod kernel;
+mod wireguard;
+
+pub use wireguard::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate};

@@ -11,6 +11,9 @@ pub mod cmdline;
 pub mod config;
 pub mod controllers;
 pub mod dhcp4;
+pub mod dhcp6;
+#[cfg(test)]
+mod dhcp_fuzz;
 pub mod etcfiles;
 pub mod host;
 pub mod merge;
@@ -19,3 +22,4 @@ pub mod nodeaddress;
 pub mod operator;
 pub mod resource;
 pub mod runtime;
+pub mod wireguard_keys;

@@ -170,6 +170,7 @@ fn absorb(into: &mut LinkSpec, from: LinkSpec) {
         bond_master,
         bridge_master,
         veth,
+        wireguard,
         layer: _,
     } = from;
     into.logical |= logical;
@@ -194,6 +195,7 @@ fn absorb(into: &mut LinkSpec, from: LinkSpec) {
     into.bond_master = into.bond_master.take().or(bond_master);
     into.bridge_master = into.bridge_master.take().or(bridge_master);
     into.veth = into.veth.take().or(veth);
+    into.wireguard = into.wireguard.take().or(wireguard);
 }
 
 #[cfg(test)]

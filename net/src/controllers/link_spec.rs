@@ -19,10 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, resolve_link, WaitLog};
-use crate::host::{LinkOp, NewLinkKind, SharedHost};
+use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
+use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
-    BondMasterSpec, Kind, LinkSpec, LinkStatus, LinkType, Namespace, Phase, VlanProtocol, VlanSpec,
+    BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
+    VlanProtocol, VlanSpec, LINK_REFRESH_WIREGUARD,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -33,7 +34,7 @@ const MAX_ROUNDS: usize = 8;
 const UNCONVERGED_RETRY: Duration = Duration::from_secs(10);
 
 /// Kinds we can create (`NewLinkKind`); others are only configured if they already exist.
-const CREATABLE: [&str; 5] = ["dummy", "veth", "vlan", "bond", "bridge"];
+const CREATABLE: [&str; 6] = ["dummy", "veth", "vlan", "bond", "bridge", "wireguard"];
 
 /// What to do for a set of link specs, in one step.
 #[derive(Debug, Default, PartialEq)]
@@ -265,6 +266,7 @@ impl<'a> Planner<'a> {
             }
             "bond" => NewLinkKind::Bond(spec.bond_master.clone().unwrap_or_default()),
             "bridge" => NewLinkKind::Bridge(spec.bridge_master.clone().unwrap_or_default()),
+            "wireguard" => NewLinkKind::Wireguard,
             other => return Err(format!("unsupported kind {other:?}")),
         };
         self.unsettled.insert(spec.name.clone());
@@ -390,10 +392,37 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// What a WireGuard update changes, for the log (never key material).
+fn describe(u: &WgUpdate) -> String {
+    let mut parts = Vec::new();
+    if u.private_key.is_some() {
+        parts.push("private key".to_owned());
+    }
+    if let Some(p) = u.listen_port {
+        parts.push(format!("listen port {p}"));
+    }
+    if let Some(m) = u.fwmark {
+        parts.push(format!("fwmark {m:#x}"));
+    }
+    let removed = u.peers.iter().filter(|p| p.remove).count();
+    if u.peers.len() > removed {
+        parts.push(format!("{} peers added or changed", u.peers.len() - removed));
+    }
+    if removed > 0 {
+        parts.push(format!("{removed} peers removed"));
+    }
+    parts.join(", ")
+}
+
 /// The `LinkSpec` controller.
 pub struct LinkSpecController {
     host: SharedHost,
     wait_log: WaitLog,
+    /// WireGuard changes produce no netlink event, but the status poll wakes us: a device
+    /// that never takes an update must not be written every poll.
+    wireguard_repeats: RepeatGuard,
+    /// The last [`LinkRefresh`] generation written.
+    refreshes: u64,
 }
 
 impl std::fmt::Debug for LinkSpecController {
@@ -405,7 +434,54 @@ impl std::fmt::Debug for LinkSpecController {
 impl LinkSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host, wait_log: WaitLog::default() }
+        Self {
+            host,
+            wait_log: WaitLog::default(),
+            wireguard_repeats: RepeatGuard::default(),
+            refreshes: 0,
+        }
+    }
+
+    /// Configures the WireGuard devices of running specs whose link exists (TB §4.3): read
+    /// the device, plan the difference, write it. Returns the texts of the writes done.
+    fn apply_wireguard(
+        &mut self,
+        specs: &[(String, LinkSpec, Phase)],
+        kernel: &[(String, LinkStatus)],
+        errors: &mut Vec<HostError>,
+    ) -> Vec<String> {
+        let mut done = Vec::new();
+        for (id, spec, phase) in specs {
+            let Some(want) = spec.wireguard.as_ref() else { continue };
+            let exists = exact(kernel, &spec.name).is_some_and(|(_, l)| l.kind == "wireguard");
+            if *phase != Phase::Running || spec.kind != "wireguard" || !exists {
+                continue;
+            }
+            let mut host = self.host.borrow_mut();
+            let update = host.wireguard(&spec.name).and_then(|have| {
+                wireguard::plan_wireguard(want, &have).map_err(|e| HostError {
+                    op: format!("link {id}"),
+                    message: e.to_string(),
+                    kind: HostErrorKind::Invalid,
+                })
+            });
+            let update = match update {
+                Ok(u) if u.is_empty() => continue,
+                Ok(u) => u,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            match host.wireguard_set(&spec.name, &update) {
+                Ok(()) => {
+                    log::info!(target: "network.LinkSpecController", "link {}: wireguard {}", spec.name, describe(&update));
+                    done.push(format!("wireguard set {}", spec.name));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        done
     }
 }
 
@@ -422,7 +498,7 @@ impl Controller for LinkSpecController {
     }
 
     fn outputs(&self) -> Vec<Output> {
-        Vec::new()
+        vec![Output::exclusive(Namespace::Network, Kind::LinkRefresh)]
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
@@ -441,8 +517,9 @@ impl Controller for LinkSpecController {
         let mut failed: BTreeSet<String> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut rounds = 0;
+        let mut kernel;
         let plan = loop {
-            let kernel = self.host.borrow_mut().links()?;
+            kernel = self.host.borrow_mut().links()?;
             let mut plan = plan_links(&desired, &kernel);
             // A spec that failed is retried by the next reconcile (with backoff), not here.
             plan.ops.retain(|(id, _)| !failed.contains(id));
@@ -460,6 +537,15 @@ impl Controller for LinkSpecController {
                 }
             }
         };
+
+        let written = self.apply_wireguard(&specs, &kernel, &mut errors);
+        if !written.is_empty() {
+            // No netlink event follows a WireGuard change: tell the status controller.
+            self.refreshes += 1;
+            let refresh = LinkRefresh { generation: self.refreshes };
+            ctx.put(Namespace::Network, LINK_REFRESH_WIREGUARD, refresh)?;
+        }
+        errors.extend(self.wireguard_repeats.check(written.into_iter()));
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
@@ -486,6 +572,8 @@ impl Controller for LinkSpecController {
         first_error(self.name(), errors).map(|_| next)
     }
 }
+
+pub mod wireguard;
 
 #[cfg(test)]
 mod tests;

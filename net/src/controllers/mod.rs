@@ -93,3 +93,5 @@ pub use status::MIRRORED;
 
 #[cfg(test)]
 mod pipeline_tests;
+#[cfg(test)]
+mod wireguard_netns_tests;

@@ -172,3 +172,48 @@ fn a_diff_that_never_settles_is_reported_and_backed_off() {
         rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
     assert!(route_ctrl.last_error.unwrap().contains("keeps reporting a difference"));
 }
+
+#[test]
+fn wireguard_link_status_polls_only_while_a_wireguard_link_exists() {
+    use crate::resource::{layered_id, ConfigLayer, LinkSpec, LinkStatus, WireguardSpec};
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    let mut rt = runtime(&fake);
+    settle_with(&mut rt, &fake);
+    assert_eq!(rt.poll_at(), None, "{:?}", rt.controllers());
+
+    let key = crate::wireguard_keys::generate_private_key([8; 32]);
+    let spec = LinkSpec {
+        name: "kubespan".into(),
+        logical: true,
+        up: true,
+        kind: "wireguard".into(),
+        link_type: LinkType::NONE,
+        wireguard: Some(WireguardSpec {
+            private_key: key.to_base64(),
+            listen_port: 51820,
+            ..WireguardSpec::default()
+        }),
+        layer: ConfigLayer::Operator,
+        ..LinkSpec::default()
+    };
+    let id = layered_id(ConfigLayer::Operator, "kubespan");
+    let before = Instant::now();
+    rt.put_input("test", Namespace::NetworkConfig, &id, spec).unwrap();
+    settle_with(&mut rt, &fake);
+    let status = rt.store().get_spec::<LinkStatus>(Namespace::Network, "kubespan").unwrap();
+    let wg = status.wireguard.as_ref().unwrap();
+    assert_eq!(wg.public_key, crate::wireguard_keys::public_key(&key).to_base64());
+    assert_eq!(wg.listen_port, 51820);
+    let after = Instant::now();
+    let at = rt.poll_at().expect("a wake-up while a wireguard link exists");
+    let poll = super::status::WIREGUARD_POLL;
+    assert!(at >= before + poll && at <= after + poll, "{:?}", at - before);
+
+    rt.remove_input("test", Namespace::NetworkConfig, Kind::LinkSpec, &id).unwrap();
+    settle_with(&mut rt, &fake);
+    assert!(!fake.borrow().links.contains_key("kubespan"));
+    // The timer may still be armed once; running it finds no wireguard link and goes idle.
+    rt.run(at);
+    settle_with(&mut rt, &fake);
+    assert_eq!(rt.poll_at(), None);
+}

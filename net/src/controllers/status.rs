@@ -3,8 +3,14 @@
 //!
 //! They re-dump on every reconcile; netlink events only mark them dirty, so a lost event or an
 //! overrun heals on the next dump. Statuses of objects that vanished are destroyed.
+//!
+//! WireGuard handshakes and counters change without any netlink event, so while a WireGuard
+//! link exists the link status controller also re-dumps every [`WIREGUARD_POLL`]; with none
+//! it never wakes by itself. A WireGuard change we make ourselves is seen at once: the link
+//! spec controller bumps a `LinkRefresh`, which is this controller's input.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use crate::host::{HostError, SharedHost};
 use crate::resource::{
@@ -15,11 +21,22 @@ use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 /// Dumps one kind of kernel object as `(id, status)` pairs.
 pub type DumpFn<S> = fn(&SharedHost) -> Result<Vec<(String, S)>, HostError>;
 
+/// How often WireGuard state is re-read while a WireGuard link exists: fine enough for
+/// KubeSpan's peer state (its timeouts are 15 s and more, TB §7.6).
+pub const WIREGUARD_POLL: Duration = Duration::from_secs(5);
+
+/// Which statuses change without netlink events (a predicate), and the re-read interval.
+type Poll<S> = (fn(&S) -> bool, Duration);
+
 /// Mirrors one kind of kernel object.
 pub struct StatusController<S: SpecType> {
     name: &'static str,
     host: SharedHost,
     dump: DumpFn<S>,
+    /// Objects whose state changes without netlink events, and how often to re-read them.
+    poll: Option<Poll<S>>,
+    /// Kinds whose changes say "re-read now" (a [`LinkRefresh`](crate::resource::LinkRefresh)).
+    triggers: &'static [Kind],
 }
 
 impl<S: SpecType> std::fmt::Debug for StatusController<S> {
@@ -34,7 +51,7 @@ impl<S: SpecType> Controller for StatusController<S> {
     }
 
     fn inputs(&self) -> Vec<Input> {
-        Vec::new()
+        self.triggers.iter().map(|k| Input::weak(Namespace::Network, *k)).collect()
     }
 
     fn outputs(&self) -> Vec<Output> {
@@ -43,6 +60,12 @@ impl<S: SpecType> Controller for StatusController<S> {
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
         let items = (self.dump)(&self.host)?;
+        let next = match self.poll {
+            Some((needs, every)) if items.iter().any(|(_, s)| needs(s)) => {
+                Next::At(ctx.now() + every)
+            }
+            _ => Next::Idle,
+        };
         let mut seen = BTreeSet::new();
         for (id, status) in items {
             // Two kernel objects can share a natural ID (ECMP routes); the first one is shown.
@@ -53,8 +76,22 @@ impl<S: SpecType> Controller for StatusController<S> {
             }
         }
         ctx.cleanup_untouched(Namespace::Network, S::KIND)?;
-        Ok(Next::Idle)
+        Ok(next)
     }
+}
+
+/// Links, with the WireGuard state of WireGuard links. A device that cannot be read (the
+/// link vanished between the dumps) keeps its link status without it, logged at debug.
+fn dump_links(host: &SharedHost) -> Result<Vec<(String, LinkStatus)>, HostError> {
+    let mut h = host.borrow_mut();
+    let mut links = h.links()?;
+    for (name, link) in links.iter_mut().filter(|(_, l)| l.kind == "wireguard") {
+        match h.wireguard(name) {
+            Ok(dev) => link.wireguard = Some(super::link_spec::wireguard::wireguard_status(&dev)),
+            Err(e) => log::debug!(target: "network.LinkStatusController", "{e}"),
+        }
+    }
+    Ok(links)
 }
 
 /// `LinkStatus`, by link name.
@@ -62,7 +99,9 @@ pub fn links(host: SharedHost) -> StatusController<LinkStatus> {
     StatusController {
         name: "network.LinkStatusController",
         host,
-        dump: |h| h.borrow_mut().links(),
+        dump: dump_links,
+        poll: Some((|l| l.kind == "wireguard", WIREGUARD_POLL)),
+        triggers: &[Kind::LinkRefresh],
     }
 }
 
@@ -72,6 +111,8 @@ pub fn addresses(host: SharedHost) -> StatusController<AddressStatus> {
         name: "network.AddressStatusController",
         host,
         dump: |h| Ok(h.borrow_mut().addresses()?.into_iter().map(|a| (a.id(), a)).collect()),
+        poll: None,
+        triggers: &[],
     }
 }
 
@@ -81,6 +122,8 @@ pub fn routes(host: SharedHost) -> StatusController<RouteStatus> {
         name: "network.RouteStatusController",
         host,
         dump: |h| Ok(h.borrow_mut().routes()?.into_iter().map(|r| (r.id(), r)).collect()),
+        poll: None,
+        triggers: &[],
     }
 }
 
@@ -97,6 +140,8 @@ pub fn rules(host: SharedHost) -> StatusController<RoutingRuleStatus> {
                 .map(|r| (crate::resource::routing_rule_id(r.family, r.priority), r))
                 .collect())
         },
+        poll: None,
+        triggers: &[],
     }
 }
 

@@ -32,6 +32,8 @@ pub struct ClientConfig {
     pub hostname: Option<String>,
     /// The route metric for the lease's routes (default [`DEFAULT_ROUTE_METRIC`]).
     pub route_metric: u32,
+    /// Never ask for (or take) a hostname (`skipHostnameRequest`).
+    pub skip_hostname_request: bool,
     /// A persisted lease: the client starts in INIT-REBOOT with it (RFC 2131 §3.2).
     pub previous_lease: Option<Lease>,
 }
@@ -44,6 +46,7 @@ impl ClientConfig {
             client_id: ClientIdentifier::Mac,
             hostname: None,
             route_metric: DEFAULT_ROUTE_METRIC,
+            skip_hostname_request: false,
             previous_lease: None,
         }
     }
@@ -122,7 +125,7 @@ pub enum Output {
 }
 
 /// A sans-IO DHCPv4 client (ARCHITECTURE §5).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Dhcp4Client {
     config: ClientConfig,
     state: Dhcp4State,
@@ -324,10 +327,10 @@ impl Dhcp4Client {
     // Packets
 
     fn on_packet(&mut self, now: Instant, bytes: &[u8], out: &mut Vec<Output>) {
-        let msg = match Message::from_bytes(bytes) {
+        let msg = match super::wire::decode(bytes) {
             Ok(msg) => msg,
             Err(err) => {
-                log::debug!("dhcp4: ignoring undecodable packet ({} bytes): {err}", bytes.len());
+                log::debug!("dhcp4: ignoring a packet of {} bytes: {err}", bytes.len());
                 return;
             }
         };
@@ -498,7 +501,9 @@ impl Dhcp4Client {
                 }
                 DhcpOption::NtpServers(n) => lease.ntp.clone_from(n),
                 // Only a hostname we asked for (TB §6.1: never send and accept at once).
-                DhcpOption::Hostname(h) if self.config.hostname.is_none() => {
+                DhcpOption::Hostname(h)
+                    if self.config.hostname.is_none() && !self.config.skip_hostname_request =>
+                {
                     lease.hostname = Some(h.clone());
                 }
                 DhcpOption::InterfaceMtu(m) => lease.mtu = Some(*m),
@@ -619,6 +624,7 @@ impl Dhcp4Client {
             Some(name) => {
                 msg.opts_mut().insert(DhcpOption::Hostname(name.clone()));
             }
+            None if self.config.skip_hostname_request => {}
             None => prl.push(12),
         }
         prl.extend([15, 26, 28, 42, 51, 54, 58, 59, 119, 121]);

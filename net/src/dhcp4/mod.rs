@@ -12,6 +12,7 @@
 mod client;
 mod lease;
 mod time;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -150,6 +150,22 @@ fn hostname_is_sent_and_not_requested_when_the_node_has_one() {
 }
 
 #[test]
+fn skip_hostname_request_neither_asks_nor_sends() {
+    let t0 = Instant::now();
+    let mut config = ClientConfig::new(MAC);
+    config.skip_hostname_request = true;
+    let mut c = Dhcp4Client::new(config, t0, 1);
+    let (discover, _) = only_send(&c.handle(t0, Input::Timer));
+    assert!(opt(&discover, OptionCode::Hostname).is_none());
+    let Some(DhcpOption::ParameterRequestList(prl)) =
+        opt(&discover, OptionCode::ParameterRequestList)
+    else {
+        panic!("no PRL")
+    };
+    assert!(!prl.contains(&OptionCode::Hostname));
+}
+
+#[test]
 fn duid_client_identifier_is_raw_bytes() {
     let t0 = Instant::now();
     let mut config = ClientConfig::new(MAC);
@@ -551,4 +567,83 @@ fn lease_to_specs_infinite_lease_is_permanent() {
     lease.lease_time = u32::MAX;
     let specs = lease_to_specs(&lease, "eth0", 1024, t0 + Duration::from_secs(5000));
     assert_eq!(specs.addresses[0].valid_lifetime, None);
+}
+
+/// An ACK whose lease options live in `file` and `sname` (option 52 = 3, RFC 2132 §9.3).
+fn overloaded_ack(req: &Message, overload: u8) -> Vec<u8> {
+    let mut m = Message::default();
+    m.set_opcode(Opcode::BootReply).set_xid(req.xid()).set_chaddr(req.chaddr()).set_yiaddr(YIADDR);
+    // file: subnet mask, router, lease time 1000; then end.
+    let mut file = vec![1, 4, 255, 255, 255, 0, 3, 4, 10, 0, 0, 1, 51, 4, 0, 0, 0x03, 0xe8, 255];
+    file.resize(128, 0);
+    // sname: DNS, and a second message type that must not override the real one.
+    let sname = vec![6, 4, 10, 0, 0, 53, 53, 1, 6, 255];
+    m.set_fname(&file).set_sname(&sname);
+    let o = m.opts_mut();
+    o.insert(DhcpOption::MessageType(MessageType::Ack));
+    o.insert(DhcpOption::ServerIdentifier(SERVER));
+    o.insert(DhcpOption::OptionOverload(overload));
+    m.to_vec().unwrap()
+}
+
+#[test]
+fn option_overload_is_honoured() {
+    let t0 = Instant::now();
+    let mut c = client(t0);
+    let (discover, _) = only_send(&c.handle(t0, Input::Timer));
+    let (request, _) =
+        only_send(&c.handle(t0, Input::Packet(&reply(&discover, MessageType::Offer, SERVER))));
+    // A bad overload value is refused as a whole.
+    assert!(c.handle(t0, Input::Packet(&overloaded_ack(&request, 7))).is_empty());
+    assert_eq!(c.state(), Dhcp4State::Requesting);
+    let out = c.handle(t0, Input::Packet(&overloaded_ack(&request, 3)));
+    let [Output::Bound(lease)] = out.as_slice() else { panic!("{out:?}") };
+    assert_eq!(lease.prefix_len, 24, "subnet mask from file");
+    assert_eq!(lease.routers, [SERVER], "router from file");
+    assert_eq!(lease.lease_time, 1000, "lease time from file");
+    assert_eq!(lease.dns, [Ipv4Addr::new(10, 0, 0, 53)], "DNS from sname");
+
+    // Overload 1 (file only): the sname options are not read.
+    let mut c = client(t0);
+    let (discover, _) = only_send(&c.handle(t0, Input::Timer));
+    let (request, _) =
+        only_send(&c.handle(t0, Input::Packet(&reply(&discover, MessageType::Offer, SERVER))));
+    let out = c.handle(t0, Input::Packet(&overloaded_ack(&request, 1)));
+    let [Output::Bound(lease)] = out.as_slice() else { panic!("{out:?}") };
+    assert_eq!(lease.lease_time, 1000);
+    assert!(lease.dns.is_empty());
+}
+
+#[test]
+fn wire_check_names_the_position() {
+    let mut m = Message::default();
+    m.opts_mut().insert(DhcpOption::MessageType(MessageType::Ack));
+    let mut bytes = m.to_vec().unwrap();
+    assert_eq!(wire::check(&bytes), Ok(()));
+    let end = bytes.iter().rposition(|b| *b == 255).unwrap();
+    bytes.truncate(end);
+    bytes.extend_from_slice(&[81, 1, 0, 255]);
+    assert_eq!(
+        wire::check(&bytes),
+        Err(wire::Wire4Error::BadLength {
+            code: 81,
+            offset: end,
+            len: 1,
+            area: wire::Area::Options
+        })
+    );
+    bytes.truncate(end);
+    bytes.extend_from_slice(&[6, 8, 1, 2]);
+    assert_eq!(
+        wire::check(&bytes),
+        Err(wire::Wire4Error::Overrun {
+            code: 6,
+            offset: end,
+            len: Some(8),
+            area: wire::Area::Options
+        })
+    );
+    bytes[236] = 0;
+    assert_eq!(wire::check(&bytes), Err(wire::Wire4Error::Cookie([0, 130, 83, 99])));
+    assert_eq!(wire::check(&bytes[..239]), Err(wire::Wire4Error::Short { len: 239 }));
 }

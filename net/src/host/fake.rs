@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{AddressOp, Host, HostError, HostErrorKind, LinkOp, NewLinkKind, RouteOp, RuleOp};
+use super::{
+    AddressOp, Host, HostError, HostErrorKind, LinkOp, NewLinkKind, RouteOp, RuleOp, WgDevice,
+    WgPeer, WgUpdate,
+};
 use crate::resource::{
     AddressStatus, HardwareAddr, LinkStatus, LinkType, RouteStatus, RoutingRuleStatus,
 };
@@ -33,6 +36,8 @@ pub struct FakeHost {
     /// Store every added route with this protocol instead: a kernel that does not keep what
     /// it is asked, so the diff never settles.
     pub rewrite_route_protocol: Option<crate::resource::RouteProtocol>,
+    /// WireGuard devices by link name.
+    pub wireguard: BTreeMap<String, WgDevice>,
     next_index: u32,
 }
 
@@ -122,8 +127,13 @@ impl Host for FakeHost {
                     NewLinkKind::Vlan { parent, .. } => ("vlan", *parent),
                     NewLinkKind::Bond(_) => ("bond", 0),
                     NewLinkKind::Bridge(_) => ("bridge", 0),
+                    NewLinkKind::Wireguard => ("wireguard", 0),
                 };
-                let index = self.add_link(name, LinkType::ETHER, kind_name);
+                let link_type = match kind {
+                    NewLinkKind::Wireguard => LinkType::NONE,
+                    _ => LinkType::ETHER,
+                };
+                let index = self.add_link(name, link_type, kind_name);
                 let link = self.link_mut(index, &text)?;
                 link.link_index = link_index;
                 if let Some(m) = mtu {
@@ -137,6 +147,9 @@ impl Host for FakeHost {
                     NewLinkKind::Bond(b) => link.bond_master = Some(b.clone()),
                     NewLinkKind::Bridge(b) => link.bridge_master = Some(b.clone()),
                     NewLinkKind::Dummy => {}
+                    NewLinkKind::Wireguard => {
+                        self.wireguard.insert(name.clone(), WgDevice::default());
+                    }
                     NewLinkKind::Veth { peer } => {
                         // Both ends exist at once; each one's IFLA_LINK is the other.
                         let peer_index = self.add_link(peer, LinkType::ETHER, "veth");
@@ -150,6 +163,7 @@ impl Host for FakeHost {
                     .name_of(*index)
                     .ok_or_else(|| err(text, HostErrorKind::NotFound, "no such device"))?;
                 let gone = self.links.remove(&name);
+                self.wireguard.remove(&name);
                 // The kernel takes a veth's peer and the VLANs on a link with it, and releases
                 // a master's ports.
                 let peer = gone.filter(|l| l.kind == "veth").map_or(0, |l| l.link_index);
@@ -260,6 +274,65 @@ impl Host for FakeHost {
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {
         self.log.push(format!("sethostname {hostname} {domainname}"));
         self.hostname = (hostname.to_owned(), domainname.to_owned());
+        Ok(())
+    }
+
+    fn wireguard(&mut self, name: &str) -> Result<WgDevice, HostError> {
+        self.wireguard.get(name).cloned().ok_or_else(|| {
+            err(format!("wireguard get {name}"), HostErrorKind::NotFound, "no such device")
+        })
+    }
+
+    fn wireguard_set(&mut self, name: &str, update: &WgUpdate) -> Result<(), HostError> {
+        let text = format!("wireguard set {name}");
+        let dev = self
+            .wireguard
+            .get_mut(name)
+            .ok_or_else(|| err(text.clone(), HostErrorKind::NotFound, "no such device"))?;
+        let mut changes = Vec::new();
+        if let Some(k) = update.private_key {
+            dev.private_key = Some(k);
+            dev.public_key = Some(crate::wireguard_keys::public_key(&k));
+            changes.push("private key".to_owned());
+        }
+        if let Some(p) = update.listen_port {
+            dev.listen_port = p;
+            changes.push(format!("port {p}"));
+        }
+        if let Some(m) = update.fwmark {
+            dev.fwmark = m;
+            changes.push(format!("fwmark {m:#x}"));
+        }
+        for u in &update.peers {
+            let key = u.public_key.to_base64();
+            let pos = dev.peers.iter().position(|p| p.public_key == u.public_key);
+            if u.remove {
+                changes.push(format!("remove {key}"));
+                if let Some(i) = pos {
+                    dev.peers.remove(i);
+                }
+                continue;
+            }
+            changes.push(format!("peer {key}"));
+            let i = pos.unwrap_or_else(|| {
+                dev.peers.push(WgPeer { public_key: u.public_key, ..WgPeer::default() });
+                dev.peers.len() - 1
+            });
+            let Some(p) = dev.peers.get_mut(i) else { continue };
+            if let Some(k) = u.preshared_key {
+                p.preshared_key = (!k.is_zero()).then_some(k);
+            }
+            if let Some(e) = u.endpoint {
+                p.endpoint = Some(e);
+            }
+            if let Some(k) = u.keepalive {
+                p.keepalive = k;
+            }
+            if let Some(ips) = &u.allowed_ips {
+                p.allowed_ips.clone_from(ips);
+            }
+        }
+        self.log.push(format!("{text}: {}", changes.join(", ")));
         Ok(())
     }
 

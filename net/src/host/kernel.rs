@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 
-use super::{AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, RouteOp, RuleOp};
+use super::{
+    AddressChange, AddressOp, Host, HostError, HostErrorKind, LinkOp, RouteOp, RuleOp, WgDevice,
+    WgUpdate,
+};
 use crate::netlink::{
     KernelAddress, KernelLink, KernelRoute, KernelRule, NewLink, NlError, NlErrorKind, RouteSocket,
-    FOREVER,
+    WireguardSocket, FOREVER,
 };
 use crate::resource::nethelpers::LinkFlags;
 use crate::resource::{AddressStatus, LinkStatus, RouteStatus, RoutingRuleStatus};
@@ -27,6 +30,8 @@ pub struct KernelHost {
     manage_hostname: bool,
     /// Index → name, refreshed by every link dump (addresses and routes carry only indexes).
     names: BTreeMap<u32, String>,
+    /// Opened with `sock`, so in the same namespace; the family is resolved on first use.
+    wireguard: WireguardSocket,
 }
 
 fn host_error(op: String, e: &NlError) -> HostError {
@@ -50,7 +55,9 @@ impl KernelHost {
     pub fn new(root: &Path, manage_hostname: bool) -> Result<Self, HostError> {
         let sock =
             RouteSocket::new().map_err(|e| host_error("open rtnetlink socket".into(), &e))?;
-        Ok(Self { sock, root: root.to_owned(), manage_hostname, names: BTreeMap::new() })
+        let wireguard = WireguardSocket::new()
+            .map_err(|e| host_error("open generic netlink socket".into(), &e))?;
+        Ok(Self { sock, root: root.to_owned(), manage_hostname, names: BTreeMap::new(), wireguard })
     }
 
     fn name_of(&self, index: u32) -> String {
@@ -97,6 +104,8 @@ pub fn kernel_link_to_status(l: &KernelLink) -> LinkStatus {
         vlan: l.vlan.clone(),
         bond_master: l.bond.clone(),
         bridge_master: l.bridge.clone(),
+        // Filled from generic netlink by the status controller (`crate::host::Host::wireguard`).
+        wireguard: None,
     }
 }
 
@@ -299,6 +308,17 @@ impl Host for KernelHost {
             ),
         };
         result.map_err(|e| host_error(text, &e))
+    }
+
+    fn wireguard(&mut self, name: &str) -> Result<WgDevice, HostError> {
+        let op = format!("wireguard get {name}");
+        self.wireguard.get_device(name).map_err(|e| host_error(op, &e))
+    }
+
+    fn wireguard_set(&mut self, name: &str, update: &WgUpdate) -> Result<(), HostError> {
+        let op = format!("wireguard set {name}");
+        log::debug!(target: "host", "{op}: {update:?}");
+        self.wireguard.set_device(name, update).map_err(|e| host_error(op, &e))
     }
 
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {

@@ -2,7 +2,7 @@
 //! Link merge (TB §3.3): field-wise, "a non-zero incoming value overrides".
 
 use super::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
-use crate::resource::network::{ConfigLayer, LinkSpec, LinkType};
+use crate::resource::network::{ConfigLayer, LinkSpec, LinkType, WireguardSpec};
 
 impl Layered for LinkSpec {
     // Field-wise merge records provenance per field; this list only documents the names.
@@ -22,6 +22,7 @@ impl Layered for LinkSpec {
         "bondMaster",
         "bridgeMaster",
         "veth",
+        "wireguard",
         "layer",
     ];
     fn natural_id(&self) -> String {
@@ -98,6 +99,7 @@ fn merge_into(dst: &mut LinkSpec, src: &LinkSpec, id: &str, provenance: &mut Pro
     overlay(&mut dst.veth, &src.veth, "veth", id, provenance);
     // Replaced as a whole when non-zero: no field-wise merge of bond options.
     overlay(&mut dst.bond_master, &src.bond_master, "bondMaster", id, provenance);
+    merge_wireguard(&mut dst.wireguard, &src.wireguard, id, provenance);
     // Talos checks `!= nil` here, not zero-ness: any given address replaces.
     if src.hardware_addr.is_some() {
         dst.hardware_addr.clone_from(&src.hardware_addr);
@@ -105,6 +107,42 @@ fn merge_into(dst: &mut LinkSpec, src: &LinkSpec, id: &str, provenance: &mut Pro
     }
     dst.layer = src.layer;
     provenance.set("layer", vec![id.to_owned()]);
+}
+
+/// Talos `WireguardSpec.Merge`: a zero base takes the incoming spec whole; otherwise the
+/// private key, listen port and firewall mark are overridden when non-zero and peers are
+/// appended when their public key is new (no per-peer merge). The result is normalized.
+fn merge_wireguard(
+    dst: &mut Option<WireguardSpec>,
+    src: &Option<WireguardSpec>,
+    id: &str,
+    provenance: &mut Provenance,
+) {
+    let Some(src) = src.as_ref().filter(|w| **w != WireguardSpec::default()) else {
+        return;
+    };
+    provenance.record("wireguard", id);
+    let Some(base) = dst.as_mut().filter(|w| **w != WireguardSpec::default()) else {
+        let mut whole = src.clone();
+        whole.normalize();
+        *dst = Some(whole);
+        return;
+    };
+    if !src.private_key.is_empty() {
+        base.private_key.clone_from(&src.private_key);
+    }
+    if src.listen_port != 0 {
+        base.listen_port = src.listen_port;
+    }
+    if src.firewall_mark != 0 {
+        base.firewall_mark = src.firewall_mark;
+    }
+    for peer in &src.peers {
+        if !base.peers.iter().any(|p| p.public_key == peer.public_key) {
+            base.peers.push(peer.clone());
+        }
+    }
+    base.normalize();
 }
 
 /// Merge layered link specs into one per link name (TB §3.3, Appendix B item 4).
@@ -151,7 +189,7 @@ mod tests {
     use crate::merge::test_support::{assert_fields_match, assert_order_independent};
     use crate::resource::network::{
         BondMasterSpec, BondMode, BondSlave, BridgeMasterSpec, BridgeSlave, HardwareAddr, VethSpec,
-        VlanSpec,
+        VlanSpec, WireguardPeer,
     };
 
     use ConfigLayer::*;
@@ -168,6 +206,22 @@ mod tests {
 
     fn bond(mode: BondMode, mii_mon: u32) -> Option<BondMasterSpec> {
         Some(BondMasterSpec { mode, mii_mon, ..BondMasterSpec::default() })
+    }
+
+    fn wg(key: &str, port: u16, mark: u32, peers: &[(&str, &str)]) -> Option<WireguardSpec> {
+        Some(WireguardSpec {
+            private_key: key.into(),
+            listen_port: port,
+            firewall_mark: mark,
+            peers: peers
+                .iter()
+                .map(|(pk, ip)| WireguardPeer {
+                    public_key: (*pk).into(),
+                    allowed_ips: vec![ip.parse().unwrap()],
+                    ..WireguardPeer::default()
+                })
+                .collect(),
+        })
     }
 
     struct Case {
@@ -258,6 +312,62 @@ mod tests {
                 }),
             },
             Case {
+                name: "wireguard: zero base takes the other whole, sorted",
+                inputs: vec![
+                    ("default/eth0", link(Default, |l| l.up = true)),
+                    (
+                        "operator/eth0",
+                        link(Operator, |l| {
+                            l.wireguard = wg(
+                                "k1",
+                                51820,
+                                0x20,
+                                &[("b", "10.0.0.2/32"), ("a", "10.0.0.1/32")],
+                            );
+                        }),
+                    ),
+                ],
+                want: link(Operator, |l| {
+                    l.up = true;
+                    l.wireguard =
+                        wg("k1", 51820, 0x20, &[("a", "10.0.0.1/32"), ("b", "10.0.0.2/32")]);
+                }),
+            },
+            Case {
+                name: "wireguard: non-zero fields override, only new peers appended",
+                inputs: vec![
+                    (
+                        "operator/eth0",
+                        link(Operator, |l| {
+                            l.wireguard = wg("k1", 51820, 0x20, &[("b", "10.0.0.2/32")]);
+                        }),
+                    ),
+                    (
+                        "configuration/eth0",
+                        link(Configuration, |l| {
+                            // Peer b's allowed IPs are not merged: the first b stays.
+                            l.wireguard =
+                                wg("k2", 0, 0x30, &[("b", "10.9.9.9/32"), ("a", "10.0.0.1/32")]);
+                        }),
+                    ),
+                ],
+                want: link(Configuration, |l| {
+                    l.wireguard =
+                        wg("k2", 51820, 0x30, &[("a", "10.0.0.1/32"), ("b", "10.0.0.2/32")]);
+                }),
+            },
+            Case {
+                name: "wireguard: a zero spec does not replace",
+                inputs: vec![
+                    ("operator/eth0", link(Operator, |l| l.wireguard = wg("k1", 1, 0, &[]))),
+                    (
+                        "configuration/eth0",
+                        link(Configuration, |l| l.wireguard = Some(WireguardSpec::default())),
+                    ),
+                ],
+                want: link(Configuration, |l| l.wireguard = wg("k1", 1, 0, &[])),
+            },
+            Case {
                 // No Talos tie-break inside a layer; ours is ID order, so `b` is merged last.
                 name: "same layer: merged in ID order",
                 inputs: vec![
@@ -339,6 +449,7 @@ mod tests {
             l.bond_master = Some(BondMasterSpec::default());
             l.bridge_master = Some(BridgeMasterSpec::default());
             l.veth = Some(VethSpec::default());
+            l.wireguard = wg("k", 1, 0, &[]);
         });
         assert_fields_match(LinkSpec::FIELDS, &full);
     }

@@ -31,6 +31,7 @@ impl LinkKind {
             LinkKind::Vlan { .. } => "vlan",
             LinkKind::Bond(_) => "bond",
             LinkKind::Bridge(_) => "bridge",
+            LinkKind::Wireguard => "wireguard",
         }
     }
 }
@@ -83,6 +84,8 @@ impl RouteSocket {
         }
         let info = match &link.kind {
             LinkKind::Dummy => vec![LinkInfo::Kind(InfoKind::Dummy)],
+            // Keys, port and peers go over generic netlink once the link exists.
+            LinkKind::Wireguard => vec![LinkInfo::Kind(InfoKind::Wireguard)],
             LinkKind::Veth { peer } => {
                 let mut p = LinkMessage::default();
                 p.attributes.push(LinkAttribute::IfName(peer.clone()));

@@ -34,9 +34,10 @@ mod route;
 mod rule;
 mod socket;
 mod watch;
+mod wireguard;
 
 #[cfg(test)]
-mod testns;
+pub(crate) mod testns;
 #[cfg(test)]
 mod tests;
 
@@ -48,3 +49,4 @@ pub use route::KernelRoute;
 pub use rule::KernelRule;
 pub use socket::RouteSocket;
 pub use watch::{Changes, Event, Watcher};
+pub use wireguard::{pack_set_device, WireguardSocket, SET_DEVICE_BUDGET};

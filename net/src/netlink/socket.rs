@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //! [`RouteSocket`]: a blocking `NETLINK_ROUTE` socket with sequence numbers, extended acks and
-//! a request/dump loop that maps every failure to an [`NlError`].
+//! a request/dump loop that maps every failure to an [`NlError`]. The loop itself
+//! ([`NlSocket`]) is generic over the message type, so the generic netlink families
+//! (`super::wireguard`) share it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use log::{trace, warn};
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator, NLM_F_ACK,
-    NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    NetlinkSerializable, NlasIterator, NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP,
+    NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -33,10 +36,14 @@ const NLMSGERR_ATTR_MSG: u16 = 1;
 /// How often a dump that the kernel flags `NLM_F_DUMP_INTR` is restarted before giving up.
 const DUMP_ATTEMPTS: u32 = 5;
 
-/// Opens a `NETLINK_ROUTE` socket in the calling thread's network namespace, bound to a
+/// Opens a netlink socket of `protocol` in the calling thread's network namespace, bound to a
 /// kernel-assigned port, with a receive buffer of at least `rcvbuf` bytes.
-pub(crate) fn open(op: &'static str, rcvbuf: usize) -> Result<(Socket, u32), NlError> {
-    let mut sock = Socket::new(NETLINK_ROUTE).map_err(|e| NlError::io(op, "socket", e))?;
+pub(crate) fn open(
+    op: &'static str,
+    protocol: isize,
+    rcvbuf: usize,
+) -> Result<(Socket, u32), NlError> {
+    let mut sock = Socket::new(protocol).map_err(|e| NlError::io(op, "socket", e))?;
     let addr = sock.bind_auto().map_err(|e| NlError::io(op, "bind", e))?;
     // SO_RCVBUFFORCE ignores net.core.rmem_max but needs CAP_NET_ADMIN, which PID 1 has; fall
     // back to the capped SO_RCVBUF so that unprivileged tests still get a working socket.
@@ -58,27 +65,19 @@ pub(crate) fn open(op: &'static str, rcvbuf: usize) -> Result<(Socket, u32), NlE
 /// The socket is not `Sync`: a request and its replies must not interleave with another's.
 #[derive(Debug)]
 pub struct RouteSocket {
-    sock: Socket,
-    port: u32,
-    seq: u32,
-    buf: Vec<u8>,
+    inner: NlSocket,
 }
 
 impl RouteSocket {
     /// Opens a socket in the calling thread's current network namespace.
     pub fn new() -> Result<Self, NlError> {
-        let op = "open";
-        let (sock, port) = open(op, RCVBUF)?;
-        sock.set_netlink_get_strict_chk(true)
-            .map_err(|e| NlError::io(op, "NETLINK_GET_STRICT_CHK", e))?;
-        sock.set_ext_ack(true).map_err(|e| NlError::io(op, "NETLINK_EXT_ACK", e))?;
-        sock.set_cap_ack(true).map_err(|e| NlError::io(op, "NETLINK_CAP_ACK", e))?;
-        Ok(Self { sock, port, seq: 0, buf: Vec::with_capacity(RECV_BUF) })
+        let inner = NlSocket::new(NETLINK_ROUTE, true)?;
+        Ok(Self { inner })
     }
 
     /// The netlink port id the kernel assigned to this socket.
     pub fn port(&self) -> u32 {
-        self.port
+        self.inner.port
     }
 
     /// Sends `msg` with `NLM_F_REQUEST | NLM_F_ACK | flags` and waits for its ack.
@@ -92,10 +91,7 @@ impl RouteSocket {
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        let seq = self.send(op, target, msg, flags)?;
-        let mut replies = Vec::new();
-        self.receive(op, target, seq, &mut replies)?;
-        Ok(replies)
+        self.inner.request(op, target, msg, flags)
     }
 
     /// Sends `msg` as a dump request and collects every reply until `NLMSG_DONE`.
@@ -108,10 +104,68 @@ impl RouteSocket {
         op: &'static str,
         msg: RouteNetlinkMessage,
     ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        self.inner.dump(op, "", msg)
+    }
+}
+
+/// The request/reply loop of any netlink protocol: sequence numbers, acks, extended acks,
+/// multi-part dumps. Message types are per call, so one socket serves several generic
+/// netlink families (the controller and the family it resolves).
+#[derive(Debug)]
+pub(crate) struct NlSocket {
+    sock: Socket,
+    port: u32,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl NlSocket {
+    /// Opens a socket of `protocol` in the calling thread's network namespace, with extended
+    /// and capped acks, and strict dump checking when `strict` (rtnetlink only: generic
+    /// netlink families parse their own dump requests).
+    pub(crate) fn new(protocol: isize, strict: bool) -> Result<Self, NlError> {
+        let op = "open";
+        let (sock, port) = open(op, protocol, RCVBUF)?;
+        if strict {
+            sock.set_netlink_get_strict_chk(true)
+                .map_err(|e| NlError::io(op, "NETLINK_GET_STRICT_CHK", e))?;
+        }
+        sock.set_ext_ack(true).map_err(|e| NlError::io(op, "NETLINK_EXT_ACK", e))?;
+        sock.set_cap_ack(true).map_err(|e| NlError::io(op, "NETLINK_CAP_ACK", e))?;
+        Ok(Self { sock, port, seq: 0, buf: Vec::with_capacity(RECV_BUF) })
+    }
+
+    /// See [`RouteSocket::request`].
+    pub(crate) fn request<M>(
+        &mut self,
+        op: &'static str,
+        target: &str,
+        msg: M,
+        flags: u16,
+    ) -> Result<Vec<M>, NlError>
+    where
+        M: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug,
+    {
+        let seq = self.send(op, target, msg, flags)?;
+        let mut replies = Vec::new();
+        self.receive(op, target, seq, &mut replies)?;
+        Ok(replies)
+    }
+
+    /// See [`RouteSocket::dump`].
+    pub(crate) fn dump<M>(
+        &mut self,
+        op: &'static str,
+        target: &str,
+        msg: M,
+    ) -> Result<Vec<M>, NlError>
+    where
+        M: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug + Clone,
+    {
         for _ in 0..DUMP_ATTEMPTS {
-            let seq = self.send(op, "", msg.clone(), NLM_F_DUMP)?;
+            let seq = self.send(op, target, msg.clone(), NLM_F_DUMP)?;
             let mut replies = Vec::new();
-            if !self.receive(op, "", seq, &mut replies)? {
+            if !self.receive(op, target, seq, &mut replies)? {
                 trace!(target: "netlink", "{op}: {} messages", replies.len());
                 return Ok(replies);
             }
@@ -120,18 +174,21 @@ impl RouteSocket {
         Err(NlError::DumpInterrupted { op, attempts: DUMP_ATTEMPTS })
     }
 
-    fn send(
+    fn send<M>(
         &mut self,
         op: &'static str,
         target: &str,
-        msg: RouteNetlinkMessage,
+        msg: M,
         flags: u16,
-    ) -> Result<u32, NlError> {
+    ) -> Result<u32, NlError>
+    where
+        M: NetlinkSerializable + std::fmt::Debug,
+    {
         self.seq = self.seq.wrapping_add(1);
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
         header.sequence_number = self.seq;
-        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
+        let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
         packet.finalize();
         let mut bytes = vec![0u8; packet.buffer_len()];
         packet.serialize(&mut bytes);
@@ -149,13 +206,16 @@ impl RouteSocket {
     /// Reads datagrams until the reply to `seq` is complete (ack, error or `NLMSG_DONE`),
     /// pushing its data messages to `out`. Returns whether any message carried
     /// `NLM_F_DUMP_INTR`.
-    fn receive(
+    fn receive<M>(
         &mut self,
         op: &'static str,
         target: &str,
         seq: u32,
-        out: &mut Vec<RouteNetlinkMessage>,
-    ) -> Result<bool, NlError> {
+        out: &mut Vec<M>,
+    ) -> Result<bool, NlError>
+    where
+        M: NetlinkDeserializable + std::fmt::Debug,
+    {
         let mut interrupted = false;
         loop {
             // ENOBUFS here means replies were dropped: the outcome is unknown, the error is
@@ -179,7 +239,7 @@ impl RouteSocket {
                     continue;
                 }
                 interrupted |= msg_flags & NLM_F_DUMP_INTR != 0;
-                let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&data[..msg_len])
+                let parsed = NetlinkMessage::<M>::deserialize(&data[..msg_len])
                     .map_err(|e| NlError::decode(op, target, e))?;
                 match parsed.payload {
                     NetlinkPayload::InnerMessage(m) => {
@@ -223,13 +283,13 @@ impl RouteSocket {
 
 impl AsFd for RouteSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.sock.as_fd()
+        self.inner.sock.as_fd()
     }
 }
 
 impl AsRawFd for RouteSocket {
     fn as_raw_fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
+        self.inner.sock.as_raw_fd()
     }
 }
 

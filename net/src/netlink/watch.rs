@@ -115,7 +115,7 @@ impl Watcher {
     /// Opens the socket in the calling thread's network namespace and joins the groups.
     pub fn new() -> Result<Self, NlError> {
         let op = "watch";
-        let (sock, _) = open(op, WATCH_RCVBUF)?;
+        let (sock, _) = open(op, netlink_sys::protocols::NETLINK_ROUTE, WATCH_RCVBUF)?;
         for g in GROUPS {
             sock.add_membership(g).map_err(|e| NlError::io(op, format!("group {g}"), e))?;
         }

@@ -7,21 +7,21 @@
 //! lease replaces exactly the old lease's specs and a stopped operator leaves nothing behind.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
-
-use super::dhcp4_socket::{PacketSocket, UdpSender};
+use super::dhcp4_socket::PacketSocket;
+use super::dhcp6_socket::Dhcp6Socket;
+use super::engine::{Engine, Event, Input, Lease, Recv};
+use super::leases;
 use super::plan::{self, Want};
-use super::{frame, leases};
-use crate::dhcp4::{self, ClientConfig, Destination, Dhcp4Client, Dhcp4State, Lease};
+use crate::dhcp4::{self, Dhcp4Client};
+use crate::dhcp6::{self, Dhcp6Client, DuidConfig};
 use crate::resource::{
-    layered_id, operator_output_id, HostnameStatus, Kind, LayerSpecs, LinkStatus, LinkView,
-    Namespace, Operator, OperatorSpec, OperatorStatus, SpecType, HOSTNAME_ID, RESOLVER_ID,
-    TIMESERVER_ID,
+    layered_id, operator_output_id, AddressFlags, AddressStatus, HostnameStatus, Kind, LayerSpecs,
+    LinkStatus, LinkView, Namespace, Operator, OperatorSpec, OperatorStatus, SpecType, HOSTNAME_ID,
+    RESOLVER_ID, TIMESERVER_ID,
 };
 use crate::runtime::Runtime;
 
@@ -31,23 +31,16 @@ pub const SOURCE: &str = "operator";
 pub const FIRST_TOKEN: u64 = 1 << 40;
 /// How long to wait before retrying an operator whose socket could not be opened.
 const START_RETRY: Duration = Duration::from_secs(5);
-/// The largest frame read: an Ethernet MTU; larger DHCP messages are not accepted (option 57).
+/// The largest datagram read: an Ethernet MTU; larger DHCP messages are not accepted.
 const FRAME_BUF: usize = 1536;
-
-/// A running DHCPv4 client and its sockets.
-#[derive(Debug)]
-struct Dhcp4Io {
-    client: Dhcp4Client,
-    socket: PacketSocket,
-    /// The unicast sender, while a lease exists.
-    sender: Option<UdpSender>,
-}
+/// The operators this manager runs (VIP is not one of them yet).
+const KINDS: [Operator; 2] = [Operator::Dhcp4, Operator::Dhcp6];
 
 #[derive(Debug)]
 struct Running {
     want: Want,
     token: u64,
-    io: Dhcp4Io,
+    engine: Engine,
     /// `(kind, id)` of every spec written for the current lease.
     written: BTreeSet<(Kind, String)>,
     status: OperatorStatus,
@@ -65,6 +58,23 @@ pub struct Operators {
     new_tokens: Vec<u64>,
 }
 
+/// The log target of an operator: its protocol.
+fn target(want: &Want) -> &'static str {
+    match want.spec.operator {
+        Operator::Dhcp6 => "dhcp6",
+        _ => "dhcp4",
+    }
+}
+
+/// Whether `link` has a link-local IPv6 address that has left DAD.
+fn link_local_ready(addresses: &[(&str, &AddressStatus)], link: &str) -> bool {
+    addresses.iter().any(|(_, a)| {
+        a.link_name == link
+            && matches!(a.address.addr(), std::net::IpAddr::V6(ip) if ip.is_unicast_link_local())
+            && !a.flags.contains(AddressFlags::TENTATIVE)
+    })
+}
+
 impl Operators {
     /// No operators yet; leases are kept in `state_dir` when there is one.
     pub fn new(state_dir: Option<PathBuf>) -> Self {
@@ -78,16 +88,22 @@ impl Operators {
     }
 
     /// Start, stop and restart operators to match the store; tell engines about carrier
-    /// changes. Returns whether it wrote anything (the runtime then has work).
+    /// and link-local changes. Returns whether it wrote anything (the runtime then has work).
     pub fn sync(&mut self, rt: &mut Runtime, now: Instant) -> bool {
-        let wants = {
+        let (wants, ready_links) = {
             let store = rt.store();
             let links = LinkView::new(store.list_specs::<LinkStatus>(Namespace::Network));
-            plan::wanted(
-                store.list_specs::<OperatorSpec>(Namespace::Network),
-                &links,
-                &[Operator::Dhcp4],
-            )
+            let wants =
+                plan::wanted(store.list_specs::<OperatorSpec>(Namespace::Network), &links, &KINDS);
+            let addresses: Vec<(&str, &AddressStatus)> =
+                store.list_specs::<AddressStatus>(Namespace::Network).collect();
+            let ready: BTreeSet<String> = wants
+                .iter()
+                .filter(|w| w.spec.operator == Operator::Dhcp6)
+                .filter(|w| link_local_ready(&addresses, &w.spec.link_name))
+                .map(|w| w.spec.link_name.clone())
+                .collect();
+            (wants, ready)
         };
         let wanted_ids: BTreeSet<&str> = wants.iter().map(|w| w.id.as_str()).collect();
         let mut wrote = false;
@@ -102,7 +118,7 @@ impl Operators {
             .collect();
         for id in stale {
             if let Some(r) = self.running.remove(&id) {
-                log::info!(target: "dhcp4", "{id}: stopped");
+                log::info!(target: target(&r.want), "{id}: stopped");
                 wrote |= forget_all(rt, &id, r.written);
                 wrote |=
                     rt.remove_input(SOURCE, Namespace::Network, Kind::OperatorStatus, &id).is_ok();
@@ -110,71 +126,103 @@ impl Operators {
         }
         self.retry.retain(|id, _| wanted_ids.contains(id.as_str()));
         for want in wants {
+            let ready = want.up && ready_links.contains(&want.spec.link_name);
             match self.running.get_mut(&want.id) {
-                Some(r) if r.want.up != want.up => {
-                    let input = if want.up { dhcp4::Input::LinkUp } else { dhcp4::Input::LinkDown };
-                    log::info!(target: "dhcp4", "{}: link {}", want.id, if want.up { "up" } else { "down" });
-                    r.want.up = want.up;
-                    let out = r.io.client.handle(now, input);
-                    wrote |= self.apply(rt, &want.id, out, now);
+                Some(r) => {
+                    let mut inputs = Vec::new();
+                    if r.want.up != want.up {
+                        log::info!(target: target(&want), "{}: link {}", want.id, if want.up { "up" } else { "down" });
+                        r.want.up = want.up;
+                        inputs.push(if want.up { Input::LinkUp } else { Input::LinkDown });
+                    }
+                    if ready && (r.engine.needs_link_local() || !inputs.is_empty()) {
+                        inputs.push(Input::LinkLocalReady);
+                    }
+                    for input in inputs {
+                        wrote |= self.step(rt, &want.id, input, now);
+                    }
                 }
-                Some(_) => {}
                 None if self.retry.get(&want.id).is_some_and(|at| now < *at) => {}
-                None => wrote |= self.start(rt, want, now),
+                None => wrote |= self.start(rt, want, ready, now),
             }
         }
         wrote |= self.tick(rt, now);
         wrote
     }
 
-    fn start(&mut self, rt: &mut Runtime, want: Want, now: Instant) -> bool {
-        let socket = match PacketSocket::open(want.index) {
-            Ok(s) => s,
+    fn open(&self, rt: &Runtime, want: &Want, now: Instant) -> Result<Engine, String> {
+        let hostname = rt
+            .store()
+            .get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
+            .map(|h| h.hostname.clone())
+            .filter(|h| !h.is_empty());
+        let seed = seed(&want.mac, want.index);
+        match want.spec.operator {
+            Operator::Dhcp6 => {
+                let settings = want.spec.dhcp6.clone().unwrap_or_default();
+                let socket = Dhcp6Socket::open(&want.spec.link_name, want.index)
+                    .map_err(|e| e.to_string())?;
+                let mut config = dhcp6::ClientConfig::new(want.mac);
+                config.duid = DuidConfig::from_client_identifier(&settings.client_identifier);
+                config.hostname = hostname;
+                let client = Box::new(Dhcp6Client::new(config, now, seed));
+                Ok(Engine::V6 { client, socket, link_local_ready: false })
+            }
+            _ => {
+                let settings = want.spec.dhcp4.clone().unwrap_or_default();
+                let socket = PacketSocket::open(want.index).map_err(|e| e.to_string())?;
+                let mut config = dhcp4::ClientConfig::new(want.mac);
+                config.client_id = settings.client_identifier;
+                config.route_metric = settings.route_metric;
+                config.skip_hostname_request = settings.skip_hostname_request;
+                config.hostname = hostname;
+                config.previous_lease = self
+                    .state_dir
+                    .as_deref()
+                    .and_then(|d| leases::load(d, &want.spec.link_name, &want.mac));
+                let client = Box::new(Dhcp4Client::new(config, now, seed));
+                Ok(Engine::V4 { client, socket, sender: None })
+            }
+        }
+    }
+
+    fn start(
+        &mut self,
+        rt: &mut Runtime,
+        want: Want,
+        link_local_ready: bool,
+        now: Instant,
+    ) -> bool {
+        let engine = match self.open(rt, &want, now) {
+            Ok(e) => e,
             Err(e) => {
-                log::warn!(target: "dhcp4", "{}: {e}; retrying in {} s", want.id, START_RETRY.as_secs());
+                log::warn!(target: target(&want), "{}: {e}; retrying in {} s", want.id, START_RETRY.as_secs());
                 self.retry.insert(want.id, now + START_RETRY);
                 return false;
             }
         };
         self.retry.remove(&want.id);
-        let settings = want.spec.dhcp4.clone().unwrap_or_default();
-        let mut config = ClientConfig::new(want.mac);
-        config.client_id = settings.client_identifier;
-        config.route_metric = settings.route_metric;
-        config.hostname = rt
-            .store()
-            .get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
-            .map(|h| h.hostname.clone())
-            .filter(|h| !h.is_empty());
-        config.previous_lease = self
-            .state_dir
-            .as_deref()
-            .and_then(|d| leases::load(d, &want.spec.link_name, &want.mac));
-        let seed = seed(&want.mac, want.index);
-        let mut client = Dhcp4Client::new(config, now, seed);
         let token = self.next_token;
         self.next_token += 1;
         self.new_tokens.push(token);
-        log::info!(target: "dhcp4", "{}: started ({})", want.id, if client.state() == Dhcp4State::InitReboot { "INIT-REBOOT with the saved lease" } else { "INIT" });
-        let first = if want.up { Vec::new() } else { client.handle(now, dhcp4::Input::LinkDown) };
+        let how = if engine.rebooting() { "INIT-REBOOT with the saved lease" } else { "INIT" };
+        log::info!(target: target(&want), "{}: started ({how})", want.id);
         let id = want.id.clone();
+        let up = want.up;
         let status = OperatorStatus {
-            operator: Operator::Dhcp4,
+            operator: want.spec.operator,
             link_name: want.spec.link_name.clone(),
             ..OperatorStatus::default()
         };
-        self.running.insert(
-            id.clone(),
-            Running {
-                want,
-                token,
-                io: Dhcp4Io { client, socket, sender: None },
-                written: BTreeSet::new(),
-                status,
-            },
-        );
-        self.apply(rt, &id, first, now);
-        true
+        self.running
+            .insert(id.clone(), Running { want, token, engine, written: BTreeSet::new(), status });
+        let mut wrote = true;
+        if !up {
+            wrote |= self.step(rt, &id, Input::LinkDown, now);
+        } else if link_local_ready {
+            wrote |= self.step(rt, &id, Input::LinkLocalReady, now);
+        }
+        wrote
     }
 
     /// Tokens of newly opened sockets, to add to the event loop with [`Operators::fd`].
@@ -184,7 +232,7 @@ impl Operators {
 
     /// The socket behind `token`.
     pub fn fd(&self, token: u64) -> Option<BorrowedFd<'_>> {
-        self.running.values().find(|r| r.token == token).map(|r| r.io.socket.as_fd())
+        self.running.values().find(|r| r.token == token).map(|r| r.engine.fd())
     }
 
     /// Whether `token` is an operator socket's.
@@ -194,7 +242,7 @@ impl Operators {
 
     /// The earliest engine deadline or start retry.
     pub fn poll_at(&self) -> Option<Instant> {
-        let engines = self.running.values().filter_map(|r| r.io.client.poll_at());
+        let engines = self.running.values().filter_map(|r| r.engine.poll_at());
         engines.chain(self.retry.values().copied()).min()
     }
 
@@ -203,15 +251,12 @@ impl Operators {
         let due: Vec<String> = self
             .running
             .iter()
-            .filter(|(_, r)| r.io.client.poll_at().is_some_and(|at| at <= now))
+            .filter(|(_, r)| r.engine.poll_at().is_some_and(|at| at <= now))
             .map(|(id, _)| id.clone())
             .collect();
         let mut wrote = false;
         for id in due {
-            if let Some(r) = self.running.get_mut(&id) {
-                let out = r.io.client.handle(now, dhcp4::Input::Timer);
-                wrote |= self.apply(rt, &id, out, now);
-            }
+            wrote |= self.step(rt, &id, Input::Timer, now);
         }
         wrote
     }
@@ -227,24 +272,20 @@ impl Operators {
         let mut wrote = false;
         loop {
             let Some(r) = self.running.get_mut(&id) else { return wrote };
-            let (len, checksum_ready) = match r.io.socket.recv(&mut buf) {
-                Ok(Some(got)) => got,
+            let payload = match r.engine.recv(&mut buf) {
+                Ok(Some(range)) => range,
                 Ok(None) => return wrote,
-                Err(e) => {
-                    log::warn!(target: "dhcp4", "{id}: {e}");
+                Err(Recv::Skip(why)) => {
+                    log::debug!(target: target(&r.want), "{id}: ignoring {why}");
+                    continue;
+                }
+                Err(Recv::Socket(e)) => {
+                    log::warn!(target: target(&r.want), "{id}: {e}");
                     return wrote;
                 }
             };
-            let frame = buf.get(..len).unwrap_or_default();
-            let payload = match frame::dhcp_payload(frame, checksum_ready) {
-                Ok(p) => p,
-                Err(e) => {
-                    log::debug!(target: "dhcp4", "{id}: ignoring a {len}-byte frame: {e}");
-                    continue;
-                }
-            };
-            let out = r.io.client.handle(now, dhcp4::Input::Packet(payload));
-            wrote |= self.apply(rt, &id, out, now);
+            let bytes = buf.get(payload).unwrap_or_default();
+            wrote |= self.step(rt, &id, Input::Packet(bytes), now);
         }
     }
 
@@ -253,99 +294,104 @@ impl Operators {
     pub fn shutdown(&mut self, rt: &mut Runtime, now: Instant, release: bool) {
         let ids: Vec<String> = self.running.keys().cloned().collect();
         for id in ids {
-            if let Some(r) = self.running.get_mut(&id) {
-                let out = r.io.client.handle(now, dhcp4::Input::Shutdown { release });
-                self.apply(rt, &id, out, now);
+            self.step(rt, &id, Input::Shutdown { release }, now);
+        }
+    }
+
+    /// Feed one input to operator `id` and carry out what it asks. An engine that panics is
+    /// stopped (its specs go) and started afresh after [`START_RETRY`], like a failing
+    /// controller.
+    fn step(&mut self, rt: &mut Runtime, id: &str, input: Input<'_>, now: Instant) -> bool {
+        let Some(r) = self.running.get_mut(id) else { return false };
+        match guarded(id, || r.engine.handle(now, input)) {
+            Some(events) => self.apply(rt, id, events, now),
+            None => {
+                let Some(r) = self.running.remove(id) else { return false };
+                log::error!(target: target(&r.want), "{id}: restarting in {} s", START_RETRY.as_secs());
+                self.retry.insert(id.to_owned(), now + START_RETRY);
+                let removed = forget_all(rt, id, r.written);
+                rt.remove_input(SOURCE, Namespace::Network, Kind::OperatorStatus, id).is_ok()
+                    || removed
             }
         }
     }
 
-    /// Carry out an engine's outputs. Returns whether anything was written.
-    fn apply(
-        &mut self,
-        rt: &mut Runtime,
-        id: &str,
-        outputs: Vec<dhcp4::Output>,
-        now: Instant,
-    ) -> bool {
+    /// Carry out an engine's events. Returns whether anything was written.
+    fn apply(&mut self, rt: &mut Runtime, id: &str, events: Vec<Event>, now: Instant) -> bool {
         let Some(r) = self.running.get_mut(id) else { return false };
         let link = r.want.spec.link_name.clone();
+        let log_target = target(&r.want);
         let mut wrote = false;
-        for output in outputs {
-            match output {
-                dhcp4::Output::Send { packet, to } => {
-                    // Only a client that holds its address sends from it: RENEWING to the
-                    // server, REBINDING to everyone. The rest goes out from 0.0.0.0.
-                    let from_lease = match to {
-                        Destination::Unicast(server) => Some(server),
-                        Destination::Broadcast if r.io.client.state() == Dhcp4State::Rebinding => {
-                            Some(Ipv4Addr::BROADCAST)
-                        }
-                        Destination::Broadcast => None,
-                    };
-                    let sent = match from_lease {
-                        Some(dst) => {
-                            let lease_addr = r.io.client.lease().map(|l| l.address);
-                            if r.io.sender.as_ref().map(|s| s.addr) != lease_addr {
-                                r.io.sender = lease_addr.and_then(|a| {
-                                    UdpSender::open(&link, a)
-                                        .map_err(|e| log::warn!(target: "dhcp4", "{id}: {e}"))
-                                        .ok()
-                                });
-                            }
-                            match &r.io.sender {
-                                Some(s) => s.send_to(dst, &packet),
-                                None => r.io.socket.send_broadcast(&packet),
-                            }
-                        }
-                        None => r.io.socket.send_broadcast(&packet),
-                    };
+        for event in events {
+            match event {
+                Event::Send4 { .. } | Event::Send6(_) => {
                     // A lost send is a lost packet: the engine retransmits on its own schedule.
-                    if let Err(e) = sent {
-                        log::debug!(target: "dhcp4", "{id}: {e}");
+                    if let Err(e) = r.engine.send(&link, &event) {
+                        log::debug!(target: log_target, "{id}: {e}");
                     }
                 }
-                dhcp4::Output::Bound(lease) => {
-                    let renewal = r.status.address == Some(IpNet::V4(lease.network()));
-                    if renewal {
-                        log::info!(target: "dhcp4", "{id}: renewed {} for {} s", lease.network(), lease.lease_time);
+                Event::Bound(lease) => {
+                    let network = lease.network();
+                    if r.status.address == Some(network) {
+                        log::info!(target: log_target, "{id}: renewed {network} for {} s", lease.seconds().unwrap_or(u32::MAX));
                     } else {
-                        log::info!(target: "dhcp4", "{id}: bound {} from {} for {} s", lease.network(), lease.server_id, lease.lease_time);
+                        let from = lease.server().map(|s| format!(" from {s}")).unwrap_or_default();
+                        log::info!(target: log_target, "{id}: bound {network}{from} for {} s", lease.seconds().unwrap_or(u32::MAX));
                     }
-                    let specs =
-                        dhcp4::lease_to_specs(&lease, &link, r.io.client.route_metric(), now);
+                    let specs = lease.specs(&link, r.engine.route_metric(), now);
                     wrote |= write_all(rt, id, specs, &mut r.written);
-                    if let Some(dir) = &self.state_dir {
-                        if let Err(e) = leases::save(dir, &link, &r.want.mac, &lease) {
-                            log::warn!(target: "dhcp4", "{id}: saving the lease: {e}");
+                    if let (Some(dir), Lease::V4(l)) = (&self.state_dir, &lease) {
+                        if let Err(e) = leases::save(dir, &link, &r.want.mac, l) {
+                            log::warn!(target: log_target, "{id}: saving the lease: {e}");
                         }
                     }
                     r.status.reason.clear();
-                    set_lease(&mut r.status, Some(&lease));
+                    r.status.address = Some(network);
+                    r.status.server = lease.server();
+                    r.status.lease_seconds = lease.seconds();
                 }
-                dhcp4::Output::Expired => {
-                    log::warn!(target: "dhcp4", "{id}: lease of {} ended; removing its address and routes", r.status.address.map(|a| a.to_string()).unwrap_or_default());
+                Event::Expired => {
+                    let what = r.status.address.map(|a| a.to_string()).unwrap_or_default();
+                    log::warn!(target: log_target, "{id}: lease of {what} ended; removing its address and routes");
                     wrote |= forget_all(rt, id, std::mem::take(&mut r.written));
-                    r.io.sender = None;
-                    if let Some(dir) = &self.state_dir {
+                    r.engine.lease_gone();
+                    if let (Some(dir), Operator::Dhcp4) = (&self.state_dir, r.want.spec.operator) {
                         if let Err(e) = leases::forget(dir, &link) {
-                            log::warn!(target: "dhcp4", "{id}: {e}");
+                            log::warn!(target: log_target, "{id}: {e}");
                         }
                     }
-                    set_lease(&mut r.status, None);
+                    r.status.address = None;
+                    r.status.server = None;
+                    r.status.lease_seconds = None;
                 }
-                dhcp4::Output::Status(reason) => {
+                Event::Status(reason) => {
                     if r.status.reason != reason {
-                        log::warn!(target: "dhcp4", "{id}: {reason}");
+                        log::warn!(target: log_target, "{id}: {reason}");
                         r.status.reason = reason.to_owned();
                     }
                 }
             }
         }
-        r.status.state = state_name(r.io.client.state()).to_owned();
+        r.status.state = r.engine.state_name().to_owned();
         let status = r.status.clone();
         wrote |= rt.put_input(SOURCE, Namespace::Network, id, status).is_ok();
         wrote
+    }
+}
+
+/// Run one engine step, catching a panic: one operator's bug must not take PID 1 down.
+fn guarded<T>(id: &str, step: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)) {
+        Ok(out) => Some(out),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            log::error!(target: "operator", "{id}: the client panicked: {what}");
+            None
+        }
     }
 }
 
@@ -363,27 +409,6 @@ fn seed(mac: &[u8; 6], index: u32) -> u64 {
     let mut mac8 = [0u8; 8];
     mac8[..6].copy_from_slice(mac);
     random ^ clock.rotate_left(17) ^ u64::from_ne_bytes(mac8) ^ u64::from(index).rotate_left(48)
-}
-
-fn set_lease(status: &mut OperatorStatus, lease: Option<&Lease>) {
-    status.address = lease.map(|l| IpNet::V4(l.network()));
-    status.server = lease.map(|l| IpAddr::V4(l.server_id));
-    status.lease_seconds = lease.filter(|l| !l.is_infinite()).map(|l| l.lease_time);
-}
-
-fn state_name(state: Dhcp4State) -> &'static str {
-    match state {
-        Dhcp4State::Init => "init",
-        Dhcp4State::Selecting => "selecting",
-        Dhcp4State::Requesting => "requesting",
-        Dhcp4State::Bound => "bound",
-        Dhcp4State::Renewing => "renewing",
-        Dhcp4State::Rebinding => "rebinding",
-        Dhcp4State::InitReboot => "init-reboot",
-        Dhcp4State::Rebooting => "rebooting",
-        Dhcp4State::LinkDown => "link-down",
-        Dhcp4State::Stopped => "stopped",
-    }
 }
 
 /// Write `specs` as operator `id`'s output and remove what it wrote before but no longer
@@ -459,4 +484,21 @@ fn forget_all(rt: &mut Runtime, id: &str, written: BTreeSet<(Kind, String)>) -> 
         }
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_engine_step_is_caught() {
+        assert_eq!(guarded("dhcp4/eth0", || 7), Some(7));
+        let caught: Option<u32> = guarded("dhcp4/eth0", || panic!("bad option 52"));
+        assert_eq!(caught, None);
+    }
+
+    #[test]
+    fn seeds_differ_between_links() {
+        assert_ne!(seed(&[2, 0, 0, 0, 0, 1], 2), seed(&[2, 0, 0, 0, 0, 2], 3));
+    }
 }

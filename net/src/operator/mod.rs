@@ -4,6 +4,7 @@
 
 pub mod dhcp4_socket;
 pub mod dhcp6_socket;
+pub mod engine;
 pub mod frame;
 pub mod leases;
 pub mod manager;

@@ -166,6 +166,8 @@ kinds! {
     LinkSpec(LinkSpec) = "LinkSpec", "LinkSpecs.net.keelson.dev";
     /// Observed link.
     LinkStatus(LinkStatus) = "LinkStatus", "LinkStatuses.net.keelson.dev";
+    /// Link state changed without a netlink event (WireGuard): re-read.
+    LinkRefresh(LinkRefresh) = "LinkRefresh", "LinkRefreshes.net.keelson.dev";
     /// Desired resolvers.
     ResolverSpec(ResolverSpec) = "ResolverSpec", "ResolverSpecs.net.keelson.dev";
     /// Resolvers in effect.

@@ -427,3 +427,125 @@ fn veth_pair_with_both_ends_specified_is_created_once() {
     let p = plan_links(&[Desired { id: "veth0", spec: &spec, phase: Phase::Running }], &k);
     assert!(matches!(&ops(&p)[..], [LinkOp::Delete { name, .. }] if name == "veth0"), "{p:?}");
 }
+
+fn wireguard_link(name: &str, peers: &[(&str, &str)]) -> LinkSpec {
+    use crate::resource::{WireguardPeer, WireguardSpec};
+    use crate::wireguard_keys::generate_private_key;
+    let peers = peers
+        .iter()
+        .map(|(key, ip)| WireguardPeer {
+            public_key: (*key).into(),
+            allowed_ips: vec![ip.parse().unwrap()],
+            persistent_keepalive_interval: 25,
+            ..WireguardPeer::default()
+        })
+        .collect();
+    LinkSpec {
+        mtu: 1420,
+        link_type: LinkType::NONE,
+        wireguard: Some(WireguardSpec {
+            private_key: generate_private_key([4; 32]).to_base64(),
+            listen_port: 51820,
+            firewall_mark: 0x20,
+            peers,
+        }),
+        ..logical(name, "wireguard")
+    }
+}
+
+fn key_text(n: u8) -> String {
+    crate::wireguard_keys::public_key(&crate::wireguard_keys::generate_private_key([n; 32]))
+        .to_base64()
+}
+
+#[test]
+fn wireguard_link_created_configured_then_left_alone() {
+    let host = Rc::new(RefCell::new(host_with(&[])));
+    let spec = wireguard_link("kubespan", &[(&key_text(1), "10.0.0.1/32")]);
+    let (mut rt, busy) = reconcile(&host, &[spec]);
+    assert_eq!(busy.get(), 1);
+    {
+        let h = host.borrow();
+        let link = &h.links["kubespan"];
+        assert_eq!(
+            (link.kind.as_str(), link.link_type, link.mtu),
+            ("wireguard", LinkType::NONE, 1420)
+        );
+        assert!(link.is_up());
+        let dev = &h.wireguard["kubespan"];
+        assert_eq!((dev.listen_port, dev.fwmark, dev.peers.len()), (51820, 0x20, 1));
+        assert_eq!(dev.peers[0].allowed_ips, ["10.0.0.1/32".parse::<ipnet::IpNet>().unwrap()]);
+        assert!(
+            h.log.iter().any(|l| l.starts_with("wireguard set kubespan: private key")),
+            "{:?}",
+            h.log
+        );
+    }
+    assert!(has_finalizer(&rt, "kubespan"));
+    // Nothing differs now: no more writes.
+    rt.mark_all_dirty();
+    rt.run(Instant::now());
+    assert_eq!(busy.get(), 1, "{:?}", host.borrow().log);
+}
+
+#[test]
+fn wireguard_peer_change_updates_in_place() {
+    let host = Rc::new(RefCell::new(host_with(&[])));
+    let (k1, k2) = (key_text(1), key_text(2));
+    let (mut rt, _) = reconcile(
+        &host,
+        &[wireguard_link("kubespan", &[(&k1, "10.0.0.1/32"), (&k2, "10.0.0.2/32")])],
+    );
+    let index = host.borrow().links["kubespan"].index;
+    let ops_before = host.borrow().log.len();
+    let changed = wireguard_link("kubespan", &[(&k1, "10.0.1.0/24")]);
+    rt.put_input("test", Namespace::Network, "kubespan", changed).unwrap();
+    rt.run(Instant::now());
+    let h = host.borrow();
+    assert_eq!(h.links["kubespan"].index, index);
+    assert_eq!(h.log[ops_before..], [format!("wireguard set kubespan: peer {k1}, remove {k2}")]);
+    let dev = &h.wireguard["kubespan"];
+    assert_eq!(dev.peers.len(), 1);
+    assert_eq!(dev.peers[0].allowed_ips, ["10.0.1.0/24".parse::<ipnet::IpNet>().unwrap()]);
+}
+
+#[test]
+fn wireguard_bad_key_names_the_field_and_other_links_still_apply() {
+    let host = Rc::new(RefCell::new(host_with(&[])));
+    let bad = wireguard_link("kubespan", &[("not-base64", "10.0.0.1/32")]);
+    let (rt, _) = reconcile(&host, &[bad, logical("d0", "dummy")]);
+    let h = host.borrow();
+    assert!(h.links.contains_key("d0"));
+    // The link itself exists; its device got nothing.
+    assert!(h.wireguard["kubespan"].peers.is_empty());
+    let state = rt.controllers();
+    let err = state[0].last_error.clone().unwrap_or_default();
+    assert!(err.contains("wireguard.peers[0].publicKey"), "{err}");
+}
+
+#[test]
+fn wireguard_change_refreshes_the_link_status_without_a_netlink_event() {
+    let fake = Rc::new(RefCell::new(host_with(&[])));
+    let shared: SharedHost = fake.clone();
+    let mut rt = Runtime::new();
+    rt.register(Box::new(crate::controllers::status::links(shared.clone()))).unwrap();
+    rt.register(Box::new(LinkSpecController::new(shared))).unwrap();
+    let k1 = key_text(1);
+    let peers = |ip: &str| wireguard_link("kubespan", &[(&k1, ip)]);
+    rt.put_input("test", Namespace::Network, "kubespan", peers("10.0.0.1/32")).unwrap();
+    // No watcher here: only the LinkRefresh can wake the status controller.
+    let now = Instant::now();
+    while rt.has_work() {
+        rt.run(now);
+    }
+    let allowed = |rt: &Runtime| {
+        let s = rt.store().get_spec::<LinkStatus>(Namespace::Network, "kubespan");
+        s.and_then(|s| s.wireguard.as_ref()).map(|w| w.peers[0].allowed_ips.clone())
+    };
+    assert_eq!(allowed(&rt), Some(vec!["10.0.0.1/32".parse().unwrap()]));
+    rt.put_input("test", Namespace::Network, "kubespan", peers("10.0.0.9/32")).unwrap();
+    while rt.has_work() {
+        rt.run(now);
+    }
+    assert_eq!(allowed(&rt), Some(vec!["10.0.0.9/32".parse().unwrap()]));
+}

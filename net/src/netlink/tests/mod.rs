@@ -8,6 +8,7 @@ mod link;
 mod route;
 mod rule;
 mod watch;
+mod wireguard;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Plans the WireGuard part of a link spec (TB §4.3 "Wireguard"): the smallest
+//! `WG_CMD_SET_DEVICE` that turns what the device reports into what the spec asks.
+//!
+//! Comparison rules, as Talos: peers by public key, allowed IPs as sorted sets (in the
+//! kernel's form: host bits cleared), listen port 0 means "any", and a peer endpoint left
+//! empty in the spec is not a difference, so WireGuard's roaming is kept (TB §7.5). Peers the
+//! spec does not name are removed. Only the fields that differ are sent, and allowed IPs are
+//! replaced as a whole (`WGPEER_F_REPLACE_ALLOWEDIPS`).
+
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+
+use crate::host::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate};
+use crate::resource::{WireguardPeer, WireguardSpec};
+use crate::wireguard_keys::{Key, KeyError};
+
+/// A key in the spec that does not decode, with the field's path in the spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {source}")]
+pub struct WireguardSpecError {
+    /// `wireguard.privateKey`, `wireguard.peers[2].publicKey`, ...
+    pub field: String,
+    /// What is wrong with it.
+    #[source]
+    pub source: KeyError,
+}
+
+fn decode(field: impl FnOnce() -> String, text: &str) -> Result<Key, WireguardSpecError> {
+    Key::from_base64(text).map_err(|source| WireguardSpecError { field: field(), source })
+}
+
+/// Allowed IPs as the kernel keeps them: host bits cleared, sorted, no duplicates.
+fn canonical_ips(ips: &[IpNet]) -> Vec<IpNet> {
+    let mut v: Vec<IpNet> = ips.iter().map(IpNet::trunc).collect();
+    v.sort_by_key(|n| (n.addr(), n.prefix_len()));
+    v.dedup();
+    v
+}
+
+/// The update that makes `have` match `want`; empty when they already match.
+pub fn plan_wireguard(
+    want: &WireguardSpec,
+    have: &WgDevice,
+) -> Result<WgUpdate, WireguardSpecError> {
+    let mut update = WgUpdate::default();
+    if !want.private_key.is_empty() {
+        let key = decode(|| "wireguard.privateKey".into(), &want.private_key)?;
+        if have.private_key != Some(key) {
+            update.private_key = Some(key);
+        }
+    }
+    if want.listen_port != 0 && want.listen_port != have.listen_port {
+        update.listen_port = Some(want.listen_port);
+    }
+    if want.firewall_mark != have.fwmark {
+        update.fwmark = Some(want.firewall_mark);
+    }
+
+    let mut wanted: BTreeMap<Key, (&WireguardPeer, Option<Key>)> = BTreeMap::new();
+    for (i, p) in want.peers.iter().enumerate() {
+        let key = decode(|| format!("wireguard.peers[{i}].publicKey"), &p.public_key)?;
+        let psk = match &p.preshared_key {
+            Some(text) => Some(decode(|| format!("wireguard.peers[{i}].presharedKey"), text)?)
+                .filter(|k| !k.is_zero()),
+            None => None,
+        };
+        // A repeated public key: the first one counts, as in the merge.
+        wanted.entry(key).or_insert((p, psk));
+    }
+    let current: BTreeMap<Key, &WgPeer> = have.peers.iter().map(|p| (p.public_key, p)).collect();
+
+    for (key, (p, psk)) in &wanted {
+        let ips = canonical_ips(&p.allowed_ips);
+        let change = match current.get(key) {
+            None => WgPeerUpdate {
+                public_key: *key,
+                remove: false,
+                preshared_key: *psk,
+                endpoint: p.endpoint,
+                keepalive: Some(p.persistent_keepalive_interval),
+                allowed_ips: Some(ips),
+            },
+            Some(cur) => WgPeerUpdate {
+                public_key: *key,
+                remove: false,
+                // Clearing is sending the zero key.
+                preshared_key: (cur.preshared_key != *psk).then(|| psk.unwrap_or(Key::ZERO)),
+                endpoint: p.endpoint.filter(|e| cur.endpoint != Some(*e)),
+                keepalive: Some(p.persistent_keepalive_interval).filter(|k| *k != cur.keepalive),
+                allowed_ips: Some(ips).filter(|ips| *ips != canonical_ips(&cur.allowed_ips)),
+            },
+        };
+        let unchanged = change.preshared_key.is_none()
+            && change.endpoint.is_none()
+            && change.keepalive.is_none()
+            && change.allowed_ips.is_none()
+            && current.contains_key(key);
+        if !unchanged {
+            update.peers.push(change);
+        }
+    }
+    for key in current.keys().filter(|k| !wanted.contains_key(*k)) {
+        update.peers.push(WgPeerUpdate {
+            public_key: *key,
+            remove: true,
+            ..WgPeerUpdate::default()
+        });
+    }
+    Ok(update)
+}
+
+/// The device as a status: public keys in base64, peers sorted by public key, allowed IPs
+/// sorted; no private or preshared keys.
+pub fn wireguard_status(dev: &WgDevice) -> crate::resource::WireguardStatus {
+    let mut peers: Vec<crate::resource::WireguardPeerStatus> = dev
+        .peers
+        .iter()
+        .map(|p| crate::resource::WireguardPeerStatus {
+            public_key: p.public_key.to_base64(),
+            endpoint: p.endpoint,
+            last_handshake: p.last_handshake,
+            rx_bytes: p.rx_bytes,
+            tx_bytes: p.tx_bytes,
+            persistent_keepalive_interval: p.keepalive,
+            allowed_ips: canonical_ips(&p.allowed_ips),
+        })
+        .collect();
+    peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
+    crate::resource::WireguardStatus {
+        public_key: dev.public_key.map(|k| k.to_base64()).unwrap_or_default(),
+        listen_port: dev.listen_port,
+        firewall_mark: dev.fwmark,
+        peers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wireguard_keys::{generate_private_key, public_key};
+
+    fn key(n: u8) -> Key {
+        public_key(&generate_private_key([n; 32]))
+    }
+
+    fn ips(list: &[&str]) -> Vec<IpNet> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    fn spec_peer(n: u8, allowed: &[&str]) -> WireguardPeer {
+        WireguardPeer {
+            public_key: key(n).to_base64(),
+            persistent_keepalive_interval: 25,
+            allowed_ips: ips(allowed),
+            ..WireguardPeer::default()
+        }
+    }
+
+    fn dev_peer(n: u8, allowed: &[&str]) -> WgPeer {
+        WgPeer { public_key: key(n), keepalive: 25, allowed_ips: ips(allowed), ..WgPeer::default() }
+    }
+
+    fn spec(peers: Vec<WireguardPeer>) -> WireguardSpec {
+        WireguardSpec {
+            private_key: generate_private_key([9; 32]).to_base64(),
+            listen_port: 51820,
+            firewall_mark: 0x20,
+            peers,
+        }
+    }
+
+    fn device(peers: Vec<WgPeer>) -> WgDevice {
+        let private = generate_private_key([9; 32]);
+        WgDevice {
+            private_key: Some(private),
+            public_key: Some(public_key(&private)),
+            listen_port: 51820,
+            fwmark: 0x20,
+            peers,
+        }
+    }
+
+    #[test]
+    fn new_device_gets_everything() {
+        let want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
+        let u = plan_wireguard(&want, &WgDevice::default()).unwrap();
+        assert_eq!(u.private_key, Some(generate_private_key([9; 32])));
+        assert_eq!((u.listen_port, u.fwmark), (Some(51820), Some(0x20)));
+        assert_eq!(u.peers.len(), 1);
+        assert_eq!(u.peers[0].allowed_ips, Some(ips(&["10.0.0.1/32"])));
+        assert_eq!(u.peers[0].keepalive, Some(25));
+        assert!(!u.peers[0].remove);
+    }
+
+    #[test]
+    fn matching_device_needs_nothing_in_any_order() {
+        let want = spec(vec![
+            spec_peer(2, &["fd00::2/128", "10.0.0.2/32"]),
+            spec_peer(1, &["10.0.0.1/32", "10.1.0.7/16"]),
+        ]);
+        // Kernel order differs and the kernel clears host bits.
+        let have = device(vec![
+            dev_peer(1, &["10.1.0.0/16", "10.0.0.1/32"]),
+            dev_peer(2, &["10.0.0.2/32", "fd00::2/128"]),
+        ]);
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert!(u.is_empty(), "{u:?}");
+    }
+
+    #[test]
+    fn changed_allowed_ips_only_touch_that_peer() {
+        let want = spec(vec![
+            spec_peer(1, &["10.0.0.1/32", "10.9.0.0/24"]),
+            spec_peer(2, &["10.0.0.2/32"]),
+        ]);
+        let have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(2, &["10.0.0.2/32"])]);
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!(u.private_key, None);
+        assert_eq!(u.peers.len(), 1);
+        let p = &u.peers[0];
+        assert_eq!(p.public_key, key(1));
+        assert_eq!(p.allowed_ips, Some(ips(&["10.0.0.1/32", "10.9.0.0/24"])));
+        assert_eq!((p.keepalive, p.endpoint, p.preshared_key), (None, None, None));
+    }
+
+    #[test]
+    fn peers_not_in_the_spec_are_removed() {
+        let want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
+        let have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(3, &["10.0.0.3/32"])]);
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!(
+            u.peers,
+            [WgPeerUpdate { public_key: key(3), remove: true, ..Default::default() }]
+        );
+    }
+
+    #[test]
+    fn empty_endpoint_keeps_roaming_and_a_set_one_repins() {
+        let roamed: std::net::SocketAddr = "192.0.2.9:40000".parse().unwrap();
+        let mut have = device(vec![dev_peer(1, &["10.0.0.1/32"])]);
+        have.peers[0].endpoint = Some(roamed);
+        let mut want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
+        assert!(plan_wireguard(&want, &have).unwrap().is_empty());
+        let pinned = "192.0.2.1:51820".parse().unwrap();
+        want.peers[0].endpoint = Some(pinned);
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!(u.peers.len(), 1);
+        assert_eq!(u.peers[0].endpoint, Some(pinned));
+        assert_eq!(u.peers[0].allowed_ips, None);
+        have.peers[0].endpoint = Some(pinned);
+        assert!(plan_wireguard(&want, &have).unwrap().is_empty());
+    }
+
+    #[test]
+    fn port_zero_is_any_and_fwmark_and_key_changes_are_sent() {
+        let mut want = spec(vec![]);
+        want.listen_port = 0;
+        want.firewall_mark = 0x30;
+        let mut have = device(vec![]);
+        have.listen_port = 43210;
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!((u.listen_port, u.fwmark, u.private_key), (None, Some(0x30), None));
+        want.private_key = generate_private_key([1; 32]).to_base64();
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!(u.private_key, Some(generate_private_key([1; 32])));
+    }
+
+    #[test]
+    fn preshared_key_set_and_cleared() {
+        let psk = key(7);
+        let mut want = spec(vec![spec_peer(1, &[])]);
+        want.peers[0].preshared_key = Some(psk.to_base64());
+        let mut have = device(vec![dev_peer(1, &[])]);
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!(u.peers[0].preshared_key, Some(psk));
+        have.peers[0].preshared_key = Some(psk);
+        assert!(plan_wireguard(&want, &have).unwrap().is_empty());
+        want.peers[0].preshared_key = None;
+        let u = plan_wireguard(&want, &have).unwrap();
+        assert_eq!(u.peers[0].preshared_key, Some(Key::ZERO));
+    }
+
+    #[test]
+    fn bad_keys_name_their_field() {
+        let mut want = spec(vec![spec_peer(1, &[]), spec_peer(2, &[])]);
+        want.peers[1].public_key = "not a key".into();
+        let e = plan_wireguard(&want, &WgDevice::default()).unwrap_err();
+        assert_eq!(e.field, "wireguard.peers[1].publicKey");
+        assert!(e.to_string().starts_with("wireguard.peers[1].publicKey: "), "{e}");
+        want.private_key = "AAAA".into();
+        let e = plan_wireguard(&want, &WgDevice::default()).unwrap_err();
+        assert_eq!(e.field, "wireguard.privateKey");
+    }
+
+    #[test]
+    fn link_spec_yaml_uses_talos_field_names() {
+        let yaml = r#"
+name: kubespan
+logical: true
+up: true
+mtu: 1420
+kind: wireguard
+type: none
+wireguard:
+  privateKey: PRIVATE
+  listenPort: 51820
+  firewallMark: 32
+  peers:
+    - publicKey: PUBLIC
+      endpoint: 192.0.2.1:51820
+      persistentKeepaliveInterval: 25
+      allowedIPs: [10.0.0.1/32, fd00::1/128]
+layer: operator
+"#
+        .replace("PRIVATE", &generate_private_key([9; 32]).to_base64())
+        .replace("PUBLIC", &key(1).to_base64());
+        let spec: crate::resource::LinkSpec = serde_yaml::from_str(&yaml).unwrap();
+        let wg = spec.wireguard.as_ref().unwrap();
+        assert_eq!((wg.listen_port, wg.firewall_mark), (51820, 0x20));
+        assert_eq!(wg.peers[0].endpoint, Some("192.0.2.1:51820".parse().unwrap()));
+        assert_eq!(wg.peers[0].persistent_keepalive_interval, 25);
+        assert_eq!(wg.peers[0].allowed_ips, ips(&["10.0.0.1/32", "fd00::1/128"]));
+        let back: crate::resource::LinkSpec =
+            serde_yaml::from_str(&serde_yaml::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(back, spec);
+        // Debug (what logs would show) carries no private key.
+        assert!(!format!("{spec:?}").contains(&wg.private_key));
+    }
+
+    #[test]
+    fn status_hides_keys_and_sorts() {
+        let mut have = device(vec![dev_peer(2, &["10.0.0.2/32"]), dev_peer(1, &["10.0.0.1/32"])]);
+        have.peers[0].preshared_key = Some(key(7));
+        have.peers[0].rx_bytes = 5;
+        have.peers[0].last_handshake = Some(1_700_000_000);
+        let s = wireguard_status(&have);
+        assert_eq!(s.public_key, public_key(&generate_private_key([9; 32])).to_base64());
+        let mut order = [key(1).to_base64(), key(2).to_base64()];
+        order.sort();
+        assert_eq!(s.peers.iter().map(|p| p.public_key.clone()).collect::<Vec<_>>(), order);
+        let p2 = s.peers.iter().find(|p| p.public_key == key(2).to_base64()).unwrap();
+        assert_eq!((p2.rx_bytes, p2.last_handshake), (5, Some(1_700_000_000)));
+        let yaml = serde_yaml::to_string(&s).unwrap();
+        assert!(!yaml.contains(&key(7).to_base64()), "{yaml}");
+        assert!(yaml.contains("allowedIPs"), "{yaml}");
+    }
+}
