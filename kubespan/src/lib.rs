@@ -5,12 +5,14 @@
 //! peer set are programmed from the same snapshot so they never disagree.
 //!
 //! Pure: [`identity`] (the ULA address), [`peers`] (AllowedIPs), [`rotation`] (endpoint
-//! rotation), [`plan`] (everything the node should have). Boundaries: [`firewall`] and [`wg`].
+//! rotation), [`plan`] (everything the node should have). Boundaries: [`firewall`] and [`wg`],
+//! with the real adapters in [`kernel`]; [`controller`] runs it all in the runtime.
 #![warn(missing_docs)]
 
 pub mod controller;
 pub mod firewall;
 pub mod identity;
+pub mod kernel;
 // The nf_tables encoder's wire enums are documented per type, not per field.
 #[allow(missing_docs)]
 pub mod nft;

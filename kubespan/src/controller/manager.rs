@@ -155,7 +155,12 @@ impl Controller for Manager {
                 endpoint: wg.and_then(|w| w.endpoint),
                 handshake_age: wg.and_then(|w| w.handshake_age),
             };
+            let before = rot.state();
             let step = rot.handle(now, &spec.endpoints, &obs);
+            if step.state != before && step.state != PeerState::Unknown {
+                let via = obs.endpoint.map_or_else(|| "-".to_owned(), |e| e.to_string());
+                log::info!(target: "kubespan.Manager", "peer {} ({key}): {} via {via}", spec.label, step.state);
+            }
             let endpoint = step.set_endpoint.or_else(|| rot.pinned_endpoint(obs.endpoint));
             if let Some(e) = step.set_endpoint {
                 log::info!(target: "kubespan.Manager", "peer {} ({key}): trying endpoint {e}", spec.label);
