@@ -137,3 +137,56 @@ pub fn link_glue(link: &mut LinkSpec, plan: &WgPlan) {
     spec.normalize();
     link.wireguard = Some(spec);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wg::WgPeerPlan;
+
+    #[test]
+    fn glue_carries_every_field_sorted() {
+        let peer = |key: &str, endpoint: Option<&str>| WgPeerPlan {
+            public_key: key.into(),
+            preshared_key: Some("psk".into()),
+            endpoint: endpoint.map(|e| e.parse().unwrap()),
+            persistent_keepalive_interval: Duration::from_secs(25),
+            allowed_ips: vec!["10.0.0.3/32".parse().unwrap(), "10.0.0.2/32".parse().unwrap()],
+        };
+        let plan = WgPlan {
+            private_key: "priv".into(),
+            listen_port: 51820,
+            firewall_mark: 0x20,
+            peers: vec![peer("b", None), peer("a", Some("192.0.2.1:51820"))],
+        };
+        let mut link = LinkSpec::default();
+        link_glue(&mut link, &plan);
+        let wg = link.wireguard.unwrap();
+        assert_eq!(
+            (wg.private_key.as_str(), wg.listen_port, wg.firewall_mark),
+            ("priv", 51820, 0x20)
+        );
+        let keys: Vec<&str> = wg.peers.iter().map(|p| p.public_key.as_str()).collect();
+        assert_eq!(keys, ["a", "b"]);
+        let a = &wg.peers[0];
+        assert_eq!(a.endpoint, Some("192.0.2.1:51820".parse().unwrap()));
+        assert_eq!(
+            (a.persistent_keepalive_interval, a.preshared_key.as_deref()),
+            (25, Some("psk"))
+        );
+        assert_eq!(a.allowed_ips[0].to_string(), "10.0.0.2/32", "normalized order");
+        assert_eq!(wg.peers[1].endpoint, None, "don't touch");
+    }
+
+    #[test]
+    fn keys_generate_and_derive() {
+        let a = WgKeys.generate().unwrap();
+        let b = WgKeys.generate().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 44);
+        let public = WgKeys.public_of(&a).unwrap();
+        assert_eq!(public.len(), 44);
+        assert_ne!(public, a);
+        assert_eq!(WgKeys.public_of(&a).unwrap(), public, "deterministic");
+        assert!(WgKeys.public_of("not a key").is_err());
+    }
+}
