@@ -6,6 +6,8 @@ mod manager;
 mod peer_spec;
 
 #[cfg(test)]
+mod pipeline_tests;
+#[cfg(test)]
 mod tests;
 
 pub use identity::IdentityController;
