@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Writing one layer's specs into `network-config`, shared by every config controller.
 
-use crate::resource::{
-    layered_id, ConfigLayer, Kind, LayerSpecs, LinkStatus, LinkView, Namespace, SpecType,
-};
+use crate::resource::{layered_id, ConfigLayer, Kind, LayerSpecs, LinkStatus, LinkView, Namespace};
 use crate::runtime::{ControllerError, Ctx, Input, Output};
 
 /// The kinds a config controller writes.
@@ -38,36 +36,9 @@ pub(super) fn write_layer(
     layer: ConfigLayer,
     specs: LayerSpecs,
 ) -> Result<(), ControllerError> {
-    fn put_all<S: SpecType>(
-        ctx: &mut Ctx<'_>,
-        layer: ConfigLayer,
-        items: Vec<S>,
-        id: impl Fn(&S) -> String,
-    ) -> Result<(), ControllerError> {
-        for spec in items {
-            let layered = layered_id(layer, &id(&spec));
-            ctx.put(Namespace::NetworkConfig, &layered, spec)?;
-        }
-        Ok(())
+    for (natural, _, spec) in specs.into_entries() {
+        ctx.put_any(Namespace::NetworkConfig, &layered_id(layer, &natural), spec)?;
     }
-    let LayerSpecs {
-        addresses,
-        routes,
-        links,
-        resolvers,
-        hostnames,
-        time_servers,
-        operators,
-        rules,
-    } = specs;
-    put_all(ctx, layer, addresses, |s| s.id())?;
-    put_all(ctx, layer, routes, |s| s.id())?;
-    put_all(ctx, layer, links, |s| s.id())?;
-    put_all(ctx, layer, resolvers, |_| crate::resource::RESOLVER_ID.to_owned())?;
-    put_all(ctx, layer, hostnames, |_| crate::resource::HOSTNAME_ID.to_owned())?;
-    put_all(ctx, layer, time_servers, |_| crate::resource::TIMESERVER_ID.to_owned())?;
-    put_all(ctx, layer, operators, |s| s.id())?;
-    put_all(ctx, layer, rules, |s| s.id())?;
     for kind in LAYERED_KINDS {
         ctx.cleanup_untouched(Namespace::NetworkConfig, kind)?;
     }

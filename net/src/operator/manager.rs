@@ -20,8 +20,7 @@ use crate::dhcp4::{self, Dhcp4Client};
 use crate::dhcp6::{self, Dhcp6Client, DuidConfig};
 use crate::resource::{
     layered_id, operator_output_id, AddressFlags, AddressStatus, HostnameStatus, Kind, LayerSpecs,
-    LinkStatus, LinkView, Namespace, Operator, OperatorSpec, OperatorStatus, SpecType, HOSTNAME_ID,
-    RESOLVER_ID, TIMESERVER_ID,
+    LinkStatus, LinkView, Namespace, Operator, OperatorSpec, OperatorStatus, HOSTNAME_ID,
 };
 use crate::runtime::Runtime;
 
@@ -419,54 +418,14 @@ fn write_all(
     specs: LayerSpecs,
     written: &mut BTreeSet<(Kind, String)>,
 ) -> bool {
-    fn put<S: SpecType>(
-        rt: &mut Runtime,
-        op: &str,
-        layer: crate::resource::ConfigLayer,
-        natural: &str,
-        spec: S,
-        now: &mut BTreeSet<(Kind, String)>,
-    ) {
-        let rid = layered_id(layer, &operator_output_id(op, natural));
-        if let Err(e) = rt.put_input(SOURCE, Namespace::NetworkConfig, &rid, spec) {
-            log::warn!(target: "operator", "{op}: {e}");
-        }
-        now.insert((S::KIND, rid));
-    }
     let mut now = BTreeSet::new();
-    let LayerSpecs {
-        addresses,
-        routes,
-        links,
-        resolvers,
-        hostnames,
-        time_servers,
-        operators,
-        rules,
-    } = specs;
-    for s in addresses {
-        put(rt, id, s.layer, &s.id(), s, &mut now);
-    }
-    for s in routes {
-        put(rt, id, s.layer, &s.id(), s, &mut now);
-    }
-    for s in links {
-        put(rt, id, s.layer, &s.id(), s, &mut now);
-    }
-    for s in resolvers {
-        put(rt, id, s.layer, RESOLVER_ID, s, &mut now);
-    }
-    for s in hostnames {
-        put(rt, id, s.layer, HOSTNAME_ID, s, &mut now);
-    }
-    for s in time_servers {
-        put(rt, id, s.layer, TIMESERVER_ID, s, &mut now);
-    }
-    for s in operators {
-        put(rt, id, s.layer, &s.id(), s, &mut now);
-    }
-    for s in rules {
-        put(rt, id, s.layer, &s.id(), s, &mut now);
+    for (natural, layer, spec) in specs.into_entries() {
+        let rid = layered_id(layer, &operator_output_id(id, &natural));
+        let kind = spec.kind();
+        if let Err(e) = rt.put_input_any(SOURCE, Namespace::NetworkConfig, &rid, spec) {
+            log::warn!(target: "operator", "{id}: {e}");
+        }
+        now.insert((kind, rid));
     }
     let stale: BTreeSet<(Kind, String)> = written.difference(&now).cloned().collect();
     let changed = forget_all(rt, id, stale) || now != *written;

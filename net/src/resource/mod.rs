@@ -323,6 +323,34 @@ pub struct LayerSpecs {
     pub rules: Vec<RoutingRuleSpec>,
 }
 
+impl LayerSpecs {
+    /// Every spec with its natural ID and layer, in one list: what writers of a layer need.
+    pub fn into_entries(self) -> Vec<(String, ConfigLayer, AnySpec)> {
+        fn add<S: SpecType>(
+            out: &mut Vec<(String, ConfigLayer, AnySpec)>,
+            items: Vec<S>,
+            key: impl Fn(&S) -> (String, ConfigLayer),
+        ) {
+            out.extend(items.into_iter().map(|s| {
+                let (id, layer) = key(&s);
+                (id, layer, s.into())
+            }));
+        }
+        let Self { addresses, routes, links, resolvers, hostnames, time_servers, operators, rules } =
+            self;
+        let mut out = Vec::new();
+        add(&mut out, addresses, |s| (s.id(), s.layer));
+        add(&mut out, routes, |s| (s.id(), s.layer));
+        add(&mut out, links, |s| (s.id(), s.layer));
+        add(&mut out, resolvers, |s| (RESOLVER_ID.to_owned(), s.layer));
+        add(&mut out, hostnames, |s| (HOSTNAME_ID.to_owned(), s.layer));
+        add(&mut out, time_servers, |s| (TIMESERVER_ID.to_owned(), s.layer));
+        add(&mut out, operators, |s| (s.id(), s.layer));
+        add(&mut out, rules, |s| (s.id(), s.layer));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::store::{Change, Key, Store, StoreError};
-use crate::resource::{Kind, Namespace, Phase, Resource, SpecType};
+use crate::resource::{AnySpec, Kind, Namespace, Phase, Resource, SpecType};
 
 /// How an input wakes the controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,9 +207,20 @@ impl<'a> Ctx<'a> {
         id: &str,
         spec: S,
     ) -> Result<(), ControllerError> {
-        self.check_output(namespace, S::KIND)?;
-        self.touched.insert((namespace, S::KIND, id.to_owned()));
-        if let Some(ch) = self.store.put(self.name, namespace, id, spec.into())? {
+        self.put_any(namespace, id, spec.into())
+    }
+
+    /// [`Ctx::put`] for a spec whose type is known only at run time.
+    pub fn put_any(
+        &mut self,
+        namespace: Namespace,
+        id: &str,
+        spec: AnySpec,
+    ) -> Result<(), ControllerError> {
+        let kind = spec.kind();
+        self.check_output(namespace, kind)?;
+        self.touched.insert((namespace, kind, id.to_owned()));
+        if let Some(ch) = self.store.put(self.name, namespace, id, spec)? {
             self.changes.push(ch);
         }
         Ok(())

@@ -34,7 +34,7 @@ pub use controller::{
 };
 pub use store::{Change, ChangeKind, Store, StoreError};
 
-use crate::resource::{Kind, Namespace, SpecType};
+use crate::resource::{AnySpec, Kind, Namespace, SpecType};
 
 /// Most reconciles one [`Runtime::run`] call performs before it declares a loop.
 pub const PASS_CAP: usize = 1000;
@@ -191,7 +191,18 @@ impl Runtime {
         id: &str,
         spec: S,
     ) -> Result<(), StoreError> {
-        if let Some(ch) = self.store.put(source, namespace, id, spec.into())? {
+        self.put_input_any(source, namespace, id, spec.into())
+    }
+
+    /// [`Runtime::put_input`] for a spec whose type is known only at run time.
+    pub fn put_input_any(
+        &mut self,
+        source: &'static str,
+        namespace: Namespace,
+        id: &str,
+        spec: AnySpec,
+    ) -> Result<(), StoreError> {
+        if let Some(ch) = self.store.put(source, namespace, id, spec)? {
             self.notify(&ch);
             self.journal.push(ch);
         }
