@@ -216,6 +216,21 @@ fn three_nodes_mesh_route_and_converge() {
         false,
         &(peer_yaml(&m[0], "node-1", &[ep(0)]) + &peer_yaml(&m[1], "node-2", &[ep(1)])),
     );
+    // Someone else's table in node 1's namespace: it sets a mark bit of its own (0x1000) on
+    // everything it sends, before our chains run, and counts packets that leave with both
+    // that bit and our 0x40. Ours must preserve it; the table must survive every change.
+    let nft_in = |ns: &Netns, script: &str| {
+        let path = dirs[0].path().join("foreign.nft");
+        std::fs::write(&path, script).unwrap();
+        sh(&["ip", "netns", "exec", &ns.name, "nft", "-f", &path.display().to_string()]);
+    };
+    nft_in(
+        &m[0].ns,
+        "table inet foreign {\n\
+         chain tagout { type route hook output priority -10; meta mark set meta mark | 0x1000; }\n\
+         chain verify { type filter hook output priority 10; meta mark & 0x1060 == 0x1040 counter; }\n\
+         }\n",
+    );
     let n0 = Node::start_api(&m[0].ns, "", Some(&c0));
     let n1 = Node::start_api(&m[1].ns, "", Some(&c1));
     let n2 = Node::start_api(&m[2].ns, "", Some(&c2));
@@ -264,6 +279,49 @@ fn three_nodes_mesh_route_and_converge() {
     let v4 = nft_set(&m[0].ns, "kubespan_targets_ipv4");
     assert!(covers(&v4, &m[1].ip) && covers(&v4, &m[2].ip), "{v4:?}");
     assert!(!covers(&v4, "10.77.0.99"), "{v4:?}");
+    // Our table has the seed's shape; the foreign table is intact and saw its bit kept.
+    let ours = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &m[0].ns.name,
+        "nft",
+        "-j",
+        "list",
+        "table",
+        "inet",
+        "talos_kubespan",
+    ]);
+    for name in [
+        "kubespan_prerouting",
+        "kubespan_outgoing",
+        "kubespan_targets_ipv4",
+        "kubespan_targets_ipv6",
+    ] {
+        assert!(ours.contains(&format!("\"{name}\"")), "{name} missing: {ours}");
+    }
+    let foreign = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &m[0].ns.name,
+        "nft",
+        "-j",
+        "list",
+        "table",
+        "inet",
+        "foreign",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&foreign).unwrap();
+    let packets: u64 = v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"]["packets"].as_u64())
+        .sum();
+    assert!(packets > 0, "no packet left with 0x1000 and 0x40: {foreign}");
     // The kernel's own view agrees with the API: two peers with a handshake.
     let wg =
         sh(&["ip", "netns", "exec", &m[0].ns.name, "wg", "show", "kubespan", "latest-handshakes"]);
