@@ -457,6 +457,7 @@ machine:
       endpointTimeout: 4s
       privateKey: eOJ1ZBWsDwPEE+t6Gdda8PgI3+Q7uOxVNu8nLmF5SH4=
       harvestExtraEndpoints: true
+      advertiseKubernetesNetworks: true
       peers:
         - publicKey: 6EqTl0ZdKpNqKQ86Vp1QK5j6Cv2n4cVq0UWCEAhPzXw=
           label: node-2
@@ -482,7 +483,10 @@ fn kubespan_peers_and_keelson_keys() {
     assert!(!format!("{ks:?}").contains("eOJ1ZBWs"), "the private key never shows");
     let printed = serde_yaml::to_string(&cfg).unwrap();
     assert!(!printed.contains("eOJ1ZBWs"), "{printed}");
-    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings[1].starts_with("machine.network.kubespan.advertiseKubernetesNetworks (line")
+    );
     assert!(cfg.warnings[0].starts_with(&format!(
         "machine.network.kubespan.harvestExtraEndpoints (line {})",
         line_of(&yaml, "harvestExtraEndpoints")

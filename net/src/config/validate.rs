@@ -50,6 +50,13 @@ pub(crate) fn kubespan_warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> 
             at("machine.network.kubespan.harvestExtraEndpoints")
         ));
     }
+    if ks.advertise_kubernetes_networks {
+        out.push(format!(
+            "{}: pod networks are advertised through discovery, which keelson does not have \
+             yet; list them in peers[].addresses instead",
+            at("machine.network.kubespan.advertiseKubernetesNetworks")
+        ));
+    }
     if !ks.filters.endpoints.is_empty() {
         out.push(format!(
             "{}: filters the addresses this node advertises, and keelson does not advertise any \
