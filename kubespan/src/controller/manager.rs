@@ -4,8 +4,9 @@
 //! ULA AddressSpec, the table-180 routes and the fwmark rules (which `net` applies), programs
 //! the nftables targets, and publishes each peer's status. Disabled, it removes all of it.
 //!
-//! It asks to be woken at the rotation engines' next deadline, and polls WireGuard while a
-//! peer is not up (handshakes raise no netlink event).
+//! It asks to be woken at the rotation engines' next deadline, and polls WireGuard every
+//! second while an endpoint is on trial, every 10 s otherwise (handshakes raise no netlink
+//! event).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,9 +25,9 @@ use crate::plan::{plan, Plan, Snapshot, LINK_NAME};
 use crate::rotation::{Observation, Rotation, Timing, PEER_DOWN_INTERVAL};
 use crate::wg::{WgPeerState, WgReader};
 
-/// How often WireGuard is read while some peer is not up.
+/// How often WireGuard is read while some peer's state is unknown (an endpoint on trial).
 pub const POLL_PENDING: Duration = Duration::from_secs(1);
-/// How often while every peer is up (counters and handshake ages in the status).
+/// How often otherwise (counters and handshake ages in the status, a down peer coming back).
 pub const POLL_STEADY: Duration = Duration::from_secs(10);
 /// How often an unchanged firewall plan is applied again anyway, so a table someone else
 /// changed or deleted is repaired (the adapter checks cheaply and rebuilds only on drift).
@@ -195,7 +196,9 @@ impl Controller for Manager {
         });
         self.write(ctx, p, statuses)?;
 
-        let pending = runtime.values().any(|(s, _)| *s != PeerState::Up);
+        // Fast while an endpoint is on trial; a peer that is simply down is looked at again on
+        // the steady cadence (an idle node stays asleep).
+        let pending = runtime.values().any(|(s, _)| *s == PeerState::Unknown);
         let poll = now + if pending { POLL_PENDING } else { POLL_STEADY };
         let deadline =
             self.rotations.values().filter_map(Rotation::poll_at).fold(poll, Instant::min);
