@@ -54,7 +54,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=()):
+def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None):
     """The QEMU command line for one node."""
     return [
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory),
@@ -65,7 +65,8 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=()):
         "-monitor", f"unix:{monitor},server=on,wait=off",
         "-kernel", str(kernel), "-initrd", str(initrd),
         "-append", cmdline,
-        "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}",
+        "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
+        + (f",mac={mac}" if mac else ""),
         *extra,
     ]
 
@@ -81,7 +82,7 @@ class Node:
     """One QEMU node started in the background, its console captured line by line."""
 
     def __init__(self, name, initrd=DEFAULT_INITRD, kernel=None, cmdline=None, append="",
-                 port=None, log=None, echo=False):
+                 port=None, log=None, echo=False, extra=(), mac=None):
         BUILD.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.kernel = Path(kernel) if kernel else newest_kernel()
@@ -95,7 +96,8 @@ class Node:
         self.started = time.monotonic()
         if self.monitor.exists():
             self.monitor.unlink()
-        cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor)
+        cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
+                           extra=extra, mac=mac)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
         self.log.flush()

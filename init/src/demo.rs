@@ -40,6 +40,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(5);
 struct Options {
     listen: SocketAddr,
     orphan_every: Duration,
+    /// Another workload to fetch `GET /` from every few seconds (the two-node KubeSpan boot
+    /// test proves traffic between the nodes' KubeSpan addresses with it).
+    probe: Option<SocketAddr>,
 }
 
 /// Entry point when invoked as `demo-kubelet`; `args` excludes argv[0].
@@ -92,6 +95,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     }
 
+    if let Some(target) = opts.probe {
+        let started = std::thread::Builder::new().name("probe".into()).spawn(move || probe(target));
+        if let Err(e) = started {
+            eprintln!("demo-kubelet: cannot start the probe thread: {e}");
+        }
+    }
+
     let argv = Arc::new(argv);
     for conn in listener.incoming() {
         let stream = match conn {
@@ -113,12 +123,37 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Fetches `GET /` from `target` every 2 s and prints a line whenever the outcome changes.
+fn probe(target: SocketAddr) {
+    let mut last: Option<bool> = None;
+    loop {
+        let result = (|| -> std::io::Result<usize> {
+            let mut s = std::net::TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
+            s.set_read_timeout(Some(IO_TIMEOUT))?;
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+            let mut body = Vec::new();
+            s.read_to_end(&mut body)?;
+            Ok(body.len())
+        })();
+        let ok = result.is_ok();
+        if last != Some(ok) {
+            match result {
+                Ok(n) => println!("demo-kubelet: probe {target} ok ({n} bytes)"),
+                Err(e) => println!("demo-kubelet: probe {target} failed: {e}"),
+            }
+            last = Some(ok);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 /// Parses the options the demo understands; everything else (the kubelet flags keelson adds)
 /// is accepted and only echoed.
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut opts = Options {
         listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 8080)),
         orphan_every: Duration::from_secs(2),
+        probe: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -126,7 +161,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (arg.as_str(), None),
         };
-        if name != "--listen" && name != "--orphan-every" {
+        if !["--listen", "--orphan-every", "--probe"].contains(&name) {
             continue;
         }
         let value = match inline.or_else(|| it.next().cloned()) {
@@ -135,6 +170,13 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         };
         match name {
             "--listen" => opts.listen = parse_listen(&value)?,
+            "--probe" => {
+                opts.probe = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("--probe: expected ADDR:PORT, got {value:?}"))?,
+                )
+            }
             _ => {
                 let secs: f32 = value
                     .parse()
@@ -432,6 +474,9 @@ mod tests {
         assert_eq!(o.listen, "[::]:81".parse().unwrap());
         assert!(parse_options(&strings(&["--listen"])).is_err());
         assert!(parse_options(&strings(&["--listen=nope"])).is_err());
+        let o = parse_options(&strings(&["--probe", "[fd00::1]:8080"])).unwrap();
+        assert_eq!(o.probe, Some("[fd00::1]:8080".parse().unwrap()));
+        assert!(parse_options(&strings(&["--probe=fd00::1"])).is_err());
         assert!(parse_options(&strings(&["--orphan-every=0"])).is_err());
         assert!(parse_options(&strings(&["--orphan-every=NaN"])).is_err());
     }

@@ -203,6 +203,9 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
     for c in controllers::pipeline(&host) {
         rt.register(c).map_err(|e| e.to_string())?;
     }
+    for c in kubespan::kernel::controllers(&host, opts.state.clone()) {
+        rt.register(c).map_err(|e| e.to_string())?;
+    }
     let parsed = net::cmdline::parse(&opts.cmdline);
     for e in &parsed.errors {
         log::error!(target: "cmdline", "{e}");

@@ -171,6 +171,20 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("ACTION", "action"),
         ],
         "OperatorSpec" => &[("OPERATOR", "operator"), ("LINK", "linkName")],
+        "KubeSpanIdentity" => {
+            &[("ADDRESS", "address"), ("SUBNET", "subnet"), ("PUBLIC KEY", "publicKey")]
+        }
+        "KubeSpanPeerSpec" => {
+            &[("LABEL", "label"), ("ENDPOINTS", "endpoints"), ("ALLOWED IPS", "allowedIps")]
+        }
+        "KubeSpanPeerStatus" => &[
+            ("LABEL", "label"),
+            ("ENDPOINT", "endpoint"),
+            ("STATE", "state"),
+            ("LAST HANDSHAKE", AGE_PREFIX_LAST_HANDSHAKE),
+            ("RX", "receiveBytes"),
+            ("TX", "transmitBytes"),
+        ],
         "OperatorStatus" => &[
             ("STATE", "state"),
             ("ADDRESS", "address"),
@@ -180,6 +194,49 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
         ],
         _ => &[],
     }
+}
+
+/// A column field that shows the age of an RFC 3339 time (`12s ago`) instead of the time.
+const AGE_PREFIX: &str = "age:";
+const AGE_PREFIX_LAST_HANDSHAKE: &str = "age:lastHandshakeTime";
+
+/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ` (what [`net::resource::Rfc3339`] writes).
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    if s.len() != 20 || !s.ends_with('Z') {
+        return None;
+    }
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    // Days from civil (H. Hinnant), the inverse of Rfc3339's formatting.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// `3s ago`, `4m10s ago`, `2h5m ago`; empty for no time.
+fn age_cell(v: Option<&serde_json::Value>, now_unix: i64) -> String {
+    let Some(t) = v.and_then(|v| v.as_str()).and_then(parse_rfc3339) else {
+        return String::new();
+    };
+    let secs = (now_unix - t).max(0);
+    match secs {
+        s if s < 60 => format!("{s}s ago"),
+        s if s < 3600 => format!("{}m{}s ago", s / 60, s % 60),
+        s => format!("{}h{}m ago", s / 3600, (s / 60) % 60),
+    }
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// The table header for resources of one type (`prefix` adds leading columns, e.g. EVENT).
@@ -201,7 +258,13 @@ pub fn remote_row(prefix: &[&str], r: &Remote) -> Vec<String> {
     row.push(cell(m.get("id")));
     row.push(cell(m.get("version")));
     let spec = &r.resource["spec"];
-    row.extend(type_columns(&short).iter().map(|(_, field)| cell(spec.get(*field))));
+    let now = now_unix();
+    row.extend(type_columns(&short).iter().map(
+        |(_, field)| match field.strip_prefix(AGE_PREFIX) {
+            Some(f) => age_cell(spec.get(f), now),
+            None => cell(spec.get(*field)),
+        },
+    ));
     row
 }
 
@@ -318,6 +381,37 @@ mod remote_tests {
                 "eth0"
             ])
         );
+    }
+
+    #[test]
+    fn peer_table_shows_handshake_age() {
+        let t = net::resource::Rfc3339(
+            std::time::SystemTime::now() - std::time::Duration::from_secs(75),
+        )
+        .to_string();
+        let peer = Remote {
+            node: "n".into(),
+            resource: json!({
+                "metadata": {"namespace": "kubespan",
+                             "type": "KubeSpanPeerStatuses.kubespan.keelson.dev",
+                             "id": "key", "version": 3},
+                "spec": {"label": "node-2", "endpoint": "10.0.0.2:51820", "state": "up",
+                         "lastHandshakeTime": t, "receiveBytes": 1024, "transmitBytes": 2048}
+            }),
+        };
+        let header = remote_header(&[], "KubeSpanPeerStatus");
+        assert_eq!(
+            header[5..],
+            ["LABEL", "ENDPOINT", "STATE", "LAST HANDSHAKE", "RX", "TX"].map(str::to_owned)
+        );
+        let row = remote_row(&[], &peer);
+        let age = &row[8];
+        assert!(age == "1m15s ago" || age == "1m16s ago", "{row:?}");
+        assert_eq!(row[5..8], ["node-2", "10.0.0.2:51820", "up"].map(str::to_owned));
+        assert_eq!(row[9..], ["1024", "2048"].map(str::to_owned));
+        assert_eq!(parse_rfc3339("2021-06-29T20:23:18Z"), Some(1_624_998_198));
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(parse_rfc3339("garbage"), None);
     }
 
     #[test]

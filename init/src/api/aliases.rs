@@ -40,6 +40,9 @@ pub fn names(kind: Kind) -> Vec<String> {
     match kind {
         Kind::MachineConfig => out.push("machineconfig".into()),
         Kind::Cmdline => out.push("cmdlines".into()),
+        Kind::KubeSpanIdentity => out.push("kubespanidentities".into()),
+        // Talos's `talosctl get kubespanpeerstatuses` also answers to `peers`.
+        Kind::KubeSpanPeerStatus => out.extend(["peers".into(), "peer".into()]),
         _ => {}
     }
     out
@@ -60,6 +63,9 @@ pub fn default_namespace(kind: Kind) -> Namespace {
     match kind {
         Kind::ServiceStatus | Kind::Cmdline => Namespace::Runtime,
         Kind::MachineConfig => Namespace::Config,
+        Kind::KubeSpanIdentity | Kind::KubeSpanPeerSpec | Kind::KubeSpanPeerStatus => {
+            Namespace::KubeSpan
+        }
         _ => Namespace::Network,
     }
 }
@@ -92,6 +98,12 @@ mod tests {
         assert_eq!(ok("routingrules"), Kind::RoutingRuleStatus);
         assert_eq!(ok("etcfiles"), Kind::EtcFileStatus);
         assert_eq!(ok("services"), Kind::ServiceStatus);
+        assert_eq!(ok("kubespanidentity"), Kind::KubeSpanIdentity);
+        assert_eq!(ok("kubespanidentities"), Kind::KubeSpanIdentity);
+        assert_eq!(ok("kubespanpeerstatuses"), Kind::KubeSpanPeerStatus);
+        assert_eq!(ok("peers"), Kind::KubeSpanPeerStatus);
+        assert_eq!(ok("kubespanpeerspecs"), Kind::KubeSpanPeerSpec);
+        assert_eq!(default_namespace(Kind::KubeSpanPeerStatus), Namespace::KubeSpan);
         assert_eq!(default_namespace(Kind::ServiceStatus), Namespace::Runtime);
         assert_eq!(default_namespace(Kind::AddressStatus), Namespace::Network);
     }

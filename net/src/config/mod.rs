@@ -27,6 +27,9 @@
 //! * Stricter than Talos: bond and other kernel names must be names (`802.3ad`, not `4`);
 //!   VLAN addresses must be CIDRs (Talos logs and skips them); a device needs exactly one of
 //!   `interface` and `deviceSelector`; the hostname is validated at parse time.
+//! * `machine.network.kubespan.peers`, `privateKey` and `endpointTimeout`: peers known in
+//!   advance, a configured WireGuard key, and how long each endpoint gets (1 s to 15 s).
+//!   `harvestExtraEndpoints` is accepted with a warning (no discovery yet).
 //! * Not accepted: multi-document configs, `wireguard`, `dummy`, `cidr`, vendor VIPs
 //!   (`equinixMetal`, `hcloud`) and `bond.adActorSystem`.
 
@@ -52,8 +55,8 @@ pub use machine::{
 };
 pub use network::{
     Bond, Bridge, BridgeStp, BridgeVlan, CidrFilter, Device, DeviceSelector, DhcpOptions,
-    ExtraHost, KubeSpanConfig, KubeSpanFilters, NetworkConfig, Route, Vip, Vlan,
-    KUBESPAN_DEFAULT_MTU,
+    ExtraHost, KubeSpanConfig, KubeSpanFilters, KubeSpanPeer, NetworkConfig, PrivateKey, Route,
+    Vip, Vlan, KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT, KUBESPAN_DEFAULT_MTU,
 };
 pub use specs::to_specs;
 
@@ -66,5 +69,6 @@ pub fn parse(yaml: &str) -> Result<MachineConfig, ConfigError> {
         ConfigError::new(path.to_string(), position, message)
     })?;
     cfg.warnings = known::warnings(&cfg, yaml);
+    cfg.warnings.extend(validate::kubespan_warnings(&cfg, yaml));
     Ok(cfg)
 }

@@ -2,7 +2,8 @@
 //! `machine.network`: devices, VLANs, bonds, bridges, resolvers, KubeSpan.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize, Serializer};
@@ -342,7 +343,8 @@ fn kubespan_default_mtu() -> u32 {
     KUBESPAN_DEFAULT_MTU
 }
 
-/// `machine.network.kubespan` (TB §7.1).
+/// `machine.network.kubespan` (TB §7.1), plus keelson's `peers`, `privateKey` and
+/// `endpointTimeout`.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeSpanConfig {
@@ -358,12 +360,40 @@ pub struct KubeSpanConfig {
     /// Advertise pod CIDRs over KubeSpan.
     #[serde(default)]
     pub advertise_kubernetes_networks: bool,
-    /// Learn peer endpoints from other peers.
+    /// Learn peer endpoints from other peers (accepted; needs discovery, which keelson does
+    /// not have yet, so it only warns).
     #[serde(default)]
     pub harvest_extra_endpoints: bool,
     /// Endpoint and network filters.
     #[serde(default)]
     pub filters: KubeSpanFilters,
+    /// keelson: how long one endpoint gets to complete a handshake before the next is tried.
+    #[serde(
+        default = "kubespan_default_endpoint_timeout",
+        deserialize_with = "scalar::one::<EndpointTimeout, _>",
+        serialize_with = "scalar::serialize_duration"
+    )]
+    pub endpoint_timeout: Duration,
+    /// keelson: the node's WireGuard private key (base64); absent, one is generated and kept
+    /// in the state directory.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<WgKey, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub private_key: Option<PrivateKey>,
+    /// keelson: peers known in advance (discovery comes later).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<KubeSpanPeer>,
+}
+
+/// How long an endpoint gets by default: two WireGuard handshake retransmission periods
+/// (REKEY_TIMEOUT = 5 s), so a retry lands on the new endpoint after a switch even when the
+/// first initiation went out just before it. TB's 15 s is the ceiling.
+pub const KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn kubespan_default_endpoint_timeout() -> Duration {
+    KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT
 }
 
 impl Default for KubeSpanConfig {
@@ -375,8 +405,45 @@ impl Default for KubeSpanConfig {
             advertise_kubernetes_networks: false,
             harvest_extra_endpoints: false,
             filters: KubeSpanFilters::default(),
+            endpoint_timeout: KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT,
+            private_key: None,
+            peers: Vec::new(),
         }
     }
+}
+
+/// A WireGuard private key as configured: never printed, never serialized in clear.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PrivateKey(pub String);
+
+impl fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PrivateKey(<redacted>)")
+    }
+}
+
+impl Serialize for PrivateKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("<redacted>")
+    }
+}
+
+/// `kubespan.peers[]` (keelson): a peer known in advance.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeSpanPeer {
+    /// Its WireGuard public key (base64 of 32 bytes).
+    #[serde(deserialize_with = "scalar::one::<WgKeyPublic, _>")]
+    pub public_key: String,
+    /// Where it can be reached, tried in this order (`ip:port`, `[v6]:port`).
+    #[serde(default, deserialize_with = "scalar::list::<Endpoint, _>")]
+    pub endpoints: Vec<SocketAddr>,
+    /// What is routed to it: its node addresses, pod CIDRs, its KubeSpan address.
+    #[serde(default, deserialize_with = "scalar::list::<CidrOrIp, _>")]
+    pub addresses: Vec<IpNet>,
+    /// A name for humans (its node name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label: String,
 }
 
 /// `kubespan.filters`.

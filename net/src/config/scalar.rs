@@ -208,22 +208,99 @@ impl ScalarParser for KubeSpanMtu {
     }
 }
 
-/// Base64 text (cluster ID and secret); the bytes are decoded where they are used.
+/// Is `s` padded base64 whose non-alphanumeric characters are among `extra`?
+fn is_base64(s: &str, extra: &[u8]) -> bool {
+    let body = s.trim_end_matches('=');
+    s.len().is_multiple_of(4)
+        && s.len() - body.len() <= 2
+        && body.bytes().all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+}
+
+/// Base64 text (cluster ID and secret), standard or URL-safe alphabet (Talos generates the
+/// cluster ID URL-safe); the bytes are decoded where they are used.
 pub(crate) struct Base64;
 impl ScalarParser for Base64 {
     type Out = String;
     const EXPECTING: &'static str = "base64 text";
     fn parse(s: &str) -> Result<String, String> {
-        let body = s.trim_end_matches('=');
-        let ok = s.len().is_multiple_of(4)
-            && s.len() - body.len() <= 2
-            && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+        let ok = is_base64(s, b"+/") || is_base64(s, b"-_");
         if ok {
             Ok(s.to_owned())
         } else {
             Err(format!("invalid base64 {s:?}"))
         }
     }
+}
+
+/// Length of a WireGuard key in base64 (32 bytes, one `=` of padding).
+const WG_KEY_B64_LEN: usize = 44;
+
+fn wg_key(s: &str, what: &str) -> Result<String, String> {
+    // WireGuard keys use the standard alphabet only.
+    match s.len() == WG_KEY_B64_LEN && is_base64(s, b"+/") {
+        true if s.ends_with('=') && !s.ends_with("==") => Ok(s.to_owned()),
+        _ => Err(format!("invalid WireGuard {what} (expected 32 bytes in base64, 44 characters)")),
+    }
+}
+
+/// A WireGuard private key; the text is never echoed back in an error.
+pub(crate) struct WgKey;
+impl ScalarParser for WgKey {
+    type Out = super::network::PrivateKey;
+    const EXPECTING: &'static str = "a WireGuard private key (base64)";
+    fn parse(s: &str) -> Result<Self::Out, String> {
+        wg_key(s, "private key").map(super::network::PrivateKey)
+    }
+}
+
+/// A WireGuard public key.
+pub(crate) struct WgKeyPublic;
+impl ScalarParser for WgKeyPublic {
+    type Out = String;
+    const EXPECTING: &'static str = "a WireGuard public key (base64)";
+    fn parse(s: &str) -> Result<String, String> {
+        wg_key(s, "public key").map_err(|e| format!("{e}: {s:?}"))
+    }
+}
+
+/// `ip:port` or `[ipv6]:port`, a port other than 0.
+pub(crate) struct Endpoint;
+impl ScalarParser for Endpoint {
+    type Out = std::net::SocketAddr;
+    const EXPECTING: &'static str = "an endpoint (ip:port)";
+    fn parse(s: &str) -> Result<Self::Out, String> {
+        match s.parse::<std::net::SocketAddr>() {
+            Ok(a) if a.port() != 0 => Ok(a),
+            Ok(_) => Err(format!("endpoint {s:?} has port 0")),
+            Err(_) => Err(format!("invalid endpoint {s:?} (expected ip:port or [ipv6]:port)")),
+        }
+    }
+}
+
+/// The longest per-endpoint timeout: TB's endpoint connection timeout, our ceiling.
+pub(crate) const ENDPOINT_TIMEOUT_MAX: Duration = Duration::from_secs(15);
+
+/// The shortest: one second, below which a handshake round trip over a WAN may not fit.
+pub(crate) const ENDPOINT_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+
+/// KubeSpan's per-endpoint timeout, a Go-style duration from 1 s to 15 s.
+pub(crate) struct EndpointTimeout;
+impl ScalarParser for EndpointTimeout {
+    type Out = Duration;
+    const EXPECTING: &'static str = "a duration from 1s to 15s";
+    fn parse(s: &str) -> Result<Duration, String> {
+        let d = GoDuration::parse(s)?;
+        if (ENDPOINT_TIMEOUT_MIN..=ENDPOINT_TIMEOUT_MAX).contains(&d) {
+            Ok(d)
+        } else {
+            Err(format!("endpoint timeout {s:?} is outside 1s..15s"))
+        }
+    }
+}
+
+/// `serialize_with` for a Go-style duration.
+pub(crate) fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_go_duration(d))
 }
 
 /// A DHCPv6 DUID as hex (`00:01:00:01:...` or `00010001...`), normalized to bare lowercase

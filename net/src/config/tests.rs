@@ -211,6 +211,13 @@ fn known_talos_keys_warn() {
             )
         })
         .collect();
+    // Then the KubeSpan settings that need discovery.
+    let mut want = want;
+    want.push(format!(
+        "machine.network.kubespan.filters.endpoints (line {}): filters the addresses this node \
+         advertises, and keelson does not advertise any yet (no discovery); no effect",
+        line_of(FULL, "filters: {endpoints")
+    ));
     assert_eq!(cfg.warnings, want);
     assert_eq!(
         cfg.warnings[2],
@@ -439,4 +446,132 @@ fn document_level_errors() {
     let e = err("version: v1alpha1\nmachine: [\n");
     assert!(e.line().is_some(), "{e}");
     assert!(err("version: v1alpha1\n---\nversion: v1alpha1\n").message.contains("more than one"));
+}
+
+const KS_PEERS: &str = r#"
+version: v1alpha1
+machine:
+  network:
+    kubespan:
+      enabled: true
+      endpointTimeout: 4s
+      privateKey: eOJ1ZBWsDwPEE+t6Gdda8PgI3+Q7uOxVNu8nLmF5SH4=
+      harvestExtraEndpoints: true
+      advertiseKubernetesNetworks: true
+      peers:
+        - publicKey: 6EqTl0ZdKpNqKQ86Vp1QK5j6Cv2n4cVq0UWCEAhPzXw=
+          label: node-2
+          endpoints: ["10.9.0.2:51820", "[fd00::2]:51820"]
+          addresses: [10.9.0.2, 10.244.1.0/24]
+cluster:
+  id: 8XuV9TZHW08DOk3bVxQjH9ih_TBKjnh-j44tsCLSBzo=
+"#;
+
+#[test]
+fn kubespan_peers_and_keelson_keys() {
+    // The cluster ID is TB §7.2's, URL-safe base64 as Talos generates it.
+    let yaml = KS_PEERS.to_owned();
+    let cfg = parse(&yaml).unwrap();
+    let ks = &cfg.machine.network.kubespan;
+    assert_eq!(ks.endpoint_timeout, Duration::from_secs(4));
+    assert_eq!(ks.peers.len(), 1);
+    let p = &ks.peers[0];
+    assert_eq!(p.label, "node-2");
+    assert_eq!(p.endpoints[1].to_string(), "[fd00::2]:51820");
+    assert_eq!(p.addresses[0].to_string(), "10.9.0.2/32");
+    assert!(format!("{ks:?}").contains("<redacted>"));
+    assert!(!format!("{ks:?}").contains("eOJ1ZBWs"), "the private key never shows");
+    let printed = serde_yaml::to_string(&cfg).unwrap();
+    assert!(!printed.contains("eOJ1ZBWs"), "{printed}");
+    assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings[1].starts_with("machine.network.kubespan.advertiseKubernetesNetworks (line")
+    );
+    assert!(cfg.warnings[0].starts_with(&format!(
+        "machine.network.kubespan.harvestExtraEndpoints (line {})",
+        line_of(&yaml, "harvestExtraEndpoints")
+    )));
+    let defaults = parse("version: v1alpha1\n").unwrap();
+    assert_eq!(
+        defaults.machine.network.kubespan.endpoint_timeout,
+        KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT
+    );
+}
+
+#[test]
+fn kubespan_bad_values_name_their_path() {
+    let cases = [
+        (
+            "endpointTimeout: 4s",
+            "endpointTimeout: 16s",
+            "machine.network.kubespan.endpointTimeout",
+            "outside 1s..15s",
+        ),
+        (
+            "endpointTimeout: 4s",
+            "endpointTimeout: 500ms",
+            "machine.network.kubespan.endpointTimeout",
+            "outside 1s..15s",
+        ),
+        (
+            "privateKey: eOJ1",
+            "privateKey: short",
+            "machine.network.kubespan.privateKey",
+            "invalid WireGuard private key",
+        ),
+        (
+            "publicKey: 6EqT",
+            "publicKey: xx6EqT",
+            "machine.network.kubespan.peers[0].publicKey",
+            "invalid WireGuard public key",
+        ),
+        (
+            "\"10.9.0.2:51820\"",
+            "\"10.9.0.2\"",
+            "machine.network.kubespan.peers[0].endpoints[0]",
+            "invalid endpoint",
+        ),
+        (
+            "\"10.9.0.2:51820\"",
+            "\"10.9.0.2:0\"",
+            "machine.network.kubespan.peers[0].endpoints[0]",
+            "port 0",
+        ),
+        (
+            "10.244.1.0/24]",
+            "10.244.1.0/33]",
+            "machine.network.kubespan.peers[0].addresses[1]",
+            "invalid CIDR",
+        ),
+        (
+            "label: node-2",
+            "lable: node-2",
+            "machine.network.kubespan.peers[0].lable",
+            "unknown key",
+        ),
+    ];
+    for (find, replace, path, msg) in cases {
+        let yaml = KS_PEERS.replacen(find, replace, 1);
+        let e = err(&yaml);
+        assert_eq!(e.path, path, "{replace}: {e}");
+        assert!(e.message.contains(msg), "{replace}: {e}");
+        assert!(!e.message.contains("short"), "a private key is never echoed: {e}");
+    }
+}
+
+#[test]
+fn kubespan_duplicate_peer() {
+    let dup = "      peers:\n        - publicKey: 6EqTl0ZdKpNqKQ86Vp1QK5j6Cv2n4cVq0UWCEAhPzXw=\n        - publicKey: 6EqTl0ZdKpNqKQ86Vp1QK5j6Cv2n4cVq0UWCEAhPzXw=\n";
+    let yaml = format!("version: v1alpha1\nmachine:\n  network:\n    kubespan:\n{dup}");
+    let e = err(&yaml);
+    assert_eq!(e.path, "machine.network.kubespan.peers[1].publicKey");
+    assert_eq!(e.line(), Some(7));
+}
+
+#[test]
+fn kubespan_without_cluster_id_warns() {
+    let cfg =
+        parse("version: v1alpha1\nmachine:\n  network:\n    kubespan: {enabled: true}\n").unwrap();
+    assert_eq!(cfg.warnings.len(), 1);
+    assert!(cfg.warnings[0].contains("needs cluster.id"), "{:?}", cfg.warnings);
 }

@@ -23,7 +23,54 @@ pub(crate) fn check(cfg: &MachineConfig) -> Result<(), (YamlPath, String)> {
     for (i, device) in cfg.machine.network.interfaces.iter().enumerate() {
         check_device(device, &devices.index(i))?;
     }
+    let peers = YamlPath::keys("machine.network.kubespan.peers");
+    let mut keys = BTreeSet::new();
+    for (i, peer) in cfg.machine.network.kubespan.peers.iter().enumerate() {
+        if !keys.insert(peer.public_key.as_str()) {
+            return Err((
+                peers.index(i).key("publicKey"),
+                format!("peer {} is listed twice", peer.public_key),
+            ));
+        }
+    }
     Ok(())
+}
+
+/// KubeSpan settings that parse but cannot do what they say, one line each.
+pub(crate) fn kubespan_warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
+    let ks = &cfg.machine.network.kubespan;
+    let at = |path: &'static str| match YamlPath::keys(path).locate(yaml) {
+        Some(p) => format!("{path} (line {})", p.line),
+        None => path.to_owned(),
+    };
+    let mut out = Vec::new();
+    if ks.harvest_extra_endpoints {
+        out.push(format!(
+            "{}: needs a discovery service, which keelson does not have yet; ignored",
+            at("machine.network.kubespan.harvestExtraEndpoints")
+        ));
+    }
+    if ks.advertise_kubernetes_networks {
+        out.push(format!(
+            "{}: pod networks are advertised through discovery, which keelson does not have \
+             yet; list them in peers[].addresses instead",
+            at("machine.network.kubespan.advertiseKubernetesNetworks")
+        ));
+    }
+    if !ks.filters.endpoints.is_empty() {
+        out.push(format!(
+            "{}: filters the addresses this node advertises, and keelson does not advertise any \
+             yet (no discovery); no effect",
+            at("machine.network.kubespan.filters.endpoints")
+        ));
+    }
+    if ks.enabled && cfg.cluster.as_ref().and_then(|c| c.id.as_ref()).is_none() {
+        out.push(format!(
+            "{}: KubeSpan needs cluster.id for its address; it stays off until one is set",
+            at("machine.network.kubespan.enabled")
+        ));
+    }
+    out
 }
 
 fn check_device(device: &Device, at: &YamlPath) -> Result<(), (YamlPath, String)> {

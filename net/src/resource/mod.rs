@@ -9,6 +9,7 @@
 //! one on every change; an equal write changes nothing; a resource with finalizers is only ever
 //! torn down (phase `tearingDown`), and destroyed once the last finalizer is gone.
 
+pub mod kubespan;
 pub mod links;
 pub mod nethelpers;
 pub mod network;
@@ -19,6 +20,7 @@ use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
 
+pub use kubespan::*;
 pub use links::LinkView;
 pub use network::*;
 
@@ -36,6 +38,8 @@ pub enum Namespace {
     Config,
     /// Machine and service state.
     Runtime,
+    /// KubeSpan identity, peers and their status.
+    KubeSpan,
 }
 
 impl Namespace {
@@ -46,12 +50,18 @@ impl Namespace {
             Namespace::Network => "network",
             Namespace::Config => "config",
             Namespace::Runtime => "runtime",
+            Namespace::KubeSpan => "kubespan",
         }
     }
 
     /// Every namespace, in display order.
-    pub const ALL: [Namespace; 4] =
-        [Namespace::NetworkConfig, Namespace::Network, Namespace::Config, Namespace::Runtime];
+    pub const ALL: [Namespace; 5] = [
+        Namespace::NetworkConfig,
+        Namespace::Network,
+        Namespace::Config,
+        Namespace::Runtime,
+        Namespace::KubeSpan,
+    ];
 }
 
 impl fmt::Display for Namespace {
@@ -190,6 +200,12 @@ kinds! {
     Cmdline(CmdlineNetwork) = "Cmdline", "Cmdlines.runtime.keelson.dev";
     /// The machine configuration.
     MachineConfig(MachineConfig) = "MachineConfig", "MachineConfigs.config.keelson.dev";
+    /// The node's KubeSpan key pair and address.
+    KubeSpanIdentity(KubeSpanIdentity) = "KubeSpanIdentity", "KubeSpanIdentities.kubespan.keelson.dev";
+    /// A KubeSpan peer to mesh with.
+    KubeSpanPeerSpec(KubeSpanPeerSpec) = "KubeSpanPeerSpec", "KubeSpanPeerSpecs.kubespan.keelson.dev";
+    /// A KubeSpan peer's state.
+    KubeSpanPeerStatus(KubeSpanPeerStatus) = "KubeSpanPeerStatus", "KubeSpanPeerStatuses.kubespan.keelson.dev";
 }
 
 impl fmt::Display for Kind {

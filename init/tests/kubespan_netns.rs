@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+//! KubeSpan end to end on a real kernel with WireGuard (Debian's, under virtme-ng): three
+//! `keelson run` nodes, each in its own namespace, joined by a bridge in a fourth; every config
+//! names the other nodes as peers. Checked through each node's API and the kernel's own tools
+//! (`wg show`, `ip route get`, `nft -j`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{require_full_kernel, require_root, sh, wait_for, Netns, Node, TempDir};
+
+const CLUSTER_ID: &str = "8XuV9TZHW08DOk3bVxQjH9ih_TBKjnh-j44tsCLSBzo=";
+const CLUSTER_SECRET: &str = "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=";
+/// Handshakes and rotation under TCG emulation: generous.
+const UP: Duration = Duration::from_secs(90);
+
+fn wg_key() -> (String, String) {
+    let private = sh(&["wg", "genkey"]).trim().to_owned();
+    let mut child = Command::new("wg")
+        .arg("pubkey")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(private.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (private, String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// One node of the mesh: its namespace, keys, address and MAC (hence its KubeSpan ULA).
+struct Member {
+    ns: Netns,
+    private: String,
+    public: String,
+    ip: String,
+    ula: String,
+}
+
+fn ula_of(mac: &str) -> String {
+    let subnet =
+        kubespan::identity::ula_subnet(CLUSTER_ID, kubespan::identity::ULA_PURPOSE_KUBESPAN);
+    kubespan::identity::eui64_address(subnet, &mac.parse().unwrap()).unwrap().to_string()
+}
+
+/// `n` members on a bridge in `hub`, 10.77.0.(i+1)/24 on their `eth0`.
+fn mesh(hub: &Netns, n: usize) -> Vec<Member> {
+    hub.ip(&["link", "add", "br0", "type", "bridge"]);
+    hub.ip(&["link", "set", "br0", "up"]);
+    (0..n)
+        .map(|i| {
+            let ns = Netns::new();
+            let outside = format!("p{i}");
+            ns.veth("eth0", hub, &outside);
+            hub.ip(&["link", "set", &outside, "master", "br0"]);
+            let mac = format!("02:00:00:00:77:{:02x}", i + 1);
+            ns.ip(&["link", "set", "eth0", "address", &mac]);
+            let (private, public) = wg_key();
+            Member { ns, private, public, ip: format!("10.77.0.{}", i + 1), ula: ula_of(&mac) }
+        })
+        .collect()
+}
+
+/// A peer entry: public key, endpoints, addresses (node IP and KubeSpan ULA), label.
+fn peer_yaml(m: &Member, label: &str, endpoints: &[String]) -> String {
+    format!(
+        "        - publicKey: {}\n          label: {label}\n          endpoints: [{}]\n          addresses: [{}/32, {}/128]\n",
+        m.public,
+        endpoints.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", "),
+        m.ip,
+        m.ula
+    )
+}
+
+fn config(dir: &TempDir, me: &Member, bypass: bool, peers: &str) -> PathBuf {
+    let path = dir.path().join("config.yaml");
+    let body = format!(
+        "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [{}/24]\n    kubespan:\n      enabled: true\n      allowDownPeerBypass: {bypass}\n      privateKey: {}\n      peers:\n{peers}cluster:\n  id: {CLUSTER_ID}\n  secret: {CLUSTER_SECRET}\n",
+        me.ip, me.private
+    );
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+/// `keelson get peers -o json` through the node's API: `(label, state, endpoint, rx, tx)`.
+fn peers(node: &Node) -> Vec<(String, String, String, u64, u64)> {
+    let sock = node.api.as_ref().unwrap().display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["get", "peers", "-o", "json", "--socket", &sock])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Vec::new();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut list: Vec<_> = v
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let s = &r["spec"];
+            (
+                s["label"].as_str().unwrap_or_default().to_owned(),
+                s["state"].as_str().unwrap_or_default().to_owned(),
+                s["endpoint"].as_str().unwrap_or_default().to_owned(),
+                s["receiveBytes"].as_u64().unwrap_or_default(),
+                s["transmitBytes"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    list.sort();
+    list
+}
+
+fn state_of(node: &Node, label: &str) -> String {
+    peers(node).into_iter().find(|p| p.0 == label).map(|p| p.1).unwrap_or_default()
+}
+
+fn nft_set(ns: &Netns, set: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            "nft",
+            "-j",
+            "list",
+            "set",
+            "inet",
+            "talos_kubespan",
+            set,
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut elems = Vec::new();
+    for item in v["nftables"].as_array().cloned().unwrap_or_default() {
+        for e in item["set"]["elem"].as_array().cloned().unwrap_or_default() {
+            elems.push(match &e {
+                serde_json::Value::String(s) => s.clone(),
+                other => {
+                    match (other["prefix"]["addr"].as_str(), other["prefix"]["len"].as_u64()) {
+                        (Some(a), Some(l)) => format!("{a}/{l}"),
+                        _ => other.to_string(),
+                    }
+                }
+            });
+        }
+    }
+    elems
+}
+
+/// Does a set element (`a.b.c.d` or `a.b.c.d/len`) contain `ip`?
+fn covers(elems: &[String], ip: &str) -> bool {
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    elems.iter().any(|e| {
+        let net: Option<ipnet::IpNet> = if e.contains('/') {
+            e.parse().ok()
+        } else {
+            e.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from)
+        };
+        net.is_some_and(|n| n.contains(&ip))
+    })
+}
+
+fn ping(ns: &Netns, to: &str) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", &ns.name, "ping", "-c", "1", "-W", "2", to])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn logs(nodes: &[&Node]) -> String {
+    nodes.iter().map(|n| n.log_text()).collect::<Vec<_>>().join("\n=====\n")
+}
+
+#[test]
+fn three_nodes_mesh_route_and_converge() {
+    let test = "three_nodes_mesh_route_and_converge";
+    if !require_root(test) || !require_full_kernel(test) {
+        return;
+    }
+    let hub = Netns::new();
+    let m = mesh(&hub, 3);
+    let ep = |i: usize| format!("{}:51820", m[i].ip);
+    // Node 1 reaches node 2 only after rotating past a dead first endpoint; node 2 knows no
+    // endpoint for node 1, so the tunnel cannot come up from its side (no roaming shortcut).
+    let dirs: Vec<TempDir> = (0..3).map(|_| TempDir::new()).collect();
+    let c0 = config(
+        &dirs[0],
+        &m[0],
+        false,
+        &(peer_yaml(&m[1], "node-2", &["10.77.0.99:51820".into(), ep(1)])
+            + &peer_yaml(&m[2], "node-3", &[ep(2)])),
+    );
+    let c1 = config(
+        &dirs[1],
+        &m[1],
+        false,
+        &(peer_yaml(&m[0], "node-1", &[]) + &peer_yaml(&m[2], "node-3", &[ep(2)])),
+    );
+    let c2 = config(
+        &dirs[2],
+        &m[2],
+        false,
+        &(peer_yaml(&m[0], "node-1", &[ep(0)]) + &peer_yaml(&m[1], "node-2", &[ep(1)])),
+    );
+    // Someone else's table in node 1's namespace: it sets a mark bit of its own (0x1000) on
+    // everything it sends, before our chains run, and counts packets that leave with both
+    // that bit and our 0x40. Ours must preserve it; the table must survive every change.
+    let nft_in = |ns: &Netns, script: &str| {
+        let path = dirs[0].path().join("foreign.nft");
+        std::fs::write(&path, script).unwrap();
+        sh(&["ip", "netns", "exec", &ns.name, "nft", "-f", &path.display().to_string()]);
+    };
+    nft_in(
+        &m[0].ns,
+        "table inet foreign {\n\
+         chain tagout { type route hook output priority -10; meta mark set meta mark | 0x1000; }\n\
+         chain verify { type filter hook output priority 10; meta mark & 0x1060 == 0x1040 counter; }\n\
+         }\n",
+    );
+    let n0 = Node::start_api(&m[0].ns, "", Some(&c0));
+    let n1 = Node::start_api(&m[1].ns, "", Some(&c1));
+    let n2 = Node::start_api(&m[2].ns, "", Some(&c2));
+    let all = [&n0, &n1, &n2];
+
+    for (i, node) in all.iter().enumerate() {
+        wait_for(
+            &format!("node {} sees both peers up", i + 1),
+            UP,
+            || {
+                let p = peers(node);
+                p.len() == 2 && p.iter().all(|x| x.1 == "up")
+            },
+            || format!("{:?}\n{}", peers(node), logs(&all)),
+        );
+    }
+    // The rotation: node 1 moved to node 2's second endpoint.
+    let to2 = peers(&n0).into_iter().find(|p| p.0 == "node-2").unwrap();
+    assert_eq!(to2.2, ep(1), "{to2:?}");
+    assert!(
+        n0.log_text().contains("trying endpoint 10.77.0.99:51820")
+            && n0.log_text().contains(&format!("trying endpoint {}", ep(1))),
+        "{}",
+        n0.log_text()
+    );
+
+    // Traffic to the peers' ULAs and node addresses goes through the tunnel.
+    let before = peers(&n0);
+    assert!(ping(&m[0].ns, &m[1].ula), "ping ULA\n{}", logs(&all));
+    assert!(ping(&m[0].ns, &m[2].ip), "ping node address\n{}", logs(&all));
+    // The status refreshes the counters every few seconds once every peer is up.
+    wait_for(
+        "rx/tx of both peers grow",
+        Duration::from_secs(30),
+        || {
+            let after = peers(&n0);
+            after.len() == before.len()
+                && before.iter().zip(&after).all(|(b, a)| a.3 > b.3 && a.4 > b.4)
+        },
+        || format!("{before:?} -> {:?}", peers(&n0)),
+    );
+    let route = m[0].ns.ip(&["route", "get", &m[1].ip, "mark", "0x40"]);
+    assert!(route.contains("table 180") && route.contains("dev kubespan"), "{route}");
+    let plain = m[0].ns.ip(&["route", "get", &m[1].ip]);
+    assert!(plain.contains("dev eth0"), "{plain}");
+    let v4 = nft_set(&m[0].ns, "kubespan_targets_ipv4");
+    assert!(covers(&v4, &m[1].ip) && covers(&v4, &m[2].ip), "{v4:?}");
+    assert!(!covers(&v4, "10.77.0.99"), "{v4:?}");
+    // Our table has the seed's shape; the foreign table is intact and saw its bit kept.
+    let ours = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &m[0].ns.name,
+        "nft",
+        "-j",
+        "list",
+        "table",
+        "inet",
+        "talos_kubespan",
+    ]);
+    for name in [
+        "kubespan_prerouting",
+        "kubespan_outgoing",
+        "kubespan_targets_ipv4",
+        "kubespan_targets_ipv6",
+    ] {
+        assert!(ours.contains(&format!("\"{name}\"")), "{name} missing: {ours}");
+    }
+    let foreign = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &m[0].ns.name,
+        "nft",
+        "-j",
+        "list",
+        "table",
+        "inet",
+        "foreign",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&foreign).unwrap();
+    let packets: u64 = v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"]["packets"].as_u64())
+        .sum();
+    assert!(packets > 0, "no packet left with 0x1000 and 0x40: {foreign}");
+    // The kernel's own view agrees with the API: two peers with a handshake.
+    let wg =
+        sh(&["ip", "netns", "exec", &m[0].ns.name, "wg", "show", "kubespan", "latest-handshakes"]);
+    assert_eq!(wg.lines().filter(|l| !l.ends_with("\t0")).count(), 2, "{wg}");
+
+    for n in [n0, n1, n2] {
+        n.stop();
+    }
+}
+
+#[test]
+fn down_peer_leaves_the_sets_with_bypass() {
+    let test = "down_peer_leaves_the_sets_with_bypass";
+    if !require_root(test) || !require_full_kernel(test) {
+        return;
+    }
+    let hub = Netns::new();
+    let m = mesh(&hub, 2);
+    let ep = |i: usize| format!("{}:51820", m[i].ip);
+    let dirs: Vec<TempDir> = (0..2).map(|_| TempDir::new()).collect();
+    let c0 = config(&dirs[0], &m[0], true, &peer_yaml(&m[1], "node-2", &[ep(1)]));
+    let c1 = config(&dirs[1], &m[1], true, &peer_yaml(&m[0], "node-1", &[ep(0)]));
+    let n0 = Node::start_api(&m[0].ns, "", Some(&c0));
+    let n1 = Node::start_api(&m[1].ns, "", Some(&c1));
+    wait_for("node-2 up", UP, || state_of(&n0, "node-2") == "up", || logs(&[&n0, &n1]));
+    wait_for(
+        "node-2's address in the set",
+        Duration::from_secs(10),
+        || covers(&nft_set(&m[0].ns, "kubespan_targets_ipv4"), &m[1].ip),
+        || format!("{:?}", nft_set(&m[0].ns, "kubespan_targets_ipv4")),
+    );
+    // Take node 2 away: its keelson stops and its side of the wire goes down.
+    n1.stop();
+    m[1].ns.ip(&["link", "set", "eth0", "down"]);
+    // Down once the last handshake is older than the peer-down interval (275 s).
+    wait_for(
+        "node-2 down",
+        Duration::from_secs(400),
+        || state_of(&n0, "node-2") == "down",
+        || format!("{:?}\n{}", peers(&n0), n0.log_text()),
+    );
+    wait_for(
+        "node-2's address out of the set",
+        Duration::from_secs(10),
+        || !covers(&nft_set(&m[0].ns, "kubespan_targets_ipv4"), &m[1].ip),
+        || format!("{:?}", nft_set(&m[0].ns, "kubespan_targets_ipv4")),
+    );
+    // Bypassed: the node address is reached over the plain network again (no mark).
+    let route = m[0].ns.ip(&["route", "get", &m[1].ip]);
+    assert!(route.contains("dev eth0"), "{route}");
+    n0.stop();
+}

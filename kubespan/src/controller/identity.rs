@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `KubeSpanIdentity`: the node's key pair and ULA address (TB §7.2). Present only while
+//! KubeSpan is enabled, `cluster.id` is set, a physical link exists, and a key is available
+//! (configured, or generated into the state directory); the condition says which is missing.
+
+use std::path::PathBuf;
+
+use net::config::MachineConfig;
+use net::controllers::MACHINE_CONFIG_ID;
+use net::resource::{
+    Kind, KubeSpanIdentity, LinkStatus, LinkType, Namespace, WgPrivateKey, KUBESPAN_IDENTITY_ID,
+};
+use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
+
+use crate::identity::{eui64_address, private_key, ula_subnet, KeyOps, ULA_PURPOSE_KUBESPAN};
+
+/// Writes the node's `KubeSpanIdentity`.
+pub struct IdentityController {
+    state_dir: Option<PathBuf>,
+    keys: Box<dyn KeyOps>,
+    /// The key pair already loaded, with the configured key it came from (`None`: state dir).
+    loaded: Option<(Option<String>, String, String)>,
+}
+
+impl std::fmt::Debug for IdentityController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdentityController").field("state_dir", &self.state_dir).finish()
+    }
+}
+
+impl IdentityController {
+    /// A controller keeping generated keys in `state_dir`.
+    pub fn new(state_dir: Option<PathBuf>, keys: Box<dyn KeyOps>) -> Self {
+        Self { state_dir, keys, loaded: None }
+    }
+
+    /// `(private, public)`, loading or generating the key once per configured value.
+    fn key_pair(&mut self, configured: Option<&str>) -> Result<(String, String), String> {
+        if let Some((c, private, public)) = &self.loaded {
+            if c.as_deref() == configured {
+                return Ok((private.clone(), public.clone()));
+            }
+        }
+        let dir = match (&self.state_dir, configured) {
+            (Some(d), _) => d.clone(),
+            (None, Some(_)) => PathBuf::new(),
+            (None, None) => {
+                return Err("no privateKey in the config and no state directory to keep a \
+                            generated one (keelson run --state DIR)"
+                    .into())
+            }
+        };
+        let (private, source) =
+            private_key(configured, &dir, self.keys.as_ref()).map_err(|e| e.to_string())?;
+        let public = self.keys.public_of(&private).map_err(|e| format!("public key: {e}"))?;
+        log::info!(target: "kubespan.Identity", "public key {public} ({source:?})");
+        self.loaded = Some((configured.map(str::to_owned), private.clone(), public.clone()));
+        Ok((private, public))
+    }
+}
+
+impl Controller for IdentityController {
+    fn name(&self) -> &'static str {
+        "kubespan.IdentityController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![
+            Input::strong(Namespace::Config, Kind::MachineConfig),
+            Input::weak(Namespace::Network, Kind::LinkStatus),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![Output::exclusive(Namespace::KubeSpan, Kind::KubeSpanIdentity)]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let wanted = self.wanted(ctx);
+        match wanted {
+            Ok(Some(identity)) => {
+                ctx.set_condition(None);
+                ctx.put(Namespace::KubeSpan, KUBESPAN_IDENTITY_ID, identity)?;
+            }
+            Ok(None) => ctx.set_condition(None),
+            Err(reason) => ctx.set_condition(Some(reason)),
+        }
+        // KubeSpan off, or something missing: no identity (the key file stays).
+        ctx.cleanup_untouched(Namespace::KubeSpan, Kind::KubeSpanIdentity)?;
+        Ok(Next::Idle)
+    }
+}
+
+impl IdentityController {
+    /// The identity to publish; `Ok(None)` when KubeSpan is off, `Err` when it is on but
+    /// something it needs is missing.
+    fn wanted(&mut self, ctx: &Ctx<'_>) -> Result<Option<KubeSpanIdentity>, String> {
+        let Some(cfg) = ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID) else {
+            return Ok(None);
+        };
+        let ks = &cfg.machine.network.kubespan;
+        if !ks.enabled {
+            return Ok(None);
+        }
+        let Some(cluster_id) = cfg.cluster.as_ref().and_then(|c| c.id.clone()) else {
+            return Err("cluster.id is not set".into());
+        };
+        let configured = ks.private_key.as_ref().map(|k| k.0.clone());
+        // The first physical link by name, as Talos's `first` hardware address; without one
+        // (a node in a namespace or container has veths), the first Ethernet link.
+        let links = ctx.list::<LinkStatus>(Namespace::Network);
+        let mac = links
+            .iter()
+            .find(|(_, l)| l.physical())
+            .or_else(|| {
+                links
+                    .iter()
+                    .find(|(_, l)| l.link_type == LinkType::ETHER && l.hardware_addr.0.len() == 6)
+            })
+            .map(|(_, l)| l.hardware_addr.clone());
+        let Some(mac) = mac else {
+            return Err("no physical link yet (the address comes from its MAC)".into());
+        };
+        let (private, public) = self.key_pair(configured.as_deref())?;
+        let subnet = ula_subnet(&cluster_id, ULA_PURPOSE_KUBESPAN);
+        let addr = eui64_address(subnet, &mac).map_err(|e| e.to_string())?;
+        Ok(Some(KubeSpanIdentity {
+            address: ipnet::Ipv6Net::from(addr),
+            subnet,
+            private_key: WgPrivateKey(private),
+            public_key: public,
+        }))
+    }
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `KubeSpanPeerSpec`s from the configured peers (TB §7.5): one per peer other than the node
+//! itself, IDs are public keys.
+
+use net::config::MachineConfig;
+use net::controllers::MACHINE_CONFIG_ID;
+use net::resource::{Kind, KubeSpanIdentity, Namespace, KUBESPAN_IDENTITY_ID};
+use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
+
+use crate::peers::peer_specs;
+
+/// Writes the peer specs.
+#[derive(Debug, Default)]
+pub struct PeerSpecController {
+    /// The overlap warnings last logged, so a reconcile does not repeat them.
+    warned: Vec<String>,
+}
+
+impl Controller for PeerSpecController {
+    fn name(&self) -> &'static str {
+        "kubespan.PeerSpecController"
+    }
+
+    fn inputs(&self) -> Vec<Input> {
+        vec![
+            Input::strong(Namespace::Config, Kind::MachineConfig),
+            Input::strong(Namespace::KubeSpan, Kind::KubeSpanIdentity),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<Output> {
+        vec![Output::exclusive(Namespace::KubeSpan, Kind::KubeSpanPeerSpec)]
+    }
+
+    fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let identity = ctx.get::<KubeSpanIdentity>(Namespace::KubeSpan, KUBESPAN_IDENTITY_ID);
+        let cfg = ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
+        let (specs, warnings) = match (cfg, identity) {
+            (Some(cfg), Some(id)) if cfg.machine.network.kubespan.enabled => {
+                peer_specs(&cfg.machine.network.kubespan.peers, &id.public_key, id.subnet)
+            }
+            _ => (Vec::new(), Vec::new()),
+        };
+        if warnings != self.warned {
+            for w in &warnings {
+                log::warn!(target: "kubespan.PeerSpec", "{w}");
+            }
+            self.warned = warnings;
+        }
+        for (key, spec) in specs {
+            ctx.put(Namespace::KubeSpan, &key, spec)?;
+        }
+        ctx.cleanup_untouched(Namespace::KubeSpan, Kind::KubeSpanPeerSpec)?;
+        Ok(Next::Idle)
+    }
+}

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Everything KubeSpan asks of the node, computed from one snapshot (TB §7.4), pure.
+//!
+//! The WireGuard peers, the nftables targets, the routes and the rules all come out of one
+//! call over the same peer list, so they cannot disagree (user-demands item 3).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ipnet::{IpNet, Ipv6Net};
+
+use net::config::KubeSpanConfig;
+use net::resource::{
+    AddressSpec, ConfigLayer, Family, KubeSpanIdentity, KubeSpanPeerSpec, LinkSpec, LinkType,
+    PeerState, RouteProtocol, RouteSpec, RoutingRuleSpec, RoutingTable, RuleAction,
+};
+
+use crate::firewall::FirewallPlan;
+use crate::peers::subtract_all;
+use crate::wg::{WgPeerPlan, WgPlan};
+
+/// The WireGuard link's name.
+pub const LINK_NAME: &str = "kubespan";
+/// WireGuard's UDP port (also the port advertised for endpoints).
+pub const LISTEN_PORT: u16 = 51820;
+/// The mark WireGuard puts on its own encrypted packets.
+pub const WIREGUARD_MARK: u32 = 0x20;
+/// The mark nftables puts on traffic bound for KubeSpan.
+pub const FORCE_MARK: u32 = 0x40;
+/// The mark bits KubeSpan owns.
+pub const MARK_MASK: u32 = 0x60;
+/// The routing table of KubeSpan's default routes.
+pub const ROUTING_TABLE: RoutingTable = RoutingTable(180);
+/// The rules' priority.
+pub const RULE_PRIORITY: u32 = 32500;
+/// Persistent keepalive for every peer.
+pub const KEEPALIVE: Duration = Duration::from_secs(25);
+
+/// The inputs of one plan.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot<'a> {
+    /// `machine.network.kubespan`.
+    pub config: &'a KubeSpanConfig,
+    /// `cluster.secret`, the peers' preshared key when it is a valid WireGuard key.
+    pub cluster_secret: Option<&'a str>,
+    /// The node's identity.
+    pub identity: &'a KubeSpanIdentity,
+    /// Peer specs by public key.
+    pub peers: &'a [(&'a str, &'a KubeSpanPeerSpec)],
+    /// Each peer's state and the endpoint its WireGuard peer should carry.
+    pub peer_runtime: &'a BTreeMap<String, (PeerState, Option<SocketAddr>)>,
+}
+
+/// What the node should have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The `kubespan` link (without its WireGuard part, which is `wireguard`).
+    pub link: LinkSpec,
+    /// The link's WireGuard settings.
+    pub wireguard: WgPlan,
+    /// The node's KubeSpan address.
+    pub address: AddressSpec,
+    /// Default routes in table 180, IPv4 then IPv6.
+    pub routes: [RouteSpec; 2],
+    /// `fwmark 0x40/0x60 lookup 180`, IPv4 then IPv6.
+    pub rules: [RoutingRuleSpec; 2],
+    /// The nftables targets.
+    pub firewall: FirewallPlan,
+}
+
+/// Is `s` a WireGuard key (32 bytes of standard base64)?
+pub fn is_wg_key(s: &str) -> bool {
+    s.len() == 44
+        && s.ends_with('=')
+        && !s.ends_with("==")
+        && s.bytes().take(43).all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+/// Compute the plan.
+pub fn plan(snap: &Snapshot<'_>) -> Plan {
+    let cfg = snap.config;
+    let layer = ConfigLayer::Operator;
+    let link = LinkSpec {
+        name: LINK_NAME.to_owned(),
+        logical: true,
+        up: true,
+        mtu: cfg.mtu,
+        kind: "wireguard".to_owned(),
+        link_type: LinkType::NONE,
+        layer,
+        ..LinkSpec::default()
+    };
+    let preshared_key = snap.cluster_secret.filter(|s| is_wg_key(s)).map(str::to_owned);
+    let mut wg_peers: Vec<WgPeerPlan> = snap
+        .peers
+        .iter()
+        .map(|(key, spec)| WgPeerPlan {
+            public_key: (*key).to_owned(),
+            preshared_key: preshared_key.clone(),
+            endpoint: snap.peer_runtime.get(*key).and_then(|(_, e)| *e),
+            persistent_keepalive_interval: KEEPALIVE,
+            allowed_ips: spec.allowed_ips.clone(),
+        })
+        .collect();
+    wg_peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
+    let wireguard = WgPlan {
+        private_key: snap.identity.private_key.0.clone(),
+        listen_port: LISTEN_PORT,
+        firewall_mark: WIREGUARD_MARK,
+        peers: wg_peers,
+    };
+
+    // The /64 makes the kernel route the whole KubeSpan ULA onto the link.
+    let ula = Ipv6Net::new(snap.identity.address.addr(), 64).unwrap_or(snap.identity.subnet);
+    let address = AddressSpec::new(LINK_NAME, IpNet::V6(ula), layer);
+
+    let route = |family| {
+        let mut r = RouteSpec::new(family, layer);
+        r.out_link_name = LINK_NAME.to_owned();
+        r.table = ROUTING_TABLE;
+        r.priority = 1;
+        r.protocol = RouteProtocol::STATIC;
+        r.mtu = cfg.mtu;
+        r.normalize();
+        r
+    };
+    let rule = |family| RoutingRuleSpec {
+        family,
+        table: ROUTING_TABLE,
+        priority: RULE_PRIORITY,
+        action: RuleAction::UNICAST,
+        fw_mark: FORCE_MARK,
+        fw_mask: MARK_MASK,
+        layer,
+        ..RoutingRuleSpec::default()
+    };
+
+    Plan {
+        link,
+        wireguard,
+        address,
+        routes: [route(Family::Inet4), route(Family::Inet6)],
+        rules: [rule(Family::Inet4), rule(Family::Inet6)],
+        firewall: firewall_plan(snap),
+    }
+}
+
+/// The targets: every peer's allowed IPs (with `allowDownPeerBypass`, only `up` peers'),
+/// minus the KubeSpan ULA, which the link's own /64 route already carries.
+fn firewall_plan(snap: &Snapshot<'_>) -> FirewallPlan {
+    let bypass = snap.config.allow_down_peer_bypass;
+    let all: Vec<IpNet> = snap
+        .peers
+        .iter()
+        .filter(|(key, _)| {
+            !bypass || snap.peer_runtime.get(*key).is_some_and(|(state, _)| *state == PeerState::Up)
+        })
+        .flat_map(|(_, spec)| spec.allowed_ips.iter().copied())
+        .collect();
+    let targets = subtract_all(&all, &[IpNet::V6(snap.identity.subnet)]);
+    let mut plan = FirewallPlan { mtu: snap.config.mtu, ..FirewallPlan::default() };
+    for t in targets {
+        match t {
+            IpNet::V4(v4) => plan.targets_v4.push(v4),
+            IpNet::V6(v6) => plan.targets_v6.push(v6),
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use net::resource::WgPrivateKey;
+
+    const KEY_A: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    const KEY_B: &str = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBA=";
+    const SECRET: &str = "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=";
+
+    fn identity() -> KubeSpanIdentity {
+        KubeSpanIdentity {
+            address: "fd7f:175a:b97c:5602:2c1a:b6ff:fe53:8169/128".parse().unwrap(),
+            subnet: "fd7f:175a:b97c:5602::/64".parse().unwrap(),
+            private_key: WgPrivateKey("cHJpdmF0ZXByaXZhdGVwcml2YXRlcHJpdmF0ZTEyMzQ=".into()),
+            public_key: "local".into(),
+        }
+    }
+
+    fn spec(label: &str, allowed: &[&str], endpoints: &[&str]) -> KubeSpanPeerSpec {
+        KubeSpanPeerSpec {
+            address: None,
+            allowed_ips: allowed.iter().map(|s| s.parse().unwrap()).collect(),
+            endpoints: endpoints.iter().map(|s| s.parse().unwrap()).collect(),
+            label: label.into(),
+        }
+    }
+
+    fn ep(s: &str) -> Option<SocketAddr> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn talos_constants_and_ids() {
+        let cfg = KubeSpanConfig { enabled: true, ..KubeSpanConfig::default() };
+        let id = identity();
+        let runtime = BTreeMap::new();
+        let p = plan(&Snapshot {
+            config: &cfg,
+            cluster_secret: Some(SECRET),
+            identity: &id,
+            peers: &[],
+            peer_runtime: &runtime,
+        });
+        assert_eq!((p.link.name.as_str(), p.link.kind.as_str()), ("kubespan", "wireguard"));
+        assert!(p.link.logical && p.link.up);
+        assert_eq!((p.link.mtu, p.link.link_type), (1420, LinkType::NONE));
+        assert_eq!((p.wireguard.listen_port, p.wireguard.firewall_mark), (51820, 0x20));
+        assert_eq!(p.address.id(), "kubespan/fd7f:175a:b97c:5602:2c1a:b6ff:fe53:8169/64");
+        assert_eq!(p.routes[0].id(), "180/inet4///1");
+        assert_eq!(p.routes[1].id(), "180/kubespan/inet6///1");
+        assert!(p.routes.iter().all(|r| r.mtu == 1420 && r.out_link_name == "kubespan"));
+        assert_eq!(p.rules[0].id(), "inet4/32500");
+        assert_eq!(p.rules[1].id(), "inet6/32500");
+        assert!(p.rules.iter().all(|r| r.fw_mark == 0x40 && r.fw_mask == 0x60 && r.table.0 == 180));
+        assert_eq!(p.firewall, FirewallPlan { mtu: 1420, ..FirewallPlan::default() });
+    }
+
+    #[test]
+    fn one_snapshot_feeds_peers_and_targets() {
+        let a = spec(
+            "a",
+            &["10.0.0.2/32", "10.244.0.0/24", "fd7f:175a:b97c:5602::a/128", "fd00:a::/64"],
+            &["192.0.2.2:51820"],
+        );
+        let b =
+            spec("b", &["10.0.0.3/32", "10.0.0.2/32"], &["192.0.2.3:51820", "192.0.2.33:51820"]);
+        let peers = [(KEY_B, &b), (KEY_A, &a)];
+        let mut runtime = BTreeMap::new();
+        runtime.insert(KEY_A.to_owned(), (PeerState::Up, ep("192.0.2.2:51820")));
+        runtime.insert(KEY_B.to_owned(), (PeerState::Down, None));
+        let id = identity();
+        for bypass in [false, true] {
+            let cfg = KubeSpanConfig {
+                enabled: true,
+                mtu: 1380,
+                allow_down_peer_bypass: bypass,
+                ..KubeSpanConfig::default()
+            };
+            let p = plan(&Snapshot {
+                config: &cfg,
+                cluster_secret: Some(SECRET),
+                identity: &id,
+                peers: &peers,
+                peer_runtime: &runtime,
+            });
+            let keys: Vec<&str> = p.wireguard.peers.iter().map(|w| w.public_key.as_str()).collect();
+            assert_eq!(keys, [KEY_A, KEY_B], "sorted by key");
+            let wa = &p.wireguard.peers[0];
+            assert_eq!(wa.preshared_key.as_deref(), Some(SECRET));
+            assert_eq!(wa.persistent_keepalive_interval, Duration::from_secs(25));
+            assert_eq!(wa.endpoint, ep("192.0.2.2:51820"));
+            assert_eq!(wa.allowed_ips, a.allowed_ips);
+            assert_eq!(p.wireguard.peers[1].endpoint, None, "no endpoint: don't touch");
+            let v4: Vec<String> = p.firewall.targets_v4.iter().map(ToString::to_string).collect();
+            let v6: Vec<String> = p.firewall.targets_v6.iter().map(ToString::to_string).collect();
+            assert_eq!(v6, ["fd00:a::/64"], "KubeSpan ULAs are not targets");
+            if bypass {
+                assert_eq!(v4, ["10.0.0.2/32", "10.244.0.0/24"], "only the up peer");
+            } else {
+                assert_eq!(v4, ["10.0.0.2/31", "10.244.0.0/24"], "union, aggregated");
+            }
+            assert_eq!(p.firewall.mtu, 1380);
+            assert_eq!(p.link.mtu, 1380);
+        }
+    }
+
+    #[test]
+    fn secret_that_is_not_a_key_is_not_used() {
+        assert!(is_wg_key(SECRET));
+        assert!(!is_wg_key("dGhpcyBpcyBhIDMyIGJ5dGUgY2x1c3RlciBpZGVudGlmaWVy"));
+        let cfg = KubeSpanConfig::default();
+        let id = identity();
+        let a = spec("a", &[], &[]);
+        let runtime = BTreeMap::new();
+        let p = plan(&Snapshot {
+            config: &cfg,
+            cluster_secret: Some("c2hvcnQ="),
+            identity: &id,
+            peers: &[(KEY_A, &a)],
+            peer_runtime: &runtime,
+        });
+        assert_eq!(p.wireguard.peers[0].preshared_key, None);
+    }
+}

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Peer state and endpoint rotation (TB §7.6), sans-IO: the caller passes the time and what
+//! WireGuard reports, and gets the peer's state and, when it is time, an endpoint to set.
+//!
+//! ```text
+//!  T0 = last endpoint change            T0 + endpoint timeout          T0 + down interval
+//!  |------------- unknown ---------------|----------- down ---------------|-- down --
+//!  |<- handshake after T0: up from then on, until it is down interval old ->|
+//! ```
+//!
+//! A peer that is `down` (or was never pointed anywhere) gets the next endpoint of its list,
+//! wrapping around. Where keelson differs from Talos, on purpose:
+//! * the per-endpoint timeout is configurable in seconds (default 10 s, TB's 15 s is the
+//!   ceiling) and the engine asks to be woken exactly when it expires, instead of waiting for
+//!   a 30 s tick, so a dead first endpoint costs one timeout, not up to 45 s;
+//! * the endpoint that last worked is remembered: when the list changes and the one in use is
+//!   gone, rotation resumes there instead of at the top of the list;
+//! * a working endpoint found in the kernel at start (keelson restarted over a live tunnel) is
+//!   adopted, not replaced by the first of the list.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use net::resource::PeerState;
+
+/// How long a handshake keeps a peer up: REJECT_AFTER_TIME (180 s) + REKEY_TIMEOUT (5 s) +
+/// REKEY_ATTEMPT_TIME (90 s), as Talos (TB §7.3).
+pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
+
+/// The engine's timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// How long a new endpoint gets to complete a handshake.
+    pub endpoint_timeout: Duration,
+    /// How old the last handshake may be for the peer to count as up.
+    pub down_interval: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            endpoint_timeout: net::config::KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT,
+            down_interval: PEER_DOWN_INTERVAL,
+        }
+    }
+}
+
+/// What WireGuard says about the peer now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Observation {
+    /// The endpoint it uses (after roaming, possibly one we never set).
+    pub endpoint: Option<SocketAddr>,
+    /// How long ago the last handshake completed; `None` if never.
+    pub handshake_age: Option<Duration>,
+}
+
+/// The engine's answer to one observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// The peer's state.
+    pub state: PeerState,
+    /// Point WireGuard at this endpoint now.
+    pub set_endpoint: Option<SocketAddr>,
+}
+
+/// One peer's rotation state.
+#[derive(Debug, Clone, Default)]
+pub struct Rotation {
+    timing: Timing,
+    /// The endpoint we last set (TB's LastUsedEndpoint).
+    last_used: Option<SocketAddr>,
+    /// When we set it (TB's LastEndpointChange, T0).
+    last_change: Option<Instant>,
+    /// The last endpoint with a handshake.
+    last_good: Option<SocketAddr>,
+    /// When the last handshake happened, as of the last observation.
+    handshake_at: Option<Instant>,
+    state: PeerState,
+}
+
+impl Rotation {
+    /// A peer seen for the first time.
+    pub fn new(timing: Timing) -> Self {
+        Self { timing, ..Self::default() }
+    }
+
+    /// Change the timing (a config reload); the state is kept.
+    pub fn set_timing(&mut self, timing: Timing) {
+        self.timing = timing;
+    }
+
+    /// The state after the last [`Rotation::handle`].
+    pub fn state(&self) -> PeerState {
+        self.state
+    }
+
+    /// The endpoint last set, if any.
+    pub fn last_used(&self) -> Option<SocketAddr> {
+        self.last_used
+    }
+
+    /// The endpoint that last had a handshake, if any.
+    pub fn last_good(&self) -> Option<SocketAddr> {
+        self.last_good
+    }
+
+    /// When the last endpoint change happened.
+    pub fn last_change(&self) -> Option<Instant> {
+        self.last_change
+    }
+
+    /// Take in what WireGuard reports at `now` for a peer with these `endpoints`.
+    pub fn handle(&mut self, now: Instant, endpoints: &[SocketAddr], obs: &Observation) -> Step {
+        self.handshake_at = obs.handshake_age.and_then(|age| now.checked_sub(age));
+        let recent = obs.handshake_age.is_some_and(|age| age < self.timing.down_interval);
+        if self.last_used.is_none() && recent {
+            // Adopt a live tunnel (our own restart, or a peer that connected to us first).
+            if let Some(e) = obs.endpoint {
+                self.last_used = Some(e);
+            }
+        }
+        self.state = self.compute_state(now, obs);
+        if self.state == PeerState::Up {
+            self.last_good = obs.endpoint.or(self.last_good);
+        }
+        let mut set_endpoint = None;
+        if self.state == PeerState::Down || self.last_used.is_none() {
+            if let Some(next) = self.next_endpoint(endpoints, obs.endpoint) {
+                self.last_used = Some(next);
+                self.last_change = Some(now);
+                self.state = PeerState::Unknown;
+                set_endpoint = Some(next);
+            }
+        }
+        Step { state: self.state, set_endpoint }
+    }
+
+    fn compute_state(&self, now: Instant, obs: &Observation) -> PeerState {
+        let since_change = self.last_change.map(|t0| now.saturating_duration_since(t0));
+        let after_change = match (since_change, obs.handshake_age) {
+            (Some(since), Some(age)) => age < since,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let state = match since_change {
+            Some(since) if since < self.timing.endpoint_timeout => {
+                if after_change {
+                    PeerState::Up
+                } else {
+                    PeerState::Unknown
+                }
+            }
+            Some(since) if since < self.timing.down_interval => {
+                if after_change {
+                    PeerState::Up
+                } else {
+                    PeerState::Down
+                }
+            }
+            _ => {
+                if obs.handshake_age.is_some_and(|age| age < self.timing.down_interval) {
+                    PeerState::Up
+                } else {
+                    PeerState::Down
+                }
+            }
+        };
+        if state == PeerState::Down && self.last_used.is_none() {
+            PeerState::Unknown
+        } else {
+            state
+        }
+    }
+
+    /// The endpoint to try next, or `None` to leave things as they are.
+    fn next_endpoint(
+        &self,
+        endpoints: &[SocketAddr],
+        wg_endpoint: Option<SocketAddr>,
+    ) -> Option<SocketAddr> {
+        let first = *endpoints.first()?;
+        if let [only] = endpoints {
+            if self.last_used == Some(*only) && wg_endpoint == Some(*only) {
+                return None;
+            }
+        }
+        let position = self.last_used.and_then(|u| endpoints.iter().position(|e| *e == u));
+        match position {
+            Some(i) => endpoints.get(i + 1).copied().or(Some(first)),
+            // Nothing set yet, or the list no longer has it: resume where it last worked.
+            None => self.last_good.filter(|g| endpoints.contains(g)).or(Some(first)),
+        }
+    }
+
+    /// The endpoint the WireGuard spec should carry: the one we set, unless WireGuard roamed
+    /// to another (then `None`, "don't touch", keeps the roaming).
+    pub fn pinned_endpoint(&self, wg_endpoint: Option<SocketAddr>) -> Option<SocketAddr> {
+        match (self.last_used, wg_endpoint) {
+            (Some(used), None) => Some(used),
+            (Some(used), Some(wg)) if wg == used => Some(used),
+            _ => None,
+        }
+    }
+
+    /// When the state can change with no new handshake: the endpoint timeout of a pending
+    /// endpoint, or the moment the last handshake grows too old.
+    pub fn poll_at(&self) -> Option<Instant> {
+        match self.state {
+            PeerState::Unknown => self.last_change.map(|t0| t0 + self.timing.endpoint_timeout),
+            PeerState::Up => self.handshake_at.map(|h| h + self.timing.down_interval),
+            PeerState::Down => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(i: u8) -> SocketAddr {
+        SocketAddr::from(([192, 0, 2, i], 51820))
+    }
+
+    const TIMING: Timing = Timing {
+        endpoint_timeout: Duration::from_secs(10),
+        down_interval: Duration::from_secs(275),
+    };
+
+    /// One row: at `t` seconds, the last handshake `hs` seconds ago (None: never), WireGuard's
+    /// endpoint → expected state and endpoint set.
+    type Row = (u64, Option<u64>, Option<u8>, PeerState, Option<u8>);
+
+    fn run(endpoints: &[SocketAddr], rows: &[Row]) -> Rotation {
+        let start = Instant::now();
+        let mut r = Rotation::new(TIMING);
+        for (i, (t, hs, wg, state, set)) in rows.iter().enumerate() {
+            let obs =
+                Observation { endpoint: wg.map(ep), handshake_age: hs.map(Duration::from_secs) };
+            let step = r.handle(start + Duration::from_secs(*t), endpoints, &obs);
+            assert_eq!(
+                (step.state, step.set_endpoint),
+                (*state, set.map(ep)),
+                "row {i}: t={t} hs={hs:?} wg={wg:?}"
+            );
+        }
+        r
+    }
+
+    use PeerState::{Down, Unknown, Up};
+
+    #[test]
+    fn dead_first_endpoint_rotates_after_the_timeout() {
+        let eps = [ep(1), ep(2), ep(3)];
+        run(
+            &eps,
+            &[
+                (0, None, None, Unknown, Some(1)),
+                (5, None, Some(1), Unknown, None),
+                (9, None, Some(1), Unknown, None),
+                (10, None, Some(1), Unknown, Some(2)),
+                (13, Some(1), Some(2), Up, None),
+                (100, Some(30), Some(2), Up, None),
+                // Still within T0 + 275 s of the change and a handshake after it: up.
+                (280, Some(266), Some(2), Up, None),
+                // 275 s since the change, the handshake is too old: down → next endpoint.
+                (300, Some(287), Some(2), Unknown, Some(3)),
+                (310, Some(297), Some(3), Unknown, Some(1)),
+                (311, Some(0), Some(1), Up, None),
+            ],
+        );
+    }
+
+    #[test]
+    fn single_endpoint_and_empty_list() {
+        // A single endpoint that never answers: down after the timeout, and left alone.
+        run(
+            &[ep(1)],
+            &[
+                (0, None, None, Unknown, Some(1)),
+                (9, None, Some(1), Unknown, None),
+                (10, None, Some(1), Down, None),
+                (500, None, Some(1), Down, None),
+                (501, Some(0), Some(1), Up, None),
+            ],
+        );
+        // No endpoints at all: nothing to do, never down.
+        run(&[], &[(0, None, None, Unknown, None), (400, None, None, Unknown, None)]);
+    }
+
+    #[test]
+    fn a_handshake_before_the_change_does_not_count() {
+        run(
+            &[ep(1), ep(2)],
+            &[
+                (0, None, None, Unknown, Some(1)),
+                (20, Some(25), Some(1), Unknown, Some(2)),
+                (25, Some(30), Some(2), Unknown, None),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_live_tunnel_is_adopted_at_start() {
+        let r = run(
+            &[ep(1), ep(2)],
+            &[(0, Some(20), Some(2), Up, None), (400, Some(20), Some(2), Up, None)],
+        );
+        assert_eq!(r.last_used(), Some(ep(2)));
+        assert_eq!(r.pinned_endpoint(Some(ep(2))), Some(ep(2)));
+    }
+
+    #[test]
+    fn roaming_is_kept_and_last_good_remembered() {
+        let start = Instant::now();
+        let mut r = Rotation::new(TIMING);
+        let eps = [ep(1), ep(2), ep(3)];
+        let at = |s| start + Duration::from_secs(s);
+        r.handle(at(0), &eps, &Observation::default());
+        r.handle(at(10), &eps, &Observation { endpoint: Some(ep(1)), handshake_age: None });
+        let s = r.handle(
+            at(12),
+            &eps,
+            &Observation { endpoint: Some(ep(2)), handshake_age: Some(Duration::from_secs(1)) },
+        );
+        assert_eq!(s.state, Up);
+        assert_eq!(r.last_good(), Some(ep(2)));
+        // The peer roamed to an address we never set: the spec leaves the endpoint alone.
+        assert_eq!(r.pinned_endpoint(Some(ep(9))), None);
+        assert_eq!(r.pinned_endpoint(None), Some(ep(2)));
+        // The list changes and drops the endpoint in use while the peer is down: rotation
+        // resumes at the one that last worked, not at the top.
+        let mut r2 = Rotation::new(TIMING);
+        r2.last_good = Some(ep(3));
+        r2.last_used = Some(ep(7));
+        r2.last_change = Some(at(0));
+        let s =
+            r2.handle(at(20), &eps, &Observation { endpoint: Some(ep(7)), handshake_age: None });
+        assert_eq!((s.state, s.set_endpoint), (Unknown, Some(ep(3))));
+    }
+
+    #[test]
+    fn wakes_at_its_deadlines() {
+        let start = Instant::now();
+        let mut r = Rotation::new(TIMING);
+        r.handle(start, &[ep(1), ep(2)], &Observation::default());
+        assert_eq!(r.poll_at(), Some(start + Duration::from_secs(10)));
+        let now = start + Duration::from_secs(4);
+        r.handle(
+            now,
+            &[ep(1), ep(2)],
+            &Observation { endpoint: Some(ep(1)), handshake_age: Some(Duration::from_secs(1)) },
+        );
+        assert_eq!(r.state(), Up);
+        assert_eq!(r.poll_at(), Some(start + Duration::from_secs(3 + 275)));
+    }
+}
