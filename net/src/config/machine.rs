@@ -195,10 +195,12 @@ pub struct Cluster {
         skip_serializing_if = "Option::is_none"
     )]
     pub id: Option<String>,
-    /// Cluster secret (base64), the discovery encryption key.
+    /// Cluster secret (base64), the discovery encryption key and KubeSpan's preshared key.
+    /// Shown as `<redacted>`.
     #[serde(
         default,
         deserialize_with = "scalar::opt::<Base64, _>",
+        serialize_with = "redacted",
         skip_serializing_if = "Option::is_none"
     )]
     pub secret: Option<String>,
@@ -300,4 +302,8 @@ pub struct ServiceRegistry {
         skip_serializing_if = "Option::is_none"
     )]
     pub endpoint: Option<String>,
+}
+
+fn redacted<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
 }

@@ -641,8 +641,8 @@ pub struct VethSpec {
 #[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WireguardSpec {
-    /// The device's private key (base64).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// The device's private key (base64). Never shown: `keelson get` prints `<redacted>`.
+    #[serde(default, skip_serializing_if = "String::is_empty", serialize_with = "redacted")]
     pub private_key: String,
     /// UDP listen port; 0 lets the kernel pick one and is not compared.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -653,6 +653,15 @@ pub struct WireguardSpec {
     /// Peers, sorted by public key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<WireguardPeer>,
+}
+
+/// Secrets serialize as `<redacted>`: resources are only ever serialized to be shown.
+fn redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
+}
+
+fn redacted_opt<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
 }
 
 impl fmt::Debug for WireguardSpec {
@@ -684,8 +693,8 @@ impl WireguardSpec {
 pub struct WireguardPeer {
     /// The peer's public key (base64).
     pub public_key: String,
-    /// Preshared key (base64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Preshared key (base64). Never shown, like the private key.
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "redacted_opt")]
     pub preshared_key: Option<String>,
     /// Where to send to; `None` leaves the device's endpoint alone, so WireGuard's roaming is
     /// kept (TB §7.5).
