@@ -8,6 +8,8 @@ use ipnet::{Ipv4Net, Ipv6Net};
 /// from. Equal plans mean nothing to do.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FirewallPlan {
+    /// The `inet` table to own.
+    pub table: String,
     /// The KubeSpan link MTU.
     pub mtu: u32,
     /// IPv4 prefixes marked 0x40 (aggregated).

@@ -100,6 +100,7 @@ impl NftFirewall {
 impl Firewall for NftFirewall {
     fn apply(&mut self, plan: &FirewallPlan) -> Result<(), FirewallError> {
         let want = NftPlan {
+            table: plan.table.clone(),
             mtu: plan.mtu,
             targets_v4: plan.targets_v4.clone(),
             targets_v6: plan.targets_v6.clone(),

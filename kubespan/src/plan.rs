@@ -159,7 +159,11 @@ fn firewall_plan(snap: &Snapshot<'_>) -> FirewallPlan {
         .flat_map(|(_, spec)| spec.allowed_ips.iter().copied())
         .collect();
     let targets = subtract_all(&all, &[IpNet::V6(snap.identity.subnet)]);
-    let mut plan = FirewallPlan { mtu: snap.config.mtu, ..FirewallPlan::default() };
+    let mut plan = FirewallPlan {
+        table: snap.config.nftables_table.clone(),
+        mtu: snap.config.mtu,
+        ..FirewallPlan::default()
+    };
     for t in targets {
         match t {
             IpNet::V4(v4) => plan.targets_v4.push(v4),
@@ -223,7 +227,17 @@ mod tests {
         assert_eq!(p.rules[0].id(), "inet4/32500");
         assert_eq!(p.rules[1].id(), "inet6/32500");
         assert!(p.rules.iter().all(|r| r.fw_mark == 0x40 && r.fw_mask == 0x60 && r.table.0 == 180));
-        assert_eq!(p.firewall, FirewallPlan { mtu: 1420, ..FirewallPlan::default() });
+        let table = "talos_kubespan".to_owned();
+        assert_eq!(p.firewall, FirewallPlan { table, mtu: 1420, ..FirewallPlan::default() });
+        let renamed = KubeSpanConfig { nftables_table: "ks".into(), ..cfg.clone() };
+        let p = plan(&Snapshot {
+            config: &renamed,
+            cluster_secret: Some(SECRET),
+            identity: &id,
+            peers: &[],
+            peer_runtime: &runtime,
+        });
+        assert_eq!(p.firewall.table, "ks", "the configured table name reaches the firewall");
     }
 
     #[test]

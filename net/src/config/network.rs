@@ -385,6 +385,19 @@ pub struct KubeSpanConfig {
     /// keelson: peers known in advance (discovery comes later).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<KubeSpanPeer>,
+    /// keelson: the name of the `inet` nftables table KubeSpan owns.
+    #[serde(
+        default = "kubespan_default_nftables_table",
+        deserialize_with = "scalar::one::<NftTableName, _>"
+    )]
+    pub nftables_table: String,
+}
+
+/// The nftables table KubeSpan owns unless configured otherwise (the seed's name).
+pub const KUBESPAN_DEFAULT_NFTABLES_TABLE: &str = "talos_kubespan";
+
+fn kubespan_default_nftables_table() -> String {
+    KUBESPAN_DEFAULT_NFTABLES_TABLE.to_owned()
 }
 
 /// How long an endpoint gets by default: two WireGuard handshake retransmission periods
@@ -408,6 +421,7 @@ impl Default for KubeSpanConfig {
             endpoint_timeout: KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT,
             private_key: None,
             peers: Vec::new(),
+            nftables_table: kubespan_default_nftables_table(),
         }
     }
 }

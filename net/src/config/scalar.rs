@@ -208,6 +208,26 @@ impl ScalarParser for KubeSpanMtu {
     }
 }
 
+/// An nftables table name: what `nft` accepts unquoted (a letter, then letters, digits, `_`,
+/// `-`, `.`), at most 255 bytes.
+pub(crate) struct NftTableName;
+impl ScalarParser for NftTableName {
+    type Out = String;
+    const EXPECTING: &'static str = "an nftables table name";
+    fn parse(s: &str) -> Result<String, String> {
+        let ok = s.len() <= 255
+            && s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if ok {
+            Ok(s.to_owned())
+        } else {
+            Err(format!(
+                "invalid nftables table name {s:?} (a letter, then letters, digits, _ - .)"
+            ))
+        }
+    }
+}
+
 /// Is `s` padded base64 whose non-alphanumeric characters are among `extra`?
 fn is_base64(s: &str, extra: &[u8]) -> bool {
     let body = s.trim_end_matches('=');

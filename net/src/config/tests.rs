@@ -457,6 +457,7 @@ machine:
     kubespan:
       enabled: true
       endpointTimeout: 4s
+      nftablesTable: keelson_kubespan
       privateKey: eOJ1ZBWsDwPEE+t6Gdda8PgI3+Q7uOxVNu8nLmF5SH4=
       harvestExtraEndpoints: true
       advertiseKubernetesNetworks: true
@@ -476,6 +477,7 @@ fn kubespan_peers_and_keelson_keys() {
     let cfg = parse(&yaml).unwrap();
     let ks = &cfg.machine.network.kubespan;
     assert_eq!(ks.endpoint_timeout, Duration::from_secs(4));
+    assert_eq!(ks.nftables_table, "keelson_kubespan");
     assert_eq!(ks.peers.len(), 1);
     let p = &ks.peers[0];
     assert_eq!(p.label, "node-2");
@@ -498,6 +500,7 @@ fn kubespan_peers_and_keelson_keys() {
         defaults.machine.network.kubespan.endpoint_timeout,
         KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT
     );
+    assert_eq!(defaults.machine.network.kubespan.nftables_table, "talos_kubespan");
 }
 
 #[test]
@@ -514,6 +517,12 @@ fn kubespan_bad_values_name_their_path() {
             "endpointTimeout: 500ms",
             "machine.network.kubespan.endpointTimeout",
             "outside 1s..15s",
+        ),
+        (
+            "nftablesTable: keelson_kubespan",
+            "nftablesTable: \"bad name\"",
+            "machine.network.kubespan.nftablesTable",
+            "invalid nftables table name",
         ),
         (
             "privateKey: eOJ1",
