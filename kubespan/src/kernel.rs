@@ -104,7 +104,6 @@ impl Firewall for NftFirewall {
             mtu: plan.mtu,
             targets_v4: plan.targets_v4.clone(),
             targets_v6: plan.targets_v6.clone(),
-            ..NftPlan::default()
         };
         self.open()?.apply(&want).map(|_| ()).map_err(|e| FirewallError(e.to_string()))
     }
