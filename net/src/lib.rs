@@ -15,6 +15,7 @@ pub mod dhcp6;
 #[cfg(test)]
 mod dhcp_fuzz;
 pub mod etcfiles;
+mod hex;
 pub mod host;
 pub mod merge;
 pub mod netlink;

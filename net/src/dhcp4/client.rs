@@ -8,6 +8,7 @@ use dhcproto::{Decodable, Encodable};
 
 use super::lease::Lease;
 use super::time::{backoff_delay, renewal_retransmit_at, renewal_times};
+use crate::hex::decode_hex;
 use crate::resource::{ClientIdentifier, DEFAULT_ROUTE_METRIC};
 
 /// How many REQUESTs REQUESTING and REBOOTING send before giving up (the first plus three
@@ -656,19 +657,6 @@ impl Dhcp4Client {
             Err(err) => log::warn!("dhcp4: cannot encode a client message: {err}"),
         }
     }
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    let hex: Vec<u8> = hex.bytes().filter(|b| *b != b':').collect();
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    hex.chunks(2)
-        .map(|pair| {
-            let s = std::str::from_utf8(pair).ok()?;
-            u8::from_str_radix(s, 16).ok()
-        })
-        .collect()
 }
 
 /// An empty BOOTREQUEST. Decoded from bytes rather than `Message::default()`/`new*()`, which

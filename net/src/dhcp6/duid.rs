@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The client's identity: its DUID (RFC 8415 §11) and the IAID of its IA_NA (§12).
 
+use crate::hex::decode_hex;
 use crate::resource::ClientIdentifier;
 
 /// DUID-LLT (RFC 8415 §11.2).
@@ -108,18 +109,4 @@ pub fn check_duid(duid: &[u8]) -> Result<(), &'static str> {
 /// boots and differs between links.
 pub fn iaid_from_mac(mac: &[u8; 6]) -> u32 {
     u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]])
-}
-
-/// Hex (with optional `:` separators) to bytes; `None` when it is not whole bytes of hex.
-pub(crate) fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    let hex: Vec<u8> = hex.bytes().filter(|b| *b != b':').collect();
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    hex.chunks(2)
-        .map(|pair| {
-            let s = std::str::from_utf8(pair).ok()?;
-            u8::from_str_radix(s, 16).ok()
-        })
-        .collect()
 }
