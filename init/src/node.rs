@@ -258,9 +258,13 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
         while rt.has_work() {
             reconciles += rt.run(now).reconciles;
         }
-        // Operators follow the merged operator specs and links; what they write goes
-        // through the pipeline in the same iteration.
-        if stopping.is_none() && operators.sync(&mut rt, now) {
+        // Operators follow the merged operator specs, links and addresses, which change only
+        // through reconciles; what they write goes through the pipeline in this iteration.
+        let store_changed = reconciles > 0;
+        if stopping.is_none()
+            && (store_changed || operators.retry_due(now))
+            && operators.sync(&mut rt, now)
+        {
             while rt.has_work() {
                 reconciles += rt.run(now).reconciles;
             }

@@ -66,8 +66,11 @@ fn target(want: &Want) -> &'static str {
 }
 
 /// Whether `link` has a link-local IPv6 address that has left DAD.
-fn link_local_ready(addresses: &[(&str, &AddressStatus)], link: &str) -> bool {
-    addresses.iter().any(|(_, a)| {
+fn link_local_ready<'a>(
+    mut addresses: impl Iterator<Item = (&'a str, &'a AddressStatus)>,
+    link: &str,
+) -> bool {
+    addresses.any(|(_, a)| {
         a.link_name == link
             && matches!(a.address.addr(), std::net::IpAddr::V6(ip) if ip.is_unicast_link_local())
             && !a.flags.contains(AddressFlags::TENTATIVE)
@@ -94,12 +97,13 @@ impl Operators {
             let links = LinkView::new(store.list_specs::<LinkStatus>(Namespace::Network));
             let wants =
                 plan::wanted(store.list_specs::<OperatorSpec>(Namespace::Network), &links, &KINDS);
-            let addresses: Vec<(&str, &AddressStatus)> =
-                store.list_specs::<AddressStatus>(Namespace::Network).collect();
             let ready: BTreeSet<String> = wants
                 .iter()
                 .filter(|w| w.spec.operator == Operator::Dhcp6)
-                .filter(|w| link_local_ready(&addresses, &w.spec.link_name))
+                .filter(|w| {
+                    let addresses = store.list_specs::<AddressStatus>(Namespace::Network);
+                    link_local_ready(addresses, &w.spec.link_name)
+                })
                 .map(|w| w.spec.link_name.clone())
                 .collect();
             (wants, ready)
@@ -222,6 +226,12 @@ impl Operators {
             wrote |= self.step(rt, &id, Input::LinkLocalReady, now);
         }
         wrote
+    }
+
+    /// Whether an operator whose start failed is due for another try (the one reason to
+    /// [`Operators::sync`] when the store has not changed).
+    pub fn retry_due(&self, now: Instant) -> bool {
+        self.retry.values().any(|at| *at <= now)
     }
 
     /// Tokens of newly opened sockets, to add to the event loop with [`Operators::fd`].
