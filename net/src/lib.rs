@@ -7,6 +7,7 @@
 //! touches the kernel; kernel adapters live in their own modules.
 #![warn(missing_docs)]
 
+pub mod bounded;
 pub mod cmdline;
 pub mod config;
 pub mod controllers;
