@@ -74,6 +74,8 @@ fn static_network_from_cmdline() {
     sh(&["ip", "netns", "exec", &ns.name, "ping", "-c1", "-W2", "172.20.0.1"]);
     let log = node.stop();
     assert!(!log.contains(" error "), "{log}");
+    // KubeSpan was never enabled: nothing about nf_tables happens or is said.
+    assert!(!log.contains("kubespan.nft"), "{log}");
 }
 
 fn write_config(dir: &TempDir, body: &str) -> std::path::PathBuf {

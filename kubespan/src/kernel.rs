@@ -109,7 +109,7 @@ impl Firewall for NftFirewall {
     }
 
     fn remove(&mut self) -> Result<(), FirewallError> {
-        self.open()?.remove().map_err(|e| FirewallError(e.to_string()))
+        self.open()?.remove().map(|_| ()).map_err(|e| FirewallError(e.to_string()))
     }
 }
 

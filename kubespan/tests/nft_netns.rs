@@ -261,8 +261,11 @@ fn updates_touch_only_our_sets_and_repair() {
             "{tables}"
         );
 
-        n.remove().unwrap();
-        n.remove().unwrap(); // absent is fine
+        assert!(n.remove().unwrap(), "the table was there");
+        // Absent is fine: a lookup finds nothing, and nothing is sent or changed.
+        let ruleset = nft(&["list", "ruleset"], None);
+        assert!(!n.remove().unwrap(), "nothing left to remove");
+        assert_eq!(nft(&["list", "ruleset"], None), ruleset);
         let tables = nft(&["list", "tables"], None);
         assert_eq!(tables.trim(), "table inet foreign");
         // The foreign table went through all of it untouched (its counter only counts).

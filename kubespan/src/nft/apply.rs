@@ -194,16 +194,24 @@ impl Nft {
     }
 
     /// Deletes our table (the last one built, else the default name); an absent table is
-    /// fine. Other tables are never touched.
-    pub fn remove(&mut self) -> Result<(), NftError> {
+    /// fine. Other tables are never touched. Returns whether a table was there.
+    pub fn remove(&mut self) -> Result<bool, NftError> {
         let table = self.built.clone().unwrap_or_else(|| super::DEFAULT_TABLE.to_owned());
         self.remove_table(&table)
     }
 
-    /// Deletes table `name` (family inet) if it exists.
-    pub fn remove_table(&mut self, name: &str) -> Result<(), NftError> {
+    /// Deletes table `name` (family inet) if it exists; returns whether it did. An absent
+    /// table costs one read-only lookup: no transaction and no log line, so a node that never
+    /// enables KubeSpan leaves nf_tables alone.
+    pub fn remove_table(&mut self, name: &str) -> Result<bool, NftError> {
         if self.current.as_ref().is_some_and(|c| c.plan.shape.table == name) {
             self.current = None;
+        }
+        if self.table_info(name)?.is_none() {
+            if self.built.as_deref() == Some(name) {
+                self.built = None;
+            }
+            return Ok(false);
         }
         let mut b = Batch::new(self.seq);
         drop_table(&mut b, name);
@@ -212,7 +220,7 @@ impl Nft {
             self.built = None;
         }
         info!(target: "kubespan.nft", "table inet {name} removed");
-        Ok(())
+        Ok(true)
     }
 
     /// The set-only path: `Ok(None)` when the table is not as we left it.
