@@ -20,31 +20,64 @@ mod supervisor;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "\
-keelson: a minimal PID 1 for Kubernetes nodes, with built-in networking
-
-usage:
-  keelson plan --cmdline STR [--config FILE] [--link NAME[,mac=MAC][,kind=KIND][,alias=ALIAS]]...
+/// Each command's usage, as `keelson help` prints it and `keelson CMD --help` prints its own.
+const COMMANDS: &[(&str, &str)] = &[
+    (
+        "plan",
+        "  keelson plan --cmdline STR [--config FILE] [--link NAME[,mac=MAC][,kind=KIND][,alias=ALIAS]]...
                [-o table|yaml|json]
       Compute the network configuration this command line and config would produce, for the
       declared links, without touching the kernel.
-  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
+",
+    ),
+    (
+        "run",
+        "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
               [--api-socket PATH] [--api-max-connections N]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
       --api-socket PATH serves the local API there (root only, mode 0600), to at most N
       clients at once (default 256).
-  keelson get TYPE [ID] [--namespace NS] [-o table|yaml|json] [--watch] [--socket PATH]
+",
+    ),
+    (
+        "get",
+        "  keelson get TYPE [ID] [--namespace NS] [-o table|yaml|json] [--watch] [--socket PATH]
       Show resources of a running node (addresses, routes, links, resolvers, hostname, ...).
-  keelson logs [-f] [--socket PATH]
-  keelson apply-config FILE [--dry-run] [--socket PATH]
+",
+    ),
+    ("logs", "  keelson logs [-f] [--socket PATH]\n      The node's log; -f follows it.\n"),
+    (
+        "apply-config",
+        "  keelson apply-config FILE [--dry-run] [--socket PATH]
       Validate a machine config, print what it adds, changes and removes, apply it.
-  keelson explain TYPE ID [--socket PATH]
+",
+    ),
+    (
+        "explain",
+        "  keelson explain TYPE ID [--socket PATH]
       Which network-config inputs set each field of a merged spec.
-  keelson machine-status [--socket PATH]
-  keelson help
-";
+",
+    ),
+    ("machine-status", "  keelson machine-status [--socket PATH]\n      The node's stage and readiness.\n"),
+    ("help", "  keelson help\n      This text. `keelson COMMAND --help` shows one command.\n"),
+];
+
+fn usage() -> String {
+    let mut text = String::from(
+        "keelson: a minimal PID 1 for Kubernetes nodes, with built-in networking\n\nusage:\n",
+    );
+    for (_, help) in COMMANDS {
+        text.push_str(help);
+    }
+    text
+}
+
+/// `--help` or `-h` among a command's arguments (before a `--`).
+fn wants_help(args: &[std::ffi::OsString]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "--help" || a == "-h")
+}
 
 fn main() -> ExitCode {
     // Multi-call: the demo image links `demo-kubelet` to this binary.
@@ -58,10 +91,16 @@ fn main() -> ExitCode {
     logger::init();
     let mut args = std::env::args_os().skip(1);
     let Some(cmd) = args.next() else {
-        eprint!("{USAGE}");
+        eprint!("{}", usage());
         return ExitCode::from(2);
     };
     let rest: Vec<_> = args.collect();
+    if let Some((_, help)) = COMMANDS.iter().find(|(name, _)| cmd == *name) {
+        if wants_help(&rest) {
+            print!("usage:\n{help}");
+            return ExitCode::SUCCESS;
+        }
+    }
     match cmd.to_str() {
         Some("plan") => plan::main(rest),
         Some("run") => run::main(rest),
@@ -71,11 +110,11 @@ fn main() -> ExitCode {
         Some("explain") => api::client::explain_main(rest),
         Some("machine-status") => api::client::status_main(rest),
         Some("help" | "--help" | "-h") => {
-            print!("{USAGE}");
+            print!("{}", usage());
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("keelson: unknown command {cmd:?}\n\n{USAGE}");
+            eprintln!("keelson: unknown command {cmd:?}\n\n{}", usage());
             ExitCode::from(2)
         }
     }
