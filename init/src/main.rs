@@ -6,7 +6,6 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
-mod demo;
 mod logger;
 mod logring;
 mod node;
@@ -80,11 +79,6 @@ fn wants_help(args: &[std::ffi::OsString]) -> bool {
 }
 
 fn main() -> ExitCode {
-    // Multi-call: the demo image links `demo-kubelet` to this binary.
-    let argv0 = std::env::args_os().next().unwrap_or_default();
-    if std::path::Path::new(&argv0).file_name().is_some_and(|n| n == "demo-kubelet") {
-        return demo::main(std::env::args_os().skip(1).collect());
-    }
     if std::process::id() == 1 {
         pid1::main();
     }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The demo workload that stands in for the kubelet in the demo image.
 //!
-//! keelson starts it (as `/bin/demo-kubelet`, a link to keelson itself) once the network is
-//! ready, with `--node-ip=` and `--hostname-override=` appended. It:
+//! It is its own small static binary (`/bin/demo-kubelet` in the demo image), not linked into
+//! PID 1. keelson starts it once the network is ready, with `--node-ip=` and
+//! `--hostname-override=` appended. It:
 //!
 //! - serves HTTP/1.0 on `0.0.0.0:8080` (`--listen PORT|ADDR:PORT`): `GET /` answers with its
 //!   own argv, the node's addresses, PID 1's resident memory and `ok`; `GET /zombies` counts
@@ -46,7 +47,11 @@ struct Options {
 }
 
 /// Entry point when invoked as `demo-kubelet`; `args` excludes argv[0].
-pub fn main(args: Vec<OsString>) -> ExitCode {
+fn main() -> ExitCode {
+    run(std::env::args_os().skip(1).collect())
+}
+
+fn run(args: Vec<OsString>) -> ExitCode {
     match args.first().and_then(|a| a.to_str()) {
         Some(ORPHAN_PARENT) => return orphan_parent(),
         Some(ORPHAN) => {
