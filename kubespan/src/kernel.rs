@@ -12,7 +12,7 @@ use net::runtime::Controller;
 use net::wireguard_keys::{public_key, random_private_key, Key};
 
 use crate::controller::{IdentityController, Manager, PeerSpecController};
-use crate::firewall::{Firewall, FirewallError, FirewallPlan};
+use crate::firewall::{Firewall, FirewallError};
 use crate::identity::KeyOps;
 use crate::nft::{Nft, NftPlan};
 use crate::wg::{WgPeerState, WgPlan, WgReader};
@@ -90,26 +90,21 @@ pub struct NftFirewall {
 
 impl NftFirewall {
     fn open(&mut self) -> Result<&mut Nft, FirewallError> {
-        if self.nft.is_none() {
-            self.nft = Some(Nft::new().map_err(|e| FirewallError(e.to_string()))?);
-        }
-        self.nft.as_mut().ok_or_else(|| FirewallError("not open".into()))
+        let nft = match self.nft.take() {
+            Some(n) => n,
+            None => Nft::new()?,
+        };
+        Ok(self.nft.insert(nft))
     }
 }
 
 impl Firewall for NftFirewall {
-    fn apply(&mut self, plan: &FirewallPlan) -> Result<(), FirewallError> {
-        let want = NftPlan {
-            table: plan.table.clone(),
-            mtu: plan.mtu,
-            targets_v4: plan.targets_v4.clone(),
-            targets_v6: plan.targets_v6.clone(),
-        };
-        self.open()?.apply(&want).map(|_| ()).map_err(|e| FirewallError(e.to_string()))
+    fn apply(&mut self, plan: &NftPlan) -> Result<(), FirewallError> {
+        self.open()?.apply(plan).map(|_| ())
     }
 
     fn remove(&mut self) -> Result<(), FirewallError> {
-        self.open()?.remove().map(|_| ()).map_err(|e| FirewallError(e.to_string()))
+        self.open()?.remove().map(|_| ())
     }
 }
 

@@ -16,7 +16,7 @@ use net::resource::{
     PeerState, RouteProtocol, RouteSpec, RoutingRuleSpec, RoutingTable, RuleAction,
 };
 
-use crate::firewall::FirewallPlan;
+use crate::nft::NftPlan;
 use crate::peers::subtract_all;
 use crate::wg::{WgPeerPlan, WgPlan};
 
@@ -66,7 +66,7 @@ pub struct Plan {
     /// `fwmark 0x40/0x60 lookup 180`, IPv4 then IPv6.
     pub rules: [RoutingRuleSpec; 2],
     /// The nftables targets.
-    pub firewall: FirewallPlan,
+    pub firewall: NftPlan,
 }
 
 /// Is `s` a WireGuard key (32 bytes of standard base64)?
@@ -148,7 +148,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Plan {
 
 /// The targets: every peer's allowed IPs (with `allowDownPeerBypass`, only `up` peers'),
 /// minus the KubeSpan ULA, which the link's own /64 route already carries.
-fn firewall_plan(snap: &Snapshot<'_>) -> FirewallPlan {
+fn firewall_plan(snap: &Snapshot<'_>) -> NftPlan {
     let bypass = snap.config.allow_down_peer_bypass;
     let all: Vec<IpNet> = snap
         .peers
@@ -159,10 +159,10 @@ fn firewall_plan(snap: &Snapshot<'_>) -> FirewallPlan {
         .flat_map(|(_, spec)| spec.allowed_ips.iter().copied())
         .collect();
     let targets = subtract_all(&all, &[IpNet::V6(snap.identity.subnet)]);
-    let mut plan = FirewallPlan {
+    let mut plan = NftPlan {
         table: snap.config.nftables_table.clone(),
         mtu: snap.config.mtu,
-        ..FirewallPlan::default()
+        ..NftPlan::default()
     };
     for t in targets {
         match t {
@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(p.rules[1].id(), "inet6/32500");
         assert!(p.rules.iter().all(|r| r.fw_mark == 0x40 && r.fw_mask == 0x60 && r.table.0 == 180));
         let table = "talos_kubespan".to_owned();
-        assert_eq!(p.firewall, FirewallPlan { table, mtu: 1420, ..FirewallPlan::default() });
+        assert_eq!(p.firewall, NftPlan { table, mtu: 1420, ..NftPlan::default() });
         let renamed = KubeSpanConfig { nftables_table: "ks".into(), ..cfg.clone() };
         let p = plan(&Snapshot {
             config: &renamed,

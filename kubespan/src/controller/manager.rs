@@ -20,7 +20,8 @@ use net::resource::{
 };
 use net::runtime::{Controller, ControllerError, Ctx, ErrorKind, Input, Next, Output};
 
-use crate::firewall::{Firewall, FirewallPlan};
+use crate::firewall::Firewall;
+use crate::nft::NftPlan;
 use crate::plan::{plan, Plan, Snapshot, LINK_NAME};
 use crate::rotation::{Observation, Rotation, Timing, PEER_DOWN_INTERVAL};
 use crate::wg::{WgPeerState, WgReader};
@@ -47,7 +48,7 @@ pub struct Manager {
     glue: WgGlue,
     rotations: BTreeMap<String, Rotation>,
     /// What the table holds, as far as we know (`None` after a removal), and since when.
-    firewall_applied: Option<(FirewallPlan, Instant)>,
+    firewall_applied: Option<(NftPlan, Instant)>,
     /// The table may hold something we did not apply (a previous run): remove once when off.
     firewall_unknown: bool,
 }
