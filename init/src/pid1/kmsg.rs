@@ -1,24 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Logging for PID 1: every record goes to `/dev/kmsg` (so it shows on the serial console with
-//! the kernel's timestamp, prefixed `keelson:`) and into a ring buffer kept for `keelson logs`.
+//! the kernel's timestamp, prefixed `keelson:`) and into the log ring that `keelson logs`
+//! serves ([`crate::logring`]).
 
-use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::sync::Mutex;
-
-/// Lines kept in memory.
-pub const RING_LINES: usize = 2048;
 
 /// The kernel truncates longer records; cut them ourselves, on a character boundary.
 const MAX_RECORD: usize = 900;
 
 struct Kmsg {
     file: Mutex<Option<File>>,
-    ring: Mutex<VecDeque<String>>,
 }
 
-static LOGGER: Kmsg = Kmsg { file: Mutex::new(None), ring: Mutex::new(VecDeque::new()) };
+static LOGGER: Kmsg = Kmsg { file: Mutex::new(None) };
 
 /// syslog priority of a level (`<3>` error ... `<7>` debug).
 fn priority(level: log::Level) -> u8 {
@@ -67,13 +63,7 @@ impl log::Log for Kmsg {
                 let _ = f.write_all(format!("<{}>{line}\n", priority(record.level())).as_bytes());
             }
         }
-        crate::logring::push(line.clone());
-        if let Ok(mut ring) = self.ring.lock() {
-            if ring.len() == RING_LINES {
-                ring.pop_front();
-            }
-            ring.push_back(line);
-        }
+        crate::logring::push(line);
     }
 
     fn flush(&self) {}
@@ -97,12 +87,6 @@ pub fn emergency(line: &str) {
     if let Ok(mut f) = OpenOptions::new().write(true).open("/dev/kmsg") {
         let _ = f.write_all(format!("<2>keelson: {line}\n").as_bytes());
     }
-}
-
-/// The buffered lines, oldest first.
-#[allow(dead_code)] // served by `keelson logs` once the local API exists (issue 6)
-pub fn ring() -> Vec<String> {
-    LOGGER.ring.lock().map(|r| r.iter().cloned().collect()).unwrap_or_default()
 }
 
 #[cfg(test)]
