@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-//! keelson's network library: the resource model and its single-threaded runtime, the kernel
-//! command line and machine configuration parsers, and the config, merge, spec and status
-//! controllers of the network pipeline.
+//! keelson's network stack: the single-threaded runtime, the config, merge, spec and status
+//! controllers of the network pipeline, the DHCP engines and operators, `/etc` rendering, and
+//! the kernel adapters (rtnetlink, generic netlink, packet sockets) behind the `Host` boundary.
 //!
-//! The pure half (`resource`, `runtime`, `cmdline`, `config`, `merge`, `controllers`) never
-//! touches the kernel; kernel adapters live in their own modules.
+//! The model (resource kinds, parsers, merge functions) is its own pure crate, `model`,
+//! re-exported here under its old paths. `runtime` and `controllers` never touch the kernel
+//! either; kernel adapters live in `host::kernel`, `netlink` and the operators' sockets.
 #![warn(missing_docs)]
 
 pub mod bounded;
-pub mod cmdline;
-pub mod config;
+pub use model::{cmdline, config, merge, resource};
 pub mod controllers;
 pub mod dhcp4;
 pub mod dhcp6;
@@ -18,10 +18,8 @@ mod dhcp_fuzz;
 pub mod etcfiles;
 mod hex;
 pub mod host;
-pub mod merge;
 pub mod netlink;
 pub mod nodeaddress;
 pub mod operator;
-pub mod resource;
 pub mod runtime;
 pub mod wireguard_keys;

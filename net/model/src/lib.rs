@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+//! keelson's model: what the node is asked to be, as plain data. Resource kinds and their
+//! natural IDs, the machine configuration and kernel command line parsers, and the pure merge
+//! functions that fold configuration layers into one spec per ID.
+//!
+//! Nothing here touches the kernel: the crate depends on no netlink, `nix` or `libc` crate
+//! (CI checks its `cargo tree`), so it builds and tests anywhere.
+#![warn(missing_docs)]
+
+pub mod cmdline;
+pub mod config;
+pub mod merge;
+pub mod resource;
