@@ -460,7 +460,7 @@ fn shutdown_leaves_a_file_that_replaced_the_socket() {
     let tmp = dir.path().join("replacement");
     std::fs::write(&tmp, "not the node's").unwrap();
     std::fs::rename(&tmp, &path).unwrap();
-    let log = node.stop();
+    let (log, _root) = node.stop_keeping_root();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "not the node's", "{log}");
     assert!(log.contains("no longer the socket this node bound"), "{log}");
 }
