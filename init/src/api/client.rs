@@ -20,6 +20,14 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// than this without a newline is not a keelson node, or a broken one.
 pub const MAX_ANSWER: usize = 64 << 20;
 
+/// A request as its line. A big one (`apply-config`) is serialized before connecting: the
+/// node closes a connection that stays silent too long.
+fn line(req: &Value) -> String {
+    let mut line = req.to_string();
+    line.push('\n');
+    line
+}
+
 const CLOSED: &str = "the node closed the connection";
 
 /// A connection to the API.
@@ -45,8 +53,11 @@ impl Client {
     }
 
     fn send(&mut self, req: &Value) -> Result<(), String> {
-        let mut line = req.to_string();
-        line.push('\n');
+        self.send_line(&line(req))
+    }
+
+    /// Send a request serialized by [`line`].
+    fn send_line(&mut self, line: &str) -> Result<(), String> {
         match self.writer.write_all(line.as_bytes()) {
             Ok(()) => Ok(()),
             // The node stopped reading and closed (a request over its limit, say): its answer
@@ -257,8 +268,10 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     }
     let file = file.ok_or("usage: keelson apply-config FILE [--dry-run]")?;
     let config = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let request = line(&json!({"op": "apply-config", "config": config, "dryRun": dry}));
+    drop(config);
     let mut c = Client::connect(&socket, false)?;
-    c.send(&json!({"op": "apply-config", "config": config, "dryRun": dry}))?;
+    c.send_line(&request)?;
     let v = c.recv().map_err(|e| format!("{}: {e}", file.display()))?;
     let out = &mut std::io::stdout().lock();
     let mut text = String::new();

@@ -380,7 +380,11 @@ impl Server {
                 ));
             } else if conn.idle_deadline().is_some_and(|d| d <= now) {
                 log::debug!(target: "api", "closing an idle connection");
-                continue;
+                if conn.closing {
+                    continue;
+                }
+                // Said once, so a client that was too slow to send learns why it was closed.
+                conn.refuse(&format!("closed after {} s without a request", IDLE.as_secs()));
             }
             if Self::settle(token, &mut conn, reactor, now) {
                 self.conns.insert(token, conn);
