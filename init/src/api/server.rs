@@ -190,7 +190,7 @@ pub struct Server {
     max_connections: usize,
     /// The bound socket's (device, inode): at shutdown the path is removed only if it is
     /// still this socket.
-    bound: Option<(u64, u64)>,
+    bound: (u64, u64),
 }
 
 impl std::fmt::Debug for Server {
@@ -204,12 +204,14 @@ impl std::fmt::Debug for Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let ours = std::fs::symlink_metadata(&self.path)
-            .is_ok_and(|m| m.file_type().is_socket() && Some((m.dev(), m.ino())) == self.bound);
-        if ours {
-            let _ = std::fs::remove_file(&self.path);
-        } else {
-            log::warn!(target: "api", "{}: no longer the socket this node bound; left in place", self.path.display());
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_socket() && (m.dev(), m.ino()) == self.bound => {
+                let _ = std::fs::remove_file(&self.path);
+            }
+            Ok(_) => {
+                log::warn!(target: "api", "{}: no longer the socket this node bound; left in place", self.path.display());
+            }
+            Err(_) => {}
         }
     }
 }
@@ -295,7 +297,7 @@ impl Server {
         nix::sys::stat::umask(old);
         let listener = bound.map_err(io(path, "bind"))?;
         let meta = std::fs::symlink_metadata(path).map_err(io(path, "stat"))?;
-        let bound = Some((meta.dev(), meta.ino()));
+        let bound = (meta.dev(), meta.ino());
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(io(path, "chmod"))?;
         listener.set_nonblocking(true).map_err(io(path, "set non-blocking"))?;
