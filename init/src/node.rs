@@ -191,12 +191,22 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
     let mut watcher = Watcher::new().map_err(|e| e.to_string())?;
     reactor.add(watcher.as_fd(), NETLINK_TOKEN).map_err(|e| e.to_string())?;
 
-    // A node without its API still runs the network: a bind failure is logged, not fatal.
-    let mut api = opts.api_socket.as_ref().and_then(|p| {
-        Server::bind(p, &reactor, API_TOKEN, opts.api_max_connections)
-            .map_err(|e| log::error!(target: "api", "{e}"))
-            .ok()
-    });
+    // PID 1 never dies: without its API it still runs the network, so a bind failure (say,
+    // another node answering on the socket) is logged. `run` was asked for a socket: it
+    // refuses to start without it.
+    let mut api = match opts
+        .api_socket
+        .as_ref()
+        .map(|p| Server::bind(p, &reactor, API_TOKEN, opts.api_max_connections))
+    {
+        Some(Ok(server)) => Some(server),
+        Some(Err(e)) if std::process::id() == 1 => {
+            log::error!(target: "api", "{e}; running without the API");
+            None
+        }
+        Some(Err(e)) => return Err(e.to_string()),
+        None => None,
+    };
 
     let mut rt = Runtime::new();
     let mut operators = Operators::new(opts.state.clone());

@@ -372,3 +372,206 @@ fn a_watcher_that_does_not_read_is_dropped() {
     let _ = slow.read_to_end(&mut sink);
     node.stop();
 }
+
+/// `keelson run` in `ns` serving the API on `socket` (the root is scratch space).
+fn run_on(ns: &Netns, root: &TempDir, socket: &Path) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", &ns.name, env!("CARGO_BIN_EXE_keelson"), "run", "--no-hostname"])
+        .arg("--cmdline")
+        .arg("")
+        .arg("--root")
+        .arg(root.path())
+        .arg("--api-socket")
+        .arg(socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait up to `t` for `child` to exit; None (and the child killed) if it did not.
+fn exit_within(child: &mut std::process::Child, t: Duration) -> Option<(bool, String)> {
+    let end = Instant::now() + t;
+    while Instant::now() < end {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            return Some((status.success(), err));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn a_live_socket_is_never_taken_over() {
+    if !require_root("a_live_socket_is_never_taken_over") {
+        return;
+    }
+    let (_ns, _peer, _dir, node) = setup();
+    let path = node.api.clone().unwrap();
+    let other = Netns::new();
+    let root = TempDir::new();
+
+    // A second node on the live socket refuses to start, and the first keeps its socket.
+    let mut second = run_on(&other, &root, &path);
+    let (ok, err) = exit_within(&mut second, T).expect("the second node did not refuse");
+    assert!(!ok && err.contains("another process answers on it"), "{err}");
+    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+
+    // Something that is not a socket is never removed.
+    let file = root.path().join("not-a-socket");
+    std::fs::write(&file, "precious").unwrap();
+    let mut third = run_on(&other, &root, &file);
+    let (ok, err) = exit_within(&mut third, T).expect("a node started over a regular file");
+    assert!(!ok && err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+
+    // A stale socket (nobody accepts on it) is replaced; a clean stop removes ours.
+    let stale = root.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let mut fourth = run_on(&other, &root, &stale);
+    wait_for(
+        "the node on a stale socket answers",
+        T,
+        || {
+            UnixStream::connect(&stale).is_ok()
+                && request(&stale, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true")
+        },
+        String::new,
+    );
+    common::sh(&["kill", "-TERM", &fourth.id().to_string()]);
+    let (ok, err) = exit_within(&mut fourth, T).expect("the node did not stop");
+    assert!(ok, "{err}");
+    assert!(!stale.exists());
+    node.stop();
+}
+
+#[test]
+fn shutdown_leaves_a_file_that_replaced_the_socket() {
+    if !require_root("shutdown_leaves_a_file_that_replaced_the_socket") {
+        return;
+    }
+    let (_ns, _peer, dir, node) = setup();
+    let path = node.api.clone().unwrap();
+    let tmp = dir.path().join("replacement");
+    std::fs::write(&tmp, "not the node's").unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    let (log, _root) = node.stop_keeping_root();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "not the node's", "{log}");
+    assert!(log.contains("no longer the socket this node bound"), "{log}");
+}
+
+#[test]
+fn slow_clients_do_not_lock_out_a_new_one() {
+    if !require_root("slow_clients_do_not_lock_out_a_new_one") {
+        return;
+    }
+    const SLOTS: usize = 16;
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let config = write_config(&dir, "config.yaml", "10.7.0.2/24");
+    let node = Node::start_api_args(&ns, "", Some(&config), &["--api-max-connections", "16"]);
+    let path = node.api.clone().unwrap();
+    wait_for("the API", T, || UnixStream::connect(&path).is_ok(), || node.log_text());
+    // Let the node close the probe connections first.
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Every slot taken by a client that sends a byte a second and never ends its line.
+    let started = Instant::now();
+    let mut slow: Vec<(UnixStream, Vec<u8>, Option<Duration>)> = (0..SLOTS)
+        .map(|_| {
+            let mut s = UnixStream::connect(&path).unwrap();
+            s.write_all(b"{").unwrap();
+            s.set_nonblocking(true).unwrap();
+            (s, Vec::new(), None)
+        })
+        .collect();
+    let drip = |slow: &mut Vec<(UnixStream, Vec<u8>, Option<Duration>)>| {
+        for (s, got, closed) in slow.iter_mut().filter(|c| c.2.is_none()) {
+            let _ = s.write_all(b" ");
+            let mut b = [0u8; 4096];
+            loop {
+                match s.read(&mut b) {
+                    Ok(0) => {
+                        *closed = Some(started.elapsed());
+                        break;
+                    }
+                    Ok(n) => got.extend_from_slice(&b[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        *closed = Some(started.elapsed());
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    drip(&mut slow);
+
+    // A new client gets its answer at once.
+    let t0 = Instant::now();
+    let answer = request(&path, b"{\"op\":\"machine-status\"}\n");
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+
+    // The drippers are closed once their line has taken 5 s, whatever they send.
+    while started.elapsed() < Duration::from_secs(9) {
+        std::thread::sleep(Duration::from_secs(1));
+        drip(&mut slow);
+    }
+    let text = |g: &Vec<u8>| String::from_utf8_lossy(g).into_owned();
+    let evicted = slow.iter().filter(|c| text(&c.1).contains("closed to make room")).count();
+    assert_eq!(evicted, 1, "{:?}", slow.iter().map(|c| text(&c.1)).collect::<Vec<_>>());
+    for (_, got, closed) in slow.iter().filter(|c| !text(&c.1).contains("closed to make room")) {
+        assert!(text(got).contains("request not completed within 5 s"), "{}", text(got));
+        let closed = closed.expect("a dripping client was not closed");
+        assert!(closed >= Duration::from_secs(4) && closed < Duration::from_secs(8), "{closed:?}");
+    }
+    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+    node.stop();
+}
+
+#[test]
+fn the_client_bounds_an_answer_line() {
+    // No node and no privileges: a fake server that never ends its answer line.
+    let dir = TempDir::new();
+    let path = dir.path().join("fake.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let Ok((s, _)) = listener.accept() else { return };
+        let mut line = String::new();
+        let _ = BufReader::new(s.try_clone().unwrap()).read_line(&mut line);
+        let chunk = vec![b'x'; 1 << 20];
+        let mut s = s;
+        while s.write_all(&chunk).is_ok() {}
+    });
+    let (ok, _, err) = keelson(&["get", "addresses", "--socket", path.to_str().unwrap()]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("answer line longer than 67108864 bytes"), "{err}");
+}
+
+#[test]
+fn apply_config_over_the_limit_reports_the_nodes_answer() {
+    if !require_root("apply_config_over_the_limit_reports_the_nodes_answer") {
+        return;
+    }
+    let (_ns, _peer, dir, node) = setup();
+    let big = dir.path().join("big.yaml");
+    let mut text = String::from("version: v1alpha1\n");
+    while text.len() < 50 << 20 {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&big, text).unwrap();
+    let (ok, _, err) = keelson(&["apply-config", big.to_str().unwrap(), "--socket", &sock(&node)]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("request longer than 1048576 bytes"), "{err}");
+    assert!(request(&node.api.clone().unwrap(), b"{\"op\":\"machine-status\"}\n")
+        .contains("\"ok\":true"));
+    node.stop();
+}

@@ -3,7 +3,7 @@
 //! connects to the socket, sends one request line and prints the answer.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +16,19 @@ use crate::output::{self, Format, Remote};
 
 /// How long a one-shot request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest answer line read. A `list` of 10,000 routes is about 6 MiB; a peer sending more
+/// than this without a newline is not a keelson node, or a broken one.
+pub const MAX_ANSWER: usize = 64 << 20;
+
+/// A request as its line. A big one (`apply-config`) is serialized before connecting: the
+/// node closes a connection that stays silent too long.
+fn line(req: &Value) -> String {
+    let mut line = req.to_string();
+    line.push('\n');
+    line
+}
+
+const CLOSED: &str = "the node closed the connection";
 
 /// A connection to the API.
 struct Client {
@@ -34,24 +47,47 @@ impl Client {
         if !streaming {
             s.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
         }
+        s.set_write_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
         let writer = s.try_clone().map_err(|e| e.to_string())?;
         Ok(Self { reader: BufReader::new(s), writer })
     }
 
     fn send(&mut self, req: &Value) -> Result<(), String> {
-        let mut line = req.to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).map_err(|e| format!("send: {e}"))
+        self.send_line(&line(req))
+    }
+
+    /// Send a request serialized by [`line`].
+    fn send_line(&mut self, line: &str) -> Result<(), String> {
+        match self.writer.write_all(line.as_bytes()) {
+            Ok(()) => Ok(()),
+            // The node stopped reading and closed (a request over its limit, say): its answer
+            // says why, and is worth more than "broken pipe".
+            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
+                match self.recv() {
+                    Err(answer) if answer != CLOSED => Err(answer),
+                    _ => Err(format!("send: {e}")),
+                }
+            }
+            Err(e) => Err(format!("send: {e}")),
+        }
     }
 
     /// The next response line; an `ok: false` one becomes its error.
     fn recv(&mut self) -> Result<Value, String> {
-        let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|e| format!("receive: {e}"))?;
+        let mut line = Vec::new();
+        let n =
+            net::bounded::read_line(&mut self.reader, &mut line, MAX_ANSWER).map_err(
+                |e| match e {
+                    net::bounded::ReadError::LineTooLong { limit } => format!(
+                        "answer line longer than {limit} bytes: not a keelson API or a broken node"
+                    ),
+                    e => format!("receive: {e}"),
+                },
+            )?;
         if n == 0 {
-            return Err("the node closed the connection".into());
+            return Err(CLOSED.into());
         }
-        let v: Value = serde_json::from_str(&line).map_err(|e| format!("bad response: {e}"))?;
+        let v: Value = serde_json::from_slice(&line).map_err(|e| format!("bad response: {e}"))?;
         if v["ok"] != json!(true) {
             return Err(v["error"].as_str().unwrap_or("request failed").to_owned());
         }
@@ -232,8 +268,10 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     }
     let file = file.ok_or("usage: keelson apply-config FILE [--dry-run]")?;
     let config = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let request = line(&json!({"op": "apply-config", "config": config, "dryRun": dry}));
+    drop(config);
     let mut c = Client::connect(&socket, false)?;
-    c.send(&json!({"op": "apply-config", "config": config, "dryRun": dry}))?;
+    c.send_line(&request)?;
     let v = c.recv().map_err(|e| format!("{}: {e}", file.display()))?;
     let out = &mut std::io::stdout().lock();
     let mut text = String::new();

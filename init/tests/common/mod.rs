@@ -168,15 +168,27 @@ impl Node {
     }
 
     pub fn start_in(ns: &Netns, cmdline: &str, config: Option<&Path>, root: TempDir) -> Self {
-        Self::spawn(ns, cmdline, config, root, false)
+        Self::spawn(ns, cmdline, config, root, false, &[])
     }
 
     /// Like [`Node::start`], serving the API on `<root>/api.sock`.
     pub fn start_api(ns: &Netns, cmdline: &str, config: Option<&Path>) -> Self {
-        Self::spawn(ns, cmdline, config, TempDir::new(), true)
+        Self::spawn(ns, cmdline, config, TempDir::new(), true, &[])
     }
 
-    fn spawn(ns: &Netns, cmdline: &str, config: Option<&Path>, root: TempDir, api: bool) -> Self {
+    /// Like [`Node::start_api`], with more `run` arguments.
+    pub fn start_api_args(ns: &Netns, cmdline: &str, config: Option<&Path>, args: &[&str]) -> Self {
+        Self::spawn(ns, cmdline, config, TempDir::new(), true, args)
+    }
+
+    fn spawn(
+        ns: &Netns,
+        cmdline: &str,
+        config: Option<&Path>,
+        root: TempDir,
+        api: bool,
+        args: &[&str],
+    ) -> Self {
         let log = root.path().join("keelson.log");
         let mut cmd = Command::new("ip");
         cmd.args([
@@ -198,6 +210,7 @@ impl Node {
         if let Some(a) = &api {
             cmd.arg("--api-socket").arg(a);
         }
+        cmd.args(args);
         cmd.env("KEELSON_LOG", "debug");
         cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().unwrap();
