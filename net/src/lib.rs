@@ -19,6 +19,7 @@ pub mod etcfiles;
 mod hex;
 pub mod host;
 pub mod merge;
+pub mod names;
 pub mod netlink;
 pub mod nodeaddress;
 pub mod operator;
