@@ -414,7 +414,7 @@ fn etc_oracle(specs: &LayerSpecs, address: IpAddr) -> Result<(), String> {
         .map(|h| HostnameStatus { hostname: h.hostname.clone(), domainname: h.domainname.clone() });
     let resolv = etcfiles::resolv_conf(&resolvers);
     let hosts = etcfiles::hosts(Some(address), host.as_ref(), &[]);
-    for skipped in resolv.skipped.iter().chain(&hosts.skipped) {
+    if let Some(skipped) = resolv.skipped.iter().chain(&hosts.skipped).next() {
         return Err(format!("an invalid name reached the renderers: {skipped}"));
     }
     let plain = |line: &str| line.chars().all(|c| c == ' ' || c.is_ascii_graphic());
