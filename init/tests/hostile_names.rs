@@ -92,8 +92,10 @@ fn message_type(p: &[u8]) -> Option<u8> {
 /// killed. Without the variable it does nothing.
 #[test]
 fn rogue_dhcp_server() {
-    if std::env::var(ROGUE_ENV).is_err() {
-        return;
+    match std::env::var(ROGUE_ENV).as_deref() {
+        Ok("4") => {}
+        Ok("6") => return rogue_dhcp6_server(),
+        _ => return,
     }
     let sock = UdpSocket::bind("0.0.0.0:67").unwrap();
     sock.set_broadcast(true).unwrap();
@@ -111,6 +113,157 @@ fn rogue_dhcp_server() {
         let to = (Ipv4Addr::new(10, 78, 0, 255), 68);
         sock.send_to(&reply(req, kind), to).unwrap();
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// DHCPv6
+
+const SERVER6: &str = "fd78::1";
+const OFFERED6: &str = "fd78::60";
+
+/// DHCPv6 options (2-byte code and length) of a client message after its 4-byte header.
+fn options6(p: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    let mut pos = 4;
+    while pos + 4 <= p.len() {
+        let code = u16::from_be_bytes([p[pos], p[pos + 1]]);
+        let len = usize::from(u16::from_be_bytes([p[pos + 2], p[pos + 3]]));
+        let Some(body) = p.get(pos + 4..pos + 4 + len) else { break };
+        out.push((code, body));
+        pos += 4 + len;
+    }
+    out
+}
+
+fn opt6(m: &mut Vec<u8>, code: u16, data: &[u8]) {
+    m.extend_from_slice(&code.to_be_bytes());
+    m.extend_from_slice(&u16::try_from(data.len()).unwrap().to_be_bytes());
+    m.extend_from_slice(data);
+}
+
+/// The answer to a SOLICIT (REPLY with Rapid Commit, or ADVERTISE) or a REQUEST (REPLY),
+/// with hostile options 24 and 39.
+fn reply6(req: &[u8]) -> Option<Vec<u8>> {
+    let opts = options6(req);
+    let find = |code: u16| opts.iter().find(|(c, _)| *c == code).map(|(_, d)| *d);
+    let rapid = find(14).is_some();
+    let kind = match req.first()? {
+        1 if rapid => 7,
+        1 => 2,
+        3 | 5 | 6 => 7,
+        _ => return None,
+    };
+    let iaid = find(3)?.get(..4)?;
+    let mut m = vec![kind];
+    m.extend_from_slice(req.get(1..4)?);
+    opt6(&mut m, 1, find(1)?);
+    opt6(&mut m, 2, &[0, 3, 0, 1, 2, 0, 0, 0, 0, 1]);
+    if kind == 7 && req.first() == Some(&1) {
+        opt6(&mut m, 14, &[]);
+    }
+    let mut iaaddr = OFFERED6.parse::<std::net::Ipv6Addr>().unwrap().octets().to_vec();
+    iaaddr.extend_from_slice(&3600u32.to_be_bytes());
+    iaaddr.extend_from_slice(&7200u32.to_be_bytes());
+    let mut ia = iaid.to_vec();
+    ia.extend_from_slice(&1800u32.to_be_bytes());
+    ia.extend_from_slice(&2880u32.to_be_bytes());
+    opt6(&mut ia, 5, &iaaddr);
+    opt6(&mut m, 3, &ia);
+    opt6(&mut m, 23, &"fd78::53".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    opt6(&mut m, 24, &search_option());
+    let mut fqdn = vec![0, u8::try_from(HOSTNAME.len()).unwrap()];
+    fqdn.extend_from_slice(HOSTNAME);
+    fqdn.extend_from_slice(b"\x07example\x00");
+    opt6(&mut m, 39, &fqdn);
+    Some(m)
+}
+
+/// The DHCPv6 half of [`rogue_dhcp_server`]: `[::]:547`, joined to `ff02::1:2` on `s0`.
+fn rogue_dhcp6_server() {
+    let ifindex: u32 =
+        std::fs::read_to_string("/sys/class/net/s0/ifindex").unwrap().trim().parse().unwrap();
+    let sock = UdpSocket::bind("[::]:547").unwrap();
+    sock.join_multicast_v6(&"ff02::1:2".parse().unwrap(), ifindex).unwrap();
+    println!("rogue server listening");
+    let mut buf = [0u8; 1500];
+    loop {
+        let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+        if let Some(answer) = reply6(&buf[..n]) {
+            println!("answering type {} with {}", buf[0], answer[0]);
+            sock.send_to(&answer, from).unwrap();
+        }
+    }
+}
+
+/// Start this test binary as the rogue server (`proto` 4 or 6) in `ns`.
+fn start_rogue(ns: &Netns, proto: &str, dir: &TempDir) -> Background {
+    let exe = std::env::current_exe().unwrap();
+    let rogue = Background::start(
+        ns,
+        &[
+            "env",
+            &format!("{ROGUE_ENV}={proto}"),
+            exe.to_str().unwrap(),
+            "rogue_dhcp_server",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ],
+        dir.path().join(format!("rogue{proto}.log")),
+    );
+    wait_for(
+        "the rogue server",
+        Duration::from_secs(10),
+        || rogue.text().contains("listening"),
+        || rogue.text(),
+    );
+    rogue
+}
+
+#[test]
+fn rogue_dhcpv6_server_cannot_write_lines_into_etc() {
+    if std::env::var(ROGUE_ENV).is_ok()
+        || !require_root("rogue_dhcpv6_server_cannot_write_lines_into_etc")
+    {
+        return;
+    }
+    let server = Netns::new();
+    let client = Netns::new();
+    client.veth("v0", &server, "s0");
+    server.ip(&["addr", "add", &format!("{SERVER6}/64"), "dev", "s0", "nodad"]);
+    let dir = TempDir::new();
+    let rogue = start_rogue(&server, "6", &dir);
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: v0\n        dhcp: true\n        dhcpOptions: {ipv4: false, ipv6: true}\n",
+    )
+    .unwrap();
+    let node = Node::start_api(&client, "", Some(&config));
+    let leased = || client.addresses().iter().any(|a| a == &format!("v0/{OFFERED6}/128"));
+    wait_for("the lease from the rogue server", Duration::from_secs(30), leased, || {
+        format!("{}\n{}", node.log_text(), rogue.text())
+    });
+    let etc = node.root.path().join("etc");
+    let read = |f: &str| std::fs::read_to_string(etc.join(f)).unwrap_or_default();
+    wait_for(
+        "resolv.conf from the lease",
+        Duration::from_secs(10),
+        || read("resolv.conf").contains("fd78::53"),
+        || format!("{}\n{}", node.log_text(), read("resolv.conf")),
+    );
+    let (resolv, hosts) = (read("resolv.conf"), read("hosts"));
+    assert_valid_etc(&resolv, &hosts);
+    // The valid part of the lease still applies (the defaults fill the IPv4 resolvers).
+    assert!(resolv.starts_with("nameserver fd78::53\n"), "{resolv}");
+    assert!(resolv.ends_with("\nsearch ok.example\n"), "{resolv}");
+    assert!(!read("hostname").contains("rogue"), "{}", read("hostname"));
+    let log = node.log_text();
+    for what in ["option 24", "option 39"] {
+        assert!(log.lines().any(|l| l.contains("ignoring") && l.contains(what)), "{what}:\n{log}");
+    }
+    assert!(!log.contains('\x1b') && !log.contains("\n10.0.0.66"), "{log}");
+    node.stop();
 }
 
 /// Every line of the rendered files is one whole, valid value; the rogue lines are absent.
@@ -156,26 +309,7 @@ fn rogue_dhcp_server_cannot_write_lines_into_etc() {
     // `brd +`: the replies go to the subnet broadcast, which needs its broadcast route.
     server.ip(&["addr", "add", &format!("{SERVER}/24"), "brd", "+", "dev", "s0"]);
     let dir = TempDir::new();
-    let exe = std::env::current_exe().unwrap();
-    let rogue = Background::start(
-        &server,
-        &[
-            "env",
-            &format!("{ROGUE_ENV}=1"),
-            exe.to_str().unwrap(),
-            "rogue_dhcp_server",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ],
-        dir.path().join("rogue.log"),
-    );
-    wait_for(
-        "the rogue server",
-        Duration::from_secs(10),
-        || rogue.text().contains("listening"),
-        || rogue.text(),
-    );
+    let rogue = start_rogue(&server, "4", &dir);
     let config = dir.path().join("config.yaml");
     std::fs::write(
         &config,
