@@ -346,15 +346,26 @@ fn rogue_dhcp_server_cannot_write_lines_into_etc() {
     }
     assert!(!log.contains('\x1b') && !log.contains("\n10.0.0.66"), "{log}");
 
-    // Nothing raw reaches the terminal through `keelson get` either.
+    // Nothing raw reaches the terminal through `keelson get` either, not even a link whose
+    // name carries an escape sequence (the kernel allows anything but '/', ':' and blanks).
+    client.ip(&["link", "add", "name", "x\x1b[2Jq", "type", "veth", "peer", "name", "y0"]);
     let api = node.api.clone().unwrap();
-    for kind in ["hostnamestatus", "resolverstatus", "operatorstatus"] {
+    let get = |kind: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_keelson"))
             .args(["get", kind, "--socket"])
             .arg(&api)
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait_for(
+        "the hostile link in the table",
+        Duration::from_secs(10),
+        || get("links").contains("x\\u{1b}[2Jq"),
+        || get("links"),
+    );
+    for kind in ["links", "hostnamestatus", "resolverstatus", "operatorstatus"] {
+        let text = get(kind);
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{kind}: {text:?}");
     }
     node.stop();
