@@ -331,6 +331,8 @@ struct Stats {
     parsed: u64,
     acceptable: u64,
     changed: u64,
+    /// Leases whose `/etc` rendering was checked.
+    etc_checked: u64,
 }
 
 fn fuzz_v4(iters: u64, seed: u64) -> Stats {
@@ -387,6 +389,7 @@ fn fuzz_v4(iters: u64, seed: u64) -> Stats {
                     if !ok {
                         fail(&format!("incoherent lease {lease:?}"));
                     }
+                    stats.etc_checked += 1;
                     let specs = dhcp4::lease_to_specs(lease, "eth0", 1024, target.now);
                     if let Err(e) = etc_oracle(&specs, IpAddr::V4(lease.address)) {
                         fail(&format!("{e}\nfrom lease {lease:?}"));
@@ -672,6 +675,7 @@ fn fuzz_v6(iters: u64, seed: u64) -> Stats {
                     if !ok {
                         fail(&format!("incoherent lease {lease:?}"));
                     }
+                    stats.etc_checked += 1;
                     let specs = dhcp6::lease_to_specs(lease, "eth0", target.now);
                     if let Err(e) = etc_oracle(&specs, IpAddr::V6(lease.address)) {
                         fail(&format!("{e}\nfrom lease {lease:?}"));
@@ -692,17 +696,18 @@ fn run(name: &str, fuzz: fn(u64, u64) -> Stats) {
     let started = Instant::now();
     let stats = fuzz(iters, seed);
     eprintln!(
-        "{name}: {iters} mutants in {:.2?}: {} parsed, {} well-formed for the transaction, {} changed the lease",
+        "{name}: {iters} mutants in {:.2?}: {} parsed, {} well-formed for the transaction, {} changed the lease, {} leases' /etc checked",
         started.elapsed(),
         stats.parsed,
         stats.acceptable,
-        stats.changed
+        stats.changed,
+        stats.etc_checked
     );
     // The mutations must reach past the parser, or the engine checks test nothing.
     if iters >= 1000 {
         assert!(stats.parsed * 20 > iters, "{name}: under 5 % of mutants parse: {stats:?}");
         assert!(
-            stats.acceptable > 0 && stats.changed > 0,
+            stats.acceptable > 0 && stats.changed > 0 && stats.etc_checked > 0,
             "{name}: no mutant reached the engine: {stats:?}"
         );
     }
