@@ -72,7 +72,7 @@ fn table(resources: &[&Resource]) -> String {
             [
                 m.namespace.to_string(),
                 m.kind.to_string(),
-                m.id.clone(),
+                escape_cell(&m.id),
                 m.version.to_string(),
                 layer(&r.spec),
             ]
@@ -102,6 +102,38 @@ fn table(resources: &[&Resource]) -> String {
         line(&row.each_ref().map(String::as_str));
     }
     out
+}
+
+/// A table cell as the terminal must show it: control characters (C0, DEL, C1) and
+/// bidirectional overrides escaped (`\n`, `\u{1b}`, `\u{202e}`), so a name from a DHCP server
+/// or a link alias can neither move the cursor, nor recolour, nor split a row. YAML and JSON
+/// are escaped by their serializers.
+pub fn escape_cell(text: &str) -> String {
+    if text.chars().any(net::names::needs_escape) {
+        net::names::escape(text, usize::MAX)
+    } else {
+        text.to_owned()
+    }
+}
+
+/// serde_json escapes only C0 controls; DEL, C1 controls (U+009B is a CSI to many
+/// terminals) and bidirectional overrides are written raw. They can only occur inside
+/// strings, where `\uXXXX` is the same value (RFC 8259 §7), so escape them too. Newlines
+/// outside strings are the pretty-printer's and stay.
+fn json_escape_rest(text: &str) -> std::borrow::Cow<'_, str> {
+    let escape = |c: char| c != '\n' && c != '\\' && net::names::needs_escape(c);
+    if !text.chars().any(escape) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if escape(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 /// A resource as the API sends it (JSON), with the node it came from.
@@ -276,7 +308,9 @@ pub fn align(rows: &[Vec<String>]) -> String {
 /// Like [`align`], with column widths kept across calls: a stream of rows (a watch) stays
 /// aligned, columns only ever growing.
 pub fn align_with(rows: &[Vec<String>], widths: &mut Vec<usize>) -> String {
-    for row in rows {
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|row| row.iter().map(|c| escape_cell(c)).collect()).collect();
+    for row in &rows {
         for (i, c) in row.iter().enumerate() {
             if widths.len() <= i {
                 widths.push(0);
@@ -285,7 +319,7 @@ pub fn align_with(rows: &[Vec<String>], widths: &mut Vec<usize>) -> String {
         }
     }
     let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let mut l = String::new();
         for (i, (c, w)) in row.iter().zip(widths.iter()).enumerate() {
             if i + 1 == row.len() {
@@ -337,7 +371,8 @@ pub fn render_remote(out: &mut impl Write, items: &[Remote], format: Format) -> 
         }
         Format::Json => {
             let all: Vec<&serde_json::Value> = items.iter().map(|r| &r.resource).collect();
-            serde_json::to_writer_pretty(&mut *out, &all).map_err(|e| e.to_string())?;
+            let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
+            out.write_all(json_escape_rest(&text).as_bytes()).map_err(io)?;
             out.write_all(b"\n").map_err(io)
         }
     }
@@ -423,5 +458,55 @@ mod remote_tests {
         assert!(text.starts_with("node: node-1\nmetadata:\n"), "{text}");
         assert_eq!(text.matches("\n---\n").count(), 1, "{text}");
         assert!(text.contains("spec:\n  address: 10.0.0.2/24"), "{text}");
+    }
+
+    fn hostile() -> Remote {
+        Remote {
+            node: "n\x1b[2Jode".into(),
+            resource: json!({
+                "metadata": {"namespace": "network", "type": "HostnameStatuses.net.keelson.dev",
+                             "id": "hostname", "version": 1},
+                "spec": {"hostname": "evil\n10.0.0.66 registry\u{1b}]0;t\u{7}",
+                         "domainname": "\u{202e}moc.elpmaxe\u{9b}"}
+            }),
+        }
+    }
+
+    #[test]
+    fn table_escapes_control_characters_in_every_cell() {
+        let mut out = Vec::new();
+        render_remote(&mut out, &[hostile()], Format::Table)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let text = String::from_utf8(out).unwrap_or_default();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(!text.trim_end().chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert!(!text.contains('\u{202e}'), "{text:?}");
+        let row = text.lines().nth(1).unwrap_or_default();
+        assert!(row.starts_with("n\\u{1b}[2Jode "), "{row}");
+        assert!(row.contains("evil\\n10.0.0.66 registry\\u{1b}]0;t\\u{7}"), "{row}");
+        assert!(row.ends_with("\\u{202e}moc.elpmaxe\\u{9b}"), "{row}");
+        // The watch path aligns the same rows.
+        let aligned = align_with(&[remote_row(&["+"], &hostile())], &mut Vec::new());
+        assert!(!aligned.trim_end().chars().any(|c| c.is_control()), "{aligned:?}");
+    }
+
+    #[test]
+    fn yaml_and_json_escape_control_characters() {
+        for format in [Format::Yaml, Format::Json] {
+            let mut out = Vec::new();
+            render_remote(&mut out, &[hostile()], format).unwrap_or_else(|e| unreachable!("{e}"));
+            let text = String::from_utf8(out).unwrap_or_default();
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{format:?}: {text:?}");
+            if format == Format::Json {
+                assert!(!text.contains('\u{202e}'), "{text:?}");
+            }
+            // Escaped, not dropped: the value reads back intact.
+            let back: serde_json::Value = match format {
+                Format::Json => serde_json::from_str(&text).unwrap_or_default(),
+                _ => serde_yaml::from_str(&text).unwrap_or_default(),
+            };
+            let spec = if format == Format::Json { &back[0]["spec"] } else { &back["spec"] };
+            assert_eq!(spec["hostname"], "evil\n10.0.0.66 registry\u{1b}]0;t\u{7}", "{format:?}");
+        }
     }
 }

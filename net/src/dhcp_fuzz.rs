@@ -13,21 +13,28 @@
 //! * a packet that is not a well-formed message for the client's transaction (xid, chaddr or
 //!   client id, message type) leaves the client exactly as it was, with no output;
 //! * a lease produced from a mutant is coherent: its address is the one in the packet, its
-//!   server is the one the client renews with, T1 ≤ T2 ≤ the lifetime.
+//!   server is the one the client renews with, T1 ≤ T2 ≤ the lifetime;
+//! * the `/etc` files rendered from that lease's specs hold only lines made of whole, valid
+//!   values: `nameserver <ip>`, `search <domains>`, `<ip> <names>`, one hostname; nothing the
+//!   renderers had to leave out (the lease translation must have dropped it already).
+//!
+//! Besides the valid seeds, one DHCPv4 ACK and one DHCPv6 REPLY carry hostile names (a
+//! newline, an escape sequence, a space in options 12, 15, 119, 24 and 39), so mutants
+//! explore the name checks from both sides.
 //!
 //! `KEELSON_FUZZ_ITERS` sets the iterations per protocol (default 20 000) and
 //! `KEELSON_FUZZ_SEED` the seed (default fixed, so a failure reproduces); a failure prints
 //! the iteration and the packet in hex.
 
-use std::net::Ipv4Addr;
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use dhcproto::{v4, v6, Decodable, Encodable, Name};
 
-use crate::{dhcp4, dhcp6};
+use crate::resource::{HostnameStatus, LayerSpecs, ResolverStatus};
+use crate::{dhcp4, dhcp6, etcfiles, names};
 
 const DEFAULT_ITERS: u64 = 20_000;
 const DEFAULT_SEED: u64 = 0x6b65_656c_736f_6e21;
@@ -232,11 +239,25 @@ fn v4_reply(xid: u32, kind: v4::MessageType) -> v4::Message {
     m
 }
 
+/// A name with raw label bytes (a newline, an escape, a space), as a rogue server sends it.
+fn raw_name(labels: &[&[u8]]) -> Name {
+    Name::from_labels(labels.iter().copied()).unwrap_or_default()
+}
+
 fn v4_seeds(xid: u32) -> Vec<Vec<u8>> {
     let mut seeds = Vec::new();
     for kind in [v4::MessageType::Offer, v4::MessageType::Ack, v4::MessageType::Nak] {
         seeds.push(v4_reply(xid, kind).to_vec().unwrap_or_default());
     }
+    let mut hostile = v4_reply(xid, v4::MessageType::Ack);
+    let o = hostile.opts_mut();
+    o.insert(v4::DhcpOption::DomainName("x registry.local\nnameserver 6.6.6.6".into()));
+    o.insert(v4::DhcpOption::Hostname("node\n10.0.0.66 registry.local\x1b[2J".into()));
+    o.insert(v4::DhcpOption::DomainSearch(vec![
+        raw_name(&[b"ok", b"example"]),
+        raw_name(&[b"x\nnameserver 6.6.6.6", b"example"]),
+    ]));
+    seeds.push(hostile.to_vec().unwrap_or_default());
     // The lease options in file and sname (option 52 = 3).
     let mut m = v4::Message::default();
     m.set_opcode(v4::Opcode::BootReply).set_xid(xid).set_chaddr(&MAC).set_yiaddr(YIADDR);
@@ -310,6 +331,8 @@ struct Stats {
     parsed: u64,
     acceptable: u64,
     changed: u64,
+    /// Leases whose `/etc` rendering was checked.
+    etc_checked: u64,
 }
 
 fn fuzz_v4(iters: u64, seed: u64) -> Stats {
@@ -366,11 +389,69 @@ fn fuzz_v4(iters: u64, seed: u64) -> Stats {
                     if !ok {
                         fail(&format!("incoherent lease {lease:?}"));
                     }
+                    stats.etc_checked += 1;
+                    let specs = dhcp4::lease_to_specs(lease, "eth0", 1024, target.now);
+                    if let Err(e) = etc_oracle(&specs, IpAddr::V4(lease.address)) {
+                        fail(&format!("{e}\nfrom lease {lease:?}"));
+                    }
                 }
             }
         }
     }
     stats
+}
+
+// ---------------------------------------------------------------------------------------
+// The /etc oracle
+
+/// Render `/etc/resolv.conf`, `/etc/hosts` and `/etc/hostname` from a lease's specs as the
+/// node would, and check that every line is made of whole, valid values.
+fn etc_oracle(specs: &LayerSpecs, address: IpAddr) -> Result<(), String> {
+    let resolvers = ResolverStatus {
+        dns_servers: specs.resolvers.iter().flat_map(|r| r.dns_servers.clone()).collect(),
+        search_domains: specs.resolvers.iter().flat_map(|r| r.search_domains.clone()).collect(),
+    };
+    let host = specs
+        .hostnames
+        .first()
+        .map(|h| HostnameStatus { hostname: h.hostname.clone(), domainname: h.domainname.clone() });
+    let resolv = etcfiles::resolv_conf(&resolvers);
+    let hosts = etcfiles::hosts(Some(address), host.as_ref(), &[]);
+    if let Some(skipped) = resolv.skipped.iter().chain(&hosts.skipped).next() {
+        return Err(format!("an invalid name reached the renderers: {skipped}"));
+    }
+    let plain = |line: &str| line.chars().all(|c| c == ' ' || c.is_ascii_graphic());
+    for line in resolv.text.lines() {
+        let ok = plain(line)
+            && (line.is_empty()
+                || line.strip_prefix("nameserver ").is_some_and(|ip| ip.parse::<IpAddr>().is_ok())
+                || line
+                    .strip_prefix("search ")
+                    .is_some_and(|list| list.split(' ').all(names::is_domain)));
+        if !ok {
+            return Err(format!("resolv.conf line {line:?}:\n{}", resolv.text));
+        }
+    }
+    for line in hosts.text.lines() {
+        let mut tokens = line.split_whitespace();
+        let ok = plain(line)
+            && tokens.next().is_some_and(|ip| ip.parse::<IpAddr>().is_ok())
+            && tokens.clone().next().is_some()
+            && tokens.all(names::is_domain);
+        if !ok {
+            return Err(format!("hosts line {line:?}:\n{}", hosts.text));
+        }
+    }
+    if let Some(h) = &host {
+        let Some(text) = etcfiles::hostname(h) else {
+            return Err(format!("a hostname spec the renderer refuses: {h:?}"));
+        };
+        let name = text.strip_suffix('\n').unwrap_or_default();
+        if !plain(name) || names::split_hostname(name).is_err() {
+            return Err(format!("/etc/hostname {text:?}"));
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -435,6 +516,20 @@ fn v6_seeds(xid: [u8; 3], client_id: &[u8], iaid: u32) -> Vec<Vec<u8>> {
         m.opts_mut().insert(v6::DhcpOption::IANA(ia));
         seeds.push(m);
     }
+    let mut hostile = v6_reply(xid, client_id, iaid, v6::MessageType::Reply);
+    hostile.opts_mut().remove(v6::OptionCode::DomainSearchList);
+    hostile.opts_mut().insert(v6::DhcpOption::DomainSearchList(vec![
+        raw_name(&[b"ok", b"example"]),
+        raw_name(&[b"x\nnameserver 6.6.6.6", b"example"]),
+    ]));
+    let mut fqdn = vec![1, 27];
+    fqdn.extend_from_slice(b"node\n10.0.0.66 registry\x1b[2J");
+    fqdn.extend_from_slice(&[7, b'e', b'x', b'a', b'm', b'p', b'l', b'e', 0]);
+    hostile.opts_mut().remove(v6::OptionCode::ClientFqdn);
+    hostile
+        .opts_mut()
+        .insert(v6::DhcpOption::Unknown(v6::UnknownOption::new(v6::OptionCode::ClientFqdn, fqdn)));
+    seeds.push(hostile);
     let mut fail = v6_reply(xid, client_id, iaid, v6::MessageType::Reply);
     fail.opts_mut().insert(v6::DhcpOption::StatusCode(v6::StatusCode {
         status: v6::Status::UnspecFail,
@@ -580,6 +675,11 @@ fn fuzz_v6(iters: u64, seed: u64) -> Stats {
                     if !ok {
                         fail(&format!("incoherent lease {lease:?}"));
                     }
+                    stats.etc_checked += 1;
+                    let specs = dhcp6::lease_to_specs(lease, "eth0", target.now);
+                    if let Err(e) = etc_oracle(&specs, IpAddr::V6(lease.address)) {
+                        fail(&format!("{e}\nfrom lease {lease:?}"));
+                    }
                 }
             }
         }
@@ -596,17 +696,18 @@ fn run(name: &str, fuzz: fn(u64, u64) -> Stats) {
     let started = Instant::now();
     let stats = fuzz(iters, seed);
     eprintln!(
-        "{name}: {iters} mutants in {:.2?}: {} parsed, {} well-formed for the transaction, {} changed the lease",
+        "{name}: {iters} mutants in {:.2?}: {} parsed, {} well-formed for the transaction, {} changed the lease, {} leases' /etc checked",
         started.elapsed(),
         stats.parsed,
         stats.acceptable,
-        stats.changed
+        stats.changed,
+        stats.etc_checked
     );
     // The mutations must reach past the parser, or the engine checks test nothing.
     if iters >= 1000 {
         assert!(stats.parsed * 20 > iters, "{name}: under 5 % of mutants parse: {stats:?}");
         assert!(
-            stats.acceptable > 0 && stats.changed > 0,
+            stats.acceptable > 0 && stats.changed > 0 && stats.etc_checked > 0,
             "{name}: no mutant reached the engine: {stats:?}"
         );
     }
@@ -711,4 +812,63 @@ fn option_shapes_dhcproto_panics_on_are_refused() {
             Err(dhcp6::wire::Wire6Error::BadLength { code, offset, len: usize::from(len) })
         );
     }
+}
+
+#[test]
+fn etc_oracle_catches_an_injected_line() {
+    use crate::resource::{ConfigLayer, HostnameSpec, ResolverSpec};
+    let addr = IpAddr::V4(YIADDR);
+    let mut specs = LayerSpecs::default();
+    specs.resolvers.push(ResolverSpec {
+        dns_servers: vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 53))],
+        search_domains: vec!["ok.example".into()],
+        search_domains_overridden: false,
+        layer: ConfigLayer::Operator,
+    });
+    specs.hostnames.push(HostnameSpec {
+        hostname: "node1".into(),
+        domainname: "example".into(),
+        layer: ConfigLayer::Operator,
+    });
+    assert_eq!(etc_oracle(&specs, addr), Ok(()));
+    let mut bad = specs.clone();
+    bad.resolvers[0].search_domains.push("x registry.local\nnameserver 6.6.6.6".into());
+    assert!(etc_oracle(&bad, addr).is_err());
+    let mut bad = specs;
+    bad.hostnames[0].hostname = "node\n10.0.0.66 registry.local".into();
+    assert!(etc_oracle(&bad, addr).is_err());
+}
+
+#[test]
+fn hostile_seeds_bind_without_their_names() {
+    let targets = v4_targets();
+    let t = &targets[1];
+    let hostile = t.seeds[3].clone();
+    let mut c = t.client.clone();
+    let out = c.handle(t.now, dhcp4::Input::Packet(&hostile));
+    let Some(dhcp4::Output::Bound(lease)) =
+        out.iter().find(|o| matches!(o, dhcp4::Output::Bound(_)))
+    else {
+        panic!("the hostile ACK must still bind: {out:?}")
+    };
+    let specs = dhcp4::lease_to_specs(lease, "eth0", 1024, t.now);
+    assert_eq!(specs.resolvers[0].search_domains, ["ok.example"]);
+    assert!(specs.hostnames.is_empty());
+    assert_eq!(etc_oracle(&specs, IpAddr::V4(lease.address)), Ok(()));
+
+    let targets = v6_targets();
+    let t = &targets[2];
+    let hostile = t.seeds.iter().rev().nth(1).cloned().unwrap_or_default();
+    let mut c = t.client.clone();
+    let out = c.handle(t.now, dhcp6::Input::Packet(&hostile));
+    let Some(dhcp6::Output::Bound(lease)) =
+        out.iter().find(|o| matches!(o, dhcp6::Output::Bound(_)))
+    else {
+        panic!("the hostile REPLY must still bind: {out:?}")
+    };
+    assert!(lease.fqdn.as_deref().is_some_and(|f| f.contains('\n')), "{lease:?}");
+    let specs = dhcp6::lease_to_specs(lease, "eth0", t.now);
+    assert_eq!(specs.resolvers[0].search_domains, ["ok.example"]);
+    assert!(specs.hostnames.is_empty());
+    assert_eq!(etc_oracle(&specs, IpAddr::V6(lease.address)), Ok(()));
 }

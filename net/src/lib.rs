@@ -9,7 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod bounded;
-pub use model::{cmdline, config, merge, resource};
+pub use model::{cmdline, config, merge, names, resource};
 pub mod controllers;
 pub mod dhcp4;
 pub mod dhcp6;

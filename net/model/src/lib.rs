@@ -10,4 +10,5 @@
 pub mod cmdline;
 pub mod config;
 pub mod merge;
+pub mod names;
 pub mod resource;

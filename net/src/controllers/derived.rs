@@ -188,14 +188,27 @@ impl Controller for EtcFilesController {
             })
             .unwrap_or_default();
         let hosts = etcfiles::hosts(default_ip, hostname.as_ref(), &extra);
-        self.write(ctx, "hosts", "/etc/hosts", &hosts)?;
+        log_skipped("/etc/hosts", &hosts.skipped);
+        self.write(ctx, "hosts", "/etc/hosts", &hosts.text)?;
         if let Some(r) = ctx.get::<ResolverStatus>(Namespace::Network, RESOLVER_ID).cloned() {
-            self.write(ctx, "resolv.conf", "/etc/resolv.conf", &etcfiles::resolv_conf(&r))?;
+            let resolv = etcfiles::resolv_conf(&r);
+            log_skipped("/etc/resolv.conf", &resolv.skipped);
+            self.write(ctx, "resolv.conf", "/etc/resolv.conf", &resolv.text)?;
         }
         if let Some(h) = &hostname {
-            self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &etcfiles::hostname(h))?;
+            match etcfiles::hostname(h) {
+                Some(text) => self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &text)?,
+                None => log_skipped("/etc/hostname", &["an invalid hostname".to_owned()]),
+            }
         }
         Ok(Next::Idle)
+    }
+}
+
+/// Values the renderers refused: validation upstream should have stopped them, so say so.
+fn log_skipped(path: &str, skipped: &[String]) {
+    for what in skipped {
+        log::warn!(target: "network.EtcFilesController", "{path}: left out {what}: not a valid name");
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
 
+use crate::names;
 use crate::resource::{
     AddressSpec, ConfigLayer, Family, HostnameSpec, LayerSpecs, LinkSpec, ResolverSpec,
     RouteProtocol, RouteSpec, RoutingTable, Scope, TimeServerSpec,
@@ -174,8 +175,12 @@ pub fn lease_to_specs(lease: &Lease, link: &str, route_metric: u32, now: Instant
         specs.routes.push(route);
     }
 
-    let mut search = lease.search.clone();
-    if let Some(domain) = lease.domain.as_ref().filter(|d| !d.is_empty()) {
+    // Names from the server go to /etc and the kernel: only valid ones (RFC 1123), each
+    // refusal logged once with the value escaped; the rest of the lease applies.
+    let domain = lease.domain.as_deref().and_then(|d| valid_domain(d, link, "option 15"));
+    let mut search: Vec<String> =
+        lease.search.iter().filter_map(|d| valid_domain(d, link, "option 119")).collect();
+    if let Some(domain) = &domain {
         if !search.contains(domain) {
             search.push(domain.clone());
         }
@@ -201,12 +206,16 @@ pub fn lease_to_specs(lease: &Lease, link: &str, route_metric: u32, now: Instant
         let name = name.trim_matches('\0');
         match HostnameSpec::parse_fqdn(name, layer) {
             Ok(mut spec) => {
-                if let Some(domain) = lease.domain.as_ref().filter(|d| !d.is_empty()) {
-                    spec.domainname = domain.trim_end_matches('.').to_owned();
+                // Option 15 is the domain only if the kernel takes it as one.
+                if let Some(domain) = domain.as_ref().filter(|d| d.len() <= names::MAX_UTS) {
+                    spec.domainname.clone_from(domain);
                 }
                 specs.hostnames.push(spec);
             }
-            Err(err) => log::debug!("dhcp4 on {link}: ignoring hostname from lease: {err}"),
+            Err(err) => log::warn!(
+                "dhcp4 on {link}: ignoring hostname (option 12) \"{}\": {err}",
+                names::escape(name, 80)
+            ),
         }
     }
 
@@ -217,4 +226,19 @@ pub fn lease_to_specs(lease: &Lease, link: &str, route_metric: u32, now: Instant
     }
 
     specs
+}
+
+/// `value` without its trailing dot if it is a valid domain; otherwise `None`, logged.
+fn valid_domain(value: &str, link: &str, what: &str) -> Option<String> {
+    let value = value.trim_matches('\0');
+    match names::check_domain(value) {
+        Ok(d) => Some(d.to_owned()),
+        Err(err) => {
+            log::warn!(
+                "dhcp4 on {link}: ignoring domain ({what}) \"{}\": {err}",
+                names::escape(value, 80)
+            );
+            None
+        }
+    }
 }

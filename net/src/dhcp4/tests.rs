@@ -647,3 +647,33 @@ fn wire_check_names_the_position() {
     assert_eq!(wire::check(&bytes), Err(wire::Wire4Error::Cookie([0, 130, 83, 99])));
     assert_eq!(wire::check(&bytes[..239]), Err(wire::Wire4Error::Short { len: 239 }));
 }
+
+#[test]
+fn lease_to_specs_drops_names_that_are_not_valid_and_keeps_the_rest() {
+    let t0 = Instant::now();
+    let mut lease = sample_lease(t0);
+    lease.domain = Some("x registry.local\nnameserver 6.6.6.6".into());
+    lease.search = vec!["ok.example".into(), "bad\\010name.example".into()];
+    lease.hostname = Some("node\n10.0.0.66 registry.local".into());
+    let specs = lease_to_specs(&lease, "eth0", 1024, t0);
+    assert_eq!(specs.addresses.len(), 1, "the address still applies");
+    let [res] = specs.resolvers.as_slice() else { panic!("{specs:?}") };
+    assert_eq!(res.search_domains, ["ok.example"]);
+    assert_eq!(res.dns_servers, [IpAddr::V4(Ipv4Addr::new(10, 0, 0, 53))]);
+    assert!(specs.hostnames.is_empty(), "{specs:?}");
+
+    // An escape sequence in option 12; a valid hostname with a bad option 15 keeps no domain.
+    lease.hostname = Some("\u{1b}]0;owned\u{7}".into());
+    assert!(lease_to_specs(&lease, "eth0", 1024, t0).hostnames.is_empty());
+    lease.hostname = Some("node7".into());
+    let specs = lease_to_specs(&lease, "eth0", 1024, t0);
+    let [host] = specs.hostnames.as_slice() else { panic!("{specs:?}") };
+    assert_eq!((host.hostname.as_str(), host.domainname.as_str()), ("node7", ""));
+
+    // A search domain may be long; the hostname's domain must fit setdomainname(2).
+    let long = format!("{}.{}", "d".repeat(40), "e".repeat(24));
+    lease.domain = Some(long.clone());
+    let specs = lease_to_specs(&lease, "eth0", 1024, t0);
+    assert_eq!(specs.resolvers[0].search_domains, ["ok.example".to_owned(), long]);
+    assert_eq!(specs.hostnames[0].domainname, "");
+}

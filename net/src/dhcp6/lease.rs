@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use ipnet::{IpNet, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
+use crate::names;
 use crate::resource::{
     AddressSpec, ConfigLayer, HostnameSpec, LayerSpecs, ResolverSpec, TimeServerSpec,
 };
@@ -109,10 +110,26 @@ pub fn lease_to_specs(lease: &Lease6, link: &str, now: Instant) -> LayerSpecs {
         lease.remaining(lease.preferred_lifetime.min(lease.valid_lifetime), now);
     specs.addresses.push(address);
 
-    if !lease.dns.is_empty() || !lease.search.is_empty() {
+    // Names from the server go to /etc and the kernel: only valid ones (RFC 1123), each
+    // refusal logged once with the value escaped; the rest of the lease applies.
+    let search: Vec<String> = lease
+        .search
+        .iter()
+        .filter_map(|d| match names::check_domain(d) {
+            Ok(d) => Some(d.to_owned()),
+            Err(err) => {
+                log::warn!(
+                    "dhcp6 on {link}: ignoring domain (option 24) \"{}\": {err}",
+                    names::escape(d, 80)
+                );
+                None
+            }
+        })
+        .collect();
+    if !lease.dns.is_empty() || !search.is_empty() {
         specs.resolvers.push(ResolverSpec {
             dns_servers: lease.dns.iter().map(|ip| IpAddr::V6(*ip)).collect(),
-            search_domains: lease.search.clone(),
+            search_domains: search,
             search_domains_overridden: false,
             layer,
         });
@@ -129,7 +146,10 @@ pub fn lease_to_specs(lease: &Lease6, link: &str, now: Instant) -> LayerSpecs {
     if let Some(name) = &lease.fqdn {
         match HostnameSpec::parse_fqdn(name, layer) {
             Ok(spec) => specs.hostnames.push(spec),
-            Err(err) => log::debug!("dhcp6 on {link}: ignoring FQDN from lease: {err}"),
+            Err(err) => log::warn!(
+                "dhcp6 on {link}: ignoring FQDN (option 39) \"{}\": {err}",
+                names::escape(name, 80)
+            ),
         }
     }
 

@@ -897,3 +897,36 @@ fn persisted_lease_round_trips_without_its_instant() {
     assert_eq!(back.acquired_at, None);
     assert_eq!(Lease6 { acquired_at: Some(t0), ..back }, lease);
 }
+
+#[test]
+fn lease_to_specs_drops_names_that_are_not_valid_and_keeps_the_rest() {
+    let t0 = Instant::now();
+    let mut lease = sample_lease(t0);
+    lease.search = vec!["x registry.local\nnameserver 6.6.6.6".into(), "ok.example".into()];
+    lease.fqdn = Some("node\n10.0.0.66 registry.local".into());
+    let specs = lease_to_specs(&lease, "eth0", t0);
+    assert_eq!(specs.addresses.len(), 1, "the address still applies");
+    let [res] = specs.resolvers.as_slice() else { panic!("{specs:?}") };
+    assert_eq!(res.search_domains, ["ok.example"]);
+    assert!(specs.hostnames.is_empty(), "{specs:?}");
+}
+
+#[test]
+fn fqdn_with_a_newline_in_a_label_is_not_a_hostname() {
+    let t0 = Instant::now();
+    let mut c = client(t0);
+    let solicit = only_send(&c.handle(t0, Input::LinkLocalReady));
+    let mut a = Answer::new(MessageType::Reply);
+    a.rapid_commit = true;
+    let mut bytes = Message::from_bytes(&a.to(&solicit)).unwrap();
+    let mut data = vec![0, 12];
+    data.extend_from_slice(b"node\n6.6.6.6");
+    data.extend_from_slice(&[7, b'e', b'x', b'a', b'm', b'p', b'l', b'e', 0]);
+    bytes.opts_mut().insert(DhcpOption::Unknown(UnknownOption::new(OptionCode::ClientFqdn, data)));
+    let out = c.handle(t0, Input::Packet(&bytes.to_vec().unwrap()));
+    let [Output::Bound(lease)] = out.as_slice() else { panic!("{out:?}") };
+    assert_eq!(lease.fqdn.as_deref(), Some("node\n6.6.6.6.example"));
+    let specs = lease_to_specs(lease, "eth0", t0);
+    assert!(specs.hostnames.is_empty(), "{specs:?}");
+    assert_eq!(specs.addresses.len(), 1);
+}

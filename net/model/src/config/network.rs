@@ -30,7 +30,7 @@ pub struct NetworkConfig {
     pub nameservers: Vec<IpAddr>,
     /// Search domains; `Some` when the key is present, even empty (it then clears lower
     /// layers' domains).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalar::opt_list::<Domain, _>")]
     pub search_domains: Option<Vec<String>>,
     /// Do not derive a search domain from the hostname's domain.
     #[serde(default)]
@@ -51,7 +51,7 @@ pub struct ExtraHost {
     #[serde(deserialize_with = "scalar::one::<Ip, _>")]
     pub ip: IpAddr,
     /// Names for it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalar::list::<Domain, _>")]
     pub aliases: Vec<String>,
 }
 

@@ -50,6 +50,14 @@ pub(crate) fn list<'de, P: ScalarParser, D: Deserializer<'de>>(
     Ok(Vec::<Scalar<P>>::deserialize(d)?.into_iter().map(|s| s.0).collect())
 }
 
+/// `deserialize_with` for an optional list of scalars (`null` or absent is `None`); pair with
+/// `#[serde(default)]`.
+pub(crate) fn opt_list<'de, P: ScalarParser, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<P::Out>>, D::Error> {
+    Ok(Option::<Vec<Scalar<P>>>::deserialize(d)?.map(|v| v.into_iter().map(|s| s.0).collect()))
+}
+
 /// One scalar as a deserializable value (for `Option` and `Vec`).
 struct Scalar<P: ScalarParser>(P::Out);
 
@@ -159,7 +167,19 @@ impl ScalarParser for Hostname {
     fn parse(s: &str) -> Result<String, String> {
         HostnameSpec::parse_fqdn(s, ConfigLayer::Configuration)
             .map(|_| s.to_owned())
-            .map_err(|e| e.to_string())
+            .map_err(|e| format!("invalid hostname: {e}"))
+    }
+}
+
+/// A domain name (a search domain, an `/etc/hosts` alias), kept without its trailing dot.
+pub(crate) struct Domain;
+impl ScalarParser for Domain {
+    type Out = String;
+    const EXPECTING: &'static str = "a domain name";
+    fn parse(s: &str) -> Result<String, String> {
+        crate::names::check_domain(s)
+            .map(str::to_owned)
+            .map_err(|e| format!("invalid domain name: {e}"))
     }
 }
 

@@ -586,3 +586,76 @@ fn kubespan_without_cluster_id_warns() {
     assert_eq!(cfg.warnings.len(), 1);
     assert!(cfg.warnings[0].contains("needs cluster.id"), "{:?}", cfg.warnings);
 }
+
+#[test]
+fn names_that_would_reach_etc_are_refused_with_their_path() {
+    let long_label = "a".repeat(64);
+    let domain65 = format!("{}.{}", "d".repeat(40), "e".repeat(24));
+    let cases: [(&str, String, &str, &str); 9] = [
+        (
+            "hostname: node-1.example.org",
+            r#"hostname: "node\n6.6.6.6 registry.local""#.into(),
+            "machine.network.hostname",
+            "invalid hostname: label 1 contains '\\n'",
+        ),
+        (
+            "hostname: node-1.example.org",
+            r#"hostname: "node\e]0;x\a""#.into(),
+            "machine.network.hostname",
+            "invalid hostname: label 1 contains '\\u{1b}'",
+        ),
+        (
+            "hostname: node-1.example.org",
+            format!("hostname: node.{long_label}"),
+            "machine.network.hostname",
+            "invalid hostname: label 2 is 64 bytes long, more than 63",
+        ),
+        (
+            "hostname: node-1.example.org",
+            format!("hostname: node.{domain65}"),
+            "machine.network.hostname",
+            "invalid hostname: domain part is 65 bytes long, more than 64 (the kernel's limit)",
+        ),
+        (
+            "hostname: node-1.example.org",
+            "hostname: my_node".into(),
+            "machine.network.hostname",
+            "invalid hostname: label 1 contains '_'",
+        ),
+        (
+            "searchDomains: [example.org]",
+            r#"searchDomains: [example.org, "ok.example\nnameserver 6.6.6.6"]"#.into(),
+            "machine.network.searchDomains[1]",
+            "invalid domain name: label 2 contains '\\n'",
+        ),
+        (
+            "searchDomains: [example.org]",
+            format!("searchDomains: [{long_label}.example]"),
+            "machine.network.searchDomains[0]",
+            "invalid domain name: label 1 is 64 bytes long, more than 63",
+        ),
+        (
+            "aliases: [registry.local]",
+            r#"aliases: [registry.local, "x\n6.6.6.6 registry.local"]"#.into(),
+            "machine.network.extraHostEntries[0].aliases[1]",
+            "invalid domain name: label 1 contains '\\n'",
+        ),
+        (
+            "aliases: [registry.local]",
+            r#"aliases: ["reg\u0085istry"]"#.into(),
+            "machine.network.extraHostEntries[0].aliases[0]",
+            "invalid domain name: label 1 contains '\\u{85}'",
+        ),
+    ];
+    for (find, replace, path, message) in cases {
+        let (e, _) = err_with(find, &replace);
+        assert_eq!((e.path.as_str(), e.message.as_str()), (path, message), "{replace}");
+        assert!(!e.to_string().contains('\n'), "one line: {e}");
+    }
+    // A trailing dot is the root: accepted and stripped.
+    let ok = FULL.replacen("searchDomains: [example.org]", "searchDomains: [example.org.]", 1);
+    assert_eq!(
+        parse(&ok).unwrap().machine.network.search_domains,
+        Some(vec!["example.org".to_owned()])
+    );
+}

@@ -999,29 +999,14 @@ pub struct HostnameSpec {
 /// The singleton ID of hostname resources.
 pub const HOSTNAME_ID: &str = "hostname";
 
-/// Why a hostname was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostnameError {
-    /// Empty, or a first label longer than 63 characters.
-    #[error("hostname {0:?} must be 1 to 63 characters")]
-    BadLength(String),
-    /// A fully qualified name longer than 253 characters.
-    #[error("fully qualified name {0:?} is longer than 253 characters")]
-    FqdnTooLong(String),
-}
+/// Why a hostname was rejected: the shared name check's reason.
+pub type HostnameError = crate::names::NameError;
 
 impl HostnameSpec {
-    /// Split a name at the first dot into hostname and domain name, and validate the
-    /// lengths (1..=63, FQDN at most 253; TB §1.4).
+    /// Split a name at the first dot into hostname and domain name, refusing anything that is
+    /// not a valid RFC 1123 hostname or that the kernel would refuse ([`crate::names`]).
     pub fn parse_fqdn(fqdn: &str, layer: ConfigLayer) -> Result<Self, HostnameError> {
-        let fqdn = fqdn.trim_end_matches('.');
-        let (host, domain) = fqdn.split_once('.').unwrap_or((fqdn, ""));
-        if host.is_empty() || host.len() > 63 {
-            return Err(HostnameError::BadLength(host.to_owned()));
-        }
-        if fqdn.len() > 253 {
-            return Err(HostnameError::FqdnTooLong(fqdn.to_owned()));
-        }
+        let (host, domain) = crate::names::split_hostname(fqdn)?;
         Ok(Self { hostname: host.to_owned(), domainname: domain.to_owned(), layer })
     }
 
@@ -1534,7 +1519,7 @@ mod tests {
         let long = format!("a.{}", "b".repeat(253));
         assert!(matches!(
             HostnameSpec::parse_fqdn(&long, ConfigLayer::Cmdline),
-            Err(HostnameError::FqdnTooLong(_))
+            Err(HostnameError::TooLong { .. })
         ));
     }
 
