@@ -56,7 +56,8 @@ impl log::Log for Kmsg {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let line = truncate(format_line(record.target(), &record.args().to_string()));
+        let message = crate::logger::one_line(record.args().to_string());
+        let line = truncate(format_line(record.target(), &message));
         if let Ok(mut f) = self.file.lock() {
             if let Some(f) = f.as_mut() {
                 // One write is one kmsg record; a failed write has nowhere better to go.
