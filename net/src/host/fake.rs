@@ -36,6 +36,8 @@ pub struct FakeHost {
     /// Store every added route with this protocol instead: a kernel that does not keep what
     /// it is asked, so the diff never settles.
     pub rewrite_route_protocol: Option<crate::resource::RouteProtocol>,
+    /// MTUs above this are refused as the kernel refuses them above a device's maximum.
+    pub max_mtu: Option<u32>,
     /// WireGuard devices by link name.
     pub wireguard: BTreeMap<String, WgDevice>,
     next_index: u32,
@@ -181,6 +183,9 @@ impl Host for FakeHost {
                 l.operational_state = if *up { "up" } else { "down" }.into();
                 l.link_state = *up;
                 l.flags = if *up { "UP".into() } else { String::new() };
+            }
+            LinkOp::SetMtu { mtu, .. } if self.max_mtu.is_some_and(|m| *mtu > m) => {
+                return Err(err(text, HostErrorKind::Invalid, "mtu greater than device maximum"));
             }
             LinkOp::SetMtu { index, mtu } => self.link_mut(*index, &text)?.mtu = *mtu,
             LinkOp::SetMac { index, mac } => {
