@@ -404,7 +404,7 @@ fn bad_bond_options() {
 #[test]
 fn vlan_names_and_ids() {
     let n =
-        clean("vlan=eth0.100:eth0 vlan=vlan0008:eth1 vlan=vlan4095:enxa vlan=x.5:enp0s31f6abcd");
+        clean("vlan=eth0.100:eth0 vlan=vlan0008:eth1 vlan=vlan4094:enxa vlan=x.5:enp0s31f6abcd");
     let got: Vec<_> = n
         .link_specs
         .iter()
@@ -420,7 +420,7 @@ fn vlan_names_and_ids() {
         [
             ("eth0.100".to_owned(), "eth0", 100, VlanProtocol::DOT1Q),
             ("eth1.8".to_owned(), "eth1", 8, VlanProtocol::DOT1Q),
-            ("enxa.4095".to_owned(), "enxa", 4095, VlanProtocol::DOT1Q),
+            ("enxa.4094".to_owned(), "enxa", 4094, VlanProtocol::DOT1Q),
             (hashed, "enp0s31f6abcd", 5, VlanProtocol::DOT1Q),
         ]
     );
