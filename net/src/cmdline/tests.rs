@@ -310,6 +310,18 @@ fn talos_hostname_wins_regardless_of_order() {
     assert_eq!(n.hostname.as_deref(), Some("fallback"));
 }
 
+#[test]
+fn talos_hostname_with_a_domain_setdomainname_refuses() {
+    // 64 bytes is what setdomainname(2) takes; 65 would stop the hostname being applied.
+    let domain = |len: usize| format!("{}.org", "d".repeat(len - 4));
+    let n = clean(&format!("talos.hostname=node-1.{}", domain(64)));
+    assert_eq!(n.hostname, Some(format!("node-1.{}", domain(64))));
+    let (n, e) = one_error(&format!("ip=1.2.3.4::::fallback:eth0 talos.hostname=node-1.{}", domain(65)));
+    assert_eq!((e.param.as_str(), e.column), ("talos.hostname", 44));
+    assert!(e.to_string().contains("domain name is 65 bytes"), "{e}");
+    assert_eq!(n.hostname.as_deref(), Some("fallback"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // bond=
 

@@ -1029,7 +1029,13 @@ pub enum HostnameError {
     /// A fully qualified name longer than 253 characters.
     #[error("fully qualified name {0:?} is longer than 253 characters")]
     FqdnTooLong(String),
+    /// A domain name longer than the kernel keeps (`__NEW_UTS_LEN`, setdomainname(2)).
+    #[error("domain name is {0} bytes; the kernel takes at most {MAX_DOMAINNAME_LEN}")]
+    DomainTooLong(usize),
 }
+
+/// The longest domain name `setdomainname(2)` accepts (`__NEW_UTS_LEN`).
+pub const MAX_DOMAINNAME_LEN: usize = 64;
 
 impl HostnameSpec {
     /// Split a name at the first dot into hostname and domain name, and validate the
@@ -1042,6 +1048,9 @@ impl HostnameSpec {
         }
         if fqdn.len() > 253 {
             return Err(HostnameError::FqdnTooLong(fqdn.to_owned()));
+        }
+        if domain.len() > MAX_DOMAINNAME_LEN {
+            return Err(HostnameError::DomainTooLong(domain.len()));
         }
         Ok(Self { hostname: host.to_owned(), domainname: domain.to_owned(), layer })
     }
