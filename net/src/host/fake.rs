@@ -38,6 +38,8 @@ pub struct FakeHost {
     pub rewrite_route_protocol: Option<crate::resource::RouteProtocol>,
     /// MTUs above this are refused as the kernel refuses them above a device's maximum.
     pub max_mtu: Option<u32>,
+    /// Writes to these paths fail (a read-only or full file system).
+    pub unwritable: Vec<String>,
     /// WireGuard devices by link name.
     pub wireguard: BTreeMap<String, WgDevice>,
     next_index: u32,
@@ -278,7 +280,16 @@ impl Host for FakeHost {
 
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {
         self.log.push(format!("sethostname {hostname} {domainname}"));
-        self.hostname = (hostname.to_owned(), domainname.to_owned());
+        // As the kernel: each name at most __NEW_UTS_LEN bytes, the hostname set first.
+        if hostname.len() > 64 {
+            return Err(err(format!("sethostname {hostname}"), HostErrorKind::Invalid, "EINVAL"));
+        }
+        self.hostname.0 = hostname.to_owned();
+        if domainname.len() > 64 {
+            let op = format!("setdomainname {domainname}");
+            return Err(err(op, HostErrorKind::Invalid, "EINVAL"));
+        }
+        self.hostname.1 = domainname.to_owned();
         Ok(())
     }
 
@@ -346,6 +357,9 @@ impl Host for FakeHost {
             return Ok(false);
         }
         self.log.push(format!("write {path}"));
+        if self.unwritable.iter().any(|p| p == path) {
+            return Err(err(format!("write {path}"), HostErrorKind::Invalid, "read-only file system"));
+        }
         self.files.insert(path.to_owned(), content.to_owned());
         Ok(true)
     }

@@ -1415,6 +1415,9 @@ pub struct EtcFileStatus {
     pub path: String,
     /// Size in bytes of what was written.
     pub size: usize,
+    /// Why the last writes failed, once readiness stopped waiting for the file.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
 }
 
 /// A supervised service (ID: its name, e.g. `kubelet`).
