@@ -316,7 +316,8 @@ fn talos_hostname_with_a_domain_setdomainname_refuses() {
     let domain = |len: usize| format!("{}.org", "d".repeat(len - 4));
     let n = clean(&format!("talos.hostname=node-1.{}", domain(64)));
     assert_eq!(n.hostname, Some(format!("node-1.{}", domain(64))));
-    let (n, e) = one_error(&format!("ip=1.2.3.4::::fallback:eth0 talos.hostname=node-1.{}", domain(65)));
+    let (n, e) =
+        one_error(&format!("ip=1.2.3.4::::fallback:eth0 talos.hostname=node-1.{}", domain(65)));
     assert_eq!((e.param.as_str(), e.column), ("talos.hostname", 44));
     assert!(e.to_string().contains("domain name is 65 bytes"), "{e}");
     assert_eq!(n.hostname.as_deref(), Some("fallback"));

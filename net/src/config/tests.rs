@@ -618,7 +618,8 @@ fn link_mtu_must_be_one_the_kernel_takes() {
 
 #[test]
 fn route_gateway_and_source_in_the_route_family() {
-    let (e, y) = err_with("gateway: 10.0.0.1\n            source", "gateway: fd00::1\n            source");
+    let (e, y) =
+        err_with("gateway: 10.0.0.1\n            source", "gateway: fd00::1\n            source");
     assert_eq!(e.path, "machine.network.interfaces[0].routes[0].gateway");
     assert_eq!(e.line(), Some(line_of(&y, "fd00::1")));
     assert_eq!(e.message, "an IPv4 route cannot go via the IPv6 gateway fd00::1");

@@ -43,7 +43,8 @@ impl HostnameSpecController {
             Err(e) if !spec.domainname.is_empty() => {
                 // The hostname alone, with no domain rather than a stale one.
                 host.set_hostname(&spec.hostname, "")?;
-                let alone = HostnameStatus { hostname: spec.hostname.clone(), ..Default::default() };
+                let alone =
+                    HostnameStatus { hostname: spec.hostname.clone(), ..Default::default() };
                 Ok((alone, Some(e)))
             }
             Err(e) => Err(e),
@@ -99,7 +100,9 @@ impl Controller for HostnameSpecController {
                 }
                 ctx.put(Namespace::Network, HOSTNAME_ID, status)?;
                 ctx.add_finalizer(Namespace::Network, Kind::HostnameSpec, HOSTNAME_ID)?;
-                ctx.set_condition(refused.as_ref().map(|e| format!("domain name not applied: {e}")));
+                ctx.set_condition(
+                    refused.as_ref().map(|e| format!("domain name not applied: {e}")),
+                );
                 if let Some(e) = refused {
                     // The runtime logs it once and retries with backoff.
                     return Err(e.into());
@@ -203,8 +206,11 @@ impl EtcFilesController {
                     log::info!(target: "network.EtcFilesController", "wrote {path}");
                 }
                 self.failures.remove(id);
-                let status =
-                    EtcFileStatus { path: path.to_owned(), size: content.len(), error: String::new() };
+                let status = EtcFileStatus {
+                    path: path.to_owned(),
+                    size: content.len(),
+                    error: String::new(),
+                };
                 ctx.put(Namespace::Network, id, status)
             }
             Err(e) => {

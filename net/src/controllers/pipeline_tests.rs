@@ -235,9 +235,14 @@ fn a_refused_domain_or_etc_file_does_not_hold_readiness_forever() {
     rt.register(Box::new(EtcFilesController::new(host))).unwrap();
     rt.register(Box::new(NetworkStatusController)).unwrap();
     // A domain setdomainname(2) refuses (the parsers stop it, a future source may not).
-    let spec = HostnameSpec { hostname: "node-1".into(), domainname: "d".repeat(65), ..Default::default() };
+    let spec = HostnameSpec {
+        hostname: "node-1".into(),
+        domainname: "d".repeat(65),
+        ..Default::default()
+    };
     rt.put_input("test", Namespace::Network, HOSTNAME_ID, spec).unwrap();
-    let resolver = ResolverSpec { dns_servers: vec!["192.0.2.53".parse().unwrap()], ..Default::default() };
+    let resolver =
+        ResolverSpec { dns_servers: vec!["192.0.2.53".parse().unwrap()], ..Default::default() };
     rt.put_input("test", Namespace::Network, RESOLVER_ID, resolver).unwrap();
 
     let t0 = Instant::now();

@@ -154,8 +154,7 @@ impl FightGuard {
             hold: FIGHT_HOLD_INITIAL,
             fighting: false,
         });
-        while c.applies.front().is_some_and(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW)
-        {
+        while c.applies.front().is_some_and(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW) {
             c.applies.pop_front();
         }
         c.applies.push_back(now);

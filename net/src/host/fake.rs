@@ -358,7 +358,11 @@ impl Host for FakeHost {
         }
         self.log.push(format!("write {path}"));
         if self.unwritable.iter().any(|p| p == path) {
-            return Err(err(format!("write {path}"), HostErrorKind::Invalid, "read-only file system"));
+            return Err(err(
+                format!("write {path}"),
+                HostErrorKind::Invalid,
+                "read-only file system",
+            ));
         }
         self.files.insert(path.to_owned(), content.to_owned());
         Ok(true)

@@ -867,7 +867,9 @@ pub fn link_name_problem(name: &str, max_len: usize) -> Option<String> {
     if name == "." || name == ".." {
         return Some("not a link name ('.' and '..' are not)".into());
     }
-    if let Some(c) = name.chars().find(|c| matches!(c, '/' | ':') || c.is_whitespace() || c.is_control()) {
+    if let Some(c) =
+        name.chars().find(|c| matches!(c, '/' | ':') || c.is_whitespace() || c.is_control())
+    {
         return Some(format!("not a link name (contains {c:?})"));
     }
     if name.len() > max_len {
