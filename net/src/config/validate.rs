@@ -200,7 +200,7 @@ fn check_routes(routes: &[Route], at: &YamlPath) -> Result<(), (YamlPath, String
     for (k, route) in routes.iter().enumerate() {
         let at = at.key("routes").index(k);
         let dst = route.network.map(|n| family(n.addr()));
-        let expected = dst.or(route.gateway.map(family));
+        let expected = dst.or_else(|| route.gateway.map(family));
         if let (Some(want), Some(gw)) = (expected, route.gateway) {
             if family(gw) != want {
                 return Err((
