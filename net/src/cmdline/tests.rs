@@ -232,6 +232,15 @@ fn bad_mtu_and_mac() {
     assert!(e.message.contains("multicast"), "{}", e.message);
     let (_, e) = one_error("ip=eth0:dhcp:1500:02:00:5e");
     assert!(e.message.contains("6 octets"), "{}", e.message);
+    // Below 1280 only where IPv6 is wanted.
+    assert_eq!(clean("ip=eth0:dhcp:1200").link_configs[0].mtu, Some(1200));
+    for cmdline in
+        ["ip=eth0:dhcp6:1200", "ip=eth0:auto6:1200", "ip=[2001:db8::2]:::64::eth0:off:1200"]
+    {
+        let (_, e) = one_error(cmdline);
+        assert!(e.message.contains("IPv6 minimum"), "{cmdline}: {}", e.message);
+        assert_eq!(e.column, cmdline.find(":1200").unwrap() + 2, "{cmdline}");
+    }
 }
 
 #[test]
