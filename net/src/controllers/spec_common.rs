@@ -244,4 +244,64 @@ mod tests {
         assert!(g.check(std::iter::empty()).is_empty());
         assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
     }
+
+    #[test]
+    fn fight_guard_catches_a_flip_and_doubles_its_hold() {
+        let t0 = Instant::now();
+        let key = "link eth0: mtu 1400";
+        let pending: BTreeSet<String> = [key.to_owned()].into();
+        let mut g = FightGuard::default();
+        // Applies with reconciles in between that needed nothing: still counted.
+        for i in 0..FIGHT_LIMIT as u32 - 1 {
+            g.applied("t", key, t0 + Duration::from_millis(100) * i);
+            g.settle(
+                "t",
+                &BTreeSet::new(),
+                t0 + Duration::from_millis(100) * i + Duration::from_millis(50),
+            );
+            assert!(!g.held(key, t0 + Duration::from_millis(100) * i));
+        }
+        let t = t0 + Duration::from_secs(1);
+        g.applied("t", key, t);
+        assert!(g.held(key, t) && g.held(key, t + FIGHT_HOLD_INITIAL - Duration::from_millis(1)));
+        assert_eq!(g.contested(t), [key]);
+        assert_eq!(g.next_wake(t), Some(t + FIGHT_HOLD_INITIAL));
+        // After the hold one apply is expected; a second within the window is another undo.
+        let t = t + FIGHT_HOLD_INITIAL;
+        assert!(!g.held(key, t));
+        g.applied("t", key, t);
+        assert!(!g.held(key, t));
+        g.settle("t", &pending, t);
+        g.applied("t", key, t + Duration::from_millis(10));
+        assert!(g.held(key, t + FIGHT_HOLD_INITIAL * 2));
+        assert!(!g.held(key, t + Duration::from_millis(10) + FIGHT_HOLD_INITIAL * 2));
+        // Capped.
+        let mut t = t;
+        for _ in 0..20 {
+            t += FIGHT_HOLD_MAX;
+            g.applied("t", key, t);
+            g.applied("t", key, t);
+        }
+        assert!(g.held(key, t + FIGHT_HOLD_MAX - Duration::from_millis(1)));
+        assert!(!g.held(key, t + FIGHT_HOLD_MAX));
+        // Once the value stays put for the window, the fight is over and forgotten.
+        let t = t + FIGHT_HOLD_MAX;
+        g.applied("t", key, t);
+        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW - Duration::from_millis(1));
+        assert!(g.next_wake(t).is_some());
+        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW);
+        assert!(g.contests.is_empty());
+    }
+
+    #[test]
+    fn fight_guard_ignores_applies_spread_beyond_the_window() {
+        let t0 = Instant::now();
+        let mut g = FightGuard::default();
+        for i in 0..20u32 {
+            let t = t0 + FIGHT_WINDOW / 4 * i;
+            assert!(!g.held("k", t));
+            g.applied("t", "k", t);
+            assert!(!g.held("k", t), "apply {i}");
+        }
+    }
 }
