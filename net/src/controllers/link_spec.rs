@@ -609,19 +609,7 @@ impl Controller for LinkSpecController {
         let waiting: Vec<String> =
             plan.waiting.iter().map(|(id, why)| format!("{id} ({why})")).collect();
         self.wait_log.report(ctx, "link", &waiting);
-        let contested = self.fights.contested(now);
-        if !contested.is_empty() {
-            let held = format!("held, something else keeps changing it: {}", contested.join(", "));
-            let condition = match ctx.condition() {
-                Some(waiting) => format!("{waiting}; {held}"),
-                None => held,
-            };
-            ctx.set_condition(Some(condition));
-        }
-        let mut next = match self.fights.next_wake(now) {
-            Some(t) => Next::At(t),
-            None => Next::Idle,
-        };
+        let mut next = self.fights.report(ctx);
         if !pending.is_empty() {
             let list = pending.iter().copied().collect::<Vec<_>>().join(", ");
             let message = format!("not converged after {MAX_ROUNDS} rounds: {list}");

@@ -272,3 +272,36 @@ fn a_refused_domain_or_etc_file_does_not_hold_readiness_forever() {
     assert_eq!(resolv.error, "", "{resolv:?}");
     assert!(fake.borrow().files.contains_key("/etc/resolv.conf"));
 }
+
+#[test]
+fn a_route_another_writer_keeps_deleting_is_held_with_growing_backoff() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth1", LinkType::ETHER, "");
+    let mut rt = runtime(&fake);
+    let cmdline = crate::cmdline::parse("ip=172.20.0.2::172.20.0.1:24::eth1");
+    rt.put_input("test", Namespace::Runtime, CMDLINE_ID, cmdline).unwrap();
+    let t0 = Instant::now();
+    let mut now = t0;
+    // Each add is followed at once by another writer's delete, whose event wakes us: the
+    // default route flips between there and gone, and "applied 5 reconciles in a row" never
+    // sees it (the reconcile after our own add finds nothing to do).
+    while now < t0 + std::time::Duration::from_secs(20) {
+        rt.run(now);
+        let deleted = {
+            let mut f = fake.borrow_mut();
+            let before = f.routes.len();
+            f.routes.retain(|r| r.dst.is_some());
+            f.routes.len() != before
+        };
+        if deleted {
+            rt.mark_dirty(Kind::RouteStatus);
+        }
+        now += std::time::Duration::from_millis(50);
+    }
+    let adds = fake.borrow().log.iter().filter(|l| l.starts_with("add route")).count();
+    assert!((5..=14).contains(&adds), "{adds} adds in 20 s");
+    let route_ctrl =
+        rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
+    let condition = route_ctrl.condition.unwrap_or_default();
+    assert!(condition.contains("keeps changing it: route "), "{condition:?}");
+}

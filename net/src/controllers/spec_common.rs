@@ -214,6 +214,25 @@ impl FightGuard {
             .collect()
     }
 
+    /// Add the held operations to the controller's condition (after [`WaitLog::report`], which
+    /// sets it afresh each reconcile) and say when to look again.
+    pub(super) fn report(&self, ctx: &mut Ctx<'_>) -> Next {
+        let now = ctx.now();
+        let contested = self.contested(now);
+        if !contested.is_empty() {
+            let held = format!("held, something else keeps changing it: {}", contested.join(", "));
+            let condition = match ctx.condition() {
+                Some(waiting) => format!("{waiting}; {held}"),
+                None => held,
+            };
+            ctx.set_condition(Some(condition));
+        }
+        match self.next_wake(now) {
+            Some(t) => Next::At(t),
+            None => Next::Idle,
+        }
+    }
+
     /// When to look again: the end of a hold, or of a fight's quiet window.
     pub(super) fn next_wake(&self, now: Instant) -> Option<Instant> {
         self.contests
