@@ -115,8 +115,11 @@ pub(super) const FIGHT_HOLD_MAX: Duration = Duration::from_secs(120);
 /// One operation's recent applies and its hold.
 #[derive(Debug)]
 struct Contest {
-    /// Applies within [`FIGHT_WINDOW`], oldest first (at most [`FIGHT_LIMIT`]).
+    /// Applies within [`FIGHT_WINDOW`], oldest first (at most [`FIGHT_LIMIT`]); emptied when
+    /// a hold starts.
     applies: VecDeque<Instant>,
+    /// The last apply (kept across holds: the quiet window counts from it).
+    last_apply: Instant,
     /// Held (not applied) until then.
     hold_until: Option<Instant>,
     /// The next hold's length.
@@ -150,6 +153,7 @@ impl FightGuard {
     pub(super) fn applied(&mut self, target: &str, key: &str, now: Instant) {
         let c = self.contests.entry(key.to_owned()).or_insert_with(|| Contest {
             applies: VecDeque::new(),
+            last_apply: now,
             hold_until: None,
             hold: FIGHT_HOLD_INITIAL,
             fighting: false,
@@ -158,6 +162,7 @@ impl FightGuard {
             c.applies.pop_front();
         }
         c.applies.push_back(now);
+        c.last_apply = now;
         if c.applies.len() > FIGHT_LIMIT {
             c.applies.pop_front();
         }
@@ -191,15 +196,12 @@ impl FightGuard {
     pub(super) fn settle(&mut self, target: &str, pending: &BTreeSet<String>, now: Instant) {
         self.contests.retain(|key, c| {
             let held = c.hold_until.is_some_and(|t| now < t);
-            let quiet = c
-                .applies
-                .back()
-                .is_none_or(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW);
+            let quiet = now.saturating_duration_since(c.last_apply) >= FIGHT_WINDOW;
             if held || !quiet || pending.contains(key) {
                 return true;
             }
             if c.fighting {
-                log::info!(target: target, "{key}: stayed put for {FIGHT_WINDOW:?}; no longer contested");
+                log::info!(target: target, "{key}: stayed put for {FIGHT_WINDOW:?} after the last write; no longer contested");
             }
             false
         });
@@ -239,7 +241,7 @@ impl FightGuard {
             .values()
             .filter_map(|c| match c.hold_until.filter(|t| now < *t) {
                 Some(t) => Some(t),
-                None if c.fighting => c.applies.back().map(|t| *t + FIGHT_WINDOW),
+                None if c.fighting => Some(c.last_apply + FIGHT_WINDOW),
                 None => None,
             })
             .min()
@@ -322,5 +324,24 @@ mod tests {
             g.applied("t", "k", t);
             assert!(!g.held("k", t), "apply {i}");
         }
+    }
+
+    #[test]
+    fn fight_guard_counts_the_quiet_window_from_the_last_write_not_the_hold() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut g = FightGuard::default();
+        for i in 0..FIGHT_LIMIT as u32 {
+            g.applied("t", "k", t0 + ms(10) * i);
+        }
+        assert!(g.held("k", t0 + ms(50)));
+        // The hold is over and the kernel happens to show our value: not over yet.
+        let t = t0 + FIGHT_HOLD_INITIAL + ms(500);
+        g.settle("t", &BTreeSet::new(), t);
+        assert!(!g.contests.is_empty(), "30 s have not passed since the last write");
+        // Undone again: one apply, then the second means a doubled hold.
+        g.applied("t", "k", t);
+        g.applied("t", "k", t + ms(100));
+        assert!(g.held("k", t + ms(100) + FIGHT_HOLD_INITIAL * 2 - ms(1)));
     }
 }
