@@ -36,6 +36,9 @@ pub struct FakeHost {
     /// Store every added route with this protocol instead: a kernel that does not keep what
     /// it is asked, so the diff never settles.
     pub rewrite_route_protocol: Option<crate::resource::RouteProtocol>,
+    /// Every MTU change lands as this instead: a link whose MTU something else puts back at
+    /// once (or a kernel that does not keep it).
+    pub mtu_reverts_to: Option<u32>,
     /// MTUs above this are refused as the kernel refuses them above a device's maximum.
     pub max_mtu: Option<u32>,
     /// Writes to these paths fail (a read-only or full file system).
@@ -189,7 +192,10 @@ impl Host for FakeHost {
             LinkOp::SetMtu { mtu, .. } if self.max_mtu.is_some_and(|m| *mtu > m) => {
                 return Err(err(text, HostErrorKind::Invalid, "mtu greater than device maximum"));
             }
-            LinkOp::SetMtu { index, mtu } => self.link_mut(*index, &text)?.mtu = *mtu,
+            LinkOp::SetMtu { index, mtu } => {
+                let kept = self.mtu_reverts_to.unwrap_or(*mtu);
+                self.link_mut(*index, &text)?.mtu = kept;
+            }
             LinkOp::SetMac { index, mac } => {
                 self.link_mut(*index, &text)?.hardware_addr = mac.clone()
             }

@@ -623,3 +623,21 @@ fn an_mtu_another_writer_keeps_undoing_is_held_with_growing_backoff() {
     assert_eq!(count(&host, "SetMtu"), fights + 1);
     assert_eq!(rt.controllers()[0].condition, None);
 }
+
+#[test]
+fn an_mtu_undone_within_one_reconcile_is_held_not_retried_every_round() {
+    let host = Rc::new(RefCell::new(host_with(&["eth0"])));
+    host.borrow_mut().mtu_reverts_to = Some(1500);
+    let spec = LinkSpec { mtu: 1400, ..physical("eth0") };
+    let mut rt = runtime(&host, &[spec]);
+    let t0 = Instant::now();
+    rt.run(t0);
+    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+    assert!(host.borrow().links["eth0"].is_up(), "{:?}", host.borrow().log);
+    // Woken by events during the hold, it writes nothing.
+    for i in 1..10 {
+        rt.mark_dirty(Kind::LinkStatus);
+        rt.run(t0 + Duration::from_millis(100) * i);
+    }
+    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+}
