@@ -641,3 +641,14 @@ fn link_names_the_kernel_takes() {
     // A name we only look up may be an altname, longer than 15 bytes.
     assert!(parse(&FULL.replacen("interface: eth0", "interface: enp0s20f0u1u2c2x", 1)).is_ok());
 }
+
+#[test]
+fn hostname_with_a_domain_setdomainname_refuses() {
+    let long = format!("hostname: node-1.{}.org", "d".repeat(61));
+    let (e, y) = err_with("hostname: node-1.example.org", &long);
+    assert_eq!(e.path, "machine.network.hostname");
+    assert_eq!(e.line(), Some(line_of(&y, "hostname: node-1.ddd")));
+    assert!(e.message.contains("domain name is 65 bytes"), "{e}");
+    let ok = format!("hostname: node-1.{}.org", "d".repeat(60));
+    assert!(parse(&FULL.replacen("hostname: node-1.example.org", &ok, 1)).is_ok());
+}
