@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, resolve_link, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
     AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -146,6 +146,8 @@ pub struct AddressSpecController {
     last_applied: BTreeMap<String, AddressSpec>,
     wait_log: WaitLog,
     repeat: RepeatGuard,
+    /// Addresses something else keeps deleting or changing back.
+    fights: FightGuard,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -162,6 +164,7 @@ impl AddressSpecController {
             last_applied: BTreeMap::new(),
             wait_log: WaitLog::default(),
             repeat: RepeatGuard::default(),
+            fights: FightGuard::default(),
         }
     }
 }
@@ -200,18 +203,35 @@ impl Controller for AddressSpecController {
         };
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
 
+        let (now, name) = (ctx.now(), self.name());
+        let key = |id: &str, op: &AddressOp| match op {
+            AddressOp::Add(_) => format!("address {id}: add"),
+            AddressOp::Replace(_) => format!("address {id}: replace"),
+            AddressOp::Delete(_) => format!("address {id}: delete"),
+        };
+        let differing: BTreeSet<String> = plan.ops.iter().map(|(id, op)| key(id, op)).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
         for (id, op) in &plan.ops {
+            let k = key(id, op);
+            if self.fights.held(&k, now) {
+                // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
+                failed.insert(id);
+                continue;
+            }
             match self.host.borrow_mut().address(op) {
-                Ok(()) => succeeded.push(format!("{op:?}")),
+                Ok(()) => {
+                    succeeded.push(format!("{op:?}"));
+                    self.fights.applied(name, &k, now);
+                }
                 Err(e) => {
                     failed.insert(id);
                     errors.push(e);
                 }
             }
         }
+        self.fights.settle(name, &differing, now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
         let by_id: HashMap<&str, &AddressSpec> =
             specs.iter().map(|(id, spec, _)| (id.as_str(), spec)).collect();
@@ -226,7 +246,8 @@ impl Controller for AddressSpecController {
             self.last_applied.remove(id);
         }
         self.wait_log.report(ctx, "address", &plan.waiting);
-        first_error(self.name(), errors)
+        let next = self.fights.report(ctx);
+        first_error(self.name(), errors).map(|_| next)
     }
 }
 

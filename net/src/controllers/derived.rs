@@ -3,10 +3,13 @@
 //! hostname (TB §4.4), resolver and time server statuses, the `/etc` files (TB §4.5), node
 //! addresses (TB §5.2) and network readiness (TB §5.4).
 
+use std::collections::BTreeMap;
+
+use super::spec_common::first_error;
 use super::{HOSTNAME_FILE, MACHINE_CONFIG_ID};
 use crate::config::MachineConfig;
 use crate::etcfiles::{self, HostEntry};
-use crate::host::SharedHost;
+use crate::host::{HostError, SharedHost};
 use crate::nodeaddress::{self, NodeAddresses};
 use crate::resource::{
     AddressStatus, EtcFileStatus, HostnameSpec, HostnameStatus, Kind, LinkStatus, LinkView,
@@ -16,6 +19,10 @@ use crate::resource::{
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 /// Applies the merged hostname with `sethostname`/`setdomainname` and reports it.
+///
+/// The hostname is what readiness waits for (as in Talos); the domain is optional. A domain
+/// the kernel refuses is reported (an error, a condition) and retried with backoff, while the
+/// hostname alone is applied and reported, so the node still becomes ready.
 pub struct HostnameSpecController {
     host: SharedHost,
 }
@@ -24,6 +31,24 @@ impl HostnameSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
         Self { host }
+    }
+
+    /// Apply `spec`: what is in effect afterwards, and the domain's error if it was refused.
+    fn apply(&self, spec: &HostnameSpec) -> Result<(HostnameStatus, Option<HostError>), HostError> {
+        let mut host = self.host.borrow_mut();
+        let full =
+            HostnameStatus { hostname: spec.hostname.clone(), domainname: spec.domainname.clone() };
+        match host.set_hostname(&spec.hostname, &spec.domainname) {
+            Ok(()) => Ok((full, None)),
+            Err(e) if !spec.domainname.is_empty() => {
+                // The hostname alone, with no domain rather than a stale one.
+                host.set_hostname(&spec.hostname, "")?;
+                let alone =
+                    HostnameStatus { hostname: spec.hostname.clone(), ..Default::default() };
+                Ok((alone, Some(e)))
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -52,16 +77,36 @@ impl Controller for HostnameSpecController {
             .and_then(|r| r.spec_as::<HostnameSpec>().map(|s| (s.clone(), r.metadata.phase)));
         match current {
             Some((spec, Phase::Running)) => {
-                let status = HostnameStatus {
+                let wanted = HostnameStatus {
                     hostname: spec.hostname.clone(),
                     domainname: spec.domainname.clone(),
                 };
-                if ctx.get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID) != Some(&status) {
-                    self.host.borrow_mut().set_hostname(&spec.hostname, &spec.domainname)?;
-                    log::info!(target: self.name(), "hostname set to {}", spec.fqdn());
+                let have = ctx.get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).cloned();
+                if have.as_ref() == Some(&wanted) {
+                    ctx.set_condition(None);
+                    ctx.add_finalizer(Namespace::Network, Kind::HostnameSpec, HOSTNAME_ID)?;
+                    return Ok(Next::Idle);
+                }
+                let (status, refused) = self.apply(&spec)?;
+                if have.as_ref() != Some(&status) {
+                    match &refused {
+                        None => log::info!(target: self.name(), "hostname set to {}", spec.fqdn()),
+                        Some(_) => log::warn!(
+                            target: self.name(),
+                            "hostname set to {} without its domain, which the kernel refused",
+                            spec.hostname
+                        ),
+                    }
                 }
                 ctx.put(Namespace::Network, HOSTNAME_ID, status)?;
                 ctx.add_finalizer(Namespace::Network, Kind::HostnameSpec, HOSTNAME_ID)?;
+                ctx.set_condition(
+                    refused.as_ref().map(|e| format!("domain name not applied: {e}")),
+                );
+                if let Some(e) = refused {
+                    // The runtime logs it once and retries with backoff.
+                    return Err(e.into());
+                }
             }
             Some((_, Phase::TearingDown)) => {
                 ctx.teardown(Namespace::Network, Kind::HostnameStatus, HOSTNAME_ID)?;
@@ -116,15 +161,26 @@ impl Controller for CopySpecsController {
     }
 }
 
+/// Failed writes of one `/etc` file after which readiness stops waiting for it (the
+/// runtime's backoff puts them about 4 s apart from the first); it is still retried.
+pub const ETC_WRITE_ATTEMPTS: u32 = 5;
+
 /// Writes `/etc/resolv.conf`, `/etc/hosts` and `/etc/hostname` under the host's root.
+///
+/// Each file is written on its own: one that fails does not stop the others. A file that
+/// still fails after [`ETC_WRITE_ATTEMPTS`] gets a status carrying the error (one error
+/// line), so network readiness, and the kubelet behind it, is not held forever by a file
+/// system that refuses it; the write is retried with the runtime's backoff.
 pub struct EtcFilesController {
     host: SharedHost,
+    /// Consecutive failed writes, by file ID.
+    failures: BTreeMap<&'static str, u32>,
 }
 
 impl EtcFilesController {
     /// A controller writing through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host }
+        Self { host, failures: BTreeMap::new() }
     }
 }
 
@@ -136,20 +192,47 @@ impl std::fmt::Debug for EtcFilesController {
 
 impl EtcFilesController {
     fn write(
-        &self,
+        &mut self,
         ctx: &mut Ctx<'_>,
-        id: &str,
+        id: &'static str,
         path: &str,
         content: &str,
+        errors: &mut Vec<HostError>,
     ) -> Result<(), ControllerError> {
-        if self.host.borrow_mut().write_file(path, content, 0o644)? {
-            log::info!(target: "network.EtcFilesController", "wrote {path}");
+        let result = self.host.borrow_mut().write_file(path, content, 0o644);
+        match result {
+            Ok(changed) => {
+                if changed {
+                    log::info!(target: "network.EtcFilesController", "wrote {path}");
+                }
+                self.failures.remove(id);
+                let status = EtcFileStatus {
+                    path: path.to_owned(),
+                    size: content.len(),
+                    error: String::new(),
+                };
+                ctx.put(Namespace::Network, id, status)
+            }
+            Err(e) => {
+                let n = self.failures.entry(id).or_default();
+                *n = n.saturating_add(1);
+                if *n == ETC_WRITE_ATTEMPTS {
+                    log::error!(
+                        target: "network.EtcFilesController",
+                        "{path} not written after {n} attempts; network readiness no longer waits \
+                         for it (still retrying): {e}"
+                    );
+                }
+                let given_up = *n >= ETC_WRITE_ATTEMPTS;
+                errors.push(e);
+                if given_up {
+                    let error = errors.last().map(ToString::to_string).unwrap_or_default();
+                    let status = EtcFileStatus { path: path.to_owned(), size: 0, error };
+                    ctx.put(Namespace::Network, id, status)?;
+                }
+                Ok(())
+            }
         }
-        ctx.put(
-            Namespace::Network,
-            id,
-            EtcFileStatus { path: path.to_owned(), size: content.len() },
-        )
     }
 }
 
@@ -187,21 +270,22 @@ impl Controller for EtcFilesController {
                     .collect()
             })
             .unwrap_or_default();
+        let mut errors = Vec::new();
         let hosts = etcfiles::hosts(default_ip, hostname.as_ref(), &extra);
         log_skipped("/etc/hosts", &hosts.skipped);
-        self.write(ctx, "hosts", "/etc/hosts", &hosts.text)?;
+        self.write(ctx, "hosts", "/etc/hosts", &hosts.text, &mut errors)?;
         if let Some(r) = ctx.get::<ResolverStatus>(Namespace::Network, RESOLVER_ID).cloned() {
             let resolv = etcfiles::resolv_conf(&r);
             log_skipped("/etc/resolv.conf", &resolv.skipped);
-            self.write(ctx, "resolv.conf", "/etc/resolv.conf", &resolv.text)?;
+            self.write(ctx, "resolv.conf", "/etc/resolv.conf", &resolv.text, &mut errors)?;
         }
         if let Some(h) = &hostname {
             match etcfiles::hostname(h) {
-                Some(text) => self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &text)?,
+                Some(text) => self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &text, &mut errors)?,
                 None => log_skipped("/etc/hostname", &["an invalid hostname".to_owned()]),
             }
         }
-        Ok(Next::Idle)
+        first_error(self.name(), errors)
     }
 }
 

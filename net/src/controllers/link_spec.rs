@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, resolve_link, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
     BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
@@ -392,6 +392,30 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// An operation as the link, the attribute and our value (`link eth0: mtu 1400`): what the
+/// log says and what [`FightGuard`] counts.
+fn op_key(id: &str, op: &LinkOp) -> String {
+    let what = match op {
+        LinkOp::Create { .. } => "create".to_owned(),
+        LinkOp::Delete { .. } => "delete".to_owned(),
+        LinkOp::SetUp { up: true, .. } => "up".to_owned(),
+        LinkOp::SetUp { up: false, .. } => "down".to_owned(),
+        LinkOp::SetMtu { mtu, .. } => format!("mtu {mtu}"),
+        LinkOp::SetMac { mac, .. } => format!("mac {mac}"),
+        LinkOp::SetMaster { master: Some(m), .. } => format!("master index {m}"),
+        LinkOp::SetMaster { master: None, .. } => "no master".to_owned(),
+        LinkOp::SetBond { .. } => "bond settings".to_owned(),
+        LinkOp::SetBridge { .. } => "bridge settings".to_owned(),
+    };
+    format!("link {id}: {what}")
+}
+
+/// A setting the kernel may refuse on its own (a value the device cannot take) while the
+/// link's other settings still make sense: its failure does not stop them.
+fn is_attribute(op: &LinkOp) -> bool {
+    matches!(op, LinkOp::SetMtu { .. } | LinkOp::SetMac { .. })
+}
+
 /// What a WireGuard update changes, for the log (never key material).
 fn describe(u: &WgUpdate) -> String {
     let mut parts = Vec::new();
@@ -421,6 +445,8 @@ pub struct LinkSpecController {
     /// WireGuard changes produce no netlink event, but the status poll wakes us: a device
     /// that never takes an update must not be written every poll.
     wireguard_repeats: RepeatGuard,
+    /// Operations something else keeps undoing (another writer on the link).
+    fights: FightGuard,
     /// The last [`LinkRefresh`] generation written.
     refreshes: u64,
 }
@@ -438,6 +464,7 @@ impl LinkSpecController {
             host,
             wait_log: WaitLog::default(),
             wireguard_repeats: RepeatGuard::default(),
+            fights: FightGuard::default(),
             refreshes: 0,
         }
     }
@@ -514,15 +541,25 @@ impl Controller for LinkSpecController {
             specs.iter().map(|(id, spec, phase)| Desired { id, spec, phase: *phase }).collect();
 
         // Each round applies what the kernel allows now; the next dump shows the result.
+        let now = ctx.now();
+        let name = self.name();
         let mut failed: BTreeSet<String> = BTreeSet::new();
+        // Attributes the kernel refused: the link's other settings still go ahead.
+        let mut refused: BTreeSet<String> = BTreeSet::new();
+        let mut differing: BTreeSet<String>;
         let mut errors = Vec::new();
         let mut rounds = 0;
         let mut kernel;
         let plan = loop {
             kernel = self.host.borrow_mut().links()?;
             let mut plan = plan_links(&desired, &kernel);
-            // A spec that failed is retried by the next reconcile (with backoff), not here.
-            plan.ops.retain(|(id, _)| !failed.contains(id));
+            differing = plan.ops.iter().map(|(id, op)| op_key(id, op)).collect();
+            // A spec or attribute that failed is retried by the next reconcile (with
+            // backoff), not here; a contested one when its hold ends.
+            plan.ops.retain(|(id, op)| {
+                let key = op_key(id, op);
+                !failed.contains(id) && !refused.contains(&key) && !self.fights.held(&key, now)
+            });
             if plan.ops.is_empty() || rounds == MAX_ROUNDS {
                 break plan;
             }
@@ -531,12 +568,23 @@ impl Controller for LinkSpecController {
                 if failed.contains(id) {
                     continue;
                 }
-                if let Err(e) = self.host.borrow_mut().link(op) {
-                    failed.insert(id.clone());
-                    errors.push(e);
+                let key = op_key(id, op);
+                match self.host.borrow_mut().link(op) {
+                    Ok(()) => self.fights.applied(name, &key, now),
+                    Err(e) => {
+                        // Name the link and the attribute, not the kernel's index.
+                        let e = HostError { op: key.clone(), ..e };
+                        if is_attribute(op) {
+                            refused.insert(key);
+                        } else {
+                            failed.insert(id.clone());
+                        }
+                        errors.push(e);
+                    }
                 }
             }
         };
+        self.fights.settle(name, &differing, now);
 
         let written = self.apply_wireguard(&specs, &kernel, &mut errors);
         if !written.is_empty() {
@@ -561,13 +609,17 @@ impl Controller for LinkSpecController {
         let waiting: Vec<String> =
             plan.waiting.iter().map(|(id, why)| format!("{id} ({why})")).collect();
         self.wait_log.report(ctx, "link", &waiting);
-        let mut next = Next::Idle;
+        let mut next = self.fights.report(ctx);
         if !pending.is_empty() {
             let list = pending.iter().copied().collect::<Vec<_>>().join(", ");
             let message = format!("not converged after {MAX_ROUNDS} rounds: {list}");
             log::warn!(target: self.name(), "{message}");
             ctx.set_condition(Some(message));
-            next = Next::At(ctx.now() + UNCONVERGED_RETRY);
+            let retry = ctx.now() + UNCONVERGED_RETRY;
+            next = match next {
+                Next::At(t) => Next::At(t.min(retry)),
+                Next::Idle => Next::At(retry),
+            };
         }
         first_error(self.name(), errors).map(|_| next)
     }

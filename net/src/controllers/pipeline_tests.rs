@@ -217,3 +217,91 @@ fn wireguard_link_status_polls_only_while_a_wireguard_link_exists() {
     settle_with(&mut rt, &fake);
     assert_eq!(rt.poll_at(), None);
 }
+
+#[test]
+fn a_refused_domain_or_etc_file_does_not_hold_readiness_forever() {
+    use super::derived::{
+        CopySpecsController, EtcFilesController, HostnameSpecController, NetworkStatusController,
+    };
+    use crate::resource::{
+        EtcFileStatus, HostnameSpec, HostnameStatus, ResolverSpec, HOSTNAME_ID, RESOLVER_ID,
+    };
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().unwritable = vec!["/etc/resolv.conf".into()];
+    let host: SharedHost = fake.clone();
+    let mut rt = Runtime::new();
+    rt.register(Box::new(HostnameSpecController::new(host.clone()))).unwrap();
+    rt.register(Box::new(CopySpecsController)).unwrap();
+    rt.register(Box::new(EtcFilesController::new(host))).unwrap();
+    rt.register(Box::new(NetworkStatusController)).unwrap();
+    // A domain setdomainname(2) refuses (the parsers stop it, a future source may not).
+    let spec = HostnameSpec {
+        hostname: "node-1".into(),
+        domainname: "d".repeat(65),
+        ..Default::default()
+    };
+    rt.put_input("test", Namespace::Network, HOSTNAME_ID, spec).unwrap();
+    let resolver =
+        ResolverSpec { dns_servers: vec!["192.0.2.53".parse().unwrap()], ..Default::default() };
+    rt.put_input("test", Namespace::Network, RESOLVER_ID, resolver).unwrap();
+
+    let t0 = Instant::now();
+    for i in 0..60 {
+        rt.run(t0 + std::time::Duration::from_millis(500) * i);
+    }
+    assert_eq!(fake.borrow().hostname, ("node-1".to_owned(), String::new()), "hostname alone");
+    let status = rt.store().get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).unwrap();
+    assert_eq!((status.hostname.as_str(), status.domainname.as_str()), ("node-1", ""));
+    let ctrl = &rt.controllers()[0];
+    let condition = ctrl.condition.clone().unwrap_or_default();
+    assert!(condition.contains("domain name not applied"), "{condition:?}");
+    assert!(ctrl.last_error.as_deref().unwrap_or_default().contains("setdomainname"), "{ctrl:?}");
+
+    let resolv = rt.store().get_spec::<EtcFileStatus>(Namespace::Network, "resolv.conf").unwrap();
+    assert!(resolv.error.contains("read-only"), "{resolv:?}");
+    assert!(fake.borrow().files.contains_key("/etc/hosts"), "the other files are written");
+    let net = rt.store().get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID).unwrap();
+    assert!(net.hostname_ready && net.etc_files_ready, "{net:?}");
+
+    // Once the file system takes it, the error goes.
+    fake.borrow_mut().unwritable.clear();
+    for i in 60..200 {
+        rt.run(t0 + std::time::Duration::from_millis(500) * i);
+    }
+    let resolv = rt.store().get_spec::<EtcFileStatus>(Namespace::Network, "resolv.conf").unwrap();
+    assert_eq!(resolv.error, "", "{resolv:?}");
+    assert!(fake.borrow().files.contains_key("/etc/resolv.conf"));
+}
+
+#[test]
+fn a_route_another_writer_keeps_deleting_is_held_with_growing_backoff() {
+    let fake = Rc::new(RefCell::new(FakeHost::new()));
+    fake.borrow_mut().add_link("eth1", LinkType::ETHER, "");
+    let mut rt = runtime(&fake);
+    let cmdline = crate::cmdline::parse("ip=172.20.0.2::172.20.0.1:24::eth1");
+    rt.put_input("test", Namespace::Runtime, CMDLINE_ID, cmdline).unwrap();
+    let t0 = Instant::now();
+    let mut now = t0;
+    // Each add is followed at once by another writer's delete, whose event wakes us: the
+    // default route flips between there and gone, and "applied 5 reconciles in a row" never
+    // sees it (the reconcile after our own add finds nothing to do).
+    while now < t0 + std::time::Duration::from_secs(20) {
+        rt.run(now);
+        let deleted = {
+            let mut f = fake.borrow_mut();
+            let before = f.routes.len();
+            f.routes.retain(|r| r.dst.is_some());
+            f.routes.len() != before
+        };
+        if deleted {
+            rt.mark_dirty(Kind::RouteStatus);
+        }
+        now += std::time::Duration::from_millis(50);
+    }
+    let adds = fake.borrow().log.iter().filter(|l| l.starts_with("add route")).count();
+    assert!((5..=14).contains(&adds), "{adds} adds in 20 s");
+    let route_ctrl =
+        rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
+    let condition = route_ctrl.condition.unwrap_or_default();
+    assert!(condition.contains("keeps changing it: route "), "{condition:?}");
+}

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, resolve_link, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, resolve_link, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
     Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, RoutingTable,
@@ -140,6 +140,8 @@ pub struct RouteSpecController {
     host: SharedHost,
     wait_log: WaitLog,
     repeat: RepeatGuard,
+    /// Routes something else keeps deleting or adding back.
+    fights: FightGuard,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -151,7 +153,12 @@ impl std::fmt::Debug for RouteSpecController {
 impl RouteSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host, wait_log: WaitLog::default(), repeat: RepeatGuard::default() }
+        Self {
+            host,
+            wait_log: WaitLog::default(),
+            repeat: RepeatGuard::default(),
+            fights: FightGuard::default(),
+        }
     }
 }
 
@@ -189,21 +196,37 @@ impl Controller for RouteSpecController {
             (host.links()?, host.routes()?)
         };
         let plan = plan_routes(&desired, &links, &kernel);
+        let (now, name) = (ctx.now(), self.name());
+        let key = |id: &str, op: &RouteOp| match op {
+            RouteOp::Add(_) => format!("route {id}: add"),
+            RouteOp::Delete(_) => format!("route {id}: delete"),
+        };
+        let differing: BTreeSet<String> = plan.ops.iter().map(|(id, op)| key(id, op)).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
         for (id, op) in &plan.ops {
+            let k = key(id, op);
             if failed.contains(id.as_str()) {
                 continue;
             }
+            if self.fights.held(&k, now) {
+                // Not applied: keep its bookkeeping (finalizer) as it was.
+                failed.insert(id);
+                continue;
+            }
             match self.host.borrow_mut().route(op) {
-                Ok(()) => succeeded.push(format!("{op:?}")),
+                Ok(()) => {
+                    succeeded.push(format!("{op:?}"));
+                    self.fights.applied(name, &k, now);
+                }
                 Err(e) => {
                     failed.insert(id);
                     errors.push(e);
                 }
             }
         }
+        self.fights.settle(name, &differing, now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
         for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
             ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
@@ -212,7 +235,8 @@ impl Controller for RouteSpecController {
             ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
         self.wait_log.report(ctx, "route", &plan.waiting);
-        first_error(self.name(), errors)
+        let next = self.fights.report(ctx);
+        first_error(self.name(), errors).map(|_| next)
     }
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helpers shared by the spec controllers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
 
 use crate::host::{HostError, HostErrorKind};
 use crate::resource::LinkStatus;
@@ -97,6 +98,156 @@ impl RepeatGuard {
     }
 }
 
+/// How many applies of the same operation within [`FIGHT_WINDOW`] mean that something else
+/// keeps undoing it (another writer on the link, or a kernel that does not keep the value).
+pub(super) const FIGHT_LIMIT: usize = 5;
+
+/// The window [`FIGHT_LIMIT`] is counted in; also how long a contested value must stay put
+/// before the fight is declared over.
+pub(super) const FIGHT_WINDOW: Duration = Duration::from_secs(30);
+
+/// The first hold after a fight is detected; it doubles each time the value is undone again.
+pub(super) const FIGHT_HOLD_INITIAL: Duration = Duration::from_secs(2);
+
+/// The longest hold: a fight that never ends costs one apply per this.
+pub(super) const FIGHT_HOLD_MAX: Duration = Duration::from_secs(120);
+
+/// One operation's recent applies and its hold.
+#[derive(Debug)]
+struct Contest {
+    /// Applies within [`FIGHT_WINDOW`], oldest first (at most [`FIGHT_LIMIT`]); emptied when
+    /// a hold starts.
+    applies: VecDeque<Instant>,
+    /// The last apply (kept across holds: the quiet window counts from it).
+    last_apply: Instant,
+    /// Held (not applied) until then.
+    hold_until: Option<Instant>,
+    /// The next hold's length.
+    hold: Duration,
+    /// A fight was detected and has not ended.
+    fighting: bool,
+}
+
+/// Catches an operation that has to be applied again and again because something undoes it.
+///
+/// Counting applies in a time window, not reconciles in a row, catches a value that flips:
+/// with two writers on one link, our write's own netlink event shows our value (nothing to
+/// do, which would reset a "repeated in a row" counter), the other writer's event shows
+/// theirs, and each wakes the other at once. After [`FIGHT_LIMIT`] applies within
+/// [`FIGHT_WINDOW`] the operation is held, one warning names it, and each further undo
+/// doubles the hold up to [`FIGHT_HOLD_MAX`]; once the value has stayed put for
+/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys are operation texts that name
+/// the object, the attribute and our value (`link eth0: mtu 1400`).
+#[derive(Debug, Default)]
+pub(super) struct FightGuard {
+    contests: BTreeMap<String, Contest>,
+}
+
+impl FightGuard {
+    /// The operation must not be applied at `now`.
+    pub(super) fn held(&self, key: &str, now: Instant) -> bool {
+        self.contests.get(key).and_then(|c| c.hold_until).is_some_and(|t| now < t)
+    }
+
+    /// Record a successful apply of `key` at `now`; holds it when it is being undone.
+    pub(super) fn applied(&mut self, target: &str, key: &str, now: Instant) {
+        let c = self.contests.entry(key.to_owned()).or_insert_with(|| Contest {
+            applies: VecDeque::new(),
+            last_apply: now,
+            hold_until: None,
+            hold: FIGHT_HOLD_INITIAL,
+            fighting: false,
+        });
+        while c.applies.front().is_some_and(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW) {
+            c.applies.pop_front();
+        }
+        c.applies.push_back(now);
+        c.last_apply = now;
+        if c.applies.len() > FIGHT_LIMIT {
+            c.applies.pop_front();
+        }
+        // While fighting, one more apply within the window means it was undone again.
+        let undone = if c.fighting { c.applies.len() >= 2 } else { c.applies.len() >= FIGHT_LIMIT };
+        if !undone {
+            return;
+        }
+        let hold = c.hold;
+        if c.fighting {
+            log::debug!(target: target, "{key}: undone again; holding it for {hold:?}");
+        } else {
+            log::warn!(
+                target: target,
+                "{key}: applied {FIGHT_LIMIT} times within {FIGHT_WINDOW:?}, something else keeps \
+                 changing it (another writer?); holding it for {hold:?}, backing off up to \
+                 {FIGHT_HOLD_MAX:?}"
+            );
+        }
+        c.fighting = true;
+        c.hold_until = Some(now + hold);
+        c.hold = (hold * 2).min(FIGHT_HOLD_MAX);
+        // After the hold one apply is expected (the other value is there); a second one within
+        // the window means it was undone again.
+        c.applies.clear();
+    }
+
+    /// Forget what is over at `now`: a fight whose value stayed put for [`FIGHT_WINDOW`] (said
+    /// once, at info level), and applies too old to count. `pending` holds the keys that
+    /// still differ from the kernel.
+    pub(super) fn settle(&mut self, target: &str, pending: &BTreeSet<String>, now: Instant) {
+        self.contests.retain(|key, c| {
+            let held = c.hold_until.is_some_and(|t| now < t);
+            let quiet = now.saturating_duration_since(c.last_apply) >= FIGHT_WINDOW;
+            if held || !quiet || pending.contains(key) {
+                return true;
+            }
+            if c.fighting {
+                log::info!(target: target, "{key}: stayed put for {FIGHT_WINDOW:?} after the last write; no longer contested");
+            }
+            false
+        });
+    }
+
+    /// The keys held at `now`, for the controller's condition.
+    pub(super) fn contested(&self, now: Instant) -> Vec<&str> {
+        self.contests
+            .iter()
+            .filter(|(_, c)| c.hold_until.is_some_and(|t| now < t))
+            .map(|(k, _)| k.as_str())
+            .collect()
+    }
+
+    /// Add the held operations to the controller's condition (after [`WaitLog::report`], which
+    /// sets it afresh each reconcile) and say when to look again.
+    pub(super) fn report(&self, ctx: &mut Ctx<'_>) -> Next {
+        let now = ctx.now();
+        let contested = self.contested(now);
+        if !contested.is_empty() {
+            let held = format!("held, something else keeps changing it: {}", contested.join(", "));
+            let condition = match ctx.condition() {
+                Some(waiting) => format!("{waiting}; {held}"),
+                None => held,
+            };
+            ctx.set_condition(Some(condition));
+        }
+        match self.next_wake(now) {
+            Some(t) => Next::At(t),
+            None => Next::Idle,
+        }
+    }
+
+    /// When to look again: the end of a hold, or of a fight's quiet window.
+    pub(super) fn next_wake(&self, now: Instant) -> Option<Instant> {
+        self.contests
+            .values()
+            .filter_map(|c| match c.hold_until.filter(|t| now < *t) {
+                Some(t) => Some(t),
+                None if c.fighting => Some(c.last_apply + FIGHT_WINDOW),
+                None => None,
+            })
+            .min()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +264,84 @@ mod tests {
         // Once the op is no longer issued, it starts from zero.
         assert!(g.check(std::iter::empty()).is_empty());
         assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
+    }
+
+    #[test]
+    fn fight_guard_catches_a_flip_and_doubles_its_hold() {
+        let t0 = Instant::now();
+        let key = "link eth0: mtu 1400";
+        let pending: BTreeSet<String> = [key.to_owned()].into();
+        let mut g = FightGuard::default();
+        // Applies with reconciles in between that needed nothing: still counted.
+        for i in 0..FIGHT_LIMIT as u32 - 1 {
+            g.applied("t", key, t0 + Duration::from_millis(100) * i);
+            g.settle(
+                "t",
+                &BTreeSet::new(),
+                t0 + Duration::from_millis(100) * i + Duration::from_millis(50),
+            );
+            assert!(!g.held(key, t0 + Duration::from_millis(100) * i));
+        }
+        let t = t0 + Duration::from_secs(1);
+        g.applied("t", key, t);
+        assert!(g.held(key, t) && g.held(key, t + FIGHT_HOLD_INITIAL - Duration::from_millis(1)));
+        assert_eq!(g.contested(t), [key]);
+        assert_eq!(g.next_wake(t), Some(t + FIGHT_HOLD_INITIAL));
+        // After the hold one apply is expected; a second within the window is another undo.
+        let t = t + FIGHT_HOLD_INITIAL;
+        assert!(!g.held(key, t));
+        g.applied("t", key, t);
+        assert!(!g.held(key, t));
+        g.settle("t", &pending, t);
+        g.applied("t", key, t + Duration::from_millis(10));
+        assert!(g.held(key, t + FIGHT_HOLD_INITIAL * 2));
+        assert!(!g.held(key, t + Duration::from_millis(10) + FIGHT_HOLD_INITIAL * 2));
+        // Capped.
+        let mut t = t;
+        for _ in 0..20 {
+            t += FIGHT_HOLD_MAX;
+            g.applied("t", key, t);
+            g.applied("t", key, t);
+        }
+        assert!(g.held(key, t + FIGHT_HOLD_MAX - Duration::from_millis(1)));
+        assert!(!g.held(key, t + FIGHT_HOLD_MAX));
+        // Once the value stays put for the window, the fight is over and forgotten.
+        let t = t + FIGHT_HOLD_MAX;
+        g.applied("t", key, t);
+        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW - Duration::from_millis(1));
+        assert!(g.next_wake(t).is_some());
+        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW);
+        assert!(g.contests.is_empty());
+    }
+
+    #[test]
+    fn fight_guard_ignores_applies_spread_beyond_the_window() {
+        let t0 = Instant::now();
+        let mut g = FightGuard::default();
+        for i in 0..20u32 {
+            let t = t0 + FIGHT_WINDOW / 4 * i;
+            assert!(!g.held("k", t));
+            g.applied("t", "k", t);
+            assert!(!g.held("k", t), "apply {i}");
+        }
+    }
+
+    #[test]
+    fn fight_guard_counts_the_quiet_window_from_the_last_write_not_the_hold() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut g = FightGuard::default();
+        for i in 0..FIGHT_LIMIT as u32 {
+            g.applied("t", "k", t0 + ms(10) * i);
+        }
+        assert!(g.held("k", t0 + ms(50)));
+        // The hold is over and the kernel happens to show our value: not over yet.
+        let t = t0 + FIGHT_HOLD_INITIAL + ms(500);
+        g.settle("t", &BTreeSet::new(), t);
+        assert!(!g.contests.is_empty(), "30 s have not passed since the last write");
+        // Undone again: one apply, then the second means a doubled hold.
+        g.applied("t", "k", t);
+        g.applied("t", "k", t + ms(100));
+        assert!(g.held("k", t + ms(100) + FIGHT_HOLD_INITIAL * 2 - ms(1)));
     }
 }

@@ -36,6 +36,13 @@ pub struct FakeHost {
     /// Store every added route with this protocol instead: a kernel that does not keep what
     /// it is asked, so the diff never settles.
     pub rewrite_route_protocol: Option<crate::resource::RouteProtocol>,
+    /// Every MTU change lands as this instead: a link whose MTU something else puts back at
+    /// once (or a kernel that does not keep it).
+    pub mtu_reverts_to: Option<u32>,
+    /// MTUs above this are refused as the kernel refuses them above a device's maximum.
+    pub max_mtu: Option<u32>,
+    /// Writes to these paths fail (a read-only or full file system).
+    pub unwritable: Vec<String>,
     /// WireGuard devices by link name.
     pub wireguard: BTreeMap<String, WgDevice>,
     next_index: u32,
@@ -182,7 +189,13 @@ impl Host for FakeHost {
                 l.link_state = *up;
                 l.flags = if *up { "UP".into() } else { String::new() };
             }
-            LinkOp::SetMtu { index, mtu } => self.link_mut(*index, &text)?.mtu = *mtu,
+            LinkOp::SetMtu { mtu, .. } if self.max_mtu.is_some_and(|m| *mtu > m) => {
+                return Err(err(text, HostErrorKind::Invalid, "mtu greater than device maximum"));
+            }
+            LinkOp::SetMtu { index, mtu } => {
+                let kept = self.mtu_reverts_to.unwrap_or(*mtu);
+                self.link_mut(*index, &text)?.mtu = kept;
+            }
             LinkOp::SetMac { index, mac } => {
                 self.link_mut(*index, &text)?.hardware_addr = mac.clone()
             }
@@ -273,7 +286,16 @@ impl Host for FakeHost {
 
     fn set_hostname(&mut self, hostname: &str, domainname: &str) -> Result<(), HostError> {
         self.log.push(format!("sethostname {hostname} {domainname}"));
-        self.hostname = (hostname.to_owned(), domainname.to_owned());
+        // As the kernel: each name at most __NEW_UTS_LEN bytes, the hostname set first.
+        if hostname.len() > 64 {
+            return Err(err(format!("sethostname {hostname}"), HostErrorKind::Invalid, "EINVAL"));
+        }
+        self.hostname.0 = hostname.to_owned();
+        if domainname.len() > 64 {
+            let op = format!("setdomainname {domainname}");
+            return Err(err(op, HostErrorKind::Invalid, "EINVAL"));
+        }
+        self.hostname.1 = domainname.to_owned();
         Ok(())
     }
 
@@ -341,6 +363,13 @@ impl Host for FakeHost {
             return Ok(false);
         }
         self.log.push(format!("write {path}"));
+        if self.unwritable.iter().any(|p| p == path) {
+            return Err(err(
+                format!("write {path}"),
+                HostErrorKind::Invalid,
+                "read-only file system",
+            ));
+        }
         self.files.insert(path.to_owned(), content.to_owned());
         Ok(true)
     }

@@ -310,6 +310,11 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// The condition set so far (by this reconcile or the last one).
+    pub fn condition(&self) -> Option<&str> {
+        self.condition.as_deref()
+    }
+
     /// Say why the controller is not converged (shown by the CLI); `None` clears it.
     pub fn set_condition(&mut self, reason: Option<String>) {
         *self.condition = reason;

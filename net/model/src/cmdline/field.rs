@@ -7,7 +7,9 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::resource::nethelpers::HardwareAddr;
-use crate::resource::{ConfigLayer, HostnameSpec, MAX_LINK_NAME_LEN};
+use crate::resource::{
+    link_name_problem, ConfigLayer, HostnameSpec, MAX_LINK_NAME_LEN, MAX_LINK_REF_LEN,
+};
 
 /// What is wrong with one field; its `Display` is the message of a `CmdlineError`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -238,30 +240,19 @@ pub(crate) fn check_link_ref(field: &Field<'_>, what: &'static str) -> Result<()
     if field.is_empty() {
         return Err(FieldError::at(field, Problem::Missing(what)));
     }
-    let bad = field.text == "."
-        || field.text == ".."
-        || field.text.chars().any(|c| c == '/' || c.is_whitespace() || c.is_control());
-    if bad {
-        return Err(FieldError::invalid(
-            field,
-            what,
-            "not a link name (no '/', whitespace, '.' or '..')",
-        ));
+    match link_name_problem(field.text, MAX_LINK_REF_LEN) {
+        Some(why) => Err(FieldError::invalid(field, what, why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A name for a link we create: a valid reference of at most 15 bytes (`IFNAMSIZ - 1`).
 pub(crate) fn check_new_link_name(field: &Field<'_>, what: &'static str) -> Result<(), FieldError> {
     check_link_ref(field, what)?;
-    if field.text.len() > MAX_LINK_NAME_LEN {
-        return Err(FieldError::invalid(
-            field,
-            what,
-            format_args!("longer than {MAX_LINK_NAME_LEN} bytes"),
-        ));
+    match link_name_problem(field.text, MAX_LINK_NAME_LEN) {
+        Some(why) => Err(FieldError::invalid(field, what, why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A hostname or FQDN, validated as the hostname controller will (`parse_fqdn`); blanks and

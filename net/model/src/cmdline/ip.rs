@@ -166,7 +166,7 @@ fn device_form(
         },
         ..IpLink::default()
     };
-    mtu_mac(rest, &mut link)?;
+    mtu_mac(rest, &mut link, autoconf.dhcp6 || autoconf.slaac)?;
     Ok(IpEntry::Link(Box::new(link)))
 }
 
@@ -218,7 +218,8 @@ fn positional(fields: &[Field<'_>]) -> Result<IpEntry, FieldError> {
     };
     let rest = fields.get(7..).unwrap_or_default();
     if is_mtu_tail(rest) {
-        mtu_mac(rest, &mut link)?;
+        let ipv6 = client.is_some_and(|c| c.is_ipv6()) || autoconf.dhcp6 || autoconf.slaac;
+        mtu_mac(rest, &mut link, ipv6)?;
     } else {
         dns_ntp(rest, &mut link)?;
     }
@@ -287,12 +288,22 @@ fn is_mtu_tail(rest: &[Field<'_>]) -> bool {
     }
 }
 
-/// `[<mtu>[:<mac>]]`.
-fn mtu_mac(rest: &[Field<'_>], link: &mut IpLink) -> Result<(), FieldError> {
+/// The smallest MTU IPv6 works with (RFC 8200 §5); the kernel turns IPv6 off below it.
+const MIN_MTU_IPV6: u32 = 1280;
+
+/// `[<mtu>[:<mac>]]`; `ipv6` when the entry wants IPv6 (an IPv6 address, DHCPv6 or SLAAC).
+fn mtu_mac(rest: &[Field<'_>], link: &mut IpLink, ipv6: bool) -> Result<(), FieldError> {
     let Some((mtu, mac)) = rest.split_first() else {
         return Ok(());
     };
     link.config.mtu = parse_mtu(mtu)?;
+    if ipv6 && link.config.mtu.is_some_and(|m| m < MIN_MTU_IPV6) {
+        return Err(FieldError::invalid(
+            mtu,
+            "MTU",
+            format_args!("below {MIN_MTU_IPV6}, the IPv6 minimum, and this entry wants IPv6"),
+        ));
+    }
     link.mtu_offset = mtu.offset;
     link.config.hardware_addr = parse_mac(mac)?;
     link.mac_offset = mac.first().map_or(0, |f| f.offset);

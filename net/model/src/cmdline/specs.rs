@@ -309,7 +309,7 @@ mod tests {
         let eth31 = LinkStatus { alt_names: vec!["enxa".into()], ..ether() };
         let view = LinkView::new([("lo", &lo), ("eth1", &eth1), ("eth31", &eth31)]);
         let out = specs(
-            "ip=10.0.0.5::10.0.0.1:24::uplink:dhcp vlan=vlan4095:enxa bond=bond0:uplink,eth2",
+            "ip=10.0.0.5::10.0.0.1:24::uplink:dhcp vlan=vlan4094:enxa bond=bond0:uplink,eth2",
             &view,
         );
         assert_eq!(ids(&out.addresses, AddressSpec::id), ["eth1/10.0.0.5/24"]);
@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(ids(&out.operators, OperatorSpec::id), ["dhcp4/eth1"]);
         // TB §1.3: raw name for the VLAN's name, resolved name for its parent.
         let vlan = out.links.iter().find(|l| l.kind == "vlan").unwrap();
-        assert_eq!((vlan.name.as_str(), vlan.parent_name.as_str()), ("enxa.4095", "eth31"));
+        assert_eq!((vlan.name.as_str(), vlan.parent_name.as_str()), ("enxa.4094", "eth31"));
         // The ip= link and the bond slave are one spec.
         let eth1_specs: Vec<_> = out.links.iter().filter(|l| l.name == "eth1").collect();
         assert_eq!(eth1_specs.len(), 1);

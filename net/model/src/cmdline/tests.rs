@@ -232,6 +232,15 @@ fn bad_mtu_and_mac() {
     assert!(e.message.contains("multicast"), "{}", e.message);
     let (_, e) = one_error("ip=eth0:dhcp:1500:02:00:5e");
     assert!(e.message.contains("6 octets"), "{}", e.message);
+    // Below 1280 only where IPv6 is wanted.
+    assert_eq!(clean("ip=eth0:dhcp:1200").link_configs[0].mtu, Some(1200));
+    for cmdline in
+        ["ip=eth0:dhcp6:1200", "ip=eth0:auto6:1200", "ip=[2001:db8::2]:::64::eth0:off:1200"]
+    {
+        let (_, e) = one_error(cmdline);
+        assert!(e.message.contains("IPv6 minimum"), "{cmdline}: {}", e.message);
+        assert_eq!(e.column, cmdline.find(":1200").unwrap() + 2, "{cmdline}");
+    }
 }
 
 #[test]
@@ -307,6 +316,19 @@ fn talos_hostname_wins_regardless_of_order() {
     let (n, e) =
         one_error(&format!("talos.hostname={} ip=1.2.3.4::::fallback:eth0", "x".repeat(70)));
     assert_eq!((e.param.as_str(), e.column), ("talos.hostname", 16));
+    assert_eq!(n.hostname.as_deref(), Some("fallback"));
+}
+
+#[test]
+fn talos_hostname_with_a_domain_setdomainname_refuses() {
+    // 64 bytes is what setdomainname(2) takes; 65 would stop the hostname being applied.
+    let domain = |len: usize| format!("{}.org", "d".repeat(len - 4));
+    let n = clean(&format!("talos.hostname=node-1.{}", domain(64)));
+    assert_eq!(n.hostname, Some(format!("node-1.{}", domain(64))));
+    let (n, e) =
+        one_error(&format!("ip=1.2.3.4::::fallback:eth0 talos.hostname=node-1.{}", domain(65)));
+    assert_eq!((e.param.as_str(), e.column), ("talos.hostname", 44));
+    assert!(e.to_string().contains("domain part is 65 bytes"), "{e}");
     assert_eq!(n.hostname.as_deref(), Some("fallback"));
 }
 
@@ -404,7 +426,7 @@ fn bad_bond_options() {
 #[test]
 fn vlan_names_and_ids() {
     let n =
-        clean("vlan=eth0.100:eth0 vlan=vlan0008:eth1 vlan=vlan4095:enxa vlan=x.5:enp0s31f6abcd");
+        clean("vlan=eth0.100:eth0 vlan=vlan0008:eth1 vlan=vlan4094:enxa vlan=x.5:enp0s31f6abcd");
     let got: Vec<_> = n
         .link_specs
         .iter()
@@ -420,7 +442,7 @@ fn vlan_names_and_ids() {
         [
             ("eth0.100".to_owned(), "eth0", 100, VlanProtocol::DOT1Q),
             ("eth1.8".to_owned(), "eth1", 8, VlanProtocol::DOT1Q),
-            ("enxa.4095".to_owned(), "enxa", 4095, VlanProtocol::DOT1Q),
+            ("enxa.4094".to_owned(), "enxa", 4094, VlanProtocol::DOT1Q),
             (hashed, "enp0s31f6abcd", 5, VlanProtocol::DOT1Q),
         ]
     );

@@ -37,8 +37,8 @@ pub(crate) fn parse(
         return Err(FieldError::invalid(&name, "VLAN name", "expected <link>.<id> or vlan<id>"));
     };
     let vid = parse_digits::<u16>(id.text)
-        .filter(|vid| (1..=4095).contains(vid))
-        .ok_or_else(|| FieldError::invalid(&id, "VLAN ID", "expected an integer from 1 to 4095"))?;
+        .filter(|vid| (1..=4094).contains(vid))
+        .ok_or_else(|| FieldError::invalid(&id, "VLAN ID", "expected an integer from 1 to 4094"))?;
     check_link_ref(&parent, "parent link")?;
 
     let link_name = vlan_link_name(parent.text, vid);

@@ -184,7 +184,7 @@ impl DhcpOptions {
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Vlan {
-    /// VLAN ID, 1 to 4095.
+    /// VLAN ID, 1 to 4094.
     #[serde(deserialize_with = "scalar::one::<VlanId, _>")]
     pub vlan_id: u16,
     /// Static addresses, in CIDR notation only.

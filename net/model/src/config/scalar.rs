@@ -198,15 +198,16 @@ impl ScalarParser for Table {
     }
 }
 
-/// A VLAN ID, 1 to 4095 as Talos validates (0 means "untagged"; 12 bits end at 4095).
+/// A VLAN ID, 1 to 4094: 0 means "untagged" and 4095 is reserved (IEEE 802.1Q; the kernel
+/// refuses it with ERANGE).
 pub(crate) struct VlanId;
 impl ScalarParser for VlanId {
     type Out = u16;
-    const EXPECTING: &'static str = "a VLAN ID (1-4095)";
+    const EXPECTING: &'static str = "a VLAN ID (1-4094)";
     fn parse(s: &str) -> Result<u16, String> {
         match s.parse::<u16>() {
-            Ok(id) if (1..=4095).contains(&id) => Ok(id),
-            _ => Err(format!("invalid VLAN ID {s:?} (must be 1 to 4095)")),
+            Ok(id) if (1..=4094).contains(&id) => Ok(id),
+            _ => Err(format!("invalid VLAN ID {s:?} (must be 1 to 4094)")),
         }
     }
 }

@@ -352,13 +352,13 @@ fn bad_bond_mode() {
 
 #[test]
 fn vlan_id_range() {
-    for bad in ["0", "4096"] {
+    for bad in ["0", "4095", "4096"] {
         let (e, y) = err_with("vlanId: 100", &format!("vlanId: {bad}"));
         assert_eq!(e.path, "machine.network.interfaces[0].vlans[0].vlanId", "{bad}");
         assert_eq!(e.line(), Some(line_of(&y, "vlanId")));
-        assert!(e.message.contains("1 to 4095"), "{e}");
+        assert!(e.message.contains("1 to 4094"), "{e}");
     }
-    assert!(parse(&FULL.replacen("vlanId: 100", "vlanId: 4095", 1)).is_ok());
+    assert!(parse(&FULL.replacen("vlanId: 100", "vlanId: 4094", 1)).is_ok());
 }
 
 #[test]
@@ -658,4 +658,70 @@ fn names_that_would_reach_etc_are_refused_with_their_path() {
         parse(&ok).unwrap().machine.network.search_domains,
         Some(vec!["example.org".to_owned()])
     );
+}
+
+#[test]
+fn link_mtu_must_be_one_the_kernel_takes() {
+    let device_mtu = "        mtu: 1500\n        dhcp: false";
+    let (e, y) = err_with(device_mtu, "        mtu: 65536\n        dhcp: false");
+    assert_eq!(e.path, "machine.network.interfaces[0].mtu");
+    assert_eq!(e.line(), Some(line_of(&y, "mtu: 65536")));
+    assert_eq!(e.message, "65536 is outside 68..65535");
+    let (e, _) = err_with(device_mtu, "        mtu: 67\n        dhcp: false");
+    assert_eq!(e.message, "67 is outside 68..65535");
+    let (e, _) = err_with("            mtu: 1400", "            mtu: 70000");
+    assert_eq!(e.path, "machine.network.interfaces[0].vlans[0].mtu");
+    assert!(parse(&FULL.replacen(device_mtu, "        mtu: 65535\n        dhcp: false", 1)).is_ok());
+
+    // Below 1280 only where IPv6 is wanted: a static IPv6 address or DHCPv6.
+    let small = FULL.replacen(device_mtu, "        mtu: 1200\n        dhcp: false", 1);
+    assert!(parse(&small).is_ok());
+    let with_v6 = small.replacen("[10.0.0.2/24, 10.0.0.3]", "[10.0.0.2/24, fd00::2/64]", 1);
+    let e = err(&with_v6);
+    assert_eq!(e.path, "machine.network.interfaces[0].mtu");
+    assert!(e.message.contains("below 1280, the IPv6 minimum"), "{e}");
+    let dhcp6 = small.replacen(
+        "dhcp: false\n        dhcpOptions: {routeMetric: 1024, ipv4: true, ipv6: false}",
+        "dhcp: true\n        dhcpOptions: {routeMetric: 1024, ipv4: true, ipv6: true}",
+        1,
+    );
+    assert_ne!(dhcp6, small);
+    assert_eq!(err(&dhcp6).path, "machine.network.interfaces[0].mtu");
+}
+
+#[test]
+fn route_gateway_and_source_in_the_route_family() {
+    let (e, y) =
+        err_with("gateway: 10.0.0.1\n            source", "gateway: fd00::1\n            source");
+    assert_eq!(e.path, "machine.network.interfaces[0].routes[0].gateway");
+    assert_eq!(e.line(), Some(line_of(&y, "fd00::1")));
+    assert_eq!(e.message, "an IPv4 route cannot go via the IPv6 gateway fd00::1");
+    let (e, _) = err_with("source: 10.0.0.2", "source: fd00::2");
+    assert_eq!(e.path, "machine.network.interfaces[0].routes[0].source");
+}
+
+#[test]
+fn link_names_the_kernel_takes() {
+    let (e, y) = err_with("interface: bond0", "interface: bond0123456789ab");
+    assert_eq!(e.path, "machine.network.interfaces[1].interface");
+    assert_eq!(e.line(), Some(line_of(&y, "bond0123456789ab")));
+    assert!(e.message.contains("longer than 15 bytes"), "{e}");
+    let (e, _) = err_with("interface: eth0", "interface: eth/0");
+    assert_eq!(e.path, "machine.network.interfaces[0].interface");
+    assert!(e.message.contains("'/'"), "{e}");
+    let (e, _) = err_with("interfaces: [eth1, eth2]", "interfaces: [eth1, \"a b\"]");
+    assert_eq!(e.path, "machine.network.interfaces[1].bond.interfaces[1]");
+    // A name we only look up may be an altname, longer than 15 bytes.
+    assert!(parse(&FULL.replacen("interface: eth0", "interface: enp0s20f0u1u2c2x", 1)).is_ok());
+}
+
+#[test]
+fn hostname_with_a_domain_setdomainname_refuses() {
+    let long = format!("hostname: node-1.{}.org", "d".repeat(61));
+    let (e, y) = err_with("hostname: node-1.example.org", &long);
+    assert_eq!(e.path, "machine.network.hostname");
+    assert_eq!(e.line(), Some(line_of(&y, "hostname: node-1.ddd")));
+    assert!(e.message.contains("domain part is 65 bytes"), "{e}");
+    let ok = format!("hostname: node-1.{}.org", "d".repeat(60));
+    assert!(parse(&FULL.replacen("hostname: node-1.example.org", &ok, 1)).is_ok());
 }

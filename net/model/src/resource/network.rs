@@ -855,6 +855,29 @@ impl LinkSpec {
 /// The longest interface name the kernel accepts (`IFNAMSIZ - 1`).
 pub const MAX_LINK_NAME_LEN: usize = 15;
 
+/// The longest alternative name (`ALTIFNAMSIZ - 1`): a reference may be one.
+pub const MAX_LINK_REF_LEN: usize = 127;
+
+/// Why `name` cannot name a link, as the kernel's `dev_valid_name` sees it: empty, `.` or
+/// `..`, a `/`, `:`, blank or control character, or longer than `max_len` bytes.
+pub fn link_name_problem(name: &str, max_len: usize) -> Option<String> {
+    if name.is_empty() {
+        return Some("empty".into());
+    }
+    if name == "." || name == ".." {
+        return Some("not a link name ('.' and '..' are not)".into());
+    }
+    if let Some(c) =
+        name.chars().find(|c| matches!(c, '/' | ':') || c.is_whitespace() || c.is_control())
+    {
+        return Some(format!("not a link name (contains {c:?})"));
+    }
+    if name.len() > max_len {
+        return Some(format!("longer than {max_len} bytes"));
+    }
+    None
+}
+
 /// The name of VLAN `vid` on `parent` (TB §1.3): `<parent>.<vid>` when that fits in 15
 /// characters, otherwise the first 4 characters of the parent, 6 hex digits of
 /// sha256(parent), then `.<vid>`.
@@ -1001,6 +1024,9 @@ pub const HOSTNAME_ID: &str = "hostname";
 
 /// Why a hostname was rejected: the shared name check's reason.
 pub type HostnameError = crate::names::NameError;
+
+/// The longest domain name `setdomainname(2)` accepts (`__NEW_UTS_LEN`).
+pub const MAX_DOMAINNAME_LEN: usize = 64;
 
 impl HostnameSpec {
     /// Split a name at the first dot into hostname and domain name, refusing anything that is
@@ -1370,6 +1396,9 @@ pub struct EtcFileStatus {
     pub path: String,
     /// Size in bytes of what was written.
     pub size: usize,
+    /// Why the last writes failed, once readiness stopped waiting for the file.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
 }
 
 /// A supervised service (ID: its name, e.g. `kubelet`).

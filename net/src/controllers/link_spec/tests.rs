@@ -3,7 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::host::fake::FakeHost;
@@ -548,4 +548,96 @@ fn wireguard_change_refreshes_the_link_status_without_a_netlink_event() {
         rt.run(now);
     }
     assert_eq!(allowed(&rt), Some(vec!["10.0.0.9/32".parse().unwrap()]));
+}
+
+/// The runtime with the controller over `host`, for tests that drive time themselves.
+fn runtime(host: &Rc<RefCell<FakeHost>>, specs: &[LinkSpec]) -> Runtime {
+    let mut rt = Runtime::new();
+    for s in specs {
+        rt.put_input("test", Namespace::Network, &s.name, s.clone()).unwrap();
+    }
+    let shared: SharedHost = host.clone();
+    rt.register(Box::new(LinkSpecController::new(shared))).unwrap();
+    rt
+}
+
+fn count(host: &Rc<RefCell<FakeHost>>, prefix: &str) -> usize {
+    host.borrow().log.iter().filter(|l| l.starts_with(prefix)).count()
+}
+
+#[test]
+fn refused_mtu_is_reported_and_the_link_still_comes_up() {
+    let host = Rc::new(RefCell::new(host_with(&["eth0"])));
+    host.borrow_mut().max_mtu = Some(1500);
+    let spec = LinkSpec { mtu: 9000, ..physical("eth0") };
+    let mut rt = runtime(&host, &[spec]);
+    let t0 = Instant::now();
+    rt.run(t0);
+    assert!(host.borrow().links["eth0"].is_up(), "{:?}", host.borrow().log);
+    assert_eq!(count(&host, "SetMtu"), 1, "refused once, not once per round");
+    let err = rt.controllers()[0].last_error.clone().unwrap_or_default();
+    assert!(err.contains("link eth0: mtu 9000") && err.contains("device maximum"), "{err}");
+    assert!(has_finalizer(&rt, "eth0"));
+
+    // The retry tries the MTU again and changes nothing else.
+    let before = host.borrow().log.len();
+    rt.run(t0 + Duration::from_secs(1));
+    let log = host.borrow().log[before..].to_vec();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(log[0].starts_with("SetMtu"), "{log:?}");
+}
+
+#[test]
+fn an_mtu_another_writer_keeps_undoing_is_held_with_growing_backoff() {
+    let host = Rc::new(RefCell::new(host_with(&["eth0"])));
+    let spec = LinkSpec { mtu: 1400, ..physical("eth0") };
+    let mut rt = runtime(&host, &[spec]);
+    let t0 = Instant::now();
+    let step = Duration::from_millis(50);
+    // Another writer puts 1500 back right after each of our writes, and its netlink event
+    // wakes us, for 20 s.
+    let mut now = t0;
+    while now < t0 + Duration::from_secs(20) {
+        rt.run(now);
+        if host.borrow().links["eth0"].mtu != 1500 {
+            host.borrow_mut().links.get_mut("eth0").unwrap().mtu = 1500;
+            rt.mark_dirty(Kind::LinkStatus);
+        }
+        now += step;
+    }
+    let fights = count(&host, "SetMtu");
+    // 5 applies to detect it, then about 2 per hold of 2, 4, 8 s; 400 without the guard.
+    assert!((5..=14).contains(&fights), "{fights} MTU writes in 20 s");
+    let condition = rt.controllers()[0].condition.clone().unwrap_or_default();
+    assert!(condition.contains("link eth0: mtu 1400"), "{condition:?}");
+    assert!(host.borrow().links["eth0"].is_up(), "the rest of the spec still applies");
+
+    // The other writer stops: our value goes back once its hold ends and stays; the fight
+    // is declared over after a quiet window.
+    let end = now + Duration::from_secs(200);
+    while now < end {
+        rt.run(now);
+        now += Duration::from_millis(500);
+    }
+    assert_eq!(host.borrow().links["eth0"].mtu, 1400);
+    assert_eq!(count(&host, "SetMtu"), fights + 1);
+    assert_eq!(rt.controllers()[0].condition, None);
+}
+
+#[test]
+fn an_mtu_undone_within_one_reconcile_is_held_not_retried_every_round() {
+    let host = Rc::new(RefCell::new(host_with(&["eth0"])));
+    host.borrow_mut().mtu_reverts_to = Some(1500);
+    let spec = LinkSpec { mtu: 1400, ..physical("eth0") };
+    let mut rt = runtime(&host, &[spec]);
+    let t0 = Instant::now();
+    rt.run(t0);
+    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+    assert!(host.borrow().links["eth0"].is_up(), "{:?}", host.borrow().log);
+    // Woken by events during the hold, it writes nothing.
+    for i in 1..10 {
+        rt.mark_dirty(Kind::LinkStatus);
+        rt.run(t0 + Duration::from_millis(100) * i);
+    }
+    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
 }
