@@ -231,7 +231,10 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
         }
     }
     let file = file.ok_or("usage: keelson apply-config FILE [--dry-run]")?;
-    let config = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    // The server refuses longer requests anyway; reading no more keeps a FIFO or `/dev/zero`
+    // named by mistake from hanging or filling memory here.
+    let config = net::bounded::read_text(&file, super::protocol::MAX_REQUEST as u64)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let mut c = Client::connect(&socket, false)?;
     c.send(&json!({"op": "apply-config", "config": config, "dryRun": dry}))?;
     let v = c.recv().map_err(|e| format!("{}: {e}", file.display()))?;

@@ -43,7 +43,11 @@ impl ConfigError {
         position: Option<Position>,
         message: impl Into<String>,
     ) -> Self {
-        Self { path: excerpt_path(&path.into()), position, message: excerpt_quotes(&message.into()) }
+        Self {
+            path: excerpt_path(&path.into()),
+            position,
+            message: excerpt_quotes(&message.into()),
+        }
     }
 
     /// The line of the problem, when known.
