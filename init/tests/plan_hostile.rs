@@ -137,14 +137,14 @@ fn hostile_configs_are_refused_quickly_and_small() {
     );
     check(
         &data("shadow-as-string"),
-        Expect::Rejected("the document is a string, not a YAML mapping"),
+        Expect::Rejected("the document is a scalar, not a YAML mapping"),
         &["root", "$6$"],
     );
     check(&data("sequence.yaml"), Expect::Rejected("the document is a sequence"), &[]);
     check(&data("bom.yaml"), Expect::Accepted, &[]);
     check(&data("control-chars.yaml"), Expect::Rejected("unknown key (not a name"), &["forged"]);
     check(&data("long-value.yaml"), Expect::Rejected("machine.type (line 3"), &[&"A".repeat(25)]);
-    check(&data("two-documents.yaml"), Expect::Rejected("more than one document"), &[]);
+    check(&data("two-documents.yaml"), Expect::Rejected("more than one YAML document"), &[]);
     check(&data("not-utf8.yaml"), Expect::Unreadable("not UTF-8 text (byte 52)"), &[]);
 
     // Generated: alias expansion.
@@ -152,9 +152,12 @@ fn hostile_configs_are_refused_quickly_and_small() {
     check(&bomb, Expect::Rejected("alias expansion"), &[]);
     check(&write("laughs.yaml", &laughs()), Expect::Rejected("alias expansion"), &[]);
     check(&write("anchors.yaml", &alias_bomb(16, 50)), Expect::Accepted, &[]);
-    // Deep nesting: serde_yaml's recursion limit, not a stack overflow.
+    // Deep nesting: refused at 128 levels, not a stack overflow.
     let deep = format!("version: v1alpha1\nx: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
-    check(&write("deep.yaml", &deep), Expect::Rejected("recursion limit exceeded"), &[]);
+    check(&write("deep.yaml", &deep), Expect::Rejected("nested deeper than 128 levels"), &[]);
+    // No alias, but 8 million nodes in 16 MiB: refused before serde_yaml loads any of it.
+    let flat = format!("version: v1alpha1\nx: [{}0]\n", "0,".repeat((16 << 20) / 2 - 20));
+    check(&write("flat.yaml", &flat), Expect::Rejected("YAML nodes after alias expansion"), &[]);
 
     // Generated: things that are not config files.
     let fifo = dir.join("fifo");

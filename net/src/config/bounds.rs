@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Checks that run before the configuration is deserialized: the document must be a mapping,
-//! and aliases must not expand it beyond a stated size.
+//! Checks that run before the configuration is deserialized: one document, a mapping, of
+//! bounded size once aliases are expanded.
 //!
-//! serde_yaml expands every alias while deserializing; its own guard counts alias *uses*
-//! (100 per event), not what they expand to, so one anchored list of 1,000 addresses reused by
-//! 999 devices (53 KB of text) becomes a million values, and each re-parse (errors are located
-//! by parsing again) pays that again. A first pass walks the document as serde would, counting
-//! nodes without keeping any, and stops at the limit: time and memory stay linear in the text.
+//! serde_yaml first loads every event of the document into memory (about 128 bytes each: a
+//! 16 MiB flow list of 8 million scalars takes a GiB), then expands every alias while
+//! deserializing. Its own alias guard counts alias *uses* (100 per event), not what they
+//! expand to, so one anchored list of 1,000 addresses reused by 999 devices (62 KB of text)
+//! becomes a million values, and each re-parse (errors are located by parsing again) pays
+//! that again. This scan reads the libyaml event stream one event at a time, keeping only
+//! the size of each anchored node, and stops at the limit: memory stays constant and time
+//! linear in the text, whatever the document.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor};
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr};
+use std::mem::MaybeUninit;
 
 use super::error::{ConfigError, Position};
 
@@ -18,175 +21,214 @@ use super::error::{ConfigError, Position};
 /// intended (a shared list of nameservers, a route set), far below what a bomb needs.
 pub(crate) const ALIAS_ALLOWANCE: usize = 65_536;
 
+/// The most nodes a configuration may have after alias expansion, whatever its length: a
+/// config of 10,000 interfaces with 4 addresses and 4 routes each has about 310,000.
+pub(crate) const MAX_NODES: usize = 1 << 19;
+
+/// The deepest nesting scanned (serde_yaml refuses deeper documents at 128 anyway).
+const MAX_DEPTH: usize = 128;
+
 /// The most nodes, after alias expansion, a text of `len` bytes may have. Without aliases a
-/// YAML node takes at least one byte, so only expansion can reach this.
+/// YAML node takes at least one byte, so below [`MAX_NODES`] only expansion reaches this.
 pub(crate) fn node_limit(len: usize) -> usize {
-    len.saturating_add(ALIAS_ALLOWANCE)
+    len.saturating_add(ALIAS_ALLOWANCE).min(MAX_NODES)
 }
 
-/// The marker of the walker's own errors; the outcome itself is kept in [`Walk`].
-const STOP: &str = "keelson-bounds-stop";
-
-/// What ended the walk early.
+/// What the scan found wrong, before serde_yaml sees the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stop {
-    TooManyNodes,
+enum Refusal {
+    TooManyNodes(usize),
+    TooDeep,
     NotMapping(&'static str),
+    MoreThanOneDocument,
 }
 
-/// Walk `yaml` once. Errors: not a mapping (nothing of it is quoted), more nodes than
-/// [`node_limit`] after alias expansion, or a YAML syntax error.
+/// One node event of the stream, as much as the scan needs.
+#[derive(Debug, PartialEq, Eq)]
+enum Node {
+    Scalar,
+    Start,
+    End,
+    Alias,
+}
+
+/// Scan `yaml`. Refused: a document that is not a mapping (nothing of it is quoted), more
+/// than one document, nesting deeper than [`MAX_DEPTH`], more nodes than [`node_limit`]
+/// after alias expansion. A YAML syntax error is left to serde_yaml, which reports it with
+/// its position; the events before it are within the limits.
 pub(crate) fn check(yaml: &str) -> Result<(), ConfigError> {
-    let mut walk = Walk { nodes: 0, limit: node_limit(yaml.len()), stop: None };
-    let result = Root(&mut walk).deserialize(serde_yaml::Deserializer::from_str(yaml));
-    let Err(err) = result else { return Ok(()) };
-    let position = err.location().map(Position::from);
-    match walk.stop {
-        Some(Stop::TooManyNodes) => Err(ConfigError::new(
-            "",
-            position,
-            format!(
-                "more than {} YAML nodes after alias expansion (one per byte of text plus \
-                 {ALIAS_ALLOWANCE}); refusing to expand further",
-                walk.limit
-            ),
-        )),
-        Some(Stop::NotMapping(kind)) => Err(ConfigError::new(
-            "",
-            position,
-            format!("the document is {kind}, not a YAML mapping (expected `version: v1alpha1` and `machine:`)"),
-        )),
-        None => Err(ConfigError::from_yaml(&err)),
-    }
+    let (refusal, position) = match scan(yaml) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let message = match refusal {
+        Refusal::TooManyNodes(limit) => format!(
+            "more than {limit} YAML nodes after alias expansion (one per byte of text plus \
+             {ALIAS_ALLOWANCE}, at most {MAX_NODES}); refusing to expand further"
+        ),
+        Refusal::TooDeep => format!("nested deeper than {MAX_DEPTH} levels"),
+        Refusal::NotMapping(kind) => format!(
+            "the document is {kind}, not a YAML mapping (expected `version: v1alpha1` and `machine:`)"
+        ),
+        Refusal::MoreThanOneDocument => {
+            "more than one YAML document (a machine configuration is one document)".to_owned()
+        }
+    };
+    Err(ConfigError::new("", Some(position), message))
 }
 
-struct Walk {
-    nodes: usize,
+/// The sizes the scan keeps: expanded nodes so far, each anchor's expanded size, the open
+/// collections (with the anchor and count they started at).
+struct Sizes {
     limit: usize,
-    stop: Option<Stop>,
+    nodes: usize,
+    anchors: HashMap<Vec<u8>, usize>,
+    open: Vec<Option<(Vec<u8>, usize)>>,
+    documents: usize,
+    root_seen: bool,
 }
 
-impl Walk {
-    fn count<E: de::Error>(&mut self) -> Result<(), E> {
-        self.nodes += 1;
+impl Sizes {
+    fn event(&mut self, node: Node, anchor: Option<Vec<u8>>) -> Result<(), Refusal> {
+        let start = self.nodes;
+        match node {
+            Node::Scalar => {
+                self.nodes += 1;
+                if let Some(a) = anchor {
+                    self.anchors.insert(a, 1);
+                }
+            }
+            Node::Start => {
+                if self.open.len() >= MAX_DEPTH {
+                    return Err(Refusal::TooDeep);
+                }
+                self.nodes += 1;
+                self.open.push(anchor.map(|a| (a, start)));
+            }
+            Node::End => {
+                if let Some(Some((a, from))) = self.open.pop() {
+                    self.anchors.insert(a, self.nodes - from);
+                }
+            }
+            Node::Alias => {
+                // An unknown anchor is serde_yaml's error to report; it counts as one node.
+                let size = anchor.and_then(|a| self.anchors.get(&a).copied()).unwrap_or(1);
+                self.nodes = self.nodes.saturating_add(size);
+            }
+        }
         if self.nodes > self.limit {
-            self.stop = Some(Stop::TooManyNodes);
-            return Err(E::custom(STOP));
+            return Err(Refusal::TooManyNodes(self.limit));
         }
         Ok(())
     }
 }
 
-/// The document root: a mapping, or [`Stop::NotMapping`] naming what it is instead.
-struct Root<'w>(&'w mut Walk);
-
-impl<'de> DeserializeSeed<'de> for Root<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(RootVisitor(self.0))
-    }
+/// A libyaml parser over borrowed text, deleted on drop. Boxed: libyaml keeps pointers into
+/// its own state, so it must not move once initialized.
+struct Parser<'t> {
+    sys: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
+    _text: &'t [u8],
 }
 
-struct RootVisitor<'w>(&'w mut Walk);
-
-impl RootVisitor<'_> {
-    fn not<E: de::Error>(self, kind: &'static str) -> Result<(), E> {
-        self.0.stop = Some(Stop::NotMapping(kind));
-        Err(E::custom(STOP))
-    }
-}
-
-impl<'de> Visitor<'de> for RootVisitor<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a mapping")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        Node(self.0).visit_map(map)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        self.not("a sequence")
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        self.not("a string")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        self.not("a boolean")
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        self.not("a number")
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        self.not("a number")
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        self.not("a number")
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.not("empty")
-    }
-    fn visit_enum<A: EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        self.not("a tagged value")
-    }
-}
-
-/// Any node below the root: counted, then its children walked.
-struct Node<'w>(&'w mut Walk);
-
-impl<'de> DeserializeSeed<'de> for Node<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Node<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any YAML node")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.0.count()?;
-        while map.next_key_seed(Node(self.0))?.is_some() {
-            map.next_value_seed(Node(self.0))?;
+impl<'t> Parser<'t> {
+    fn new(text: &'t [u8]) -> Option<Self> {
+        let mut sys = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
+        let p = sys.as_mut_ptr();
+        // SAFETY: `p` points to writable memory for a parser; initialize fills it in.
+        if unsafe { unsafe_libyaml::yaml_parser_initialize(p) }.fail {
+            return None;
         }
-        Ok(())
+        // SAFETY: `p` is initialized; the input outlives the parser (`'t`), and its length
+        // is the slice's.
+        unsafe {
+            unsafe_libyaml::yaml_parser_set_encoding(p, unsafe_libyaml::YAML_UTF8_ENCODING);
+            unsafe_libyaml::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
+        }
+        Some(Self { sys, _text: text })
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.0.count()?;
-        while seq.next_element_seed(Node(self.0))?.is_some() {}
-        Ok(())
+
+    /// The next event as (type, anchor, position); `None` on a syntax error (the caller
+    /// stops there: libyaml must not be asked again after an error).
+    fn next(&mut self) -> Option<(unsafe_libyaml::yaml_event_type_t, Option<Vec<u8>>, Position)> {
+        let p = self.sys.as_mut_ptr();
+        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+        let e = event.as_mut_ptr();
+        // SAFETY: `p` is an initialized parser; on success `e` holds an event, read here
+        // (anchors are NUL-terminated strings owned by the event) and then deleted once.
+        unsafe {
+            if unsafe_libyaml::yaml_parser_parse(p, e).fail {
+                return None;
+            }
+            let kind = (*e).type_;
+            let anchor = match kind {
+                unsafe_libyaml::YAML_SCALAR_EVENT => (*e).data.scalar.anchor,
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => (*e).data.sequence_start.anchor,
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => (*e).data.mapping_start.anchor,
+                unsafe_libyaml::YAML_ALIAS_EVENT => (*e).data.alias.anchor,
+                _ => std::ptr::null_mut(),
+            };
+            let anchor = (!anchor.is_null())
+                .then(|| CStr::from_ptr(anchor as *const c_char).to_bytes().to_vec());
+            let mark = (*e).start_mark;
+            let position = Position {
+                line: usize::try_from(mark.line).unwrap_or(usize::MAX).saturating_add(1),
+                column: usize::try_from(mark.column).unwrap_or(usize::MAX).saturating_add(1),
+            };
+            unsafe_libyaml::yaml_event_delete(e);
+            Some((kind, anchor, position))
+        }
     }
-    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
-        // A tagged node (`!tag value`): the tag, then the value.
-        let ((), variant) = data.variant_seed(Node(self.0))?;
-        variant.newtype_variant_seed(Node(self.0))
+}
+
+impl Drop for Parser<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the parser was initialized in `new` (a failed one is never built).
+        unsafe { unsafe_libyaml::yaml_parser_delete(self.sys.as_mut_ptr()) }
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        self.0.count()
+}
+
+fn scan(yaml: &str) -> Result<(), (Refusal, Position)> {
+    let Some(mut parser) = Parser::new(yaml.as_bytes()) else { return Ok(()) };
+    let mut sizes = Sizes {
+        limit: node_limit(yaml.len()),
+        nodes: 0,
+        anchors: HashMap::new(),
+        open: Vec::new(),
+        documents: 0,
+        root_seen: false,
+    };
+    while let Some((kind, anchor, at)) = parser.next() {
+        let node = match kind {
+            unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(()),
+            unsafe_libyaml::YAML_DOCUMENT_START_EVENT => {
+                sizes.documents += 1;
+                if sizes.documents > 1 {
+                    return Err((Refusal::MoreThanOneDocument, at));
+                }
+                continue;
+            }
+            unsafe_libyaml::YAML_SCALAR_EVENT => Node::Scalar,
+            unsafe_libyaml::YAML_SEQUENCE_START_EVENT
+            | unsafe_libyaml::YAML_MAPPING_START_EVENT => Node::Start,
+            unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
+                Node::End
+            }
+            unsafe_libyaml::YAML_ALIAS_EVENT => Node::Alias,
+            _ => continue,
+        };
+        if !sizes.root_seen {
+            sizes.root_seen = true;
+            let kind = match kind {
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => None,
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => Some("a sequence"),
+                unsafe_libyaml::YAML_ALIAS_EVENT => Some("an alias"),
+                _ => Some("a scalar"),
+            };
+            if let Some(kind) = kind {
+                return Err((Refusal::NotMapping(kind), at));
+            }
+        }
+        sizes.event(node, anchor).map_err(|r| (r, at))?;
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_i128<E: de::Error>(self, _: i128) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_u128<E: de::Error>(self, _: u128) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.0.count()
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        self.0.count()
-    }
+    Ok(())
 }

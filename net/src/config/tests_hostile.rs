@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::bounds::{node_limit, ALIAS_ALLOWANCE};
+use super::bounds::{node_limit, ALIAS_ALLOWANCE, MAX_NODES};
 use super::error::{excerpt_quotes, EXCERPT_CHARS};
 use super::*;
 
@@ -46,7 +46,7 @@ fn a_shadow_file_is_refused_without_quoting_it() {
     assert!(!e.to_string().contains("root"), "{e}");
     // The same lines without the trailing colons are one string: not a mapping.
     let e = err("root:$6$Zq8Pd0Xb$Kf3vS8x2Lw9mNp\ndaemon:*:19000\n");
-    assert!(e.message.starts_with("the document is a string, not a YAML mapping"), "{e}");
+    assert!(e.message.starts_with("the document is a scalar, not a YAML mapping"), "{e}");
     assert!(!e.to_string().contains("$6$"), "{e}");
 }
 
@@ -54,10 +54,11 @@ fn a_shadow_file_is_refused_without_quoting_it() {
 fn documents_that_are_not_mappings_are_refused() {
     for (text, kind) in [
         ("- a\n- b\n", "a sequence"),
-        ("42\n", "a number"),
-        ("true\n", "a boolean"),
-        ("!secret hunter2\n", "a tagged value"),
-        ("~\n", "empty"),
+        ("42\n", "a scalar"),
+        ("true\n", "a scalar"),
+        ("!secret hunter2\n", "a scalar"),
+        ("~\n", "a scalar"),
+        ("&a [1]\n", "a sequence"),
     ] {
         let e = err(text);
         assert!(e.message.starts_with(&format!("the document is {kind}, ")), "{text:?}: {e}");
@@ -128,7 +129,30 @@ fn anchors_used_as_intended_are_accepted() {
 fn the_limit_is_linear_in_the_text() {
     assert_eq!(node_limit(0), ALIAS_ALLOWANCE);
     assert_eq!(node_limit(1000), 1000 + ALIAS_ALLOWANCE);
-    assert_eq!(node_limit(usize::MAX), usize::MAX);
+    assert_eq!(node_limit(usize::MAX), MAX_NODES);
+}
+
+#[test]
+fn a_long_flat_list_is_refused_before_it_is_loaded() {
+    // 600,000 scalars in 1.2 MB: without aliases, but more nodes than any config needs.
+    let text = format!("version: v1alpha1\nx: [{}0]\n", "0,".repeat(600_000));
+    let start = Instant::now();
+    let e = err(&text);
+    assert!(e.message.starts_with(&format!("more than {MAX_NODES} YAML nodes")), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+}
+
+#[test]
+fn depth_and_documents_are_bounded() {
+    let deep = format!("version: v1alpha1\nx: {}{}\n", "[".repeat(200), "]".repeat(200));
+    assert!(err(&deep).message.starts_with("nested deeper than 128 levels"));
+    let two = "version: v1alpha1\n---\nversion: v1alpha1\n";
+    let e = err(two);
+    assert!(e.message.starts_with("more than one YAML document"), "{e}");
+    assert_eq!(e.line(), Some(2));
+    // A syntax error is still serde_yaml's, with its position.
+    let e = err("version: v1alpha1\nmachine: [\n");
+    assert!(e.position.is_some(), "{e}");
 }
 
 #[test]
