@@ -39,6 +39,19 @@ fn parent(path: &Path) -> &Path {
     path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| Path::new("."))
 }
 
+/// What a batch of events was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// Nothing happened.
+    Nothing,
+    /// The file itself was written or replaced: re-apply it even if unchanged (as before a
+    /// watch existed, saving the file applies it).
+    File,
+    /// Something else in the watched directories (a `..data` swap, a sibling file): re-apply
+    /// only if the content changed.
+    Other,
+}
+
 /// The inotify watches on the configuration's directories.
 pub struct ConfigWatch {
     ino: Inotify,
@@ -46,6 +59,8 @@ pub struct ConfigWatch {
     dir: Option<WatchDescriptor>,
     /// The directory the path resolves to, when that is another directory.
     target: Option<(PathBuf, WatchDescriptor)>,
+    /// The names the file has in the watched directories: the path's own, the resolved one.
+    names: Vec<std::ffi::OsString>,
 }
 
 impl ConfigWatch {
@@ -57,7 +72,7 @@ impl ConfigWatch {
         let wd = ino
             .add_watch(dir, FLAGS)
             .map_err(|e| format!("cannot watch {}: {e}; SIGHUP reloads", dir.display()))?;
-        let mut w = Self { ino, path: path.to_owned(), dir: Some(wd), target: None };
+        let mut w = Self { ino, path: path.to_owned(), dir: Some(wd), target: None, names: vec![] };
         w.follow();
         Ok(w)
     }
@@ -65,6 +80,11 @@ impl ConfigWatch {
     /// Move the second watch to where the path resolves now.
     fn follow(&mut self) {
         let resolved = std::fs::canonicalize(&self.path).ok();
+        self.names = [Some(self.path.as_path()), resolved.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.file_name().map(ToOwned::to_owned))
+            .collect();
         let dir = resolved.as_deref().map(parent).map(Path::to_owned);
         if dir.as_ref() == self.target.as_ref().map(|(d, _)| d) {
             return;
@@ -82,13 +102,18 @@ impl ConfigWatch {
         }
     }
 
-    /// Drain the pending events; whether there were any (the caller re-reads the file).
-    pub fn drain(&mut self) -> bool {
-        let mut any = false;
+    /// Drain the pending events and say what they were about (the caller re-reads the file).
+    pub fn drain(&mut self) -> Seen {
+        let mut seen = Seen::Nothing;
         loop {
             match self.ino.read_events() {
                 Ok(events) if events.is_empty() => break,
-                Ok(_) => any = true,
+                Ok(events) => {
+                    let file = events.iter().any(|e| {
+                        e.name.as_ref().is_some_and(|n| self.names.iter().any(|m| m == n))
+                    });
+                    seen = if file || seen == Seen::File { Seen::File } else { Seen::Other };
+                }
                 Err(Errno::EINTR) => {}
                 Err(Errno::EAGAIN) => break,
                 Err(e) => {
@@ -97,10 +122,10 @@ impl ConfigWatch {
                 }
             }
         }
-        if any {
+        if seen != Seen::Nothing {
             self.follow();
         }
-        any
+        seen
     }
 }
 
@@ -141,16 +166,16 @@ mod tests {
         let path = dir.join("config.yaml");
         let mut w = ConfigWatch::new(&path).unwrap();
         assert_eq!(w.target.as_ref().map(|(d, _)| d.clone()), Some(dir.join("..gen1")));
-        assert!(!w.drain());
+        assert_eq!(w.drain(), Seen::Nothing);
 
         swap(&dir, "..gen2", "two");
-        assert!(w.drain());
+        assert_eq!(w.drain(), Seen::Other);
         assert_eq!(read(&path).unwrap(), "two");
         assert_eq!(w.target.as_ref().map(|(d, _)| d.clone()), Some(dir.join("..gen2")));
 
         // A write through the links, into the resolved directory, is seen too.
         std::fs::write(dir.join("..gen2/config.yaml"), "three").unwrap();
-        assert!(w.drain());
+        assert_eq!(w.drain(), Seen::File);
         assert_eq!(read(&path).unwrap(), "three");
     }
 
@@ -162,8 +187,10 @@ mod tests {
         let mut w = ConfigWatch::new(&path).unwrap();
         assert!(w.target.is_none());
         std::fs::write(&path, "b").unwrap();
-        assert!(w.drain());
-        assert!(!w.drain());
+        assert_eq!(w.drain(), Seen::File);
+        assert_eq!(w.drain(), Seen::Nothing);
+        std::fs::write(dir.join("other"), "c").unwrap();
+        assert_eq!(w.drain(), Seen::Other);
     }
 
     #[test]

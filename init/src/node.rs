@@ -32,7 +32,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::api::server::{Machine, Server};
-use crate::config_watch::ConfigWatch;
+use crate::config_watch::{ConfigWatch, Seen};
 use crate::reactor::{Reactor, FIRST_USER_TOKEN};
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
@@ -406,14 +406,14 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
                     }
                 },
                 INOTIFY_TOKEN => {
-                    let changed = config_watch.as_mut().is_some_and(ConfigWatch::drain);
-                    if let (true, Some(path)) = (changed, &opts.config) {
+                    let seen = config_watch.as_mut().map_or(Seen::Nothing, ConfigWatch::drain);
+                    if let (Seen::File | Seen::Other, Some(path)) = (seen, &opts.config) {
                         if let Some(text) = read_config(path) {
-                            let seen = crate::config_watch::fingerprint(&text);
-                            if config_seen != Some(seen) {
+                            let print = crate::config_watch::fingerprint(&text);
+                            if seen == Seen::File || config_seen != Some(print) {
                                 load_config(&mut rt, path, &text);
                             }
-                            config_seen = Some(seen);
+                            config_seen = Some(print);
                         } else {
                             config_seen = None;
                         }
