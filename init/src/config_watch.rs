@@ -7,7 +7,8 @@
 //! `config.yaml -> ..data/config.yaml`, `..data -> ..2026_01_01...`, and an update renames a
 //! new `..data` link over the old one, so no event names `config.yaml`. Any event in the
 //! path's directory, or in the directory the path resolves to (re-resolved after every
-//! batch), leads to a re-read, and only content that differs from the last read is applied.
+//! batch), leads to a re-read; unless the event named the file itself, only content that
+//! differs from the last read is applied.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
