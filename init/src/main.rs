@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
+mod config_watch;
 mod logger;
 mod logring;
 mod node;

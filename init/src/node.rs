@@ -27,12 +27,12 @@ use net::resource::{
 };
 use net::runtime::Runtime;
 use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::api::server::{Machine, Server};
+use crate::config_watch::{ConfigWatch, Seen};
 use crate::reactor::{Reactor, FIRST_USER_TOKEN};
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
@@ -77,16 +77,20 @@ pub enum Ending {
     Settled,
 }
 
-/// Read and parse the config; on any error, log it and keep what runs.
-fn load_config(rt: &mut Runtime, path: &Path) {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+/// Read the config; `None` (logged) when it cannot be read.
+fn read_config(path: &Path) -> Option<String> {
+    match crate::config_watch::read(path) {
+        Ok(t) => Some(t),
         Err(e) => {
-            log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display());
-            return;
+            log::error!(target: "config", "{e}; keeping the running configuration");
+            None
         }
-    };
-    match net::config::parse(&text) {
+    }
+}
+
+/// Parse and apply the config text; on any error, log it and keep what runs.
+fn load_config(rt: &mut Runtime, path: &Path, text: &str) {
+    match net::config::parse(text) {
         Ok(cfg) => {
             for w in &cfg.warnings {
                 log::warn!(target: "config", "{}: {w}", path.display());
@@ -103,6 +107,14 @@ fn load_config(rt: &mut Runtime, path: &Path) {
             log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display())
         }
     }
+}
+
+/// Read and apply the config; remember its fingerprint.
+fn reload(rt: &mut Runtime, path: &Path, last: &mut Option<u64>) {
+    *last = read_config(path).map(|text| {
+        load_config(rt, path, &text);
+        crate::config_watch::fingerprint(&text)
+    });
 }
 
 /// The command the kubelet should run now, or `None` (not configured, or network not ready).
@@ -225,30 +237,25 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
     }
     rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed).map_err(|e| e.to_string())?;
 
-    // Watch the config's directory: editors and `mv` replace the file rather than write it.
-    let inotify = match &opts.config {
+    // The fingerprint of the config text last read, so a watch event that changed nothing
+    // (a sibling file, a touch) does not re-apply it.
+    let mut config_seen: Option<u64> = None;
+    let mut config_watch = match &opts.config {
         Some(path) => {
-            load_config(&mut rt, path);
-            let dir = path
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or_else(|| Path::new("."));
-            let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-                .map_err(|e| e.to_string())?;
-            let flags = AddWatchFlags::IN_CLOSE_WRITE
-                | AddWatchFlags::IN_MOVED_TO
-                | AddWatchFlags::IN_CREATE;
-            match ino.add_watch(dir, flags) {
-                Ok(_) => reactor.add(ino.as_fd(), INOTIFY_TOKEN).map_err(|e| e.to_string())?,
+            reload(&mut rt, path, &mut config_seen);
+            match ConfigWatch::new(path) {
+                Ok(w) => {
+                    reactor.add(w.as_fd(), INOTIFY_TOKEN).map_err(|e| e.to_string())?;
+                    Some(w)
+                }
                 Err(e) => {
-                    log::warn!(target: "config", "cannot watch {}: {e}; SIGHUP reloads", dir.display())
+                    log::warn!(target: "config", "{e}");
+                    None
                 }
             }
-            Some(ino)
         }
         None => None,
     };
-    let config_name = opts.config.as_ref().and_then(|p| p.file_name().map(|n| n.to_owned()));
 
     let mut kubelet = Service::new("kubelet", RestartPolicy::default());
     let mut node_ip = None;
@@ -366,7 +373,7 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
                 }
                 Signal::SIGHUP => {
                     if let Some(path) = &opts.config {
-                        load_config(&mut rt, path);
+                        reload(&mut rt, path, &mut config_seen);
                     }
                 }
                 Signal::SIGUSR1 => {
@@ -409,12 +416,17 @@ pub fn run(opts: &Options) -> Result<Ending, String> {
                     }
                 },
                 INOTIFY_TOKEN => {
-                    let ours =
-                        inotify.as_ref().and_then(|i| i.read_events().ok()).is_some_and(|events| {
-                            events.iter().any(|e| e.name.as_deref() == config_name.as_deref())
-                        });
-                    if let (true, Some(path)) = (ours, &opts.config) {
-                        load_config(&mut rt, path);
+                    let seen = config_watch.as_mut().map_or(Seen::Nothing, ConfigWatch::drain);
+                    if let (Seen::File | Seen::Other, Some(path)) = (seen, &opts.config) {
+                        if let Some(text) = read_config(path) {
+                            let print = crate::config_watch::fingerprint(&text);
+                            if seen == Seen::File || config_seen != Some(print) {
+                                load_config(&mut rt, path, &text);
+                            }
+                            config_seen = Some(print);
+                        } else {
+                            config_seen = None;
+                        }
                     }
                 }
                 SERVICE_OUT_TOKEN => kubelet.drain(Stream::Out),

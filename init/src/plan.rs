@@ -8,6 +8,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -154,7 +155,8 @@ fn plan(args: &Args) -> Result<bool, String> {
     rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed).map_err(err)?;
 
     if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
+        let text = net::bounded::read_text(Path::new(path), net::bounded::CONFIG_LIMIT)
+            .map_err(|e| format!("read {path}: {e}"))?;
         match net::config::parse(&text) {
             Ok(cfg) => {
                 for w in &cfg.warnings {

@@ -101,14 +101,17 @@ pub fn private_key(
         return Ok((k.to_owned(), KeySource::Config));
     }
     let path = state_dir.join(IDENTITY_FILE);
-    match std::fs::read_to_string(&path) {
+    // The key file is one short line; the bound keeps a FIFO or device put in its place from
+    // blocking or filling memory.
+    match net::bounded::read_text(&path, 64 << 10) {
         Ok(text) => {
             return parse_key_file(&text)
                 .map(|k| (k, KeySource::StateFile))
                 .ok_or(IdentityError::BadFile { path })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(IdentityError::Io { path, source }),
+        Err(net::bounded::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(net::bounded::ReadError::Io(source)) => return Err(IdentityError::Io { path, source }),
+        Err(e) => return Err(IdentityError::Io { path, source: std::io::Error::other(e) }),
     }
     let key = keys.generate().map_err(IdentityError::Key)?;
     write_key_file(&path, &key)?;
@@ -199,6 +202,10 @@ mod tests {
         assert_eq!((k, src), (configured, KeySource::Config));
         std::fs::write(dir.join(IDENTITY_FILE), "garbage\n").unwrap();
         assert!(matches!(private_key(None, &dir, &keys), Err(IdentityError::BadFile { .. })));
+        // A device in the key file's place is refused, not read until memory runs out.
+        std::fs::remove_file(dir.join(IDENTITY_FILE)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join(IDENTITY_FILE)).unwrap();
+        assert!(matches!(private_key(None, &dir, &keys), Err(IdentityError::Io { .. })));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -16,6 +16,9 @@ use crate::output::{self, Format, Remote};
 
 /// How long a one-shot request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest config file `apply-config` reads: past the node's request limit, so the node
+/// can say itself that a file is too large, yet bounded.
+const CONFIG_FILE_LIMIT: u64 = 64 << 20;
 /// Longest answer line read. A `list` of 10,000 routes is about 6 MiB; a peer sending more
 /// than this without a newline is not a keelson node, or a broken one.
 pub const MAX_ANSWER: usize = 64 << 20;
@@ -267,7 +270,11 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
         }
     }
     let file = file.ok_or("usage: keelson apply-config FILE [--dry-run]")?;
-    let config = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    // Bounded and non-blocking, so a FIFO or `/dev/zero` named by mistake neither hangs nor
+    // fills memory here. The bound is above the node's own request limit on purpose: a file
+    // that is merely too large is sent, and the node's answer says why it is refused.
+    let config = net::bounded::read_text(&file, CONFIG_FILE_LIMIT)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let request = line(&json!({"op": "apply-config", "config": config, "dryRun": dry}));
     drop(config);
     let mut c = Client::connect(&socket, false)?;

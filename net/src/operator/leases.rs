@@ -28,9 +28,13 @@ fn mac_text(mac: &[u8; 6]) -> String {
 /// and ignored: the client then starts in INIT, which only costs a DISCOVER.
 pub fn load(dir: &Path, link: &str, mac: &[u8; 6]) -> Option<Lease> {
     let file = path(dir, link);
-    let text = match std::fs::read_to_string(&file) {
+    // A saved lease is a few hundred bytes; the bound keeps a FIFO or device put in its
+    // place from blocking or filling memory.
+    let text = match crate::bounded::read_text(&file, 64 << 10) {
         Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(crate::bounded::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+            return None
+        }
         Err(e) => {
             log::warn!(target: "dhcp4", "{}: {e}; starting without the saved lease", file.display());
             return None;
@@ -108,6 +112,10 @@ mod tests {
         forget(&dir, "eth0").unwrap();
         forget(&dir, "eth0").unwrap();
         assert_eq!(load(&dir, "eth0", &mac), None);
+        // A FIFO in the lease's place: refused at once, not waited on.
+        let fifo = path(&dir, "eth2");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(load(&dir, "eth2", &mac), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

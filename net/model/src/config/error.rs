@@ -43,7 +43,11 @@ impl ConfigError {
         position: Option<Position>,
         message: impl Into<String>,
     ) -> Self {
-        Self { path: path.into(), position, message: message.into() }
+        Self {
+            path: excerpt_path(&path.into()),
+            position,
+            message: excerpt_quotes(&message.into()),
+        }
     }
 
     /// The line of the problem, when known.
@@ -71,11 +75,90 @@ impl ConfigError {
         };
         if let Some(rest) = message.strip_prefix("unknown field `") {
             if let Some((key, expected)) = rest.split_once('`') {
-                path = join_key(&path, key);
-                message = format!("unknown key {key:?}{expected}");
+                // Names are what people mistype; anything else (a line of a secret file
+                // named as the config by mistake) is not repeated at all.
+                if looks_like_path(key) && key.len() <= EXCERPT_CHARS {
+                    path = join_key(&path, key);
+                    message = format!("unknown key {key:?}{expected}");
+                } else {
+                    let n = key.chars().count();
+                    message = format!("unknown key (not a name, {n} characters){expected}");
+                }
             }
         }
-        Self { path, position, message }
+        Self::new(path, position, message)
+    }
+}
+
+/// The most characters of document content an error quotes: enough to recognise a typo,
+/// too few to copy a secret that was named as the config by mistake.
+pub(crate) const EXCERPT_CHARS: usize = 24;
+/// The longest message and path kept (serde's "expected one of ..." lists fit).
+const MESSAGE_CHARS: usize = 400;
+
+/// `message` with every quoted run (`"..."` or `` `...` ``) cut to [`EXCERPT_CHARS`], control
+/// characters escaped and the whole cut to [`MESSAGE_CHARS`]: errors quote the document, and
+/// the document may be anything the path pointed at.
+pub(crate) fn excerpt_quotes(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(MESSAGE_CHARS + 8));
+    let mut quote: Option<char> = None;
+    let mut quoted = 0usize;
+    let mut chars = message.chars();
+    let mut total = 0usize;
+    while let Some(c) = chars.next() {
+        if total >= MESSAGE_CHARS {
+            out.push('…');
+            break;
+        }
+        match quote {
+            None => {
+                if c == '"' || c == '`' {
+                    quote = Some(c);
+                    quoted = 0;
+                }
+                push_escaped(&mut out, c);
+                total += 1;
+            }
+            Some(q) if c == q => {
+                quote = None;
+                out.push(c);
+                total += 1;
+            }
+            Some(q) => {
+                // A backslash escape (Debug-quoted strings) counts as one character.
+                let escaped = if q == '"' && c == '\\' { chars.next() } else { None };
+                quoted += 1;
+                if quoted <= EXCERPT_CHARS {
+                    push_escaped(&mut out, c);
+                    if let Some(e) = escaped {
+                        push_escaped(&mut out, e);
+                    }
+                    total += 1;
+                } else if quoted == EXCERPT_CHARS + 1 {
+                    out.push('…');
+                    total += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    if c.is_control() {
+        out.extend(c.escape_default());
+    } else {
+        out.push(c);
+    }
+}
+
+/// A path is ours (`a.b[3].c`) or names keys the document chose (map keys such as
+/// `extraArgs`'s): escape and cut it like a message.
+fn excerpt_path(path: &str) -> String {
+    if path.is_empty() || (looks_like_path(path) && path.len() <= MESSAGE_CHARS) {
+        path.to_owned()
+    } else {
+        excerpt_quotes(&format!("{path:?}"))
     }
 }
 

@@ -33,6 +33,7 @@
 //! * Not accepted: multi-document configs, `wireguard`, `dummy`, `cidr`, vendor VIPs
 //!   (`equinixMetal`, `hcloud`) and `bond.adActorSystem`.
 
+mod bounds;
 mod error;
 mod known;
 mod locate;
@@ -45,6 +46,8 @@ mod validate;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hostile;
 #[cfg(test)]
 mod tests_specs;
 
@@ -60,8 +63,13 @@ pub use network::{
 };
 pub use specs::to_specs;
 
-/// Parse and validate a machine configuration (one YAML document).
+/// Parse and validate a machine configuration (one YAML document). A leading byte-order mark
+/// is dropped (editors on Windows write one; YAML 1.2 allows it). A document that is not a
+/// mapping, or that aliases expand beyond one node per byte of text plus a fixed allowance,
+/// is refused before anything of it is deserialized or quoted.
 pub fn parse(yaml: &str) -> Result<MachineConfig, ConfigError> {
+    let yaml = yaml.strip_prefix('\u{feff}').unwrap_or(yaml);
+    bounds::check(yaml)?;
     let mut cfg: MachineConfig =
         serde_yaml::from_str(yaml).map_err(|e| ConfigError::from_yaml(&e))?;
     validate::check(&cfg).map_err(|(path, message)| {

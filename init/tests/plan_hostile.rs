@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `keelson plan --config` over hostile inputs: the files under `tests/data/hostile/`, and
+//! generated ones (alias bombs, a FIFO, devices, an oversized file). Each must end quickly
+//! with one precise line, quote nothing long or secret, and stay small.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::resource::{getrusage, UsageWho};
+
+/// The longest any input may take (a debug build, on a busy machine).
+const TIME_LIMIT: Duration = Duration::from_secs(10);
+/// The most memory any `plan` child may use at its peak.
+const RSS_LIMIT_KIB: i64 = 64 * 1024;
+
+struct Outcome {
+    code: Option<i32>,
+    stderr: String,
+    took: Duration,
+}
+
+/// `keelson plan --config PATH`, killed after [`TIME_LIMIT`].
+fn plan(path: &Path) -> Outcome {
+    let dir = scratch();
+    let err_path = dir.join("stderr");
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["plan", "--config"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > TIME_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{}: still running after {TIME_LIMIT:?}", path.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = String::from_utf8_lossy(&std::fs::read(&err_path).unwrap()).into_owned();
+    Outcome { code: status.code(), stderr, took: start.elapsed() }
+}
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("keelson-plan-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hostile").join(name)
+}
+
+/// One anchored list of `n` addresses, reused by `devices - 1` more devices.
+fn alias_bomb(n: usize, devices: usize) -> String {
+    let list: Vec<String> = (0..n).map(|i| format!("10.{}.{}.1/32", i / 256, i % 256)).collect();
+    let mut s = String::from("version: v1alpha1\nmachine:\n  network:\n    interfaces:\n");
+    s += &format!("      - interface: eth0\n        addresses: &A [{}]\n", list.join(", "));
+    for i in 1..devices {
+        s += &format!("      - interface: eth{i}\n        addresses: *A\n");
+    }
+    s
+}
+
+/// Nine levels of ten aliases each to the level below ("billion laughs").
+fn laughs() -> String {
+    let mut s = String::from("version: v1alpha1\nl0: &l0 [a, a, a, a, a, a, a, a, a, a]\n");
+    for i in 1..10 {
+        s += &format!("l{i}: &l{i} [{}]\n", vec![format!("*l{}", i - 1); 10].join(", "));
+    }
+    s
+}
+
+/// What `plan` must answer for one input.
+enum Expect {
+    /// Exit 0 (accepted).
+    Accepted,
+    /// Exit 1, the config rejected with this text in its error line.
+    Rejected(&'static str),
+    /// Exit 2, the file refused before parsing with this text.
+    Unreadable(&'static str),
+}
+
+fn check(path: &Path, expect: Expect, secrets: &[&str]) {
+    let out = plan(path);
+    let what = path.display();
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    match expect {
+        Expect::Accepted => assert_eq!(out.code, Some(0), "{what}: {}", out.stderr),
+        Expect::Rejected(text) => {
+            assert_eq!(out.code, Some(1), "{what}: {}", out.stderr);
+            assert_eq!(lines.len(), 1, "{what}: one line: {}", out.stderr);
+            assert!(lines[0].starts_with("error: "), "{what}: {}", out.stderr);
+            assert!(lines[0].contains(text), "{what}: {text:?} not in {}", out.stderr);
+        }
+        Expect::Unreadable(text) => {
+            assert_eq!(out.code, Some(2), "{what}: {}", out.stderr);
+            assert_eq!(lines.len(), 1, "{what}: one line: {}", out.stderr);
+            assert!(lines[0].contains(text), "{what}: {text:?} not in {}", out.stderr);
+        }
+    }
+    for s in secrets {
+        assert!(!out.stderr.contains(s), "{what}: {s:?} echoed: {}", out.stderr);
+    }
+    assert!(!out.stderr.chars().any(|c| c.is_control() && c != '\n'), "{what}: {:?}", out.stderr);
+    assert!(out.stderr.len() < 1024, "{what}: {} bytes of errors", out.stderr.len());
+    eprintln!("{what}: {:?}, exit {:?}", out.took, out.code);
+}
+
+#[test]
+fn hostile_configs_are_refused_quickly_and_small() {
+    let dir = scratch();
+    let write = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+
+    // Checked-in files.
+    check(
+        &data("shadow"),
+        Expect::Rejected("unknown key (not a name, "),
+        &["root", "$6$", "daemon"],
+    );
+    check(
+        &data("shadow-as-string"),
+        Expect::Rejected("the document is a scalar, not a YAML mapping"),
+        &["root", "$6$"],
+    );
+    check(&data("sequence.yaml"), Expect::Rejected("the document is a sequence"), &[]);
+    check(&data("bom.yaml"), Expect::Accepted, &[]);
+    check(&data("control-chars.yaml"), Expect::Rejected("unknown key (not a name"), &["forged"]);
+    check(&data("long-value.yaml"), Expect::Rejected("machine.type (line 3"), &[&"A".repeat(25)]);
+    check(&data("two-documents.yaml"), Expect::Rejected("more than one YAML document"), &[]);
+    check(&data("not-utf8.yaml"), Expect::Unreadable("not UTF-8 text (byte 52)"), &[]);
+
+    // Generated: alias expansion.
+    let bomb = write("bomb.yaml", &alias_bomb(1000, 1000));
+    check(&bomb, Expect::Rejected("alias expansion"), &[]);
+    check(&write("laughs.yaml", &laughs()), Expect::Rejected("alias expansion"), &[]);
+    check(&write("anchors.yaml", &alias_bomb(16, 50)), Expect::Accepted, &[]);
+    // Deep nesting: refused at 128 levels, not a stack overflow.
+    let deep = format!("version: v1alpha1\nx: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+    check(&write("deep.yaml", &deep), Expect::Rejected("nested deeper than 128 levels"), &[]);
+    // No alias, but 8 million nodes in 16 MiB: refused before serde_yaml loads any of it.
+    let flat = format!("version: v1alpha1\nx: [{}0]\n", "0,".repeat((16 << 20) / 2 - 20));
+    check(&write("flat.yaml", &flat), Expect::Rejected("YAML nodes after alias expansion"), &[]);
+
+    // Generated: things that are not config files.
+    let fifo = dir.join("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    check(&fifo, Expect::Unreadable("not a regular file (a FIFO)"), &[]);
+    check(
+        Path::new("/dev/zero"),
+        Expect::Unreadable("not a regular file (a character device)"),
+        &[],
+    );
+    check(Path::new("/"), Expect::Unreadable("not a regular file (a directory)"), &[]);
+    // 17 MiB, sparse: refused by its size, before any of it is read.
+    let big = dir.join("big.yaml");
+    std::fs::File::create(&big).unwrap().set_len(17 << 20).unwrap();
+    check(&big, Expect::Unreadable("larger than the limit of 16777216 bytes"), &[]);
+
+    // Every child above stayed small; the largest is what counts.
+    let peak = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap().max_rss();
+    eprintln!("largest plan peak RSS: {peak} KiB");
+    assert!(peak < RSS_LIMIT_KIB, "a plan child peaked at {peak} KiB");
+    let _ = std::fs::remove_dir_all(&dir);
+}

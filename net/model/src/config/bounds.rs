@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Checks that run before the configuration is deserialized: one document, a mapping, of
+//! bounded size once aliases are expanded.
+//!
+//! serde_yaml first loads every event of the document into memory (about 128 bytes each: a
+//! 16 MiB flow list of 8 million scalars takes a GiB), then expands every alias while
+//! deserializing. Its own alias guard counts alias *uses* (100 per event), not what they
+//! expand to, so one anchored list of 1,000 addresses reused by 999 devices (62 KB of text)
+//! becomes a million values, and each re-parse (errors are located by parsing again) pays
+//! that again. This scan reads the libyaml event stream one event at a time, keeping only
+//! the size of each anchored node, and stops at the limit: memory stays constant and time
+//! linear in the text, whatever the document.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr};
+use std::mem::MaybeUninit;
+
+use super::error::{ConfigError, Position};
+
+/// Nodes that aliases may add beyond one per byte of text: generous for anchors reused as
+/// intended (a shared list of nameservers, a route set), far below what a bomb needs.
+pub(crate) const ALIAS_ALLOWANCE: usize = 65_536;
+
+/// The most nodes a configuration may have after alias expansion, whatever its length: a
+/// config of 10,000 interfaces with 4 addresses and 4 routes each has about 310,000.
+pub(crate) const MAX_NODES: usize = 1 << 19;
+
+/// The deepest nesting scanned (serde_yaml refuses deeper documents at 128 anyway).
+const MAX_DEPTH: usize = 128;
+
+/// The most nodes, after alias expansion, a text of `len` bytes may have. Without aliases a
+/// YAML node takes at least one byte, so below [`MAX_NODES`] only expansion reaches this.
+pub(crate) fn node_limit(len: usize) -> usize {
+    len.saturating_add(ALIAS_ALLOWANCE).min(MAX_NODES)
+}
+
+/// What the scan found wrong, before serde_yaml sees the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    TooManyNodes(usize),
+    TooDeep,
+    NotMapping(&'static str),
+    MoreThanOneDocument,
+}
+
+/// One node event of the stream, as much as the scan needs.
+#[derive(Debug, PartialEq, Eq)]
+enum Node {
+    Scalar,
+    Start,
+    End,
+    Alias,
+}
+
+/// Scan `yaml`. Refused: a document that is not a mapping (nothing of it is quoted), more
+/// than one document, nesting deeper than [`MAX_DEPTH`], more nodes than [`node_limit`]
+/// after alias expansion. A YAML syntax error is left to serde_yaml, which reports it with
+/// its position; the events before it are within the limits.
+pub(crate) fn check(yaml: &str) -> Result<(), ConfigError> {
+    let (refusal, position) = match scan(yaml) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let message = match refusal {
+        Refusal::TooManyNodes(limit) => format!(
+            "more than {limit} YAML nodes after alias expansion (one per byte of text plus \
+             {ALIAS_ALLOWANCE}, at most {MAX_NODES}); refusing to expand further"
+        ),
+        Refusal::TooDeep => format!("nested deeper than {MAX_DEPTH} levels"),
+        Refusal::NotMapping(kind) => format!(
+            "the document is {kind}, not a YAML mapping (expected `version: v1alpha1` and `machine:`)"
+        ),
+        Refusal::MoreThanOneDocument => {
+            "more than one YAML document (a machine configuration is one document)".to_owned()
+        }
+    };
+    Err(ConfigError::new("", Some(position), message))
+}
+
+/// The sizes the scan keeps: expanded nodes so far, each anchor's expanded size, the open
+/// collections (with the anchor and count they started at).
+struct Sizes {
+    limit: usize,
+    nodes: usize,
+    anchors: HashMap<Vec<u8>, usize>,
+    open: Vec<Option<(Vec<u8>, usize)>>,
+    documents: usize,
+    root_seen: bool,
+}
+
+impl Sizes {
+    fn event(&mut self, node: Node, anchor: Option<Vec<u8>>) -> Result<(), Refusal> {
+        let start = self.nodes;
+        match node {
+            Node::Scalar => {
+                self.nodes += 1;
+                if let Some(a) = anchor {
+                    self.anchors.insert(a, 1);
+                }
+            }
+            Node::Start => {
+                if self.open.len() >= MAX_DEPTH {
+                    return Err(Refusal::TooDeep);
+                }
+                self.nodes += 1;
+                self.open.push(anchor.map(|a| (a, start)));
+            }
+            Node::End => {
+                if let Some(Some((a, from))) = self.open.pop() {
+                    self.anchors.insert(a, self.nodes - from);
+                }
+            }
+            Node::Alias => {
+                // An unknown anchor is serde_yaml's error to report; it counts as one node.
+                let size = anchor.and_then(|a| self.anchors.get(&a).copied()).unwrap_or(1);
+                self.nodes = self.nodes.saturating_add(size);
+            }
+        }
+        if self.nodes > self.limit {
+            return Err(Refusal::TooManyNodes(self.limit));
+        }
+        Ok(())
+    }
+}
+
+/// A libyaml parser over borrowed text, deleted on drop. Boxed: libyaml keeps pointers into
+/// its own state, so it must not move once initialized.
+struct Parser<'t> {
+    sys: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
+    _text: &'t [u8],
+}
+
+impl<'t> Parser<'t> {
+    fn new(text: &'t [u8]) -> Option<Self> {
+        let mut sys = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
+        let p = sys.as_mut_ptr();
+        // SAFETY: `p` points to writable memory for a parser; initialize fills it in.
+        if unsafe { unsafe_libyaml::yaml_parser_initialize(p) }.fail {
+            return None;
+        }
+        // SAFETY: `p` is initialized; the input outlives the parser (`'t`), and its length
+        // is the slice's.
+        unsafe {
+            unsafe_libyaml::yaml_parser_set_encoding(p, unsafe_libyaml::YAML_UTF8_ENCODING);
+            unsafe_libyaml::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
+        }
+        Some(Self { sys, _text: text })
+    }
+
+    /// The next event as (type, anchor, position); `None` on a syntax error (the caller
+    /// stops there: libyaml must not be asked again after an error).
+    fn next(&mut self) -> Option<(unsafe_libyaml::yaml_event_type_t, Option<Vec<u8>>, Position)> {
+        let p = self.sys.as_mut_ptr();
+        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+        let e = event.as_mut_ptr();
+        // SAFETY: `p` is an initialized parser; on success `e` holds an event, read here
+        // (anchors are NUL-terminated strings owned by the event) and then deleted once.
+        unsafe {
+            if unsafe_libyaml::yaml_parser_parse(p, e).fail {
+                return None;
+            }
+            let kind = (*e).type_;
+            let anchor = match kind {
+                unsafe_libyaml::YAML_SCALAR_EVENT => (*e).data.scalar.anchor,
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => (*e).data.sequence_start.anchor,
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => (*e).data.mapping_start.anchor,
+                unsafe_libyaml::YAML_ALIAS_EVENT => (*e).data.alias.anchor,
+                _ => std::ptr::null_mut(),
+            };
+            let anchor = (!anchor.is_null())
+                .then(|| CStr::from_ptr(anchor as *const c_char).to_bytes().to_vec());
+            let mark = (*e).start_mark;
+            let position = Position {
+                line: usize::try_from(mark.line).unwrap_or(usize::MAX).saturating_add(1),
+                column: usize::try_from(mark.column).unwrap_or(usize::MAX).saturating_add(1),
+            };
+            unsafe_libyaml::yaml_event_delete(e);
+            Some((kind, anchor, position))
+        }
+    }
+}
+
+impl Drop for Parser<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the parser was initialized in `new` (a failed one is never built).
+        unsafe { unsafe_libyaml::yaml_parser_delete(self.sys.as_mut_ptr()) }
+    }
+}
+
+fn scan(yaml: &str) -> Result<(), (Refusal, Position)> {
+    let Some(mut parser) = Parser::new(yaml.as_bytes()) else { return Ok(()) };
+    let mut sizes = Sizes {
+        limit: node_limit(yaml.len()),
+        nodes: 0,
+        anchors: HashMap::new(),
+        open: Vec::new(),
+        documents: 0,
+        root_seen: false,
+    };
+    while let Some((kind, anchor, at)) = parser.next() {
+        let node = match kind {
+            unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(()),
+            unsafe_libyaml::YAML_DOCUMENT_START_EVENT => {
+                sizes.documents += 1;
+                if sizes.documents > 1 {
+                    return Err((Refusal::MoreThanOneDocument, at));
+                }
+                continue;
+            }
+            unsafe_libyaml::YAML_SCALAR_EVENT => Node::Scalar,
+            unsafe_libyaml::YAML_SEQUENCE_START_EVENT
+            | unsafe_libyaml::YAML_MAPPING_START_EVENT => Node::Start,
+            unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
+                Node::End
+            }
+            unsafe_libyaml::YAML_ALIAS_EVENT => Node::Alias,
+            _ => continue,
+        };
+        if !sizes.root_seen {
+            sizes.root_seen = true;
+            let kind = match kind {
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => None,
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => Some("a sequence"),
+                unsafe_libyaml::YAML_ALIAS_EVENT => Some("an alias"),
+                _ => Some("a scalar"),
+            };
+            if let Some(kind) = kind {
+                return Err((Refusal::NotMapping(kind), at));
+            }
+        }
+        sizes.event(node, anchor).map_err(|r| (r, at))?;
+    }
+    Ok(())
+}
