@@ -281,7 +281,9 @@ impl Controller for EtcFilesController {
         }
         if let Some(h) = &hostname {
             match etcfiles::hostname(h) {
-                Some(text) => self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &text, &mut errors)?,
+                Some(text) => {
+                    self.write(ctx, HOSTNAME_FILE, "/etc/hostname", &text, &mut errors)?
+                }
                 None => log_skipped("/etc/hostname", &["an invalid hostname".to_owned()]),
             }
         }
