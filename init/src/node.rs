@@ -126,7 +126,8 @@ fn kubelet_command(rt: &Runtime, previous_ip: &mut Option<IpAddr>) -> Option<Vec
         return None;
     }
     let status = store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)?;
-    // What the kubelet waits on in Talos: address, hostname and /etc files (TB §5.4).
+    // What the kubelet waits on in Talos: address, hostname and /etc files (docs/talos.md: Statuses
+    // and readiness).
     if !(status.address_ready && status.hostname_ready && status.etc_files_ready) {
         return None;
     }

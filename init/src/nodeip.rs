@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Choosing the kubelet's `--node-ip`: one stable address (user-demands item 13: Talos
+//! Choosing the kubelet's `--node-ip`: one stable address (Talos
 //! restarted the kubelet whenever a load balancer address appeared).
 //!
 //! Candidates are the node's current addresses, minus virtual IPs, filtered by

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Rendering resources as a table, YAML documents or a JSON array (the seed's shapes).
+//! Rendering resources as a table, YAML documents or a JSON array (the shapes `talosctl get`
+//! prints).
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -163,7 +164,8 @@ fn cell(v: Option<&serde_json::Value>) -> String {
     }
 }
 
-/// The columns a type adds after `VERSION` (as in the seed), and the spec fields they show.
+/// The columns a type adds after `VERSION` (as `talosctl get` shows them), and the spec fields they
+/// show.
 pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
     match short {
         "AddressStatus" | "AddressSpec" => &[("ADDRESS", "address"), ("LINK", "linkName")],
@@ -336,7 +338,7 @@ pub fn align_with(rows: &[Vec<String>], widths: &mut Vec<usize>) -> String {
 
 /// One YAML document: `node:`, `metadata:`, `spec:` and, for merged specs, `provenance:`.
 pub fn remote_yaml(r: &Remote) -> Result<String, String> {
-    // A YAML mapping keeps insertion order: `node` first, as in the seed.
+    // A YAML mapping keeps insertion order: `node` first, as `talosctl` prints it.
     let mut doc = serde_yaml::Mapping::new();
     doc.insert("node".into(), r.node.clone().into());
     for key in ["metadata", "spec", "provenance"] {

@@ -279,7 +279,7 @@ fn three_nodes_mesh_route_and_converge() {
     let v4 = nft_set(&m[0].ns, "kubespan_targets_ipv4");
     assert!(covers(&v4, &m[1].ip) && covers(&v4, &m[2].ip), "{v4:?}");
     assert!(!covers(&v4, "10.77.0.99"), "{v4:?}");
-    // Our table has the seed's shape; the foreign table is intact and saw its bit kept.
+    // Our table has Talos's KubeSpan shape; the foreign table is intact and saw its bit kept.
     let ours = sh(&[
         "ip",
         "netns",

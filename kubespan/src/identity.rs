@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The node's KubeSpan identity (TB §7.2): a ULA /64 derived from the cluster ID, the node's
-//! /128 in it derived from the first physical link's MAC, and a WireGuard key pair that is
-//! configured, or generated once and kept in the state directory.
+//! The node's KubeSpan identity (docs/talos.md: KubeSpan): a ULA /64 derived from the cluster ID,
+//! the node's /128 in it derived from the first physical link's MAC, and a WireGuard key pair that
+//! is configured, or generated once and kept in the state directory.
 //!
 //! The address is recomputed every time (never read back from the file), so a changed MAC or
 //! cluster ID moves it; only the key persists.
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn talos_vector() {
-        // TB §7.2, from Talos's identity_test.go.
+        // docs/talos.md: KubeSpan, from Talos's identity_test.go.
         let subnet =
             ula_subnet("8XuV9TZHW08DOk3bVxQjH9ih_TBKjnh-j44tsCLSBzo=", ULA_PURPOSE_KUBESPAN);
         assert_eq!(subnet.to_string(), "fd7f:175a:b97c:5602::/64");

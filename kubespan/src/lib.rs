@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! KubeSpan: a WireGuard full mesh between nodes (TB §7, ARCHITECTURE §8).
+//! KubeSpan: a WireGuard full mesh between nodes (docs/talos.md: KubeSpan).
 //!
 //! The manager writes resources and `net` applies them; the nftables table and the WireGuard
 //! peer set are programmed from the same snapshot so they never disagree.

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Peer specs from the configured peers (TB §7.5), pure.
+//! Peer specs from the configured peers (docs/talos.md: KubeSpan), pure.
 //!
 //! AllowedIPs are a set: a peer's addresses, aggregated. A prefix an earlier peer already
 //! claimed is subtracted from a later one, prefix by prefix with a warning; the later peer
-//! keeps everything else (Talos's older behaviour dropped whole peers, user-demands item 14).
+//! keeps everything else (Talos's older behaviour dropped whole peers).
 //! The node itself may be listed (one config for every node): that entry is skipped.
 
 use ipnet::{IpNet, Ipv6Net};

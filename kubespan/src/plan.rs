@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Everything KubeSpan asks of the node, computed from one snapshot (TB §7.4), pure.
+//! Everything KubeSpan asks of the node, computed from one snapshot (docs/talos.md: KubeSpan),
+//! pure.
 //!
 //! The WireGuard peers, the nftables targets, the routes and the rules all come out of one
-//! call over the same peer list, so they cannot disagree (user-demands item 3).
+//! call over the same peer list, so they cannot disagree.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

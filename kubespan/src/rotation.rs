@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Peer state and endpoint rotation (TB §7.6), sans-IO: the caller passes the time and what
-//! WireGuard reports, and gets the peer's state and, when it is time, an endpoint to set.
+//! Peer state and endpoint rotation (docs/talos.md: KubeSpan), sans-IO: the caller passes the time
+//! and what WireGuard reports, and gets the peer's state and, when it is time, an endpoint to set.
 //!
 //! ```text
 //!  T0 = last endpoint change            T0 + endpoint timeout          T0 + down interval
@@ -10,7 +10,7 @@
 //!
 //! A peer that is `down` (or was never pointed anywhere) gets the next endpoint of its list,
 //! wrapping around. Where keelson differs from Talos, on purpose:
-//! * the per-endpoint timeout is configurable in seconds (default 10 s, TB's 15 s is the
+//! * the per-endpoint timeout is configurable in seconds (default 10 s, Talos's 15 s is the
 //!   ceiling) and the engine asks to be woken exactly when it expires, instead of waiting for
 //!   a 30 s tick, so a dead first endpoint costs one timeout, not up to 45 s;
 //! * the endpoint that last worked is remembered: when the list changes and the one in use is
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use net::resource::PeerState;
 
 /// How long a handshake keeps a peer up: REJECT_AFTER_TIME (180 s) + REKEY_TIMEOUT (5 s) +
-/// REKEY_ATTEMPT_TIME (90 s), as Talos (TB §7.3).
+/// REKEY_ATTEMPT_TIME (90 s), as Talos (docs/talos.md: KubeSpan).
 pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
 
 /// The engine's timing.
@@ -67,9 +67,9 @@ pub struct Step {
 #[derive(Debug, Clone, Default)]
 pub struct Rotation {
     timing: Timing,
-    /// The endpoint we last set (TB's LastUsedEndpoint).
+    /// The endpoint we last set (Talos's LastUsedEndpoint).
     last_used: Option<SocketAddr>,
-    /// When we set it (TB's LastEndpointChange, T0).
+    /// When we set it (Talos's LastEndpointChange, T0).
     last_change: Option<Instant>,
     /// The last endpoint with a handshake.
     last_good: Option<SocketAddr>,

@@ -123,10 +123,10 @@ fn table_matches_nft_and_the_seed() {
         table_json("talos_kubespan")
     })
     .unwrap();
-    // The same table as nft builds from the seed's text, object for object.
+    // The same table as nft builds from the equivalent ruleset text, object for object.
     assert_eq!(ours.0, reference, "ours:\n{}\nnft:\n{}", ours.0, reference);
 
-    // And the seed's structure, spelled out.
+    // And Talos's KubeSpan structure, spelled out.
     let v = &ours.0;
     let chains = objects(v, "chain");
     assert_eq!(chains.len(), 2);

@@ -23,7 +23,7 @@
 //! explore the name checks from both sides.
 //!
 //! `KEELSON_FUZZ_ITERS` sets the iterations per protocol (default 20 000) and
-//! `KEELSON_FUZZ_SEED` the seed (default fixed, so a failure reproduces); a failure prints
+//! `KEELSON_FUZZ_SEED` the random seed (default fixed, so a failure reproduces); a failure prints
 //! the iteration and the packet in hex.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Rendering `/etc/resolv.conf`, `/etc/hosts` and `/etc/hostname` (TB §4.5). Pure: the
-//! caller decides where (under which root) the text is written. Only valid names
+//! Rendering `/etc/resolv.conf`, `/etc/hosts` and `/etc/hostname` (docs/talos.md: Applying specs).
+//! Pure: the caller decides where (under which root) the text is written. Only valid names
 //! ([`crate::names`]) are written, so every line is one whole value.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Node addresses and network readiness, derived from statuses (TB §5.2, §5.4). Pure.
+//! Node addresses and network readiness, derived from statuses (docs/talos.md: Statuses and
+//! readiness). Pure.
 //!
 //! - Candidates: global-scope unicast addresses that are not loopback, link-local or the
 //!   host DNS service address.
@@ -113,7 +114,7 @@ pub fn derive(
     NodeAddresses { default, current, routed, accumulative }
 }
 
-/// Network readiness from what exists (TB §5.4).
+/// Network readiness from what exists (docs/talos.md: Statuses and readiness).
 pub fn network_status(
     current: &[IpNet],
     has_default_route: bool,

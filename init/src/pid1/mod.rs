@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Init mode: what keelson does as PID 1 of an initramfs (ARCHITECTURE §6).
+//! Init mode: what keelson does as PID 1 of an initramfs.
 //!
 //! Early mounts, logging to `/dev/kmsg`, kernel modules, then the node loop (network, kubelet
 //! supervision, reaping). Ctrl-alt-del (SIGINT once the kernel's own handling is off), SIGTERM

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `KubeSpanIdentity`: the node's key pair and ULA address (TB §7.2). Present only while
-//! KubeSpan is enabled, `cluster.id` is set, a physical link exists, and a key is available
+//! `KubeSpanIdentity`: the node's key pair and ULA address (docs/talos.md: KubeSpan). Present only
+//! while KubeSpan is enabled, `cluster.id` is set, a physical link exists, and a key is available
 //! (configured, or generated into the state directory); the condition says which is missing.
 
 use std::path::PathBuf;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The KubeSpan manager (TB §7.4): from one snapshot of the config, the identity, the peer
-//! specs and what WireGuard reports, it writes the operator-layer `kubespan` LinkSpec, the
-//! ULA AddressSpec, the table-180 routes and the fwmark rules (which `net` applies), programs
-//! the nftables targets, and publishes each peer's status. Disabled, it removes all of it.
+//! The KubeSpan manager (docs/talos.md: KubeSpan): from one snapshot of the config, the identity,
+//! the peer specs and what WireGuard reports, it writes the operator-layer `kubespan` LinkSpec, the
+//! ULA AddressSpec, the table-180 routes and the fwmark rules (which `net` applies), programs the
+//! nftables targets, and publishes each peer's status. Disabled, it removes all of it.
 //!
 //! It asks to be woken at the rotation engines' next deadline, and polls WireGuard every
 //! second while an endpoint is on trial, every 10 s otherwise (handshakes raise no netlink

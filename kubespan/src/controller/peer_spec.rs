@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `KubeSpanPeerSpec`s from the configured peers (TB §7.5): one per peer other than the node
-//! itself, IDs are public keys.
+//! `KubeSpanPeerSpec`s from the configured peers (docs/talos.md: KubeSpan): one per peer other than
+//! the node itself, IDs are public keys.
 
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;

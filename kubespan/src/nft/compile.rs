@@ -8,8 +8,9 @@
 //! - [`delta_batch`] changes set elements only: the ranges that left (`DELSETELEM`) and the
 //!   ranges that arrived (`NEWSETELEM`), so its size depends on the change, not on the table.
 //!
-//! The rules are built as data ([`rules`]) and mirror what `nft` 1.0.6 generates for the seed's
-//! text, so `nft list` shows our table exactly like one loaded from that text.
+//! The rules are built as data ([`rules`]) and mirror what `nft` 1.0.6 generates for the
+//! equivalent ruleset text (Talos's KubeSpan chains), so `nft list` shows our table exactly like
+//! one loaded from that text.
 
 use super::interval::{difference, Range, Width};
 use super::plan::{Resolved, Shape, Targets};
@@ -24,7 +25,7 @@ pub const SET_V4: &str = "kubespan_targets_ipv4";
 /// Name of the IPv6 target set.
 pub const SET_V6: &str = "kubespan_targets_ipv6";
 
-/// Mark bits KubeSpan owns (TB §7.3).
+/// Mark bits KubeSpan owns (docs/talos.md: KubeSpan).
 pub const MARK_MASK: u32 = 0x60;
 /// Mark WireGuard sets on its own encrypted packets.
 pub const MARK_FROM_WG: u32 = 0x20;
@@ -137,7 +138,7 @@ struct TcpOpt {
     len: u32,
 }
 
-/// The rules of both chains, in order (seed `001_…`, TB §7.4).
+/// The rules of both chains, in order (docs/talos.md: KubeSpan).
 pub fn rules(shape: &Shape) -> Vec<Rule> {
     // IFNAMSIZ bytes, NUL padded, as the kernel stores interface names.
     let lo: [u8; 16] = *b"lo\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
@@ -425,9 +426,9 @@ mod tests {
             .collect()
     }
 
-    /// Compares with `testdata/<name>`; `KEELSON_BLESS=1` rewrites the fixture instead. The
-    /// encoder that wrote them is checked against the kernel by `tests/nft_netns.rs`, which
-    /// compares `nft -j list` of our table with the one `nft -f` builds from the seed's text.
+    /// Compares with `testdata/<name>`; `KEELSON_BLESS=1` rewrites the fixture instead. The encoder
+    /// that wrote them is checked against the kernel by `tests/nft_netns.rs`, which compares `nft
+    /// -j list` of our table with the one `nft -f` builds from the equivalent ruleset text.
     fn golden(name: &str, bytes: &[u8]) {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/nft/testdata").join(name);

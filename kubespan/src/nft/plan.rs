@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! [`NftPlan`]: what KubeSpan wants in nftables (seed `001_…`, TB §7.4), as plain data.
+//! [`NftPlan`]: what KubeSpan wants in nftables (docs/talos.md: KubeSpan), as plain data.
 //!
 //! The plan is pure: it validates its inputs, derives the MSS clamps and folds the target
 //! prefixes into interval-set ranges. [`super::compile`] turns it into netlink messages and
@@ -9,15 +9,15 @@ use ipnet::{Ipv4Net, Ipv6Net};
 
 use super::interval::{ranges_v4, ranges_v6, Range};
 
-/// Default table name (family `inet`), as in the seed.
+/// Default table name (family `inet`), as Talos names it in its KubeSpan documentation.
 pub const DEFAULT_TABLE: &str = "talos_kubespan";
-/// Default KubeSpan link MTU (TB §7.3).
+/// Default KubeSpan link MTU (docs/talos.md: KubeSpan).
 pub const DEFAULT_MTU: u32 = 1420;
-/// Smallest MTU KubeSpan accepts (TB §7.3), which is also IPv6's minimum.
+/// Smallest MTU KubeSpan accepts (docs/talos.md: KubeSpan), which is also IPv6's minimum.
 pub const MIN_MTU: u32 = 1280;
 
 /// Bytes between the link MTU and the TCP payload for IPv4: 20 IP + 20 TCP + 12 option bytes
-/// (the timestamp option most stacks send), TB §7.4.
+/// (the timestamp option most stacks send), docs/talos.md: KubeSpan
 const CLAMP_OVERHEAD_V4: u32 = 52;
 /// The same for IPv6: 40 IP + 20 TCP + 12 option bytes.
 const CLAMP_OVERHEAD_V6: u32 = 72;

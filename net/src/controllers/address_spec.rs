@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Applies merged `AddressSpec`s to the kernel (TB §4.1).
+//! Applies merged `AddressSpec`s to the kernel (docs/talos.md: Applying specs).
 //!
 //! Differences from Talos, on purpose:
 //! - a change of flags, priority or lifetimes is applied with `RTM_NEWADDR`+`NLM_F_REPLACE`,

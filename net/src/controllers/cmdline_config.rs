@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Layer `cmdline`: specs from the parsed kernel command line (TB §1).
+//! Layer `cmdline`: specs from the parsed kernel command line (docs/talos.md: Kernel command line).
 
 use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
 use super::CMDLINE_ID;

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Layer `default`: built-in defaults (TB §2).
+//! Layer `default`: built-in defaults (docs/talos.md: Defaults).
 //!
 //! - `lo` up with 127.0.0.1/8 (scope host); `::1` is left to the kernel.
 //! - Every physical link that nothing else mentions is brought up, and gets a DHCPv4 operator
-//!   unless a cmdline/platform/configuration LinkSpec claims it or it is ignored (TB §2.4).
-//!   Unlike Talos, only links that exist get one, and a bare `ip=off` turns this off.
+//!   unless a cmdline/platform/configuration LinkSpec claims it or it is ignored (docs/talos.md:
+//!   Defaults). Unlike Talos, only links that exist get one, and a bare `ip=off` turns this off.
 //! - Resolvers 1.1.1.1 and 8.8.8.8, with the node's domain as search domain when a machine
 //!   configuration exists and does not set `disableSearchDomain`; time server
 //!   `time.cloudflare.com` (NTS).
-//! - With a machine configuration, hostname `talos-<default address>` (TB §2.2 `addr` mode);
-//!   without one, no default hostname.
+//! - With a machine configuration, hostname `talos-<default address>` (docs/talos.md: Defaults
+//!   `addr` mode); without one, no default hostname.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -134,7 +134,7 @@ pub fn default_specs(input: &DefaultInputs<'_>) -> LayerSpecs {
     out
 }
 
-/// `talos-` + the address with `.` as `-` and `:` removed (TB §2.2 `addr` mode).
+/// `talos-` + the address with `.` as `-` and `:` removed (docs/talos.md: Defaults `addr` mode).
 pub fn addr_hostname(ip: IpAddr) -> String {
     format!("talos-{}", ip.to_string().replace(':', "").replace('.', "-"))
 }

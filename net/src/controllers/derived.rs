@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Controllers that turn merged specs and statuses into the rest of the node's state:
-//! hostname (TB §4.4), resolver and time server statuses, the `/etc` files (TB §4.5), node
-//! addresses (TB §5.2) and network readiness (TB §5.4).
+//! Controllers that turn merged specs and statuses into the rest of the node's state: hostname
+//! (docs/talos.md: Applying specs), resolver and time server statuses, the `/etc` files
+//! (docs/talos.md: Applying specs), node addresses (docs/talos.md: Statuses and readiness) and
+//! network readiness (docs/talos.md: Statuses and readiness).
 
 use std::collections::BTreeMap;
 

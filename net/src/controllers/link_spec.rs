@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Applies merged `LinkSpec`s to the kernel (TB §4.3, teardown TB §3.8).
+//! Applies merged `LinkSpec`s to the kernel (docs/talos.md: Applying specs, teardown docs/talos.md:
+//! Merge).
 //!
 //! [`plan_links`] plans one step: only operations whose prerequisites exist in the kernel
 //! now. [`LinkSpecController`] repeats dump, plan and apply until a plan is empty, so a stack
 //! that needs several steps (create a bond, enslave its ports and create a VLAN on it, bring
 //! everything up) settles in one reconcile.
 //!
-//! Differences from Talos, on purpose (user-demands item 2 and (3) point 5):
+//! Differences from Talos, on purpose:
 //! - specs are ordered by a dependency graph with distinct edges, VLAN → parent and
 //!   port → master, instead of a sort by name; a cycle or a missing dependency is reported as
 //!   waiting, with the reason;
@@ -51,8 +52,9 @@ pub struct LinkPlan {
 
 /// Plan one step of link changes against the kernel's links.
 ///
-/// Tearing-down specs come first (TB §4.3), dependents before what they depend on, so that
-/// the kernel does not delete a link under us; then running specs in dependency order.
+/// Tearing-down specs come first (docs/talos.md: Applying specs), dependents before what they
+/// depend on, so that the kernel does not delete a link under us; then running specs in dependency
+/// order.
 pub fn plan_links(desired: &[Desired<'_, LinkSpec>], kernel: &[(String, LinkStatus)]) -> LinkPlan {
     let mut p = Planner {
         kernel,
@@ -139,7 +141,7 @@ fn dependency_order(items: &[&Desired<'_, LinkSpec>]) -> (Vec<usize>, Vec<usize>
 }
 
 /// The kernel link a spec is about: logical links by exact name only, physical ones also by
-/// alias or altname (TB §4.3).
+/// alias or altname (docs/talos.md: Applying specs).
 fn find<'a>(
     kernel: &'a [(String, LinkStatus)],
     spec: &LinkSpec,
@@ -216,7 +218,7 @@ impl<'a> Planner<'a> {
         LinkOp::Delete { index: link.index, name: name.to_owned() }
     }
 
-    /// TB §3.8: logical links are deleted, physical ones are left as they are.
+    /// docs/talos.md: Merge: logical links are deleted, physical ones are left as they are.
     fn teardown(&mut self, spec: &LinkSpec) -> Option<LinkOp> {
         let (name, link) = find(self.kernel, spec).filter(|_| spec.logical)?;
         // Already gone with a peer deleted in this step; never delete a kind-less (real) link.
@@ -236,7 +238,8 @@ impl<'a> Planner<'a> {
         }
         let Some((name, link)) = find(self.kernel, spec) else {
             if !spec.logical {
-                // Physical links come and go with hardware: not an error (TB §4.3).
+                // Physical links come and go with hardware: not an error (docs/talos.md: Applying
+                // specs).
                 return Err("link not found".into());
             }
             return self.create(spec).map(|op| vec![op]);
@@ -278,8 +281,8 @@ impl<'a> Planner<'a> {
         })
     }
 
-    /// TB §4.3: a logical link of the wrong kind or type, VLAN settings or parent, or veth
-    /// peer is deleted and created again.
+    /// docs/talos.md: Applying specs: a logical link of the wrong kind or type, VLAN settings or
+    /// parent, or veth peer is deleted and created again.
     fn must_recreate(&self, spec: &LinkSpec, link: &LinkStatus) -> Result<bool, String> {
         if link.kind.is_empty() {
             return Err("a link without a kind (not created by us) has this name".into());
@@ -346,7 +349,7 @@ impl<'a> Planner<'a> {
         // someone else's (OVS, a CNI bridge) and stays where it is.
         let foreign = want_master.is_none() && current.is_some_and(|m| !self.managed.contains(&m));
         if want_master != current && !foreign {
-            // TB §4.3: down first, then IFLA_MASTER.
+            // docs/talos.md: Applying specs: down first, then IFLA_MASTER.
             if up {
                 ops.push(LinkOp::SetUp { index, up: false });
                 up = false;
@@ -365,8 +368,8 @@ impl<'a> Planner<'a> {
         Ok(ops)
     }
 
-    /// TB §4.3 bond settings sync: down, release every port, write the settings; the next
-    /// step re-enslaves the ports and brings the bond up.
+    /// docs/talos.md: Applying specs bond settings sync: down, release every port, write the
+    /// settings; the next step re-enslaves the ports and brings the bond up.
     fn reset_bond(
         &mut self,
         name: &str,
@@ -469,8 +472,9 @@ impl LinkSpecController {
         }
     }
 
-    /// Configures the WireGuard devices of running specs whose link exists (TB §4.3): read
-    /// the device, plan the difference, write it. Returns the texts of the writes done.
+    /// Configures the WireGuard devices of running specs whose link exists (docs/talos.md: Applying
+    /// specs): read the device, plan the difference, write it. Returns the texts of the writes
+    /// done.
     fn apply_wireguard(
         &mut self,
         specs: &[(String, LinkSpec, Phase)],

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Layer `configuration`: specs from the machine configuration (TB §3.9).
+//! Layer `configuration`: specs from the machine configuration (docs/talos.md: Merge).
 
 use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
 use super::MACHINE_CONFIG_ID;

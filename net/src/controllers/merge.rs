@@ -2,7 +2,8 @@
 //! Merge controllers: one per spec type, each wrapping a pure fold from `crate::merge`.
 //!
 //! Outputs that are tearing down are not rewritten: the merge waits until the spec controller
-//! releases its finalizer, destroys the old resource, and writes the new one fresh (TB §3.8).
+//! releases its finalizer, destroys the old resource, and writes the new one fresh (docs/talos.md:
+//! Merge).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Controllers of the network pipeline (ARCHITECTURE §4).
+//! Controllers of the network pipeline (docs/talos.md: Resources and IDs).
 //!
 //! Config controllers turn one source each (defaults, the kernel command line, the machine
 //! configuration) into layered specs in `network-config`; merge controllers fold the layers

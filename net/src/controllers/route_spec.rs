@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Applies merged `RouteSpec`s to the kernel (TB §4.2).
+//! Applies merged `RouteSpec`s to the kernel (docs/talos.md: Applying specs).
 //!
 //! Each desired route is first put into the kernel's canonical form (IPv6 metric 0 is 1024,
 //! IPv6 scope is always global, the out link as an index), so that once applied it compares
-//! equal to what the kernel reports and the controller never loops (user-demands item 12).
+//! equal to what the kernel reports and the controller never loops.
 //! Kernel routes are matched on (family, table, destination, gateway, metric); a match with
 //! different attributes is replaced (deleted, then added). Other routes are never touched.
 

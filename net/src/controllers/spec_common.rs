@@ -8,7 +8,7 @@ use crate::host::{HostError, HostErrorKind};
 use crate::resource::LinkStatus;
 use crate::runtime::{ControllerError, Ctx, Next};
 
-/// Find a link by exact name, then by alias, then by altname (TB §4.1).
+/// Find a link by exact name, then by alias, then by altname (docs/talos.md: Applying specs).
 pub(super) fn resolve_link<'a>(
     links: &'a [(String, LinkStatus)],
     name: &str,
@@ -67,7 +67,7 @@ pub(super) const REPEAT_LIMIT: u32 = 5;
 
 /// Breaks apply loops that run through the kernel: each apply causes a netlink event, the
 /// event wakes the controller, and a diff that never settles would apply again forever
-/// (user-demands item 12). An operation that succeeded [`REPEAT_LIMIT`] reconciles in a row
+/// An operation that succeeded [`REPEAT_LIMIT`] reconciles in a row
 /// is reported as an error, so the runtime backs off (at most one retry per
 /// `BACKOFF_INITIAL`) and the log says which operation does not stick.
 #[derive(Debug, Default)]

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Status controllers: mirror the kernel into `*Status` resources (TB §5.1).
+//! Status controllers: mirror the kernel into `*Status` resources (docs/talos.md: Statuses and
+//! readiness).
 //!
 //! They re-dump on every reconcile; netlink events only mark them dirty, so a lost event or an
 //! overrun heals on the next dump. Statuses of objects that vanished are destroyed.
@@ -22,7 +23,7 @@ use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 pub type DumpFn<S> = fn(&SharedHost) -> Result<Vec<(String, S)>, HostError>;
 
 /// How often WireGuard state is re-read while a WireGuard link exists: fine enough for
-/// KubeSpan's peer state (its timeouts are 15 s and more, TB §7.6).
+/// KubeSpan's peer state (its timeouts are 15 s and more, docs/talos.md: KubeSpan).
 pub const WIREGUARD_POLL: Duration = Duration::from_secs(5);
 
 /// Which statuses change without netlink events (a predicate), and the re-read interval.

@@ -19,7 +19,7 @@ const NO_OFFER_AFTER: u32 = 3;
 /// Option 57: the largest message keelson accepts (RFC 2132 §9.10), a standard Ethernet MTU.
 const MAX_MESSAGE_SIZE: u16 = 1500;
 /// Option 51 when the server omits it in an ACK (RFC 2131 §3.1 makes it mandatory; Talos
-/// uses the same 30 minute fallback, TB §6.1).
+/// uses the same 30 minute fallback, docs/talos.md: DHCPv4).
 const DEFAULT_LEASE_TIME: u32 = 30 * 60;
 
 /// What the client needs to know about its link and policy.
@@ -125,7 +125,7 @@ pub enum Output {
     Status(&'static str),
 }
 
-/// A sans-IO DHCPv4 client (ARCHITECTURE §5).
+/// A sans-IO DHCPv4 client: the caller passes time and packets in and does the I/O.
 #[derive(Clone, Debug)]
 pub struct Dhcp4Client {
     config: ClientConfig,
@@ -413,7 +413,7 @@ impl Dhcp4Client {
         };
         let address = msg.yiaddr();
         if address.is_unspecified() || address.is_broadcast() {
-            // Talos once renewed to 0.0.0.0 (user-demands item 16): never accept that.
+            // A renewal to 0.0.0.0 has been seen in the wild: never accept that.
             log::debug!("dhcp4: ignoring an ACK for {address}");
             return;
         }
@@ -501,7 +501,8 @@ impl Dhcp4Client {
                         .collect();
                 }
                 DhcpOption::NtpServers(n) => lease.ntp.clone_from(n),
-                // Only a hostname we asked for (TB §6.1: never send and accept at once).
+                // Only a hostname we asked for (docs/talos.md: DHCPv4: never send and accept at
+                // once).
                 DhcpOption::Hostname(h)
                     if self.config.hostname.is_none() && !self.config.skip_hostname_request =>
                 {
@@ -606,7 +607,8 @@ impl Dhcp4Client {
             .set_xid(self.xid)
             .set_chaddr(&self.config.mac)
             .set_ciaddr(ciaddr)
-            // Broadcast flag off: the packet socket receives replies to our MAC (TB §6.1).
+            // Broadcast flag off: the packet socket receives replies to our MAC (docs/talos.md:
+            // DHCPv4).
             .set_flags(Flags::default())
             .set_secs(
                 u16::try_from(now.saturating_duration_since(self.started_at).as_secs())

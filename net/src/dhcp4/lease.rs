@@ -1,5 +1,5 @@
 //! The lease a DHCPv4 exchange yields, and its translation into operator-layer specs
-//! (TB §6.1).
+//! (docs/talos.md: DHCPv4).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -118,7 +118,7 @@ impl Lease {
     }
 }
 
-/// Translate a lease into specs at the operator layer (TB §6.1), as a pure function.
+/// Translate a lease into specs at the operator layer (docs/talos.md: DHCPv4), as a pure function.
 ///
 /// * The address carries `priority = route_metric` (`IFA_RT_PRIORITY`, so the kernel prefix
 ///   route gets the same metric) and lifetimes equal to the remaining lease, so the kernel
@@ -130,7 +130,7 @@ impl Lease {
 /// * A gateway outside the leased prefix gets one on-link `/32` route first, or the kernel
 ///   refuses the route via it.
 /// * The MTU (option 26) is a [`LinkSpec`] at [`ConfigLayer::Default`] so that any
-///   configured MTU wins (TB §6.1).
+///   configured MTU wins (docs/talos.md: DHCPv4).
 pub fn lease_to_specs(lease: &Lease, link: &str, route_metric: u32, now: Instant) -> LayerSpecs {
     let layer = ConfigLayer::Operator;
     let mut specs = LayerSpecs::default();

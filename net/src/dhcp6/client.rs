@@ -125,7 +125,7 @@ enum IaOutcome {
     Ignore,
 }
 
-/// A sans-IO DHCPv6 client (ARCHITECTURE §5).
+/// A sans-IO DHCPv6 client: the caller passes time and packets in and does the I/O.
 #[derive(Clone, Debug)]
 pub struct Dhcp6Client {
     config: ClientConfig,

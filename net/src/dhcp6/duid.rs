@@ -47,8 +47,8 @@ impl DuidConfig {
         }
     }
 
-    /// The DUID bytes for a link with this MAC. A configured DUID that fails [`check_duid`]
-    /// is logged and replaced by DUID-LL (TB §6.2: invalid input is logged and ignored).
+    /// The DUID bytes for a link with this MAC. A configured DUID that fails [`check_duid`] is
+    /// logged and replaced by DUID-LL (docs/talos.md: DHCPv6: invalid input is logged and ignored).
     pub fn build(&self, mac: &[u8; 6]) -> Vec<u8> {
         match self {
             DuidConfig::LinkLayer => duid_ll(mac),
@@ -105,8 +105,8 @@ pub fn check_duid(duid: &[u8]) -> Result<(), &'static str> {
     }
 }
 
-/// The IAID: the last four bytes of the MAC, as Talos does (TB §6.2), so it is stable across
-/// boots and differs between links.
+/// The IAID: the last four bytes of the MAC, as Talos does (docs/talos.md: DHCPv6), so it is stable
+/// across boots and differs between links.
 pub fn iaid_from_mac(mac: &[u8; 6]) -> u32 {
     u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]])
 }

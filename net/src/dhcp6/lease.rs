@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The lease a DHCPv6 exchange yields, and its translation into operator-layer specs
-//! (TB §6.2).
+//! (docs/talos.md: DHCPv6).
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
@@ -89,7 +89,7 @@ impl Lease6 {
     }
 }
 
-/// Translate a lease into specs at the operator layer (TB §6.2), as a pure function.
+/// Translate a lease into specs at the operator layer (docs/talos.md: DHCPv6), as a pure function.
 ///
 /// * The address is a `/128` as Talos does: on-link prefixes come from router advertisements
 ///   (`accept_ra=2`), not from DHCPv6, which carries no prefix length. No routes.

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A sans-IO DHCPv6 client engine (RFC 8415, with RFC 3646, RFC 4075, RFC 4704, RFC 5908).
 //!
-//! [`Dhcp6Client`] is a pure state machine in the shape of ARCHITECTURE §5 and of
+//! [`Dhcp6Client`] is a pure state machine sans-IO, in the shape of
 //! [`crate::dhcp4`]: the event loop feeds it [`Input`]s with the current time through
 //! [`Dhcp6Client::handle`], performs the [`Output`]s it returns (every packet goes to
 //! [`ALL_DHCP_RELAY_AGENTS_AND_SERVERS`] port [`SERVER_PORT`] from the link-local address, port
 //! [`CLIENT_PORT`]) and wakes it at [`Dhcp6Client::poll_at`]. It owns no socket and never
 //! reads the clock.
 //!
-//! Unlike Talos (TB §6.2: a fresh Rapid SOLICIT every cycle, no RENEW, REBIND or expiry), the
-//! client renews at T1 with the server's id, rebinds at T2 without it, and removes the
-//! address when its valid lifetime ends. [`lease_to_specs`] turns a lease into
-//! operator-layer specs.
+//! Unlike Talos (docs/talos.md: DHCPv6: a fresh Rapid SOLICIT every cycle, no RENEW, REBIND or
+//! expiry), the client renews at T1 with the server's id, rebinds at T2 without it, and removes the
+//! address when its valid lifetime ends. [`lease_to_specs`] turns a lease into operator-layer
+//! specs.
 //!
 //! For the operator: build the [`ClientConfig`] with [`DuidConfig::from_client_identifier`]
 //! of the operator spec's client identifier (DUID-LL unless a DUID is configured) and the

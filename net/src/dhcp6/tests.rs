@@ -862,7 +862,7 @@ fn lease_to_specs_ids_and_values() {
     assert_eq!(addr.id(), "eth0/2001:db8:0:1::50/128");
     assert_eq!(addr.layer, ConfigLayer::Operator);
     assert_eq!((addr.valid_lifetime, addr.preferred_lifetime), (Some(900), Some(700)));
-    assert!(specs.routes.is_empty(), "IPv6 routes come from RAs (TB §6.2)");
+    assert!(specs.routes.is_empty(), "IPv6 routes come from RAs (docs/talos.md: DHCPv6)");
     let [res] = specs.resolvers.as_slice() else { panic!() };
     assert_eq!(res.dns_servers, [IpAddr::V6(DNS)]);
     assert_eq!(res.search_domains, ["corp.example.com"]);

@@ -148,8 +148,8 @@ impl RouteSocket {
 
     /// Enslaves the link to `master` (a bond, bridge or VRF index), or frees it with `None`.
     ///
-    /// Talos sets the link down before changing its master (TB §4.3); callers should too, as
-    /// the address and route state of a port changes underneath it.
+    /// Talos sets the link down before changing its master (docs/talos.md: Applying specs); callers
+    /// should too, as the address and route state of a port changes underneath it.
     pub fn link_set_master(&mut self, index: u32, master: Option<u32>) -> Result<(), NlError> {
         // IFLA_MASTER = 0 means "no master".
         self.set_attr("link_set_master", index, LinkAttribute::Controller(master.unwrap_or(0)))
@@ -159,7 +159,7 @@ impl RouteSocket {
     ///
     /// The kernel refuses to change `mode` and `fail_over_mac` while the bond has slaves
     /// (ENOTEMPTY) and `mode` while it is up (EBUSY), even to the same value: set the bond down
-    /// and unslave everything first (TB §4.3), then call this.
+    /// and unslave everything first (docs/talos.md: Applying specs), then call this.
     pub fn link_set_bond(&mut self, index: u32, b: &BondMasterSpec) -> Result<(), NlError> {
         let primary = self.primary_index(b)?;
         let info = vec![

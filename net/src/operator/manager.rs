@@ -1,7 +1,7 @@
 //! The operator manager: starts and stops DHCP clients as the merged operator specs and the
 //! links change, moves packets between their sockets and their engines, and writes what the
 //! engines learn into `network-config` at the operator layer, where the merge picks it up like
-//! any other layer (TB §6).
+//! any other layer (docs/talos.md: DHCPv4).
 //!
 //! Everything an operator writes is owned by [`SOURCE`] and remembered per operator, so a new
 //! lease replaces exactly the old lease's specs and a stopped operator leaves nothing behind.

@@ -1,6 +1,6 @@
 //! Operators: the protocol clients that turn what they learn into operator-layer specs
-//! (TB §6). The engines (`crate::dhcp4`) are sans-IO; this module owns their sockets and
-//! drives them from the event loop (ARCHITECTURE §5).
+//! (docs/talos.md: DHCPv4). The engines (`crate::dhcp4`) are sans-IO; this module owns their
+//! sockets and drives them from the event loop (one epoll, nothing blocks).
 
 pub mod dhcp4_socket;
 pub mod dhcp6_socket;

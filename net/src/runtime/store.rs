@@ -6,7 +6,8 @@
 //! - an equal write is a no-op: no version bump, no change event, nobody woken;
 //! - a resource with finalizers cannot be destroyed, only torn down; writes to a resource that
 //!   is tearing down are refused (the owner waits for the finalizers, then destroys it);
-//! - lists come back ordered by ID, which the merge rules depend on (TB §0.4).
+//! - lists come back ordered by ID, which the merge rules depend on (docs/talos.md: Resources and
+//!   IDs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;

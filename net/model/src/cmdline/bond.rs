@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `bond=<name>[:<slaves>[:<options>[:<mtu>]]]` (TB §1.2).
+//! `bond=<name>[:<slaves>[:<options>[:<mtu>]]]` (docs/talos.md: Kernel command line).
 //!
 //! Slaves default to `eth0,eth1`. Options are `key=value` pairs separated by commas, with the
 //! kernel's names (`mode=802.3ad,miimon=100,arp_ip_target=10.0.0.1;10.0.0.2`). Enumerated

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The kernel command line: what it asks of the network (TB §1), and the layer-`cmdline`
-//! specs that follow from it.
+//! The kernel command line: what it asks of the network (docs/talos.md: Kernel command line), and
+//! the layer-`cmdline` specs that follow from it.
 //!
-//! [`parse`] never fails. Every rejected entry becomes one [`CmdlineError`] with the column of
-//! the offending field, and only that entry is skipped; Talos instead drops all cmdline
-//! networking on the first bad entry (TB §1.5), which silently turns a typo into DHCP.
+//! [`parse`] never fails. Every rejected entry becomes one [`CmdlineError`] with the column of the
+//! offending field, and only that entry is skipped; Talos instead drops all cmdline networking on
+//! the first bad entry (docs/talos.md: Kernel command line), which silently turns a typo into DHCP.
 //! [`to_specs`] then turns the result into specs, resolving link names through a
 //! [`LinkView`](crate::resource::LinkView).
 //!

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! From a parsed command line to the layer-`cmdline` specs (TB §1.1 "What each LinkConfig
-//! produces", §1.2, §1.3).
+//! From a parsed command line to the layer-`cmdline` specs (docs/talos.md: Kernel command line
+//! "What each LinkConfig produces", §1.2, §1.3).
 //!
 //! Invariant: at most one spec per natural ID. Several `ip=` for one link share one LinkSpec
 //! (the first MTU/MAC given wins; the parser already rejected contradictions), and a `bond=`
@@ -315,7 +315,8 @@ mod tests {
         assert_eq!(ids(&out.addresses, AddressSpec::id), ["eth1/10.0.0.5/24"]);
         assert_eq!(out.routes[0].out_link_name, "eth1");
         assert_eq!(ids(&out.operators, OperatorSpec::id), ["dhcp4/eth1"]);
-        // TB §1.3: raw name for the VLAN's name, resolved name for its parent.
+        // docs/talos.md: Kernel command line: raw name for the VLAN's name, resolved name for its
+        // parent.
         let vlan = out.links.iter().find(|l| l.kind == "vlan").unwrap();
         assert_eq!((vlan.name.as_str(), vlan.parent_name.as_str()), ("enxa.4094", "eth31"));
         // The ip= link and the bond slave are one spec.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Parser tests: the Talos vectors (TB §1.1), the forms Talos rejects and keelson accepts,
-//! and one test per class of error, each checking that only the bad entry is skipped.
+//! Parser tests: the Talos vectors (docs/talos.md: Kernel command line), the forms Talos rejects
+//! and keelson accepts, and one test per class of error, each checking that only the bad entry is
+//! skipped.
 
 use std::net::IpAddr;
 

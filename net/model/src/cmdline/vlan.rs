@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `vlan=<name>:<link>` (TB §1.3).
+//! `vlan=<name>:<link>` (docs/talos.md: Kernel command line).
 //!
 //! The VLAN ID is the text after the first `.` of the name, or after a `vlan` prefix
 //! (`vlan0008` is 8). As in Talos, the link is then named `vlan_link_name(<link>, id)` whatever

@@ -25,7 +25,7 @@ pub struct MachineConfig {
     /// `machine`.
     #[serde(default)]
     pub machine: Machine,
-    /// `cluster`; `None` when absent (KubeSpan needs it, TB §7.1).
+    /// `cluster`; `None` when absent (KubeSpan needs it, docs/talos.md: KubeSpan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Cluster>,
     /// One line per ignored Talos key, with its position.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The machine configuration: a strict parser for the Talos v1alpha1 YAML shape and its
-//! translation into layer-`configuration` specs ([`to_specs`], TB §3.9).
+//! translation into layer-`configuration` specs ([`to_specs`], docs/talos.md: Merge).
 //!
 //! # Contract
 //!

@@ -343,7 +343,7 @@ fn kubespan_default_mtu() -> u32 {
     KUBESPAN_DEFAULT_MTU
 }
 
-/// `machine.network.kubespan` (TB §7.1), plus keelson's `peers`, `privateKey` and
+/// `machine.network.kubespan` (docs/talos.md: KubeSpan), plus keelson's `peers`, `privateKey` and
 /// `endpointTimeout`.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -393,7 +393,8 @@ pub struct KubeSpanConfig {
     pub nftables_table: String,
 }
 
-/// The nftables table KubeSpan owns unless configured otherwise (the seed's name).
+/// The nftables table KubeSpan owns unless configured otherwise (the name Talos documents for
+/// KubeSpan's table).
 pub const KUBESPAN_DEFAULT_NFTABLES_TABLE: &str = "talos_kubespan";
 
 fn kubespan_default_nftables_table() -> String {
@@ -402,7 +403,7 @@ fn kubespan_default_nftables_table() -> String {
 
 /// How long an endpoint gets by default: two WireGuard handshake retransmission periods
 /// (REKEY_TIMEOUT = 5 s), so a retry lands on the new endpoint after a switch even when the
-/// first initiation went out just before it. TB's 15 s is the ceiling.
+/// first initiation went out just before it. Talos's 15 s is the ceiling.
 pub const KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn kubespan_default_endpoint_timeout() -> Duration {

@@ -318,7 +318,7 @@ impl ScalarParser for Endpoint {
     }
 }
 
-/// The longest per-endpoint timeout: TB's endpoint connection timeout, our ceiling.
+/// The longest per-endpoint timeout: Talos's endpoint connection timeout, our ceiling.
 pub(crate) const ENDPOINT_TIMEOUT_MAX: Duration = Duration::from_secs(15);
 
 /// The shortest: one second, below which a handshake round trip over a WAN may not fit.
@@ -345,7 +345,7 @@ pub(crate) fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> Result<S:
 }
 
 /// A DHCPv6 DUID as hex (`00:01:00:01:...` or `00010001...`), normalized to bare lowercase
-/// hex. Structural DUID checks are the DHCPv6 client's (TB §6.2).
+/// hex. Structural DUID checks are the DHCPv6 client's (docs/talos.md: DHCPv6).
 pub(crate) struct DuidHex;
 impl ScalarParser for DuidHex {
     type Out = String;

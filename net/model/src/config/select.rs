@@ -42,7 +42,7 @@ impl Device {
     }
 
     /// The name to derive VLAN names from: the `interface` as written, or the selector's
-    /// match (TB §3.9 names VLANs after the raw interface name).
+    /// match (docs/talos.md: Merge names VLANs after the raw interface name).
     pub(crate) fn raw_name(&self, links: &LinkView) -> Option<String> {
         match &self.interface {
             Some(name) => Some(name.clone()),

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Machine configuration → layer-`configuration` specs (TB §3.9, legacy v1alpha1 rows).
+//! Machine configuration → layer-`configuration` specs (docs/talos.md: Merge, legacy v1alpha1
+//! rows).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -50,7 +51,8 @@ pub fn to_specs(cfg: &MachineConfig, links: &LinkView) -> LayerSpecs {
     }
     let time = &cfg.machine.time;
     if !time.servers.is_empty() {
-        // v1alpha1 has no NTS switch: Talos's `UseNTS()` is always false for it (TB §2.3).
+        // v1alpha1 has no NTS switch: Talos's `UseNTS()` is always false for it (docs/talos.md:
+        // Defaults).
         out.0.time_servers = vec![TimeServerSpec {
             time_servers: time.servers.clone(),
             use_nts: false,
@@ -268,7 +270,7 @@ fn bond_master(bond: &Bond) -> BondMasterSpec {
     spec
 }
 
-/// A legacy route on `link` (TB §3.9): no `network` is the default route, metric 0 is
+/// A legacy route on `link` (docs/talos.md: Merge): no `network` is the default route, metric 0 is
 /// 1024, type multicast for a multicast destination.
 fn route_spec(link: &str, route: &Route) -> RouteSpec {
     // A v6 destination or gateway makes it inet6; `normalize` re-derives the same.
@@ -297,7 +299,7 @@ fn route_spec(link: &str, route: &Route) -> RouteSpec {
 
 impl MachineConfig {
     /// Resolved names of devices marked `ignore: true` (selectors that match nothing are
-    /// left out). The defaults controller skips these (TB §2.4).
+    /// left out). The defaults controller skips these (docs/talos.md: Defaults).
     pub fn ignored_interfaces(&self, links: &LinkView) -> Vec<String> {
         let mut names: Vec<String> = self
             .machine
@@ -314,7 +316,7 @@ impl MachineConfig {
 
     /// Resolved names of every configured device (ignored ones included) and of every bond
     /// and bridge member, sorted. The defaults controller does not bring these up on its
-    /// own (TB §2.4). VLANs are not listed: they are never physical links.
+    /// own (docs/talos.md: Defaults). VLANs are not listed: they are never physical links.
     pub fn mentioned_interfaces(&self, links: &LinkView) -> Vec<String> {
         let mut names = Vec::new();
         for device in &self.machine.network.interfaces {

@@ -472,7 +472,7 @@ cluster:
 
 #[test]
 fn kubespan_peers_and_keelson_keys() {
-    // The cluster ID is TB §7.2's, URL-safe base64 as Talos generates it.
+    // The cluster ID is docs/talos.md: KubeSpan's, URL-safe base64 as Talos generates it.
     let yaml = KS_PEERS.to_owned();
     let cfg = parse(&yaml).unwrap();
     let ks = &cfg.machine.network.kubespan;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Address merge (TB §3.1).
+//! Address merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::network::{AddressFlags, AddressSpec, ConfigLayer};
@@ -25,7 +25,7 @@ impl Layered for AddressSpec {
     }
 }
 
-/// Merge layered addresses into one per `<link>/<addr>/<bits>` (TB §3.1).
+/// Merge layered addresses into one per `<link>/<addr>/<bits>` (docs/talos.md: Merge).
 ///
 /// A higher layer wins outright; at the same layer the input later in ID order wins. Addresses
 /// with different natural IDs all survive (the union). Flags outside

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Hostname merge (TB §3.5).
+//! Hostname merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::network::{ConfigLayer, HostnameSpec, HOSTNAME_ID};
@@ -15,7 +15,7 @@ impl Layered for HostnameSpec {
     }
 }
 
-/// Merge layered hostnames into the singleton `hostname` (TB §3.5).
+/// Merge layered hostnames into the singleton `hostname` (docs/talos.md: Merge).
 ///
 /// Inputs are walked in ID order and a spec is taken if none is held yet or its layer is
 /// *strictly* higher, so inside a layer the **first** in ID order wins: `dhcp4/eth0/hostname`

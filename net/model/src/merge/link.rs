@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Link merge (TB §3.3): field-wise, "a non-zero incoming value overrides".
+//! Link merge (docs/talos.md: Merge): field-wise, "a non-zero incoming value overrides".
 
 use super::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
 use crate::resource::network::{ConfigLayer, LinkSpec, LinkType, WireguardSpec};
@@ -145,7 +145,7 @@ fn merge_wireguard(
     base.normalize();
 }
 
-/// Merge layered link specs into one per link name (TB §3.3, Appendix B item 4).
+/// Merge layered link specs into one per link name (docs/talos.md: Merge).
 ///
 /// Specs of one link are ordered by layer, lowest first; Talos has no tie-break inside a layer,
 /// we keep ID order there so the result is deterministic. The first spec is the base and each
@@ -423,7 +423,7 @@ mod tests {
         let fields: Vec<&str> = p.fields.keys().copied().collect();
         assert_eq!(fields, ["layer", "mtu", "name", "up"]);
 
-        // The scenario named in the brief: mtu only from configuration, up only from default.
+        // The common case: mtu only from configuration, up only from default.
         let default = link(Default, |l| l.up = true);
         let config = link(Configuration, |l| l.mtu = 9000);
         let merged = merge_links(&[("default/eth0", &default), ("configuration/eth0", &config)]);

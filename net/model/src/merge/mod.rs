@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Pure merge functions: fold layered specs into one spec per natural ID (TB §3).
+//! Pure merge functions: fold layered specs into one spec per natural ID (docs/talos.md: Merge).
 //!
 //! Every `merge_*` function takes `(network-config id, spec)` pairs and returns a [`Merged`]:
 //! one [`MergedSpec`] per natural ID plus human-readable warnings. The functions never touch
@@ -7,15 +7,15 @@
 //!
 //! Contract and invariants:
 //!
-//! * Inputs may arrive in any order. They are sorted by their `network-config` ID first,
-//!   because COSI lists are sorted by ID (TB §0.4) and several Talos rules depend on that
-//!   order (hostname: first in a layer wins; address/route: later in a layer wins). Two inputs
-//!   with the same ID keep their relative order (IDs are unique in a real store).
+//! * Inputs may arrive in any order. They are sorted by their `network-config` ID first, because
+//!   COSI lists are sorted by ID (docs/talos.md: Resources and IDs) and several Talos rules depend
+//!   on that order (hostname: first in a layer wins; address/route: later in a layer wins). Two
+//!   inputs with the same ID keep their relative order (IDs are unique in a real store).
 //! * Specs are grouped by the *natural* ID computed from their content (`spec.id()`), never by
 //!   stripping the layer prefix, exactly as the Talos merge controllers do.
 //! * The merged spec's `layer` is the layer of the winning (or last applied) input.
 //! * [`Provenance`] maps each serialized top-level field name to the inputs that determined
-//!   its value, in the order they were applied (user-demands §3 item 4). A field absent from
+//!   its value, in the order they were applied. A field absent from
 //!   the map was set by no input: it holds its zero value.
 
 mod address;
@@ -45,7 +45,8 @@ pub use timeserver::merge_time_servers;
 pub struct Merged<S> {
     /// Merged specs keyed by natural ID (the ID they get in namespace `network`).
     pub specs: BTreeMap<String, MergedSpec<S>>,
-    /// Problems fixed up while merging, e.g. dropped unmanaged address flags (TB §3.1).
+    /// Problems fixed up while merging, e.g. dropped unmanaged address flags (docs/talos.md:
+    /// Merge).
     pub warnings: Vec<String>,
 }
 
@@ -114,13 +115,13 @@ trait Layered: Clone {
 /// How a tie between two inputs at the same layer is broken when one spec wins outright.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SameLayer {
-    /// The input later in ID order wins (address, route, operator, rule: TB §3.1, §3.2, §3.7).
+    /// The input later in ID order wins (address, route, operator, rule: docs/talos.md: Merge).
     LaterWins,
-    /// The input first in ID order wins (hostname: TB §3.5).
+    /// The input first in ID order wins (hostname: docs/talos.md: Merge).
     FirstWins,
 }
 
-/// The inputs sorted by `network-config` ID (TB §0.4). The sort is stable.
+/// The inputs sorted by `network-config` ID (docs/talos.md: Resources and IDs). The sort is stable.
 fn sorted_by_id<'a, S>(inputs: &[(&'a str, &'a S)]) -> Vec<(&'a str, &'a S)> {
     let mut sorted = inputs.to_vec();
     sorted.sort_by(|a, b| a.0.cmp(b.0));

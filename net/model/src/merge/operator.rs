@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Operator merge (TB §3.7).
+//! Operator merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::network::{ConfigLayer, OperatorSpec};
@@ -16,7 +16,7 @@ impl Layered for OperatorSpec {
 }
 
 /// Merge layered operator specs into one per operator ID (`dhcp4/eth0`, `vip/eth0/<ip>`;
-/// TB §3.7).
+/// docs/talos.md: Merge).
 ///
 /// A higher layer wins outright; at the same layer the input later in ID order wins (the
 /// generic Talos merge); different IDs all survive.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Resolver merge (TB §3.4): name servers merged per address family, search domains prepended.
+//! Resolver merge (docs/talos.md: Merge): name servers merged per address family, search domains
+//! prepended.
 
 use std::net::IpAddr;
 
@@ -10,7 +11,7 @@ use crate::resource::network::{ConfigLayer, ResolverSpec, RESOLVER_ID};
 /// partial replacement.
 type Owned<'a, T> = Vec<(T, &'a str)>;
 
-/// "Smart merge" of name servers across layers (TB §3.4).
+/// "Smart merge" of name servers across layers (docs/talos.md: Merge).
 ///
 /// An empty list takes the new one. Otherwise the first matching case applies, as in the Talos
 /// `switch`: old IPv4 servers are kept (after the new ones) if the new list has none, else old
@@ -54,7 +55,7 @@ fn merge_search_domains<'a>(
     out
 }
 
-/// Merge layered resolver specs into the singleton `resolvers` (TB §3.4, Appendix B item 5).
+/// Merge layered resolver specs into the singleton `resolvers` (docs/talos.md: Merge).
 ///
 /// Inputs are ordered by layer (ID order inside a layer) and folded into a result that starts
 /// empty at layer `default`:

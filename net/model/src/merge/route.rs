@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Route merge (TB §3.2).
+//! Route merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::network::{ConfigLayer, RouteSpec};
@@ -28,7 +28,7 @@ impl Layered for RouteSpec {
     }
 }
 
-/// Merge layered routes into one per route ID (TB §3.2).
+/// Merge layered routes into one per route ID (docs/talos.md: Merge).
 ///
 /// As for addresses: a higher layer wins outright, at the same layer the input later in ID
 /// order wins, and routes with different IDs all survive.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Routing rule merge: as for addresses (TB §3.1 rules applied to `RoutingRuleSpec`).
+//! Routing rule merge: as for addresses (docs/talos.md: Merge rules applied to `RoutingRuleSpec`).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::network::{ConfigLayer, RoutingRuleSpec};
@@ -19,8 +19,8 @@ impl Layered for RoutingRuleSpec {
 
 /// Merge layered routing rules into one per `<family>/<priority>`.
 ///
-/// Talos has no rule merge of its own in the sections we mirror; rules follow the generic
-/// merge used for addresses and operators (TB §3.1, §3.7): a higher layer wins outright, at the
+/// Talos has no rule merge of its own in the sections we mirror; rules follow the generic merge
+/// used for addresses and operators (docs/talos.md: Merge): a higher layer wins outright, at the
 /// same layer the input later in ID order wins, different IDs all survive.
 pub fn merge_rules(inputs: &[(&str, &RoutingRuleSpec)]) -> Merged<RoutingRuleSpec> {
     merge_whole(inputs, SameLayer::LaterWins, |_, _, _, _| {})

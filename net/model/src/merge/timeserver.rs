@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Time server merge (TB §3.6).
+//! Time server merge (docs/talos.md: Merge).
 
 use super::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
 use crate::resource::network::{TimeServerSpec, TIMESERVER_ID};
@@ -27,7 +27,7 @@ impl<'a> Fold<'a> {
     }
 }
 
-/// Merge layered time server specs into the singleton `timeservers` (TB §3.6, Appendix B
+/// Merge layered time server specs into the singleton `timeservers` (docs/talos.md: Merge
 /// item 5).
 ///
 /// Inputs are walked in ID order (not layer order). A spec at a lower layer than the result is

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! KubeSpan resources (namespace `kubespan`, TB §7.2, §7.5, §7.6). The `kubespan` crate
+//! KubeSpan resources (namespace `kubespan`, docs/talos.md: KubeSpan). The `kubespan` crate
 //! computes them; they live here because the store's kind table does.
 
 use std::fmt;
@@ -60,7 +60,7 @@ pub struct KubeSpanPeerSpec {
     pub label: String,
 }
 
-/// How a peer is doing (TB §7.6).
+/// How a peer is doing (docs/talos.md: KubeSpan).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PeerState {

@@ -325,7 +325,7 @@ flag_set!(
 );
 
 impl AddressFlags {
-    /// Flags a spec may set; merge drops the others with a warning (TB §3.1).
+    /// Flags a spec may set; merge drops the others with a warning (docs/talos.md: Merge).
     pub const MANAGED: Self = Self(0x80 | 0x02 | 0x10 | 0x100 | 0x200 | 0x400);
 }
 

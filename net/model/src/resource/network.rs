@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Network spec and status types (TB §0.3, §5.1) and their natural-ID functions.
+//! Network spec and status types (docs/talos.md: Resources and IDs) and their natural-ID functions.
 //!
 //! IDs are built only here. Their formats match Talos exactly, so a Talos user reads
 //! `keelson get` output without surprise.
@@ -16,7 +16,7 @@ pub use super::nethelpers::{
     RouteType, RoutingTable, Scope,
 };
 
-/// Where a layered spec came from; a higher layer has priority (TB §0.2).
+/// Where a layered spec came from; a higher layer has priority (docs/talos.md: Resources and IDs).
 #[derive(
     Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize,
 )]
@@ -207,7 +207,7 @@ pub struct RouteSpec {
     pub layer: ConfigLayer,
 }
 
-/// The metric every config source uses when none is given (TB Appendix A).
+/// The metric every config source uses when none is given (docs/talos.md: Resources and IDs).
 pub const DEFAULT_ROUTE_METRIC: u32 = 1024;
 
 impl RouteSpec {
@@ -234,7 +234,7 @@ impl RouteSpec {
     /// and the scope is derived as the kernel would report it.
     ///
     /// Talos derives `link` scope for gateway-less IPv6 routes, which the kernel reports as
-    /// `global`; the resulting never-equal diff looped (user-demands item 12). IPv6 routes are
+    /// `global`; the resulting never-equal diff looped. IPv6 routes are
     /// therefore always `global` here.
     pub fn normalize(&mut self) {
         if self.dst.is_some_and(|d| d.prefix_len() == 0 && d.addr().is_unspecified()) {
@@ -273,8 +273,9 @@ impl RouteSpec {
     }
 }
 
-/// `[<table>/][<outlink>/ for inet6]<family>/<gw>/<dst>/<priority>` (TB §0.3): the table
-/// prefix only outside `main`, the out-link only for IPv6, zero gw/dst render empty.
+/// `[<table>/][<outlink>/ for inet6]<family>/<gw>/<dst>/<priority>` (docs/talos.md: Resources and
+/// IDs): the table prefix only outside `main`, the out-link only for IPv6, zero gw/dst render
+/// empty.
 pub fn route_id(
     table: RoutingTable,
     family: Family,
@@ -545,7 +546,8 @@ pub struct BondMasterSpec {
 }
 
 impl BondMasterSpec {
-    /// Fill the kernel defaults that a zero value would otherwise override (TB §1.2).
+    /// Fill the kernel defaults that a zero value would otherwise override (docs/talos.md: Kernel
+    /// command line).
     pub fn fill_defaults(&mut self) {
         self.use_carrier = true;
         for v in [&mut self.resend_igmp, &mut self.lp_interval, &mut self.packets_per_slave] {
@@ -633,7 +635,7 @@ pub struct VethSpec {
     pub peer_name: String,
 }
 
-/// A WireGuard device's configuration (TB §4.3, §7.4).
+/// A WireGuard device's configuration (docs/talos.md: Applying specs).
 ///
 /// Keys are base64 strings as in Talos; peers are kept sorted by public key and allowed IPs by
 /// (address, prefix length) ([`WireguardSpec::normalize`]), so equal configurations compare
@@ -697,7 +699,7 @@ pub struct WireguardPeer {
     #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "redacted_opt")]
     pub preshared_key: Option<String>,
     /// Where to send to; `None` leaves the device's endpoint alone, so WireGuard's roaming is
-    /// kept (TB §7.5).
+    /// kept (docs/talos.md: KubeSpan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<std::net::SocketAddr>,
     /// Persistent keepalive in seconds; 0 is off.
@@ -776,8 +778,8 @@ pub const LINK_REFRESH_WIREGUARD: &str = "wireguard";
 
 /// A link to configure or create.
 ///
-/// Merge is "a non-zero incoming value overrides" per field (TB §3.3), so every field's zero
-/// value means "not set by this layer".
+/// Merge is "a non-zero incoming value overrides" per field (docs/talos.md: Merge), so every
+/// field's zero value means "not set by this layer".
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LinkSpec {
@@ -878,8 +880,8 @@ pub fn link_name_problem(name: &str, max_len: usize) -> Option<String> {
     None
 }
 
-/// The name of VLAN `vid` on `parent` (TB §1.3): `<parent>.<vid>` when that fits in 15
-/// characters, otherwise the first 4 characters of the parent, 6 hex digits of
+/// The name of VLAN `vid` on `parent` (docs/talos.md: Kernel command line): `<parent>.<vid>` when
+/// that fits in 15 characters, otherwise the first 4 characters of the parent, 6 hex digits of
 /// sha256(parent), then `.<vid>`.
 pub fn vlan_link_name(parent: &str, vid: u16) -> String {
     if parent.len() + 5 <= MAX_LINK_NAME_LEN {
@@ -954,7 +956,8 @@ pub struct LinkStatus {
 }
 
 impl LinkStatus {
-    /// Ethernet without a kind: a real NIC, not loopback, WireGuard, bond, VLAN, veth... (TB §2.4).
+    /// Ethernet without a kind: a real NIC, not loopback, WireGuard, bond, VLAN, veth...
+    /// (docs/talos.md: Defaults).
     pub fn physical(&self) -> bool {
         self.link_type == LinkType::ETHER && self.kind.is_empty()
     }
@@ -1380,7 +1383,8 @@ pub struct RoutingRuleStatus {
 // ---------------------------------------------------------------------------------------------
 // Derived
 
-/// A list of node addresses (`default`, `current`, `routed`, `accumulative`; TB §5.2).
+/// A list of node addresses (`default`, `current`, `routed`, `accumulative`; docs/talos.md:
+/// Statuses and readiness).
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeAddress {
@@ -1417,7 +1421,7 @@ pub struct ServiceStatus {
     pub command: Vec<String>,
 }
 
-/// Readiness of the network (TB §5.4).
+/// Readiness of the network (docs/talos.md: Statuses and readiness).
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkStatus {

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Plans the WireGuard part of a link spec (TB §4.3 "Wireguard"): the smallest
-//! `WG_CMD_SET_DEVICE` that turns what the device reports into what the spec asks.
+//! Plans the WireGuard part of a link spec (docs/talos.md: Applying specs "Wireguard"): the
+//! smallest `WG_CMD_SET_DEVICE` that turns what the device reports into what the spec asks.
 //!
-//! Comparison rules, as Talos: peers by public key, allowed IPs as sorted sets (in the
-//! kernel's form: host bits cleared), listen port 0 means "any", and a peer endpoint left
-//! empty in the spec is not a difference, so WireGuard's roaming is kept (TB §7.5). Peers the
-//! spec does not name are removed. Only the fields that differ are sent, and allowed IPs are
-//! replaced as a whole (`WGPEER_F_REPLACE_ALLOWEDIPS`).
+//! Comparison rules, as Talos: peers by public key, allowed IPs as sorted sets (in the kernel's
+//! form: host bits cleared), listen port 0 means "any", and a peer endpoint left empty in the spec
+//! is not a difference, so WireGuard's roaming is kept (docs/talos.md: KubeSpan). Peers the spec
+//! does not name are removed. Only the fields that differ are sent, and allowed IPs are replaced as
+//! a whole (`WGPEER_F_REPLACE_ALLOWEDIPS`).
 
 use std::collections::BTreeMap;
 

@@ -78,7 +78,7 @@ fn bond_with_two_veth_slaves() {
             let s = link(sock, a);
             assert_eq!((s.master, s.slave_kind.as_str()), (Some(bond.index), "bond"));
         }
-        // Change settings the TB §4.3 way: down, unslave, write.
+        // Change settings the docs/talos.md: Applying specs way: down, unslave, write.
         sock.link_set_up(bond.index, false).unwrap();
         for a in ["ks0", "ks1"] {
             let ix = link(sock, a).index;
