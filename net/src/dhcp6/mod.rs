@@ -23,6 +23,7 @@
 
 mod client;
 mod duid;
+mod fqdn;
 mod lease;
 mod time;
 pub mod wire;

@@ -11,7 +11,7 @@ use dhcproto::v6::{
 };
 use dhcproto::{Decodable, Encodable, Name};
 
-use super::client::{decode_fqdn, encode_fqdn};
+use super::fqdn::{decode_fqdn, encode_fqdn};
 use super::*;
 use crate::resource::{ClientIdentifier, ConfigLayer};
 
