@@ -13,27 +13,8 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::{Command, Stdio};
 
 use kubespan::nft::{Applied, Nft, NftPlan};
-use nix::sched::{unshare, CloneFlags};
 use serde_json::Value;
-
-/// Runs `f` on a fresh thread in a fresh network namespace; skips (or fails when
-/// `KEELSON_REQUIRE_ROOT=1`) without the privilege to create one.
-fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let h = std::thread::spawn(move || match unshare(CloneFlags::CLONE_NEWNET) {
-        Ok(()) => Some(f()),
-        Err(e) => {
-            if std::env::var("KEELSON_REQUIRE_ROOT").as_deref() == Ok("1") {
-                panic!("netns test cannot run and KEELSON_REQUIRE_ROOT=1: unshare: {e}");
-            }
-            eprintln!("SKIP (needs root / CAP_SYS_ADMIN): unshare: {e}");
-            None
-        }
-    });
-    match h.join() {
-        Ok(v) => v,
-        Err(p) => std::panic::resume_unwind(p),
-    }
-}
+use testkit::in_netns;
 
 /// Runs `nft` with `args` (and `stdin` as `-f -` input when given) in this thread's namespace.
 fn nft(args: &[&str], stdin: Option<&str>) -> String {

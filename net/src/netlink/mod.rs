@@ -41,8 +41,6 @@ mod watch;
 mod wireguard;
 
 #[cfg(test)]
-pub(crate) mod testns;
-#[cfg(test)]
 mod tests;
 
 pub use address::{KernelAddress, FOREVER};
