@@ -349,3 +349,40 @@ fn large_sets_split_across_messages() {
         assert_eq!(got4[0], "10.0.0.8/30");
     });
 }
+
+/// A batch the kernel refuses is rolled back whole, and the error names the message it
+/// refused, through the shared netlink socket's batch call.
+#[test]
+fn a_refused_message_is_named() {
+    in_netns(|| {
+        use kubespan::nft::compile::delta_batch;
+        use kubespan::nft::wire::NETLINK_NETFILTER;
+        use kubespan::nft::NftError;
+        use net::netlink::{NlError, NlOptions, NlSocket};
+
+        let mut n = Nft::new().unwrap();
+        n.apply(&plan(&["10.1.0.0/16"], &[])).unwrap();
+        // Deleting a range the set does not hold fails; the addition after it is undone.
+        let old = plan(&["10.1.0.0/16", "10.7.0.0/16"], &[]).resolve().unwrap().targets;
+        let new = plan(&["10.1.0.0/16", "10.8.0.0/16"], &[]).resolve().unwrap().targets;
+        let options = NlOptions {
+            recv_timeout: Some(std::time::Duration::from_secs(5)),
+            ..NlOptions::new(false)
+        };
+        let mut sock = NlSocket::with_options(NETLINK_NETFILTER, &options).unwrap();
+        let batch = delta_batch("talos_kubespan", &old, &new, sock.next_seq()).unwrap();
+        let (bytes, sent, next) = batch.finish().unwrap();
+        let e = sock.send_batch("nftables", &bytes, &sent, next).unwrap_err();
+        assert!(
+            matches!(&e, NlError::Kernel { target, errno: nix::errno::Errno::ENOENT, .. }
+                if target == "DELSETELEM kubespan_targets_ipv4 (1 ranges)"),
+            "{e}"
+        );
+        let text = NftError::from(e).to_string();
+        assert!(
+            text.starts_with("nftables DELSETELEM kubespan_targets_ipv4 (1 ranges): ENOENT"),
+            "{text}"
+        );
+        assert_eq!(set_elements("talos_kubespan", "kubespan_targets_ipv4"), ["10.1.0.0/16"]);
+    });
+}
