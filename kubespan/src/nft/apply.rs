@@ -47,7 +47,7 @@ pub enum NftError {
     #[error(transparent)]
     Encode(#[from] TooLong),
     /// The socket failed, or a reply did not parse (the error says which call).
-    #[error(transparent)]
+    #[error("nftables: {0}")]
     Netlink(NlError),
     /// The kernel rejected a message; the whole transaction was rolled back.
     #[error("nftables {what}: {errno}{}", message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
@@ -81,8 +81,9 @@ impl From<NlError> for NftError {
     }
 }
 
-/// The `op` of every netlink call, so that socket errors read `nftables ...`.
-const OP: &str = "nftables";
+/// The `op` of the shared socket's calls, as socket errors show them.
+const LOOKUP: &str = "lookup";
+const TRANSACTION: &str = "transaction";
 
 /// What [`Nft::apply`] did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -241,7 +242,7 @@ impl Nft {
         payload.extend_from_slice(name.as_bytes());
         payload.push(0);
         let ty = (NFNL_SUBSYS_NFTABLES << 8) | u16::from(NFT_MSG_GETTABLE);
-        let replies = match self.sock.request_raw(OP, &what, ty, 0, &payload) {
+        let replies = match self.sock.request_raw(LOOKUP, &what, ty, 0, &payload) {
             Ok(r) => r,
             Err(NlError::Kernel { errno: Errno::ENOENT, .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -268,7 +269,7 @@ impl Nft {
     fn send(&mut self, batch: Batch) -> Result<(), NftError> {
         let (bytes, sent, next) = batch.finish()?;
         let started = Instant::now();
-        let result = self.sock.send_batch(OP, &bytes, &sent, next);
+        let result = self.sock.send_batch(TRANSACTION, &bytes, &sent, next);
         self.last_transaction = Some(started.elapsed());
         Ok(result?)
     }
