@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{require_root, sh, wait_for, Background, Netns, Node, TempDir};
+use common::{require_root, wait_for, Background, Netns, Node, TempDir};
 
 const SERVER: &str = "10.77.0.1";
 const MAC: &str = "02:4b:65:00:00:01";
@@ -166,8 +166,8 @@ fn renewal_is_unicast_rebinding_broadcast_and_the_address_stays() {
     );
 
     // The server stops answering unicast: REBINDING broadcasts with ciaddr at T2.
-    sh(&[
-        "ip", "netns", "exec", &lab.server.name, "nft", "add table inet block; add chain inet block in { type filter hook input priority 0; }; add rule inet block in ip daddr 10.77.0.1 udp dport 67 drop",
+    lab.server.sh(&[
+        "nft", "add table inet block; add chain inet block in { type filter hook input priority 0; }; add rule inet block in ip daddr 10.77.0.1 udp dport 67 drop",
     ]);
     let before = cap.text().len();
     let broadcast = format!("{addr}.68 > 255.255.255.255.67");
@@ -334,7 +334,7 @@ fn garbage_packets_are_ignored() {
     let addr = lab.wait_leased(&node);
     let script = lab.file("garbage.py");
     std::fs::write(&script, GARBAGE).unwrap();
-    sh(&["ip", "netns", "exec", &lab.server.name, "python3", script.to_str().unwrap(), MAC, &addr]);
+    lab.server.sh(&["python3", script.to_str().unwrap(), MAC, &addr]);
     let renewed = node.log_text().matches("renewed").count();
     wait_for(
         "a renewal after the garbage",

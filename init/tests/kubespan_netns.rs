@@ -127,21 +127,7 @@ fn state_of(node: &Node, label: &str) -> String {
 }
 
 fn nft_set(ns: &Netns, set: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            "nft",
-            "-j",
-            "list",
-            "set",
-            "inet",
-            "talos_kubespan",
-            set,
-        ])
-        .output()
-        .unwrap();
+    let out = ns.exec(&["nft", "-j", "list", "set", "inet", "talos_kubespan", set]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let mut elems = Vec::new();
     for item in v["nftables"].as_array().cloned().unwrap_or_default() {
@@ -174,11 +160,7 @@ fn covers(elems: &[String], ip: &str) -> bool {
 }
 
 fn ping(ns: &Netns, to: &str) -> bool {
-    Command::new("ip")
-        .args(["netns", "exec", &ns.name, "ping", "-c", "1", "-W", "2", to])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    ns.exec(&["ping", "-c", "1", "-W", "2", to]).status.success()
 }
 
 fn logs(nodes: &[&Node]) -> String {
@@ -222,7 +204,7 @@ fn three_nodes_mesh_route_and_converge() {
     let nft_in = |ns: &Netns, script: &str| {
         let path = dirs[0].path().join("foreign.nft");
         std::fs::write(&path, script).unwrap();
-        sh(&["ip", "netns", "exec", &ns.name, "nft", "-f", &path.display().to_string()]);
+        ns.sh(&["nft", "-f", &path.display().to_string()]);
     };
     nft_in(
         &m[0].ns,
@@ -280,18 +262,7 @@ fn three_nodes_mesh_route_and_converge() {
     assert!(covers(&v4, &m[1].ip) && covers(&v4, &m[2].ip), "{v4:?}");
     assert!(!covers(&v4, "10.77.0.99"), "{v4:?}");
     // Our table has Talos's KubeSpan shape; the foreign table is intact and saw its bit kept.
-    let ours = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &m[0].ns.name,
-        "nft",
-        "-j",
-        "list",
-        "table",
-        "inet",
-        "talos_kubespan",
-    ]);
+    let ours = m[0].ns.sh(&["nft", "-j", "list", "table", "inet", "talos_kubespan"]);
     for name in [
         "kubespan_prerouting",
         "kubespan_outgoing",
@@ -300,18 +271,7 @@ fn three_nodes_mesh_route_and_converge() {
     ] {
         assert!(ours.contains(&format!("\"{name}\"")), "{name} missing: {ours}");
     }
-    let foreign = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &m[0].ns.name,
-        "nft",
-        "-j",
-        "list",
-        "table",
-        "inet",
-        "foreign",
-    ]);
+    let foreign = m[0].ns.sh(&["nft", "-j", "list", "table", "inet", "foreign"]);
     let v: serde_json::Value = serde_json::from_str(&foreign).unwrap();
     let packets: u64 = v["nftables"]
         .as_array()
@@ -323,8 +283,7 @@ fn three_nodes_mesh_route_and_converge() {
         .sum();
     assert!(packets > 0, "no packet left with 0x1000 and 0x40: {foreign}");
     // The kernel's own view agrees with the API: two peers with a handshake.
-    let wg =
-        sh(&["ip", "netns", "exec", &m[0].ns.name, "wg", "show", "kubespan", "latest-handshakes"]);
+    let wg = m[0].ns.sh(&["wg", "show", "kubespan", "latest-handshakes"]);
     assert_eq!(wg.lines().filter(|l| !l.ends_with("\t0")).count(), 2, "{wg}");
 
     for n in [n0, n1, n2] {

@@ -71,7 +71,7 @@ fn static_network_from_cmdline() {
     let uts = sh(&["nsenter", "-t", &node.pid().to_string(), "-u", "hostname"]);
     assert_eq!(uts.trim(), "node-1");
     // Traffic actually flows through what we configured.
-    sh(&["ip", "netns", "exec", &ns.name, "ping", "-c1", "-W2", "172.20.0.1"]);
+    ns.sh(&["ping", "-c1", "-W2", "172.20.0.1"]);
     let log = node.stop();
     assert!(!log.contains(" error "), "{log}");
     // KubeSpan was never enabled: nothing about nf_tables happens or is said.

@@ -13,27 +13,8 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::{Command, Stdio};
 
 use kubespan::nft::{Applied, Nft, NftPlan};
-use nix::sched::{unshare, CloneFlags};
 use serde_json::Value;
-
-/// Runs `f` on a fresh thread in a fresh network namespace; skips (or fails when
-/// `KEELSON_REQUIRE_ROOT=1`) without the privilege to create one.
-fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let h = std::thread::spawn(move || match unshare(CloneFlags::CLONE_NEWNET) {
-        Ok(()) => Some(f()),
-        Err(e) => {
-            if std::env::var("KEELSON_REQUIRE_ROOT").as_deref() == Ok("1") {
-                panic!("netns test cannot run and KEELSON_REQUIRE_ROOT=1: unshare: {e}");
-            }
-            eprintln!("SKIP (needs root / CAP_SYS_ADMIN): unshare: {e}");
-            None
-        }
-    });
-    match h.join() {
-        Ok(v) => v,
-        Err(p) => std::panic::resume_unwind(p),
-    }
-}
+use testkit::in_netns;
 
 /// Runs `nft` with `args` (and `stdin` as `-f -` input when given) in this thread's namespace.
 fn nft(args: &[&str], stdin: Option<&str>) -> String {
@@ -366,5 +347,42 @@ fn large_sets_split_across_messages() {
         let got4 = set_elements("talos_kubespan", "kubespan_targets_ipv4");
         assert_eq!(got4.len(), 4999);
         assert_eq!(got4[0], "10.0.0.8/30");
+    });
+}
+
+/// A batch the kernel refuses is rolled back whole, and the error names the message it
+/// refused, through the shared netlink socket's batch call.
+#[test]
+fn a_refused_message_is_named() {
+    in_netns(|| {
+        use kubespan::nft::compile::delta_batch;
+        use kubespan::nft::wire::NETLINK_NETFILTER;
+        use kubespan::nft::NftError;
+        use net::netlink::{NlError, NlOptions, NlSocket};
+
+        let mut n = Nft::new().unwrap();
+        n.apply(&plan(&["10.1.0.0/16"], &[])).unwrap();
+        // Deleting a range the set does not hold fails; the addition after it is undone.
+        let old = plan(&["10.1.0.0/16", "10.7.0.0/16"], &[]).resolve().unwrap().targets;
+        let new = plan(&["10.1.0.0/16", "10.8.0.0/16"], &[]).resolve().unwrap().targets;
+        let options = NlOptions {
+            recv_timeout: Some(std::time::Duration::from_secs(5)),
+            ..NlOptions::new(false)
+        };
+        let mut sock = NlSocket::with_options(NETLINK_NETFILTER, &options).unwrap();
+        let batch = delta_batch("talos_kubespan", &old, &new, sock.next_seq()).unwrap();
+        let (bytes, sent, next) = batch.finish().unwrap();
+        let e = sock.send_batch("nftables", &bytes, &sent, next).unwrap_err();
+        assert!(
+            matches!(&e, NlError::Kernel { target, errno: nix::errno::Errno::ENOENT, .. }
+                if target == "DELSETELEM kubespan_targets_ipv4 (1 ranges)"),
+            "{e}"
+        );
+        let text = NftError::from(e).to_string();
+        assert!(
+            text.starts_with("nftables DELSETELEM kubespan_targets_ipv4 (1 ranges): ENOENT"),
+            "{text}"
+        );
+        assert_eq!(set_elements("talos_kubespan", "kubespan_targets_ipv4"), ["10.1.0.0/16"]);
     });
 }

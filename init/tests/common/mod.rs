@@ -1,134 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helpers for tests that run `keelson` against a real kernel in network namespaces they
-//! create (and delete on drop). Never the host namespace, never fixed names.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! create (and delete on drop): the `keelson run` child, helper processes, scratch
+//! directories. Namespaces, commands inside them and the root skip-or-fail rule are the
+//! workspace's one test helper, `testkit`, re-exported here.
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A unique short tag (interface names are limited to 15 characters).
-pub fn tag() -> String {
-    format!("{:x}{:x}", std::process::id() % 0xffff, COUNTER.fetch_add(1, Ordering::SeqCst))
-}
-
-/// Root is required; without it the test is skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
-pub fn require_root(test: &str) -> bool {
-    if nix_is_root() {
-        return true;
-    }
-    if std::env::var("KEELSON_REQUIRE_ROOT").as_deref() == Ok("1") {
-        panic!("{test}: needs root (KEELSON_REQUIRE_ROOT=1)");
-    }
-    eprintln!("SKIP {test}: needs root");
-    false
-}
-
-/// The Debian kernel's modules (bonding, 8021q, dummy) are needed; skipped elsewhere unless
-/// `KEELSON_FULL_KERNEL=1`, which the VM suite sets.
-pub fn require_full_kernel(test: &str) -> bool {
-    if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!(
-        "SKIP {test}: needs bonding/8021q (runs in the virtme-ng suite with KEELSON_FULL_KERNEL=1)"
-    );
-    false
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Run a command; panic with its output if it fails.
-pub fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A named network namespace, deleted on drop.
-pub struct Netns {
-    pub name: String,
-}
-
-impl Netns {
-    pub fn new() -> Self {
-        let name = format!("kt-{}", tag());
-        sh(&["ip", "netns", "add", &name]);
-        // No IPv6 duplicate address detection: the kernel's own link-local addresses would
-        // otherwise appear a second after a link comes up, as noise in event counts.
-        for conf in ["all", "default"] {
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                &name,
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{conf}.accept_dad=0"),
-            ]);
-        }
-        Self { name }
-    }
-
-    /// `ip -n <ns> ...`
-    pub fn ip(&self, args: &[&str]) -> String {
-        let mut full = vec!["ip", "-n", &self.name];
-        full.extend_from_slice(args);
-        sh(&full)
-    }
-
-    /// `ip -n <ns> -j ...` parsed.
-    pub fn ip_json(&self, args: &[&str]) -> serde_json::Value {
-        let mut full = vec!["-j"];
-        full.extend_from_slice(args);
-        serde_json::from_str(&self.ip(&full)).unwrap()
-    }
-
-    /// Addresses as `link/addr/len`, sorted.
-    pub fn addresses(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for link in self.ip_json(&["addr", "show"]).as_array().unwrap() {
-            let name = link["ifname"].as_str().unwrap();
-            for a in link["addr_info"].as_array().unwrap() {
-                out.push(format!("{name}/{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]));
-            }
-        }
-        out.sort();
-        out
-    }
-
-    /// Routes of a table as `ip -j route show table T` objects.
-    pub fn routes(&self, table: &str) -> Vec<serde_json::Value> {
-        self.ip_json(&["route", "show", "table", table]).as_array().unwrap().clone()
-    }
-
-    /// A veth pair: `inside` in this namespace, `outside` in `peer` (both up on the outside).
-    pub fn veth(&self, inside: &str, peer: &Netns, outside: &str) {
-        sh(&[
-            "ip", "link", "add", inside, "netns", &self.name, "type", "veth", "peer", "name",
-            outside, "netns", &peer.name,
-        ]);
-        peer.ip(&["link", "set", outside, "up"]);
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-    }
-}
+pub use testkit::{require_full_kernel, require_root, sh, tag, Netns};
 
 /// A scratch directory, removed on drop.
 pub struct TempDir(pub PathBuf);

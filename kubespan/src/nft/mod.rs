@@ -5,7 +5,7 @@
 //! - [`interval`]: prefix lists folded into the ranges an interval set accepts.
 //! - [`compile`]: the nf_tables transactions (full replace, set delta) as bytes.
 //! - [`wire`]: the netlink/nfnetlink encoding and constants.
-//! - [`apply`]: [`Nft`], the socket that sends them and checks each ack.
+//! - [`apply`]: [`Nft`], which sends them through net's shared netlink socket and checks each ack.
 //!
 //! Invariants: only the table named in the plan is ever changed or deleted; every change is
 //! one atomic batch; a plan is either fully in the kernel or not at all.

@@ -121,14 +121,9 @@ pub const NFT_TYPE_IP6ADDR: u32 = 8;
 const NLMSG_HDRLEN: usize = 16;
 const NFGENMSG_LEN: usize = 4;
 
-/// One message of a batch, kept to name it when the kernel rejects it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sent {
-    /// Its sequence number.
-    pub seq: u32,
-    /// What it does, for errors and logs: `NEWSETELEM kubespan_targets_ipv4 (120 ranges)`.
-    pub what: String,
-}
+/// One message of a batch, kept to name it when the kernel rejects it: the shared netlink
+/// socket's batch entry, which it reports a refusal by.
+pub use net::netlink::BatchMsg as Sent;
 
 /// An attribute or message outgrew its 16-bit (attribute) length field.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

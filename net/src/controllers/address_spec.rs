@@ -11,10 +11,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{first_error, resolve_link, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
-    AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
+    find_link, AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -92,7 +92,7 @@ pub fn plan_addresses(
     let by_key: HashMap<(u32, IpNet), &AddressStatus> =
         kernel.iter().map(|k| ((k.link_index, k.address), k)).collect();
     for d in desired {
-        let link = resolve_link(links, &d.spec.link_name);
+        let link = find_link(links, &d.spec.link_name);
         let existing = link.and_then(|(_, l)| by_key.get(&(l.index, d.spec.address)).copied());
         match d.phase {
             Phase::TearingDown => {

@@ -20,10 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, resolve_link, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
-    BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
+    find_link, BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
     VlanProtocol, VlanSpec, LINK_REFRESH_WIREGUARD,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
@@ -149,7 +149,7 @@ fn find<'a>(
     if spec.logical {
         exact(kernel, &spec.name)
     } else {
-        resolve_link(kernel, &spec.name)
+        find_link(kernel, &spec.name)
     }
 }
 
@@ -263,7 +263,7 @@ impl<'a> Planner<'a> {
             }
             "vlan" => {
                 let vlan = spec.vlan.as_ref().ok_or("vlan without VLAN settings")?;
-                let (_, parent) = resolve_link(self.kernel, &spec.parent_name)
+                let (_, parent) = find_link(self.kernel, &spec.parent_name)
                     .ok_or_else(|| format!("parent {:?} not found", spec.parent_name))?;
                 NewLinkKind::Vlan { parent: parent.index, vlan: canonical_vlan(vlan) }
             }
@@ -295,7 +295,7 @@ impl<'a> Planner<'a> {
                         (Some(want), Some(have)) => canonical_vlan(want) != *have,
                         _ => false,
                     };
-                    let parent = resolve_link(self.kernel, &spec.parent_name)
+                    let parent = find_link(self.kernel, &spec.parent_name)
                         .is_some_and(|(_, p)| p.index != link.link_index);
                     settings || parent
                 }

@@ -13,11 +13,11 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, resolve_link, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
-    Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, RoutingTable,
-    Scope,
+    find_link, Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus,
+    RoutingTable, Scope,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -99,7 +99,7 @@ pub fn plan_routes(
         let out_link = if d.spec.out_link_name.is_empty() {
             None
         } else {
-            match resolve_link(links, &d.spec.out_link_name) {
+            match find_link(links, &d.spec.out_link_name) {
                 Some((name, l)) => Some((name, l.index)),
                 None if d.phase == Phase::Running => {
                     plan.waiting.push(d.id.to_owned());

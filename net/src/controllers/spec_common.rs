@@ -5,20 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::host::{HostError, HostErrorKind};
-use crate::resource::LinkStatus;
 use crate::runtime::{ControllerError, Ctx, Next};
-
-/// Find a link by exact name, then by alias, then by altname (docs/talos.md: Applying specs).
-pub(super) fn resolve_link<'a>(
-    links: &'a [(String, LinkStatus)],
-    name: &str,
-) -> Option<(&'a str, &'a LinkStatus)> {
-    links
-        .iter()
-        .find(|(n, _)| n == name)
-        .or_else(|| links.iter().find(|(n, l)| l.answers_to(n, name)))
-        .map(|(n, l)| (n.as_str(), l))
-}
 
 /// Reports specs waiting for a link: a condition on the controller and one log line each
 /// time the set changes, not once per reconcile.

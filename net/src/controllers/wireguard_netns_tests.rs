@@ -5,18 +5,15 @@
 //! through `wg show` where wireguard-tools is installed. Debian's kernel only
 //! (`KEELSON_FULL_KERNEL=1`: the development kernel has no WireGuard).
 
-use std::fs::File;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use nix::sched::{setns, CloneFlags};
+use testkit::{in_netns, require_full_kernel, Netns};
 
 use super::{pipeline, MIRRORED};
 use crate::host::kernel::KernelHost;
 use crate::host::SharedHost;
-use crate::netlink::testns::{full_kernel, in_netns};
 use crate::resource::{
     layered_id, AddressSpec, ConfigLayer, LinkSpec, LinkStatus, LinkType, Namespace, WireguardPeer,
     WireguardSpec,
@@ -24,57 +21,18 @@ use crate::resource::{
 use crate::runtime::Runtime;
 use crate::wireguard_keys::{generate_private_key, public_key, Key};
 
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(args[0]).args(&args[1..]).output().unwrap()
-}
-
-fn sh(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A named namespace (so `ip netns exec` can ping from it), deleted on drop.
-struct NamedNs(String);
-
-impl NamedNs {
-    fn new(tag: &str) -> Self {
-        let name = format!("kwg{tag}{}", std::process::id());
-        sh(&["ip", "netns", "add", &name]);
-        Self(name)
-    }
-
-    /// Moves the calling thread into this namespace.
-    fn enter(&self) {
-        let f = File::open(format!("/run/netns/{}", self.0)).unwrap();
-        setns(f, CloneFlags::CLONE_NEWNET).unwrap();
-    }
-
-    fn exec(&self, args: &[&str]) -> std::process::Output {
-        let mut all = vec!["ip", "netns", "exec", &self.0];
-        all.extend_from_slice(args);
-        run(&all)
-    }
-}
-
-impl Drop for NamedNs {
-    fn drop(&mut self) {
-        let _ = run(&["ip", "netns", "del", &self.0]);
-    }
-}
-
 /// One node: a namespace and the pipeline applying to its kernel.
 struct Node {
-    ns: NamedNs,
+    ns: Netns,
     rt: Runtime,
     root: PathBuf,
 }
 
 impl Node {
     /// The runtime's sockets are opened here, on this thread, inside `ns`.
-    fn new(ns: NamedNs) -> Self {
+    fn new(ns: Netns) -> Self {
         ns.enter();
-        let root = std::env::temp_dir().join(format!("keelson-{}", ns.0));
+        let root = std::env::temp_dir().join(format!("keelson-{}", ns.name));
         std::fs::create_dir_all(&root).unwrap();
         let host: SharedHost =
             std::rc::Rc::new(std::cell::RefCell::new(KernelHost::new(&root, false).unwrap()));
@@ -137,7 +95,7 @@ impl Node {
             assert!(
                 Instant::now() < deadline,
                 "{}: timed out waiting for {what}: {:?}",
-                self.ns.0,
+                self.ns.name,
                 self.wg0()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -173,16 +131,13 @@ fn peer(key: Key, endpoint: Option<&str>, allowed: &[&str]) -> WireguardPeer {
 
 #[test]
 fn wireguard_tunnel_between_two_pipelines() {
-    if !full_kernel() {
+    if !require_full_kernel("wireguard_tunnel_between_two_pipelines") {
         return;
     }
     // in_netns: a thread of our own (setns moves it), and the root check with skip or fail.
     in_netns(|| {
-        let (a_ns, b_ns) = (NamedNs::new("a"), NamedNs::new("b"));
-        sh(&[
-            "ip", "link", "add", "kwa", "netns", &a_ns.0, "type", "veth", "peer", "name", "kwb",
-            "netns", &b_ns.0,
-        ]);
+        let (a_ns, b_ns) = (Netns::new(), Netns::new());
+        a_ns.veth("kwa", &b_ns, "kwb");
         for (ns, dev, addr) in [(&a_ns, "kwa", "10.77.0.1/24"), (&b_ns, "kwb", "10.77.0.2/24")] {
             assert!(ns.exec(&["ip", "addr", "add", addr, "dev", dev]).status.success());
             assert!(ns.exec(&["ip", "link", "set", dev, "up"]).status.success());
@@ -273,7 +228,7 @@ fn wireguard_tunnel_between_two_pipelines() {
         for n in [&a, &b] {
             let errors: Vec<_> =
                 n.rt.controllers().into_iter().filter(|c| c.last_error.is_some()).collect();
-            assert!(errors.is_empty(), "{}: {errors:?}", n.ns.0);
+            assert!(errors.is_empty(), "{}: {errors:?}", n.ns.name);
         }
     });
 }

@@ -65,13 +65,6 @@ pub struct KernelLink {
     pub bridge: Option<BridgeMasterSpec>,
 }
 
-impl KernelLink {
-    /// True when `name` is this link's name or one of its alternative names.
-    pub fn answers_to(&self, name: &str) -> bool {
-        self.name == name || self.alt_names.iter().any(|n| n == name)
-    }
-}
-
 /// How to address a link in a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkRef<'a> {

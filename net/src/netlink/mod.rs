@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The synchronous rtnetlink layer: one blocking [`RouteSocket`] for dumps and changes, and a
-//! non-blocking multicast [`Watcher`] for the event loop.
+//! The synchronous netlink layer: one blocking request/reply loop ([`NlSocket`]) behind the
+//! rtnetlink [`RouteSocket`], the generic netlink [`WireguardSocket`] and KubeSpan's nfnetlink
+//! batches ([`NlSocket::send_batch`]), and a non-blocking multicast [`Watcher`] for the event
+//! loop. Replies, extended acks included, are read in one place (`frame`).
 //!
 //! # Contract
 //!
@@ -28,8 +30,10 @@
 mod address;
 mod bond;
 mod error;
+mod frame;
 mod link;
 mod link_ops;
+mod raw;
 mod route;
 mod rule;
 mod socket;
@@ -37,16 +41,15 @@ mod watch;
 mod wireguard;
 
 #[cfg(test)]
-pub(crate) mod testns;
-#[cfg(test)]
 mod tests;
 
 pub use address::{KernelAddress, FOREVER};
 pub use error::{NlError, NlErrorKind};
 pub use link::{KernelLink, LinkRef};
 pub use link_ops::{LinkKind, NewLink};
+pub use raw::{BatchMsg, RawReply};
 pub use route::KernelRoute;
 pub use rule::KernelRule;
-pub use socket::RouteSocket;
+pub use socket::{NlOptions, NlSocket, RouteSocket};
 pub use watch::{Changes, Event, Watcher};
 pub use wireguard::{pack_set_device, WireguardSocket, SET_DEVICE_BUDGET};

@@ -1,24 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
-//! [`RouteSocket`]: a blocking `NETLINK_ROUTE` socket with sequence numbers, extended acks and
-//! a request/dump loop that maps every failure to an [`NlError`]. The loop itself
-//! ([`NlSocket`]) is generic over the message type, so the generic netlink families
-//! (`super::wireguard`) share it.
+//! [`NlSocket`]: the one blocking request/reply loop of this crate, for every netlink protocol:
+//! sequence numbers, extended acks, multi-part dumps, each failure mapped to an [`NlError`].
+//! It is generic over the message type, so rtnetlink ([`RouteSocket`]) and the generic netlink
+//! families (`super::wireguard`) share it; `super::raw` adds raw requests and batches on the
+//! same socket for nfnetlink (KubeSpan's nftables).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::time::Duration;
 
-use log::{trace, warn};
+use log::trace;
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload,
-    NetlinkSerializable, NlasIterator, NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP,
-    NLM_F_DUMP_INTR, NLM_F_REQUEST,
+    NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable,
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use nix::errno::Errno;
 use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 
 use super::error::NlError;
+use super::frame::{frames, Frame, Outcome, NLMSG_NOOP, NLMSG_OVERRUN};
 
 /// Receive buffer we ask for: 1 MiB. The default (`net.core.rmem_default`, 208 KiB) overflows
 /// when a bond flaps with thousands of routes attached, and the watcher then has to re-dump.
@@ -29,9 +32,6 @@ pub(crate) const RCVBUF: usize = 1 << 20;
 /// `max_recvmsg_len`), but a single link message with many VFs can be larger, so the real size
 /// is peeked before each read.
 const RECV_BUF: usize = 64 * 1024;
-
-/// `NLMSGERR_ATTR_MSG`: the extended ack's human readable text.
-const NLMSGERR_ATTR_MSG: u16 = 1;
 
 /// How often a dump that the kernel flags `NLM_F_DUMP_INTR` is restarted before giving up.
 const DUMP_ATTEMPTS: u32 = 5;
@@ -108,15 +108,41 @@ impl RouteSocket {
     }
 }
 
+/// How a [`NlSocket`] is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct NlOptions {
+    /// `NETLINK_GET_STRICT_CHK`: rtnetlink only (generic netlink families and nfnetlink parse
+    /// their own requests).
+    pub strict: bool,
+    /// Receive buffer to ask for.
+    pub rcvbuf: usize,
+    /// Send buffer to ask for; `None` keeps the kernel's default. A socket with one set grows it
+    /// before a batch larger than half of it: netlink refuses a datagram larger than the send
+    /// buffer (`EMSGSIZE`).
+    pub sndbuf: Option<usize>,
+    /// `SO_RCVTIMEO`: `None` waits as long as the kernel takes.
+    pub recv_timeout: Option<Duration>,
+}
+
+impl NlOptions {
+    /// Extended and capped acks, a 1 MiB receive buffer, default send buffer, no timeout.
+    pub const fn new(strict: bool) -> Self {
+        Self { strict, rcvbuf: RCVBUF, sndbuf: None, recv_timeout: None }
+    }
+}
+
 /// The request/reply loop of any netlink protocol: sequence numbers, acks, extended acks,
-/// multi-part dumps. Message types are per call, so one socket serves several generic
-/// netlink families (the controller and the family it resolves).
+/// multi-part dumps, and raw messages and batches for protocols without a packet crate
+/// (nfnetlink, see `super::raw`). Message types are per call, so one socket serves several
+/// generic netlink families (the controller and the family it resolves).
 #[derive(Debug)]
-pub(crate) struct NlSocket {
-    sock: Socket,
-    port: u32,
-    seq: u32,
-    buf: Vec<u8>,
+pub struct NlSocket {
+    pub(super) sock: Socket,
+    pub(super) port: u32,
+    /// The last sequence number used.
+    pub(super) seq: u32,
+    pub(super) sndbuf: Option<usize>,
+    pub(super) buf: Vec<u8>,
 }
 
 impl NlSocket {
@@ -124,15 +150,34 @@ impl NlSocket {
     /// and capped acks, and strict dump checking when `strict` (rtnetlink only: generic
     /// netlink families parse their own dump requests).
     pub(crate) fn new(protocol: isize, strict: bool) -> Result<Self, NlError> {
+        Self::with_options(protocol, &NlOptions::new(strict))
+    }
+
+    /// Opens a socket of `protocol` in the calling thread's network namespace, set up as
+    /// `options` says, always with extended and capped acks.
+    pub fn with_options(protocol: isize, options: &NlOptions) -> Result<Self, NlError> {
         let op = "open";
-        let (sock, port) = open(op, protocol, RCVBUF)?;
-        if strict {
+        let (sock, port) = open(op, protocol, options.rcvbuf)?;
+        if let Some(size) = options.sndbuf {
+            set_sndbuf(&sock, size).map_err(|e| NlError::io(op, "SO_SNDBUF", e))?;
+        }
+        if let Some(t) = options.recv_timeout {
+            let tv = TimeVal::new(t.as_secs().try_into().unwrap_or(i64::MAX), 0);
+            setsockopt(&sock, sockopt::ReceiveTimeout, &tv)
+                .map_err(|e| NlError::io(op, "SO_RCVTIMEO", e.into()))?;
+        }
+        if options.strict {
             sock.set_netlink_get_strict_chk(true)
                 .map_err(|e| NlError::io(op, "NETLINK_GET_STRICT_CHK", e))?;
         }
         sock.set_ext_ack(true).map_err(|e| NlError::io(op, "NETLINK_EXT_ACK", e))?;
         sock.set_cap_ack(true).map_err(|e| NlError::io(op, "NETLINK_CAP_ACK", e))?;
-        Ok(Self { sock, port, seq: 0, buf: Vec::with_capacity(RECV_BUF) })
+        Ok(Self { sock, port, seq: 0, sndbuf: options.sndbuf, buf: Vec::with_capacity(RECV_BUF) })
+    }
+
+    /// The netlink port id the kernel assigned to this socket.
+    pub fn port(&self) -> u32 {
+        self.port
     }
 
     /// See [`RouteSocket::request`].
@@ -148,7 +193,10 @@ impl NlSocket {
     {
         let seq = self.send(op, target, msg, flags)?;
         let mut replies = Vec::new();
-        self.receive(op, target, seq, &mut replies)?;
+        self.receive(op, target, seq, |f| {
+            replies.push(deserialize(op, target, f)?);
+            Ok(())
+        })?;
         Ok(replies)
     }
 
@@ -165,7 +213,11 @@ impl NlSocket {
         for _ in 0..DUMP_ATTEMPTS {
             let seq = self.send(op, target, msg.clone(), NLM_F_DUMP)?;
             let mut replies = Vec::new();
-            if !self.receive(op, target, seq, &mut replies)? {
+            let interrupted = self.receive(op, target, seq, |f| {
+                replies.push(deserialize(op, target, f)?);
+                Ok(())
+            })?;
+            if !interrupted {
                 trace!(target: "netlink", "{op}: {} messages", replies.len());
                 return Ok(replies);
             }
@@ -193,92 +245,101 @@ impl NlSocket {
         let mut bytes = vec![0u8; packet.buffer_len()];
         packet.serialize(&mut bytes);
         trace!(target: "netlink", "send seq {} flags {flags:#x} {op} {target}: {:?}", self.seq, packet.payload);
+        self.send_bytes(op, target, &bytes)?;
+        Ok(self.seq)
+    }
+
+    /// Sends one datagram to the kernel, retrying on EINTR.
+    pub(super) fn send_bytes(
+        &mut self,
+        op: &'static str,
+        target: &str,
+        bytes: &[u8],
+    ) -> Result<(), NlError> {
         let kernel = SocketAddr::new(0, 0);
         loop {
-            match self.sock.send_to(&bytes, &kernel, 0) {
-                Ok(_) => return Ok(self.seq),
+            match self.sock.send_to(bytes, &kernel, 0) {
+                Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(NlError::io(op, target, e)),
             }
         }
     }
 
+    /// Grows the send buffer, when this socket manages one, so that a datagram of `len` bytes
+    /// fits. Best effort: the send fails with `EMSGSIZE` if it still does not.
+    pub(super) fn fit_sndbuf(&mut self, len: usize) {
+        if let Some(size) = self.sndbuf {
+            if len > size / 2 {
+                let _ = set_sndbuf(&self.sock, len.saturating_mul(2));
+            }
+        }
+    }
+
     /// Reads datagrams until the reply to `seq` is complete (ack, error or `NLMSG_DONE`),
-    /// pushing its data messages to `out`. Returns whether any message carried
+    /// handing its data messages to `data`. Returns whether any message carried
     /// `NLM_F_DUMP_INTR`.
-    fn receive<M>(
+    pub(super) fn receive(
         &mut self,
         op: &'static str,
         target: &str,
         seq: u32,
-        out: &mut Vec<M>,
-    ) -> Result<bool, NlError>
-    where
-        M: NetlinkDeserializable + std::fmt::Debug,
-    {
+        mut data: impl FnMut(&Frame<'_>) -> Result<(), NlError>,
+    ) -> Result<bool, NlError> {
         let mut interrupted = false;
         loop {
             // ENOBUFS here means replies were dropped: the outcome is unknown, the error is
             // Transient and the caller retries; leftovers are skipped by sequence number.
             let len =
                 recv_datagram(&self.sock, &mut self.buf).map_err(|e| NlError::io(op, target, e))?;
-            let mut off = 0;
-            while off < len {
-                let data = &self.buf[off..len];
-                let nl =
-                    NetlinkBuffer::new_checked(data).map_err(|e| NlError::decode(op, target, e))?;
-                let msg_len = nl.length() as usize;
-                let (msg_seq, msg_flags) = (nl.sequence_number(), nl.flags());
-                if msg_len < 16 {
-                    return Err(NlError::decode(op, target, "message shorter than its header"));
-                }
-                off += msg_len.next_multiple_of(4);
-                if msg_seq != seq {
+            for frame in frames(self.buf.get(..len).unwrap_or_default()) {
+                let frame = frame.map_err(|e| NlError::decode(op, target, e))?;
+                if frame.seq != seq {
                     // A late reply to an earlier request that failed half-way: skip it.
-                    trace!(target: "netlink", "{op}: skipping stale seq {msg_seq} (want {seq})");
+                    trace!(target: "netlink", "{op}: skipping stale seq {} (want {seq})", frame.seq);
                     continue;
                 }
-                interrupted |= msg_flags & NLM_F_DUMP_INTR != 0;
-                let parsed = NetlinkMessage::<M>::deserialize(&data[..msg_len])
-                    .map_err(|e| NlError::decode(op, target, e))?;
-                match parsed.payload {
-                    NetlinkPayload::InnerMessage(m) => {
-                        trace!(target: "netlink", "recv seq {msg_seq}: {m:?}");
-                        out.push(m);
+                interrupted |= frame.flags & NLM_F_DUMP_INTR != 0;
+                match frame.outcome().map_err(|e| NlError::decode(op, target, e))? {
+                    Some(Outcome::Ack | Outcome::Done) => return Ok(interrupted),
+                    Some(Outcome::Refused(errno, message)) => {
+                        return Err(kernel_error(op, target, errno, message));
                     }
-                    NetlinkPayload::Error(e) => {
-                        return match e.code {
-                            None => Ok(interrupted),
-                            Some(code) => Err(kernel_error(
-                                op,
-                                target,
-                                code.get(),
-                                ext_ack_after_request(msg_flags, &e.header),
-                            )),
-                        };
-                    }
-                    NetlinkPayload::Done(d) => {
-                        if d.code < 0 {
-                            let msg = if msg_flags & NLM_F_ACK_TLVS != 0 {
-                                ext_ack_message(&d.extended_ack)
-                            } else {
-                                None
-                            };
-                            return Err(kernel_error(op, target, d.code, msg));
-                        }
-                        return Ok(interrupted);
-                    }
-                    NetlinkPayload::Noop => {}
-                    NetlinkPayload::Overrun(_) => {
-                        return Err(NlError::decode(op, target, "NLMSG_OVERRUN"));
-                    }
-                    other => {
-                        warn!(target: "netlink", "{op}: unexpected payload {other:?}");
-                    }
+                    None => {}
+                }
+                match frame.ty {
+                    NLMSG_NOOP => {}
+                    NLMSG_OVERRUN => return Err(NlError::decode(op, target, "NLMSG_OVERRUN")),
+                    _ => data(&frame)?,
                 }
             }
         }
     }
+}
+
+/// Decodes a data message of a typed protocol.
+fn deserialize<M>(op: &'static str, target: &str, frame: &Frame<'_>) -> Result<M, NlError>
+where
+    M: NetlinkDeserializable + std::fmt::Debug,
+{
+    let parsed = NetlinkMessage::<M>::deserialize(frame.bytes)
+        .map_err(|e| NlError::decode(op, target, e))?;
+    match parsed.payload {
+        NetlinkPayload::InnerMessage(m) => {
+            trace!(target: "netlink", "recv seq {}: {m:?}", frame.seq);
+            Ok(m)
+        }
+        other => Err(NlError::decode(op, target, format_args!("unexpected payload {other:?}"))),
+    }
+}
+
+/// SO_SNDBUFFORCE ignores net.core.wmem_max but needs CAP_NET_ADMIN; SO_SNDBUF is the capped
+/// fallback.
+fn set_sndbuf(sock: &Socket, size: usize) -> io::Result<()> {
+    if setsockopt(sock, sockopt::SndBufForce, &size).is_err() {
+        setsockopt(sock, sockopt::SndBuf, &size)?;
+    }
+    Ok(())
 }
 
 impl AsFd for RouteSocket {
@@ -324,64 +385,12 @@ mod libc_flags {
     pub const MSG_TRUNC: i32 = MsgFlags::MSG_TRUNC.bits();
 }
 
-fn kernel_error(op: &'static str, target: &str, code: i32, message: Option<String>) -> NlError {
-    let errno = Errno::from_raw(code.saturating_abs());
+pub(super) fn kernel_error(
+    op: &'static str,
+    target: &str,
+    errno: Errno,
+    message: Option<String>,
+) -> NlError {
     trace!(target: "netlink", "{op} {target}: {errno} {message:?}");
     NlError::Kernel { op, target: target.to_owned(), errno, message }
-}
-
-/// The extended ack text of an `NLMSG_ERROR` whose payload after the errno is `rest`: the
-/// request's header (only the 16-byte header when the kernel set `NLM_F_CAPPED`, else the whole
-/// request), then TLVs when `NLM_F_ACK_TLVS` is set.
-fn ext_ack_after_request(flags: u16, rest: &[u8]) -> Option<String> {
-    if flags & NLM_F_ACK_TLVS == 0 {
-        return None;
-    }
-    let skip = if flags & NLM_F_CAPPED != 0 {
-        16
-    } else {
-        let len = u32::from_ne_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-        len.next_multiple_of(4)
-    };
-    ext_ack_message(rest.get(skip..)?)
-}
-
-/// Finds `NLMSGERR_ATTR_MSG` in a TLV area.
-fn ext_ack_message(tlvs: &[u8]) -> Option<String> {
-    NlasIterator::new(tlvs).filter_map(Result::ok).find(|nla| nla.kind() == NLMSGERR_ATTR_MSG).map(
-        |nla| {
-            let v = nla.value();
-            let end = v.iter().position(|&b| b == 0).unwrap_or(v.len());
-            String::from_utf8_lossy(&v[..end]).into_owned()
-        },
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ext_ack_capped() {
-        // 16-byte echoed header, then NLMSGERR_ATTR_MSG "bad\0" (len 8) and an OFFS attr.
-        let mut rest = vec![0u8; 16];
-        rest[..4].copy_from_slice(&40u32.to_ne_bytes());
-        rest.extend_from_slice(&8u16.to_ne_bytes());
-        rest.extend_from_slice(&1u16.to_ne_bytes());
-        rest.extend_from_slice(b"bad\0");
-        rest.extend_from_slice(&8u16.to_ne_bytes());
-        rest.extend_from_slice(&2u16.to_ne_bytes());
-        rest.extend_from_slice(&20u32.to_ne_bytes());
-        assert_eq!(
-            ext_ack_after_request(NLM_F_CAPPED | NLM_F_ACK_TLVS, &rest).as_deref(),
-            Some("bad")
-        );
-        assert_eq!(ext_ack_after_request(NLM_F_CAPPED, &rest), None);
-        // Not capped: the echoed request is 40 bytes long, so the TLVs start after it.
-        let mut full = vec![0u8; 40];
-        full[..4].copy_from_slice(&40u32.to_ne_bytes());
-        full.extend_from_slice(&rest[16..]);
-        assert_eq!(ext_ack_after_request(NLM_F_ACK_TLVS, &full).as_deref(), Some("bad"));
-        assert_eq!(ext_ack_after_request(NLM_F_ACK_TLVS, &full[..3]), None);
-    }
 }

@@ -6,10 +6,10 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use log::{debug, trace};
-use netlink_packet_core::NetlinkBuffer;
 use netlink_sys::Socket;
 
 use super::error::NlError;
+use super::frame::frames;
 use super::socket::{open, recv_datagram};
 
 /// Multicast groups (`RTNLGRP_*`, `include/uapi/linux/rtnetlink.h`): link, IPv4/IPv6
@@ -144,20 +144,17 @@ impl Watcher {
                 }
                 Err(e) => return Err(NlError::io("watch", "recv", e)),
             };
-            let mut off = 0;
-            while off + 16 <= len {
-                let Ok(nl) = NetlinkBuffer::new_checked(&self.buf[off..len]) else {
+            for frame in frames(self.buf.get(..len).unwrap_or_default()) {
+                let Ok(frame) = frame else {
                     // A malformed datagram carries nothing we could trust; the rest of it is
                     // dropped, and the caller learns the state from the next dump anyway.
                     trace!(target: "netlink", "watcher: malformed datagram");
                     break;
                 };
-                let msg_len = nl.length() as usize;
-                if let Some(e) = Event::from_type(nl.message_type()) {
+                if let Some(e) = Event::from_type(frame.ty) {
                     trace!(target: "netlink", "watcher: {e:?}");
                     f(e);
                 }
-                off += msg_len.next_multiple_of(4);
             }
         }
     }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! A read-only view of the links the node has, for config sources that must resolve names:
-//! aliases and altnames to real names, "the first non-loopback link", device selectors.
+//! The one link lookup (docs/talos.md: Applying specs): a name refers to the link with exactly
+//! that name, else to the first link whose alias or altname it is. [`find_link`] applies it to
+//! links in the order given (the spec controllers: the kernel's dump order); [`LinkView`] is
+//! the same lookup indexed over links sorted by name, for config sources that must resolve
+//! names, pick "the first non-loopback link" or match device selectors.
 
 use std::collections::BTreeMap;
 
@@ -24,9 +27,7 @@ impl<'a> LinkView<'a> {
         let by_name = links.iter().enumerate().map(|(i, (n, _))| (*n, i)).collect();
         let mut by_other_name = BTreeMap::new();
         for (i, (_, s)) in links.iter().enumerate() {
-            let names =
-                std::iter::once(s.alias.as_str()).chain(s.alt_names.iter().map(String::as_str));
-            for n in names.filter(|n| !n.is_empty()) {
+            for n in other_names(s) {
                 by_other_name.entry(n).or_insert(i);
             }
         }
@@ -71,6 +72,26 @@ impl<'a> LinkView<'a> {
     }
 }
 
+/// The names a link answers to besides its own: its alias, when set, and its altnames.
+fn other_names(s: &LinkStatus) -> impl Iterator<Item = &str> {
+    std::iter::once(s.alias.as_str())
+        .chain(s.alt_names.iter().map(String::as_str))
+        .filter(|n| !n.is_empty())
+}
+
+/// The link `name` refers to among `links`, taken in the order given: by exact name first,
+/// then the first link whose alias or altname it is.
+pub fn find_link<'a>(
+    links: &'a [(String, LinkStatus)],
+    name: &str,
+) -> Option<(&'a str, &'a LinkStatus)> {
+    links
+        .iter()
+        .find(|(n, _)| n == name)
+        .or_else(|| links.iter().find(|(_, l)| other_names(l).any(|n| n == name)))
+        .map(|(n, l)| (n.as_str(), l))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +113,29 @@ mod tests {
         assert_eq!(view.first_non_loopback(), Some("eth0"));
         assert_eq!(view.physical().map(|(n, _)| n).collect::<Vec<_>>(), ["eth0", "eth1"]);
         assert!(view.exists("uplink") && !view.exists("eth9"));
+    }
+
+    #[test]
+    fn find_link_takes_the_given_order() {
+        let status = |alias: &str, alt: &[&str]| LinkStatus {
+            alias: alias.into(),
+            alt_names: alt.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        // Kernel dump order (by index), not name order: eth9 comes first.
+        let links = vec![
+            ("eth9".to_owned(), status("uplink", &[])),
+            ("eth0".to_owned(), status("uplink", &["enp0s3"])),
+            ("uplink2".to_owned(), status("", &[])),
+        ];
+        assert_eq!(find_link(&links, "uplink").map(|(n, _)| n), Some("eth9"));
+        assert_eq!(find_link(&links, "enp0s3").map(|(n, _)| n), Some("eth0"));
+        assert_eq!(find_link(&links, "uplink2").map(|(n, _)| n), Some("uplink2"));
+        // An empty alias answers to nothing, not even an empty name.
+        assert_eq!(find_link(&links, ""), None);
+        assert_eq!(find_link(&links, "eth5"), None);
+        // The view over the same links breaks the alias tie by name.
+        let view = LinkView::new(links.iter().map(|(n, s)| (n.as_str(), s)));
+        assert_eq!(view.resolve("uplink"), "eth0");
     }
 }

@@ -21,7 +21,7 @@ use std::time::SystemTime;
 use serde::{Serialize, Serializer};
 
 pub use kubespan::*;
-pub use links::LinkView;
+pub use links::{find_link, LinkView};
 pub use network::*;
 
 use crate::cmdline::CmdlineNetwork;

@@ -3,17 +3,17 @@
 //! with `KEELSON_FULL_KERNEL=1` (the Debian kernel in the VM).
 
 use super::{link, veth_up, with_sock};
-use crate::netlink::testns::full_kernel;
 use crate::netlink::{LinkKind, NewLink};
 use crate::resource::nethelpers::{HardwareAddr, LinkType};
 use crate::resource::network::{
     BondMasterSpec, BondMode, BondXmitHashPolicy, BridgeMasterSpec, BridgeVlanSpec, LacpRate,
     StpSpec, VlanProtocol, VlanSpec,
 };
+use testkit::require_full_kernel;
 
 #[test]
 fn dummy_create() {
-    if !full_kernel() {
+    if !require_full_kernel("dummy_create") {
         return;
     }
     with_sock(|sock| {
@@ -32,7 +32,7 @@ fn dummy_create() {
 
 #[test]
 fn vlan_on_veth() {
-    if !full_kernel() {
+    if !require_full_kernel("vlan_on_veth") {
         return;
     }
     with_sock(|sock| {
@@ -47,7 +47,7 @@ fn vlan_on_veth() {
 
 #[test]
 fn bond_with_two_veth_slaves() {
-    if !full_kernel() {
+    if !require_full_kernel("bond_with_two_veth_slaves") {
         return;
     }
     with_sock(|sock| {
@@ -101,7 +101,7 @@ fn bond_with_two_veth_slaves() {
 
 #[test]
 fn bridge_vlan_filtering() {
-    if !full_kernel() {
+    if !require_full_kernel("bridge_vlan_filtering") {
         return;
     }
     with_sock(|sock| {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Real-kernel tests of the netlink layer. Each test runs in its own network namespace
-//! ([`in_netns`]) and asserts by re-dumping through this layer.
+//! (`testkit::in_netns`) and asserts by re-dumping through this layer.
 
 mod address;
 mod full_kernel;
@@ -12,8 +12,8 @@ mod wireguard;
 
 use std::time::{Duration, Instant};
 
-use super::testns::in_netns;
 use super::{KernelLink, LinkKind, NewLink, RouteSocket};
+use testkit::in_netns;
 
 /// Runs `f` with a fresh socket in a fresh namespace (or skips).
 fn with_sock(f: impl FnOnce(&mut RouteSocket) + Send + 'static) {

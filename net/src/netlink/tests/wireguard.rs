@@ -8,10 +8,10 @@ use ipnet::IpNet;
 
 use super::{link, with_sock};
 use crate::host::{WgPeerUpdate, WgUpdate};
-use crate::netlink::testns::full_kernel;
 use crate::netlink::{LinkKind, NewLink, WireguardSocket};
 use crate::resource::nethelpers::LinkType;
 use crate::wireguard_keys::{generate_private_key, public_key, Key};
+use testkit::require_full_kernel;
 
 fn peer_key(i: u16) -> Key {
     // Bytes 1 and 2: clamping touches bytes 0 and 31 only.
@@ -33,7 +33,7 @@ fn wg_show(dev: &str, what: &str) -> Option<String> {
 
 #[test]
 fn wireguard_set_and_get_many_peers() {
-    if !full_kernel() {
+    if !require_full_kernel("wireguard_set_and_get_many_peers") {
         return;
     }
     with_sock(|sock| {
