@@ -40,6 +40,7 @@ use serde_json::{json, Value};
 use super::diff::{self, Specs};
 use super::protocol::{self, ProtocolError, Query, Request, MAX_REQUEST};
 use crate::logring;
+use crate::machine::Machine;
 use crate::reactor::Reactor;
 
 /// Closed after this long without a byte in either direction (unless streaming).
@@ -84,15 +85,6 @@ pub enum ServerError {
     /// Registering with epoll failed.
     #[error("api socket: {0}")]
     Reactor(#[from] crate::reactor::ReactorError),
-}
-
-/// Node facts the runtime's store does not hold.
-#[derive(Debug, Clone, Copy)]
-pub struct Machine {
-    /// When the loop started.
-    pub started: Instant,
-    /// All controllers ran without error at least once.
-    pub settled: bool,
 }
 
 struct Conn {
@@ -706,7 +698,7 @@ fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, St
     let changes = diff::diff(&live, &planned);
     let warnings = cfg.warnings.clone();
     if !dry_run {
-        rt.put_input(crate::node::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
+        rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
             .map_err(|e| e.to_string())?;
         log::info!(target: "api", "applied a new machine config ({} resource changes)", changes.len());
     }
@@ -740,7 +732,7 @@ mod tests {
             rt.put_input("test", Namespace::Runtime, CMDLINE_ID, net::cmdline::parse(""))?;
             rt.put_input("test", Namespace::Network, "eth0", link)?;
             let cfg = net::config::parse(&config(addr)).unwrap_or_else(|e| unreachable!("{e}"));
-            rt.put_input(crate::node::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
+            rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
         };
         put(&mut rt).unwrap_or_else(|e| unreachable!("{e}"));
         while rt.has_work() {
