@@ -46,7 +46,9 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
                 args.links.push(parse_link(&spec, index)?);
             }
             Short('o') | Long("output") => {
-                args.format = text(parser.value().map_err(|e| e.to_string())?)?.parse()?
+                args.format = text(parser.value().map_err(|e| e.to_string())?)?
+                    .parse::<Format>()
+                    .map_err(|e| e.to_string())?
             }
             _ => return Err(arg.unexpected().to_string()),
         }
@@ -194,7 +196,7 @@ fn plan(args: &Args) -> Result<bool, String> {
         .filter(|r| r.metadata.owner != SOURCE)
         .collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    output::render(&mut out, &shown, args.format)?;
+    output::render(&mut out, &shown, args.format).map_err(|e| e.to_string())?;
     out.flush().map_err(|e| e.to_string())?;
     Ok(rejected)
 }
