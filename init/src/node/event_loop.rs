@@ -70,12 +70,19 @@ pub enum Ending {
 
 /// Everything the loop drives.
 pub struct EventLoop {
+    /// epoll, the signalfd and the timer.
     pub reactor: Reactor,
+    /// The controllers and their store.
     pub rt: Runtime,
+    /// DHCP and the other operators.
     pub operators: Operators,
+    /// Kernel network events.
     pub netlink: Netlink,
+    /// The local API, if served.
     pub api: Api,
+    /// The config file, if given.
     pub config: Option<ConfigInput>,
+    /// The kubelet.
     pub kubelet: Kubelet,
     /// Stop once settled (`run --once`).
     pub once: bool,
