@@ -22,10 +22,35 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 const FLAGS: AddWatchFlags =
     AddWatchFlags::IN_CLOSE_WRITE.union(AddWatchFlags::IN_MOVED_TO).union(AddWatchFlags::IN_CREATE);
 
+/// Why the configuration could not be read or watched.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigWatchError {
+    /// The file could not be read (missing, too large, not a regular file, not UTF-8).
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The configuration file.
+        path: PathBuf,
+        /// Why.
+        source: bounded::ReadError,
+    },
+    /// No inotify instance.
+    #[error("inotify: {0}")]
+    Inotify(Errno),
+    /// The directory could not be watched.
+    #[error("cannot watch {}: {errno}; SIGHUP reloads", dir.display())]
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        errno: Errno,
+    },
+}
+
 /// Read the configuration text: a regular file of at most [`CONFIG_LIMIT`] bytes, opened
 /// without blocking (a FIFO or device in its place is refused, not waited on).
-pub fn read(path: &Path) -> Result<String, String> {
-    bounded::read_text(path, CONFIG_LIMIT).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<String, ConfigWatchError> {
+    bounded::read_text(path, CONFIG_LIMIT)
+        .map_err(|source| ConfigWatchError::Read { path: path.to_owned(), source })
 }
 
 /// A fingerprint of the last text read, to skip re-applying what did not change.
@@ -66,13 +91,13 @@ pub struct ConfigWatch {
 
 impl ConfigWatch {
     /// Watch `path`'s directory and the one it resolves to.
-    pub fn new(path: &Path) -> Result<Self, String> {
+    pub fn new(path: &Path) -> Result<Self, ConfigWatchError> {
         let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(|e| format!("inotify: {e}"))?;
+            .map_err(ConfigWatchError::Inotify)?;
         let dir = parent(path);
         let wd = ino
             .add_watch(dir, FLAGS)
-            .map_err(|e| format!("cannot watch {}: {e}; SIGHUP reloads", dir.display()))?;
+            .map_err(|errno| ConfigWatchError::Watch { dir: dir.to_owned(), errno })?;
         let mut w = Self { ino, path: path.to_owned(), dir: Some(wd), target: None, names: vec![] };
         w.follow();
         Ok(w)
@@ -199,8 +224,11 @@ mod tests {
         let dir = scratch("fifo");
         let fifo = dir.join("config.yaml");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        assert!(read(&fifo).unwrap_err().contains("not a regular file (a FIFO)"));
-        assert!(read(Path::new("/dev/zero")).unwrap_err().contains("not a regular file"));
+        assert!(read(&fifo).unwrap_err().to_string().contains("not a regular file (a FIFO)"));
+        assert!(read(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string()
+            .contains("not a regular file"));
         assert_ne!(fingerprint("a"), fingerprint("b"));
     }
 }

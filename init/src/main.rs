@@ -9,6 +9,7 @@ mod api;
 mod config_watch;
 mod logger;
 mod logring;
+mod machine;
 mod node;
 mod nodeip;
 mod output;

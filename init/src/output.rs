@@ -15,35 +15,57 @@ pub enum Format {
     Json,
 }
 
+/// An output format that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown output format {0:?} (want table, yaml or json)")]
+pub struct UnknownFormat(String);
+
+/// Why output could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Writing failed (a closed pipe, a full disk).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A resource could not be encoded as YAML.
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    /// A resource could not be encoded as JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 impl std::str::FromStr for Format {
-    type Err = String;
+    type Err = UnknownFormat;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "table" => Ok(Format::Table),
             "yaml" => Ok(Format::Yaml),
             "json" => Ok(Format::Json),
-            _ => Err(format!("unknown output format {s:?} (want table, yaml or json)")),
+            _ => Err(UnknownFormat(s.to_owned())),
         }
     }
 }
 
 /// Write resources in a format, streaming: a plan of 100,000 resources is never held as text.
-pub fn render(out: &mut impl Write, resources: &[&Resource], format: Format) -> Result<(), String> {
-    let io = |e: std::io::Error| e.to_string();
+pub fn render(
+    out: &mut impl Write,
+    resources: &[&Resource],
+    format: Format,
+) -> Result<(), OutputError> {
     match format {
-        Format::Table => out.write_all(table(resources).as_bytes()).map_err(io),
+        Format::Table => Ok(out.write_all(table(resources).as_bytes())?),
         Format::Yaml => {
             for (i, r) in resources.iter().enumerate() {
                 if i > 0 {
-                    out.write_all(b"---\n").map_err(io)?;
+                    out.write_all(b"---\n")?;
                 }
-                serde_yaml::to_writer(&mut *out, r).map_err(|e| e.to_string())?;
+                serde_yaml::to_writer(&mut *out, r)?;
             }
             Ok(())
         }
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, resources).map_err(|e| e.to_string())?;
-            out.write_all(b"\n").map_err(io)
+            serde_json::to_writer_pretty(&mut *out, resources)?;
+            Ok(out.write_all(b"\n")?)
         }
     }
 }
@@ -337,21 +359,24 @@ pub fn align_with(rows: &[Vec<String>], widths: &mut Vec<usize>) -> String {
 }
 
 /// One YAML document: `node:`, `metadata:`, `spec:` and, for merged specs, `provenance:`.
-pub fn remote_yaml(r: &Remote) -> Result<String, String> {
+pub fn remote_yaml(r: &Remote) -> Result<String, serde_yaml::Error> {
     // A YAML mapping keeps insertion order: `node` first, as `talosctl` prints it.
     let mut doc = serde_yaml::Mapping::new();
     doc.insert("node".into(), r.node.clone().into());
     for key in ["metadata", "spec", "provenance"] {
         if let Some(v) = r.resource.get(key) {
-            doc.insert(key.into(), serde_yaml::to_value(v).map_err(|e| e.to_string())?);
+            doc.insert(key.into(), serde_yaml::to_value(v)?);
         }
     }
-    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
+    serde_yaml::to_string(&doc)
 }
 
 /// Render resources from the API.
-pub fn render_remote(out: &mut impl Write, items: &[Remote], format: Format) -> Result<(), String> {
-    let io = |e: std::io::Error| e.to_string();
+pub fn render_remote(
+    out: &mut impl Write,
+    items: &[Remote],
+    format: Format,
+) -> Result<(), OutputError> {
     match format {
         Format::Table => {
             let short = items
@@ -360,22 +385,22 @@ pub fn render_remote(out: &mut impl Write, items: &[Remote], format: Format) -> 
                 .unwrap_or_default();
             let mut rows = vec![remote_header(&[], &short)];
             rows.extend(items.iter().map(|r| remote_row(&[], r)));
-            out.write_all(align(&rows).as_bytes()).map_err(io)
+            Ok(out.write_all(align(&rows).as_bytes())?)
         }
         Format::Yaml => {
             for (i, r) in items.iter().enumerate() {
                 if i > 0 {
-                    out.write_all(b"---\n").map_err(io)?;
+                    out.write_all(b"---\n")?;
                 }
-                out.write_all(remote_yaml(r)?.as_bytes()).map_err(io)?;
+                out.write_all(remote_yaml(r)?.as_bytes())?;
             }
             Ok(())
         }
         Format::Json => {
             let all: Vec<&serde_json::Value> = items.iter().map(|r| &r.resource).collect();
-            let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
-            out.write_all(json_escape_rest(&text).as_bytes()).map_err(io)?;
-            out.write_all(b"\n").map_err(io)
+            let text = serde_json::to_string_pretty(&all)?;
+            out.write_all(json_escape_rest(&text).as_bytes())?;
+            Ok(out.write_all(b"\n")?)
         }
     }
 }

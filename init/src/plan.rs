@@ -22,6 +22,65 @@ use crate::output::{self, Format};
 /// The owner of the inputs `plan` writes.
 const SOURCE: &str = "plan";
 
+/// Why `keelson plan` could not plan (each is printed after `keelson plan: `).
+#[derive(Debug, thiserror::Error)]
+enum PlanError {
+    /// An option the parser refused.
+    #[error(transparent)]
+    Args(#[from] lexopt::Error),
+    /// An argument that is not UTF-8.
+    #[error("not UTF-8: {0:?}")]
+    NotUtf8(OsString),
+    /// `-o` names no format.
+    #[error(transparent)]
+    Format(#[from] output::UnknownFormat),
+    /// A `--link` that does not parse.
+    #[error("--link {spec:?}: {why}")]
+    Link {
+        /// The argument.
+        spec: String,
+        /// What is wrong with it.
+        why: LinkError,
+    },
+    /// The config file could not be read.
+    #[error("read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: net::bounded::ReadError,
+    },
+    /// A controller could not be registered.
+    #[error(transparent)]
+    Runtime(#[from] net::runtime::RuntimeError),
+    /// An input could not be written.
+    #[error(transparent)]
+    Store(#[from] net::runtime::StoreError),
+    /// The plan could not be printed.
+    #[error(transparent)]
+    Output(#[from] output::OutputError),
+    /// Standard output could not be flushed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// What is wrong with a `--link` argument.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("empty name")]
+    EmptyName,
+    #[error("name longer than 15 characters")]
+    NameTooLong,
+    #[error("expected key=value, got {0:?}")]
+    NotKeyValue(String),
+    #[error(transparent)]
+    Mac(net::resource::nethelpers::ParseNameError),
+    #[error("unknown kind {0:?}")]
+    UnknownKind(String),
+    #[error("unknown key {0:?} (want mac, kind or alias)")]
+    UnknownKey(String),
+}
+
 #[derive(Debug)]
 struct Args {
     cmdline: String,
@@ -30,25 +89,26 @@ struct Args {
     format: Format,
 }
 
-fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
+fn parse_args(raw: Vec<OsString>) -> Result<Args, PlanError> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_args(raw);
     let mut args =
         Args { cmdline: String::new(), config: None, links: Vec::new(), format: Format::Table };
-    let text = |v: OsString| v.into_string().map_err(|v| format!("not UTF-8: {v:?}"));
-    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+    let text = |v: OsString| v.into_string().map_err(PlanError::NotUtf8);
+    while let Some(arg) = parser.next()? {
         match arg {
-            Long("cmdline") => args.cmdline = text(parser.value().map_err(|e| e.to_string())?)?,
-            Long("config") => args.config = Some(text(parser.value().map_err(|e| e.to_string())?)?),
+            Long("cmdline") => args.cmdline = text(parser.value()?)?,
+            Long("config") => args.config = Some(text(parser.value()?)?),
             Long("link") => {
-                let spec = text(parser.value().map_err(|e| e.to_string())?)?;
+                let spec = text(parser.value()?)?;
                 let index = u32::try_from(args.links.len() + 2).unwrap_or(u32::MAX);
-                args.links.push(parse_link(&spec, index)?);
+                let link = parse_link(&spec, index).map_err(|why| PlanError::Link { spec, why })?;
+                args.links.push(link);
             }
             Short('o') | Long("output") => {
-                args.format = text(parser.value().map_err(|e| e.to_string())?)?.parse()?
+                args.format = text(parser.value()?)?.parse::<Format>()?
             }
-            _ => return Err(arg.unexpected().to_string()),
+            _ => return Err(arg.unexpected().into()),
         }
     }
     Ok(args)
@@ -57,14 +117,11 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
 /// `NAME[,mac=MAC][,kind=KIND][,alias=ALIAS]` → a link status as the kernel would report it.
 /// `kind` is an rtnetlink kind (`bond`, `vlan`, `bridge`, `dummy`, `veth`, `wireguard`) or
 /// `physical` (the default); physical links get a locally administered MAC if none is given.
-fn parse_link(spec: &str, index: u32) -> Result<(String, LinkStatus), String> {
+fn parse_link(spec: &str, index: u32) -> Result<(String, LinkStatus), LinkError> {
     let mut parts = spec.split(',');
-    let name = parts
-        .next()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| format!("--link {spec:?}: empty name"))?;
+    let name = parts.next().filter(|n| !n.is_empty()).ok_or(LinkError::EmptyName)?;
     if name.len() > net::resource::MAX_LINK_NAME_LEN {
-        return Err(format!("--link {spec:?}: name longer than 15 characters"));
+        return Err(LinkError::NameTooLong);
     }
     let idx = index.to_be_bytes();
     let mut status = LinkStatus {
@@ -77,13 +134,10 @@ fn parse_link(spec: &str, index: u32) -> Result<(String, LinkStatus), String> {
         ..LinkStatus::default()
     };
     for part in parts {
-        let (key, value) = part
-            .split_once('=')
-            .ok_or_else(|| format!("--link {spec:?}: expected key=value, got {part:?}"))?;
+        let (key, value) =
+            part.split_once('=').ok_or_else(|| LinkError::NotKeyValue(part.to_owned()))?;
         match key {
-            "mac" => {
-                status.hardware_addr = value.parse().map_err(|e| format!("--link {spec:?}: {e}"))?
-            }
+            "mac" => status.hardware_addr = value.parse().map_err(LinkError::Mac)?,
             "alias" => status.alias = value.to_owned(),
             "kind" => match value {
                 "physical" => status.kind.clear(),
@@ -94,13 +148,9 @@ fn parse_link(spec: &str, index: u32) -> Result<(String, LinkStatus), String> {
                 "bond" | "vlan" | "bridge" | "dummy" | "veth" | "vrf" => {
                     status.kind = value.to_owned()
                 }
-                _ => return Err(format!("--link {spec:?}: unknown kind {value:?}")),
+                _ => return Err(LinkError::UnknownKind(value.to_owned())),
             },
-            _ => {
-                return Err(format!(
-                    "--link {spec:?}: unknown key {key:?} (want mac, kind or alias)"
-                ))
-            }
+            _ => return Err(LinkError::UnknownKey(key.to_owned())),
         }
     }
     Ok((name.to_owned(), status))
@@ -136,13 +186,12 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
 }
 
 /// Plan and print; returns whether any input was rejected.
-fn plan(args: &Args) -> Result<bool, String> {
+fn plan(args: &Args) -> Result<bool, PlanError> {
     let mut rejected = false;
     let mut rt = Runtime::new();
     for ctrl in controllers::config_and_merge() {
-        rt.register(ctrl).map_err(|e| e.to_string())?;
+        rt.register(ctrl)?;
     }
-    let err = |e: net::runtime::StoreError| e.to_string();
 
     let parsed = net::cmdline::parse(&args.cmdline);
     for e in &parsed.errors {
@@ -152,17 +201,17 @@ fn plan(args: &Args) -> Result<bool, String> {
     for w in &parsed.warnings {
         eprintln!("warning: {w}");
     }
-    rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed).map_err(err)?;
+    rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed)?;
 
     if let Some(path) = &args.config {
         let text = net::bounded::read_text(Path::new(path), net::bounded::CONFIG_LIMIT)
-            .map_err(|e| format!("read {path}: {e}"))?;
+            .map_err(|source| PlanError::Read { path: path.clone(), source })?;
         match net::config::parse(&text) {
             Ok(cfg) => {
                 for w in &cfg.warnings {
                     eprintln!("warning: {path}: {w}");
                 }
-                rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg).map_err(err)?;
+                rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)?;
             }
             Err(e) => {
                 eprintln!("error: {path}: {e}; planning without it");
@@ -171,9 +220,9 @@ fn plan(args: &Args) -> Result<bool, String> {
         }
     }
 
-    rt.put_input(SOURCE, Namespace::Network, "lo", loopback()).map_err(err)?;
+    rt.put_input(SOURCE, Namespace::Network, "lo", loopback())?;
     for (name, status) in &args.links {
-        rt.put_input(SOURCE, Namespace::Network, name, status.clone()).map_err(err)?;
+        rt.put_input(SOURCE, Namespace::Network, name, status.clone())?;
     }
 
     let now = Instant::now();
@@ -195,7 +244,7 @@ fn plan(args: &Args) -> Result<bool, String> {
         .collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     output::render(&mut out, &shown, args.format)?;
-    out.flush().map_err(|e| e.to_string())?;
+    out.flush()?;
     Ok(rejected)
 }
 
@@ -218,5 +267,18 @@ mod tests {
         assert!(parse_link("eth0,speed=10", 2).is_err());
         assert!(parse_link(",mac=aa:bb:cc:dd:ee:ff", 2).is_err());
         assert!(parse_link("averyveryverylongname", 2).is_err());
+        // The message as the user sees it after `keelson plan: `.
+        let spec = "eth0,kind=nope".to_owned();
+        let why = parse_link(&spec, 2).err().unwrap_or(LinkError::EmptyName);
+        assert_eq!(
+            PlanError::Link { spec, why }.to_string(),
+            r#"--link "eth0,kind=nope": unknown kind "nope""#
+        );
+        let spec = "eth0,speed".to_owned();
+        let why = parse_link(&spec, 2).err().unwrap_or(LinkError::EmptyName);
+        assert_eq!(
+            PlanError::Link { spec, why }.to_string(),
+            r#"--link "eth0,speed": expected key=value, got "speed""#
+        );
     }
 }

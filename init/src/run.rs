@@ -12,6 +12,23 @@ use std::process::ExitCode;
 
 use crate::node;
 
+/// Why `keelson run`'s arguments were refused (printed after `keelson run: `).
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    /// An option the parser refused.
+    #[error(transparent)]
+    Args(#[from] lexopt::Error),
+    /// An argument that is not UTF-8.
+    #[error("not UTF-8: {0:?}")]
+    NotUtf8(OsString),
+    /// `--api-max-connections` is not a number.
+    #[error("--api-max-connections wants a number")]
+    MaxConnections,
+    /// No `--root`.
+    #[error("--root DIR is required (files such as /etc/resolv.conf are written under it)")]
+    NoRoot,
+}
+
 #[derive(Debug)]
 struct Args {
     cmdline: String,
@@ -24,7 +41,7 @@ struct Args {
     api_max_connections: usize,
 }
 
-fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
+fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
     let mut a = Args {
@@ -38,12 +55,11 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
     };
     let mut root = None;
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        let value = |p: &mut lexopt::Parser| p.value().map_err(|e| e.to_string());
+    while let Some(arg) = p.next()? {
+        let value = |p: &mut lexopt::Parser| p.value();
         match arg {
             Long("cmdline") => {
-                a.cmdline =
-                    value(&mut p)?.into_string().map_err(|v| format!("not UTF-8: {v:?}"))?;
+                a.cmdline = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?
             }
             Long("config") => a.config = Some(value(&mut p)?.into()),
             Long("root") => root = Some(PathBuf::from(value(&mut p)?)),
@@ -56,13 +72,12 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, String> {
                     .into_string()
                     .ok()
                     .and_then(|v| v.parse().ok())
-                    .ok_or("--api-max-connections wants a number")?;
+                    .ok_or(ArgsError::MaxConnections)?;
             }
-            _ => return Err(arg.unexpected().to_string()),
+            _ => return Err(arg.unexpected().into()),
         }
     }
-    a.root =
-        root.ok_or("--root DIR is required (files such as /etc/resolv.conf are written under it)")?;
+    a.root = root.ok_or(ArgsError::NoRoot)?;
     Ok(a)
 }
 

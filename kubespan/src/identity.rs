@@ -41,9 +41,20 @@ pub enum IdentityError {
         /// The file.
         path: PathBuf,
     },
-    /// Key generation or derivation failed.
+    /// Key generation failed.
     #[error("key: {0}")]
-    Key(String),
+    Key(#[from] KeyOpsError),
+}
+
+/// Why a key could not be generated or derived.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyOpsError {
+    /// No random key (the kernel's random source failed).
+    #[error(transparent)]
+    Random(#[from] std::io::Error),
+    /// The private key is not a valid key.
+    #[error(transparent)]
+    Invalid(#[from] net::wireguard_keys::KeyError),
 }
 
 /// `ULAPrefix(clusterID, purpose)`: bytes 16..32 of sha256(cluster ID text), byte 0 set to
@@ -74,9 +85,9 @@ pub fn eui64_address(subnet: Ipv6Net, mac: &HardwareAddr) -> Result<Ipv6Addr, Id
 /// The key operations identity needs, provided by the WireGuard layer.
 pub trait KeyOps {
     /// A fresh private key (base64).
-    fn generate(&self) -> Result<String, String>;
+    fn generate(&self) -> Result<String, KeyOpsError>;
     /// The public key of a private key (both base64).
-    fn public_of(&self, private: &str) -> Result<String, String>;
+    fn public_of(&self, private: &str) -> Result<String, KeyOpsError>;
 }
 
 /// Where the private key came from.
@@ -113,7 +124,7 @@ pub fn private_key(
         Err(net::bounded::ReadError::Io(source)) => return Err(IdentityError::Io { path, source }),
         Err(e) => return Err(IdentityError::Io { path, source: std::io::Error::other(e) }),
     }
-    let key = keys.generate().map_err(IdentityError::Key)?;
+    let key = keys.generate()?;
     write_key_file(&path, &key)?;
     Ok((key, KeySource::Generated))
 }
@@ -174,11 +185,11 @@ mod tests {
         generated: Cell<u32>,
     }
     impl KeyOps for Fake {
-        fn generate(&self) -> Result<String, String> {
+        fn generate(&self) -> Result<String, KeyOpsError> {
             self.generated.set(self.generated.get() + 1);
             Ok(format!("{:A<43}=", self.generated.get()))
         }
-        fn public_of(&self, private: &str) -> Result<String, String> {
+        fn public_of(&self, private: &str) -> Result<String, KeyOpsError> {
             Ok(private.to_lowercase())
         }
     }

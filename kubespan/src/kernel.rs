@@ -13,9 +13,9 @@ use net::wireguard_keys::{public_key, random_private_key, Key};
 
 use crate::controller::{IdentityController, Manager, PeerSpecController};
 use crate::firewall::{Firewall, FirewallError};
-use crate::identity::KeyOps;
+use crate::identity::{KeyOps, KeyOpsError};
 use crate::nft::{Nft, NftPlan};
-use crate::wg::{WgPeerState, WgPlan, WgReader};
+use crate::wg::{WgError, WgPeerState, WgPlan, WgReader};
 
 /// KubeSpan's controllers against the real kernel, in pipeline order.
 pub fn controllers(host: &SharedHost, state_dir: Option<PathBuf>) -> Vec<Box<dyn Controller>> {
@@ -35,12 +35,12 @@ pub fn controllers(host: &SharedHost, state_dir: Option<PathBuf>) -> Vec<Box<dyn
 pub struct WgKeys;
 
 impl KeyOps for WgKeys {
-    fn generate(&self) -> Result<String, String> {
-        random_private_key().map(|k| k.to_base64()).map_err(|e| e.to_string())
+    fn generate(&self) -> Result<String, KeyOpsError> {
+        Ok(random_private_key()?.to_base64())
     }
 
-    fn public_of(&self, private: &str) -> Result<String, String> {
-        let key = Key::from_base64(private).map_err(|e| e.to_string())?;
+    fn public_of(&self, private: &str) -> Result<String, KeyOpsError> {
+        let key = Key::from_base64(private)?;
         Ok(public_key(&key).to_base64())
     }
 }
@@ -55,11 +55,11 @@ impl std::fmt::Debug for HostWg {
 }
 
 impl WgReader for HostWg {
-    fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, String> {
+    fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, WgError> {
         let device = match self.0.borrow_mut().wireguard(name) {
             Ok(d) => d,
             Err(e) if e.kind == HostErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let now = SystemTime::now();
         Ok(device

@@ -25,10 +25,18 @@ pub struct WgPeerState {
     pub tx_bytes: u64,
 }
 
+/// Why the device's peers could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WgError {
+    /// The host could not read the device.
+    #[error(transparent)]
+    Host(#[from] net::host::HostError),
+}
+
 /// Reads the device's peers.
 pub trait WgReader {
     /// The peers of link `name`; an empty list when the link does not exist (yet).
-    fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, String>;
+    fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, WgError>;
 }
 
 /// The WireGuard part of the `kubespan` LinkSpec, as the manager plans it.
@@ -67,13 +75,13 @@ pub struct FakeWg {
 }
 
 impl WgReader for FakeWg {
-    fn peers(&mut self, _name: &str) -> Result<Vec<WgPeerState>, String> {
+    fn peers(&mut self, _name: &str) -> Result<Vec<WgPeerState>, WgError> {
         Ok(self.peers.clone())
     }
 }
 
 impl<W: WgReader + ?Sized> WgReader for std::rc::Rc<std::cell::RefCell<W>> {
-    fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, String> {
+    fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, WgError> {
         self.borrow_mut().peers(name)
     }
 }

@@ -137,7 +137,9 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
                 ns = Some(text(p.value().map_err(|e| e.to_string())?)?)
             }
             Short('o') | Long("output") => {
-                format = text(p.value().map_err(|e| e.to_string())?)?.parse()?
+                format = text(p.value().map_err(|e| e.to_string())?)?
+                    .parse::<Format>()
+                    .map_err(|e| e.to_string())?
             }
             Long("watch") | Short('w') => watch = true,
             Value(v) => positional.push(text(v)?),
@@ -182,7 +184,10 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
             let r = remote(&v);
             let text = match format {
                 Format::Json => format!("{v}\n"),
-                Format::Yaml => format!("event: {event}\n{}---\n", output::remote_yaml(&r)?),
+                Format::Yaml => format!(
+                    "event: {event}\n{}---\n",
+                    output::remote_yaml(&r).map_err(|e| e.to_string())?
+                ),
                 Format::Table => {
                     let mark = match event {
                         "created" => "+",
@@ -218,7 +223,7 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
                 .unwrap_or_default()
         }
     };
-    output::render_remote(out, &items, format)
+    output::render_remote(out, &items, format).map_err(|e| e.to_string())
 }
 
 /// `keelson logs [-f] [--socket PATH]`

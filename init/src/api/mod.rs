@@ -4,9 +4,11 @@
 
 pub mod aliases;
 pub mod client;
+mod conn;
 pub mod diff;
 pub mod protocol;
 pub mod server;
+mod socket;
 
 /// The socket in init mode (and the client's default).
 pub const DEFAULT_SOCKET: &str = "/run/keelson/api.sock";

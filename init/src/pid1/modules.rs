@@ -11,6 +11,17 @@ use std::path::{Path, PathBuf};
 
 use nix::kmod::{finit_module, ModuleInitFlags};
 
+/// Why one module did not load.
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    /// The `.ko` file could not be opened.
+    #[error(transparent)]
+    Open(std::io::Error),
+    /// The kernel refused it.
+    #[error(transparent)]
+    Init(nix::errno::Errno),
+}
+
 /// Module names treat `-` and `_` alike.
 pub fn normalize(name: &str) -> String {
     name.replace('-', "_")
@@ -85,12 +96,12 @@ pub fn load_listed(list_path: &Path) {
     let params = CString::default();
     for path in order {
         let name = module_name(&path);
-        let result = File::open(base.join(&path)).map_err(|e| e.to_string()).and_then(|f| {
-            finit_module(&f, &params, ModuleInitFlags::empty()).map_err(|e| e.to_string())
+        let result = File::open(base.join(&path)).map_err(LoadError::Open).and_then(|f| {
+            finit_module(&f, &params, ModuleInitFlags::empty()).map_err(LoadError::Init)
         });
         match result {
             Ok(()) => log::info!(target: "pid1", "module loaded: {name}"),
-            Err(e) if e.contains("EEXIST") => {
+            Err(LoadError::Init(nix::errno::Errno::EEXIST)) => {
                 log::debug!(target: "pid1", "module {name}: already loaded")
             }
             Err(e) => log::error!(target: "pid1", "module {name}: {e}"),

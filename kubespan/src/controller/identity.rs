@@ -12,7 +12,33 @@ use net::resource::{
 };
 use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-use crate::identity::{eui64_address, private_key, ula_subnet, KeyOps, ULA_PURPOSE_KUBESPAN};
+use crate::identity::{
+    eui64_address, private_key, ula_subnet, IdentityError, KeyOps, KeyOpsError,
+    ULA_PURPOSE_KUBESPAN,
+};
+
+/// Why KubeSpan is on but there is no identity yet: the controller's condition.
+#[derive(Debug, thiserror::Error)]
+pub enum Missing {
+    /// No key to use and nowhere to keep a generated one.
+    #[error(
+        "no privateKey in the config and no state directory to keep a generated one (keelson \
+         run --state DIR)"
+    )]
+    NoKeyStore,
+    /// `cluster.id` is not set.
+    #[error("cluster.id is not set")]
+    ClusterId,
+    /// No link to take the MAC from.
+    #[error("no physical link yet (the address comes from its MAC)")]
+    NoLink,
+    /// The key or the address could not be made.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The public key could not be derived.
+    #[error("public key: {0}")]
+    PublicKey(KeyOpsError),
+}
 
 /// Writes the node's `KubeSpanIdentity`.
 pub struct IdentityController {
@@ -35,7 +61,7 @@ impl IdentityController {
     }
 
     /// `(private, public)`, loading or generating the key once per configured value.
-    fn key_pair(&mut self, configured: Option<&str>) -> Result<(String, String), String> {
+    fn key_pair(&mut self, configured: Option<&str>) -> Result<(String, String), Missing> {
         if let Some((c, private, public)) = &self.loaded {
             if c.as_deref() == configured {
                 return Ok((private.clone(), public.clone()));
@@ -44,15 +70,10 @@ impl IdentityController {
         let dir = match (&self.state_dir, configured) {
             (Some(d), _) => d.clone(),
             (None, Some(_)) => PathBuf::new(),
-            (None, None) => {
-                return Err("no privateKey in the config and no state directory to keep a \
-                            generated one (keelson run --state DIR)"
-                    .into())
-            }
+            (None, None) => return Err(Missing::NoKeyStore),
         };
-        let (private, source) =
-            private_key(configured, &dir, self.keys.as_ref()).map_err(|e| e.to_string())?;
-        let public = self.keys.public_of(&private).map_err(|e| format!("public key: {e}"))?;
+        let (private, source) = private_key(configured, &dir, self.keys.as_ref())?;
+        let public = self.keys.public_of(&private).map_err(Missing::PublicKey)?;
         log::info!(target: "kubespan.Identity", "public key {public} ({source:?})");
         self.loaded = Some((configured.map(str::to_owned), private.clone(), public.clone()));
         Ok((private, public))
@@ -83,7 +104,7 @@ impl Controller for IdentityController {
                 ctx.put(Namespace::KubeSpan, KUBESPAN_IDENTITY_ID, identity)?;
             }
             Ok(None) => ctx.set_condition(None),
-            Err(reason) => ctx.set_condition(Some(reason)),
+            Err(reason) => ctx.set_condition(Some(reason.to_string())),
         }
         // KubeSpan off, or something missing: no identity (the key file stays).
         ctx.cleanup_untouched(Namespace::KubeSpan, Kind::KubeSpanIdentity)?;
@@ -94,7 +115,7 @@ impl Controller for IdentityController {
 impl IdentityController {
     /// The identity to publish; `Ok(None)` when KubeSpan is off, `Err` when it is on but
     /// something it needs is missing.
-    fn wanted(&mut self, ctx: &Ctx<'_>) -> Result<Option<KubeSpanIdentity>, String> {
+    fn wanted(&mut self, ctx: &Ctx<'_>) -> Result<Option<KubeSpanIdentity>, Missing> {
         let Some(cfg) = ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID) else {
             return Ok(None);
         };
@@ -103,7 +124,7 @@ impl IdentityController {
             return Ok(None);
         }
         let Some(cluster_id) = cfg.cluster.as_ref().and_then(|c| c.id.clone()) else {
-            return Err("cluster.id is not set".into());
+            return Err(Missing::ClusterId);
         };
         let configured = ks.private_key.as_ref().map(|k| k.0.clone());
         // The first physical link by name, as Talos's `first` hardware address; without one
@@ -119,16 +140,37 @@ impl IdentityController {
             })
             .map(|(_, l)| l.hardware_addr.clone());
         let Some(mac) = mac else {
-            return Err("no physical link yet (the address comes from its MAC)".into());
+            return Err(Missing::NoLink);
         };
         let (private, public) = self.key_pair(configured.as_deref())?;
         let subnet = ula_subnet(&cluster_id, ULA_PURPOSE_KUBESPAN);
-        let addr = eui64_address(subnet, &mac).map_err(|e| e.to_string())?;
+        let addr = eui64_address(subnet, &mac)?;
         Ok(Some(KubeSpanIdentity {
             address: ipnet::Ipv6Net::from(addr),
             subnet,
             private_key: WgPrivateKey(private),
             public_key: public,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_read_as_before() {
+        assert_eq!(
+            Missing::NoKeyStore.to_string(),
+            "no privateKey in the config and no state directory to keep a generated one (keelson run --state DIR)"
+        );
+        assert_eq!(Missing::ClusterId.to_string(), "cluster.id is not set");
+        assert_eq!(
+            Missing::NoLink.to_string(),
+            "no physical link yet (the address comes from its MAC)"
+        );
+        let bad = net::wireguard_keys::Key::from_base64("short").err().map(KeyOpsError::from);
+        let text = bad.map(|e| Missing::PublicKey(e).to_string()).unwrap_or_default();
+        assert!(text.starts_with("public key: "), "{text}");
     }
 }

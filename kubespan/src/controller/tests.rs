@@ -18,7 +18,7 @@ use net::runtime::Runtime;
 
 use super::*;
 use crate::firewall::FakeFirewall;
-use crate::identity::KeyOps;
+use crate::identity::{KeyOps, KeyOpsError};
 use crate::wg::{FakeWg, WgPeerState, WgPlan};
 
 const KEY_A: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
@@ -58,10 +58,10 @@ cluster:
 /// Public key = the private key's text reversed: deterministic and distinguishable.
 struct ReverseKeys;
 impl KeyOps for ReverseKeys {
-    fn generate(&self) -> Result<String, String> {
-        Err("tests configure the key".into())
+    fn generate(&self) -> Result<String, KeyOpsError> {
+        Err(std::io::Error::other("tests configure the key").into())
     }
-    fn public_of(&self, private: &str) -> Result<String, String> {
+    fn public_of(&self, private: &str) -> Result<String, KeyOpsError> {
         if private == KEY_SELF_PRIV {
             Ok("SELFSELFSELFSELFSELFSELFSELFSELFSELFSELFSEA=".into())
         } else {

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+//! One API connection: its buffers, its deadlines and the bounds that keep a client from
+//! stalling or exhausting the node.
+//! - a request line is at most [`MAX_REQUEST`] bytes; a longer one gets an error and the
+//!   connection is closed;
+//! - a request line must be complete within [`REQUEST_DEADLINE`] of its first byte: a client
+//!   dripping bytes is answered with an error and closed, however often it sends;
+//! - a connection with no stream open that does nothing for [`IDLE`] is closed;
+//! - at most [`READ_BUDGET`] bytes are read per wakeup;
+//! - output waiting for a slow reader is capped at [`WRITE_CAP`]; a watcher over the cap is
+//!   dropped (it can reconnect and get the current state again).
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::protocol::{self, ProtocolError, Query, MAX_REQUEST};
+use crate::reactor::Reactor;
+
+/// Closed after this long without a byte in either direction (unless streaming).
+pub const IDLE: Duration = Duration::from_secs(10);
+/// Longest time from the first byte of a request line to its newline.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// Most bytes queued for one connection before a streaming one is dropped.
+pub const WRITE_CAP: usize = 4 << 20;
+/// Bytes read from one connection per wakeup (level-triggered epoll brings us back): one busy
+/// client cannot monopolise a loop iteration.
+const READ_BUDGET: usize = 256 << 10;
+
+/// A client connection.
+pub struct Conn {
+    pub(super) stream: UnixStream,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    /// Bytes of `wbuf` already written.
+    woff: usize,
+    /// When the connection was accepted: the oldest idle one makes room for a new one.
+    pub(super) accepted: Instant,
+    last_activity: Instant,
+    /// When the first byte of the unfinished request line in `rbuf` arrived.
+    line_started: Option<Instant>,
+    /// The watch this connection streams.
+    pub(super) watch: Option<Query>,
+    /// Following logs from this sequence number.
+    pub(super) follow: Option<u64>,
+    /// Stop reading; close once the output is written.
+    closing: bool,
+    /// What epoll watches for now (read, write).
+    interest: (bool, bool),
+}
+
+impl Conn {
+    /// A connection just accepted (and registered for reading).
+    pub fn new(stream: UnixStream, now: Instant) -> Self {
+        Self {
+            stream,
+            rbuf: Vec::new(),
+            wbuf: Vec::new(),
+            woff: 0,
+            accepted: now,
+            last_activity: now,
+            line_started: None,
+            watch: None,
+            follow: None,
+            closing: false,
+            interest: (true, false),
+        }
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn pending(&self) -> usize {
+        self.wbuf.len() - self.woff
+    }
+
+    /// It watches resources or follows the log.
+    pub fn streaming(&self) -> bool {
+        self.watch.is_some() || self.follow.is_some()
+    }
+
+    /// Queue one line.
+    pub fn send(&mut self, v: &Value) {
+        // Serializing a `Value` cannot fail.
+        let _ = serde_json::to_writer(&mut self.wbuf, v);
+        self.wbuf.push(b'\n');
+    }
+
+    /// Write what the socket takes. Err: the peer is gone.
+    fn flush(&mut self, now: Instant) -> std::io::Result<()> {
+        while self.woff < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.woff..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.woff += n;
+                    self.last_activity = now;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.woff == self.wbuf.len() {
+            self.wbuf.clear();
+            self.woff = 0;
+        } else if self.woff > (64 << 10) {
+            self.wbuf.drain(..self.woff);
+            self.woff = 0;
+        }
+        Ok(())
+    }
+
+    fn idle_deadline(&self) -> Option<Instant> {
+        (!self.streaming() || self.closing).then(|| self.last_activity + IDLE)
+    }
+
+    fn line_deadline(&self) -> Option<Instant> {
+        self.line_started.filter(|_| !self.closing).map(|t| t + REQUEST_DEADLINE)
+    }
+
+    /// When it next times out.
+    pub fn deadline(&self) -> Option<Instant> {
+        [self.idle_deadline(), self.line_deadline()].into_iter().flatten().min()
+    }
+
+    /// May make room for a new connection: nothing streams and no answer is waiting.
+    pub fn evictable(&self) -> bool {
+        !self.streaming() && self.pending() == 0
+    }
+
+    /// Answer with an error and stop reading; the connection closes once it is written.
+    fn refuse(&mut self, why: &str) {
+        self.send(&protocol::error(why));
+        self.rbuf = Vec::new();
+        self.line_started = None;
+        self.closing = true;
+    }
+
+    /// Read what is there, within the budget; false when the connection is to be dropped.
+    pub fn read(&mut self, now: Instant) -> bool {
+        let mut budget = READ_BUDGET;
+        let mut chunk = [0u8; 16 << 10];
+        while !self.closing && budget > 0 {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    // The client finished sending: answer what it sent, then close. A watcher
+                    // keeps its write side open.
+                    self.closing = true;
+                }
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&chunk[..n]);
+                    self.last_activity = now;
+                    budget = budget.saturating_sub(n);
+                    if self.rbuf.len() > MAX_REQUEST + 1 && !self.rbuf.contains(&b'\n') {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// The complete request lines read (blank ones skipped), without their newlines.
+    pub fn take_lines(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let mut lines = Vec::new();
+        let mut completed = false;
+        while let Some(pos) = self.rbuf.iter().position(|b| *b == b'\n') {
+            let mut line: Vec<u8> = self.rbuf.drain(..=pos).collect();
+            line.truncate(pos);
+            completed = true;
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                lines.push(line);
+            }
+        }
+        // The deadline runs from the first byte of the unfinished line: bytes after a newline
+        // read now start a new line now.
+        self.line_started = match self.line_started {
+            _ if self.rbuf.is_empty() => None,
+            Some(t) if !completed => Some(t),
+            _ => Some(now),
+        };
+        lines
+    }
+
+    /// Refuse an unfinished line that is already too long (after answering the lines
+    /// before it).
+    pub fn refuse_overlong(&mut self) {
+        if self.rbuf.len() > MAX_REQUEST {
+            self.refuse(&ProtocolError::TooLong.to_string());
+        }
+    }
+
+    /// Enforce the write cap and the deadlines; false when the connection is to be dropped
+    /// now.
+    pub fn check_bounds(&mut self, now: Instant) -> bool {
+        if self.streaming() && self.pending() > WRITE_CAP {
+            log::warn!(target: "api", "dropping a client that does not read ({} bytes queued)", self.pending());
+            return false;
+        }
+        if self.line_deadline().is_some_and(|d| d <= now) {
+            log::debug!(target: "api", "closing a connection whose request did not end in time");
+            self.refuse(&format!("request not completed within {} s", REQUEST_DEADLINE.as_secs()));
+        } else if self.idle_deadline().is_some_and(|d| d <= now) {
+            log::debug!(target: "api", "closing an idle connection");
+            if self.closing {
+                return false;
+            }
+            // Said once, so a client that was too slow to send learns why it was closed.
+            self.refuse(&format!("closed after {} s without a request", IDLE.as_secs()));
+        }
+        true
+    }
+
+    /// Flush and update the epoll interest; false when the connection is done.
+    pub fn settle(&mut self, token: u64, reactor: &Reactor, now: Instant) -> bool {
+        if self.flush(now).is_err() {
+            return false;
+        }
+        if self.closing && self.pending() == 0 {
+            return false;
+        }
+        let want = (!self.closing, self.pending() > 0);
+        if want != self.interest {
+            if let Err(e) = reactor.interest(self.stream.as_fd(), token, want.0, want.1) {
+                log::warn!(target: "api", "{e}");
+                return false;
+            }
+            self.interest = want;
+        }
+        true
+    }
+}

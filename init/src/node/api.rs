@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The local API's wiring into the node loop: bound at start (PID 1 runs on without it),
+//! fed every store change after the runtime ran, and handed its sockets' readiness.
+
+use std::path::Path;
+use std::time::Instant;
+
+use net::runtime::{Change, Runtime};
+
+use crate::api::server::{Server, ServerError};
+use crate::machine::Machine;
+use crate::reactor::Reactor;
+
+/// The API server, when there is one.
+pub struct Api(Option<Server>);
+
+impl Api {
+    /// Serve on `socket` (if asked), the listener reported as `token` and its connections
+    /// as the tokens above it.
+    pub fn bind(
+        socket: Option<&Path>,
+        reactor: &Reactor,
+        token: u64,
+        max_connections: usize,
+    ) -> Result<Self, ServerError> {
+        // PID 1 never dies: without its API it still runs the network, so a bind failure (say,
+        // another node answering on the socket) is logged. `run` was asked for a socket: it
+        // refuses to start without it.
+        match socket.map(|p| Server::bind(p, reactor, token, max_connections)) {
+            Some(Ok(server)) => Ok(Self(Some(server))),
+            Some(Err(e)) if std::process::id() == 1 => {
+                log::error!(target: "api", "{e}; running without the API");
+                Ok(Self(None))
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(Self(None)),
+        }
+    }
+
+    /// Stream the changes to watchers, close what timed out.
+    pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
+        if let Some(api) = &mut self.0 {
+            api.after_run(rt, changes, reactor, now);
+        }
+    }
+
+    /// The earliest connection deadline.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.0.as_ref().and_then(Server::poll_at)
+    }
+
+    /// Handle `token` if it is the listener's or a connection's; false when it is not ours.
+    pub fn ready(
+        &mut self,
+        token: u64,
+        rt: &mut Runtime,
+        machine: Machine,
+        reactor: &Reactor,
+        now: Instant,
+    ) -> bool {
+        match self.0.as_mut().filter(|a| a.owns(token)) {
+            Some(api) => {
+                api.ready(token, rt, machine, reactor, now);
+                true
+            }
+            None => false,
+        }
+    }
+}

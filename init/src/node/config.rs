@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The machine configuration as the node's input: loaded at start, re-read on SIGHUP and
+//! when the watch sees the file (or what it resolves to) change. A config that cannot be
+//! read or parsed is logged and the running one kept.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use net::controllers::MACHINE_CONFIG_ID;
+use net::resource::Namespace;
+use net::runtime::Runtime;
+
+use crate::config_watch::{self, ConfigWatch, Seen};
+use crate::machine::SOURCE;
+use crate::reactor::{Reactor, ReactorError};
+
+/// Read the config; `None` (logged) when it cannot be read.
+fn read(path: &Path) -> Option<String> {
+    match config_watch::read(path) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            log::error!(target: "config", "{e}; keeping the running configuration");
+            None
+        }
+    }
+}
+
+/// Parse and apply the config text; on any error, log it and keep what runs.
+fn load(rt: &mut Runtime, path: &Path, text: &str) {
+    match net::config::parse(text) {
+        Ok(cfg) => {
+            for w in &cfg.warnings {
+                log::warn!(target: "config", "{}: {w}", path.display());
+            }
+            if cfg.debug {
+                log::set_max_level(log::LevelFilter::Debug);
+            }
+            match rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg) {
+                Ok(()) => log::info!(target: "config", "loaded {}", path.display()),
+                Err(e) => log::error!(target: "config", "{e}"),
+            }
+        }
+        Err(e) => {
+            log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display())
+        }
+    }
+}
+
+/// The config file the node follows, if it was given one.
+pub struct ConfigInput {
+    path: PathBuf,
+    watch: Option<ConfigWatch>,
+    /// The fingerprint of the config text last read, so a watch event that changed nothing
+    /// (a sibling file, a touch) does not re-apply it.
+    seen: Option<u64>,
+}
+
+impl ConfigInput {
+    /// Load `path` and watch it, its watch reported as `token`. Without a watch (inotify
+    /// refused), SIGHUP still reloads.
+    pub fn start(
+        path: &Path,
+        rt: &mut Runtime,
+        reactor: &Reactor,
+        token: u64,
+    ) -> Result<Self, ReactorError> {
+        let mut input = Self { path: path.to_owned(), watch: None, seen: None };
+        input.reload(rt);
+        match ConfigWatch::new(path) {
+            Ok(w) => {
+                reactor.add(w.as_fd(), token)?;
+                input.watch = Some(w);
+            }
+            Err(e) => log::warn!(target: "config", "{e}"),
+        }
+        Ok(input)
+    }
+
+    /// Read and apply the config; remember its fingerprint (SIGHUP).
+    pub fn reload(&mut self, rt: &mut Runtime) {
+        self.seen = read(&self.path).map(|text| {
+            load(rt, &self.path, &text);
+            config_watch::fingerprint(&text)
+        });
+    }
+
+    /// The watch is readable: re-apply when the file itself was written, or when something
+    /// else in its directories changed its content.
+    pub fn changed(&mut self, rt: &mut Runtime) {
+        let seen = self.watch.as_mut().map_or(Seen::Nothing, ConfigWatch::drain);
+        if !matches!(seen, Seen::File | Seen::Other) {
+            return;
+        }
+        if let Some(text) = read(&self.path) {
+            let print = config_watch::fingerprint(&text);
+            if seen == Seen::File || self.seen != Some(print) {
+                load(rt, &self.path, &text);
+            }
+            self.seen = Some(print);
+        } else {
+            self.seen = None;
+        }
+    }
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The node's event loop: one iteration reconciles (the runtime never blocks), decides what
+//! the kubelet should run, hands store changes to the API, arms the timer for the earliest
+//! deadline and sleeps in epoll; then it dispatches signals (stop, reload, reap) and each
+//! ready source by its [`Token`].
+
+use std::time::{Duration, Instant};
+
+use net::controllers::NETWORK_STATUS_ID;
+use net::operator::Operators;
+use net::resource::{Namespace, NetworkStatus};
+use net::runtime::Runtime;
+use nix::sys::signal::Signal;
+
+use super::api::Api;
+use super::config::ConfigInput;
+use super::kubelet::Kubelet;
+use super::netlink::Netlink;
+use crate::machine::Machine;
+use crate::reactor::{Reactor, ReactorError, FIRST_USER_TOKEN};
+use crate::supervisor::Stream;
+
+/// The sources the node registers with the reactor, numbered from [`FIRST_USER_TOKEN`].
+/// Operator sockets number theirs from `net::operator::manager::FIRST_TOKEN`, far above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Token {
+    /// The rtnetlink watcher.
+    Netlink,
+    /// The config file's inotify watch.
+    Config,
+    /// The kubelet's stdout.
+    KubeletOut,
+    /// The kubelet's stderr.
+    KubeletErr,
+    /// The API listener; its connections take the tokens above it, so it comes last.
+    Api,
+}
+
+impl Token {
+    const ALL: [Self; 5] =
+        [Self::Netlink, Self::Config, Self::KubeletOut, Self::KubeletErr, Self::Api];
+
+    /// The number epoll reports for this source.
+    pub const fn id(self) -> u64 {
+        FIRST_USER_TOKEN + self as u64
+    }
+
+    /// The source behind an epoll number, if it is one of these.
+    fn of(id: u64) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.id() == id)
+    }
+
+    fn output(stream: Stream) -> Self {
+        if stream == Stream::Out {
+            Self::KubeletOut
+        } else {
+            Self::KubeletErr
+        }
+    }
+}
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// SIGTERM, SIGINT (ctrl-alt-del for PID 1) or SIGPWR, after services stopped.
+    Stopped(Signal),
+    /// `--once` and everything applied.
+    Settled,
+}
+
+/// Everything the loop drives.
+pub struct EventLoop {
+    /// epoll, the signalfd and the timer.
+    pub reactor: Reactor,
+    /// The controllers and their store.
+    pub rt: Runtime,
+    /// DHCP and the other operators.
+    pub operators: Operators,
+    /// Kernel network events.
+    pub netlink: Netlink,
+    /// The local API, if served.
+    pub api: Api,
+    /// The config file, if given.
+    pub config: Option<ConfigInput>,
+    /// The kubelet.
+    pub kubelet: Kubelet,
+    /// Stop once settled (`run --once`).
+    pub once: bool,
+    /// Longest wait for services to stop at shutdown.
+    pub stop_grace: Duration,
+}
+
+/// What the loop keeps between iterations.
+struct Progress {
+    started: Instant,
+    settled: bool,
+    network_ready: bool,
+    /// The stop signal and when to stop waiting for services.
+    stopping: Option<(Signal, Instant)>,
+}
+
+impl EventLoop {
+    /// Run until a stop signal, or with `once` until settled.
+    pub fn run(mut self) -> Result<Ending, ReactorError> {
+        let mut p = Progress {
+            started: Instant::now(),
+            settled: false,
+            network_ready: false,
+            stopping: None,
+        };
+        loop {
+            let now = Instant::now();
+            let reconciles = self.reconcile(&p, now);
+            if self.settle(&mut p, reconciles) && self.once {
+                return Ok(Ending::Settled);
+            }
+            self.note_network_ready(&mut p);
+            if let Some(ending) = self.supervise(&p, now) {
+                return Ok(ending);
+            }
+            // Every change goes to watchers once; taking them also keeps the journal from
+            // growing.
+            let changes = self.rt.take_changes();
+            self.api.after_run(&self.rt, &changes, &self.reactor, now);
+
+            let deadline = [
+                self.rt.poll_at(),
+                self.kubelet.poll_at(),
+                p.stopping.map(|(_, d)| d),
+                self.api.poll_at(),
+                self.operators.poll_at(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            self.reactor.arm(deadline, now)?;
+            let ready = self.reactor.wait()?;
+            let now = Instant::now();
+            for sig in ready.signals {
+                self.signal(&mut p, sig, now);
+            }
+            for token in ready.tokens {
+                self.dispatch(&p, token, now);
+            }
+        }
+    }
+
+    /// Run the operators and the runtime until nothing is dirty; the reconciles it took.
+    fn reconcile(&mut self, p: &Progress, now: Instant) -> usize {
+        let (rt, operators) = (&mut self.rt, &mut self.operators);
+        operators.tick(rt, now);
+        // Always one pass: it also releases the timers that are due (that is why the timer
+        // fired), then more while controllers keep marking each other dirty.
+        let mut reconciles = rt.run(now).reconciles;
+        while rt.has_work() {
+            reconciles += rt.run(now).reconciles;
+        }
+        // Operators follow the merged operator specs, links and addresses, which change only
+        // through reconciles; what they write goes through the pipeline in this iteration.
+        let store_changed = reconciles > 0;
+        if p.stopping.is_none()
+            && (store_changed || operators.retry_due(now))
+            && operators.sync(rt, now)
+        {
+            while rt.has_work() {
+                reconciles += rt.run(now).reconciles;
+            }
+        }
+        for token in operators.take_new_tokens() {
+            if let Some(fd) = operators.fd(token) {
+                if let Err(e) = self.reactor.add(fd, token) {
+                    log::warn!(target: "run", "watch operator socket: {e}");
+                }
+            }
+        }
+        reconciles
+    }
+
+    /// True the first time every controller has run without error.
+    fn settle(&self, p: &mut Progress, reconciles: usize) -> bool {
+        if !p.settled && self.rt.controllers().iter().all(|c| c.last_error.is_none()) {
+            p.settled = true;
+            log::info!(target: "run", "settled in {} ms", p.started.elapsed().as_millis());
+            return true;
+        }
+        if reconciles > 0 {
+            log::debug!(target: "run", "{reconciles} reconciles");
+        }
+        false
+    }
+
+    /// The console's "network ready": addresses, a default route and the /etc files. The
+    /// hostname is not part of it (maintenance mode has none); the kubelet waits for it too.
+    fn note_network_ready(&self, p: &mut Progress) {
+        let ready = self
+            .rt
+            .store()
+            .get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)
+            .is_some_and(|s| s.address_ready && s.connectivity_ready && s.etc_files_ready);
+        if ready != p.network_ready {
+            p.network_ready = ready;
+            log::info!(target: "pid1", "{}", if ready { "network ready" } else { "network not ready" });
+        }
+    }
+
+    /// Keep the kubelet as the runtime wants it; the ending once stopping is done.
+    fn supervise(&mut self, p: &Progress, now: Instant) -> Option<Ending> {
+        match p.stopping {
+            Some((sig, deadline)) => {
+                if self.kubelet.is_stopped() || now >= deadline {
+                    return Some(Ending::Stopped(sig));
+                }
+            }
+            None => self.kubelet.follow(&self.rt, now),
+        }
+        for (fd, stream) in self.kubelet.poll(now) {
+            if let Err(e) = self.reactor.add(fd, Token::output(stream).id()) {
+                log::warn!(target: "pid1", "watch kubelet output: {e}");
+            }
+        }
+        self.kubelet.publish(&mut self.rt);
+        None
+    }
+
+    fn signal(&mut self, p: &mut Progress, sig: Signal, now: Instant) {
+        match sig {
+            Signal::SIGTERM | Signal::SIGINT | Signal::SIGPWR if p.stopping.is_none() => {
+                log::info!(target: "pid1", "{sig}: stopping services ({} event loop wakeups)", self.reactor.wakeups);
+                self.kubelet.shutdown(now);
+                self.operators.shutdown(&mut self.rt, now, false);
+                p.stopping = Some((sig, now + self.stop_grace));
+            }
+            Signal::SIGHUP => {
+                if let Some(config) = &mut self.config {
+                    config.reload(&mut self.rt);
+                }
+            }
+            Signal::SIGUSR1 => {
+                log::info!(target: "run", "event loop wakeups: {}", self.reactor.wakeups)
+            }
+            Signal::SIGCHLD => self.kubelet.reap(now),
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self, p: &Progress, token: u64, now: Instant) {
+        match Token::of(token) {
+            Some(Token::Netlink) => self.netlink.drain(&mut self.rt),
+            Some(Token::Config) => {
+                if let Some(config) = &mut self.config {
+                    config.changed(&mut self.rt);
+                }
+            }
+            Some(Token::KubeletOut) => self.kubelet.drain(Stream::Out),
+            Some(Token::KubeletErr) => self.kubelet.drain(Stream::Err),
+            _ if self.operators.owns(token) => {
+                self.operators.ready(token, &mut self.rt, now);
+            }
+            _ => {
+                let machine = Machine { started: p.started, settled: p.settled };
+                self.api.ready(token, &mut self.rt, machine, &self.reactor, now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_distinct_and_the_api_listener_is_last() {
+        let ids: Vec<u64> = Token::ALL.iter().map(|t| t.id()).collect();
+        assert_eq!(ids, [2, 3, 4, 5, 6]);
+        assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
+        assert!(ids.iter().all(|id| *id <= Token::Api.id()));
+        assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);
+        for t in Token::ALL {
+            assert_eq!(Token::of(t.id()), Some(t));
+        }
+        assert_eq!(Token::of(Token::Api.id() + 1), None);
+    }
+}

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The node: the network runtime, kubelet supervision and reaping in one event loop. `run`
+//! mode and init mode (PID 1) both drive it; they differ in where files go, whether the
+//! hostname is set, and what happens after the loop ends (exit, or power off).
+//!
+//! The parts: [`event_loop`] (the epoll wait and dispatch, the tokens), [`kubelet`] (its
+//! desired command, status and reaping), [`config`] (the config file loaded and followed),
+//! [`api`] (the local API's wiring), [`netlink`] (kernel events into the runtime).
+
+mod api;
+mod config;
+mod error;
+mod event_loop;
+mod kubelet;
+mod netlink;
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+use net::controllers::{self, CMDLINE_ID};
+use net::host::kernel::KernelHost;
+use net::host::SharedHost;
+use net::operator::Operators;
+use net::resource::Namespace;
+use net::runtime::Runtime;
+
+use self::api::Api;
+use self::config::ConfigInput;
+pub use self::error::NodeError;
+pub use self::event_loop::Ending;
+use self::event_loop::{EventLoop, Token};
+use self::kubelet::Kubelet;
+use self::netlink::Netlink;
+use crate::machine::SOURCE;
+use crate::reactor::Reactor;
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kernel command line.
+    pub cmdline: String,
+    /// The machine configuration file.
+    pub config: Option<PathBuf>,
+    /// Where `/etc` files go.
+    pub root: PathBuf,
+    /// Set the hostname.
+    pub hostname: bool,
+    /// Stop once settled (`run --once`).
+    pub once: bool,
+    /// Longest wait for services to stop at shutdown.
+    pub stop_grace: Duration,
+    /// Serve the local API on this Unix socket.
+    pub api_socket: Option<PathBuf>,
+    /// Most API connections at once.
+    pub api_max_connections: usize,
+    /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
+    pub state: Option<PathBuf>,
+}
+
+/// Run the node until a stop signal (or, with `once`, until settled).
+pub fn run(opts: &Options) -> Result<Ending, NodeError> {
+    let reactor = Reactor::new()?;
+    let host: SharedHost = Rc::new(RefCell::new(KernelHost::new(&opts.root, opts.hostname)?));
+    let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
+    let api =
+        Api::bind(opts.api_socket.as_deref(), &reactor, Token::Api.id(), opts.api_max_connections)?;
+    let mut rt = runtime(&host, opts)?;
+    let operators = Operators::new(opts.state.clone());
+    let config = match &opts.config {
+        Some(path) => Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?),
+        None => None,
+    };
+    let node = EventLoop {
+        reactor,
+        rt,
+        operators,
+        netlink,
+        api,
+        config,
+        kubelet: Kubelet::new(),
+        once: opts.once,
+        stop_grace: opts.stop_grace,
+    };
+    Ok(node.run()?)
+}
+
+/// The runtime with every controller (network, then KubeSpan) and the command line as input.
+fn runtime(host: &SharedHost, opts: &Options) -> Result<Runtime, NodeError> {
+    let mut rt = Runtime::new();
+    for c in controllers::pipeline(host) {
+        rt.register(c)?;
+    }
+    for c in kubespan::kernel::controllers(host, opts.state.clone()) {
+        rt.register(c)?;
+    }
+    let parsed = net::cmdline::parse(&opts.cmdline);
+    for e in &parsed.errors {
+        log::error!(target: "cmdline", "{e}");
+    }
+    for w in &parsed.warnings {
+        log::warn!(target: "cmdline", "{w}");
+    }
+    rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed)?;
+    Ok(rt)
+}

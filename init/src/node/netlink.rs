@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The kernel's network events into the runtime: each batch marks the status kinds it
+//! touched dirty; an overrun (events lost) or a read error re-reads everything.
+
+use std::os::fd::AsFd;
+
+use net::netlink::Watcher;
+use net::resource::Kind;
+use net::runtime::Runtime;
+
+use super::error::NodeError;
+use crate::reactor::Reactor;
+
+/// The rtnetlink multicast watcher.
+pub struct Netlink(Watcher);
+
+impl Netlink {
+    /// Subscribe, reported as `token`.
+    pub fn watch(reactor: &Reactor, token: u64) -> Result<Self, NodeError> {
+        let watcher = Watcher::new()?;
+        reactor.add(watcher.as_fd(), token)?;
+        Ok(Self(watcher))
+    }
+
+    /// Read what arrived and mark what it changed.
+    pub fn drain(&mut self, rt: &mut Runtime) {
+        match self.0.drain() {
+            Ok(c) if c.overrun => rt.mark_all_dirty(),
+            Ok(c) => {
+                let kinds = [
+                    (c.links, Kind::LinkStatus),
+                    (c.addresses, Kind::AddressStatus),
+                    (c.routes, Kind::RouteStatus),
+                    (c.rules, Kind::RoutingRuleStatus),
+                ];
+                for (_, kind) in kinds.into_iter().filter(|(changed, _)| *changed) {
+                    rt.mark_dirty(kind);
+                }
+            }
+            Err(e) => {
+                log::warn!(target: "run", "netlink watcher: {e}; re-reading everything");
+                rt.mark_all_dirty();
+            }
+        }
+    }
+}
