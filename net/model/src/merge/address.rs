@@ -2,7 +2,7 @@
 //! Address merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{AddressFlags, AddressSpec, ConfigLayer};
+use crate::resource::{AddressFlags, AddressSpec, ConfigLayer};
 
 impl Layered for AddressSpec {
     const FIELDS: &'static [&'static str] = &[

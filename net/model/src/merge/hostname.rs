@@ -2,7 +2,7 @@
 //! Hostname merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, HostnameSpec, HOSTNAME_ID};
+use crate::resource::{ConfigLayer, HostnameSpec, HOSTNAME_ID};
 
 impl Layered for HostnameSpec {
     const FIELDS: &'static [&'static str] = &["hostname", "domainname", "layer"];

@@ -2,7 +2,7 @@
 //! Link merge (docs/talos.md: Merge): field-wise, "a non-zero incoming value overrides".
 
 use super::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
-use crate::resource::network::{ConfigLayer, LinkSpec, LinkType, WireguardSpec};
+use crate::resource::{ConfigLayer, LinkSpec, LinkType, WireguardSpec};
 
 impl Layered for LinkSpec {
     // Field-wise merge records provenance per field; this list only documents the names.
@@ -187,7 +187,7 @@ pub fn merge_links(inputs: &[(&str, &LinkSpec)]) -> Merged<LinkSpec> {
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, assert_order_independent};
-    use crate::resource::network::{
+    use crate::resource::{
         BondMasterSpec, BondMode, BondSlave, BridgeMasterSpec, BridgeSlave, HardwareAddr, VethSpec,
         VlanSpec, WireguardPeer,
     };

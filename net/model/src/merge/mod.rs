@@ -29,7 +29,7 @@ mod timeserver;
 
 use std::collections::BTreeMap;
 
-use crate::resource::network::ConfigLayer;
+use crate::resource::ConfigLayer;
 
 pub use address::merge_addresses;
 pub use hostname::merge_hostnames;

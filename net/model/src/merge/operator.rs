@@ -2,7 +2,7 @@
 //! Operator merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, OperatorSpec};
+use crate::resource::{ConfigLayer, OperatorSpec};
 
 impl Layered for OperatorSpec {
     const FIELDS: &'static [&'static str] =
@@ -28,9 +28,7 @@ pub fn merge_operators(inputs: &[(&str, &OperatorSpec)]) -> Merged<OperatorSpec>
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
-    use crate::resource::network::{
-        ClientIdentifier, Dhcp6OperatorSpec, Operator, VipOperatorSpec,
-    };
+    use crate::resource::{ClientIdentifier, Dhcp6OperatorSpec, Operator, VipOperatorSpec};
 
     fn dhcp4(link: &str, metric: u32, layer: ConfigLayer) -> OperatorSpec {
         OperatorSpec::dhcp4(link, metric, ClientIdentifier::None, layer)

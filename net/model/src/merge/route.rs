@@ -2,7 +2,7 @@
 //! Route merge (docs/talos.md: Merge).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, RouteSpec};
+use crate::resource::{ConfigLayer, RouteSpec};
 
 impl Layered for RouteSpec {
     const FIELDS: &'static [&'static str] = &[
@@ -40,7 +40,7 @@ pub fn merge_routes(inputs: &[(&str, &RouteSpec)]) -> Merged<RouteSpec> {
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
-    use crate::resource::network::{Family, RouteFlags};
+    use crate::resource::{Family, RouteFlags};
 
     fn route(gw: &str, dst: Option<&str>, layer: ConfigLayer, mtu: u32) -> RouteSpec {
         let mut r = RouteSpec::new(Family::Inet4, layer);

@@ -2,7 +2,7 @@
 //! Routing rule merge: as for addresses (docs/talos.md: Merge rules applied to `RoutingRuleSpec`).
 
 use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, RoutingRuleSpec};
+use crate::resource::{ConfigLayer, RoutingRuleSpec};
 
 impl Layered for RoutingRuleSpec {
     const FIELDS: &'static [&'static str] = &[
@@ -30,7 +30,7 @@ pub fn merge_rules(inputs: &[(&str, &RoutingRuleSpec)]) -> Merged<RoutingRuleSpe
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
-    use crate::resource::network::{Family, RoutingTable, RuleAction};
+    use crate::resource::{Family, RoutingTable, RuleAction};
 
     fn rule(priority: u32, table: u32, layer: ConfigLayer) -> RoutingRuleSpec {
         RoutingRuleSpec {

@@ -9,10 +9,26 @@
 //! one on every change; an equal write changes nothing; a resource with finalizers is only ever
 //! torn down (phase `tearingDown`), and destroyed once the last finalizer is gone.
 
+mod address;
+mod etc_file;
+mod hostname;
 pub mod kubespan;
+mod layer;
+mod link;
+mod link_kinds;
 pub mod links;
 pub mod nethelpers;
-pub mod network;
+mod network_status;
+mod node_address;
+mod operator;
+mod resolver;
+mod route;
+mod rule;
+mod service;
+#[cfg(test)]
+mod tests;
+mod timeserver;
+mod wireguard;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -20,9 +36,27 @@ use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
 
+pub use address::*;
+pub use etc_file::*;
+pub use hostname::*;
 pub use kubespan::*;
+pub use layer::*;
+pub use link::*;
+pub use link_kinds::*;
 pub use links::LinkView;
-pub use network::*;
+pub use nethelpers::{
+    AddressFlags, Family, HardwareAddr, LinkType, ParseNameError, RouteFlags, RouteProtocol,
+    RouteType, RoutingTable, Scope,
+};
+pub use network_status::*;
+pub use node_address::*;
+pub use operator::*;
+pub use resolver::*;
+pub use route::*;
+pub use rule::*;
+pub use service::*;
+pub use timeserver::*;
+pub use wireguard::*;
 
 use crate::cmdline::CmdlineNetwork;
 use crate::config::MachineConfig;
@@ -352,7 +386,7 @@ impl LayerSpecs {
 }
 
 #[cfg(test)]
-mod tests {
+mod kind_tests {
     use super::*;
     use std::time::Duration;
 

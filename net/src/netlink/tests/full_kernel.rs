@@ -6,7 +6,7 @@ use super::{link, veth_up, with_sock};
 use crate::netlink::testns::full_kernel;
 use crate::netlink::{LinkKind, NewLink};
 use crate::resource::nethelpers::{HardwareAddr, LinkType};
-use crate::resource::network::{
+use crate::resource::{
     BondMasterSpec, BondMode, BondXmitHashPolicy, BridgeMasterSpec, BridgeVlanSpec, LacpRate,
     StpSpec, VlanProtocol, VlanSpec,
 };
