@@ -9,6 +9,8 @@
 
 pub mod cmdline;
 pub mod config;
+mod kind_table;
+pub mod kinds;
 pub mod merge;
 pub mod names;
 pub mod resource;

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::{is_default, AddressFlags, Family, Scope};
 
 /// An address to assign to a link.
@@ -104,5 +104,14 @@ impl AddressStatus {
     /// The natural ID.
     pub fn id(&self) -> String {
         address_id(&self.link_name, &self.address)
+    }
+}
+
+impl LayeredSpec for AddressSpec {
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 
 /// Hostname and domain name.
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
@@ -53,4 +53,13 @@ pub struct HostnameStatus {
     pub hostname: String,
     /// Domain name.
     pub domainname: String,
+}
+
+impl LayeredSpec for HostnameSpec {
+    fn natural_id(&self) -> String {
+        HOSTNAME_ID.to_owned()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Configuration layers and the IDs of layered and operator-emitted specs (docs/talos.md:
+//! Configuration layers, what one layer of specs holds ([`LayerSpecs`], generated from the kind
+//! table), and the IDs of layered and operator-emitted specs (docs/talos.md:
 //! Resources and IDs).
 
 use std::fmt;
@@ -53,3 +54,34 @@ pub fn layered_id(layer: ConfigLayer, natural: &str) -> String {
 pub fn operator_output_id(operator_id: &str, natural: &str) -> String {
     format!("{operator_id}/{natural}")
 }
+
+/// A spec that config sources write into `network-config` (a `layered(...)` row of the kind
+/// table): it knows its natural ID and the layer it came from.
+pub trait LayeredSpec {
+    /// The ID this spec merges under in namespace `network`.
+    fn natural_id(&self) -> String;
+    /// The layer this spec came from.
+    fn layer(&self) -> ConfigLayer;
+}
+
+/// Generates [`LayerSpecs`] from the `layered(...)` rows of the kind table.
+macro_rules! layer_specs {
+    ($( $(#[$m:meta])* $variant:ident($ty:ty) = $short:literal, $full:literal
+        $(, layered($field:ident, $merge:path, $ctrl:literal))?
+        $(, namespace($ns:ident))?
+        $(, aliases($($alias:literal),+))? ; )*) => {
+        /// The specs one configuration source produces for one layer, before IDs are assigned:
+        /// one list per layered kind.
+        ///
+        /// Config controllers turn each entry into a `network-config` resource with the ID
+        /// `<layer>/<natural id>` (`into_entries`, in `crate::kinds`).
+        #[derive(Clone, PartialEq, Debug, Default)]
+        pub struct LayerSpecs {
+            $( $(
+                #[doc = concat!("Every `", $short, "` of this layer.")]
+                pub $field: Vec<$ty>,
+            )? )*
+        }
+    };
+}
+crate::kind_table::kind_table!(layer_specs);

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::link_kinds::{
     BondMasterSpec, BondSlave, BridgeMasterSpec, BridgeSlave, VethSpec, VlanSpec,
 };
@@ -220,5 +220,14 @@ impl LinkStatus {
     /// Administratively up: `IFF_UP` is among the `flags` names.
     pub fn is_up(&self) -> bool {
         self.flags.split(',').any(|f| f.trim() == "UP")
+    }
+}
+
+impl LayeredSpec for LinkSpec {
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
     }
 }

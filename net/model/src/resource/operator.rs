@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::{is_default, serde_via_str, ParseNameError};
 
 /// Which operator.
@@ -197,5 +197,14 @@ pub fn operator_id(operator: Operator, link: &str, vip: Option<&IpAddr>) -> Stri
     match vip {
         Some(ip) => format!("{operator}/{link}/{ip}"),
         None => format!("{operator}/{link}"),
+    }
+}
+
+impl LayeredSpec for OperatorSpec {
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
     }
 }

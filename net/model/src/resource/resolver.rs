@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::is_default;
 
 /// DNS resolvers and search domains.
@@ -37,4 +37,13 @@ pub struct ResolverStatus {
     /// Search domains.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub search_domains: Vec<String>,
+}
+
+impl LayeredSpec for ResolverSpec {
+    fn natural_id(&self) -> String {
+        RESOLVER_ID.to_owned()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
 }

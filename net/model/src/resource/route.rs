@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::{
     is_default, Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
 };
@@ -200,5 +200,14 @@ impl RouteStatus {
             self.priority,
             &self.out_link_name,
         )
+    }
+}
+
+impl LayeredSpec for RouteSpec {
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
     }
 }

@@ -5,7 +5,7 @@
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::{
     is_default, named_number, serde_via_str, Family, RouteProtocol, RoutingTable,
 };
@@ -106,4 +106,13 @@ pub struct RoutingRuleStatus {
     pub fw_mask: u32,
     /// Protocol (we only touch rules carrying ours).
     pub protocol: RouteProtocol,
+}
+
+impl LayeredSpec for RoutingRuleSpec {
+    fn natural_id(&self) -> String {
+        self.id()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
 }

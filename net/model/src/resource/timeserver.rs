@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::layer::ConfigLayer;
+use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::is_default;
 
 /// NTP servers.
@@ -32,4 +32,13 @@ pub struct TimeServerStatus {
     /// NTS on.
     #[serde(default, rename = "useNTS", skip_serializing_if = "is_default")]
     pub use_nts: bool,
+}
+
+impl LayeredSpec for TimeServerSpec {
+    fn natural_id(&self) -> String {
+        TIMESERVER_ID.to_owned()
+    }
+    fn layer(&self) -> ConfigLayer {
+        self.layer
+    }
 }
