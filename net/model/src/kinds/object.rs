@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
 
-use super::{AnySpec, Kind, SpecType};
+use super::kind::{AnySpec, Kind, SpecType};
 use crate::resource::{Namespace, Phase, Rfc3339};
 
 /// COSI-style metadata.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Hostname merge (docs/talos.md: Merge).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::{ConfigLayer, HostnameSpec, HOSTNAME_ID};
 
 impl Layered for HostnameSpec {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Link merge (docs/talos.md: Merge): field-wise, "a non-zero incoming value overrides".
 
-use super::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
+use super::fold::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
 use crate::resource::{ConfigLayer, LinkSpec, LinkType, WireguardSpec};
 
 impl Layered for LinkSpec {

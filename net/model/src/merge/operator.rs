@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Operator merge (docs/talos.md: Merge).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::{ConfigLayer, OperatorSpec};
 
 impl Layered for OperatorSpec {

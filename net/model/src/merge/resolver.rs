@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use super::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
+use super::fold::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
 use crate::resource::{ConfigLayer, ResolverSpec, RESOLVER_ID};
 
 /// A list entry with the input ID it came from, so provenance survives reordering and

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Routing rule merge: as for addresses (docs/talos.md: Merge rules applied to `RoutingRuleSpec`).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::{ConfigLayer, RoutingRuleSpec};
 
 impl Layered for RoutingRuleSpec {

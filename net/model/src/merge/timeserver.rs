@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Time server merge (docs/talos.md: Merge).
 
-use super::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
+use super::fold::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
 use crate::resource::{TimeServerSpec, TIMESERVER_ID};
 
 /// The fold state: the merged spec, the input behind each server, and the inputs that took
