@@ -6,9 +6,9 @@
 //! From each row come its [`Kind`] variant, its short and full type names (`AddressSpec`,
 //! `AddressSpecs.net.keelson.dev`), the names the CLI accepts ([`Kind::extra_aliases`]), its
 //! default namespace, and the [`SpecType`] impl that lets controllers read and write it with its
-//! own Rust type. A `layered(...)` row also gives a [`LayerSpecs`] field, a place in
-//! [`Kind::LAYERED`] (what config controllers write and `apply-config` diffs) and a merge
-//! controller ([`visit_layered`]).
+//! own Rust type. A `layered(...)` row also gives a [`LayerSpecs`](crate::resource::LayerSpecs)
+//! field, a place in [`Kind::LAYERED`] (what config controllers write and `apply-config`
+//! diffs) and a merge controller ([`visit_layered`]).
 //!
 //! This module sits above `resource`, `cmdline`, `config` and `merge` (it names their types);
 //! none of them imports it.
