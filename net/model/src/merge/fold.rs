@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::resource::ConfigLayer;
+use crate::resource::LayeredSpec;
 
 /// Output of one merge: one spec per natural ID, with where its values came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,14 +68,11 @@ impl Provenance {
     }
 }
 
-/// What the merge needs to know about a layered spec type.
-pub(super) trait Layered: Clone {
+/// What the merge needs to know about a layered spec type beyond its natural ID and layer
+/// ([`LayeredSpec`], beside the type).
+pub(super) trait Layered: Clone + LayeredSpec {
     /// Serialized names of all top-level fields, for whole-spec provenance.
     const FIELDS: &'static [&'static str];
-    /// The natural ID (the key in namespace `network`).
-    fn natural_id(&self) -> String;
-    /// The layer the spec was produced at.
-    fn layer(&self) -> ConfigLayer;
 }
 
 /// How a tie between two inputs at the same layer is broken when one spec wins outright.

@@ -118,7 +118,7 @@ mod test_support {
 #[cfg(test)]
 mod tests {
     use super::fold::*;
-    use crate::resource::ConfigLayer;
+    use crate::resource::{ConfigLayer, LayeredSpec};
 
     #[derive(Clone, Debug, PartialEq)]
     struct Toy {
@@ -128,6 +128,9 @@ mod tests {
 
     impl Layered for Toy {
         const FIELDS: &'static [&'static str] = &["key", "layer"];
+    }
+
+    impl LayeredSpec for Toy {
         fn natural_id(&self) -> String {
             self.key.to_owned()
         }

@@ -57,6 +57,7 @@ pub struct HostnameStatus {
 
 impl LayeredSpec for HostnameSpec {
     fn natural_id(&self) -> String {
+        // A singleton: every input competes for the one `hostname` resource.
         HOSTNAME_ID.to_owned()
     }
     fn layer(&self) -> ConfigLayer {
