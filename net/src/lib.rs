@@ -9,7 +9,15 @@
 #![warn(missing_docs)]
 
 pub mod bounded;
-pub use model::{cmdline, config, merge, names, resource};
+pub use model::{cmdline, config, kinds, merge, names};
+
+/// Resource kinds and the resource object under one path: `model::resource`'s specs and
+/// statuses plus `model::kinds`'s [`Kind`](model::kinds::Kind), `AnySpec`, `SpecType`,
+/// `Resource` and `Metadata` (the model keeps them apart so `resource` imports nothing above it).
+pub mod resource {
+    pub use model::kinds::*;
+    pub use model::resource::*;
+}
 pub mod controllers;
 pub mod dhcp4;
 pub mod dhcp6;

@@ -35,16 +35,9 @@ pub fn names(kind: Kind) -> Vec<String> {
             out.push(plural(bare));
         }
     }
-    // Seed spellings that do not follow the rule: `hostname`, `routingrules`, `etcfiles`,
-    // `services` come out of the bare-status rule above; these two are irregular.
-    match kind {
-        Kind::MachineConfig => out.push("machineconfig".into()),
-        Kind::Cmdline => out.push("cmdlines".into()),
-        Kind::KubeSpanIdentity => out.push("kubespanidentities".into()),
-        // Talos's `talosctl get kubespanpeerstatuses` also answers to `peers`.
-        Kind::KubeSpanPeerStatus => out.extend(["peers".into(), "peer".into()]),
-        _ => {}
-    }
+    // Spellings that do not follow the rules above: irregular plurals and Talos's own short
+    // names (`peers`), listed in the kind table.
+    out.extend(kind.extra_aliases().iter().map(|a| (*a).to_owned()));
     out
 }
 
@@ -60,14 +53,7 @@ pub fn resolve(name: &str) -> Result<Kind, UnknownType> {
 /// The namespace a kind lives in when none is given: merged specs and statuses in `network`,
 /// services and the command line in `runtime`, the machine config in `config`.
 pub fn default_namespace(kind: Kind) -> Namespace {
-    match kind {
-        Kind::ServiceStatus | Kind::Cmdline => Namespace::Runtime,
-        Kind::MachineConfig => Namespace::Config,
-        Kind::KubeSpanIdentity | Kind::KubeSpanPeerSpec | Kind::KubeSpanPeerStatus => {
-            Namespace::KubeSpan
-        }
-        _ => Namespace::Network,
-    }
+    kind.default_namespace()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::time::Instant;
 use net::config::MachineConfig;
 use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::resource::{
-    AnySpec, HostnameStatus, Kind, LinkStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
+    HostnameStatus, Kind, LinkStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
     HOSTNAME_ID,
 };
 use net::runtime::{Change, ChangeKind, Runtime};
@@ -299,17 +299,8 @@ fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> V
     })
 }
 
-/// The merged spec kinds an `apply-config` diff covers.
-const SPEC_KINDS: [Kind; 8] = [
-    Kind::LinkSpec,
-    Kind::AddressSpec,
-    Kind::RouteSpec,
-    Kind::RoutingRuleSpec,
-    Kind::ResolverSpec,
-    Kind::HostnameSpec,
-    Kind::TimeServerSpec,
-    Kind::OperatorSpec,
-];
+/// The merged spec kinds an `apply-config` diff covers: the layered kinds of the kind table.
+const SPEC_KINDS: &[Kind] = Kind::LAYERED;
 
 fn merged_specs<'a>(resources: impl Iterator<Item = &'a Resource>) -> Specs {
     resources
@@ -341,19 +332,10 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
         r.metadata.namespace == Namespace::NetworkConfig
             && !ours.contains(&r.metadata.owner.as_str())
     }) {
-        let (ns, id) = (Namespace::NetworkConfig, r.metadata.id.as_str());
-        match &r.spec {
-            AnySpec::AddressSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::RouteSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::LinkSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::ResolverSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::HostnameSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::TimeServerSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::OperatorSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            AnySpec::RoutingRuleSpec(s) => rt.put_input(SOURCE, ns, id, s.clone()),
-            _ => Ok(()),
+        if Kind::LAYERED.contains(&r.spec.kind()) {
+            let id = r.metadata.id.as_str();
+            rt.put_input_any(SOURCE, Namespace::NetworkConfig, id, r.spec.clone()).map_err(err)?;
         }
-        .map_err(err)?;
     }
     if let Some(cmdline) =
         store.get_spec::<net::cmdline::CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID)

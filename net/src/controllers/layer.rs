@@ -4,21 +4,9 @@
 use crate::resource::{layered_id, ConfigLayer, Kind, LayerSpecs, LinkStatus, LinkView, Namespace};
 use crate::runtime::{ControllerError, Ctx, Input, Output};
 
-/// The kinds a config controller writes.
-pub(super) const LAYERED_KINDS: [Kind; 8] = [
-    Kind::AddressSpec,
-    Kind::RouteSpec,
-    Kind::LinkSpec,
-    Kind::ResolverSpec,
-    Kind::HostnameSpec,
-    Kind::TimeServerSpec,
-    Kind::OperatorSpec,
-    Kind::RoutingRuleSpec,
-];
-
-/// Shared outputs of every config controller.
+/// Shared outputs of every config controller: every layered kind of the kind table.
 pub(super) fn layered_outputs() -> Vec<Output> {
-    LAYERED_KINDS.iter().map(|k| Output::shared(Namespace::NetworkConfig, *k)).collect()
+    Kind::LAYERED.iter().map(|k| Output::shared(Namespace::NetworkConfig, *k)).collect()
 }
 
 /// The link statuses input every config controller has (names resolve through it).
@@ -39,8 +27,8 @@ pub(super) fn write_layer(
     for (natural, _, spec) in specs.into_entries() {
         ctx.put_any(Namespace::NetworkConfig, &layered_id(layer, &natural), spec)?;
     }
-    for kind in LAYERED_KINDS {
-        ctx.cleanup_untouched(Namespace::NetworkConfig, kind)?;
+    for kind in Kind::LAYERED {
+        ctx.cleanup_untouched(Namespace::NetworkConfig, *kind)?;
     }
     Ok(())
 }

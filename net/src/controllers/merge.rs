@@ -7,15 +7,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::merge::{self, Merged};
-use crate::resource::{
-    AddressSpec, HostnameSpec, LinkSpec, Namespace, OperatorSpec, ResolverSpec, RouteSpec,
-    RoutingRuleSpec, SpecType, TimeServerSpec,
-};
+use crate::kinds::{visit_layered, LayeredKindVisitor};
+use crate::resource::{LayeredSpec, Namespace, SpecType};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-/// The pure merge of one spec type.
-pub type MergeFn<S> = fn(&[(&str, &S)]) -> Merged<S>;
+use crate::kinds::MergeFn;
 
 /// Folds `network-config` specs of type `S` into `network`.
 pub struct MergeController<S: SpecType> {
@@ -92,34 +88,15 @@ fn compact(fields: BTreeMap<&'static str, Vec<String>>) -> BTreeMap<String, Vec<
     }
 }
 
-pub(super) fn addresses() -> MergeController<AddressSpec> {
-    MergeController::new("network.AddressMergeController", merge::merge_addresses)
-}
-
-pub(super) fn routes() -> MergeController<RouteSpec> {
-    MergeController::new("network.RouteMergeController", merge::merge_routes)
-}
-
-pub(super) fn links() -> MergeController<LinkSpec> {
-    MergeController::new("network.LinkMergeController", merge::merge_links)
-}
-
-pub(super) fn resolvers() -> MergeController<ResolverSpec> {
-    MergeController::new("network.ResolverMergeController", merge::merge_resolvers)
-}
-
-pub(super) fn hostnames() -> MergeController<HostnameSpec> {
-    MergeController::new("network.HostnameMergeController", merge::merge_hostnames)
-}
-
-pub(super) fn time_servers() -> MergeController<TimeServerSpec> {
-    MergeController::new("network.TimeServerMergeController", merge::merge_time_servers)
-}
-
-pub(super) fn operators() -> MergeController<OperatorSpec> {
-    MergeController::new("network.OperatorMergeController", merge::merge_operators)
-}
-
-pub(super) fn rules() -> MergeController<RoutingRuleSpec> {
-    MergeController::new("network.RoutingRuleMergeController", merge::merge_rules)
+/// One merge controller per layered kind of the kind table, in table order.
+pub(super) fn all() -> Vec<Box<dyn Controller>> {
+    struct Register(Vec<Box<dyn Controller>>);
+    impl LayeredKindVisitor for Register {
+        fn visit<S: SpecType + LayeredSpec>(&mut self, merge: MergeFn<S>, name: &'static str) {
+            self.0.push(Box::new(MergeController::new(name, merge)));
+        }
+    }
+    let mut register = Register(Vec::new());
+    visit_layered(&mut register);
+    register.0
 }

@@ -49,19 +49,13 @@ pub const MACHINE_CONFIG_ID: &str = "v1alpha1";
 /// link statuses) and the merged specs in `network`. Registration order is pipeline order,
 /// which lets one pass settle most changes.
 pub fn config_and_merge() -> Vec<Box<dyn Controller>> {
-    vec![
+    let mut all: Vec<Box<dyn Controller>> = vec![
         Box::new(CmdlineConfigController),
         Box::new(MachineConfigController),
         Box::new(DefaultConfigController),
-        Box::new(merge::addresses()),
-        Box::new(merge::routes()),
-        Box::new(merge::links()),
-        Box::new(merge::resolvers()),
-        Box::new(merge::hostnames()),
-        Box::new(merge::time_servers()),
-        Box::new(merge::operators()),
-        Box::new(merge::rules()),
-    ]
+    ];
+    all.extend(merge::all());
+    all
 }
 
 /// The whole network pipeline against a host: config and merge controllers, spec controllers

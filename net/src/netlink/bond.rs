@@ -6,7 +6,7 @@ use netlink_packet_route::link::{
     BondLacpRate, BondMode as NlBondMode, BondPrimaryReselect, BondXmitHashPolicy, InfoBond,
 };
 
-use crate::resource::network::{
+use crate::resource::{
     AdSelect, ArpAllTargets, ArpValidate, BondMasterSpec, BondMode, BondXmitHashPolicy as Xmit,
     FailOverMac, LacpRate, PrimaryReselect,
 };

@@ -11,7 +11,7 @@ use super::bond;
 use super::error::NlError;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{HardwareAddr, LinkType};
-use crate::resource::network::{
+use crate::resource::{
     BondMasterSpec, BridgeMasterSpec, BridgeVlanSpec, StpSpec, VlanProtocol, VlanSpec,
 };
 

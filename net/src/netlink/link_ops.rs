@@ -14,7 +14,7 @@ use super::error::NlError;
 use super::link::{link_message, LinkRef, IFF_UP};
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::HardwareAddr;
-use crate::resource::network::{BondMasterSpec, BridgeMasterSpec};
+use crate::resource::{BondMasterSpec, BridgeMasterSpec};
 
 /// The kind of a logical link to create: the `Host` boundary's type, used as is, so the
 /// adapter needs no translation of its own.

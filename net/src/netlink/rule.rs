@@ -10,7 +10,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use super::error::NlError;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{Family, RouteProtocol, RoutingTable};
-use crate::resource::network::RuleAction;
+use crate::resource::RuleAction;
 
 /// A policy routing rule as the kernel reports it, and as [`RouteSocket::rule_add`] takes it.
 #[derive(Clone, Debug, PartialEq, Eq)]

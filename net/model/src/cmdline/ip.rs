@@ -27,7 +27,7 @@ use super::field::{
     check_link_ref, parse_digits, parse_hostname, parse_ip, parse_mac, parse_mtu, split_bracketed,
     Field, FieldError, Problem,
 };
-use super::LinkConfig;
+use super::network::LinkConfig;
 use crate::resource::nethelpers::HardwareAddr;
 
 /// The autoconf methods of one entry (a comma list such as `dhcp,dhcp6`).

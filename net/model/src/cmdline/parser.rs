@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use super::field::{check_link_ref, parse_hostname, Field, FieldError, Problem};
 use super::ip::{self, IpEntry, IpLink};
+use super::network::{CmdlineError, CmdlineNetwork};
 use super::tokenize::{tokenize, Param};
-use super::{bond, vlan, CmdlineError, CmdlineNetwork};
+use super::{bond, vlan};
 use crate::resource::nethelpers::HardwareAddr;
 
 /// The MTU and MAC the `ip=` entries already set for one device, with their offsets.

@@ -8,7 +8,7 @@
 
 use ipnet::IpNet;
 
-use super::{CmdlineNetwork, LinkConfig};
+use super::network::{CmdlineNetwork, LinkConfig};
 use crate::resource::{
     AddressSpec, ClientIdentifier, ConfigLayer, Dhcp6OperatorSpec, Family, HostnameSpec,
     LayerSpecs, LinkSpec, LinkType, LinkView, Operator, OperatorSpec, ResolverSpec, RouteProtocol,

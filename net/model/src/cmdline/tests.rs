@@ -5,8 +5,12 @@
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
+
 use super::*;
-use crate::resource::{BondMode, BondXmitHashPolicy, LacpRate, LinkType, VlanProtocol};
+use crate::resource::{
+    BondMode, BondXmitHashPolicy, HardwareAddr, LacpRate, LinkType, VlanProtocol,
+};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()

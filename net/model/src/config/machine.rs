@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use super::network::{CidrFilter, NetworkConfig};
+use super::network::NetworkConfig;
+use super::scalar::CidrFilter;
 use super::scalar::{self, Base64, Filter, GoDuration, Url};
 
 /// A parsed, validated machine configuration (Talos v1alpha1 shape, see the module docs).

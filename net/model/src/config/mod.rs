@@ -57,10 +57,11 @@ pub use machine::{
     MachineConfig, MachineType, NodeIpConfig, ServiceRegistry, TimeConfig,
 };
 pub use network::{
-    Bond, Bridge, BridgeStp, BridgeVlan, CidrFilter, Device, DeviceSelector, DhcpOptions,
-    ExtraHost, KubeSpanConfig, KubeSpanFilters, KubeSpanPeer, NetworkConfig, PrivateKey, Route,
-    Vip, Vlan, KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT, KUBESPAN_DEFAULT_MTU,
+    Bond, Bridge, BridgeStp, BridgeVlan, Device, DeviceSelector, DhcpOptions, ExtraHost,
+    KubeSpanConfig, KubeSpanFilters, KubeSpanPeer, NetworkConfig, Route, Vip, Vlan,
+    KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT, KUBESPAN_DEFAULT_MTU,
 };
+pub use scalar::{CidrFilter, PrivateKey};
 pub use specs::to_specs;
 
 /// Parse and validate a machine configuration (one YAML document). A leading byte-order mark

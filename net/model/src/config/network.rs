@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `machine.network`: devices, VLANs, bonds, bridges, resolvers, KubeSpan.
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use ipnet::IpNet;
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::resource::{
     AdSelect, ArpAllTargets, ArpValidate, BondMode, BondXmitHashPolicy, FailOverMac, LacpRate,
@@ -427,22 +426,6 @@ impl Default for KubeSpanConfig {
     }
 }
 
-/// A WireGuard private key as configured: never printed, never serialized in clear.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PrivateKey(pub String);
-
-impl fmt::Debug for PrivateKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PrivateKey(<redacted>)")
-    }
-}
-
-impl Serialize for PrivateKey {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("<redacted>")
-    }
-}
-
 /// `kubespan.peers[]` (keelson): a peer known in advance.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -471,34 +454,4 @@ pub struct KubeSpanFilters {
     /// Networks not to route over KubeSpan.
     #[serde(default, deserialize_with = "scalar::list::<Cidr, _>")]
     pub exclude_advertised_networks: Vec<IpNet>,
-}
-
-/// `[!]<cidr>`: include a network, or exclude it with `!`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct CidrFilter {
-    /// `!` given.
-    pub exclude: bool,
-    /// The network.
-    pub network: IpNet,
-}
-
-impl fmt::Display for CidrFilter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.exclude {
-            f.write_str("!")?;
-        }
-        write!(f, "{}", self.network)
-    }
-}
-
-impl Serialize for CidrFilter {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for CidrFilter {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        scalar::one::<Filter, D>(d)
-    }
 }

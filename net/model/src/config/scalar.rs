@@ -12,14 +12,12 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::de::{self, Deserializer, Visitor};
-use serde::{Deserialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::resource::{
     AdSelect, ArpAllTargets, ArpValidate, BondMode, BondXmitHashPolicy, ConfigLayer, FailOverMac,
     HardwareAddr, HostnameSpec, LacpRate, PrimaryReselect, RoutingTable,
 };
-
-use super::network::CidrFilter;
 
 /// How one kind of scalar is read from its text.
 pub(crate) trait ScalarParser {
@@ -287,10 +285,10 @@ fn wg_key(s: &str, what: &str) -> Result<String, String> {
 /// A WireGuard private key; the text is never echoed back in an error.
 pub(crate) struct WgKey;
 impl ScalarParser for WgKey {
-    type Out = super::network::PrivateKey;
+    type Out = PrivateKey;
     const EXPECTING: &'static str = "a WireGuard private key (base64)";
     fn parse(s: &str) -> Result<Self::Out, String> {
-        wg_key(s, "private key").map(super::network::PrivateKey)
+        wg_key(s, "private key").map(PrivateKey)
     }
 }
 
@@ -498,6 +496,55 @@ pub(crate) fn serialize_opt_duration<S: Serializer>(
     match d {
         Some(d) => s.serialize_str(&format_go_duration(d)),
         None => s.serialize_none(),
+    }
+}
+
+// Value types that are scalars in the YAML: they live here, beside their parsers, so the
+// config structs that hold them import this module and nothing imports back.
+
+/// A WireGuard private key as configured: never printed, never serialized in clear.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PrivateKey(pub String);
+
+impl fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PrivateKey(<redacted>)")
+    }
+}
+
+impl Serialize for PrivateKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("<redacted>")
+    }
+}
+
+/// `[!]<cidr>`: include a network, or exclude it with `!`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CidrFilter {
+    /// `!` given.
+    pub exclude: bool,
+    /// The network.
+    pub network: IpNet,
+}
+
+impl fmt::Display for CidrFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.exclude {
+            f.write_str("!")?;
+        }
+        write!(f, "{}", self.network)
+    }
+}
+
+impl Serialize for CidrFilter {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CidrFilter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one::<Filter, D>(d)
     }
 }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Address merge (docs/talos.md: Merge).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{AddressFlags, AddressSpec, ConfigLayer};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::{AddressFlags, AddressSpec};
 
 impl Layered for AddressSpec {
     const FIELDS: &'static [&'static str] = &[
@@ -17,12 +17,6 @@ impl Layered for AddressSpec {
         "preferredLifetime",
         "layer",
     ];
-    fn natural_id(&self) -> String {
-        self.id()
-    }
-    fn layer(&self) -> ConfigLayer {
-        self.layer
-    }
 }
 
 /// Merge layered addresses into one per `<link>/<addr>/<bits>` (docs/talos.md: Merge).
@@ -48,6 +42,7 @@ mod tests {
 
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
+    use crate::resource::ConfigLayer;
 
     fn addr(link: &str, cidr: &str, layer: ConfigLayer, priority: u32) -> AddressSpec {
         let net: IpNet = cidr.parse().unwrap();

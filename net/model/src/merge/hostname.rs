@@ -1,18 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Hostname merge (docs/talos.md: Merge).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, HostnameSpec, HOSTNAME_ID};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::HostnameSpec;
 
 impl Layered for HostnameSpec {
     const FIELDS: &'static [&'static str] = &["hostname", "domainname", "layer"];
-    fn natural_id(&self) -> String {
-        // A singleton: every input competes for the one `hostname` resource.
-        HOSTNAME_ID.to_owned()
-    }
-    fn layer(&self) -> ConfigLayer {
-        self.layer
-    }
 }
 
 /// Merge layered hostnames into the singleton `hostname` (docs/talos.md: Merge).
@@ -29,6 +22,7 @@ pub fn merge_hostnames(inputs: &[(&str, &HostnameSpec)]) -> Merged<HostnameSpec>
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, assert_order_independent};
+    use crate::resource::{ConfigLayer, HOSTNAME_ID};
 
     fn host(name: &str, domain: &str, layer: ConfigLayer) -> HostnameSpec {
         HostnameSpec { hostname: name.into(), domainname: domain.into(), layer }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Link merge (docs/talos.md: Merge): field-wise, "a non-zero incoming value overrides".
 
-use super::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
-use crate::resource::network::{ConfigLayer, LinkSpec, LinkType, WireguardSpec};
+use super::fold::{by_natural_id, Layered, Merged, MergedSpec, Provenance};
+use crate::resource::{LinkSpec, LinkType, WireguardSpec};
 
 impl Layered for LinkSpec {
     // Field-wise merge records provenance per field; this list only documents the names.
@@ -25,12 +25,6 @@ impl Layered for LinkSpec {
         "wireguard",
         "layer",
     ];
-    fn natural_id(&self) -> String {
-        self.id()
-    }
-    fn layer(&self) -> ConfigLayer {
-        self.layer
-    }
 }
 
 /// Go's zero value: in the Talos link merge it means "this layer did not set the field".
@@ -187,7 +181,8 @@ pub fn merge_links(inputs: &[(&str, &LinkSpec)]) -> Merged<LinkSpec> {
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, assert_order_independent};
-    use crate::resource::network::{
+    use crate::resource::ConfigLayer;
+    use crate::resource::{
         BondMasterSpec, BondMode, BondSlave, BridgeMasterSpec, BridgeSlave, HardwareAddr, VethSpec,
         VlanSpec, WireguardPeer,
     };

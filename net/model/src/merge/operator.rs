@@ -1,18 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Operator merge (docs/talos.md: Merge).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, OperatorSpec};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::OperatorSpec;
 
 impl Layered for OperatorSpec {
     const FIELDS: &'static [&'static str] =
         &["operator", "linkName", "requireUp", "dhcp4", "dhcp6", "vip", "layer"];
-    fn natural_id(&self) -> String {
-        self.id()
-    }
-    fn layer(&self) -> ConfigLayer {
-        self.layer
-    }
 }
 
 /// Merge layered operator specs into one per operator ID (`dhcp4/eth0`, `vip/eth0/<ip>`;
@@ -28,9 +22,8 @@ pub fn merge_operators(inputs: &[(&str, &OperatorSpec)]) -> Merged<OperatorSpec>
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
-    use crate::resource::network::{
-        ClientIdentifier, Dhcp6OperatorSpec, Operator, VipOperatorSpec,
-    };
+    use crate::resource::ConfigLayer;
+    use crate::resource::{ClientIdentifier, Dhcp6OperatorSpec, Operator, VipOperatorSpec};
 
     fn dhcp4(link: &str, metric: u32, layer: ConfigLayer) -> OperatorSpec {
         OperatorSpec::dhcp4(link, metric, ClientIdentifier::None, layer)

@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use super::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
-use crate::resource::network::{ConfigLayer, ResolverSpec, RESOLVER_ID};
+use super::fold::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
+use crate::resource::{ConfigLayer, ResolverSpec, RESOLVER_ID};
 
 /// A list entry with the input ID it came from, so provenance survives reordering and
 /// partial replacement.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Route merge (docs/talos.md: Merge).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, RouteSpec};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::RouteSpec;
 
 impl Layered for RouteSpec {
     const FIELDS: &'static [&'static str] = &[
@@ -20,12 +20,6 @@ impl Layered for RouteSpec {
         "mtu",
         "layer",
     ];
-    fn natural_id(&self) -> String {
-        self.id()
-    }
-    fn layer(&self) -> ConfigLayer {
-        self.layer
-    }
 }
 
 /// Merge layered routes into one per route ID (docs/talos.md: Merge).
@@ -40,7 +34,8 @@ pub fn merge_routes(inputs: &[(&str, &RouteSpec)]) -> Merged<RouteSpec> {
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
-    use crate::resource::network::{Family, RouteFlags};
+    use crate::resource::ConfigLayer;
+    use crate::resource::{Family, RouteFlags};
 
     fn route(gw: &str, dst: Option<&str>, layer: ConfigLayer, mtu: u32) -> RouteSpec {
         let mut r = RouteSpec::new(Family::Inet4, layer);

@@ -1,20 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Routing rule merge: as for addresses (docs/talos.md: Merge rules applied to `RoutingRuleSpec`).
 
-use super::{merge_whole, Layered, Merged, SameLayer};
-use crate::resource::network::{ConfigLayer, RoutingRuleSpec};
+use super::fold::{merge_whole, Layered, Merged, SameLayer};
+use crate::resource::RoutingRuleSpec;
 
 impl Layered for RoutingRuleSpec {
     const FIELDS: &'static [&'static str] = &[
         "family", "src", "dst", "table", "priority", "action", "iifName", "oifName", "fwMark",
         "fwMask", "layer",
     ];
-    fn natural_id(&self) -> String {
-        self.id()
-    }
-    fn layer(&self) -> ConfigLayer {
-        self.layer
-    }
 }
 
 /// Merge layered routing rules into one per `<family>/<priority>`.
@@ -30,7 +24,8 @@ pub fn merge_rules(inputs: &[(&str, &RoutingRuleSpec)]) -> Merged<RoutingRuleSpe
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, check_winners, WinnerCase};
-    use crate::resource::network::{Family, RoutingTable, RuleAction};
+    use crate::resource::ConfigLayer;
+    use crate::resource::{Family, RoutingTable, RuleAction};
 
     fn rule(priority: u32, table: u32, layer: ConfigLayer) -> RoutingRuleSpec {
         RoutingRuleSpec {

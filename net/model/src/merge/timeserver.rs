@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Time server merge (docs/talos.md: Merge).
 
-use super::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
-use crate::resource::network::{TimeServerSpec, TIMESERVER_ID};
+use super::fold::{contributors, sorted_by_id, Merged, MergedSpec, Provenance};
+use crate::resource::{TimeServerSpec, TIMESERVER_ID};
 
 /// The fold state: the merged spec, the input behind each server, and the inputs that took
 /// part in the `useNTS` conjunction.
@@ -70,7 +70,7 @@ pub fn merge_time_servers(inputs: &[(&str, &TimeServerSpec)]) -> Merged<TimeServ
 mod tests {
     use super::*;
     use crate::merge::test_support::{assert_fields_match, assert_order_independent};
-    use crate::resource::network::ConfigLayer;
+    use crate::resource::ConfigLayer;
 
     use ConfigLayer::*;
 

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use ipnet::{IpNet, Ipv6Net};
 use serde::{Serialize, Serializer};
 
-use super::Rfc3339;
+use super::rfc3339::Rfc3339;
 
 /// ID of the node's identity.
 pub const KUBESPAN_IDENTITY_ID: &str = "local";

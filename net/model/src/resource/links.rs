@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use super::link::LinkStatus;
 use super::nethelpers::LinkType;
-use super::network::LinkStatus;
 
 /// Links by name, sorted by name (COSI lists are ID-ordered and Talos relies on it), with
 /// an index of names, aliases and altnames so lookups stay cheap with thousands of links.

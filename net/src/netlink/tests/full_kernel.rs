@@ -5,7 +5,7 @@
 use super::{link, veth_up, with_sock};
 use crate::netlink::{LinkKind, NewLink};
 use crate::resource::nethelpers::{HardwareAddr, LinkType};
-use crate::resource::network::{
+use crate::resource::{
     BondMasterSpec, BondMode, BondXmitHashPolicy, BridgeMasterSpec, BridgeVlanSpec, LacpRate,
     StpSpec, VlanProtocol, VlanSpec,
 };

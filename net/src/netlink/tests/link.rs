@@ -2,7 +2,7 @@
 use super::{eventually, link, veth_up, with_sock};
 use crate::netlink::{LinkKind, LinkRef, NewLink, NlErrorKind};
 use crate::resource::nethelpers::{HardwareAddr, LinkType};
-use crate::resource::network::{BridgeMasterSpec, StpSpec};
+use crate::resource::{BridgeMasterSpec, StpSpec};
 
 #[test]
 fn dump_links_fresh_netns_has_lo() {

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The resource object the store holds: [`Metadata`] plus one [`AnySpec`].
+//!
+//! Invariants kept by the store (see `crate::runtime::store`): `version` starts at 1 and grows by
+//! one on every change; an equal write changes nothing; a resource with finalizers is only ever
+//! torn down (phase `tearingDown`), and destroyed once the last finalizer is gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+
+use super::kind::{AnySpec, Kind, SpecType};
+use crate::resource::{Namespace, Phase, Rfc3339};
+
+/// COSI-style metadata.
+#[derive(Clone, PartialEq, Debug, Serialize)]
+pub struct Metadata {
+    /// Namespace.
+    pub namespace: Namespace,
+    /// Kind, serialized as the full type name.
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// Natural (or layered) ID.
+    pub id: String,
+    /// Starts at 1; grows by one on each change.
+    pub version: u64,
+    /// The controller that owns (alone may write) it.
+    pub owner: String,
+    /// Running or tearing down.
+    pub phase: Phase,
+    /// When it was created.
+    #[serde(serialize_with = "ser_time")]
+    pub created: SystemTime,
+    /// When it last changed.
+    #[serde(serialize_with = "ser_time")]
+    pub updated: SystemTime,
+    /// Controllers that must release it before it can be destroyed.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub finalizers: BTreeSet<String>,
+}
+
+/// A resource: metadata plus its spec.
+#[derive(Clone, PartialEq, Debug, Serialize)]
+pub struct Resource {
+    /// Metadata.
+    pub metadata: Metadata,
+    /// The spec.
+    pub spec: AnySpec,
+    /// For merged specs: per field, the `network-config` inputs its value came from.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub provenance: BTreeMap<String, Vec<String>>,
+}
+
+impl Resource {
+    /// The spec as type `S`, if it is one.
+    pub fn spec_as<S: SpecType>(&self) -> Option<&S> {
+        S::from_any(&self.spec)
+    }
+}
+
+fn ser_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&Rfc3339(*t))
+}

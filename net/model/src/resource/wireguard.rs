@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+//! WireGuard settings a [`LinkSpec`](super::LinkSpec) carries, and what the kernel reports back.
+
+use std::fmt;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use super::nethelpers::is_default;
+
+/// A WireGuard device's configuration (docs/talos.md: Applying specs).
+///
+/// Keys are base64 strings as in Talos; peers are kept sorted by public key and allowed IPs by
+/// (address, prefix length) ([`WireguardSpec::normalize`]), so equal configurations compare
+/// equal. `Debug` leaves the private and preshared keys out.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireguardSpec {
+    /// The device's private key (base64). Never shown: `keelson get` prints `<redacted>`.
+    #[serde(default, skip_serializing_if = "String::is_empty", serialize_with = "redacted")]
+    pub private_key: String,
+    /// UDP listen port; 0 lets the kernel pick one and is not compared.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub listen_port: u16,
+    /// Mark set on the device's own encrypted packets.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub firewall_mark: u32,
+    /// Peers, sorted by public key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<WireguardPeer>,
+}
+
+/// Secrets serialize as `<redacted>`: resources are only ever serialized to be shown.
+fn redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
+}
+
+fn redacted_opt<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
+}
+
+impl fmt::Debug for WireguardSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WireguardSpec")
+            .field("private_key", &if self.private_key.is_empty() { "" } else { "<redacted>" })
+            .field("listen_port", &self.listen_port)
+            .field("firewall_mark", &self.firewall_mark)
+            .field("peers", &self.peers)
+            .finish()
+    }
+}
+
+impl WireguardSpec {
+    /// Sort peers by public key and each peer's allowed IPs by (address, prefix length), and
+    /// drop duplicate allowed IPs: the order the kernel's answer is compared in.
+    pub fn normalize(&mut self) {
+        for p in &mut self.peers {
+            p.allowed_ips.sort_by_key(|n| (n.addr(), n.prefix_len()));
+            p.allowed_ips.dedup();
+        }
+        self.peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
+    }
+}
+
+/// One WireGuard peer of a [`WireguardSpec`].
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireguardPeer {
+    /// The peer's public key (base64).
+    pub public_key: String,
+    /// Preshared key (base64). Never shown, like the private key.
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "redacted_opt")]
+    pub preshared_key: Option<String>,
+    /// Where to send to; `None` leaves the device's endpoint alone, so WireGuard's roaming is
+    /// kept (docs/talos.md: KubeSpan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<std::net::SocketAddr>,
+    /// Persistent keepalive in seconds; 0 is off.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub persistent_keepalive_interval: u16,
+    /// Prefixes routed to and accepted from this peer.
+    #[serde(rename = "allowedIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_ips: Vec<IpNet>,
+}
+
+impl fmt::Debug for WireguardPeer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WireguardPeer")
+            .field("public_key", &self.public_key)
+            .field("preshared_key", &self.preshared_key.as_ref().map(|_| "<redacted>"))
+            .field("endpoint", &self.endpoint)
+            .field("persistent_keepalive_interval", &self.persistent_keepalive_interval)
+            .field("allowed_ips", &self.allowed_ips)
+            .finish()
+    }
+}
+
+/// A WireGuard device as the kernel reports it (no private or preshared keys).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WireguardStatus {
+    /// The device's public key (base64); empty without a private key.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub public_key: String,
+    /// UDP listen port.
+    pub listen_port: u16,
+    /// Mark on encrypted packets.
+    #[serde(skip_serializing_if = "is_default")]
+    pub firewall_mark: u32,
+    /// Peers, sorted by public key.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<WireguardPeerStatus>,
+}
+
+/// One peer of a [`WireguardStatus`].
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WireguardPeerStatus {
+    /// The peer's public key (base64).
+    pub public_key: String,
+    /// The endpoint WireGuard currently sends to (configured or roamed to).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<std::net::SocketAddr>,
+    /// Last completed handshake, in Unix seconds; `None` before the first one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_handshake: Option<u64>,
+    /// Bytes received from the peer.
+    pub rx_bytes: u64,
+    /// Bytes sent to the peer.
+    pub tx_bytes: u64,
+    /// Persistent keepalive in seconds; 0 is off.
+    #[serde(skip_serializing_if = "is_default")]
+    pub persistent_keepalive_interval: u16,
+    /// Allowed IPs, sorted.
+    #[serde(rename = "allowedIPs", skip_serializing_if = "Vec::is_empty")]
+    pub allowed_ips: Vec<IpNet>,
+}
