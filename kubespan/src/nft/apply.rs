@@ -183,7 +183,7 @@ impl Nft {
     /// Deletes our table (the last one built, else the default name); an absent table is
     /// fine. Other tables are never touched. Returns whether a table was there.
     pub fn remove(&mut self) -> Result<bool, NftError> {
-        let table = self.built.clone().unwrap_or_else(|| super::DEFAULT_TABLE.to_owned());
+        let table = self.built.clone().unwrap_or_else(|| super::plan::DEFAULT_TABLE.to_owned());
         self.remove_table(&table)
     }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Layer `cmdline`: specs from the parsed kernel command line (docs/talos.md: Kernel command line).
 
+use super::ids::CMDLINE_ID;
 use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
-use super::CMDLINE_ID;
 use crate::cmdline::{self, CmdlineNetwork};
 use crate::resource::{ConfigLayer, Kind, LayerSpecs, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};

@@ -16,8 +16,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::IpNet;
 
+use super::ids::{CMDLINE_ID, MACHINE_CONFIG_ID};
 use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
-use super::{CMDLINE_ID, MACHINE_CONFIG_ID};
 use crate::cmdline::CmdlineNetwork;
 use crate::config::MachineConfig;
 use crate::resource::{

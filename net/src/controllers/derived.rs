@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use super::ids::{HOSTNAME_FILE, MACHINE_CONFIG_ID};
 use super::spec_common::first_error;
-use super::{HOSTNAME_FILE, MACHINE_CONFIG_ID};
 use crate::config::MachineConfig;
 use crate::etcfiles::{self, HostEntry};
 use crate::host::{HostError, SharedHost};

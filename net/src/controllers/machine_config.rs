@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Layer `configuration`: specs from the machine configuration (docs/talos.md: Merge).
 
+use super::ids::MACHINE_CONFIG_ID;
 use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
-use super::MACHINE_CONFIG_ID;
 use crate::config::{self, MachineConfig};
 use crate::resource::{ConfigLayer, Kind, LayerSpecs, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};

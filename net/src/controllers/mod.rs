@@ -9,6 +9,7 @@ mod address_spec;
 mod cmdline_config;
 mod default_config;
 mod derived;
+mod ids;
 mod layer;
 mod link_spec;
 mod machine_config;
@@ -36,14 +37,7 @@ pub use rule_spec::{plan_rules, rule_to_kernel, RuleSpecController, RULE_PROTOCO
 use crate::host::SharedHost;
 use crate::runtime::Controller;
 
-/// ID of the `/etc/hostname` file status.
-pub const HOSTNAME_FILE: &str = "hostname";
-
-/// ID of the parsed kernel command line (namespace `runtime`).
-pub const CMDLINE_ID: &str = "cmdline";
-
-/// ID of the machine configuration (namespace `config`).
-pub const MACHINE_CONFIG_ID: &str = "v1alpha1";
+pub use ids::{CMDLINE_ID, HOSTNAME_FILE, MACHINE_CONFIG_ID};
 
 /// The config and merge controllers: everything between the inputs (cmdline, machine config,
 /// link statuses) and the merged specs in `network`. Registration order is pipeline order,
