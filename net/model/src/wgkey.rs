@@ -77,7 +77,7 @@ impl FromStr for Key {
 
 impl Serialize for Key {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("<redacted>")
+        s.serialize_str(REDACTED)
     }
 }
 
@@ -86,6 +86,25 @@ impl<'de> Deserialize<'de> for Key {
         let s = String::deserialize(d)?;
         // The error names the position, never the text: it may be a secret.
         Key::from_base64(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a secret key serializes as.
+pub const REDACTED: &str = "<redacted>";
+
+/// Deserialize an optional key where `<redacted>` (what a shown resource carries in place of
+/// the key) reads back as no key, so `keelson get -o yaml` output can be read back. A bad key
+/// is reported with `field` (the YAML name) and never echoed.
+pub fn opt_or_redacted<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &str,
+) -> Result<Option<Key>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) if s == REDACTED => Ok(None),
+        Some(s) => Key::from_base64(&s)
+            .map(Some)
+            .map_err(|e| serde::de::Error::custom(format!("{field}: {e}"))),
     }
 }
 
