@@ -13,6 +13,7 @@ use ipnet::Ipv6Net;
 use sha2::{Digest, Sha256};
 
 use net::resource::HardwareAddr;
+use net::wireguard_keys::{Key, KEY_BASE64_LEN};
 
 /// ULA purpose byte for KubeSpan (bootstrap 0x01, SideroLink 0x03, ...).
 pub const ULA_PURPOSE_KUBESPAN: u8 = 0x02;
@@ -84,10 +85,10 @@ pub fn eui64_address(subnet: Ipv6Net, mac: &HardwareAddr) -> Result<Ipv6Addr, Id
 
 /// The key operations identity needs, provided by the WireGuard layer.
 pub trait KeyOps {
-    /// A fresh private key (base64).
-    fn generate(&self) -> Result<String, KeyOpsError>;
-    /// The public key of a private key (both base64).
-    fn public_of(&self, private: &str) -> Result<String, KeyOpsError>;
+    /// A fresh private key.
+    fn generate(&self) -> Result<Key, KeyOpsError>;
+    /// The public key of a private key, in base64 (public keys name peers and are shown).
+    fn public_of(&self, private: &Key) -> Result<String, KeyOpsError>;
 }
 
 /// Where the private key came from.
@@ -104,12 +105,12 @@ pub enum KeySource {
 /// The private key: the configured one, else the one in `state_dir`, else a new one written
 /// there (mode 0600, temp file + rename so a crash never leaves half a key).
 pub fn private_key(
-    configured: Option<&str>,
+    configured: Option<&Key>,
     state_dir: &Path,
     keys: &dyn KeyOps,
-) -> Result<(String, KeySource), IdentityError> {
+) -> Result<(Key, KeySource), IdentityError> {
     if let Some(k) = configured {
-        return Ok((k.to_owned(), KeySource::Config));
+        return Ok((*k, KeySource::Config));
     }
     let path = state_dir.join(IDENTITY_FILE);
     // The key file is one short line; the bound keeps a FIFO or device put in its place from
@@ -129,14 +130,15 @@ pub fn private_key(
     Ok((key, KeySource::Generated))
 }
 
-fn parse_key_file(text: &str) -> Option<String> {
+fn parse_key_file(text: &str) -> Option<Key> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("privateKey:"))
-        .map(|v| v.trim().trim_matches('"').to_owned())
-        .find(|k| k.len() == 44)
+        .map(|v| v.trim().trim_matches('"'))
+        .find(|k| k.len() == KEY_BASE64_LEN)
+        .and_then(|k| Key::from_base64(k).ok())
 }
 
-fn write_key_file(path: &Path, key: &str) -> Result<(), IdentityError> {
+fn write_key_file(path: &Path, key: &Key) -> Result<(), IdentityError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| IdentityError::Io { path: path.to_owned(), source };
@@ -148,7 +150,7 @@ fn write_key_file(path: &Path, key: &str) -> Result<(), IdentityError> {
         .mode(0o600)
         .open(&tmp)
         .map_err(io)?;
-    f.write_all(format!("privateKey: {key}\n").as_bytes()).map_err(io)?;
+    f.write_all(format!("privateKey: {}\n", key.to_base64()).as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
@@ -185,12 +187,12 @@ mod tests {
         generated: Cell<u32>,
     }
     impl KeyOps for Fake {
-        fn generate(&self) -> Result<String, KeyOpsError> {
+        fn generate(&self) -> Result<Key, KeyOpsError> {
             self.generated.set(self.generated.get() + 1);
-            Ok(format!("{:A<43}=", self.generated.get()))
+            Ok(Key::from_base64(&format!("{:A<43}=", self.generated.get()))?)
         }
-        fn public_of(&self, private: &str) -> Result<String, KeyOpsError> {
-            Ok(private.to_lowercase())
+        fn public_of(&self, private: &Key) -> Result<String, KeyOpsError> {
+            Ok(private.to_base64().to_lowercase())
         }
     }
 
@@ -203,12 +205,12 @@ mod tests {
         let (first, src) = private_key(None, &dir, &keys).unwrap();
         assert_eq!(src, KeySource::Generated);
         let (again, src) = private_key(None, &dir, &keys).unwrap();
-        assert_eq!((again.as_str(), src), (first.as_str(), KeySource::StateFile));
+        assert_eq!((again, src), (first, KeySource::StateFile));
         assert_eq!(keys.generated.get(), 1);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.join(IDENTITY_FILE)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        let configured = "c".repeat(43) + "=";
+        let configured = Key::from_base64(&("c".repeat(43) + "=")).unwrap();
         let (k, src) = private_key(Some(&configured), &dir, &keys).unwrap();
         assert_eq!((k, src), (configured, KeySource::Config));
         std::fs::write(dir.join(IDENTITY_FILE), "garbage\n").unwrap();

@@ -14,12 +14,13 @@ use ipnet::{IpNet, Ipv6Net};
 use net::config::KubeSpanConfig;
 use net::resource::{
     AddressSpec, ConfigLayer, Family, KubeSpanIdentity, KubeSpanPeerSpec, LinkSpec, LinkType,
-    PeerState, RouteProtocol, RouteSpec, RoutingRuleSpec, RoutingTable, RuleAction,
+    PeerState, RouteProtocol, RouteSpec, RoutingRuleSpec, RoutingTable, RuleAction, WireguardPeer,
+    WireguardSpec,
 };
+use net::wireguard_keys::Key;
 
 use crate::nft::NftPlan;
 use crate::peers::subtract_all;
-use crate::wg::{WgPeerPlan, WgPlan};
 
 /// The WireGuard link's name.
 pub const LINK_NAME: &str = "kubespan";
@@ -58,8 +59,8 @@ pub struct Snapshot<'a> {
 pub struct Plan {
     /// The `kubespan` link (without its WireGuard part, which is `wireguard`).
     pub link: LinkSpec,
-    /// The link's WireGuard settings.
-    pub wireguard: WgPlan,
+    /// The link's WireGuard settings; the manager puts them into `link`.
+    pub wireguard: WireguardSpec,
     /// The node's KubeSpan address.
     pub address: AddressSpec,
     /// Default routes in table 180, IPv4 then IPv6.
@@ -92,25 +93,27 @@ pub fn plan(snap: &Snapshot<'_>) -> Plan {
         layer,
         ..LinkSpec::default()
     };
-    let preshared_key = snap.cluster_secret.filter(|s| is_wg_key(s)).map(str::to_owned);
-    let mut wg_peers: Vec<WgPeerPlan> = snap
-        .peers
-        .iter()
-        .map(|(key, spec)| WgPeerPlan {
-            public_key: (*key).to_owned(),
-            preshared_key: preshared_key.clone(),
-            endpoint: snap.peer_runtime.get(*key).and_then(|(_, e)| *e),
-            persistent_keepalive_interval: KEEPALIVE,
-            allowed_ips: spec.allowed_ips.clone(),
-        })
-        .collect();
-    wg_peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
-    let wireguard = WgPlan {
-        private_key: snap.identity.private_key.0.clone(),
+    let preshared_key =
+        snap.cluster_secret.filter(|s| is_wg_key(s)).and_then(|s| Key::from_base64(s).ok());
+    let keepalive = u16::try_from(KEEPALIVE.as_secs()).unwrap_or(u16::MAX);
+    let mut wireguard = WireguardSpec {
+        private_key: Some(snap.identity.private_key),
         listen_port: LISTEN_PORT,
         firewall_mark: WIREGUARD_MARK,
-        peers: wg_peers,
+        peers: snap
+            .peers
+            .iter()
+            .map(|(key, spec)| WireguardPeer {
+                public_key: (*key).to_owned(),
+                preshared_key,
+                endpoint: snap.peer_runtime.get(*key).and_then(|(_, e)| *e),
+                persistent_keepalive_interval: keepalive,
+                allowed_ips: spec.allowed_ips.clone(),
+            })
+            .collect(),
     };
+    // Sorted as the link controllers compare it (peers by key, allowed IPs in order).
+    wireguard.normalize();
 
     // The /64 makes the kernel route the whole KubeSpan ULA onto the link.
     let ula = Ipv6Net::new(snap.identity.address.addr(), 64).unwrap_or(snap.identity.subnet);
@@ -177,7 +180,6 @@ fn firewall_plan(snap: &Snapshot<'_>) -> NftPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use net::resource::WgPrivateKey;
 
     const KEY_A: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     const KEY_B: &str = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBA=";
@@ -187,7 +189,7 @@ mod tests {
         KubeSpanIdentity {
             address: "fd7f:175a:b97c:5602:2c1a:b6ff:fe53:8169/128".parse().unwrap(),
             subnet: "fd7f:175a:b97c:5602::/64".parse().unwrap(),
-            private_key: WgPrivateKey("cHJpdmF0ZXByaXZhdGVwcml2YXRlcHJpdmF0ZTEyMzQ=".into()),
+            private_key: Key::from_base64("cHJpdmF0ZXByaXZhdGVwcml2YXRlcHJpdmF0ZTEyMzQ=").unwrap(),
             public_key: "local".into(),
         }
     }
@@ -272,10 +274,16 @@ mod tests {
             let keys: Vec<&str> = p.wireguard.peers.iter().map(|w| w.public_key.as_str()).collect();
             assert_eq!(keys, [KEY_A, KEY_B], "sorted by key");
             let wa = &p.wireguard.peers[0];
-            assert_eq!(wa.preshared_key.as_deref(), Some(SECRET));
-            assert_eq!(wa.persistent_keepalive_interval, Duration::from_secs(25));
+            assert_eq!(wa.preshared_key.map(|k| k.to_base64()).as_deref(), Some(SECRET));
+            assert_eq!(
+                Duration::from_secs(wa.persistent_keepalive_interval.into()),
+                Duration::from_secs(25)
+            );
             assert_eq!(wa.endpoint, ep("192.0.2.2:51820"));
-            assert_eq!(wa.allowed_ips, a.allowed_ips);
+            // The peer's allowed IPs, in the normalized order the LinkSpec carries.
+            let mut want_ips = a.allowed_ips.clone();
+            want_ips.sort_by_key(|n| (n.addr(), n.prefix_len()));
+            assert_eq!(wa.allowed_ips, want_ips);
             assert_eq!(p.wireguard.peers[1].endpoint, None, "no endpoint: don't touch");
             let v4: Vec<String> = p.firewall.targets_v4.iter().map(ToString::to_string).collect();
             let v6: Vec<String> = p.firewall.targets_v6.iter().map(ToString::to_string).collect();
@@ -288,6 +296,40 @@ mod tests {
             assert_eq!(p.firewall.mtu, 1380);
             assert_eq!(p.link.mtu, 1380);
         }
+    }
+
+    #[test]
+    fn wireguard_spec_carries_every_field_normalized() {
+        // The spec goes into the LinkSpec as is, so it is already in the link controllers'
+        // order: peers by public key, each peer's allowed IPs sorted.
+        let cfg = KubeSpanConfig { enabled: true, ..KubeSpanConfig::default() };
+        let id = identity();
+        let b = spec("b", &["10.0.0.3/32", "10.0.0.2/32"], &[]);
+        let a = spec("a", &["10.0.1.3/32", "10.0.1.2/32"], &[]);
+        let runtime = BTreeMap::from([(KEY_A.to_owned(), (PeerState::Up, ep("192.0.2.1:51820")))]);
+        let p = plan(&Snapshot {
+            config: &cfg,
+            cluster_secret: Some(SECRET),
+            identity: &id,
+            peers: &[(KEY_B, &b), (KEY_A, &a)],
+            peer_runtime: &runtime,
+        });
+        let wg = &p.wireguard;
+        assert_eq!(
+            (wg.private_key, wg.listen_port, wg.firewall_mark),
+            (Some(id.private_key), 51820, 0x20)
+        );
+        let keys: Vec<&str> = wg.peers.iter().map(|p| p.public_key.as_str()).collect();
+        assert_eq!(keys, [KEY_A, KEY_B]);
+        let pa = &wg.peers[0];
+        assert_eq!(pa.endpoint, ep("192.0.2.1:51820"));
+        assert_eq!(
+            (pa.persistent_keepalive_interval, pa.preshared_key.map(|k| k.to_base64())),
+            (25, Some(SECRET.to_owned()))
+        );
+        assert_eq!(pa.allowed_ips[0].to_string(), "10.0.1.2/32", "normalized order");
+        assert_eq!(wg.peers[1].endpoint, None, "don't touch");
+        assert_eq!(p.link.wireguard, None, "the manager puts the spec into the link");
     }
 
     #[test]

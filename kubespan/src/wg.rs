@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! What the manager needs from WireGuard: the peers of the `kubespan` device as the kernel
 //! reports them (read fresh at every reconcile: handshakes and counters raise no netlink
-//! events), and the WireGuard settings it asks the link controllers to apply.
+//! events). The settings it asks for are a `WireguardSpec` in the `kubespan` LinkSpec
+//! ([`crate::plan`]).
 
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
-
-use ipnet::IpNet;
 
 /// One peer of the device, as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -37,34 +36,6 @@ pub enum WgError {
 pub trait WgReader {
     /// The peers of link `name`; an empty list when the link does not exist (yet).
     fn peers(&mut self, name: &str) -> Result<Vec<WgPeerState>, WgError>;
-}
-
-/// The WireGuard part of the `kubespan` LinkSpec, as the manager plans it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WgPlan {
-    /// Private key (base64).
-    pub private_key: String,
-    /// UDP port.
-    pub listen_port: u16,
-    /// Mark on WireGuard's own packets.
-    pub firewall_mark: u32,
-    /// Peers, sorted by public key.
-    pub peers: Vec<WgPeerPlan>,
-}
-
-/// One WireGuard peer as planned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WgPeerPlan {
-    /// Public key (base64).
-    pub public_key: String,
-    /// The cluster secret, when it is a valid key.
-    pub preshared_key: Option<String>,
-    /// `None`: leave the kernel's endpoint alone (keeps roaming).
-    pub endpoint: Option<SocketAddr>,
-    /// Persistent keepalive.
-    pub persistent_keepalive_interval: Duration,
-    /// Allowed IPs.
-    pub allowed_ips: Vec<IpNet>,
 }
 
 /// A reader with fixed answers, for controller tests.

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::{
-    Kind, KubeSpanIdentity, LinkStatus, LinkType, Namespace, WgPrivateKey, KUBESPAN_IDENTITY_ID,
+    Kind, KubeSpanIdentity, LinkStatus, LinkType, Namespace, KUBESPAN_IDENTITY_ID,
 };
 use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
+use net::wireguard_keys::Key;
 
 use crate::identity::{
     eui64_address, private_key, ula_subnet, IdentityError, KeyOps, KeyOpsError,
@@ -45,7 +46,7 @@ pub struct IdentityController {
     state_dir: Option<PathBuf>,
     keys: Box<dyn KeyOps>,
     /// The key pair already loaded, with the configured key it came from (`None`: state dir).
-    loaded: Option<(Option<String>, String, String)>,
+    loaded: Option<(Option<Key>, Key, String)>,
 }
 
 impl std::fmt::Debug for IdentityController {
@@ -61,10 +62,10 @@ impl IdentityController {
     }
 
     /// `(private, public)`, loading or generating the key once per configured value.
-    fn key_pair(&mut self, configured: Option<&str>) -> Result<(String, String), Missing> {
+    fn key_pair(&mut self, configured: Option<&Key>) -> Result<(Key, String), Missing> {
         if let Some((c, private, public)) = &self.loaded {
-            if c.as_deref() == configured {
-                return Ok((private.clone(), public.clone()));
+            if c.as_ref() == configured {
+                return Ok((*private, public.clone()));
             }
         }
         let dir = match (&self.state_dir, configured) {
@@ -75,7 +76,7 @@ impl IdentityController {
         let (private, source) = private_key(configured, &dir, self.keys.as_ref())?;
         let public = self.keys.public_of(&private).map_err(Missing::PublicKey)?;
         log::info!(target: "kubespan.Identity", "public key {public} ({source:?})");
-        self.loaded = Some((configured.map(str::to_owned), private.clone(), public.clone()));
+        self.loaded = Some((configured.copied(), private, public.clone()));
         Ok((private, public))
     }
 }
@@ -126,7 +127,7 @@ impl IdentityController {
         let Some(cluster_id) = cfg.cluster.as_ref().and_then(|c| c.id.clone()) else {
             return Err(Missing::ClusterId);
         };
-        let configured = ks.private_key.as_ref().map(|k| k.0.clone());
+        let configured = ks.private_key;
         // The first physical link by name, as Talos's `first` hardware address; without one
         // (a node in a namespace or container has veths), the first Ethernet link.
         let links = ctx.list::<LinkStatus>(Namespace::Network);
@@ -142,13 +143,13 @@ impl IdentityController {
         let Some(mac) = mac else {
             return Err(Missing::NoLink);
         };
-        let (private, public) = self.key_pair(configured.as_deref())?;
+        let (private, public) = self.key_pair(configured.as_ref())?;
         let subnet = ula_subnet(&cluster_id, ULA_PURPOSE_KUBESPAN);
         let addr = eui64_address(subnet, &mac)?;
         Ok(Some(KubeSpanIdentity {
             address: ipnet::Ipv6Net::from(addr),
             subnet,
-            private_key: WgPrivateKey(private),
+            private_key: private,
             public_key: public,
         }))
     }

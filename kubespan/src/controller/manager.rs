@@ -38,14 +38,10 @@ pub const FIREWALL_AUDIT: Duration = Duration::from_secs(30);
 const NETWORK_KINDS: [Kind; 4] =
     [Kind::LinkSpec, Kind::AddressSpec, Kind::RouteSpec, Kind::RoutingRuleSpec];
 
-/// Turns the link's WireGuard plan into the LinkSpec's WireGuard part (the glue to `net`).
-pub type WgGlue = fn(&mut net::resource::LinkSpec, &crate::wg::WgPlan);
-
 /// The manager.
 pub struct Manager {
     firewall: Box<dyn Firewall>,
     wg: Box<dyn WgReader>,
-    glue: WgGlue,
     rotations: BTreeMap<String, Rotation>,
     /// What the table holds, as far as we know (`None` after a removal), and since when.
     firewall_applied: Option<(NftPlan, Instant)>,
@@ -61,11 +57,10 @@ impl std::fmt::Debug for Manager {
 
 impl Manager {
     /// A manager programming `firewall` and reading `wg`.
-    pub fn new(firewall: Box<dyn Firewall>, wg: Box<dyn WgReader>, glue: WgGlue) -> Self {
+    pub fn new(firewall: Box<dyn Firewall>, wg: Box<dyn WgReader>) -> Self {
         Self {
             firewall,
             wg,
-            glue,
             rotations: BTreeMap::new(),
             firewall_applied: None,
             firewall_unknown: true,
@@ -215,7 +210,7 @@ impl Manager {
         statuses: Vec<(String, KubeSpanPeerStatus)>,
     ) -> Result<(), ControllerError> {
         let Plan { mut link, wireguard, address, routes, rules, firewall } = p;
-        (self.glue)(&mut link, &wireguard);
+        link.wireguard = Some(wireguard);
         let op = |natural: String| layered_id(ConfigLayer::Operator, &natural);
         ctx.put(Namespace::NetworkConfig, &op(link.id()), link)?;
         ctx.put(Namespace::NetworkConfig, &op(address.id()), address)?;

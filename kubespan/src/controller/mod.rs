@@ -11,5 +11,5 @@ mod pipeline_tests;
 mod tests;
 
 pub use identity::IdentityController;
-pub use manager::{Manager, WgGlue, FIREWALL_AUDIT, POLL_PENDING, POLL_STEADY};
+pub use manager::{Manager, FIREWALL_AUDIT, POLL_PENDING, POLL_STEADY};
 pub use peer_spec::PeerSpecController;

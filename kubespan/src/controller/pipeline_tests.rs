@@ -16,7 +16,7 @@ use net::runtime::Runtime;
 use super::*;
 use crate::firewall::FakeFirewall;
 use crate::identity::KeyOps;
-use crate::kernel::{link_glue, HostWg, WgKeys};
+use crate::kernel::{HostWg, WgKeys};
 
 fn settle(rt: &mut Runtime, fake: &Rc<RefCell<FakeHost>>) {
     let now = Instant::now();
@@ -56,13 +56,9 @@ fn applied_through_the_pipeline_and_removed() {
     }
     rt.register(Box::new(IdentityController::new(None, Box::new(WgKeys)))).unwrap();
     rt.register(Box::new(PeerSpecController::default())).unwrap();
-    rt.register(Box::new(Manager::new(
-        Box::new(fw.clone()),
-        Box::new(HostWg(host.clone())),
-        link_glue,
-    )))
-    .unwrap();
-    let private = WgKeys.generate().unwrap();
+    rt.register(Box::new(Manager::new(Box::new(fw.clone()), Box::new(HostWg(host.clone())))))
+        .unwrap();
+    let private = WgKeys.generate().unwrap().to_base64();
     let peer = WgKeys.public_of(&WgKeys.generate().unwrap()).unwrap();
     rt.put_input("test", Namespace::Config, MACHINE_CONFIG_ID, config(true, &private, &peer))
         .unwrap();

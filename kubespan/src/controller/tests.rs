@@ -19,7 +19,9 @@ use net::runtime::Runtime;
 use super::*;
 use crate::firewall::FakeFirewall;
 use crate::identity::{KeyOps, KeyOpsError};
-use crate::wg::{FakeWg, WgPeerState, WgPlan};
+use crate::wg::{FakeWg, WgPeerState};
+use net::resource::WireguardSpec;
+use net::wireguard_keys::Key;
 
 const KEY_A: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
 const KEY_B: &str = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBA=";
@@ -58,28 +60,17 @@ cluster:
 /// Public key = the private key's text reversed: deterministic and distinguishable.
 struct ReverseKeys;
 impl KeyOps for ReverseKeys {
-    fn generate(&self) -> Result<String, KeyOpsError> {
+    fn generate(&self) -> Result<Key, KeyOpsError> {
         Err(std::io::Error::other("tests configure the key").into())
     }
-    fn public_of(&self, private: &str) -> Result<String, KeyOpsError> {
+    fn public_of(&self, private: &Key) -> Result<String, KeyOpsError> {
+        let private = private.to_base64();
         if private == KEY_SELF_PRIV {
             Ok("SELFSELFSELFSELFSELFSELFSELFSELFSELFSELFSEA=".into())
         } else {
             Ok(private.chars().rev().collect())
         }
     }
-}
-
-thread_local! {
-    static GLUED: RefCell<Vec<WgPlan>> = const { RefCell::new(Vec::new()) };
-}
-
-fn record_glue(_: &mut LinkSpec, plan: &WgPlan) {
-    GLUED.with(|g| g.borrow_mut().push(plan.clone()));
-}
-
-fn last_wg_plan() -> WgPlan {
-    GLUED.with(|g| g.borrow().last().cloned()).unwrap()
 }
 
 struct Rig {
@@ -96,12 +87,7 @@ impl Rig {
         let mut rt = Runtime::new();
         rt.register(Box::new(IdentityController::new(None, Box::new(ReverseKeys)))).unwrap();
         rt.register(Box::new(PeerSpecController::default())).unwrap();
-        rt.register(Box::new(Manager::new(
-            Box::new(fw.clone()),
-            Box::new(wg.clone()),
-            record_glue,
-        )))
-        .unwrap();
+        rt.register(Box::new(Manager::new(Box::new(fw.clone()), Box::new(wg.clone())))).unwrap();
         let eth0 = LinkStatus {
             index: 2,
             link_type: LinkType::ETHER,
@@ -124,6 +110,13 @@ impl Rig {
                 break;
             }
         }
+    }
+
+    /// The WireGuard part of the `kubespan` LinkSpec the manager wrote.
+    fn wg_spec(&self) -> WireguardSpec {
+        let link =
+            self.rt.store().get_spec::<LinkSpec>(Namespace::NetworkConfig, "operator/kubespan");
+        link.and_then(|l| l.wireguard.clone()).unwrap()
     }
 
     fn status(&self, key: &str) -> KubeSpanPeerStatus {
@@ -188,7 +181,7 @@ fn enabled_writes_everything_from_one_snapshot() {
         .all(|(_, r)| r.fw_mark == 0x40));
 
     // Both peers are pointed at their first endpoint; B lost 10.244.2.0/24 to A.
-    let wg = last_wg_plan();
+    let wg = rig.wg_spec();
     let eps: Vec<Option<SocketAddr>> = wg.peers.iter().map(|p| p.endpoint).collect();
     assert_eq!(eps, [Some(sock("192.0.2.2:51820")), Some(sock("192.0.2.3:51820"))]);
     assert_eq!(wg.peers[1].allowed_ips, ["10.0.0.3/32".parse().unwrap()]);
@@ -229,7 +222,7 @@ fn handshakes_rotation_and_bypass() {
     let b = rig.status(KEY_B);
     assert_eq!(b.last_used_endpoint, Some(sock("198.51.100.3:51820")));
     assert_eq!(b.state, PeerState::Unknown);
-    assert_eq!(last_wg_plan().peers[1].endpoint, Some(sock("198.51.100.3:51820")));
+    assert_eq!(rig.wg_spec().peers[1].endpoint, Some(sock("198.51.100.3:51820")));
     let log = rig.fw.borrow().log.clone();
     assert_eq!(
         log.iter().filter(|l| l.starts_with("apply")).count(),

@@ -19,3 +19,4 @@ pub mod kinds;
 pub mod merge;
 pub mod names;
 pub mod resource;
+pub mod wgkey;

@@ -189,7 +189,7 @@ fn wireguard_link_status_polls_only_while_a_wireguard_link_exists() {
         kind: "wireguard".into(),
         link_type: LinkType::NONE,
         wireguard: Some(WireguardSpec {
-            private_key: key.to_base64(),
+            private_key: Some(key),
             listen_port: 51820,
             ..WireguardSpec::default()
         }),

@@ -52,7 +52,7 @@ impl Node {
             kind: "wireguard".into(),
             link_type: LinkType::NONE,
             wireguard: Some(WireguardSpec {
-                private_key: private.to_base64(),
+                private_key: Some(private),
                 listen_port: 51820,
                 firewall_mark: 0x20,
                 peers,

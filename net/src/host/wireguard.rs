@@ -2,8 +2,12 @@
 //! WireGuard devices at the [`Host`](super::Host) boundary: what `WG_CMD_GET_DEVICE` reports
 //! ([`WgDevice`]) and what `WG_CMD_SET_DEVICE` changes ([`WgUpdate`]), with keys decoded.
 //!
-//! These carry private and preshared keys, so they are never resources; their `Debug` shows
-//! no key bytes ([`Key`]'s `Debug` is opaque).
+//! These are the netlink adapter's own wire-level types, not a second form of the settings:
+//! the desired settings are always a `WireguardSpec`; [`WgDevice`] is what the kernel reports
+//! and [`WgUpdate`] the smallest diff to send (`WG_CMD_SET_DEVICE` takes changes, with flags
+//! for removal and allowed-IP replacement, which a spec has no place for). They carry private
+//! and preshared keys, so they are never resources; their `Debug` shows no key bytes
+//! ([`Key`]'s `Debug` is `<redacted>`).
 
 use std::net::SocketAddr;
 
@@ -11,7 +15,8 @@ use ipnet::IpNet;
 
 use crate::wireguard_keys::Key;
 
-/// A WireGuard device as the kernel reports it.
+/// A WireGuard device as the kernel reports it (wire level; the status resource is
+/// `WireguardStatus`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WgDevice {
     /// Private key, when one is set.
@@ -47,7 +52,8 @@ pub struct WgPeer {
     pub allowed_ips: Vec<IpNet>,
 }
 
-/// A change to a WireGuard device (`WG_CMD_SET_DEVICE`): `None` fields are left alone.
+/// A change to a WireGuard device (`WG_CMD_SET_DEVICE`), the diff between a `WireguardSpec`
+/// and a [`WgDevice`] (wire level): `None` fields are left alone.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WgUpdate {
     /// New private key.

@@ -61,7 +61,7 @@ pub use network::{
     KubeSpanConfig, KubeSpanFilters, KubeSpanPeer, NetworkConfig, Route, Vip, Vlan,
     KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT, KUBESPAN_DEFAULT_MTU,
 };
-pub use scalar::{CidrFilter, PrivateKey};
+pub use scalar::CidrFilter;
 pub use specs::to_specs;
 
 /// Parse and validate a machine configuration (one YAML document). A leading byte-order mark

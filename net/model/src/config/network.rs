@@ -380,7 +380,7 @@ pub struct KubeSpanConfig {
         deserialize_with = "scalar::opt::<WgKey, _>",
         skip_serializing_if = "Option::is_none"
     )]
-    pub private_key: Option<PrivateKey>,
+    pub private_key: Option<crate::wgkey::Key>,
     /// keelson: peers known in advance (discovery comes later).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<KubeSpanPeer>,

@@ -18,6 +18,7 @@ use crate::resource::{
     AdSelect, ArpAllTargets, ArpValidate, BondMode, BondXmitHashPolicy, ConfigLayer, FailOverMac,
     HardwareAddr, HostnameSpec, LacpRate, PrimaryReselect, RoutingTable,
 };
+use crate::wgkey::Key;
 
 /// How one kind of scalar is read from its text.
 pub(crate) trait ScalarParser {
@@ -285,10 +286,11 @@ fn wg_key(s: &str, what: &str) -> Result<String, String> {
 /// A WireGuard private key; the text is never echoed back in an error.
 pub(crate) struct WgKey;
 impl ScalarParser for WgKey {
-    type Out = PrivateKey;
+    type Out = Key;
     const EXPECTING: &'static str = "a WireGuard private key (base64)";
     fn parse(s: &str) -> Result<Self::Out, String> {
-        wg_key(s, "private key").map(PrivateKey)
+        let text = wg_key(s, "private key")?;
+        Key::from_base64(&text).map_err(|e| format!("invalid WireGuard private key: {e}"))
     }
 }
 
@@ -501,22 +503,6 @@ pub(crate) fn serialize_opt_duration<S: Serializer>(
 
 // Value types that are scalars in the YAML: they live here, beside their parsers, so the
 // config structs that hold them import this module and nothing imports back.
-
-/// A WireGuard private key as configured: never printed, never serialized in clear.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PrivateKey(pub String);
-
-impl fmt::Debug for PrivateKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PrivateKey(<redacted>)")
-    }
-}
-
-impl Serialize for PrivateKey {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("<redacted>")
-    }
-}
 
 /// `[!]<cidr>`: include a network, or exclude it with `!`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -122,8 +122,8 @@ fn merge_wireguard(
         *dst = Some(whole);
         return;
     };
-    if !src.private_key.is_empty() {
-        base.private_key.clone_from(&src.private_key);
+    if src.private_key.is_some() {
+        base.private_key = src.private_key;
     }
     if src.listen_port != 0 {
         base.listen_port = src.listen_port;
@@ -203,9 +203,18 @@ mod tests {
         Some(BondMasterSpec { mode, mii_mon, ..BondMasterSpec::default() })
     }
 
+    /// A distinct key per name.
+    fn test_key(name: &str) -> crate::wgkey::Key {
+        let mut k = [0u8; 32];
+        for (d, s) in k.iter_mut().zip(name.bytes()) {
+            *d = s;
+        }
+        crate::wgkey::Key(k)
+    }
+
     fn wg(key: &str, port: u16, mark: u32, peers: &[(&str, &str)]) -> Option<WireguardSpec> {
         Some(WireguardSpec {
-            private_key: key.into(),
+            private_key: Some(test_key(key)),
             listen_port: port,
             firewall_mark: mark,
             peers: peers

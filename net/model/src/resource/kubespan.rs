@@ -10,25 +10,10 @@ use ipnet::{IpNet, Ipv6Net};
 use serde::{Serialize, Serializer};
 
 use super::rfc3339::Rfc3339;
+use crate::wgkey::Key;
 
 /// ID of the node's identity.
 pub const KUBESPAN_IDENTITY_ID: &str = "local";
-
-/// A WireGuard private key: `Debug` and serialization never show it.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct WgPrivateKey(pub String);
-
-impl fmt::Debug for WgPrivateKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("WgPrivateKey(<redacted>)")
-    }
-}
-
-impl Serialize for WgPrivateKey {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("<redacted>")
-    }
-}
 
 /// The node's KubeSpan identity: its key pair and ULA address.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize)]
@@ -38,8 +23,8 @@ pub struct KubeSpanIdentity {
     pub address: Ipv6Net,
     /// The cluster's KubeSpan /64.
     pub subnet: Ipv6Net,
-    /// WireGuard private key (base64).
-    pub private_key: WgPrivateKey,
+    /// WireGuard private key; shown as `<redacted>`.
+    pub private_key: Key,
     /// WireGuard public key (base64).
     pub public_key: String,
 }
@@ -125,12 +110,13 @@ mod tests {
         let id = KubeSpanIdentity {
             address: "fd7f:175a:b97c:5602:2c1a:b6ff:fe53:8169/128".parse().unwrap(),
             subnet: "fd7f:175a:b97c:5602::/64".parse().unwrap(),
-            private_key: WgPrivateKey("c2VjcmV0".into()),
+            private_key: Key([0x73; 32]),
             public_key: "cHVibGlj".into(),
         };
-        assert!(!format!("{id:?}").contains("c2VjcmV0"));
+        let secret = id.private_key.to_base64();
+        assert!(!format!("{id:?}").contains(&secret));
         let yaml = serde_yaml::to_string(&id).unwrap();
-        assert!(!yaml.contains("c2VjcmV0"), "{yaml}");
+        assert!(!yaml.contains(&secret) && yaml.contains("privateKey: <redacted>"), "{yaml}");
         assert!(yaml.contains("publicKey: cHVibGlj"), "{yaml}");
     }
 }

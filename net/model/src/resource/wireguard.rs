@@ -7,18 +7,20 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::nethelpers::is_default;
+use crate::wgkey::Key;
 
 /// A WireGuard device's configuration (docs/talos.md: Applying specs).
 ///
-/// Keys are base64 strings as in Talos; peers are kept sorted by public key and allowed IPs by
+/// Private and preshared keys are [`Key`]s (base64 in YAML, `<redacted>` when shown); public
+/// keys are base64 strings as in Talos, since they name peers and are shown. Peers are kept sorted by public key and allowed IPs by
 /// (address, prefix length) ([`WireguardSpec::normalize`]), so equal configurations compare
 /// equal. `Debug` leaves the private and preshared keys out.
 #[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WireguardSpec {
     /// The device's private key (base64). Never shown: `keelson get` prints `<redacted>`.
-    #[serde(default, skip_serializing_if = "String::is_empty", serialize_with = "redacted")]
-    pub private_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "private_key")]
+    pub private_key: Option<Key>,
     /// UDP listen port; 0 lets the kernel pick one and is not compared.
     #[serde(default, skip_serializing_if = "is_default")]
     pub listen_port: u16,
@@ -30,19 +32,18 @@ pub struct WireguardSpec {
     pub peers: Vec<WireguardPeer>,
 }
 
-/// Secrets serialize as `<redacted>`: resources are only ever serialized to be shown.
-fn redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str("<redacted>")
+fn private_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Key>, D::Error> {
+    crate::wgkey::opt_or_redacted(d, "privateKey")
 }
 
-fn redacted_opt<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str("<redacted>")
+fn preshared_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Key>, D::Error> {
+    crate::wgkey::opt_or_redacted(d, "presharedKey")
 }
 
 impl fmt::Debug for WireguardSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WireguardSpec")
-            .field("private_key", &if self.private_key.is_empty() { "" } else { "<redacted>" })
+            .field("private_key", &if self.private_key.is_none() { "" } else { "<redacted>" })
             .field("listen_port", &self.listen_port)
             .field("firewall_mark", &self.firewall_mark)
             .field("peers", &self.peers)
@@ -69,8 +70,8 @@ pub struct WireguardPeer {
     /// The peer's public key (base64).
     pub public_key: String,
     /// Preshared key (base64). Never shown, like the private key.
-    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "redacted_opt")]
-    pub preshared_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "preshared_key")]
+    pub preshared_key: Option<Key>,
     /// Where to send to; `None` leaves the device's endpoint alone, so WireGuard's roaming is
     /// kept (docs/talos.md: KubeSpan).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -444,7 +444,7 @@ fn wireguard_link(name: &str, peers: &[(&str, &str)]) -> LinkSpec {
         mtu: 1420,
         link_type: LinkType::NONE,
         wireguard: Some(WireguardSpec {
-            private_key: generate_private_key([4; 32]).to_base64(),
+            private_key: Some(generate_private_key([4; 32])),
             listen_port: 51820,
             firewall_mark: 0x20,
             peers,

@@ -16,11 +16,12 @@ use crate::host::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate};
 use crate::resource::{WireguardPeer, WireguardSpec};
 use crate::wireguard_keys::{Key, KeyError};
 
-/// A key in the spec that does not decode, with the field's path in the spec.
+/// A public key in the spec that does not decode, with the field's path in the spec (private
+/// and preshared keys are [`Key`]s already, checked when the spec was read).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {source}")]
 pub struct WireguardSpecError {
-    /// `wireguard.privateKey`, `wireguard.peers[2].publicKey`, ...
+    /// `wireguard.peers[2].publicKey`, ...
     pub field: String,
     /// What is wrong with it.
     #[source]
@@ -45,11 +46,8 @@ pub fn plan_wireguard(
     have: &WgDevice,
 ) -> Result<WgUpdate, WireguardSpecError> {
     let mut update = WgUpdate::default();
-    if !want.private_key.is_empty() {
-        let key = decode(|| "wireguard.privateKey".into(), &want.private_key)?;
-        if have.private_key != Some(key) {
-            update.private_key = Some(key);
-        }
+    if want.private_key.is_some() && have.private_key != want.private_key {
+        update.private_key = want.private_key;
     }
     if want.listen_port != 0 && want.listen_port != have.listen_port {
         update.listen_port = Some(want.listen_port);
@@ -61,11 +59,7 @@ pub fn plan_wireguard(
     let mut wanted: BTreeMap<Key, (&WireguardPeer, Option<Key>)> = BTreeMap::new();
     for (i, p) in want.peers.iter().enumerate() {
         let key = decode(|| format!("wireguard.peers[{i}].publicKey"), &p.public_key)?;
-        let psk = match &p.preshared_key {
-            Some(text) => Some(decode(|| format!("wireguard.peers[{i}].presharedKey"), text)?)
-                .filter(|k| !k.is_zero()),
-            None => None,
-        };
+        let psk = p.preshared_key.filter(|k| !k.is_zero());
         // A repeated public key: the first one counts, as in the merge.
         wanted.entry(key).or_insert((p, psk));
     }
@@ -164,7 +158,7 @@ mod tests {
 
     fn spec(peers: Vec<WireguardPeer>) -> WireguardSpec {
         WireguardSpec {
-            private_key: generate_private_key([9; 32]).to_base64(),
+            private_key: Some(generate_private_key([9; 32])),
             listen_port: 51820,
             firewall_mark: 0x20,
             peers,
@@ -262,7 +256,7 @@ mod tests {
         have.listen_port = 43210;
         let u = plan_wireguard(&want, &have).unwrap();
         assert_eq!((u.listen_port, u.fwmark, u.private_key), (None, Some(0x30), None));
-        want.private_key = generate_private_key([1; 32]).to_base64();
+        want.private_key = Some(generate_private_key([1; 32]));
         let u = plan_wireguard(&want, &have).unwrap();
         assert_eq!(u.private_key, Some(generate_private_key([1; 32])));
     }
@@ -271,7 +265,7 @@ mod tests {
     fn preshared_key_set_and_cleared() {
         let psk = key(7);
         let mut want = spec(vec![spec_peer(1, &[])]);
-        want.peers[0].preshared_key = Some(psk.to_base64());
+        want.peers[0].preshared_key = Some(psk);
         let mut have = device(vec![dev_peer(1, &[])]);
         let u = plan_wireguard(&want, &have).unwrap();
         assert_eq!(u.peers[0].preshared_key, Some(psk));
@@ -289,9 +283,21 @@ mod tests {
         let e = plan_wireguard(&want, &WgDevice::default()).unwrap_err();
         assert_eq!(e.field, "wireguard.peers[1].publicKey");
         assert!(e.to_string().starts_with("wireguard.peers[1].publicKey: "), "{e}");
-        want.private_key = "AAAA".into();
-        let e = plan_wireguard(&want, &WgDevice::default()).unwrap_err();
-        assert_eq!(e.field, "wireguard.privateKey");
+        // A bad private or preshared key is refused when the spec is read, naming its field
+        // (and not echoing the text).
+        for (field, yaml) in [
+            ("wireguard: privateKey: ", "wireguard:\n  privateKey: AAAA\n"),
+            (
+                "wireguard.peers[0]: presharedKey: ",
+                "wireguard:\n  peers:\n    - publicKey: x\n      presharedKey: AAAA\n",
+            ),
+        ] {
+            let e =
+                serde_yaml::from_str::<crate::resource::LinkSpec>(&format!("name: wg0\n{yaml}"))
+                    .unwrap_err()
+                    .to_string();
+            assert!(e.starts_with(field) && !e.contains("AAAA"), "{e}");
+        }
     }
 
     #[test]
@@ -324,14 +330,16 @@ layer: operator
         assert_eq!(wg.peers[0].allowed_ips, ips(&["10.0.0.1/32", "fd00::1/128"]));
         // What `keelson get -o yaml` and the logs show carries no key; the rest round-trips.
         let shown = serde_yaml::to_string(&spec).unwrap();
-        assert!(!shown.contains(&wg.private_key) && shown.contains("privateKey: <redacted>"));
+        let private = generate_private_key([9; 32]).to_base64();
+        assert_eq!(wg.private_key, Some(generate_private_key([9; 32])));
+        assert!(!shown.contains(&private) && shown.contains("privateKey: <redacted>"));
         let back: crate::resource::LinkSpec = serde_yaml::from_str(&shown).unwrap();
         let back_wg = back.wireguard.as_ref().unwrap();
         assert_eq!(
             (back_wg.peers.clone(), back.mtu, back.layer),
             (wg.peers.clone(), spec.mtu, spec.layer)
         );
-        assert!(!format!("{spec:?}").contains(&wg.private_key));
+        assert!(!format!("{spec:?}").contains(&private));
     }
 
     #[test]
