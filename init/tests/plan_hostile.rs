@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::resource::{getrusage, UsageWho};
 
-/// The longest any input may take (a debug build, on a busy machine).
-const TIME_LIMIT: Duration = Duration::from_secs(10);
+/// A guard against a hang, not a speed check: any input that takes this long (a debug build
+/// under emulation takes a few seconds) is killed and fails.
+const TIME_LIMIT: Duration = Duration::from_secs(60);
 /// The most memory any `plan` child may use at its peak.
 const RSS_LIMIT_KIB: i64 = 64 * 1024;
 

@@ -2,8 +2,6 @@
 //! Hostile documents: a secret file named as the config, alias bombs, a byte-order mark,
 //! content that would flood or forge log lines.
 
-use std::time::{Duration, Instant};
-
 use super::bounds::{node_limit, ALIAS_ALLOWANCE, MAX_NODES};
 use super::error::{excerpt_quotes, EXCERPT_CHARS};
 use super::*;
@@ -107,14 +105,12 @@ fn excerpts() {
 }
 
 #[test]
-fn an_alias_bomb_is_refused_quickly() {
+fn an_alias_bomb_is_refused_by_the_scan() {
     let bomb = alias_bomb(1000, 1000);
     assert!(bomb.len() < 80_000);
-    let start = Instant::now();
     let e = err(&bomb);
     assert!(e.message.starts_with("more than"), "{e}");
     assert!(e.message.contains("alias expansion"), "{e}");
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
 }
 
 #[test]
@@ -136,10 +132,8 @@ fn the_limit_is_linear_in_the_text() {
 fn a_long_flat_list_is_refused_before_it_is_loaded() {
     // 600,000 scalars in 1.2 MB: without aliases, but more nodes than any config needs.
     let text = format!("version: v1alpha1\nx: [{}0]\n", "0,".repeat(600_000));
-    let start = Instant::now();
     let e = err(&text);
     assert!(e.message.starts_with(&format!("more than {MAX_NODES} YAML nodes")), "{e}");
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
 }
 
 #[test]
@@ -163,8 +157,6 @@ fn nested_aliases_are_counted_as_expanded() {
         let prev = format!("*l{}", i - 1);
         s += &format!("l{i}: &l{i} [{}]\n", vec![prev; 10].join(", "));
     }
-    let start = Instant::now();
     let e = err(&s);
     assert!(e.message.contains("alias expansion"), "{e}");
-    assert!(start.elapsed() < Duration::from_secs(5));
 }
