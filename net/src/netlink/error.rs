@@ -9,7 +9,8 @@ use nix::errno::Errno;
 
 /// What a caller should do about a failed netlink operation.
 ///
-/// Controllers match on this, never on raw errno values (style guide §3.5).
+/// Controllers match on this, never on raw errno values: each errno is given its meaning once,
+/// here, rather than in every caller.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum NlErrorKind {
     /// Retry with backoff: the kernel was busy or out of buffer space (EBUSY, EAGAIN, ENOBUFS,

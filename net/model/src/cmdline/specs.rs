@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! From a parsed command line to the layer-`cmdline` specs (docs/talos.md: Kernel command line
-//! "What each LinkConfig produces", §1.2, §1.3).
+//! From a parsed command line to the layer-`cmdline` specs (docs/talos.md: Kernel command line:
+//! what `ip=`, `bond=` and `vlan=` each produce).
 //!
 //! Invariant: at most one spec per natural ID. Several `ip=` for one link share one LinkSpec
 //! (the first MTU/MAC given wins; the parser already rejected contradictions), and a `bond=`
