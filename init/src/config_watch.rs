@@ -166,22 +166,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::os::unix::fs::symlink;
+    use testkit::configmap_swap as swap;
 
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("keelson-cw-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
-    }
-
-    /// Kubernetes' atomic writer: a new timestamped directory, a new `..data` link renamed
-    /// over the old one.
-    fn swap(dir: &Path, generation: &str, body: &str) {
-        let data = dir.join(generation);
-        std::fs::create_dir(&data).unwrap();
-        std::fs::write(data.join("config.yaml"), body).unwrap();
-        symlink(generation, dir.join("..data_tmp")).unwrap();
-        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{require_root, sh, wait_for, Netns, Node, TempDir};
+use testkit::configmap_swap;
 
 const T: Duration = Duration::from_secs(15);
 /// The most memory the node may have used at its peak after the hostile inputs.
@@ -180,16 +181,6 @@ fn dev_zero_and_an_alias_bomb_are_refused_small() {
     // Nothing of either was applied.
     assert!(ns.addresses().iter().all(|a| !a.starts_with("eth0/10.")), "{:?}", ns.addresses());
     stop_within(node);
-}
-
-/// Kubernetes' atomic writer: a new timestamped directory, a new `..data` link renamed over
-/// the old one; `config.yaml -> ..data/config.yaml` never changes.
-fn configmap_swap(dir: &Path, generation: &str, body: &str) {
-    let data = dir.join(generation);
-    std::fs::create_dir(&data).unwrap();
-    std::fs::write(data.join("config.yaml"), body).unwrap();
-    symlink(generation, dir.join("..data_tmp")).unwrap();
-    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
 }
 
 #[test]

@@ -12,6 +12,8 @@
 //!   [`require_full_kernel`] gates the tests that need bond/8021q/dummy/WireGuard modules on
 //!   `KEELSON_FULL_KERNEL=1`.
 //!
+//! - [`configmap_swap`]: replace a config file the way Kubernetes' atomic writer does.
+//!
 //! Never the host namespace, never fixed names: every named namespace carries [`tag`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -200,4 +202,15 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
     }
+}
+
+/// Kubernetes' atomic writer: `body` goes into a new directory `dir/generation`, and a new
+/// `..data` link to it is renamed over the old one, so `config.yaml -> ..data/config.yaml`
+/// never changes while what it resolves to does.
+pub fn configmap_swap(dir: &std::path::Path, generation: &str, body: &str) {
+    let data = dir.join(generation);
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("config.yaml"), body).unwrap();
+    std::os::unix::fs::symlink(generation, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
 }
