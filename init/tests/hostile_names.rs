@@ -220,6 +220,38 @@ fn start_rogue(ns: &Netns, proto: &str, dir: &TempDir) -> Background {
     rogue
 }
 
+/// A client namespace whose `v0` runs DHCP (`dhcp_options` appended to its interface entry)
+/// against the rogue server (`proto` 4 or 6) in a server namespace whose `s0` gets `address`
+/// (`ip addr add` arguments); returns once the client holds `leased` (`link/addr/len`).
+fn leased_from_rogue(
+    proto: &str,
+    address: &[&str],
+    dhcp_options: &str,
+    leased: &str,
+    within: Duration,
+) -> (Netns, Netns, TempDir, Background, Node) {
+    let server = Netns::new();
+    let client = Netns::new();
+    client.veth("v0", &server, "s0");
+    server.ip(&[&["addr", "add"][..], address].concat());
+    let dir = TempDir::new();
+    let rogue = start_rogue(&server, proto, &dir);
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: v0\n        dhcp: true{dhcp_options}\n"
+        ),
+    )
+    .unwrap();
+    let node = Node::start_api(&client, "", Some(&config));
+    let has_lease = || client.addresses().iter().any(|a| a == leased);
+    wait_for("the lease from the rogue server", within, has_lease, || {
+        format!("{}\n{}", node.log_text(), rogue.text())
+    });
+    (server, client, dir, rogue, node)
+}
+
 #[test]
 fn rogue_dhcpv6_server_cannot_write_lines_into_etc() {
     if std::env::var(ROGUE_ENV).is_ok()
@@ -227,23 +259,14 @@ fn rogue_dhcpv6_server_cannot_write_lines_into_etc() {
     {
         return;
     }
-    let server = Netns::new();
-    let client = Netns::new();
-    client.veth("v0", &server, "s0");
-    server.ip(&["addr", "add", &format!("{SERVER6}/64"), "dev", "s0", "nodad"]);
-    let dir = TempDir::new();
-    let rogue = start_rogue(&server, "6", &dir);
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: v0\n        dhcp: true\n        dhcpOptions: {ipv4: false, ipv6: true}\n",
-    )
-    .unwrap();
-    let node = Node::start_api(&client, "", Some(&config));
-    let leased = || client.addresses().iter().any(|a| a == &format!("v0/{OFFERED6}/128"));
-    wait_for("the lease from the rogue server", Duration::from_secs(30), leased, || {
-        format!("{}\n{}", node.log_text(), rogue.text())
-    });
+    let leased = format!("v0/{OFFERED6}/128");
+    let (_server, _client, _dir, _rogue, node) = leased_from_rogue(
+        "6",
+        &[&format!("{SERVER6}/64"), "dev", "s0", "nodad"],
+        "\n        dhcpOptions: {ipv4: false, ipv6: true}",
+        &leased,
+        Duration::from_secs(30),
+    );
     let etc = node.root.path().join("etc");
     let read = |f: &str| std::fs::read_to_string(etc.join(f)).unwrap_or_default();
     wait_for(
@@ -303,24 +326,15 @@ fn rogue_dhcp_server_cannot_write_lines_into_etc() {
     {
         return;
     }
-    let server = Netns::new();
-    let client = Netns::new();
-    client.veth("v0", &server, "s0");
+    let leased = format!("v0/{OFFERED}/24");
     // `brd +`: the replies go to the subnet broadcast, which needs its broadcast route.
-    server.ip(&["addr", "add", &format!("{SERVER}/24"), "brd", "+", "dev", "s0"]);
-    let dir = TempDir::new();
-    let rogue = start_rogue(&server, "4", &dir);
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: v0\n        dhcp: true\n",
-    )
-    .unwrap();
-    let node = Node::start_api(&client, "", Some(&config));
-    let leased = || client.addresses().iter().any(|a| a == &format!("v0/{OFFERED}/24"));
-    wait_for("the lease from the rogue server", Duration::from_secs(20), leased, || {
-        format!("{}\n{}", node.log_text(), rogue.text())
-    });
+    let (_server, client, _dir, _rogue, node) = leased_from_rogue(
+        "4",
+        &[&format!("{SERVER}/24"), "brd", "+", "dev", "s0"],
+        "",
+        &leased,
+        Duration::from_secs(20),
+    );
     let etc = node.root.path().join("etc");
     let read = |f: &str| std::fs::read_to_string(etc.join(f)).unwrap_or_default();
     wait_for(
