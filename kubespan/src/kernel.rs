@@ -59,7 +59,8 @@ impl WgReader for HostWg {
             .peers
             .into_iter()
             .map(|p| {
-                let last = p.last_handshake.map(|s| UNIX_EPOCH + Duration::from_secs(s));
+                let last =
+                    p.last_handshake.map(|s| UNIX_EPOCH + Duration::new(s, p.last_handshake_nanos));
                 WgPeerState {
                     public_key: p.public_key.to_base64(),
                     endpoint: p.endpoint,

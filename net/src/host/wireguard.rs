@@ -44,6 +44,9 @@ pub struct WgPeer {
     pub keepalive: u16,
     /// Last handshake in Unix seconds; `None` before the first.
     pub last_handshake: Option<u64>,
+    /// The sub-second part of the last handshake, in nanoseconds. A handshake that came within
+    /// a second of an endpoint change must not read as older than the change.
+    pub last_handshake_nanos: u32,
     /// Bytes received.
     pub rx_bytes: u64,
     /// Bytes sent.

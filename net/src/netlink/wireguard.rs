@@ -148,6 +148,8 @@ fn decode_peer(p: &WireguardPeer) -> WgPeer {
             WireguardPeerAttribute::LastHandshake(t) => {
                 // The kernel reports 0 before the first handshake.
                 peer.last_handshake = u64::try_from(t.seconds).ok().filter(|s| *s != 0);
+                peer.last_handshake_nanos =
+                    u32::try_from(t.nano_seconds).ok().filter(|n| *n < 1_000_000_000).unwrap_or(0);
             }
             WireguardPeerAttribute::RxBytes(n) => peer.rx_bytes = *n,
             WireguardPeerAttribute::TxBytes(n) => peer.tx_bytes = *n,
