@@ -376,6 +376,19 @@ mod tests {
     }
 
     #[test]
+    fn a_handshake_keeps_its_nanoseconds_and_zero_means_none() {
+        let at = |seconds, nano_seconds| {
+            decode_peer(&WireguardPeer(vec![WireguardPeerAttribute::LastHandshake(
+                netlink_packet_wireguard::WireguardTimeSpec { seconds, nano_seconds },
+            )]))
+        };
+        let p = at(1_700_000_000, 250_000_000);
+        assert_eq!((p.last_handshake, p.last_handshake_nanos), (Some(1_700_000_000), 250_000_000));
+        assert_eq!(at(0, 0).last_handshake, None);
+        assert_eq!(at(5, 2_000_000_000).last_handshake_nanos, 0, "out of range");
+    }
+
+    #[test]
     fn small_update_is_one_message_with_device_settings() {
         let u = WgUpdate {
             private_key: Some(key(1)),
