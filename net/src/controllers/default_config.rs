@@ -19,7 +19,7 @@ use ipnet::IpNet;
 use super::ids::{CMDLINE_ID, MACHINE_CONFIG_ID};
 use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
 use crate::cmdline::CmdlineNetwork;
-use crate::config::MachineConfig;
+use crate::config::{AutoHostname, MachineConfig};
 use crate::resource::{
     AddressSpec, ClientIdentifier, ConfigLayer, HostnameSpec, HostnameStatus, Kind, LayerSpecs,
     LinkSpec, LinkView, Namespace, NodeAddress, Operator, OperatorSpec, ResolverSpec, Scope,
@@ -49,6 +49,8 @@ pub struct DefaultInputs<'a> {
     pub default_address: Option<IpAddr>,
     /// The domain name in effect (HostnameStatus).
     pub domainname: Option<String>,
+    /// The node's identity, for `auto: stable` hostnames.
+    pub node_id: Option<&'a str>,
 }
 
 /// The layer-`default` specs: a pure function of its inputs.
@@ -74,7 +76,8 @@ pub fn default_specs(input: &DefaultInputs<'_>) -> LayerSpecs {
     }
     let dhcp4 = input.cmdline.is_none_or(|c| c.default_dhcp4);
     let dhcp6 = input.cmdline.is_some_and(|c| c.default_dhcp6);
-    for (name, _) in links.physical() {
+    let defaults_on = input.config.is_none_or(MachineConfig::runs_default_link_config);
+    for (name, _) in links.physical().filter(|_| defaults_on) {
         let name = name.to_owned();
         if ignored.contains(&name) {
             continue;
@@ -126,12 +129,44 @@ pub fn default_specs(input: &DefaultInputs<'_>) -> LayerSpecs {
         use_nts: true,
         layer: ConfigLayer::Default,
     });
-    if let (Some(_), Some(ip)) = (input.config, input.default_address) {
-        if let Ok(h) = HostnameSpec::parse_fqdn(&addr_hostname(ip), ConfigLayer::Default) {
+    if let Some(name) = input.config.and_then(|c| auto_hostname(c, input)) {
+        if let Ok(h) = HostnameSpec::parse_fqdn(&name, ConfigLayer::Default) {
             out.hostnames.push(h);
         }
     }
     out
+}
+
+/// `talos-xxx-yyy` from the node's identity: the SHA-256 of the node ID, its first 8 bytes
+/// as a big-endian number written in base 36, characters 1..4 and 4..7 (Talos's stable
+/// hostname, docs/talos.md: Defaults).
+pub fn stable_hostname(node_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(node_id.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    let mut n = u64::from_be_bytes(first);
+    let mut b36 = Vec::with_capacity(13);
+    loop {
+        b36.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    b36.reverse();
+    let b36 = String::from_utf8_lossy(&b36).into_owned();
+    let part = |r: std::ops::Range<usize>| b36.get(r).unwrap_or_default().to_owned();
+    format!("talos-{}-{}", part(1..4), part(4..7))
+}
+
+/// The generated hostname the configuration asks for, when its input is there.
+fn auto_hostname(config: &MachineConfig, input: &DefaultInputs<'_>) -> Option<String> {
+    match config.machine.network.auto_hostname {
+        AutoHostname::Addr => input.default_address.map(addr_hostname),
+        AutoHostname::Stable => input.node_id.map(stable_hostname),
+        AutoHostname::Off => None,
+    }
 }
 
 /// `talos-` + the address with `.` as `-` and `:` removed (docs/talos.md: Defaults `addr` mode).
@@ -188,6 +223,8 @@ impl Controller for DefaultConfigController {
             domainname: ctx
                 .get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
                 .map(|h| h.domainname.clone()),
+            // No node identity is kept yet: `auto: stable` waits for one.
+            node_id: None,
         });
         write_layer(ctx, ConfigLayer::Default, specs)?;
         Ok(Next::Idle)
@@ -201,6 +238,11 @@ mod tests {
 
     fn ether() -> LinkStatus {
         LinkStatus { link_type: LinkType::ETHER, ..Default::default() }
+    }
+
+    #[test]
+    fn stable_hostname_matches_talos() {
+        assert_eq!(stable_hostname("fGdOI05hVrx3YMagLo0Bwxa2Nm9BAswWm8XLeEj0aS4"), "talos-hwz-sw5");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Checks that run before the configuration is deserialized: one document, a mapping, of
-//! bounded size once aliases are expanded.
+//! Checks that run before the configuration is deserialized, and the split of the stream into
+//! its documents: each a mapping, a bounded number of them, of bounded size once aliases are
+//! expanded.
 //!
 //! serde_yaml first loads every event of the document into memory (about 128 bytes each: a
 //! 16 MiB flow list of 8 million scalars takes a GiB), then expands every alias while
@@ -28,6 +29,30 @@ pub(crate) const MAX_NODES: usize = 1 << 19;
 /// The deepest nesting scanned (serde_yaml refuses deeper documents at 128 anyway).
 const MAX_DEPTH: usize = 128;
 
+/// The most documents a configuration may hold: a v1alpha1 document plus one per link,
+/// route rule or host entry of a large node.
+pub(crate) const MAX_DOCUMENTS: usize = 65_536;
+
+/// The longest `kind`, `apiVersion` or `version` value kept from a document's header: every
+/// real one is far shorter, and a longer one is reported without being quoted.
+const MAX_HEADER_VALUE: usize = 64;
+
+/// One document of the stream: where its text starts, and the top-level keys that say what
+/// it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DocSpan {
+    /// Byte offset of the first line of the document (its `---`, when it has one).
+    pub start: usize,
+    /// Lines before that offset, added to positions found in the document's own text.
+    pub line_offset: usize,
+    /// Top-level `version` (the v1alpha1 machine configuration has it).
+    pub version: Option<String>,
+    /// Top-level `apiVersion` (typed documents have it).
+    pub api_version: Option<String>,
+    /// Top-level `kind`.
+    pub kind: Option<String>,
+}
+
 /// The most nodes, after alias expansion, a text of `len` bytes may have. Without aliases a
 /// YAML node takes at least one byte, so below [`MAX_NODES`] only expansion reaches this.
 pub(crate) fn node_limit(len: usize) -> usize {
@@ -40,7 +65,7 @@ enum Refusal {
     TooManyNodes(usize),
     TooDeep,
     NotMapping(&'static str),
-    MoreThanOneDocument,
+    TooManyDocuments,
 }
 
 /// One node event of the stream, as much as the scan needs.
@@ -52,13 +77,14 @@ enum Node {
     Alias,
 }
 
-/// Scan `yaml`. Refused: a document that is not a mapping (nothing of it is quoted), more
-/// than one document, nesting deeper than [`MAX_DEPTH`], more nodes than [`node_limit`]
-/// after alias expansion. A YAML syntax error is left to serde_yaml, which reports it with
-/// its position; the events before it are within the limits.
-pub(crate) fn check(yaml: &str) -> Result<(), ConfigError> {
+/// Scan `yaml` and return its documents in order. Refused: a document that is not a mapping
+/// (nothing of it is quoted), more than [`MAX_DOCUMENTS`], nesting deeper than
+/// [`MAX_DEPTH`], more nodes than [`node_limit`] after alias expansion. A YAML syntax error
+/// is left to serde_yaml, which reports it with its position; the documents before it are
+/// returned and the one holding it spans the rest of the text.
+pub(crate) fn check(yaml: &str) -> Result<Vec<DocSpan>, ConfigError> {
     let (refusal, position) = match scan(yaml) {
-        Ok(()) => return Ok(()),
+        Ok(docs) => return Ok(docs),
         Err(e) => e,
     };
     let message = match refusal {
@@ -68,11 +94,10 @@ pub(crate) fn check(yaml: &str) -> Result<(), ConfigError> {
         ),
         Refusal::TooDeep => format!("nested deeper than {MAX_DEPTH} levels"),
         Refusal::NotMapping(kind) => format!(
-            "the document is {kind}, not a YAML mapping (expected `version: v1alpha1` and `machine:`)"
+            "the document is {kind}, not a YAML mapping (expected `version: v1alpha1` and \
+             `machine:`, or `apiVersion: v1alpha1` and `kind:`)"
         ),
-        Refusal::MoreThanOneDocument => {
-            "more than one YAML document (a machine configuration is one document)".to_owned()
-        }
+        Refusal::TooManyDocuments => format!("more than {MAX_DOCUMENTS} YAML documents"),
     };
     Err(ConfigError::new("", Some(position), message))
 }
@@ -84,8 +109,6 @@ struct Sizes {
     nodes: usize,
     anchors: HashMap<Vec<u8>, usize>,
     open: Vec<Option<(Vec<u8>, usize)>>,
-    documents: usize,
-    root_seen: bool,
 }
 
 impl Sizes {
@@ -123,6 +146,15 @@ impl Sizes {
     }
 }
 
+/// One libyaml event, as much of it as the scan needs.
+struct Event {
+    kind: unsafe_libyaml::yaml_event_type_t,
+    anchor: Option<Vec<u8>>,
+    /// A scalar's value, when it is at most [`MAX_HEADER_VALUE`] bytes.
+    scalar: Option<Vec<u8>>,
+    position: Position,
+}
+
 /// A libyaml parser over borrowed text, deleted on drop. Boxed: libyaml keeps pointers into
 /// its own state, so it must not move once initialized.
 struct Parser<'t> {
@@ -147,9 +179,9 @@ impl<'t> Parser<'t> {
         Some(Self { sys, _text: text })
     }
 
-    /// The next event as (type, anchor, position); `None` on a syntax error (the caller
-    /// stops there: libyaml must not be asked again after an error).
-    fn next(&mut self) -> Option<(unsafe_libyaml::yaml_event_type_t, Option<Vec<u8>>, Position)> {
+    /// The next event; `None` on a syntax error (the caller stops there: libyaml must not be
+    /// asked again after an error).
+    fn next(&mut self) -> Option<Event> {
         let p = self.sys.as_mut_ptr();
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         let e = event.as_mut_ptr();
@@ -169,13 +201,22 @@ impl<'t> Parser<'t> {
             };
             let anchor = (!anchor.is_null())
                 .then(|| CStr::from_ptr(anchor as *const c_char).to_bytes().to_vec());
+            // Scalars are kept only while short: the scan needs header values, nothing else.
+            let scalar = (kind == unsafe_libyaml::YAML_SCALAR_EVENT)
+                .then(|| {
+                    let data = (*e).data.scalar;
+                    let len = usize::try_from(data.length).unwrap_or(usize::MAX);
+                    (len <= MAX_HEADER_VALUE && !data.value.is_null())
+                        .then(|| std::slice::from_raw_parts(data.value, len).to_vec())
+                })
+                .flatten();
             let mark = (*e).start_mark;
             let position = Position {
                 line: usize::try_from(mark.line).unwrap_or(usize::MAX).saturating_add(1),
                 column: usize::try_from(mark.column).unwrap_or(usize::MAX).saturating_add(1),
             };
             unsafe_libyaml::yaml_event_delete(e);
-            Some((kind, anchor, position))
+            Some(Event { kind, anchor, scalar, position })
         }
     }
 }
@@ -187,24 +228,49 @@ impl Drop for Parser<'_> {
     }
 }
 
-fn scan(yaml: &str) -> Result<(), (Refusal, Position)> {
-    let Some(mut parser) = Parser::new(yaml.as_bytes()) else { return Ok(()) };
+/// Byte offsets of the start of every line (line 1 at index 0).
+fn line_starts(yaml: &str) -> Vec<usize> {
+    std::iter::once(0).chain(yaml.match_indices('\n').map(|(i, _)| i + 1)).collect()
+}
+
+/// The top-level key whose value the scan is waiting for.
+#[derive(Clone, Copy)]
+enum HeaderKey {
+    Version,
+    ApiVersion,
+    Kind,
+}
+
+fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
+    let mut docs = Vec::new();
+    let Some(mut parser) = Parser::new(yaml.as_bytes()) else { return Ok(docs) };
+    let lines = line_starts(yaml);
     let mut sizes = Sizes {
         limit: node_limit(yaml.len()),
         nodes: 0,
         anchors: HashMap::new(),
         open: Vec::new(),
-        documents: 0,
-        root_seen: false,
     };
-    while let Some((kind, anchor, at)) = parser.next() {
+    // Inside the current document's root mapping: is the next scalar a key, and which header
+    // key did the last key name.
+    let mut root_seen = false;
+    let mut expect_key = true;
+    let mut pending: Option<HeaderKey> = None;
+    while let Some(Event { kind, anchor, scalar, position: at }) = parser.next() {
         let node = match kind {
-            unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(()),
+            unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(docs),
             unsafe_libyaml::YAML_DOCUMENT_START_EVENT => {
-                sizes.documents += 1;
-                if sizes.documents > 1 {
-                    return Err((Refusal::MoreThanOneDocument, at));
+                if docs.len() >= MAX_DOCUMENTS {
+                    return Err((Refusal::TooManyDocuments, at));
                 }
+                // The first document owns everything before it (comments, directives); later
+                // ones start at the line of their `---`.
+                let line_offset = if docs.is_empty() { 0 } else { at.line - 1 };
+                let start = lines.get(line_offset).copied().unwrap_or(yaml.len());
+                docs.push(DocSpan { start, line_offset, ..DocSpan::default() });
+                // Anchors do not cross documents (YAML 1.2 §9.1).
+                sizes.anchors.clear();
+                (root_seen, expect_key, pending) = (false, true, None);
                 continue;
             }
             unsafe_libyaml::YAML_SCALAR_EVENT => Node::Scalar,
@@ -216,8 +282,8 @@ fn scan(yaml: &str) -> Result<(), (Refusal, Position)> {
             unsafe_libyaml::YAML_ALIAS_EVENT => Node::Alias,
             _ => continue,
         };
-        if !sizes.root_seen {
-            sizes.root_seen = true;
+        if !root_seen {
+            root_seen = true;
             let kind = match kind {
                 unsafe_libyaml::YAML_MAPPING_START_EVENT => None,
                 unsafe_libyaml::YAML_SEQUENCE_START_EVENT => Some("a sequence"),
@@ -227,8 +293,33 @@ fn scan(yaml: &str) -> Result<(), (Refusal, Position)> {
             if let Some(kind) = kind {
                 return Err((Refusal::NotMapping(kind), at));
             }
+        } else if sizes.open.len() == 1 {
+            // A node directly in the root mapping: keys and values alternate.
+            if expect_key {
+                pending = match scalar.as_deref() {
+                    Some(b"version") => Some(HeaderKey::Version),
+                    Some(b"apiVersion") => Some(HeaderKey::ApiVersion),
+                    Some(b"kind") => Some(HeaderKey::Kind),
+                    _ => None,
+                };
+            } else if let (Some(key), Some(doc)) = (pending.take(), docs.last_mut()) {
+                // A value too long to keep is still a value: it is reported as unknown.
+                let value = (node == Node::Scalar).then(|| {
+                    scalar
+                        .as_deref()
+                        .map_or_else(|| "…".to_owned(), |v| String::from_utf8_lossy(v).into_owned())
+                });
+                match key {
+                    HeaderKey::Version => doc.version = value,
+                    HeaderKey::ApiVersion => doc.api_version = value,
+                    HeaderKey::Kind => doc.kind = value,
+                }
+            }
+            if node != Node::End {
+                expect_key = !expect_key;
+            }
         }
         sizes.event(node, anchor).map_err(|r| (r, at))?;
     }
-    Ok(())
+    Ok(docs)
 }

@@ -25,8 +25,11 @@ impl From<serde_yaml::Location> for Position {
 /// Displays as `machine.network.interfaces[1].routes[0].gateway (line 14, column 22): invalid
 /// IP address "10.0.0.x"`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {message}", Label(path, *position))]
+#[error("{}{}: {message}", DocLabel(document.as_deref()), Label(path, *position))]
 pub struct ConfigError {
+    /// Which document of a multi-document configuration (`document 3 (LinkConfig eth0)`);
+    /// `None` when the configuration is one document.
+    pub document: Option<String>,
     /// The YAML path of the offending key or value (`machine.network.interfaces[1].mtu`);
     /// empty for the document itself.
     pub path: String,
@@ -44,10 +47,21 @@ impl ConfigError {
         message: impl Into<String>,
     ) -> Self {
         Self {
+            document: None,
             path: excerpt_path(&path.into()),
             position,
             message: excerpt_quotes(&message.into()),
         }
+    }
+
+    /// The same error in document `label` of a stream, `lines` lines below where its own
+    /// text was parsed.
+    pub(crate) fn in_document(mut self, label: &str, lines: usize) -> Self {
+        self.document = Some(label.to_owned());
+        if let Some(p) = &mut self.position {
+            p.line += lines;
+        }
+        self
     }
 
     /// The line of the problem, when known.
@@ -173,6 +187,18 @@ pub(crate) fn join_key(parent: &str, key: &str) -> String {
         key.to_owned()
     } else {
         format!("{parent}.{key}")
+    }
+}
+
+/// `document 3 (LinkConfig eth0): `, or nothing for a one-document configuration.
+struct DocLabel<'a>(Option<&'a str>);
+
+impl fmt::Display for DocLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(doc) => write!(f, "{doc}: "),
+            None => Ok(()),
+        }
     }
 }
 

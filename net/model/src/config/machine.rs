@@ -32,6 +32,10 @@ pub struct MachineConfig {
     /// One line per ignored Talos key, with its position.
     #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Typed documents that add specs of their own (links, DHCP, rules, blackhole routes);
+    /// the others are folded into the fields above.
+    #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
+    pub documents: Vec<super::documents::NetworkDocument>,
     #[serde(default, skip_serializing)]
     pub(crate) persist: Option<TalosKey>,
 }
@@ -139,6 +143,10 @@ pub struct TimeConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub boot_timeout: Option<Duration>,
+    /// Authenticate the servers with NTS (RFC 8915): only a `TimeSyncConfig` document sets it
+    /// (v1alpha1 has no such key).
+    #[serde(skip_deserializing, skip_serializing_if = "std::ops::Not::not")]
+    pub use_nts: bool,
 }
 
 /// `machine.kubelet`: keelson hands off to a kubelet it does not manage the image of.

@@ -4,8 +4,10 @@
 //!
 //! # Contract
 //!
-//! * [`parse`] accepts one YAML document or rejects it whole with a [`ConfigError`] naming
-//!   the YAML path, line and column of the first problem. Nothing half-applies.
+//! * [`parse`] accepts a YAML stream (one v1alpha1 document, typed documents, or both; see
+//!   `documents`) or rejects it whole with a [`ConfigError`] naming the document, YAML path,
+//!   line and column of the first problem. Nothing half-applies. [`check`] reports every
+//!   problem.
 //! * Unknown keys are errors at every depth, except a fixed list of Talos keys keelson has
 //!   no use for (PKI, install, etcd, Kubernetes control plane, kubelet image...). Those are
 //!   accepted, their content is ignored, and each present one adds a line to
@@ -30,10 +32,11 @@
 //! * `machine.network.kubespan.peers`, `privateKey` and `endpointTimeout`: peers known in
 //!   advance, a configured WireGuard key, and how long each endpoint gets (1 s to 15 s).
 //!   `harvestExtraEndpoints` is accepted with a warning (no discovery yet).
-//! * Not accepted: multi-document configs, `wireguard`, `dummy`, `cidr`, vendor VIPs
+//! * Not accepted: `wireguard`, `dummy`, `cidr`, vendor VIPs
 //!   (`equinixMetal`, `hcloud`) and `bond.adActorSystem`.
 
 mod bounds;
+mod documents;
 mod error;
 mod known;
 mod locate;
@@ -42,6 +45,7 @@ mod network;
 mod scalar;
 mod select;
 mod specs;
+mod stream;
 mod validate;
 
 #[cfg(test)]
@@ -51,6 +55,7 @@ mod tests_hostile;
 #[cfg(test)]
 mod tests_specs;
 
+pub use documents::{AutoHostname, Document, NetworkDocument};
 pub use error::{ConfigError, Position};
 pub use machine::{
     Cluster, Discovery, DiscoveryRegistries, KubeletConfig, KubernetesRegistry, Machine,
@@ -63,21 +68,19 @@ pub use network::{
 };
 pub use scalar::CidrFilter;
 pub use specs::to_specs;
+pub use stream::{check, Report};
 
-/// Parse and validate a machine configuration (one YAML document). A leading byte-order mark
-/// is dropped (editors on Windows write one; YAML 1.2 allows it). A document that is not a
+/// Parse and validate a machine configuration: one YAML document, or a stream of them (a
+/// v1alpha1 machine configuration and typed documents). A leading byte-order mark is
+/// dropped (editors on Windows write one; YAML 1.2 allows it). A document that is not a
 /// mapping, or that aliases expand beyond one node per byte of text plus a fixed allowance,
-/// is refused before anything of it is deserialized or quoted.
+/// is refused before anything of it is deserialized or quoted. The first problem is
+/// returned; [`check`] returns them all.
 pub fn parse(yaml: &str) -> Result<MachineConfig, ConfigError> {
-    let yaml = yaml.strip_prefix('\u{feff}').unwrap_or(yaml);
-    bounds::check(yaml)?;
-    let mut cfg: MachineConfig =
-        serde_yaml::from_str(yaml).map_err(|e| ConfigError::from_yaml(&e))?;
-    validate::check(&cfg).map_err(|(path, message)| {
-        let position = path.locate(yaml);
-        ConfigError::new(path.to_string(), position, message)
-    })?;
-    cfg.warnings = known::warnings(&cfg, yaml);
-    cfg.warnings.extend(validate::kubespan_warnings(&cfg, yaml));
-    Ok(cfg)
+    let mut report = stream::check(yaml);
+    if report.errors.is_empty() {
+        Ok(report.config)
+    } else {
+        Err(report.errors.swap_remove(0))
+    }
 }

@@ -12,6 +12,7 @@ use crate::resource::{
     PrimaryReselect, RoutingTable,
 };
 
+use super::documents::AutoHostname;
 use super::scalar::{self, *};
 
 /// `machine.network`.
@@ -40,6 +41,14 @@ pub struct NetworkConfig {
     /// KubeSpan.
     #[serde(default)]
     pub kubespan: KubeSpanConfig,
+    /// How a hostname is made up when nothing sets one: only a `HostnameConfig` document
+    /// changes it from `addr`.
+    #[serde(skip_deserializing, skip_serializing_if = "is_addr")]
+    pub auto_hostname: AutoHostname,
+}
+
+fn is_addr(auto: &AutoHostname) -> bool {
+    *auto == AutoHostname::Addr
 }
 
 /// One extra `/etc/hosts` line.
@@ -390,6 +399,10 @@ pub struct KubeSpanConfig {
         deserialize_with = "scalar::one::<NftTableName, _>"
     )]
     pub nftables_table: String,
+    /// Endpoints announced beyond the node's own addresses (a `KubeSpanEndpointsConfig`
+    /// document); kept for discovery, which keelson does not have yet.
+    #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
+    pub extra_announced_endpoints: Vec<SocketAddr>,
 }
 
 /// The nftables table KubeSpan owns unless configured otherwise (the name Talos documents for
@@ -422,6 +435,7 @@ impl Default for KubeSpanConfig {
             private_key: None,
             peers: Vec::new(),
             nftables_table: kubespan_default_nftables_table(),
+            extra_announced_endpoints: Vec::new(),
         }
     }
 }

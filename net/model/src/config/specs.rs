@@ -11,8 +11,8 @@ use crate::resource::{
     vlan_link_name, AddressSpec, BondMasterSpec, BondSlave, BridgeMasterSpec, BridgeSlave,
     BridgeVlanSpec, ClientIdentifier, ConfigLayer, Dhcp6OperatorSpec, Family, HostnameSpec,
     LayerSpecs, LinkSpec, LinkType, LinkView, Operator, OperatorSpec, ResolverSpec, RouteSpec,
-    RouteType, RoutingTable, StpSpec, TimeServerSpec, VipOperatorSpec, VlanProtocol, VlanSpec,
-    DEFAULT_ROUTE_METRIC,
+    RouteType, RoutingRuleSpec, RoutingTable, StpSpec, TimeServerSpec, VipOperatorSpec,
+    VlanProtocol, VlanSpec, DEFAULT_ROUTE_METRIC,
 };
 
 use super::machine::MachineConfig;
@@ -51,21 +51,22 @@ pub fn to_specs(cfg: &MachineConfig, links: &LinkView) -> LayerSpecs {
     }
     let time = &cfg.machine.time;
     if !time.servers.is_empty() {
-        // v1alpha1 has no NTS switch: Talos's `UseNTS()` is always false for it (docs/talos.md:
-        // Defaults).
+        // v1alpha1 has no NTS switch (Talos's `UseNTS()` is false for it, docs/talos.md:
+        // Defaults); a `TimeSyncConfig` document's `ntp.useNTS` sets it.
         out.0.time_servers = vec![TimeServerSpec {
             time_servers: time.servers.clone(),
-            use_nts: false,
+            use_nts: time.use_nts,
             layer: LAYER,
         }];
     }
+    super::documents::add_specs(&cfg.documents, &mut out, links);
     out.0
 }
 
 /// Collects specs, keeping one per natural ID (the last one given, at the first one's place).
 /// The per-kind ID indexes keep this linear: configs with thousands of routes are normal.
 #[derive(Default)]
-struct Specs(LayerSpecs, Indexes);
+pub(crate) struct Specs(pub(crate) LayerSpecs, Indexes);
 
 #[derive(Default)]
 struct Indexes {
@@ -86,17 +87,28 @@ fn upsert<T>(list: &mut Vec<T>, index: &mut BTreeMap<String, usize>, item: T, ke
 }
 
 impl Specs {
-    fn link(&mut self, spec: LinkSpec) {
+    pub(crate) fn link(&mut self, spec: LinkSpec) {
         let key = spec.id();
         upsert(&mut self.0.links, &mut self.1.links, spec, key);
     }
 
-    fn operator(&mut self, spec: OperatorSpec) {
+    pub(crate) fn operator(&mut self, spec: OperatorSpec) {
         let key = spec.id();
         upsert(&mut self.0.operators, &mut self.1.operators, spec, key);
     }
 
-    fn addresses(&mut self, link: &str, addresses: &[IpNet]) {
+    /// One route, replacing an earlier one with its ID.
+    pub(crate) fn route(&mut self, spec: RouteSpec) {
+        let key = spec.id();
+        upsert(&mut self.0.routes, &mut self.1.routes, spec, key);
+    }
+
+    /// One routing rule (documents give each priority once per family).
+    pub(crate) fn rule(&mut self, spec: RoutingRuleSpec) {
+        self.0.rules.push(spec);
+    }
+
+    pub(crate) fn addresses(&mut self, link: &str, addresses: &[IpNet]) {
         for address in addresses {
             let spec = AddressSpec::new(link, *address, LAYER);
             let key = spec.id();
@@ -298,6 +310,13 @@ fn route_spec(link: &str, route: &Route) -> RouteSpec {
 }
 
 impl MachineConfig {
+    /// Do the defaults bring up and run DHCP on physical links nothing else mentions? Not
+    /// once a typed document configures links or DHCP: the user then has taken links over
+    /// (Talos's `RunDefaultDHCPOperators`).
+    pub fn runs_default_link_config(&self) -> bool {
+        !self.documents.iter().any(|d| d.doc.body().configures_links())
+    }
+
     /// Resolved names of devices marked `ignore: true` (selectors that match nothing are
     /// left out). The defaults controller skips these (docs/talos.md: Defaults).
     pub fn ignored_interfaces(&self, links: &LinkView) -> Vec<String> {

@@ -447,7 +447,8 @@ fn document_level_errors() {
     assert!(e.to_string().starts_with("(document)"), "{e}");
     let e = err("version: v1alpha1\nmachine: [\n");
     assert!(e.line().is_some(), "{e}");
-    assert!(err("version: v1alpha1\n---\nversion: v1alpha1\n").message.contains("more than one"));
+    let e = err("version: v1alpha1\n---\nversion: v1alpha1\n");
+    assert!(e.message.contains("a second v1alpha1 machine configuration"), "{e}");
 }
 
 const KS_PEERS: &str = r#"

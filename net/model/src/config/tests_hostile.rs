@@ -142,8 +142,12 @@ fn depth_and_documents_are_bounded() {
     assert!(err(&deep).message.starts_with("nested deeper than 128 levels"));
     let two = "version: v1alpha1\n---\nversion: v1alpha1\n";
     let e = err(two);
-    assert!(e.message.starts_with("more than one YAML document"), "{e}");
+    assert!(e.message.starts_with("a second v1alpha1 machine configuration"), "{e}");
     assert_eq!(e.line(), Some(2));
+    let many = "---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: off\n"
+        .repeat(super::bounds::MAX_DOCUMENTS + 1);
+    let e = err(&many);
+    assert!(e.message.starts_with("more than 65536 YAML documents"), "{e}");
     // A syntax error is still serde_yaml's, with its position.
     let e = err("version: v1alpha1\nmachine: [\n");
     assert!(e.position.is_some(), "{e}");

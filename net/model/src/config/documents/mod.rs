@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Typed documents: the multi-document configuration Talos introduced in 1.12, where each
+//! part of the network configuration is its own YAML document (`apiVersion: v1alpha1`,
+//! `kind: LinkConfig`, ...) beside, or instead of, the v1alpha1 machine configuration
+//! (Talos's `pkg/machinery/config/types/network`).
+//!
+//! One file per kind holds its shape, its checks, and what it becomes: a kind whose content
+//! the v1alpha1 shape can hold (hostname, resolvers, time, KubeSpan, static hosts) is folded
+//! into it, so every consumer reads one place; the others (links, DHCP, rules, blackhole
+//! routes) are kept and add their specs at layer `configuration`. Adding a kind is one file
+//! and one row of [`kinds!`].
+
+mod blackhole_route;
+mod hostname;
+mod kubespan;
+mod resolver;
+mod routing_rule;
+mod static_host;
+mod time_sync;
+
+use std::borrow::Cow;
+
+use serde::{Serialize, Serializer};
+
+pub use blackhole_route::BlackholeRouteConfig;
+pub use hostname::{AutoHostname, HostnameConfig};
+pub use kubespan::{KubeSpanDocument, KubeSpanEndpointsConfig};
+pub use resolver::ResolverConfig;
+pub use routing_rule::RoutingRuleConfig;
+pub use static_host::StaticHostConfig;
+pub use time_sync::TimeSyncConfig;
+
+use super::locate::YamlPath;
+use super::machine::MachineConfig;
+use super::specs::Specs;
+use crate::resource::LinkView;
+
+/// The only `apiVersion` typed documents have.
+pub const API_VERSION: &str = "v1alpha1";
+
+/// Talos kinds keelson accepts and does not act on yet: each present one is a warning, so a
+/// Talos configuration still loads. Any other kind is an error.
+pub const NOT_IMPLEMENTED: &[&str] = &[
+    "BGPConfig",
+    "BGPInstanceConfig",
+    "BGPPeerConfig",
+    "DefaultActionConfig",
+    "EnvironmentConfig",
+    "EventSinkConfig",
+    "ExistingVolumeConfig",
+    "ExtensionServiceConfig",
+    "HCloudVIPConfig",
+    "HTTPProbeConfig",
+    "ImageCacheConfig",
+    "KmsgLogConfig",
+    "MACVLANConfig",
+    "NetworkDefaultActionConfig",
+    "NetworkRuleConfig",
+    "OOMConfig",
+    "PCIDriverRebindConfig",
+    "ProbeConfig",
+    "RawVolumeConfig",
+    "RegistryAuthConfig",
+    "RegistryMirrorConfig",
+    "RegistryTLSConfig",
+    "RunDefaultDHCPConfig",
+    "SideroLinkConfig",
+    "SwapVolumeConfig",
+    "TCPProbeConfig",
+    "TrustedRootsConfig",
+    "UserVolumeConfig",
+    "VolumeConfig",
+    "VXLANConfig",
+    "VethConfig",
+    "WatchdogTimerConfig",
+    "ZswapConfig",
+];
+
+/// Errors and warnings of one document, each at a path in the document's own text.
+#[derive(Default, Debug)]
+pub(crate) struct Problems {
+    pub errors: Vec<(YamlPath, String)>,
+    pub warnings: Vec<(YamlPath, String)>,
+}
+
+impl Problems {
+    pub(crate) fn error(&mut self, path: YamlPath, message: impl Into<String>) {
+        self.errors.push((path, message.into()));
+    }
+
+    pub(crate) fn warn(&mut self, path: YamlPath, message: impl Into<String>) {
+        self.warnings.push((path, message.into()));
+    }
+}
+
+/// The v1alpha1 document a typed document is checked against, and its text (to tell a key
+/// that is absent from one set to its default).
+pub(crate) struct Legacy<'a> {
+    pub cfg: &'a MachineConfig,
+    pub text: &'a str,
+}
+
+impl Legacy<'_> {
+    /// The line of `path` in the v1alpha1 document, when the key is there.
+    pub(crate) fn line_of(&self, path: &'static str) -> Option<usize> {
+        YamlPath::keys(path).locate(self.text).map(|p| p.line)
+    }
+}
+
+/// What each kind says about itself. The defaults fit a document with no name, no checks
+/// beyond its shape, no conflicts and no output.
+pub(crate) trait Body {
+    /// The `name:` of kinds that have one; two documents of one kind and name are refused.
+    fn name(&self) -> Option<Cow<'_, str>> {
+        None
+    }
+
+    /// Kinds that may not have a document of the same name beside this one (one link
+    /// configured as two kinds).
+    fn conflicts_with(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Checks across this document's values.
+    fn check(&self, _: &mut Problems) {}
+
+    /// What this document would set twice with the v1alpha1 document: the legacy path, and
+    /// why (Talos refuses these: `V1Alpha1ConflictValidate`).
+    fn legacy_conflict(&self, _: &Legacy<'_>) -> Option<(&'static str, String)> {
+        None
+    }
+
+    /// Move this document's content into the v1alpha1 shape; `true` when all of it moved
+    /// (the document is then not kept).
+    fn fold_into(&self, _: &mut MachineConfig) -> bool {
+        false
+    }
+
+    /// The specs this document adds at layer `configuration`.
+    fn add_specs(&self, _: &mut Specs, _: &LinkView) {}
+
+    /// Does it configure links, so that the defaults leave physical links alone (Talos runs
+    /// no default DHCP once a link or DHCP document exists)?
+    fn configures_links(&self) -> bool {
+        false
+    }
+}
+
+/// The `apiVersion`/`kind` header serialized ahead of a document's own fields.
+#[derive(Serialize)]
+struct Tagged<'a, T: Serialize> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// Declares [`Document`] and its dispatch from one list of `Variant(Type) = "Kind"` rows.
+macro_rules! kinds {
+    ($($variant:ident($ty:ty) = $kind:literal),* $(,)?) => {
+        /// A typed document.
+        #[derive(Clone, PartialEq, Debug)]
+        pub enum Document {
+            $(#[doc = concat!("`", $kind, "`.")] $variant($ty),)*
+        }
+
+        impl Document {
+            /// Every kind keelson implements.
+            pub const KINDS: &'static [&'static str] = &[$($kind),*];
+
+            /// Its `kind`.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $kind,)*
+                }
+            }
+
+            pub(crate) fn body(&self) -> &dyn Body {
+                match self {
+                    $(Self::$variant(d) => d,)*
+                }
+            }
+
+            /// Deserialize `text` as a `kind` document; `None` for a kind not in the table.
+            pub(crate) fn parse(kind: &str, text: &str) -> Option<Result<Self, serde_yaml::Error>> {
+                match kind {
+                    $($kind => Some(serde_yaml::from_str::<$ty>(text).map(Self::$variant)),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl Serialize for Document {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(Self::$variant(body) => {
+                        Tagged { api_version: API_VERSION, kind: $kind, body }.serialize(s)
+                    })*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    Hostname(HostnameConfig) = "HostnameConfig",
+    Resolver(ResolverConfig) = "ResolverConfig",
+    StaticHost(StaticHostConfig) = "StaticHostConfig",
+    TimeSync(TimeSyncConfig) = "TimeSyncConfig",
+    RoutingRule(RoutingRuleConfig) = "RoutingRuleConfig",
+    BlackholeRoute(BlackholeRouteConfig) = "BlackholeRouteConfig",
+    KubeSpan(KubeSpanDocument) = "KubeSpanConfig",
+    KubeSpanEndpoints(KubeSpanEndpointsConfig) = "KubeSpanEndpointsConfig",
+}
+
+impl Document {
+    /// `Kind/name` (or `Kind` for kinds without a name): what must be unique in a stream.
+    pub fn id(&self) -> String {
+        match self.body().name() {
+            Some(name) => format!("{}/{name}", self.kind()),
+            None => self.kind().to_owned(),
+        }
+    }
+}
+
+/// A typed document and where it was in the stream.
+#[derive(Clone, PartialEq, Debug)]
+pub struct NetworkDocument {
+    /// Its place in the stream, from 1.
+    pub number: usize,
+    /// The line it starts on.
+    pub line: usize,
+    /// The document.
+    pub doc: Document,
+}
+
+impl NetworkDocument {
+    /// `document 3 (LinkConfig eth0)`: how errors and warnings name it.
+    pub fn label(&self) -> String {
+        label(self.number, self.doc.kind(), self.doc.body().name().as_deref())
+    }
+}
+
+/// `document N (Kind name)`.
+pub(crate) fn label(number: usize, kind: &str, name: Option<&str>) -> String {
+    let name = name.map(|n| format!(" {}", crate::names::escape(n, 32))).unwrap_or_default();
+    format!("document {number} ({kind}{name})")
+}
+
+impl Serialize for NetworkDocument {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.doc.serialize(s)
+    }
+}
+
+/// Every kept document's specs, in stream order.
+pub(crate) fn add_specs(docs: &[NetworkDocument], out: &mut Specs, links: &LinkView) {
+    for doc in docs {
+        doc.doc.body().add_specs(out, links);
+    }
+}
+
+/// For `skip_serializing_if` on numbers where 0 means "not set".
+pub(crate) fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
