@@ -51,6 +51,8 @@ mod validate;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_documents;
+#[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
 mod tests_specs;

@@ -63,7 +63,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "RegistryAuthConfig",
     "RegistryMirrorConfig",
     "RegistryTLSConfig",
-    "RunDefaultDHCPConfig",
     "SideroLinkConfig",
     "SwapVolumeConfig",
     "TCPProbeConfig",
