@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
+mod config_cmd;
 mod config_watch;
 mod logger;
 mod logring;
@@ -29,6 +30,17 @@ const COMMANDS: &[(&str, &str)] = &[
                [-o table|yaml|json]
       Compute the network configuration this command line and config would produce, for the
       declared links, without touching the kernel.
+",
+    ),
+    (
+        "config",
+        "  keelson config validate FILE [--mode metal|cloud]
+      Check a configuration (a v1alpha1 document, typed documents, or both): every problem,
+      each with its document, path and line; exit 1 if there is any. Typed kinds read:
+      HostnameConfig ResolverConfig StaticHostConfig TimeSyncConfig RoutingRuleConfig
+      BlackholeRouteConfig KubeSpanConfig KubeSpanEndpointsConfig.
+  keelson config migrate FILE
+      Print the configuration with machine.network and machine.time as typed documents.
 ",
     ),
     (
@@ -100,6 +112,7 @@ fn main() -> ExitCode {
     match cmd.to_str() {
         Some("plan") => plan::main(rest),
         Some("run") => run::main(rest),
+        Some("config") => config_cmd::main(rest),
         Some("get") => api::client::get_main(rest),
         Some("logs") => api::client::logs_main(rest),
         Some("apply-config") => api::client::apply_main(rest),

@@ -41,6 +41,8 @@ mod error;
 mod known;
 mod locate;
 mod machine;
+mod migrate;
+mod migrate_links;
 mod network;
 mod scalar;
 mod select;
@@ -63,6 +65,7 @@ pub use machine::{
     Cluster, Discovery, DiscoveryRegistries, KubeletConfig, KubernetesRegistry, Machine,
     MachineConfig, MachineType, NodeIpConfig, ServiceRegistry, TimeConfig,
 };
+pub use migrate::{migrate, MigrateError};
 pub use network::{
     Bond, Bridge, BridgeStp, BridgeVlan, Device, DeviceSelector, DhcpOptions, ExtraHost,
     KubeSpanConfig, KubeSpanFilters, KubeSpanPeer, NetworkConfig, Route, Vip, Vlan,

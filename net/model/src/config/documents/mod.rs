@@ -24,11 +24,12 @@ use serde::{Serialize, Serializer};
 
 pub use blackhole_route::BlackholeRouteConfig;
 pub use hostname::{AutoHostname, HostnameConfig};
+pub use kubespan::KubeSpanDocumentFilters;
 pub use kubespan::{KubeSpanDocument, KubeSpanEndpointsConfig};
-pub use resolver::ResolverConfig;
+pub use resolver::{Nameserver, ResolverConfig, SearchDomains};
 pub use routing_rule::RoutingRuleConfig;
 pub use static_host::StaticHostConfig;
-pub use time_sync::TimeSyncConfig;
+pub use time_sync::{Ntp, TimeSyncConfig};
 
 use super::locate::YamlPath;
 use super::machine::MachineConfig;
