@@ -261,3 +261,69 @@ fn vlan_on_bond_and_bridge_from_config() {
     }
     node.stop();
 }
+
+/// The same kind of node as above, configured only with typed documents (the Talos 1.12
+/// form): a bond with a VLAN on it, a static route, a blackhole route, name servers and a
+/// hostname.
+#[test]
+fn multi_document_config_bond_vlan_routes_resolvers_hostname() {
+    let name = "multi_document_config_bond_vlan_routes_resolvers_hostname";
+    if !require_root(name) || !require_full_kernel(name) {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    for (i, o) in [("eth1", "p1"), ("eth2", "p2")] {
+        ns.veth(i, &peer, o);
+    }
+    let dir = TempDir::new();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: v1alpha1\nkind: BondConfig\nname: bond0\nlinks: [eth1, eth2]\n\
+         bondMode: active-backup\nmiimon: 100\naddresses:\n  - address: 10.44.0.2/24\n\
+         routes:\n  - destination: 10.99.0.0/16\n    gateway: 10.44.0.1\n\
+         ---\napiVersion: v1alpha1\nkind: VLANConfig\nname: bond0.42\nvlanID: 42\nparent: bond0\n\
+         addresses:\n  - address: 10.42.0.2/24\n\
+         ---\napiVersion: v1alpha1\nkind: BlackholeRouteConfig\nname: 10.66.0.0/16\n\
+         ---\napiVersion: v1alpha1\nkind: ResolverConfig\nnameservers:\n  - address: 10.44.0.53\n\
+         searchDomains:\n  domains: [corp.example]\n\
+         ---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: mdoc-node.example.org\n",
+    )
+    .unwrap();
+    let node = Node::start(&ns, "", Some(&config));
+    let etc = node.root.path().join("etc");
+    wait_for(
+        "bond, VLAN, routes and /etc from typed documents",
+        t(),
+        || {
+            let a = ns.addresses();
+            a.contains(&"bond0/10.44.0.2/24".to_owned())
+                && a.contains(&"bond0.42/10.42.0.2/24".to_owned())
+                && has_route(&ns, "main", |r| r["dst"] == "10.99.0.0/16")
+                && has_route(&ns, "main", |r| r["dst"] == "10.66.0.0/16")
+                && std::fs::read_to_string(etc.join("resolv.conf"))
+                    .is_ok_and(|r| r.contains("10.44.0.53"))
+                && std::fs::read_to_string(etc.join("hostname"))
+                    .is_ok_and(|h| h.contains("mdoc-node"))
+        },
+        || format!("{:?}\n{:?}\n{}", ns.addresses(), ns.routes("main"), node.log_text()),
+    );
+    let links = ns.ip_json(&["-d", "link", "show"]);
+    let find = |name: &str| {
+        links.as_array().unwrap().iter().find(|l| l["ifname"] == name).cloned().unwrap()
+    };
+    assert_eq!(find("eth1")["master"], "bond0");
+    assert_eq!(find("eth2")["master"], "bond0");
+    assert_eq!(find("bond0")["linkinfo"]["info_data"]["mode"], "active-backup");
+    assert_eq!(find("bond0.42")["linkinfo"]["info_data"]["id"], 42);
+    let routes = ns.routes("main");
+    let via = routes.iter().find(|r| r["dst"] == "10.99.0.0/16").unwrap();
+    assert_eq!((via["gateway"].as_str(), via["dev"].as_str()), (Some("10.44.0.1"), Some("bond0")));
+    let hole = routes.iter().find(|r| r["dst"] == "10.66.0.0/16").unwrap();
+    assert_eq!(hole["type"], "blackhole");
+    let resolv = std::fs::read_to_string(etc.join("resolv.conf")).unwrap();
+    assert!(resolv.contains("search corp.example"), "{resolv}");
+    // Link documents take links over: the defaults run no DHCP on the bond's members.
+    let log = node.stop();
+    assert!(!log.contains("dhcp4/eth1"), "{log}");
+}
