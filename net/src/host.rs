@@ -78,6 +78,11 @@ pub enum NewLinkKind {
     Bridge(BridgeMasterSpec),
     /// `wireguard` (configured afterwards through [`Host::wireguard_set`]).
     Wireguard,
+    /// `vrf` bound to a routing table.
+    Vrf {
+        /// The table.
+        table: u32,
+    },
 }
 
 /// A link operation.

@@ -35,7 +35,7 @@ const MAX_ROUNDS: usize = 8;
 const UNCONVERGED_RETRY: Duration = Duration::from_secs(10);
 
 /// Kinds we can create (`NewLinkKind`); others are only configured if they already exist.
-const CREATABLE: [&str; 6] = ["dummy", "veth", "vlan", "bond", "bridge", "wireguard"];
+const CREATABLE: [&str; 7] = ["dummy", "veth", "vlan", "bond", "bridge", "wireguard", "vrf"];
 
 /// What to do for a set of link specs, in one step.
 #[derive(Debug, Default, PartialEq)]
@@ -270,6 +270,9 @@ impl<'a> Planner<'a> {
             "bond" => NewLinkKind::Bond(spec.bond_master.clone().unwrap_or_default()),
             "bridge" => NewLinkKind::Bridge(spec.bridge_master.clone().unwrap_or_default()),
             "wireguard" => NewLinkKind::Wireguard,
+            "vrf" => NewLinkKind::Vrf {
+                table: spec.vrf_master.as_ref().ok_or("vrf without a table")?.table.0,
+            },
             other => return Err(format!("unsupported kind {other:?}")),
         };
         self.unsettled.insert(spec.name.clone());
@@ -299,6 +302,11 @@ impl<'a> Planner<'a> {
                         .is_some_and(|(_, p)| p.index != link.link_index);
                     settings || parent
                 }
+                // The kernel does not move a live VRF to another table.
+                "vrf" => match (&spec.vrf_master, &link.vrf_master) {
+                    (Some(want), Some(have)) => want.table != have.table,
+                    _ => false,
+                },
                 "veth" => {
                     let want = spec.veth.as_ref().map_or("", |v| v.peer_name.as_str());
                     self.veth_peer(link).is_some_and(|peer| !want.is_empty() && peer != want)

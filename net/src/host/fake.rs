@@ -135,6 +135,7 @@ impl Host for FakeHost {
                     NewLinkKind::Bond(_) => ("bond", 0),
                     NewLinkKind::Bridge(_) => ("bridge", 0),
                     NewLinkKind::Wireguard => ("wireguard", 0),
+                    NewLinkKind::Vrf { .. } => ("vrf", 0),
                 };
                 let link_type = match kind {
                     NewLinkKind::Wireguard => LinkType::NONE,
@@ -154,6 +155,11 @@ impl Host for FakeHost {
                     NewLinkKind::Bond(b) => link.bond_master = Some(b.clone()),
                     NewLinkKind::Bridge(b) => link.bridge_master = Some(b.clone()),
                     NewLinkKind::Dummy => {}
+                    NewLinkKind::Vrf { table } => {
+                        link.vrf_master = Some(crate::resource::VrfMasterSpec {
+                            table: crate::resource::RoutingTable(*table),
+                        });
+                    }
                     NewLinkKind::Wireguard => {
                         self.wireguard.insert(name.clone(), WgDevice::default());
                     }

@@ -104,6 +104,9 @@ pub fn kernel_link_to_status(l: &KernelLink) -> LinkStatus {
         vlan: l.vlan.clone(),
         bond_master: l.bond.clone(),
         bridge_master: l.bridge.clone(),
+        vrf_master: l
+            .vrf_table
+            .map(|t| crate::resource::VrfMasterSpec { table: crate::resource::RoutingTable(t) }),
         // Filled from generic netlink by the status controller (`crate::host::Host::wireguard`).
         wireguard: None,
     }

@@ -3,7 +3,8 @@
 //! dumps and lookups.
 
 use netlink_packet_route::link::{
-    InfoBridge, InfoData, InfoVlan, LinkAttribute, LinkExtentMask, LinkInfo, LinkMessage, Prop,
+    InfoBridge, InfoData, InfoVlan, InfoVrf, LinkAttribute, LinkExtentMask, LinkInfo, LinkMessage,
+    Prop,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -63,6 +64,8 @@ pub struct KernelLink {
     pub bond: Option<BondMasterSpec>,
     /// Bridge STP and VLAN filtering, for `kind == "bridge"`.
     pub bridge: Option<BridgeMasterSpec>,
+    /// The routing table, for `kind == "vrf"`.
+    pub vrf_table: Option<u32>,
 }
 
 /// How to address a link in a lookup.
@@ -164,6 +167,12 @@ fn decode_info(link: &mut KernelLink, primary: &mut Option<u32>, infos: Vec<Link
                     }
                 }
                 link.bridge = Some(br);
+            }
+            LinkInfo::Data(InfoData::Vrf(attrs)) => {
+                link.vrf_table = attrs.iter().find_map(|a| match a {
+                    InfoVrf::TableId(t) => Some(*t),
+                    _ => None,
+                });
             }
             _ => {}
         }

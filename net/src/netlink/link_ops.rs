@@ -4,8 +4,8 @@
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    BridgeStpState, InfoBridge, InfoData, InfoKind, InfoVeth, InfoVlan, LinkAttribute, LinkFlags,
-    LinkInfo, LinkMessage, VlanProtocol as NlVlanProtocol,
+    BridgeStpState, InfoBridge, InfoData, InfoKind, InfoVeth, InfoVlan, InfoVrf, LinkAttribute,
+    LinkFlags, LinkInfo, LinkMessage, VlanProtocol as NlVlanProtocol,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -32,6 +32,7 @@ impl LinkKind {
             LinkKind::Bond(_) => "bond",
             LinkKind::Bridge(_) => "bridge",
             LinkKind::Wireguard => "wireguard",
+            LinkKind::Vrf { .. } => "vrf",
         }
     }
 }
@@ -114,6 +115,10 @@ impl RouteSocket {
             LinkKind::Bridge(br) => vec![
                 LinkInfo::Kind(InfoKind::Bridge),
                 LinkInfo::Data(bridge_data(br, br.vlan.filtering_enabled)),
+            ],
+            LinkKind::Vrf { table } => vec![
+                LinkInfo::Kind(InfoKind::Vrf),
+                LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(*table)])),
             ],
         };
         msg.attributes.push(LinkAttribute::LinkInfo(info));

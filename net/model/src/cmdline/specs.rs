@@ -166,9 +166,11 @@ fn absorb(into: &mut LinkSpec, from: LinkSpec) {
         multicast,
         bond_slave,
         bridge_slave,
+        vrf_slave,
         vlan,
         bond_master,
         bridge_master,
+        vrf_master,
         veth,
         wireguard,
         layer: _,
@@ -191,6 +193,8 @@ fn absorb(into: &mut LinkSpec, from: LinkSpec) {
     into.multicast = into.multicast.or(multicast);
     into.bond_slave = into.bond_slave.take().or(bond_slave);
     into.bridge_slave = into.bridge_slave.take().or(bridge_slave);
+    into.vrf_slave = into.vrf_slave.take().or(vrf_slave);
+    into.vrf_master = into.vrf_master.take().or(vrf_master);
     into.vlan = into.vlan.take().or(vlan);
     into.bond_master = into.bond_master.take().or(bond_master);
     into.bridge_master = into.bridge_master.take().or(bridge_master);

@@ -57,9 +57,17 @@ mod tests_documents;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
+mod tests_links;
+#[cfg(test)]
 mod tests_specs;
 
-pub use documents::{AutoHostname, Document, NetworkDocument};
+pub use documents::{
+    AliasSelector, AutoHostname, BondConfig, BridgeConfig, BridgeStpConfig, BridgeVlanConfig,
+    CommonLink, Dhcp4Config, Dhcp6Config, DhcpConfig, Document, DummyLinkConfig, EthernetConfig,
+    IdentifierKind, Layer2VipConfig, LinkAddress, LinkAliasConfig, LinkConfig, LinkRoute,
+    NetworkDocument, Selector, SelectorError, VlanConfig, VrfConfig, WireguardConfig,
+    WireguardPeerConfig,
+};
 pub use error::{ConfigError, Position};
 pub use machine::{
     Cluster, Discovery, DiscoveryRegistries, KubeletConfig, KubernetesRegistry, Machine,

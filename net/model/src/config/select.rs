@@ -52,7 +52,7 @@ impl Device {
 }
 
 /// Glob match with `*` (any run, possibly empty) and `?` (one character).
-fn glob(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);

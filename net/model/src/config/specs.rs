@@ -103,6 +103,45 @@ impl Specs {
         upsert(&mut self.0.routes, &mut self.1.routes, spec, key);
     }
 
+    /// A link's own settings from a typed document: they replace what an earlier document
+    /// set, but the link stays a member of whatever bond, bridge or VRF made it one.
+    pub(crate) fn link_settings(&mut self, spec: LinkSpec) {
+        let key = spec.id();
+        let member =
+            self.1.links.get(&key).and_then(|&i| self.0.links.get(i)).map(|old| {
+                (old.bond_slave.clone(), old.bridge_slave.clone(), old.vrf_slave.clone())
+            });
+        let mut spec = spec;
+        if let Some((bond, bridge, vrf)) = member {
+            spec.bond_slave = spec.bond_slave.or(bond);
+            spec.bridge_slave = spec.bridge_slave.or(bridge);
+            spec.vrf_slave = spec.vrf_slave.or(vrf);
+        }
+        upsert(&mut self.0.links, &mut self.1.links, spec, key);
+    }
+
+    /// Make `name` a member of something: `set` marks the link's spec (created up when no
+    /// document configured the link itself), so the link's own settings stay.
+    pub(crate) fn member(&mut self, name: &str, set: impl FnOnce(&mut LinkSpec)) {
+        let slot = match self.1.links.get(name).copied() {
+            Some(i) => i,
+            None => {
+                self.1.links.insert(name.to_owned(), self.0.links.len());
+                self.0.links.push(LinkSpec::up(name, LAYER));
+                self.0.links.len() - 1
+            }
+        };
+        if let Some(spec) = self.0.links.get_mut(slot) {
+            set(spec);
+        }
+    }
+
+    /// One address, replacing an earlier one with its ID.
+    pub(crate) fn address(&mut self, spec: AddressSpec) {
+        let key = spec.id();
+        upsert(&mut self.0.addresses, &mut self.1.addresses, spec, key);
+    }
+
     /// One routing rule (documents give each priority once per family).
     pub(crate) fn rule(&mut self, spec: RoutingRuleSpec) {
         self.0.rules.push(spec);
@@ -238,7 +277,7 @@ fn bond_members(bond: &Bond, links: &LinkView) -> Vec<String> {
         .collect()
 }
 
-fn bridge_master(bridge: &Bridge) -> BridgeMasterSpec {
+pub(crate) fn bridge_master(bridge: &Bridge) -> BridgeMasterSpec {
     BridgeMasterSpec {
         stp: StpSpec { enabled: bridge.stp.as_ref().is_some_and(|s| s.enabled) },
         vlan: BridgeVlanSpec {
@@ -284,7 +323,7 @@ fn bond_master(bond: &Bond) -> BondMasterSpec {
 
 /// A legacy route on `link` (docs/talos.md: Merge): no `network` is the default route, metric 0 is
 /// 1024, type multicast for a multicast destination.
-fn route_spec(link: &str, route: &Route) -> RouteSpec {
+pub(crate) fn route_spec(link: &str, route: &Route) -> RouteSpec {
     // A v6 destination or gateway makes it inet6; `normalize` re-derives the same.
     let family = route
         .network

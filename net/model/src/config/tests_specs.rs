@@ -11,7 +11,7 @@ use crate::resource::{
     RouteProtocol, RouteType, RoutingTable, Scope, VlanProtocol,
 };
 
-fn ether(mac: &str, driver: &str, bus: &str) -> LinkStatus {
+pub(super) fn ether(mac: &str, driver: &str, bus: &str) -> LinkStatus {
     LinkStatus {
         link_type: LinkType::ETHER,
         hardware_addr: mac.parse().unwrap(),
@@ -22,7 +22,7 @@ fn ether(mac: &str, driver: &str, bus: &str) -> LinkStatus {
 }
 
 /// The node's links: eth0..eth5 (virtio), enp1s0 (igb, MAC 00:1a:..), a bond and loopback.
-fn node_links() -> Vec<(&'static str, LinkStatus)> {
+pub(super) fn node_links() -> Vec<(&'static str, LinkStatus)> {
     let mut bond = ether("02:00:00:00:00:99", "", "");
     bond.kind = "bond".into();
     vec![
@@ -38,12 +38,12 @@ fn node_links() -> Vec<(&'static str, LinkStatus)> {
     ]
 }
 
-fn specs_for(yaml: &str, links: &[(&'static str, LinkStatus)]) -> LayerSpecs {
+pub(super) fn specs_for(yaml: &str, links: &[(&'static str, LinkStatus)]) -> LayerSpecs {
     let cfg = parse(yaml).unwrap_or_else(|e| panic!("{e}"));
     to_specs(&cfg, &LinkView::new(links.iter().map(|(n, s)| (*n, s))))
 }
 
-fn link<'a>(specs: &'a LayerSpecs, name: &str) -> &'a LinkSpec {
+pub(super) fn link<'a>(specs: &'a LayerSpecs, name: &str) -> &'a LinkSpec {
     specs
         .links
         .iter()
@@ -51,7 +51,7 @@ fn link<'a>(specs: &'a LayerSpecs, name: &str) -> &'a LinkSpec {
         .unwrap_or_else(|| panic!("no link {name}: {:?}", specs.links))
 }
 
-fn operator<'a>(specs: &'a LayerSpecs, id: &str) -> &'a OperatorSpec {
+pub(super) fn operator<'a>(specs: &'a LayerSpecs, id: &str) -> &'a OperatorSpec {
     specs.operators.iter().find(|o| o.id() == id).unwrap_or_else(|| panic!("no operator {id}"))
 }
 

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::layer::{ConfigLayer, LayeredSpec};
 use super::link_kinds::{
-    BondMasterSpec, BondSlave, BridgeMasterSpec, BridgeSlave, VethSpec, VlanSpec,
+    BondMasterSpec, BondSlave, BridgeMasterSpec, BridgeSlave, VethSpec, VlanSpec, VrfMasterSpec,
+    VrfSlave,
 };
 use super::nethelpers::{is_default, HardwareAddr, LinkType};
 use super::wireguard::{WireguardSpec, WireguardStatus};
@@ -63,6 +64,9 @@ pub struct LinkSpec {
     /// Bridge membership.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge_slave: Option<BridgeSlave>,
+    /// VRF membership.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf_slave: Option<VrfSlave>,
     /// VLAN settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vlan: Option<VlanSpec>,
@@ -72,6 +76,9 @@ pub struct LinkSpec {
     /// Bridge settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge_master: Option<BridgeMasterSpec>,
+    /// VRF settings (kind `vrf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf_master: Option<VrfMasterSpec>,
     /// veth settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub veth: Option<VethSpec>,
@@ -93,12 +100,13 @@ impl LinkSpec {
         self.name.clone()
     }
 
-    /// The name of the bond or bridge this link is enslaved to, if any.
+    /// The name of the bond, bridge or VRF this link is enslaved to, if any.
     pub fn master_name(&self) -> Option<&str> {
         self.bond_slave
             .as_ref()
             .map(|s| s.master_name.as_str())
             .or_else(|| self.bridge_slave.as_ref().map(|s| s.master_name.as_str()))
+            .or_else(|| self.vrf_slave.as_ref().map(|s| s.master_name.as_str()))
     }
 }
 
@@ -198,6 +206,9 @@ pub struct LinkStatus {
     /// Bridge settings, for bridges.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bridge_master: Option<BridgeMasterSpec>,
+    /// VRF table, for `kind == "vrf"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf_master: Option<VrfMasterSpec>,
     /// WireGuard device and peer state, for WireGuard links.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wireguard: Option<WireguardStatus>,

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::nethelpers::{named_number, serde_via_str};
+use super::nethelpers::{named_number, serde_via_str, RoutingTable};
 
 named_number!(
     /// Bonding mode (`IFLA_BOND_MODE`).
@@ -251,6 +251,22 @@ pub struct BondSlave {
     pub master_name: String,
     /// Position in the bond's slave list (orders enslaving).
     pub slave_index: u32,
+}
+
+/// Membership of a VRF.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VrfSlave {
+    /// The VRF's name.
+    pub master_name: String,
+}
+
+/// VRF settings: the routing table its members' routes go to.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VrfMasterSpec {
+    /// The table.
+    pub table: RoutingTable,
 }
 
 /// Membership of a bridge.

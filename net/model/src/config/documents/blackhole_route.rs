@@ -7,13 +7,11 @@ use std::borrow::Cow;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::Body;
+use super::{Body, LinkNames};
 use crate::config::machine::TalosKey;
 use crate::config::scalar::{self, Cidr};
 use crate::config::specs::Specs;
-use crate::resource::{
-    ConfigLayer, Family, LinkView, RouteSpec, RouteType, Scope, DEFAULT_ROUTE_METRIC,
-};
+use crate::resource::{ConfigLayer, Family, RouteSpec, RouteType, Scope, DEFAULT_ROUTE_METRIC};
 
 /// `kind: BlackholeRouteConfig`.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -36,7 +34,7 @@ impl Body for BlackholeRouteConfig {
         Some(Cow::Owned(self.name.to_string()))
     }
 
-    fn add_specs(&self, out: &mut Specs, _: &LinkView) {
+    fn add_specs(&self, out: &mut Specs, _: &LinkNames<'_, '_>) {
         let family = Family::of(&self.name.addr());
         let mut spec = RouteSpec::new(family, ConfigLayer::Configuration);
         spec.dst = Some(self.name);

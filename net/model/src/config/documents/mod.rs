@@ -11,25 +11,53 @@
 //! and one row of [`kinds!`].
 
 mod blackhole_route;
+mod bond;
+mod bridge;
+mod dhcp;
+mod dummy;
+mod ethernet;
 mod hostname;
 mod kubespan;
+mod layer2_vip;
+mod link;
+mod link_alias;
+mod link_common;
+mod link_names;
 mod resolver;
 mod routing_rule;
+mod selector;
 mod static_host;
 mod time_sync;
+mod vlan;
+mod vrf;
+mod wireguard;
 
 use std::borrow::Cow;
 
 use serde::{Serialize, Serializer};
 
 pub use blackhole_route::BlackholeRouteConfig;
+pub use bond::BondConfig;
+pub use bridge::{BridgeConfig, BridgeStpConfig, BridgeVlanConfig};
+pub use dhcp::{Dhcp4Config, Dhcp6Config, DhcpConfig, IdentifierKind};
+pub use dummy::DummyLinkConfig;
+pub use ethernet::EthernetConfig;
 pub use hostname::{AutoHostname, HostnameConfig};
 pub use kubespan::KubeSpanDocumentFilters;
 pub use kubespan::{KubeSpanDocument, KubeSpanEndpointsConfig};
+pub use layer2_vip::Layer2VipConfig;
+pub use link::LinkConfig;
+pub use link_alias::{AliasSelector, LinkAliasConfig};
+pub use link_common::{CommonLink, LinkAddress, LinkRoute};
+pub(crate) use link_names::LinkNames;
 pub use resolver::{Nameserver, ResolverConfig, SearchDomains};
 pub use routing_rule::RoutingRuleConfig;
+pub use selector::{Selector, SelectorError};
 pub use static_host::StaticHostConfig;
 pub use time_sync::{Ntp, TimeSyncConfig};
+pub use vlan::VlanConfig;
+pub use vrf::VrfConfig;
+pub use wireguard::{WireguardConfig, WireguardPeerConfig};
 
 use super::locate::YamlPath;
 use super::machine::MachineConfig;
@@ -74,6 +102,18 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "VethConfig",
     "WatchdogTimerConfig",
     "ZswapConfig",
+];
+
+/// The kinds that configure one link each: a name may be given to only one of them
+/// (Talos's `conflictingLinkKinds`).
+pub const LINK_KINDS: &[&str] = &[
+    "BondConfig",
+    "BridgeConfig",
+    "DummyLinkConfig",
+    "LinkConfig",
+    "VLANConfig",
+    "VRFConfig",
+    "WireguardConfig",
 ];
 
 /// Errors and warnings of one document, each at a path in the document's own text.
@@ -137,7 +177,7 @@ pub(crate) trait Body {
     }
 
     /// The specs this document adds at layer `configuration`.
-    fn add_specs(&self, _: &mut Specs, _: &LinkView) {}
+    fn add_specs(&self, _: &mut Specs, _: &LinkNames<'_, '_>) {}
 
     /// Does it configure links, so that the defaults leave physical links alone (Talos runs
     /// no default DHCP once a link or DHCP document exists)?
@@ -212,6 +252,18 @@ kinds! {
     BlackholeRoute(BlackholeRouteConfig) = "BlackholeRouteConfig",
     KubeSpan(KubeSpanDocument) = "KubeSpanConfig",
     KubeSpanEndpoints(KubeSpanEndpointsConfig) = "KubeSpanEndpointsConfig",
+    Link(LinkConfig) = "LinkConfig",
+    Bond(BondConfig) = "BondConfig",
+    Bridge(BridgeConfig) = "BridgeConfig",
+    Vlan(VlanConfig) = "VLANConfig",
+    DummyLink(DummyLinkConfig) = "DummyLinkConfig",
+    Vrf(VrfConfig) = "VRFConfig",
+    Wireguard(WireguardConfig) = "WireguardConfig",
+    LinkAlias(LinkAliasConfig) = "LinkAliasConfig",
+    Dhcp4(Dhcp4Config) = "DHCPv4Config",
+    Dhcp6(Dhcp6Config) = "DHCPv6Config",
+    Layer2Vip(Layer2VipConfig) = "Layer2VIPConfig",
+    Ethernet(EthernetConfig) = "EthernetConfig",
 }
 
 impl Document {
@@ -254,10 +306,17 @@ impl Serialize for NetworkDocument {
     }
 }
 
-/// Every kept document's specs, in stream order.
+/// Every kept document's specs, in stream order, after the aliases `LinkAliasConfig`
+/// documents give (any document may use them, wherever it stands).
 pub(crate) fn add_specs(docs: &[NetworkDocument], out: &mut Specs, links: &LinkView) {
+    let mut names = LinkNames::new(links);
     for doc in docs {
-        doc.doc.body().add_specs(out, links);
+        if let Document::LinkAlias(alias) = &doc.doc {
+            alias.apply(&mut names);
+        }
+    }
+    for doc in docs {
+        doc.doc.body().add_specs(out, &names);
     }
 }
 

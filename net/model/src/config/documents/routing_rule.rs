@@ -8,12 +8,12 @@ use std::borrow::Cow;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::{Body, Problems};
+use super::{Body, LinkNames, Problems};
 use crate::config::locate::YamlPath;
 use crate::config::machine::TalosKey;
 use crate::config::scalar::{self, Cidr, Table};
 use crate::config::specs::Specs;
-use crate::resource::{ConfigLayer, Family, LinkView, RoutingRuleSpec, RoutingTable, RuleAction};
+use crate::resource::{ConfigLayer, Family, RoutingRuleSpec, RoutingTable, RuleAction};
 
 /// Priorities the kernel's own rules (0, 32766, 32767) and KubeSpan's rule (32500) hold.
 const RESERVED_PRIORITIES: [u32; 4] = [0, 32500, 32766, 32767];
@@ -128,7 +128,7 @@ impl Body for RoutingRuleConfig {
         }
     }
 
-    fn add_specs(&self, out: &mut Specs, _: &LinkView) {
+    fn add_specs(&self, out: &mut Specs, _: &LinkNames<'_, '_>) {
         let Some(priority) = self.priority() else { return };
         for &family in self.families() {
             out.rule(RoutingRuleSpec {
