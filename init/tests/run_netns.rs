@@ -327,3 +327,61 @@ fn multi_document_config_bond_vlan_routes_resolvers_hostname() {
     let log = node.stop();
     assert!(!log.contains("dhcp4/eth1"), "{log}");
 }
+
+/// A VRF from typed documents: the VRF link bound to its table, a member enslaved to it, the
+/// member's address and routes in the VRF's table, a dummy link and a link found by an alias.
+#[test]
+fn vrf_dummy_and_alias_from_typed_documents() {
+    let name = "vrf_dummy_and_alias_from_typed_documents";
+    if !require_root(name) || !require_full_kernel(name) {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth1", &peer, "p1");
+    ns.veth("eth2", &peer, "p2");
+    ns.ip(&["link", "set", "eth2", "address", "02:00:5e:00:53:42"]);
+    let dir = TempDir::new();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: v1alpha1\nkind: VRFConfig\nname: vrf-blue\nlinks: [eth1]\ntable: 123\n\
+         ---\napiVersion: v1alpha1\nkind: LinkConfig\nname: eth1\naddresses:\n  - address: 10.61.0.2/24\n\
+         routes:\n  - destination: 10.62.0.0/16\n    gateway: 10.61.0.1\n    table: 123\n\
+         ---\napiVersion: v1alpha1\nkind: DummyLinkConfig\nname: dummy7\nhardwareAddr: 2e:3c:4d:5e:6f:70\n\
+         addresses:\n  - address: 10.63.0.1/32\n\
+         ---\napiVersion: v1alpha1\nkind: LinkAliasConfig\nname: uplink\nselector:\n  \
+         match: mac(link.hardware_addr) == \"02:00:5e:00:53:42\"\n\
+         ---\napiVersion: v1alpha1\nkind: LinkConfig\nname: uplink\nmtu: 1400\n",
+    )
+    .unwrap();
+    let node = Node::start(&ns, "", Some(&config));
+    wait_for(
+        "VRF, dummy and alias from typed documents",
+        t(),
+        || {
+            let a = ns.addresses();
+            a.contains(&"eth1/10.61.0.2/24".to_owned())
+                && a.contains(&"dummy7/10.63.0.1/32".to_owned())
+                && has_route(&ns, "123", |r| r["dst"] == "10.62.0.0/16")
+                && ns.ip_json(&["link", "show"])
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|l| l["ifname"] == "vrf-blue"))
+                && ns.ip_json(&["link", "show", "eth2"])[0]["mtu"] == 1400
+        },
+        || format!("{:?}\n{:?}\n{}", ns.addresses(), ns.routes("123"), node.log_text()),
+    );
+    let links = ns.ip_json(&["-d", "link", "show"]);
+    let find = |name: &str| {
+        links.as_array().unwrap().iter().find(|l| l["ifname"] == name).cloned().unwrap_or_else(
+            || panic!("no link {name}: {links}\n{}", node.log_text()),
+        )
+    };
+    assert_eq!(find("vrf-blue")["linkinfo"]["info_kind"], "vrf");
+    assert_eq!(find("vrf-blue")["linkinfo"]["info_data"]["table"], 123);
+    assert_eq!(find("eth1")["master"], "vrf-blue");
+    assert_eq!(find("dummy7")["address"], "2e:3c:4d:5e:6f:70");
+    // The member's connected route lives in the VRF's table, not in main.
+    assert!(has_route(&ns, "123", |r| r["dst"] == "10.61.0.0/24"), "{:?}", ns.routes("123"));
+    assert!(!has_route(&ns, "main", |r| r["dst"] == "10.61.0.0/24"));
+    node.stop();
+}
