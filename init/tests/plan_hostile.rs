@@ -145,7 +145,11 @@ fn hostile_configs_are_refused_quickly_and_small() {
     check(&data("bom.yaml"), Expect::Accepted, &[]);
     check(&data("control-chars.yaml"), Expect::Rejected("unknown key (not a name"), &["forged"]);
     check(&data("long-value.yaml"), Expect::Rejected("machine.type (line 3"), &[&"A".repeat(25)]);
-    check(&data("two-documents.yaml"), Expect::Rejected("a second v1alpha1 machine configuration"), &[]);
+    check(
+        &data("two-documents.yaml"),
+        Expect::Rejected("a second v1alpha1 machine configuration"),
+        &[],
+    );
     check(&data("not-utf8.yaml"), Expect::Unreadable("not UTF-8 text (byte 52)"), &[]);
 
     // Generated: alias expansion.

@@ -363,7 +363,8 @@ fn vrf_dummy_and_alias_from_typed_documents() {
             a.contains(&"eth1/10.61.0.2/24".to_owned())
                 && a.contains(&"dummy7/10.63.0.1/32".to_owned())
                 && has_route(&ns, "123", |r| r["dst"] == "10.62.0.0/16")
-                && ns.ip_json(&["link", "show"])
+                && ns
+                    .ip_json(&["link", "show"])
                     .as_array()
                     .is_some_and(|a| a.iter().any(|l| l["ifname"] == "vrf-blue"))
                 && ns.ip_json(&["link", "show", "eth2"])[0]["mtu"] == 1400
@@ -372,9 +373,13 @@ fn vrf_dummy_and_alias_from_typed_documents() {
     );
     let links = ns.ip_json(&["-d", "link", "show"]);
     let find = |name: &str| {
-        links.as_array().unwrap().iter().find(|l| l["ifname"] == name).cloned().unwrap_or_else(
-            || panic!("no link {name}: {links}\n{}", node.log_text()),
-        )
+        links
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["ifname"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no link {name}: {links}\n{}", node.log_text()))
     };
     assert_eq!(find("vrf-blue")["linkinfo"]["info_kind"], "vrf");
     assert_eq!(find("vrf-blue")["linkinfo"]["info_data"]["table"], 123);

@@ -364,8 +364,11 @@ const LEGACY: &[&str] = &[
 fn migrate_then_plan_is_plan() {
     let links = node_links();
     let view = LinkView::new(links.iter().map(|(n, s): &(&str, LinkStatus)| (*n, s)));
-    for network in LEGACY {
-        let yaml = format!("version: v1alpha1\nmachine:\n  type: worker\n  network:\n{network}");
+    let configs = LEGACY
+        .iter()
+        .map(|n| format!("version: v1alpha1\nmachine:\n  type: worker\n  network:\n{n}"))
+        .chain([super::tests::FULL.to_owned()]);
+    for yaml in configs {
         let before = to_specs(&parse(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}")), &view);
         let migrated = migrate(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
         let cfg = parse(&migrated).unwrap_or_else(|e| panic!("{e}\n{migrated}"));

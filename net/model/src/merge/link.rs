@@ -18,9 +18,11 @@ impl Layered for LinkSpec {
         "multicast",
         "bondSlave",
         "bridgeSlave",
+        "vrfSlave",
         "vlan",
         "bondMaster",
         "bridgeMaster",
+        "vrfMaster",
         "veth",
         "wireguard",
         "layer",
@@ -90,6 +92,8 @@ fn merge_into(dst: &mut LinkSpec, src: &LinkSpec, id: &str, provenance: &mut Pro
     overlay(&mut dst.bridge_slave, &src.bridge_slave, "bridgeSlave", id, provenance);
     overlay(&mut dst.vlan, &src.vlan, "vlan", id, provenance);
     overlay(&mut dst.bridge_master, &src.bridge_master, "bridgeMaster", id, provenance);
+    overlay(&mut dst.vrf_slave, &src.vrf_slave, "vrfSlave", id, provenance);
+    overlay(&mut dst.vrf_master, &src.vrf_master, "vrfMaster", id, provenance);
     overlay(&mut dst.veth, &src.veth, "veth", id, provenance);
     // Replaced as a whole when non-zero: no field-wise merge of bond options.
     overlay(&mut dst.bond_master, &src.bond_master, "bondMaster", id, provenance);
@@ -184,7 +188,7 @@ mod tests {
     use crate::resource::ConfigLayer;
     use crate::resource::{
         BondMasterSpec, BondMode, BondSlave, BridgeMasterSpec, BridgeSlave, HardwareAddr, VethSpec,
-        VlanSpec, WireguardPeer,
+        VlanSpec, VrfMasterSpec, VrfSlave, WireguardPeer,
     };
 
     use ConfigLayer::*;
@@ -452,6 +456,8 @@ mod tests {
             l.vlan = Some(VlanSpec::default());
             l.bond_master = Some(BondMasterSpec::default());
             l.bridge_master = Some(BridgeMasterSpec::default());
+            l.vrf_slave = Some(VrfSlave { master_name: "vrf0".into() });
+            l.vrf_master = Some(VrfMasterSpec { table: crate::resource::RoutingTable(10) });
             l.veth = Some(VethSpec::default());
             l.wireguard = wg("k", 1, 0, &[]);
         });
