@@ -58,14 +58,13 @@ machine:
           failOverMac: none
           adSelect: stable
           arpInterval: 0
-          arpValidate: none
           arpAllTargets: any
           resendIgmp: 1
           minLinks: 0
           lpInterval: 1
           packetsPerSlave: 1
           numPeerNotif: 1
-          tlbDynamicLb: 1
+          tlbDynamicLb: 0
           allSlavesActive: 0
           useCarrier: true
           adActorSysPrio: 65535
