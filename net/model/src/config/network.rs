@@ -345,12 +345,22 @@ pub struct Bond {
     /// Transmit hash policy.
     #[serde(default, deserialize_with = "scalar::one::<XmitHashPolicyName, _>")]
     pub xmit_hash_policy: BondXmitHashPolicy,
-    /// LACP rate.
-    #[serde(default, deserialize_with = "scalar::one::<LacpRateName, _>")]
-    pub lacp_rate: LacpRate,
-    /// ARP validation.
-    #[serde(default, deserialize_with = "scalar::one::<ArpValidateName, _>")]
-    pub arp_validate: ArpValidate,
+    /// LACP rate; `Some` when written, since Talos refuses it outside 802.3ad even with its
+    /// default value (absent means slow).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<LacpRateName, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lacp_rate: Option<LacpRate>,
+    /// ARP validation; `Some` when written, since Talos refuses it in the modes without ARP
+    /// monitoring even with its default value (absent means none).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<ArpValidateName, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub arp_validate: Option<ArpValidate>,
     /// ARP all targets.
     #[serde(default, deserialize_with = "scalar::one::<ArpAllTargetsName, _>")]
     pub arp_all_targets: ArpAllTargets,

@@ -327,8 +327,8 @@ fn bond_master(bond: &Bond) -> BondMasterSpec {
     let mut spec = BondMasterSpec {
         mode: bond.mode,
         xmit_hash_policy: bond.xmit_hash_policy,
-        lacp_rate: bond.lacp_rate,
-        arp_validate: bond.arp_validate,
+        lacp_rate: bond.lacp_rate.unwrap_or_default(),
+        arp_validate: bond.arp_validate.unwrap_or_default(),
         arp_all_targets: bond.arp_all_targets,
         primary: bond.primary.clone(),
         primary_reselect: bond.primary_reselect,

@@ -157,7 +157,9 @@ fn deprecated_cidr_is_an_address() {
     );
     let cfg = parse(&yaml).unwrap();
     assert!(
-        cfg.warnings.iter().any(|w| w.contains("interfaces[0].cidr (line 6)")),
+        cfg.warnings
+            .iter()
+            .any(|w| w.contains("interfaces[0].cidr (line 6): deprecated; use addresses (1 more")),
         "{:?}",
         cfg.warnings
     );

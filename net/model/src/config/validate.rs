@@ -26,8 +26,7 @@ const MIN_MTU_IPV6: u32 = 1280;
 pub(crate) const VERSION: &str = "v1alpha1";
 
 /// The first problem found, in document order: its path and message. `yaml` is the
-/// document's text: a few of Talos's rules depend on whether a key is written at all, and
-/// errors naming a second place give its line.
+/// document's text, for the line of a second place an error names.
 pub(crate) fn check(cfg: &MachineConfig, yaml: &str) -> Result<(), (YamlPath, String)> {
     if cfg.version != VERSION {
         return Err((
@@ -37,7 +36,7 @@ pub(crate) fn check(cfg: &MachineConfig, yaml: &str) -> Result<(), (YamlPath, St
     }
     let devices = YamlPath::keys("machine.network.interfaces");
     for (i, device) in cfg.machine.network.interfaces.iter().enumerate() {
-        check_device(device, &devices.index(i), yaml)?;
+        check_device(device, &devices.index(i))?;
     }
     check_ports(&cfg.machine.network.interfaces, &devices, yaml)?;
     check_discovery(cfg)?;
@@ -62,21 +61,32 @@ fn at_line(path: &YamlPath, yaml: &str) -> String {
     }
 }
 
-/// Settings that parse but are deprecated or cannot do what they say, one line each.
+/// Settings that parse but are deprecated or cannot do what they say, one line each. The
+/// deprecated `cidr` gets one line for devices and one for VLANs, at the first use (each
+/// line costs a pass over the text, so not one per use).
 pub(crate) fn warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
     let mut out = kubespan_warnings(cfg, yaml);
     let devices = YamlPath::keys("machine.network.interfaces");
+    let mut on_devices = Vec::new();
+    let mut on_vlans = Vec::new();
     for (i, device) in cfg.machine.network.interfaces.iter().enumerate() {
         let at = devices.index(i);
         if device.cidr.is_some() {
-            out.push(format!("{}: deprecated; use addresses", at_line(&at.key("cidr"), yaml)));
+            on_devices.push(at.key("cidr"));
         }
         for (j, vlan) in device.vlans.iter().enumerate() {
             if vlan.cidr.is_some() {
-                let path = at.key("vlans").index(j).key("cidr");
-                out.push(format!("{}: deprecated; use addresses", at_line(&path, yaml)));
+                on_vlans.push(at.key("vlans").index(j).key("cidr"));
             }
         }
+    }
+    for uses in [on_devices, on_vlans] {
+        let Some(first) = uses.first() else { continue };
+        let more = match uses.len() - 1 {
+            0 => String::new(),
+            n => format!(" ({n} more like it)"),
+        };
+        out.push(format!("{}: deprecated; use addresses{more}", at_line(first, yaml)));
     }
     out
 }
@@ -115,7 +125,7 @@ fn kubespan_warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
     out
 }
 
-fn check_device(device: &Device, at: &YamlPath, yaml: &str) -> Result<(), (YamlPath, String)> {
+fn check_device(device: &Device, at: &YamlPath) -> Result<(), (YamlPath, String)> {
     match (&device.interface, &device.device_selector) {
         (Some(_), Some(_)) => {
             return Err((
@@ -181,7 +191,7 @@ fn check_device(device: &Device, at: &YamlPath, yaml: &str) -> Result<(), (YamlP
             ));
         }
         check_link_refs(&bond.interfaces, &at.key("bond").key("interfaces"))?;
-        check_bond(bond, &at.key("bond"), yaml)?;
+        check_bond(bond, &at.key("bond"))?;
     }
     if let Some(bridge) = &device.bridge {
         check_link_refs(&bridge.interfaces, &at.key("bridge").key("interfaces"))?;
@@ -309,9 +319,8 @@ const TLB_MODES: [BondMode; 2] = [BondMode::BALANCE_ALB, BondMode::BALANCE_TLB];
 
 /// Bond options that need another option or a mode. `lacpRate` and `arpValidate` count when
 /// written at all (even with their default value), as in Talos.
-fn check_bond(bond: &Bond, at: &YamlPath, yaml: &str) -> Result<(), (YamlPath, String)> {
+fn check_bond(bond: &Bond, at: &YamlPath) -> Result<(), (YamlPath, String)> {
     let mode = bond.mode;
-    let written = |key: &'static str| at.key(key).locate(yaml).is_some();
     let fail = |key: &'static str, why: String| Err((at.key(key), why));
     if bond.miimon == 0 {
         for (key, value) in [("updelay", bond.updelay), ("downdelay", bond.downdelay)] {
@@ -329,13 +338,13 @@ fn check_bond(bond: &Bond, at: &YamlPath, yaml: &str) -> Result<(), (YamlPath, S
             }
         }
     }
-    if written("lacpRate") && mode != BondMode::LACP {
+    if bond.lacp_rate.is_some() && mode != BondMode::LACP {
         return fail("lacpRate", format!("lacpRate is only used in 802.3ad mode, not {mode}"));
     }
     if bond.ad_actor_system.is_some() {
         return fail("adActorSystem", "not supported (Talos refuses it as well)".into());
     }
-    if written("arpValidate") && ARP_MONITOR_OFF.contains(&mode) {
+    if bond.arp_validate.is_some() && ARP_MONITOR_OFF.contains(&mode) {
         return fail("arpValidate", format!("arpValidate is not available in {mode} mode"));
     }
     if !bond.primary.is_empty() && !HAS_PRIMARY.contains(&mode) {
