@@ -124,3 +124,98 @@ fn bond_selectors_enslave_every_match_and_not_the_bond() {
     assert!(link(&ns, "eth3")["master"].is_null(), "eth3 does not match");
     node.stop();
 }
+
+#[test]
+fn bridge_port_and_default_stp() {
+    let name = "bridge_port_and_default_stp";
+    if !require_root(name) {
+        return;
+    }
+    let (ns, _peer) = three_links();
+    let dir = TempDir::new();
+    let body = concat!(
+        "    interfaces:\n",
+        "      - interface: br0\n",
+        "        bridge: {interfaces: [eth1]}\n",
+        "        addresses: [10.46.0.2/24]\n",
+        "      - {interface: eth3, bridgePort: {master: br0}}\n",
+    );
+    let config = write_config(&dir, body);
+    let node = Node::start(&ns, "", Some(&config));
+    wait_for(
+        "eth1 and eth3 in br0",
+        t(),
+        || {
+            ["eth1", "eth3"].iter().all(|n| link(&ns, n)["master"] == "br0")
+                && ns.addresses().contains(&"br0/10.46.0.2/24".to_owned())
+        },
+        || format!("{}\n{}", ns.ip(&["-d", "link", "show"]), node.log_text()),
+    );
+    // No `stp` in a legacy bridge: STP runs (Talos's v1alpha1 default).
+    let br0 = link(&ns, "br0");
+    assert_eq!(br0["linkinfo"]["info_data"]["stp_state"], 1, "{br0}");
+    assert!(link(&ns, "eth2")["master"].is_null());
+    node.stop();
+}
+
+const WG_PRIVATE: &str = "sPXZDmfUaPAyu0GDFi4oHh8hMJbR9Ee6lNYD7N3K2Hk=";
+const WG_PEER: &str = "mhdgcLzt1OWBMLLIZvkYZfh5Nz/7ax7HhBSiNQOSAHU=";
+
+#[test]
+fn dummy_and_wireguard_devices() {
+    let name = "dummy_and_wireguard_devices";
+    if !require_root(name) || !require_full_kernel(name) {
+        return;
+    }
+    let ns = Netns::new();
+    let dir = TempDir::new();
+    let body = format!(
+        concat!(
+            "    interfaces:\n",
+            "      - {{interface: dummy0, dummy: true, addresses: [10.47.0.1/32]}}\n",
+            "      - interface: wg0\n",
+            "        addresses: [10.48.0.1/24]\n",
+            "        wireguard:\n",
+            "          privateKey: {private}\n",
+            "          listenPort: 51999\n",
+            "          firewallMark: 66\n",
+            "          peers:\n",
+            "            - publicKey: {peer}\n",
+            "              endpoint: 192.0.2.1:51820\n",
+            "              persistentKeepaliveInterval: 25s\n",
+            "              allowedIPs: [10.48.0.2/32]\n",
+        ),
+        private = WG_PRIVATE,
+        peer = WG_PEER,
+    );
+    let config = write_config(&dir, &body);
+    let node = Node::start(&ns, "", Some(&config));
+    let dump = || ns.sh(&["wg", "show", "wg0", "dump"]);
+    wait_for(
+        "dummy0 and wg0 with their addresses and peer",
+        t(),
+        || {
+            let a = ns.addresses();
+            a.contains(&"dummy0/10.47.0.1/32".to_owned())
+                && a.contains(&"wg0/10.48.0.1/24".to_owned())
+                && dump().contains(WG_PEER)
+        },
+        || format!("{}\n{:?}\n{}", ns.ip(&["-d", "link", "show"]), ns.addresses(), node.log_text()),
+    );
+    assert_eq!(link(&ns, "dummy0")["linkinfo"]["info_kind"], "dummy");
+    assert_eq!(link(&ns, "wg0")["linkinfo"]["info_kind"], "wireguard");
+    // `wg show dump`: the device line (private, public, port, fwmark), then one per peer
+    // (public, preshared, endpoint, allowed IPs, handshake, rx, tx, keepalive).
+    let dump = dump();
+    let mut lines = dump.lines();
+    let device: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    assert_eq!((device[0], device[2], device[3]), (WG_PRIVATE, "51999", "0x42"), "{dump}");
+    let peer: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    assert_eq!(
+        (peer[0], peer[2], peer[3], peer[7]),
+        (WG_PEER, "192.0.2.1:51820", "10.48.0.2/32", "25"),
+        "{dump}"
+    );
+    let log = node.stop();
+    assert!(!log.contains(WG_PRIVATE), "the private key never reaches the log");
+}
