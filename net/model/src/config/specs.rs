@@ -113,9 +113,9 @@ impl Specs {
         &mut self.0.links[index]
     }
 
-    /// Make `member` a port of bond `master` at `index`. A link is in one master only; a
-    /// later membership replaces an earlier one, with a warning (validation refuses the
-    /// cases it can see without the links).
+    /// Make `member` a port of `master`: of a bond at `bond_index`, or of a bridge (`None`).
+    /// A link has one master; a later membership replaces an earlier one with a warning
+    /// (validation refuses the cases it can see without the links: selectors are not).
     fn enslave(&mut self, member: &str, master: &str, bond_index: Option<u32>) {
         let link = self.link_entry(member);
         let before = link.master_name().map(str::to_owned);
