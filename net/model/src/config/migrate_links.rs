@@ -10,11 +10,13 @@
 
 use super::documents::{
     AliasSelector, BondConfig, BridgeConfig, BridgeStpConfig, BridgeVlanConfig, CommonLink,
-    Dhcp4Config, Dhcp6Config, DhcpConfig, Document, IdentifierKind, Layer2VipConfig,
-    LinkAliasConfig, LinkConfig, VlanConfig,
+    Dhcp4Config, Dhcp6Config, DhcpConfig, Document, DummyLinkConfig, IdentifierKind,
+    Layer2VipConfig, LinkAliasConfig, LinkConfig, VlanConfig, WireguardConfig, WireguardPeerConfig,
 };
 use super::migrate::MigrateError;
-use super::network::{Bond, Device, DeviceSelector, DhcpOptions, NetworkConfig, Vip};
+use super::network::{
+    Bond, Device, DeviceSelector, DeviceWireguard, DhcpOptions, NetworkConfig, Vip,
+};
 use super::specs::bridge_master;
 use crate::resource::vlan_link_name;
 
@@ -27,6 +29,7 @@ pub(crate) fn devices(network: &NetworkConfig) -> Result<Vec<Document>, MigrateE
         }
         out.device(i, device)?;
     }
+    out.bridge_ports()?;
     Ok(out.docs)
 }
 
@@ -34,6 +37,8 @@ pub(crate) fn devices(network: &NetworkConfig) -> Result<Vec<Document>, MigrateE
 struct Migration {
     docs: Vec<Document>,
     aliases: usize,
+    /// `bridgePort`s: (device index, link, bridge), added to the bridge's `links` at the end.
+    ports: Vec<(usize, String, String)>,
 }
 
 impl Migration {
@@ -61,8 +66,28 @@ impl Migration {
                 })
             }
         };
-        let common = CommonLink::from_legacy(device.mtu, &device.addresses, &device.routes);
-        if let Some(bond) = &device.bond {
+        let common = CommonLink::from_legacy(device.mtu, &device.all_addresses(), &device.routes);
+        if let Some(port) = &device.bridge_port {
+            self.ports.push((i, name.clone(), port.master.clone()));
+        }
+        if let Some(wg) = &device.wireguard {
+            self.docs.push(Document::Wireguard(wireguard_document(&name, wg).with_common(common)));
+        } else if device.dummy {
+            self.docs.push(Document::DummyLink(
+                DummyLinkConfig {
+                    api_version: Default::default(),
+                    kind: Default::default(),
+                    name: name.clone(),
+                    hardware_addr: None,
+                    up: None,
+                    mtu: 0,
+                    addresses: Vec::new(),
+                    routes: Vec::new(),
+                    multicast: None,
+                }
+                .with_common(common),
+            ));
+        } else if let Some(bond) = &device.bond {
             if !bond.primary.is_empty() {
                 return Err(MigrateError::NoEquivalent {
                     path: format!("machine.network.interfaces[{i}].bond.primary"),
@@ -131,6 +156,27 @@ impl Migration {
         Ok(())
     }
 
+    /// Each `bridgePort` joins the `links` of the bridge document it names.
+    fn bridge_ports(&mut self) -> Result<(), MigrateError> {
+        for (i, port, master) in std::mem::take(&mut self.ports) {
+            let bridge = self.docs.iter_mut().find_map(|d| match d {
+                Document::Bridge(b) if b.name == master => Some(b),
+                _ => None,
+            });
+            match bridge {
+                Some(b) if !b.links.contains(&port) => b.links.push(port),
+                Some(_) => {}
+                None => {
+                    return Err(MigrateError::NoEquivalent {
+                        path: format!("machine.network.interfaces[{i}].bridgePort.master"),
+                        why: "the bridge it names is not a device of this configuration".into(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn bond_links(&mut self, bond: &Bond) -> Vec<String> {
         let mut links = bond.interfaces.clone();
         for selector in &bond.device_selectors {
@@ -182,6 +228,34 @@ impl Migration {
     }
 }
 
+/// A device's WireGuard link as a document.
+fn wireguard_document(name: &str, wg: &DeviceWireguard) -> WireguardConfig {
+    WireguardConfig {
+        api_version: Default::default(),
+        kind: Default::default(),
+        name: name.to_owned(),
+        private_key: Some(wg.private_key),
+        listen_port: (wg.listen_port != 0).then_some(wg.listen_port),
+        firewall_mark: (wg.firewall_mark != 0).then_some(wg.firewall_mark),
+        peers: wg
+            .peers
+            .iter()
+            .map(|p| WireguardPeerConfig {
+                public_key: p.public_key.clone(),
+                preshared_key: None,
+                endpoint: p.endpoint,
+                persistent_keepalive_interval: p.persistent_keepalive_interval,
+                allowed_ips: p.allowed_ips.clone(),
+            })
+            .collect(),
+        up: None,
+        mtu: 0,
+        addresses: Vec::new(),
+        routes: Vec::new(),
+        multicast: None,
+    }
+}
+
 /// A CEL expression that picks what the selector picks.
 fn selector_expr(s: &DeviceSelector) -> String {
     let quote = |v: &str| format!("{:?}", v);
@@ -223,9 +297,9 @@ fn bond_document(name: &str, bond: &Bond, links: Vec<String>) -> BondConfig {
         xmit_hash_policy: Some(bond.xmit_hash_policy),
         arp_interval: set(bond.arp_interval),
         arp_ip_targets: bond.arp_ip_target.iter().map(|ip| (*ip).into()).collect(),
-        arp_validate: Some(bond.arp_validate),
+        arp_validate: bond.arp_validate,
         arp_all_targets: Some(bond.arp_all_targets),
-        lacp_rate: Some(bond.lacp_rate),
+        lacp_rate: bond.lacp_rate,
         fail_over_mac: Some(bond.fail_over_mac),
         ad_select: Some(bond.ad_select),
         ad_actor_sys_prio: (bond.ad_actor_sys_prio != 0).then_some(bond.ad_actor_sys_prio),

@@ -32,8 +32,13 @@
 //! * `machine.network.kubespan.peers`, `privateKey` and `endpointTimeout`: peers known in
 //!   advance, a configured WireGuard key, and how long each endpoint gets (1 s to 15 s).
 //!   `harvestExtraEndpoints` is accepted with a warning (no discovery yet).
-//! * Not accepted: `wireguard`, `dummy`, `cidr`, vendor VIPs
-//!   (`equinixMetal`, `hcloud`) and `bond.adActorSystem`.
+//! * Legacy devices follow Talos (docs/talos.md: Legacy `machine.network`): a selector
+//!   configures every link it matches, entries for one link merge, a bridge runs STP unless
+//!   told not to, and `cidr`, `bridgePort`, `dummy` and `wireguard` are implemented. keelson
+//!   accepts `interfaces` with `deviceSelectors` in one bond, and `arpIPTarget`, which Talos
+//!   refuses.
+//! * Not accepted: vendor VIPs (`equinixMetal`, `hcloud`); `bond.adActorSystem` is refused
+//!   as Talos refuses it.
 
 mod bounds;
 mod documents;
@@ -57,6 +62,8 @@ mod tests_documents;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
+mod tests_legacy;
+#[cfg(test)]
 mod tests_links;
 #[cfg(test)]
 mod tests_specs;
@@ -75,9 +82,9 @@ pub use machine::{
 };
 pub use migrate::{migrate, MigrateError};
 pub use network::{
-    Bond, Bridge, BridgeStp, BridgeVlan, Device, DeviceSelector, DhcpOptions, ExtraHost,
-    KubeSpanConfig, KubeSpanFilters, KubeSpanPeer, NetworkConfig, Route, Vip, Vlan,
-    KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT, KUBESPAN_DEFAULT_MTU,
+    Bond, Bridge, BridgePort, BridgeStp, BridgeVlan, Device, DeviceSelector, DeviceWireguard,
+    DeviceWireguardPeer, DhcpOptions, ExtraHost, KubeSpanConfig, KubeSpanFilters, KubeSpanPeer,
+    NetworkConfig, Route, Vip, Vlan, KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT, KUBESPAN_DEFAULT_MTU,
 };
 pub use scalar::CidrFilter;
 pub use specs::to_specs;

@@ -77,6 +77,14 @@ pub struct Device {
     /// Static addresses; a bare IP means a full-length prefix.
     #[serde(default, deserialize_with = "scalar::list::<CidrOrIp, _>")]
     pub addresses: Vec<IpNet>,
+    /// Deprecated single address (Talos reads it when `addresses` is empty; both is an
+    /// error). Use [`Device::all_addresses`].
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<CidrOrIp, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cidr: Option<IpNet>,
     /// Static routes.
     #[serde(default)]
     pub routes: Vec<Route>,
@@ -101,9 +109,81 @@ pub struct Device {
     /// Make this device a bridge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge: Option<Bridge>,
+    /// Make this device a port of a bridge configured elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_port: Option<BridgePort>,
+    /// Create this device as a dummy link.
+    #[serde(default)]
+    pub dummy: bool,
+    /// Create this device as a WireGuard link (not KubeSpan's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wireguard: Option<DeviceWireguard>,
     /// A shared virtual IP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<Vip>,
+}
+
+impl Device {
+    /// The static addresses: `addresses`, or the deprecated `cidr` when that is empty.
+    pub fn all_addresses(&self) -> Vec<IpNet> {
+        match (&self.addresses[..], self.cidr) {
+            ([], Some(cidr)) => vec![cidr],
+            (list, _) => list.to_vec(),
+        }
+    }
+}
+
+/// `bridgePort`: the bridge this device is a port of.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BridgePort {
+    /// The bridge (name, alias or altname).
+    pub master: String,
+}
+
+/// `wireguard` on a device: a WireGuard link configured by hand.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceWireguard {
+    /// The link's private key (base64); shown as `<redacted>`.
+    #[serde(deserialize_with = "scalar::one::<WgKey, _>")]
+    pub private_key: crate::wgkey::Key,
+    /// UDP listen port; 0 lets the kernel pick one.
+    #[serde(default)]
+    pub listen_port: u16,
+    /// Mark put on the link's own encrypted packets; 0 is none.
+    #[serde(default)]
+    pub firewall_mark: u32,
+    /// Peers.
+    #[serde(default)]
+    pub peers: Vec<DeviceWireguardPeer>,
+}
+
+/// One peer of a device's WireGuard link.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceWireguardPeer {
+    /// Its public key (base64).
+    #[serde(deserialize_with = "scalar::one::<WgKeyPublic, _>")]
+    pub public_key: String,
+    /// Where it can be reached (`ip:port`, `[v6]:port`).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<Endpoint, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub endpoint: Option<SocketAddr>,
+    /// Keepalive interval (Go-style duration, whole seconds up to 65535); absent is off.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<GoDuration, _>",
+        serialize_with = "scalar::serialize_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub persistent_keepalive_interval: Option<Duration>,
+    /// Prefixes routed to and accepted from it.
+    #[serde(rename = "allowedIPs", default, deserialize_with = "scalar::list::<Cidr, _>")]
+    pub allowed_ips: Vec<IpNet>,
 }
 
 /// Properties that pick a link; every given field must match.
@@ -198,6 +278,13 @@ pub struct Vlan {
     /// Static addresses, in CIDR notation only.
     #[serde(default, deserialize_with = "scalar::list::<Cidr, _>")]
     pub addresses: Vec<IpNet>,
+    /// Deprecated single address, as on a device. Use [`Vlan::all_addresses`].
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<Cidr, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cidr: Option<IpNet>,
     /// Static routes.
     #[serde(default)]
     pub routes: Vec<Route>,
@@ -213,6 +300,16 @@ pub struct Vlan {
     /// A shared virtual IP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<Vip>,
+}
+
+impl Vlan {
+    /// The static addresses: `addresses`, or the deprecated `cidr` when that is empty.
+    pub fn all_addresses(&self) -> Vec<IpNet> {
+        match (&self.addresses[..], self.cidr) {
+            ([], Some(cidr)) => vec![cidr],
+            (list, _) => list.to_vec(),
+        }
+    }
 }
 
 /// A shared virtual IP (layer 2, announced with gratuitous ARP).
@@ -231,9 +328,14 @@ pub struct Bond {
     /// Member links by name.
     #[serde(default)]
     pub interfaces: Vec<String>,
-    /// Member links by selector (after `interfaces` in enslaving order).
+    /// Member links by selector (after `interfaces` in enslaving order); every link a
+    /// selector matches joins, except the bond itself.
     #[serde(default)]
     pub device_selectors: Vec<DeviceSelector>,
+    /// 802.3ad actor system MAC: parsed so that it is refused with Talos's reason (Talos does
+    /// not support it either).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ad_actor_system: Option<String>,
     /// ARP monitoring targets.
     #[serde(default, rename = "arpIPTarget", deserialize_with = "scalar::list::<Ipv4, _>")]
     pub arp_ip_target: Vec<Ipv4Addr>,
@@ -243,12 +345,22 @@ pub struct Bond {
     /// Transmit hash policy.
     #[serde(default, deserialize_with = "scalar::one::<XmitHashPolicyName, _>")]
     pub xmit_hash_policy: BondXmitHashPolicy,
-    /// LACP rate.
-    #[serde(default, deserialize_with = "scalar::one::<LacpRateName, _>")]
-    pub lacp_rate: LacpRate,
-    /// ARP validation.
-    #[serde(default, deserialize_with = "scalar::one::<ArpValidateName, _>")]
-    pub arp_validate: ArpValidate,
+    /// LACP rate; `Some` when written, since Talos refuses it outside 802.3ad even with its
+    /// default value (absent means slow).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<LacpRateName, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lacp_rate: Option<LacpRate>,
+    /// ARP validation; `Some` when written, since Talos refuses it in the modes without ARP
+    /// monitoring even with its default value (absent means none).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<ArpValidateName, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub arp_validate: Option<ArpValidate>,
     /// ARP all targets.
     #[serde(default, deserialize_with = "scalar::one::<ArpAllTargetsName, _>")]
     pub arp_all_targets: ArpAllTargets,
@@ -326,13 +438,32 @@ pub struct Bridge {
     pub vlan: Option<BridgeVlan>,
 }
 
-/// `bridge.stp`.
-#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+/// `bridge.stp`. STP is on unless `enabled: false` says otherwise: a legacy bridge without
+/// `stp`, or with `stp: {}`, runs STP (Talos's v1alpha1 `STP.Enabled()`; the typed
+/// `BridgeConfig` defaults to off instead).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BridgeStp {
-    /// STP on.
-    #[serde(default)]
+    /// STP on (default true).
+    #[serde(default = "stp_default")]
     pub enabled: bool,
+}
+
+fn stp_default() -> bool {
+    true
+}
+
+impl Default for BridgeStp {
+    fn default() -> Self {
+        Self { enabled: stp_default() }
+    }
+}
+
+impl Bridge {
+    /// Is STP on? Absent `stp` means on.
+    pub fn stp_enabled(&self) -> bool {
+        self.stp.as_ref().is_none_or(|s| s.enabled)
+    }
 }
 
 /// `bridge.vlan`.

@@ -3,7 +3,7 @@
 
 use crate::resource::{LinkStatus, LinkView};
 
-use super::network::{Device, DeviceSelector};
+use super::network::{Bond, Device, DeviceSelector};
 
 impl DeviceSelector {
     /// Does `link` match every field this selector gives? MAC and bus path fields are
@@ -23,31 +23,65 @@ impl DeviceSelector {
             && self.physical.is_none_or(|p| p == link.physical())
     }
 
-    /// The name of the matching link. When several match, the first by name wins (links are
-    /// name-ordered, as Talos's ID-ordered lists are); `None` when none matches yet.
-    pub fn resolve(&self, links: &LinkView) -> Option<String> {
-        links.iter().find(|(_, status)| self.matches(status)).map(|(name, _)| name.to_owned())
+    /// The names of every matching link, in name order (Talos's device selector applies the
+    /// device to each link it matches: `network/device_config.go`). Empty when none matches
+    /// yet.
+    pub fn matching(&self, links: &LinkView) -> Vec<String> {
+        links.iter().filter(|(_, status)| self.matches(status)).map(|(n, _)| n.to_owned()).collect()
     }
 }
 
+/// One link a device configures: its resolved name, and the name its VLANs are named after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// The link's name (an `interface` resolved through names, aliases and altnames).
+    pub(crate) name: String,
+    /// The `interface` as written, or the selector's match (docs/talos.md: Merge names VLANs
+    /// after the raw interface name).
+    pub(crate) raw: String,
+}
+
 impl Device {
-    /// The link this device configures: its `interface` resolved through names, aliases and
-    /// altnames (the name itself when no link answers yet), or its selector's match.
-    pub fn resolve(&self, links: &LinkView) -> Option<String> {
-        match (&self.interface, &self.device_selector) {
-            (Some(name), _) => Some(links.resolve(name)),
-            (None, Some(selector)) => selector.resolve(links),
-            (None, None) => None,
-        }
+    /// The links this device configures: its `interface` resolved through names, aliases
+    /// and altnames (the name itself when no link answers yet), or every link its selector
+    /// matches (none yet: nothing).
+    pub fn resolve_all(&self, links: &LinkView) -> Vec<String> {
+        self.targets(links).into_iter().map(|t| t.name).collect()
     }
 
-    /// The name to derive VLAN names from: the `interface` as written, or the selector's
-    /// match (docs/talos.md: Merge names VLANs after the raw interface name).
-    pub(crate) fn raw_name(&self, links: &LinkView) -> Option<String> {
-        match &self.interface {
-            Some(name) => Some(name.clone()),
-            None => self.resolve(links),
+    pub(crate) fn targets(&self, links: &LinkView) -> Vec<Target> {
+        match (&self.interface, &self.device_selector) {
+            (Some(name), _) => vec![Target { name: links.resolve(name), raw: name.clone() }],
+            (None, Some(selector)) => selector
+                .matching(links)
+                .into_iter()
+                .map(|name| Target { raw: name.clone(), name })
+                .collect(),
+            (None, None) => Vec::new(),
         }
+    }
+}
+
+impl Bond {
+    /// Members in enslaving order: `interfaces` (resolved), then every link each selector
+    /// matches, never the bond `name` itself (a bond takes its first member's MAC, so a MAC
+    /// selector would match it too: Talos filters it out the same way). A link listed twice
+    /// joins once, at its first place.
+    pub fn members(&self, name: &str, links: &LinkView) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out: Vec<String> = Vec::new();
+        let named = self.interfaces.iter().map(|n| links.resolve(n));
+        let selected = self
+            .device_selectors
+            .iter()
+            .flat_map(|s| s.matching(links))
+            .filter(|member| member != name);
+        for member in named.chain(selected) {
+            if seen.insert(member.clone()) {
+                out.push(member);
+            }
+        }
+        out
     }
 }
 

@@ -12,27 +12,33 @@ use crate::resource::{
     BridgeVlanSpec, ClientIdentifier, ConfigLayer, Dhcp6OperatorSpec, Family, HostnameSpec,
     LayerSpecs, LinkSpec, LinkType, LinkView, Operator, OperatorSpec, ResolverSpec, RouteSpec,
     RouteType, RoutingRuleSpec, RoutingTable, StpSpec, TimeServerSpec, VipOperatorSpec,
-    VlanProtocol, VlanSpec, DEFAULT_ROUTE_METRIC,
+    VlanProtocol, VlanSpec, WireguardPeer, WireguardSpec, DEFAULT_ROUTE_METRIC,
 };
 
 use super::machine::MachineConfig;
-use super::network::{Bond, Bridge, Device, DhcpOptions, Route, Vip};
+use super::network::{Bond, Bridge, Device, DeviceWireguard, DhcpOptions, Route, Vip};
+use super::select::Target;
 
 const LAYER: ConfigLayer = ConfigLayer::Configuration;
 
 /// The specs the machine configuration asks for, at layer `configuration`.
 ///
-/// `links` resolves names, aliases and `deviceSelector`s; a device whose selector matches
-/// nothing yet produces nothing (the link may appear later, and the caller re-runs this).
-/// Each natural ID appears at most once: a later entry replaces an earlier one.
+/// `links` resolves names, aliases and `deviceSelector`s. A selector configures every link
+/// it matches; a device whose selector matches nothing yet, or a bond whose
+/// `deviceSelectors` match nothing yet, produces nothing (the links may appear later, and
+/// the caller re-runs this), as in Talos's `network/device_config.go`.
+///
+/// Entries for the same link merge as Talos's `network/link_config.go` does: the link spec is
+/// made once and each entry sets what it gives (a non-zero MTU, bond, bridge, WireGuard or
+/// dummy settings); bond and bridge membership is added on top. Addresses, routes and
+/// operators keep one spec per natural ID (the later wins).
 pub fn to_specs(cfg: &MachineConfig, links: &LinkView) -> LayerSpecs {
     let mut out = Specs::default();
     let network = &cfg.machine.network;
     for device in network.interfaces.iter().filter(|d| !d.ignore) {
-        let (Some(name), Some(raw)) = (device.resolve(links), device.raw_name(links)) else {
-            continue;
-        };
-        out.device(device, &name, &raw, links);
+        for target in device.targets(links) {
+            out.device(device, &target, links);
+        }
     }
     if let Some(hostname) = &network.hostname {
         // Validated while parsing; a failure here is impossible but must not panic PID 1.
@@ -90,6 +96,48 @@ impl Specs {
     pub(crate) fn link(&mut self, spec: LinkSpec) {
         let key = spec.id();
         upsert(&mut self.0.links, &mut self.1.links, spec, key);
+    }
+
+    /// The link spec named `name`, made `{name, up}` when there is none yet: legacy entries
+    /// for one link add to the same spec.
+    fn link_entry(&mut self, name: &str) -> &mut LinkSpec {
+        let index = match self.1.links.get(name) {
+            Some(&i) if i < self.0.links.len() => i,
+            _ => {
+                self.1.links.insert(name.to_owned(), self.0.links.len());
+                self.0.links.push(LinkSpec::up(name, LAYER));
+                self.0.links.len() - 1
+            }
+        };
+        // In bounds: checked or just pushed.
+        &mut self.0.links[index]
+    }
+
+    /// Make `member` a port of `master`: of a bond at `bond_index`, or of a bridge (`None`).
+    /// A link has one master; a later membership replaces an earlier one with a warning
+    /// (validation refuses the cases it can see without the links: selectors are not).
+    fn enslave(&mut self, member: &str, master: &str, bond_index: Option<u32>) {
+        let link = self.link_entry(member);
+        let before = link.master_name().map(str::to_owned);
+        if let Some(before) = before.filter(|b| b != master) {
+            log::warn!(
+                "machine.network: link {} is in both {} and {}; {} wins",
+                crate::names::escape(member, 32),
+                crate::names::escape(&before, 32),
+                crate::names::escape(master, 32),
+                crate::names::escape(master, 32),
+            );
+        }
+        match bond_index {
+            Some(slave_index) => {
+                link.bridge_slave = None;
+                link.bond_slave = Some(BondSlave { master_name: master.to_owned(), slave_index });
+            }
+            None => {
+                link.bond_slave = None;
+                link.bridge_slave = Some(BridgeSlave { master_name: master.to_owned() });
+            }
+        }
     }
 
     pub(crate) fn operator(&mut self, spec: OperatorSpec) {
@@ -163,47 +211,60 @@ impl Specs {
         }
     }
 
-    /// One device: its link, members, VLANs, addresses, routes and operators.
-    fn device(&mut self, device: &Device, name: &str, raw: &str, links: &LinkView) {
-        let mut link = LinkSpec::up(name, LAYER);
-        link.mtu = device.mtu;
+    /// One device on one link: its link, members, VLANs, addresses, routes and operators.
+    fn device(&mut self, device: &Device, target: &Target, links: &LinkView) {
+        let name = target.name.as_str();
+        let members = device.bond.as_ref().map(|bond| bond.members(name, links));
+        if let (Some(bond), Some(members)) = (&device.bond, &members) {
+            if !bond.device_selectors.is_empty() && members.is_empty() {
+                // Not half a bond: it comes once a member is there.
+                return;
+            }
+        }
+        let link = self.link_entry(name);
+        if device.mtu != 0 {
+            link.mtu = device.mtu;
+        }
         if let Some(bond) = &device.bond {
             link.logical = true;
             link.kind = "bond".into();
             link.link_type = LinkType::ETHER;
             link.bond_master = Some(bond_master(bond));
-        } else if let Some(bridge) = &device.bridge {
+        }
+        if let Some(bridge) = &device.bridge {
             link.logical = true;
             link.kind = "bridge".into();
             link.link_type = LinkType::ETHER;
             link.bridge_master = Some(bridge_master(bridge));
         }
-        self.link(link);
-        if let Some(bond) = &device.bond {
-            for (index, member) in bond_members(bond, links).into_iter().enumerate() {
-                self.link(LinkSpec {
-                    bond_slave: Some(BondSlave {
-                        master_name: name.to_owned(),
-                        slave_index: u32::try_from(index).unwrap_or(u32::MAX),
-                    }),
-                    ..LinkSpec::up(&member, LAYER)
-                });
-            }
+        if let Some(wireguard) = &device.wireguard {
+            link.logical = true;
+            link.kind = "wireguard".into();
+            link.link_type = LinkType::NONE;
+            link.wireguard = Some(wireguard_spec(wireguard));
+        }
+        if device.dummy {
+            link.logical = true;
+            link.kind = "dummy".into();
+            link.link_type = LinkType::ETHER;
+        }
+        for (index, member) in members.unwrap_or_default().iter().enumerate() {
+            self.enslave(member, name, Some(u32::try_from(index).unwrap_or(u32::MAX)));
         }
         if let Some(bridge) = &device.bridge {
             for member in &bridge.interfaces {
-                self.link(LinkSpec {
-                    bridge_slave: Some(BridgeSlave { master_name: name.to_owned() }),
-                    ..LinkSpec::up(&links.resolve(member), LAYER)
-                });
+                self.enslave(&links.resolve(member), name, None);
             }
         }
-        self.addresses(name, &device.addresses);
+        if let Some(port) = &device.bridge_port {
+            self.enslave(name, &links.resolve(&port.master), None);
+        }
+        self.addresses(name, &device.all_addresses());
         self.routes(name, &device.routes);
         self.dhcp(name, device.dhcp, device.dhcp_options.as_ref());
         self.vip(name, device.vip.as_ref());
         for vlan in &device.vlans {
-            let vlan_name = vlan_link_name(raw, vlan.vlan_id);
+            let vlan_name = vlan_link_name(&target.raw, vlan.vlan_id);
             self.link(LinkSpec {
                 logical: true,
                 mtu: vlan.mtu,
@@ -213,7 +274,7 @@ impl Specs {
                 vlan: Some(VlanSpec { vid: vlan.vlan_id, protocol: VlanProtocol::DOT1Q }),
                 ..LinkSpec::up(&vlan_name, LAYER)
             });
-            self.addresses(&vlan_name, &vlan.addresses);
+            self.addresses(&vlan_name, &vlan.all_addresses());
             self.routes(&vlan_name, &vlan.routes);
             self.dhcp(&vlan_name, vlan.dhcp, vlan.dhcp_options.as_ref());
             self.vip(&vlan_name, vlan.vip.as_ref());
@@ -267,19 +328,34 @@ impl Specs {
     }
 }
 
-/// Bond members in enslaving order: `interfaces` (resolved), then selector matches; a
-/// selector that matches nothing yet is skipped.
-fn bond_members(bond: &Bond, links: &LinkView) -> Vec<String> {
-    bond.interfaces
-        .iter()
-        .map(|name| links.resolve(name))
-        .chain(bond.device_selectors.iter().filter_map(|s| s.resolve(links)))
-        .collect()
+/// A device's WireGuard settings as a link's (Talos's `wireguardLink`): keys, port, mark and
+/// peers; keepalive in whole seconds (validation refuses the rest).
+fn wireguard_spec(wg: &DeviceWireguard) -> WireguardSpec {
+    let mut spec = WireguardSpec {
+        private_key: Some(wg.private_key),
+        listen_port: wg.listen_port,
+        firewall_mark: wg.firewall_mark,
+        peers: wg
+            .peers
+            .iter()
+            .map(|peer| WireguardPeer {
+                public_key: peer.public_key.clone(),
+                preshared_key: None,
+                endpoint: peer.endpoint,
+                persistent_keepalive_interval: peer
+                    .persistent_keepalive_interval
+                    .map_or(0, |d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX)),
+                allowed_ips: peer.allowed_ips.clone(),
+            })
+            .collect(),
+    };
+    spec.normalize();
+    spec
 }
 
 pub(crate) fn bridge_master(bridge: &Bridge) -> BridgeMasterSpec {
     BridgeMasterSpec {
-        stp: StpSpec { enabled: bridge.stp.as_ref().is_some_and(|s| s.enabled) },
+        stp: StpSpec { enabled: bridge.stp_enabled() },
         vlan: BridgeVlanSpec {
             filtering_enabled: bridge.vlan.as_ref().is_some_and(|v| v.vlan_filtering),
         },
@@ -290,8 +366,8 @@ fn bond_master(bond: &Bond) -> BondMasterSpec {
     let mut spec = BondMasterSpec {
         mode: bond.mode,
         xmit_hash_policy: bond.xmit_hash_policy,
-        lacp_rate: bond.lacp_rate,
-        arp_validate: bond.arp_validate,
+        lacp_rate: bond.lacp_rate.unwrap_or_default(),
+        arp_validate: bond.arp_validate.unwrap_or_default(),
         arp_all_targets: bond.arp_all_targets,
         primary: bond.primary.clone(),
         primary_reselect: bond.primary_reselect,
@@ -365,7 +441,7 @@ impl MachineConfig {
             .interfaces
             .iter()
             .filter(|d| d.ignore)
-            .filter_map(|d| d.resolve(links))
+            .flat_map(|d| d.resolve_all(links))
             .collect();
         names.sort();
         names.dedup();
@@ -378,9 +454,11 @@ impl MachineConfig {
     pub fn mentioned_interfaces(&self, links: &LinkView) -> Vec<String> {
         let mut names = Vec::new();
         for device in &self.machine.network.interfaces {
-            names.extend(device.resolve(links));
-            if let Some(bond) = &device.bond {
-                names.extend(bond_members(bond, links));
+            for name in device.resolve_all(links) {
+                if let Some(bond) = &device.bond {
+                    names.extend(bond.members(&name, links));
+                }
+                names.push(name);
             }
             if let Some(bridge) = &device.bridge {
                 names.extend(bridge.interfaces.iter().map(|n| links.resolve(n)));

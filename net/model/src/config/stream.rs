@@ -147,12 +147,12 @@ fn classify(span: &DocSpan) -> Class<'_> {
 fn legacy_document(yaml: &str) -> Result<MachineConfig, ConfigError> {
     let mut cfg: MachineConfig =
         serde_yaml::from_str(yaml).map_err(|e| ConfigError::from_yaml(&e))?;
-    validate::check(&cfg).map_err(|(path, message)| {
+    validate::check(&cfg, yaml).map_err(|(path, message)| {
         let position = path.locate(yaml);
         ConfigError::new(path.to_string(), position, message)
     })?;
     cfg.warnings = known::warnings(&cfg, yaml);
-    cfg.warnings.extend(validate::kubespan_warnings(&cfg, yaml));
+    cfg.warnings.extend(validate::warnings(&cfg, yaml));
     Ok(cfg)
 }
 

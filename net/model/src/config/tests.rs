@@ -58,14 +58,13 @@ machine:
           failOverMac: none
           adSelect: stable
           arpInterval: 0
-          arpValidate: none
           arpAllTargets: any
           resendIgmp: 1
           minLinks: 0
           lpInterval: 1
           packetsPerSlave: 1
           numPeerNotif: 1
-          tlbDynamicLb: 1
+          tlbDynamicLb: 0
           allSlavesActive: 0
           useCarrier: true
           adActorSysPrio: 65535
@@ -141,7 +140,7 @@ fn full_example_parses() {
     let bond = net.interfaces[1].bond.as_ref().unwrap();
     assert_eq!(bond.mode, BondMode::LACP);
     assert_eq!(bond.xmit_hash_policy, BondXmitHashPolicy::LAYER34);
-    assert_eq!(bond.lacp_rate, LacpRate::FAST);
+    assert_eq!(bond.lacp_rate, Some(LacpRate::FAST));
     assert_eq!(bond.device_selectors[0].hardware_addr.as_deref(), Some("00:1a:*"));
     let bridge = net.interfaces[2].bridge.as_ref().unwrap();
     assert_eq!(bridge.stp, Some(BridgeStp { enabled: true }));

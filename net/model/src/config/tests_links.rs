@@ -357,6 +357,7 @@ const LEGACY: &[&str] = &[
     "    interfaces:\n      - interface: eth0\n        mtu: 1400\n        addresses: [10.0.0.2/24, 'fd00::2/64']\n        routes:\n          - network: 10.9.0.0/16\n            gateway: 10.0.0.1\n            metric: 300\n          - gateway: 10.0.0.1\n            table: 100\n        dhcp: true\n        dhcpOptions: {routeMetric: 50, ipv6: true, duidv6: '00:01:00:01:aa:bb'}\n",
     "    interfaces:\n      - interface: bond0\n        bond:\n          interfaces: [eth1, eth2]\n          deviceSelectors: [{hardwareAddr: '00:1a:*'}]\n          mode: 802.3ad\n          miimon: 100\n          lacpRate: fast\n          arpIPTarget: [10.0.0.1]\n          useCarrier: false\n        vlans:\n          - vlanId: 42\n            addresses: [10.42.0.2/24]\n            dhcp: true\n            vip: {ip: 10.42.0.100}\n",
     "    interfaces:\n      - interface: br0\n        bridge: {interfaces: [eth3, eth4], vlan: {vlanFiltering: true}}\n        addresses: [10.5.0.1/24]\n      - interface: br1\n        bridge: {interfaces: [eth5], stp: {enabled: false}}\n",
+    "    interfaces:\n      - interface: br5\n        bridge: {interfaces: [eth3]}\n      - interface: eth4\n        bridgePort: {master: br5}\n        mtu: 9000\n      - interface: dummy0\n        dummy: true\n        cidr: 10.8.0.1/32\n      - interface: wg1\n        wireguard:\n          privateKey: GA1E1VB+g41Dl0+UH2TMW9C5953y+moVg6JIIqkJbmw=\n          listenPort: 5042\n          peers:\n            - publicKey: 735jkJdcVDninU5PzLJ/S+bfN6Q3QOk6svWrVLMJQAk=\n              endpoint: 10.3.4.3:2222\n              persistentKeepaliveInterval: 25s\n              allowedIPs: [192.168.1.0/24]\n        addresses: [192.168.1.100/32]\n",
     "    interfaces:\n      - deviceSelector: {driver: igb}\n        addresses: [10.7.0.2/24]\n        routes: [{network: 0.0.0.0/0, gateway: 10.7.0.1}]\n      - interface: eth0\n        ignore: true\n",
 ];
 
@@ -389,7 +390,7 @@ fn migrate_then_plan_is_plan() {
 
 #[test]
 fn migrate_writes_a_selector_as_an_alias() {
-    let yaml = format!("version: v1alpha1\nmachine:\n  type: worker\n  network:\n{}", LEGACY[3]);
+    let yaml = format!("version: v1alpha1\nmachine:\n  type: worker\n  network:\n{}", LEGACY[4]);
     let out = migrate(&yaml).unwrap();
     assert!(
         out.contains(

@@ -55,11 +55,11 @@ pub(super) fn operator<'a>(specs: &'a LayerSpecs, id: &str) -> &'a OperatorSpec 
     specs.operators.iter().find(|o| o.id() == id).unwrap_or_else(|| panic!("no operator {id}"))
 }
 
-fn ids<T>(list: &[T], id: impl Fn(&T) -> String) -> Vec<String> {
+pub(super) fn ids<T>(list: &[T], id: impl Fn(&T) -> String) -> Vec<String> {
     list.iter().map(id).collect()
 }
 
-fn doc(network: &str) -> String {
+pub(super) fn doc(network: &str) -> String {
     format!("version: v1alpha1\nmachine:\n  network:\n{network}")
 }
 
@@ -271,10 +271,12 @@ fn device_selectors() {
         ids(&specs_for(&yaml, &links).links, LinkSpec::id)
     };
     assert_eq!(by("{hardwareAddr: \"00:1A:2b:*\"}"), ["enp1s0"]);
-    assert_eq!(by("{hardwareAddr: \"02:00:00:00:00:0?\"}"), ["eth0"], "first by name");
-    assert_eq!(by("{driver: virtio_net}"), ["eth0"]);
+    let eths = ["eth0", "eth1", "eth2", "eth3", "eth4", "eth5"];
+    assert_eq!(by("{hardwareAddr: \"02:00:00:00:00:0?\"}"), eths, "every match, by name");
+    assert_eq!(by("{driver: virtio_net}"), eths);
     assert_eq!(by("{driver: virtio_net, busPath: \"0000:00:05*\"}"), ["eth2"]);
-    assert_eq!(by("{physical: false}"), ["bond9"], "not physical: the bond (lo is not ether)");
+    // Every link that is not physical, loopback included (Talos's selector does the same).
+    assert_eq!(by("{physical: false}"), ["bond9", "lo"]);
     assert_eq!(by("{physical: true, driver: igb}"), ["enp1s0"]);
     assert!(by("{driver: e1000}").is_empty(), "no match yet: nothing");
     assert!(by("{permanentAddr: \"00:1a:*\"}").is_empty(), "no permanent MAC known");
@@ -286,20 +288,22 @@ fn device_selectors() {
 }
 
 #[test]
-fn one_spec_per_id_later_wins() {
+fn one_spec_per_id() {
     let yaml = doc(concat!(
         "    interfaces:\n",
-        "      - {interface: eth1, mtu: 9000, addresses: [10.0.0.2/24]}\n",
+        "      - {interface: eth1, mtu: 9000}\n",
         "      - {interface: bond0, bond: {interfaces: [eth1, eth2], mode: active-backup}}\n",
-        "      - {interface: eth3, addresses: [10.0.0.2/24]}\n",
-        "      - {interface: eth3, addresses: [10.0.0.2/24], mtu: 1400}\n",
+        "      - {interface: eth3, addresses: [10.0.0.2/24], routes: [{gateway: 10.0.0.1}]}\n",
+        "      - {interface: eth3, addresses: [10.0.0.2/24], mtu: 1400, routes: [{gateway: 10.0.0.1, mtu: 1300}]}\n",
     ));
     let specs = specs_for(&yaml, &[]);
     assert_eq!(ids(&specs.links, LinkSpec::id), ["eth1", "bond0", "eth2", "eth3"]);
     let eth1 = link(&specs, "eth1");
-    assert_eq!((eth1.mtu, eth1.bond_slave.is_some()), (0, true), "member spec replaced it");
+    assert_eq!((eth1.mtu, eth1.bond_slave.is_some()), (9000, true), "membership added to it");
     assert_eq!(link(&specs, "eth3").mtu, 1400);
-    assert_eq!(specs.addresses.len(), 2);
+    assert_eq!(specs.addresses.len(), 1);
+    assert_eq!(specs.routes.len(), 1);
+    assert_eq!(specs.routes[0].mtu, 1300, "the later route wins");
     let cfg = parse(&yaml).unwrap();
     assert_eq!(cfg.mentioned_interfaces(&LinkView::default()), ["bond0", "eth1", "eth2", "eth3"]);
 }
