@@ -206,6 +206,15 @@ pub trait Host {
     fn address(&mut self, op: &AddressOp) -> Result<(), HostError>;
     /// Apply a route operation.
     fn route(&mut self, op: &RouteOp) -> Result<(), HostError>;
+    /// Apply independent address operations (no two on one object), one result each in
+    /// order; the kernel adapter sends them many at a time.
+    fn addresses_apply(&mut self, ops: &[&AddressOp]) -> Vec<Result<(), HostError>> {
+        ops.iter().map(|op| self.address(op)).collect()
+    }
+    /// Apply independent route operations, one result each in order.
+    fn routes_apply(&mut self, ops: &[&RouteOp]) -> Vec<Result<(), HostError>> {
+        ops.iter().map(|op| self.route(op)).collect()
+    }
     /// Apply a rule operation.
     fn rule(&mut self, op: &RuleOp) -> Result<(), HostError>;
     /// `sethostname` + `setdomainname`.

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{first_error, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{batches, first_error, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
     find_link, AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -213,21 +213,32 @@ impl Controller for AddressSpecController {
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
-        for (id, op) in &plan.ops {
-            let k = key(id, op);
-            if self.fights.held(&k, now) {
-                // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
-                failed.insert(id);
-                continue;
-            }
-            match self.host.borrow_mut().address(op) {
-                Ok(()) => {
-                    succeeded.push(format!("{op:?}"));
-                    self.fights.applied(name, &k, now);
+        for run in batches(&plan.ops) {
+            let mut batch = Vec::new();
+            for (id, op) in run {
+                let k = key(id, op);
+                if failed.contains(id.as_str()) {
+                    continue;
                 }
-                Err(e) => {
+                if self.fights.held(&k, now) {
+                    // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
-                    errors.push(e);
+                    continue;
+                }
+                batch.push((id, k, op));
+            }
+            let ops: Vec<&AddressOp> = batch.iter().map(|(_, _, op)| *op).collect();
+            let results = self.host.borrow_mut().addresses_apply(&ops);
+            for ((id, k, op), result) in batch.into_iter().zip(results) {
+                match result {
+                    Ok(()) => {
+                        succeeded.push(format!("{op:?}"));
+                        self.fights.applied(name, &k, now);
+                    }
+                    Err(e) => {
+                        failed.insert(id);
+                        errors.push(e);
+                    }
                 }
             }
         }

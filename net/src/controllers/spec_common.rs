@@ -332,3 +332,40 @@ mod tests {
         assert!(g.held("k", t + ms(100) + FIGHT_HOLD_INITIAL * 2 - ms(1)));
     }
 }
+
+/// Splits `ops` into consecutive runs in which no object appears twice, in order: a run can
+/// go to the kernel as one batch, and an object's later operation is only sent after its
+/// earlier one has succeeded.
+pub(crate) fn batches<T>(ops: &[(String, T)]) -> Vec<&[(String, T)]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for (i, (id, _)) in ops.iter().enumerate() {
+        if !seen.insert(id.as_str()) {
+            out.push(ops.get(start..i).unwrap_or_default());
+            start = i;
+            seen.clear();
+            seen.insert(id.as_str());
+        }
+    }
+    if start < ops.len() {
+        out.push(ops.get(start..).unwrap_or_default());
+    }
+    out
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::batches;
+
+    #[test]
+    fn an_object_repeated_starts_a_new_batch_and_order_is_kept() {
+        let ops: Vec<(String, u32)> = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("a", 5)]
+            .map(|(i, v)| (i.to_owned(), v))
+            .into();
+        let runs: Vec<Vec<u32>> =
+            batches(&ops).iter().map(|run| run.iter().map(|(_, v)| *v).collect()).collect();
+        assert_eq!(runs, [vec![1, 2], vec![3, 4], vec![5]]);
+        assert!(batches::<u32>(&[]).is_empty());
+    }
+}

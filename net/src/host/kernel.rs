@@ -16,8 +16,8 @@ use super::{
     WgUpdate,
 };
 use crate::netlink::{
-    KernelAddress, KernelLink, KernelRoute, KernelRule, NewLink, NlError, NlErrorKind, RouteSocket,
-    WireguardSocket, FOREVER,
+    AddressChangeKind, KernelAddress, KernelLink, KernelRoute, KernelRule, NewLink, NlError,
+    NlErrorKind, RouteSocket, WireguardSocket, FOREVER,
 };
 use crate::resource::nethelpers::LinkFlags;
 use crate::resource::{AddressStatus, LinkStatus, RouteStatus, RoutingRuleStatus};
@@ -283,6 +283,50 @@ impl Host for KernelHost {
             ),
         };
         result.map_err(|e| host_error(text, &e))
+    }
+
+    fn addresses_apply(&mut self, ops: &[&AddressOp]) -> Vec<Result<(), HostError>> {
+        let changes: Vec<AddressChangeKind> = ops
+            .iter()
+            .map(|op| match op {
+                AddressOp::Add(c) => AddressChangeKind::Add(address_to_kernel(c)),
+                AddressOp::Replace(c) => AddressChangeKind::Replace(address_to_kernel(c)),
+                AddressOp::Delete(a) => AddressChangeKind::Delete(status_address_to_kernel(a)),
+            })
+            .collect();
+        let results = self.sock.address_batch(&changes);
+        ops.iter()
+            .zip(results)
+            .map(|(op, r)| {
+                let text = match op {
+                    AddressOp::Add(c) => format!("add address {}", c.address.id()),
+                    AddressOp::Replace(c) => format!("replace address {}", c.address.id()),
+                    AddressOp::Delete(a) => format!("delete address {}", a.id()),
+                };
+                r.map_err(|e| host_error(text, &e))
+            })
+            .collect()
+    }
+
+    fn routes_apply(&mut self, ops: &[&RouteOp]) -> Vec<Result<(), HostError>> {
+        let changes: Vec<(bool, KernelRoute)> = ops
+            .iter()
+            .map(|op| match op {
+                RouteOp::Add(r) => (true, route_to_kernel(r)),
+                RouteOp::Delete(r) => (false, route_to_kernel(r)),
+            })
+            .collect();
+        let results = self.sock.route_batch(&changes);
+        ops.iter()
+            .zip(results)
+            .map(|(op, r)| {
+                let text = match op {
+                    RouteOp::Add(r) => format!("add route {}", r.id()),
+                    RouteOp::Delete(r) => format!("delete route {}", r.id()),
+                };
+                r.map_err(|e| host_error(text, &e))
+            })
+            .collect()
     }
 
     fn route(&mut self, op: &RouteOp) -> Result<(), HostError> {

@@ -12,6 +12,7 @@ use netlink_packet_route::address::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::error::NlError;
+use super::pipeline::BatchRequest;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{AddressFlags, Family, Scope};
 
@@ -199,14 +200,60 @@ impl RouteSocket {
         self.request("address_replace", &a.target(), msg, NLM_F_CREATE | NLM_F_REPLACE).map(drop)
     }
 
+    /// Address changes, many per datagram: one result per change, as [`Self::address_add`],
+    /// [`Self::address_replace`] and [`Self::address_delete`] would give.
+    pub fn address_batch(&mut self, changes: &[AddressChangeKind]) -> Vec<Result<(), NlError>> {
+        let requests: Vec<BatchRequest<RouteNetlinkMessage>> = changes
+            .iter()
+            .map(|change| match change {
+                AddressChangeKind::Add(a) => BatchRequest {
+                    op: "address_add",
+                    target: a.target(),
+                    msg: RouteNetlinkMessage::NewAddress(encode(a)),
+                    flags: NLM_F_CREATE | NLM_F_EXCL,
+                },
+                AddressChangeKind::Replace(a) => BatchRequest {
+                    op: "address_replace",
+                    target: a.target(),
+                    msg: RouteNetlinkMessage::NewAddress(encode(a)),
+                    flags: NLM_F_CREATE | NLM_F_REPLACE,
+                },
+                AddressChangeKind::Delete(a) => BatchRequest {
+                    op: "address_delete",
+                    target: a.target(),
+                    msg: RouteNetlinkMessage::DelAddress(delete_message(a)),
+                    flags: 0,
+                },
+            })
+            .collect();
+        self.batch(&requests)
+    }
+
     /// Deletes the address matching link, prefix length and local address.
     pub fn address_delete(&mut self, a: &KernelAddress) -> Result<(), NlError> {
-        let mut msg = header(a);
-        msg.attributes.push(AddressAttribute::Local(a.local.unwrap_or(a.address)));
-        msg.attributes.push(AddressAttribute::Address(a.address));
+        let msg = delete_message(a);
         self.request("address_delete", &a.target(), RouteNetlinkMessage::DelAddress(msg), 0)
             .map(drop)
     }
+}
+
+/// What `RTM_DELADDR` needs to match one address.
+fn delete_message(a: &KernelAddress) -> AddressMessage {
+    let mut msg = header(a);
+    msg.attributes.push(AddressAttribute::Local(a.local.unwrap_or(a.address)));
+    msg.attributes.push(AddressAttribute::Address(a.address));
+    msg
+}
+
+/// One change of [`RouteSocket::address_batch`].
+#[derive(Debug, Clone)]
+pub enum AddressChangeKind {
+    /// `RTM_NEWADDR` with CREATE|EXCL.
+    Add(KernelAddress),
+    /// `RTM_NEWADDR` with CREATE|REPLACE.
+    Replace(KernelAddress),
+    /// `RTM_DELADDR`.
+    Delete(KernelAddress),
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod error;
 mod frame;
 mod link;
 mod link_ops;
+mod pipeline;
 mod raw;
 mod route;
 mod rule;
@@ -43,10 +44,11 @@ mod wireguard;
 #[cfg(test)]
 mod tests;
 
-pub use address::{KernelAddress, FOREVER};
+pub use address::{AddressChangeKind, KernelAddress, FOREVER};
 pub use error::{NlError, NlErrorKind};
 pub use link::{KernelLink, LinkRef};
 pub use link_ops::{LinkKind, NewLink};
+pub use pipeline::BatchRequest;
 pub use raw::{BatchMsg, RawReply};
 pub use route::KernelRoute;
 pub use rule::KernelRule;

@@ -12,6 +12,7 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::error::NlError;
+use super::pipeline::BatchRequest;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{
     Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
@@ -221,6 +222,29 @@ impl RouteSocket {
     pub fn route_replace(&mut self, r: &KernelRoute) -> Result<(), NlError> {
         let msg = RouteNetlinkMessage::NewRoute(encode(r, true));
         self.request("route_replace", &r.target(), msg, NLM_F_CREATE | NLM_F_REPLACE).map(drop)
+    }
+
+    /// Adds (`true`) and deletes (`false`) routes, many per datagram: one result per change,
+    /// as [`Self::route_add`] and [`Self::route_delete`] would give.
+    pub fn route_batch(&mut self, changes: &[(bool, KernelRoute)]) -> Vec<Result<(), NlError>> {
+        let requests: Vec<BatchRequest<RouteNetlinkMessage>> = changes
+            .iter()
+            .map(|(add, r)| match add {
+                true => BatchRequest {
+                    op: "route_add",
+                    target: r.target(),
+                    msg: RouteNetlinkMessage::NewRoute(encode(r, true)),
+                    flags: NLM_F_CREATE | NLM_F_EXCL,
+                },
+                false => BatchRequest {
+                    op: "route_delete",
+                    target: r.target(),
+                    msg: RouteNetlinkMessage::DelRoute(encode(r, false)),
+                    flags: 0,
+                },
+            })
+            .collect();
+        self.batch(&requests)
     }
 
     /// Deletes a route. The kernel matches on the fields given (table, destination, metric,

@@ -94,6 +94,14 @@ impl RouteSocket {
         self.inner.request(op, target, msg, flags)
     }
 
+    /// Sends every request, many per datagram, and returns one result per request.
+    pub fn batch(
+        &mut self,
+        requests: &[super::pipeline::BatchRequest<RouteNetlinkMessage>],
+    ) -> Vec<Result<(), NlError>> {
+        self.inner.request_batch(requests)
+    }
+
     /// Sends `msg` as a dump request and collects every reply until `NLMSG_DONE`.
     ///
     /// A dump that the kernel marks `NLM_F_DUMP_INTR` (the object list changed while it was

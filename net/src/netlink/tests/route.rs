@@ -148,3 +148,60 @@ fn dump_10000_routes() {
         assert_eq!(n, 10_000);
     });
 }
+
+/// 700 changes, several datagrams' worth, with failures among them: every change gets its own
+/// result in order, a failure stops nothing else, and the kernel holds exactly the successes.
+#[test]
+fn a_batch_gives_each_change_its_own_result() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        let route = |i: u32, gw: &str| {
+            let mut r = KernelRoute::new(
+                Family::Inet4,
+                Some(format!("10.{}.{}.0/24", i / 256, i % 256).parse().unwrap()),
+            );
+            r.gateway = Some(gw.parse().unwrap());
+            r.oif = Some(ix);
+            r.priority = 1024;
+            r
+        };
+        let mut changes: Vec<(bool, KernelRoute)> =
+            (0..700).map(|i| (true, route(i, "192.0.2.254"))).collect();
+        // An unreachable gateway, a duplicate and a delete of nothing, spread over windows.
+        changes[10] = (true, route(10, "198.51.100.1"));
+        changes[300] = (true, route(299, "192.0.2.254"));
+        changes[650] = (false, route(9999, "192.0.2.254"));
+        let results = sock.route_batch(&changes);
+        assert_eq!(results.len(), 700);
+        for (i, r) in results.iter().enumerate() {
+            match i {
+                10 => assert_eq!(r.as_ref().unwrap_err().kind(), NlErrorKind::Invalid, "{r:?}"),
+                300 => assert_eq!(r.as_ref().unwrap_err().kind(), NlErrorKind::Exists, "{r:?}"),
+                650 => assert_eq!(r.as_ref().unwrap_err().kind(), NlErrorKind::NotFound, "{r:?}"),
+                _ => assert!(r.is_ok(), "change {i}: {r:?}"),
+            }
+        }
+        let kernel = sock.dump_routes().unwrap();
+        let ours = kernel
+            .iter()
+            .filter(|k| k.dst.is_some_and(|d| d.addr().to_string().starts_with("10.")))
+            .count();
+        assert_eq!(ours, 697);
+        assert!(find(sock, &route(10, "192.0.2.254")).is_none());
+        // The error names its own route, not the batch's first.
+        let text = results[10].as_ref().unwrap_err().to_string();
+        assert!(text.contains("10.0.10.0/24"), "{text}");
+        // Deleting them all in one batch leaves none.
+        let deletes: Vec<(bool, KernelRoute)> = kernel
+            .into_iter()
+            .filter(|k| k.dst.is_some_and(|d| d.addr().to_string().starts_with("10.")))
+            .map(|k| (false, k))
+            .collect();
+        assert!(sock.route_batch(&deletes).iter().all(Result::is_ok));
+        assert!(sock
+            .dump_routes()
+            .unwrap()
+            .iter()
+            .all(|k| !k.dst.is_some_and(|d| d.addr().to_string().starts_with("10."))));
+    });
+}
