@@ -28,6 +28,7 @@ mod hex;
 pub mod host;
 pub mod netlink;
 pub mod nodeaddress;
+pub mod ntp;
 pub mod operator;
 pub mod runtime;
 pub mod wireguard_keys;
