@@ -31,4 +31,5 @@ pub mod nodeaddress;
 pub mod ntp;
 pub mod operator;
 pub mod runtime;
+pub mod timesync;
 pub mod wireguard_keys;
