@@ -319,3 +319,51 @@ fn with_time_sync_unset_and_no_server_the_kubelet_waits() {
     wait_for("the kubelet after sync", t(60), || started.exists(), &ctx);
     assert_eq!(field(&timestatus(&node), "synced"), Some("true"), "{}", ctx());
 }
+
+#[test]
+fn a_server_name_is_looked_up_through_the_node_resolvers() {
+    if !require_root("a_server_name_is_looked_up_through_the_node_resolvers") {
+        return;
+    }
+    let lab = Lab::new();
+    let chrony = lab.chrony(CHRONY_A);
+    // dnsmasq on 10.78.0.2 as the node's resolver: ntp.test is chrony's address.
+    let pid = lab.file("dnsmasq.pid").display().to_string();
+    let dns = Background::start(
+        &lab.server,
+        &[
+            "dnsmasq",
+            "--no-daemon",
+            "--conf-file=/dev/null",
+            "--no-resolv",
+            "--no-hosts",
+            "--listen-address=10.78.0.2",
+            "--bind-interfaces",
+            "--address=/ntp.test/10.78.0.1",
+            "--log-queries",
+            &format!("--pid-file={pid}"),
+        ],
+        lab.file("dnsmasq.log"),
+    );
+    let config = lab.config(&["ntp.test"], "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("  network:\n", &format!("  network:\n    nameservers: [{CHRONY_B}]\n"));
+    std::fs::write(&config, text).unwrap();
+    let node = Node::start_api(&lab.client, "", Some(&config));
+    let ctx = context(&node, &[&chrony, &dns]);
+    wait_for(
+        "timestatus synced",
+        t(30),
+        || field(&timestatus(&node), "synced") == Some("true"),
+        &ctx,
+    );
+    let status = timestatus(&node);
+    assert_eq!(field(&status, "server"), Some("10.78.0.1:123"), "{}", ctx());
+    assert!(node.log_text().contains("time server ntp.test: 10.78.0.1"), "{}", ctx());
+    let queries = dns.text();
+    assert!(
+        queries.contains("query[A] ntp.test") && queries.contains("query[AAAA] ntp.test"),
+        "{queries}"
+    );
+}

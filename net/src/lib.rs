@@ -23,6 +23,7 @@ pub mod dhcp4;
 pub mod dhcp6;
 #[cfg(test)]
 mod dhcp_fuzz;
+pub mod dns;
 pub mod etcfiles;
 mod hex;
 pub mod host;

@@ -6,9 +6,10 @@
 //! owns the clock; `keelson run` only measures unless asked (`--set-clock`), so a node run on
 //! a workstation or in a test namespace never moves the host's time.
 //!
-//! Server names need a resolver; there is no DNS stub yet, so names are skipped with one log
-//! line each and only address literals (`192.0.2.1`, `2001:db8::1`, or with a port,
-//! `192.0.2.1:123`, `[2001:db8::1]:123`) are used.
+//! A server is an address literal (`192.0.2.1`, `2001:db8::1`, or with a port,
+//! `192.0.2.1:123`, `[2001:db8::1]:123`) or a name, looked up through the node's resolvers
+//! with the stub resolver ([`crate::dns`]) over the same sockets; each name gives up to four
+//! servers (a pool name gives several).
 
 pub mod clock;
 
@@ -20,10 +21,12 @@ use std::time::{Duration, Instant};
 
 use crate::config::MachineConfig;
 use crate::controllers::MACHINE_CONFIG_ID;
+use crate::dns::{Event, Stub};
 use crate::names;
 use crate::ntp::{ClientConfig, Input, NtpClient, Output, Unsynced, NTP_PORT};
 use crate::resource::{
-    Namespace, Rfc3339, TimeServerStatus, TimeStatus, TIMESERVER_ID, TIME_STATUS_ID,
+    Namespace, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus, RESOLVER_ID, TIMESERVER_ID,
+    TIME_STATUS_ID,
 };
 use crate::runtime::Runtime;
 
@@ -51,8 +54,10 @@ pub struct TimeSync {
     disabled: bool,
     boot_timeout: Option<Duration>,
     boot_timeout_passed: bool,
-    /// Names already reported as skipped.
+    /// Names already reported as unusable.
     skipped: BTreeSet<String>,
+    /// Looks up server names.
+    dns: Stub,
     epoch: u32,
     published: Option<TimeStatus>,
     was_synced: bool,
@@ -70,6 +75,18 @@ fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
     let s = UdpSocket::bind(addr)?;
     s.set_nonblocking(true)?;
     Ok(s)
+}
+
+fn log_event(e: Event) {
+    match e {
+        Event::Resolved(name, addrs) => {
+            let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            log::info!(target: "time", "time server {name}: {}", list.join(", "));
+        }
+        Event::Failed(name, why) => {
+            log::warn!(target: "time", "time server {name}: lookup failed: {why}");
+        }
+    }
 }
 
 fn format_ms(ns: i64) -> String {
@@ -92,6 +109,7 @@ impl TimeSync {
             boot_timeout: None,
             boot_timeout_passed: false,
             skipped: BTreeSet::new(),
+            dns: Stub::new(u64::from(std::process::id()) ^ clock::wall_now().0.rotate_left(17)),
             epoch: 0,
             published: None,
             was_synced: false,
@@ -102,6 +120,14 @@ impl TimeSync {
     /// the boot timeout and publish the status. Returns whether it wrote to the store.
     pub fn tick(&mut self, rt: &mut Runtime, now: Instant) -> bool {
         self.follow(rt, now);
+        if self.dns.poll_at().is_some_and(|at| at <= now) {
+            let (queries, events) = self.dns.on_timer(now);
+            for (to, bytes) in queries {
+                self.send(to, &bytes);
+            }
+            events.into_iter().for_each(log_event);
+            self.follow(rt, now);
+        }
         if self.engine.as_ref().and_then(NtpClient::poll_at).is_some_and(|at| at <= now) {
             self.drive(now, Input::Timer);
         }
@@ -112,13 +138,21 @@ impl TimeSync {
     /// A socket is readable: feed what it holds to the engine.
     pub fn ready(&mut self, token: u64, rt: &mut Runtime, now: Instant) -> bool {
         let mut buf = [0u8; RECV_BUF];
+        let mut resolved = false;
         for _ in 0..MAX_READS {
             let socket = if token == TOKEN_V6 { self.v6.as_ref() } else { self.v4.as_ref() };
             let Some(socket) = socket else { break };
             match socket.recv_from(&mut buf) {
                 Ok((n, from)) => {
                     let bytes = buf.get(..n).unwrap_or_default();
-                    self.drive(now, Input::Packet { from, bytes });
+                    if self.dns.is_server(from) {
+                        if let Some(e) = self.dns.on_packet(from, bytes, now) {
+                            log_event(e);
+                            resolved = true;
+                        }
+                    } else {
+                        self.drive(now, Input::Packet { from, bytes });
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -129,6 +163,9 @@ impl TimeSync {
                     break;
                 }
             }
+        }
+        if resolved {
+            self.follow(rt, now);
         }
         self.check_boot_timeout(now);
         self.publish(rt)
@@ -142,7 +179,14 @@ impl TimeSync {
             }
             _ => None,
         };
-        self.engine.as_ref().and_then(NtpClient::poll_at).into_iter().chain(timeout).min()
+        let dns = if self.disabled { None } else { self.dns.poll_at() };
+        self.engine
+            .as_ref()
+            .and_then(NtpClient::poll_at)
+            .into_iter()
+            .chain(timeout)
+            .chain(dns)
+            .min()
     }
 
     /// Whether `token` is one of these sockets.
@@ -203,18 +247,39 @@ impl TimeSync {
             .get_spec::<TimeServerStatus>(Namespace::Network, TIMESERVER_ID)
             .map(|s| s.time_servers.clone())
             .unwrap_or_default();
+        let resolvers = store
+            .get_spec::<ResolverStatus>(Namespace::Network, RESOLVER_ID)
+            .map(|r| r.dns_servers.clone())
+            .unwrap_or_default();
         let mut servers = Vec::new();
+        let mut lookups = BTreeSet::new();
         for name in &configured {
-            match literal(name) {
-                Some(a) if a.is_ipv6() && self.v6.is_none() && self.sockets_tried => {}
-                Some(a) => servers.push(a),
-                None => {
-                    if self.skipped.insert(name.clone()) {
-                        log::warn!(target: "time", "time server {}: names are not resolved yet, skipped (give an address)", names::escape(name, 253));
-                    }
-                }
+            if let Some(a) = literal(name) {
+                servers.push(a);
+                continue;
             }
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            if !names::is_domain(&name) {
+                if self.skipped.insert(name.clone()) {
+                    log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(&name, 253));
+                }
+                continue;
+            }
+            if resolvers.is_empty() && self.skipped.insert(name.clone()) {
+                log::warn!(target: "time", "time server {name}: no resolvers to look it up yet");
+            }
+            servers
+                .extend(self.dns.addresses(&name).iter().map(|ip| SocketAddr::new(*ip, NTP_PORT)));
+            lookups.insert(name);
         }
+        if !lookups.is_empty() {
+            self.open_sockets();
+        }
+        self.dns.set_servers(resolvers, now);
+        self.dns.want(&lookups, now);
+        servers.retain(|a| a.is_ipv4() || self.v6.is_some() || !self.sockets_tried);
+        let mut seen = BTreeSet::new();
+        servers.retain(|a| seen.insert(*a));
         let same = self.engine.as_ref().is_some_and(|e| e.servers().eq(servers.iter().copied()));
         if same {
             return;
@@ -227,17 +292,19 @@ impl TimeSync {
         self.engine = Some(NtpClient::new(config, now, seed));
     }
 
+    fn send(&self, to: SocketAddr, bytes: &[u8]) {
+        let socket = if to.is_ipv6() { self.v6.as_ref() } else { self.v4.as_ref() };
+        if let Some(Err(e)) = socket.map(|s| s.send_to(bytes, to)) {
+            log::debug!(target: "time", "{to}: send: {e}");
+        }
+    }
+
     fn drive(&mut self, now: Instant, input: Input<'_>) {
         let Some(engine) = &mut self.engine else { return };
         let outputs = engine.handle(now, clock::wall_now(), input);
         for o in outputs {
             match o {
-                Output::Send { to, packet } => {
-                    let socket = if to.is_ipv6() { self.v6.as_ref() } else { self.v4.as_ref() };
-                    if let Some(Err(e)) = socket.map(|s| s.send_to(&packet, to)) {
-                        log::debug!(target: "time", "{to}: send: {e}");
-                    }
-                }
+                Output::Send { to, packet } => self.send(to, &packet),
                 Output::Step { offset_ns } => {
                     if !self.adjust {
                         continue;
