@@ -31,9 +31,9 @@ fn zeroed() -> libc::timex {
 pub fn step(offset_ns: i64) -> io::Result<()> {
     let mut tx = zeroed();
     tx.modes = libc::ADJ_SETOFFSET | libc::ADJ_NANO;
-    tx.time.tv_sec = offset_ns.div_euclid(1_000_000_000) as libc::time_t;
+    tx.time.tv_sec = offset_ns.div_euclid(1_000_000_000) as _;
     // With ADJ_NANO the kernel reads tv_usec as nanoseconds (always 0..1e9).
-    tx.time.tv_usec = offset_ns.rem_euclid(1_000_000_000) as libc::suseconds_t;
+    tx.time.tv_usec = offset_ns.rem_euclid(1_000_000_000) as _;
     adjtimex(&mut tx).map(|_| ())
 }
 

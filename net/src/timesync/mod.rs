@@ -175,7 +175,7 @@ impl TimeSync {
     pub fn poll_at(&self) -> Option<Instant> {
         let timeout = match (self.boot_timeout, &self.engine) {
             (Some(t), Some(_)) if !self.boot_timeout_passed && !self.was_synced => {
-                Some(self.boot + t)
+                self.boot.checked_add(t)
             }
             _ => None,
         };
@@ -337,7 +337,9 @@ impl TimeSync {
         else {
             return;
         };
-        if self.was_synced || self.disabled || now < self.boot + timeout {
+        // A timeout too large to add to an Instant never passes.
+        let passed = self.boot.checked_add(timeout).is_some_and(|end| now >= end);
+        if self.was_synced || self.disabled || !passed {
             return;
         }
         self.boot_timeout_passed = true;
