@@ -223,6 +223,13 @@ fn measures_a_chrony_server_and_reports_synced() {
     assert_small_offset(&status, &ctx);
     assert!(field(&status, "lastSync").is_some());
     assert_eq!(field(&status, "epoch"), Some("0"), "measuring never steps");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["machine-status", "--socket"])
+        .arg(node.api.as_ref().unwrap())
+        .output()
+        .unwrap();
+    let machine: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(machine["time"]["synced"], true, "{machine}");
     drop(ctx);
     let log = node.stop();
     assert!(log.contains("synced to 10.78.0.1:123"), "{log}");
