@@ -20,13 +20,13 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::config::MachineConfig;
-use crate::controllers::MACHINE_CONFIG_ID;
+use crate::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use crate::dns::{Event, Stub};
 use crate::names;
 use crate::ntp::{ClientConfig, Input, NtpClient, Output, Unsynced, NTP_PORT};
 use crate::resource::{
-    Namespace, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus, RESOLVER_ID, TIMESERVER_ID,
-    TIME_STATUS_ID,
+    Namespace, NetworkStatus, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus, RESOLVER_ID,
+    TIMESERVER_ID, TIME_STATUS_ID,
 };
 use crate::runtime::Runtime;
 
@@ -54,6 +54,8 @@ pub struct TimeSync {
     disabled: bool,
     boot_timeout: Option<Duration>,
     boot_timeout_passed: bool,
+    /// No engine yet because the node has no address.
+    waiting_network: bool,
     /// Names already reported as unusable.
     skipped: BTreeSet<String>,
     /// Looks up server names.
@@ -108,6 +110,7 @@ impl TimeSync {
             disabled: false,
             boot_timeout: None,
             boot_timeout_passed: false,
+            waiting_network: false,
             skipped: BTreeSet::new(),
             dns: Stub::new(u64::from(std::process::id()) ^ clock::wall_now().0.rotate_left(17)),
             epoch: 0,
@@ -173,8 +176,8 @@ impl TimeSync {
 
     /// When the engine or the boot timeout next needs a tick.
     pub fn poll_at(&self) -> Option<Instant> {
-        let timeout = match (self.boot_timeout, &self.engine) {
-            (Some(t), Some(_)) if !self.boot_timeout_passed && !self.was_synced => {
+        let timeout = match self.boot_timeout {
+            Some(t) if !self.disabled && !self.boot_timeout_passed && !self.was_synced => {
                 self.boot.checked_add(t)
             }
             _ => None,
@@ -242,6 +245,17 @@ impl TimeSync {
                 log::info!(target: "time", "time sync disabled");
             }
             return;
+        }
+        // A request sent before the node has an address is lost (no source, no route) and the
+        // burst waits 2 s for its next try: start once there is one.
+        if self.engine.is_none() {
+            let addressed = store
+                .get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)
+                .is_some_and(|s| s.address_ready);
+            self.waiting_network = !addressed;
+            if !addressed {
+                return;
+            }
         }
         let configured = store
             .get_spec::<TimeServerStatus>(Namespace::Network, TIMESERVER_ID)
@@ -364,7 +378,12 @@ impl TimeSync {
             return s;
         }
         let Some(engine) = &self.engine else {
-            s.reason = Unsynced::NoServers.as_str().to_owned();
+            s.reason = if self.waiting_network {
+                "waiting for a network address"
+            } else {
+                Unsynced::NoServers.as_str()
+            }
+            .to_owned();
             return s;
         };
         let r = engine.report();
