@@ -406,13 +406,13 @@ impl NtpClient {
             self.corrected = true;
             self.report.steps = self.report.steps.saturating_add(1);
             // Every sample and outstanding T1 was taken on the old timescale: start over with
-            // a fresh burst.
+            // a fresh burst, at once, so the step is confirmed within a round trip.
             for s in &mut self.servers {
                 s.filter.clear();
                 s.pending = None;
                 s.sent = 0;
                 if !s.denied {
-                    s.next_at = Some(now + BURST_INTERVAL);
+                    s.next_at = Some(now);
                 }
             }
             self.unsync(Unsynced::Stepped);
