@@ -46,12 +46,13 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "run",
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
-              [--api-socket PATH] [--api-max-connections N]
+              [--api-socket PATH] [--api-max-connections N] [--set-clock]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
       --api-socket PATH serves the local API there (root only, mode 0600), to at most N
-      clients at once (default 256).
+      clients at once (default 256). Time sync only measures the clock (timestatus) unless
+      --set-clock lets it step and slew it, as PID 1 does.
 ",
     ),
     (

@@ -218,6 +218,14 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("WAITING", "waiting"),
         ],
         "ServiceStatus" => &[("STATE", "state"), ("PID", "pid"), ("STARTS", "starts")],
+        "TimeStatus" => &[
+            ("SYNCED", "synced"),
+            ("EPOCH", "epoch"),
+            ("SYNC DISABLED", "syncDisabled"),
+            ("SERVER", "server"),
+            ("OFFSET NS", "offsetNs"),
+            ("REASON", "reason"),
+        ],
         "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
         "RoutingRuleStatus" | "RoutingRuleSpec" => &[
             ("SRC", "src"),

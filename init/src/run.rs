@@ -37,6 +37,7 @@ struct Args {
     state: Option<PathBuf>,
     hostname: bool,
     once: bool,
+    set_clock: bool,
     api_socket: Option<PathBuf>,
     api_max_connections: usize,
 }
@@ -51,6 +52,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         state: None,
         hostname: true,
         once: false,
+        set_clock: false,
         api_socket: None,
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
     };
@@ -66,6 +68,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
             Long("state") => a.state = Some(value(&mut p)?.into()),
             Long("no-hostname") => a.hostname = false,
             Long("once") => a.once = true,
+            Long("set-clock") => a.set_clock = true,
             Long("api-socket") => a.api_socket = Some(value(&mut p)?.into()),
             Long("api-max-connections") => {
                 a.api_max_connections = value(&mut p)?
@@ -102,6 +105,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         root: args.root,
         hostname: args.hostname,
         once: args.once,
+        set_clock: args.set_clock,
         stop_grace: crate::supervisor::STOP_GRACE,
         api_socket: args.api_socket,
         api_max_connections: args.api_max_connections,

@@ -28,7 +28,7 @@ fn an_etc_file_that_cannot_be_written_does_not_hold_the_kubelet_forever() {
     let started = root.path().join("kubelet-started");
     let config = root.path().join("config.yaml");
     let body = format!(
-        "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n  kubelet:\n    command: [/bin/sh, -c, 'touch {}; exec sleep 60']\n",
+        "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n  kubelet:\n    command: [/bin/sh, -c, 'touch {}; exec sleep 60']\n  time:\n    disabled: true\n",
         started.display()
     );
     std::fs::write(&config, body).unwrap();

@@ -23,11 +23,14 @@ pub mod dhcp4;
 pub mod dhcp6;
 #[cfg(test)]
 mod dhcp_fuzz;
+pub mod dns;
 pub mod etcfiles;
 mod hex;
 pub mod host;
 pub mod netlink;
 pub mod nodeaddress;
+pub mod ntp;
 pub mod operator;
 pub mod runtime;
+pub mod timesync;
 pub mod wireguard_keys;

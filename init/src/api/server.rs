@@ -19,7 +19,7 @@ use net::config::MachineConfig;
 use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::resource::{
     HostnameStatus, Kind, LinkStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
-    HOSTNAME_ID,
+    TimeStatus, HOSTNAME_ID, TIME_STATUS_ID,
 };
 use net::runtime::{Change, ChangeKind, Runtime};
 use serde_json::{json, Value};
@@ -295,6 +295,7 @@ fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> V
         "networkReady": ready,
         "network": network,
         "kubelet": store.get_spec::<ServiceStatus>(Namespace::Runtime, "kubelet"),
+        "time": store.get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID),
         "errors": rt.controllers().iter().filter_map(|c| c.last_error.as_ref().map(|e| format!("{}: {e}", c.name))).collect::<Vec<_>>(),
     })
 }

@@ -10,6 +10,7 @@ use net::controllers::NETWORK_STATUS_ID;
 use net::operator::Operators;
 use net::resource::{Namespace, NetworkStatus};
 use net::runtime::Runtime;
+use net::timesync::TimeSync;
 use nix::sys::signal::Signal;
 
 use super::api::Api;
@@ -84,6 +85,8 @@ pub struct EventLoop {
     pub config: Option<ConfigInput>,
     /// The kubelet.
     pub kubelet: Kubelet,
+    /// NTP.
+    pub time: TimeSync,
     /// Stop once settled (`run --once`).
     pub once: bool,
     /// Longest wait for services to stop at shutdown.
@@ -129,6 +132,7 @@ impl EventLoop {
                 p.stopping.map(|(_, d)| d),
                 self.api.poll_at(),
                 self.operators.poll_at(),
+                self.time.poll_at(),
             ]
             .into_iter()
             .flatten()
@@ -164,6 +168,18 @@ impl EventLoop {
         {
             while rt.has_work() {
                 reconciles += rt.run(now).reconciles;
+            }
+        }
+        if self.time.tick(rt, now) {
+            while rt.has_work() {
+                reconciles += rt.run(now).reconciles;
+            }
+        }
+        for token in self.time.take_new_tokens() {
+            if let Some(fd) = self.time.fd(token) {
+                if let Err(e) = self.reactor.add(fd, token) {
+                    log::warn!(target: "run", "watch NTP socket: {e}");
+                }
             }
         }
         for token in operators.take_new_tokens() {
@@ -253,6 +269,9 @@ impl EventLoop {
             }
             Some(Token::KubeletOut) => self.kubelet.drain(Stream::Out),
             Some(Token::KubeletErr) => self.kubelet.drain(Stream::Err),
+            _ if self.time.owns(token) => {
+                self.time.ready(token, &mut self.rt, now);
+            }
             _ if self.operators.owns(token) => {
                 self.operators.ready(token, &mut self.rt, now);
             }
@@ -275,6 +294,8 @@ mod tests {
         assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
         assert!(ids.iter().all(|id| *id <= Token::Api.id()));
         assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);
+        assert!(Token::Api.id() < net::timesync::TOKEN_V4);
+        const { assert!(net::timesync::TOKEN_V6 < net::operator::manager::FIRST_TOKEN) };
         for t in Token::ALL {
             assert_eq!(Token::of(t.id()), Some(t));
         }

@@ -11,7 +11,8 @@ use net::config::MachineConfig;
 use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::nodeaddress;
 use net::resource::{
-    HostnameStatus, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus, HOSTNAME_ID,
+    HostnameStatus, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus, TimeStatus,
+    HOSTNAME_ID, TIME_STATUS_ID,
 };
 use net::runtime::Runtime;
 use nix::errno::Errno;
@@ -21,13 +22,27 @@ use nix::unistd::Pid;
 use crate::machine::SOURCE;
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
-/// The command the kubelet should run now, or `None` (not configured, or network not ready).
-fn command(rt: &Runtime, previous_ip: &mut Option<IpAddr>) -> Option<Vec<String>> {
+/// The command the kubelet should run now, or `None` (not configured, network not ready, or
+/// the clock not trusted yet).
+fn command(
+    rt: &Runtime,
+    previous_ip: &mut Option<IpAddr>,
+    time_released: &mut bool,
+) -> Option<Vec<String>> {
     let store = rt.store();
     let cfg = store.get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)?;
     let kubelet = &cfg.machine.kubelet;
     if kubelet.command.is_empty() {
         return None;
+    }
+    // Talos's kubelet waits for time sync (or machine.time.bootTimeout); once released it is
+    // never held again, so a later loss of sync does not stop a running kubelet.
+    if !*time_released {
+        let time = store.get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID);
+        if !time.is_none_or(TimeStatus::may_start) {
+            return None;
+        }
+        *time_released = true;
     }
     let status = store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)?;
     // What the kubelet waits on in Talos: address, hostname and /etc files (docs/talos.md: Statuses
@@ -80,6 +95,8 @@ pub struct Kubelet {
     node_ip: Option<IpAddr>,
     /// The command it should run (`None`: stopped).
     desired: Option<Vec<String>>,
+    /// The clock was trusted (synced, sync disabled, or the boot timeout passed) once.
+    time_released: bool,
     /// Orphans reaped so far.
     orphans_reaped: u64,
 }
@@ -91,13 +108,14 @@ impl Kubelet {
             service: Service::new("kubelet", RestartPolicy::default()),
             node_ip: None,
             desired: None,
+            time_released: false,
             orphans_reaped: 0,
         }
     }
 
     /// Follow what the runtime says it should run.
     pub fn follow(&mut self, rt: &Runtime, now: Instant) {
-        let want = command(rt, &mut self.node_ip);
+        let want = command(rt, &mut self.node_ip, &mut self.time_released);
         if want != self.desired {
             self.desired = want.clone();
             self.service.set_desired(want, now);

@@ -25,6 +25,7 @@ use net::host::SharedHost;
 use net::operator::Operators;
 use net::resource::Namespace;
 use net::runtime::Runtime;
+use net::timesync::TimeSync;
 
 use self::api::Api;
 use self::config::ConfigInput;
@@ -49,6 +50,9 @@ pub struct Options {
     pub hostname: bool,
     /// Stop once settled (`run --once`).
     pub once: bool,
+    /// Step and slew the clock from NTP (PID 1, or `run --set-clock`); otherwise time sync
+    /// only measures.
+    pub set_clock: bool,
     /// Longest wait for services to stop at shutdown.
     pub stop_grace: Duration,
     /// Serve the local API on this Unix socket.
@@ -80,6 +84,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         api,
         config,
         kubelet: Kubelet::new(),
+        time: TimeSync::new(opts.set_clock, std::time::Instant::now()),
         once: opts.once,
         stop_grace: opts.stop_grace,
     };

@@ -82,6 +82,7 @@ pub fn main() -> ! {
         root: PathBuf::from("/"),
         hostname: true,
         once: false,
+        set_clock: true,
         stop_grace: STOP_GRACE,
         api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,

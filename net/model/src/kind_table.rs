@@ -75,6 +75,9 @@ macro_rules! kind_table {
             /// A supervised service.
             ServiceStatus($crate::resource::ServiceStatus) = "ServiceStatus", "ServiceStatuses.runtime.keelson.dev",
                 namespace(Runtime);
+            /// Time sync state.
+            TimeStatus($crate::resource::TimeStatus) = "TimeStatus", "TimeStatuses.runtime.keelson.dev",
+                namespace(Runtime);
             /// The parsed kernel command line.
             Cmdline($crate::cmdline::CmdlineNetwork) = "Cmdline", "Cmdlines.runtime.keelson.dev",
                 namespace(Runtime), aliases("cmdlines");

@@ -1,0 +1,453 @@
+//! Time sync in the event loop: follows the merged time servers and `machine.time`, drives
+//! the NTP engine ([`crate::ntp`]) over two non-blocking UDP sockets, steps and slews the
+//! clock when it may, and publishes [`TimeStatus`].
+//!
+//! Whether the clock is touched is the caller's choice ([`TimeSync::new`]'s `adjust`): PID 1
+//! owns the clock; `keelson run` only measures unless asked (`--set-clock`), so a node run on
+//! a workstation or in a test namespace never moves the host's time.
+//!
+//! A server is an address literal (`192.0.2.1`, `2001:db8::1`, or with a port,
+//! `192.0.2.1:123`, `[2001:db8::1]:123`) or a name, looked up through the node's resolvers
+//! with the stub resolver ([`crate::dns`]) over the same sockets; each name gives up to four
+//! servers (a pool name gives several).
+
+pub mod clock;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use crate::config::MachineConfig;
+use crate::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use crate::dns::{Event, Stub};
+use crate::names;
+use crate::ntp::{ClientConfig, Input, NtpClient, Output, Unsynced, NTP_PORT};
+use crate::resource::{
+    Namespace, NetworkStatus, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus, RESOLVER_ID,
+    TIMESERVER_ID, TIME_STATUS_ID,
+};
+use crate::runtime::Runtime;
+
+/// The owner of the time status.
+pub const SOURCE: &str = "timesync";
+/// The IPv4 socket's event loop token (below the operators' range, above the node's own).
+pub const TOKEN_V4: u64 = 1 << 39;
+/// The IPv6 socket's token.
+pub const TOKEN_V6: u64 = TOKEN_V4 + 1;
+/// Datagrams read per wakeup: a flood cannot keep the loop here.
+const MAX_READS: usize = 64;
+/// The receive buffer: a header plus room for NTS extension fields; longer is truncated.
+const RECV_BUF: usize = 1500;
+
+/// The node's time sync.
+#[derive(Debug)]
+pub struct TimeSync {
+    adjust: bool,
+    boot: Instant,
+    v4: Option<UdpSocket>,
+    v6: Option<UdpSocket>,
+    sockets_tried: bool,
+    new_tokens: Vec<u64>,
+    engine: Option<NtpClient>,
+    disabled: bool,
+    boot_timeout: Option<Duration>,
+    boot_timeout_passed: bool,
+    /// No engine yet because the node has no address.
+    waiting_network: bool,
+    /// Names already reported as unusable.
+    skipped: BTreeSet<String>,
+    /// Looks up server names.
+    dns: Stub,
+    epoch: u32,
+    published: Option<TimeStatus>,
+    was_synced: bool,
+}
+
+/// A configured server as an address: an IP literal (port 123) or a socket address literal.
+fn literal(server: &str) -> Option<SocketAddr> {
+    if let Ok(ip) = server.parse::<IpAddr>() {
+        return Some(SocketAddr::new(ip, NTP_PORT));
+    }
+    server.parse::<SocketAddr>().ok()
+}
+
+fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(addr)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+fn log_event(e: Event) {
+    match e {
+        Event::Resolved(name, addrs) => {
+            let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            log::info!(target: "time", "time server {name}: {}", list.join(", "));
+        }
+        Event::Failed(name, why) => {
+            log::warn!(target: "time", "time server {name}: lookup failed: {why}");
+        }
+    }
+}
+
+fn format_ms(ns: i64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+impl TimeSync {
+    /// Time sync that steps and slews the clock only with `adjust`; the boot timeout counts
+    /// from `boot`.
+    pub fn new(adjust: bool, boot: Instant) -> Self {
+        Self {
+            adjust,
+            boot,
+            v4: None,
+            v6: None,
+            sockets_tried: false,
+            new_tokens: Vec::new(),
+            engine: None,
+            disabled: false,
+            boot_timeout: None,
+            boot_timeout_passed: false,
+            waiting_network: false,
+            skipped: BTreeSet::new(),
+            dns: Stub::new(u64::from(std::process::id()) ^ clock::wall_now().0.rotate_left(17)),
+            epoch: 0,
+            published: None,
+            was_synced: false,
+        }
+    }
+
+    /// Follow the store (servers, `machine.time`), fire the engine's timer when due, check
+    /// the boot timeout and publish the status. Returns whether it wrote to the store.
+    pub fn tick(&mut self, rt: &mut Runtime, now: Instant) -> bool {
+        self.follow(rt, now);
+        if self.dns.poll_at().is_some_and(|at| at <= now) {
+            let (queries, events) = self.dns.on_timer(now);
+            for (to, bytes) in queries {
+                self.send(to, &bytes);
+            }
+            events.into_iter().for_each(log_event);
+            self.follow(rt, now);
+        }
+        if self.engine.as_ref().and_then(NtpClient::poll_at).is_some_and(|at| at <= now) {
+            self.drive(now, Input::Timer);
+        }
+        self.check_boot_timeout(now);
+        self.publish(rt)
+    }
+
+    /// A socket is readable: feed what it holds to the engine.
+    pub fn ready(&mut self, token: u64, rt: &mut Runtime, now: Instant) -> bool {
+        let mut buf = [0u8; RECV_BUF];
+        let mut resolved = false;
+        for _ in 0..MAX_READS {
+            let socket = if token == TOKEN_V6 { self.v6.as_ref() } else { self.v4.as_ref() };
+            let Some(socket) = socket else { break };
+            match socket.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    let bytes = buf.get(..n).unwrap_or_default();
+                    if self.dns.is_server(from) {
+                        if let Some(e) = self.dns.on_packet(from, bytes, now) {
+                            log_event(e);
+                            resolved = true;
+                        }
+                    } else {
+                        self.drive(now, Input::Packet { from, bytes });
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // ICMP errors (port unreachable) surface here; the engine's backoff
+                    // already handles silence.
+                    log::debug!(target: "time", "receive: {e}");
+                    break;
+                }
+            }
+        }
+        if resolved {
+            self.follow(rt, now);
+        }
+        self.check_boot_timeout(now);
+        self.publish(rt)
+    }
+
+    /// When the engine or the boot timeout next needs a tick.
+    pub fn poll_at(&self) -> Option<Instant> {
+        let timeout = match self.boot_timeout {
+            Some(t) if !self.disabled && !self.boot_timeout_passed && !self.was_synced => {
+                self.boot.checked_add(t)
+            }
+            _ => None,
+        };
+        let dns = if self.disabled { None } else { self.dns.poll_at() };
+        self.engine
+            .as_ref()
+            .and_then(NtpClient::poll_at)
+            .into_iter()
+            .chain(timeout)
+            .chain(dns)
+            .min()
+    }
+
+    /// Whether `token` is one of these sockets.
+    pub fn owns(&self, token: u64) -> bool {
+        token == TOKEN_V4 || token == TOKEN_V6
+    }
+
+    /// The socket behind `token`.
+    pub fn fd(&self, token: u64) -> Option<BorrowedFd<'_>> {
+        match token {
+            TOKEN_V4 => self.v4.as_ref().map(|s| s.as_fd()),
+            TOKEN_V6 => self.v6.as_ref().map(|s| s.as_fd()),
+            _ => None,
+        }
+    }
+
+    /// Tokens of sockets opened since the last call, to add to the event loop.
+    pub fn take_new_tokens(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.new_tokens)
+    }
+
+    fn open_sockets(&mut self) {
+        if self.sockets_tried {
+            return;
+        }
+        self.sockets_tried = true;
+        match bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))) {
+            Ok(s) => {
+                self.v4 = Some(s);
+                self.new_tokens.push(TOKEN_V4);
+            }
+            Err(e) => log::warn!(target: "time", "IPv4 NTP socket: {e}"),
+        }
+        match bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))) {
+            Ok(s) => {
+                self.v6 = Some(s);
+                self.new_tokens.push(TOKEN_V6);
+            }
+            Err(e) => log::info!(target: "time", "IPv6 NTP socket: {e} (IPv6 servers unused)"),
+        }
+    }
+
+    fn follow(&mut self, rt: &Runtime, now: Instant) {
+        let store = rt.store();
+        let time = store
+            .get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
+            .map(|c| c.machine.time.clone())
+            .unwrap_or_default();
+        self.disabled = time.disabled;
+        self.boot_timeout = time.boot_timeout.filter(|d| !d.is_zero());
+        if self.disabled {
+            if self.engine.take().is_some() {
+                log::info!(target: "time", "time sync disabled");
+            }
+            return;
+        }
+        // A request sent before the node has an address is lost (no source, no route) and the
+        // burst waits 2 s for its next try: start once there is one.
+        if self.engine.is_none() {
+            let addressed = store
+                .get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)
+                .is_some_and(|s| s.address_ready);
+            self.waiting_network = !addressed;
+            if !addressed {
+                return;
+            }
+        }
+        let configured = store
+            .get_spec::<TimeServerStatus>(Namespace::Network, TIMESERVER_ID)
+            .map(|s| s.time_servers.clone())
+            .unwrap_or_default();
+        let resolvers = store
+            .get_spec::<ResolverStatus>(Namespace::Network, RESOLVER_ID)
+            .map(|r| r.dns_servers.clone())
+            .unwrap_or_default();
+        let mut servers = Vec::new();
+        let mut lookups = BTreeSet::new();
+        for name in &configured {
+            if let Some(a) = literal(name) {
+                servers.push(a);
+                continue;
+            }
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            if !names::is_domain(&name) {
+                if self.skipped.insert(name.clone()) {
+                    log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(&name, 253));
+                }
+                continue;
+            }
+            if resolvers.is_empty() && self.skipped.insert(name.clone()) {
+                log::warn!(target: "time", "time server {name}: no resolvers to look it up yet");
+            }
+            servers
+                .extend(self.dns.addresses(&name).iter().map(|ip| SocketAddr::new(*ip, NTP_PORT)));
+            lookups.insert(name);
+        }
+        if !lookups.is_empty() {
+            self.open_sockets();
+        }
+        self.dns.set_servers(resolvers, now);
+        self.dns.want(&lookups, now);
+        servers.retain(|a| a.is_ipv4() || self.v6.is_some() || !self.sockets_tried);
+        let mut seen = BTreeSet::new();
+        servers.retain(|a| seen.insert(*a));
+        let same = self.engine.as_ref().is_some_and(|e| e.servers().eq(servers.iter().copied()));
+        if same {
+            return;
+        }
+        self.open_sockets();
+        let shown: Vec<String> = servers.iter().map(ToString::to_string).collect();
+        log::info!(target: "time", "servers: {} ({})", if shown.is_empty() { "none".to_owned() } else { shown.join(", ") }, if self.adjust { "adjusting the clock" } else { "measuring only" });
+        let seed = u64::from(std::process::id()) ^ clock::wall_now().0;
+        let config = ClientConfig { servers, adjust_clock: self.adjust };
+        self.engine = Some(NtpClient::new(config, now, seed));
+    }
+
+    fn send(&self, to: SocketAddr, bytes: &[u8]) {
+        let socket = if to.is_ipv6() { self.v6.as_ref() } else { self.v4.as_ref() };
+        if let Some(Err(e)) = socket.map(|s| s.send_to(bytes, to)) {
+            log::debug!(target: "time", "{to}: send: {e}");
+        }
+    }
+
+    fn drive(&mut self, now: Instant, input: Input<'_>) {
+        let Some(engine) = &mut self.engine else { return };
+        let outputs = engine.handle(now, clock::wall_now(), input);
+        for o in outputs {
+            match o {
+                Output::Send { to, packet } => self.send(to, &packet),
+                Output::Step { offset_ns } => {
+                    if !self.adjust {
+                        continue;
+                    }
+                    match clock::step(offset_ns) {
+                        Ok(()) => {
+                            self.epoch = self.epoch.saturating_add(1);
+                            log::info!(target: "time", "clock stepped by {:.3} s", offset_ns as f64 / 1e9);
+                        }
+                        Err(e) => log::warn!(target: "time", "step the clock: {e}"),
+                    }
+                }
+                Output::Slew { offset_ns, max_error_us, est_error_us, time_constant } => {
+                    if !self.adjust {
+                        continue;
+                    }
+                    if let Err(e) =
+                        clock::slew(offset_ns, max_error_us, est_error_us, time_constant)
+                    {
+                        log::warn!(target: "time", "slew the clock: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_boot_timeout(&mut self, now: Instant) {
+        let synced = self.engine.as_ref().is_some_and(|e| e.report().synced);
+        let (Some(timeout), false, false) = (self.boot_timeout, self.boot_timeout_passed, synced)
+        else {
+            return;
+        };
+        // A timeout too large to add to an Instant never passes.
+        let passed = self.boot.checked_add(timeout).is_some_and(|end| now >= end);
+        if self.was_synced || self.disabled || !passed {
+            return;
+        }
+        self.boot_timeout_passed = true;
+        let why = self
+            .engine
+            .as_ref()
+            .and_then(|e| e.report().reason)
+            .unwrap_or(Unsynced::NoServers)
+            .as_str();
+        log::warn!(target: "time", "TIME NOT SYNCED after bootTimeout {} s ({why}): starting the kubelet anyway", timeout.as_secs());
+    }
+
+    fn status(&self) -> TimeStatus {
+        let mut s = TimeStatus {
+            sync_disabled: self.disabled,
+            epoch: self.epoch,
+            mode: if self.adjust { "adjust" } else { "measure" }.to_owned(),
+            boot_timeout_passed: self.boot_timeout_passed,
+            ..TimeStatus::default()
+        };
+        if self.disabled {
+            return s;
+        }
+        let Some(engine) = &self.engine else {
+            s.reason = if self.waiting_network {
+                "waiting for a network address"
+            } else {
+                Unsynced::NoServers.as_str()
+            }
+            .to_owned();
+            return s;
+        };
+        let r = engine.report();
+        s.synced = r.synced;
+        s.reason = r.reason.map(|u| u.as_str().to_owned()).unwrap_or_default();
+        s.server = r.selected.map(|a| a.to_string()).unwrap_or_default();
+        s.offset_ns = r.offset_ns;
+        s.round_trip_ns = r.delay_ns;
+        s.stratum = r.stratum;
+        s.last_sync = r
+            .last_sync
+            .map(|t| {
+                let at = std::time::UNIX_EPOCH + Duration::from_secs(t.unix_secs());
+                Rfc3339(at).to_string()
+            })
+            .unwrap_or_default();
+        s.falsetickers = r.falsetickers.iter().map(ToString::to_string).collect();
+        s.servers = engine.servers().map(|a| a.to_string()).collect();
+        s
+    }
+
+    fn publish(&mut self, rt: &mut Runtime) -> bool {
+        let status = self.status();
+        if self.published.as_ref() == Some(&status) {
+            return false;
+        }
+        if status.synced && !self.was_synced {
+            log::info!(target: "time", "synced to {} (offset {}, round trip {}, stratum {})", status.server, format_ms(status.offset_ns), format_ms(status.round_trip_ns), status.stratum);
+        } else if !status.synced && self.was_synced {
+            log::warn!(target: "time", "no longer synced: {}", status.reason);
+        }
+        self.was_synced = status.synced;
+        let changed = self.published.as_ref().map(|p| (&p.reason, &p.falsetickers))
+            != Some((&status.reason, &status.falsetickers));
+        if changed && !status.reason.is_empty() {
+            let liars = if status.falsetickers.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", status.falsetickers.join(", "))
+            };
+            log::info!(target: "time", "not synced: {}{liars}", status.reason);
+        }
+        self.published = Some(status.clone());
+        match rt.put_input(SOURCE, Namespace::Runtime, TIME_STATUS_ID, status) {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!(target: "time", "{e}");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_literals_and_names() {
+        assert_eq!(literal("192.0.2.1"), Some(SocketAddr::from(([192, 0, 2, 1], 123))));
+        assert_eq!(literal("192.0.2.1:1123"), Some(SocketAddr::from(([192, 0, 2, 1], 1123))));
+        assert_eq!(literal("2001:db8::1").map(|a| a.port()), Some(123));
+        assert_eq!(literal("[2001:db8::1]:9").map(|a| a.port()), Some(9));
+        assert_eq!(literal("time.cloudflare.com"), None);
+        assert_eq!(literal("192.0.2.1:x"), None);
+    }
+}
