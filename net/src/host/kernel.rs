@@ -286,6 +286,9 @@ impl Host for KernelHost {
     }
 
     fn addresses_apply(&mut self, ops: &[&AddressOp]) -> Vec<Result<(), HostError>> {
+        for op in ops {
+            log::debug!(target: "host", "{op:?}");
+        }
         let changes: Vec<AddressChangeKind> = ops
             .iter()
             .map(|op| match op {
@@ -309,6 +312,9 @@ impl Host for KernelHost {
     }
 
     fn routes_apply(&mut self, ops: &[&RouteOp]) -> Vec<Result<(), HostError>> {
+        for op in ops {
+            log::debug!(target: "host", "{op:?}");
+        }
         let changes: Vec<(bool, KernelRoute)> = ops
             .iter()
             .map(|op| match op {

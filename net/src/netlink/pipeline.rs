@@ -13,7 +13,7 @@ use netlink_packet_core::{
 
 use super::error::NlError;
 use super::frame::{frames, Outcome};
-use super::socket::{kernel_error, recv_datagram, NlSocket};
+use super::socket::{kernel_error, recv_datagram, NlSocket, RouteSocket};
 
 /// Requests per datagram. Their acknowledgements (capped: 36 bytes each, more with an error
 /// and its text) stay far below the receive buffer, so none is dropped.
@@ -33,6 +33,16 @@ pub struct BatchRequest<M> {
     pub msg: M,
     /// Flags beyond `NLM_F_REQUEST | NLM_F_ACK`.
     pub flags: u16,
+}
+
+impl RouteSocket {
+    /// Sends every request, many per datagram, and returns one result per request.
+    pub fn batch(
+        &mut self,
+        requests: &[BatchRequest<netlink_packet_route::RouteNetlinkMessage>],
+    ) -> Vec<Result<(), NlError>> {
+        self.inner.request_batch(requests)
+    }
 }
 
 impl NlSocket {

@@ -65,7 +65,7 @@ pub(crate) fn open(
 /// The socket is not `Sync`: a request and its replies must not interleave with another's.
 #[derive(Debug)]
 pub struct RouteSocket {
-    inner: NlSocket,
+    pub(super) inner: NlSocket,
 }
 
 impl RouteSocket {
@@ -92,14 +92,6 @@ impl RouteSocket {
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
         self.inner.request(op, target, msg, flags)
-    }
-
-    /// Sends every request, many per datagram, and returns one result per request.
-    pub fn batch(
-        &mut self,
-        requests: &[super::pipeline::BatchRequest<RouteNetlinkMessage>],
-    ) -> Vec<Result<(), NlError>> {
-        self.inner.request_batch(requests)
     }
 
     /// Sends `msg` as a dump request and collects every reply until `NLMSG_DONE`.
