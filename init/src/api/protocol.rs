@@ -79,6 +79,8 @@ pub enum Wire {
     },
     /// Uptime, readiness, kubelet.
     MachineStatus,
+    /// keelson's version, and whether the node is in maintenance mode.
+    Version,
 }
 
 /// Which resources a get, list or watch is about.
@@ -115,6 +117,8 @@ pub enum Request {
     },
     /// See [`Wire::MachineStatus`].
     MachineStatus,
+    /// See [`Wire::Version`].
+    Version,
 }
 
 fn query(kind: &str, namespace: Option<&str>, id: Option<String>) -> Result<Query, ProtocolError> {
@@ -142,6 +146,7 @@ pub fn parse(line: &[u8]) -> Result<Request, ProtocolError> {
         Wire::Logs { follow } => Request::Logs { follow },
         Wire::ApplyConfig { config, dry_run } => Request::ApplyConfig { config, dry_run },
         Wire::MachineStatus => Request::MachineStatus,
+        Wire::Version => Request::Version,
     })
 }
 

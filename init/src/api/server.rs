@@ -2,7 +2,9 @@
 //! The API server, driven by the node's event loop: a non-blocking listener and non-blocking
 //! connections, each with its own epoll token. No threads, and nothing here ever blocks.
 //! Requests are answered here; each connection's bounds are in [`super::conn`], the socket
-//! path's ownership in [`super::socket`].
+//! path's ownership in [`super::socket`], the TCP listeners and TLS mode in
+//! [`super::remote`]. The local socket and TLS connections share the same connection code
+//! and bounds; what a client may call depends on how it connected ([`allowed`]).
 //!
 //! At most [`MAX_CONNECTIONS`]. When the table is full, a new connection takes the place of
 //! the oldest one that has no stream open and no answer waiting (that one gets an error line
@@ -10,8 +12,8 @@
 //! does the new one get `too many connections`.
 
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Write};
-use std::os::fd::AsFd;
+use std::io::ErrorKind;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
@@ -27,8 +29,10 @@ use serde_json::{json, Value};
 use super::conn::Conn;
 use super::diff::{self, Specs};
 use super::protocol::{self, Query, Request};
+use super::remote::{Remote, MAX_LISTENERS};
 pub use super::socket::ServerError;
 use super::socket::Socket;
+use super::transport::{Access, Transport};
 use crate::logring;
 use crate::machine::Machine;
 use crate::reactor::Reactor;
@@ -36,9 +40,10 @@ use crate::reactor::Reactor;
 /// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// The listening socket and its connections.
+/// The listening sockets and their connections.
 pub struct Server {
-    socket: Socket,
+    socket: Option<Socket>,
+    remote: Option<Remote>,
     token: u64,
     next_token: u64,
     conns: BTreeMap<u64, Conn>,
@@ -48,33 +53,43 @@ pub struct Server {
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
-            .field("path", &self.socket.path())
+            .field("path", &self.socket.as_ref().map(Socket::path))
+            .field("remote", &self.remote)
             .field("conns", &self.conns.len())
             .finish()
     }
 }
 
 impl Server {
-    /// Listen on `path` (mode 0600: only root may connect), registering the listener as
-    /// `token`; connections get tokens above it.
+    /// Listen on `path` (mode 0600: only root may connect) as `token`, and over TLS on each
+    /// of `listen` as the tokens after it; connections get tokens above those.
     pub fn bind(
-        path: &Path,
+        path: Option<&Path>,
+        listen: &[SocketAddr],
         reactor: &Reactor,
         token: u64,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
+        let socket = path.map(|p| Socket::bind(p, reactor, token)).transpose()?;
+        let remote = match listen {
+            [] => None,
+            addrs => Some(Remote::bind(addrs, reactor, token + 1)?),
+        };
         Ok(Self {
-            socket: Socket::bind(path, reactor, token)?,
+            socket,
+            remote,
             token,
-            next_token: token + 1,
+            next_token: token + 1 + MAX_LISTENERS as u64,
             conns: BTreeMap::new(),
             max_connections,
         })
     }
 
-    /// True when `token` is the listener's or a connection's.
+    /// True when `token` is a listener's or a connection's.
     pub fn owns(&self, token: u64) -> bool {
-        token == self.token || self.conns.contains_key(&token)
+        (token == self.token && self.socket.is_some())
+            || self.remote.as_ref().is_some_and(|r| r.owns(token))
+            || self.conns.contains_key(&token)
     }
 
     /// The earliest idle deadline.
@@ -92,7 +107,11 @@ impl Server {
         now: Instant,
     ) {
         if token == self.token {
-            self.accept(reactor, now);
+            self.accept_local(reactor, now);
+            return;
+        }
+        if self.remote.as_ref().is_some_and(|r| r.owns(token)) {
+            self.accept_tls(token, reactor, now);
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
@@ -105,6 +124,12 @@ impl Server {
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
+        if self.remote.as_mut().is_some_and(|r| r.refresh(rt)) {
+            // Configured now: maintenance clients finish what they asked and go.
+            for conn in self.conns.values_mut().filter(|c| c.access() == Access::Maintenance) {
+                conn.finish();
+            }
+        }
         let (log_lines, log_next) = if self.conns.values().any(|c| c.follow.is_some()) {
             logring::since(0)
         } else {
@@ -134,9 +159,10 @@ impl Server {
         }
     }
 
-    fn accept(&mut self, reactor: &Reactor, now: Instant) {
+    fn accept_local(&mut self, reactor: &Reactor, now: Instant) {
         loop {
-            let stream = match self.socket.accept() {
+            let Some(socket) = &self.socket else { return };
+            let stream = match socket.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -149,21 +175,43 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            if self.conns.len() >= self.max_connections && !self.evict_oldest() {
-                let mut s = stream;
-                let mut line = protocol::error("too many connections").to_string();
-                line.push('\n');
-                let _ = s.write(line.as_bytes());
-                continue;
-            }
-            let token = self.next_token;
-            self.next_token += 1;
-            if let Err(e) = reactor.add(stream.as_fd(), token) {
-                log::warn!(target: "api", "{e}");
-                continue;
-            }
-            self.conns.insert(token, Conn::new(stream, now));
+            self.admit(Box::new(stream), reactor, now);
         }
+    }
+
+    fn accept_tls(&mut self, token: u64, reactor: &Reactor, now: Instant) {
+        loop {
+            let Some(remote) = &self.remote else { return };
+            let tcp = match remote.accept(token) {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warn!(target: "api", "accept: {e}");
+                    return;
+                }
+            };
+            if let Some(stream) = remote.wrap(tcp) {
+                self.admit(Box::new(stream), reactor, now);
+            }
+        }
+    }
+
+    /// Take a new connection, making room if the table is full.
+    fn admit(&mut self, mut stream: Box<dyn Transport>, reactor: &Reactor, now: Instant) {
+        if self.conns.len() >= self.max_connections && !self.evict_oldest() {
+            let mut line = protocol::error("too many connections").to_string();
+            line.push('\n');
+            stream.refuse_raw(&line);
+            return;
+        }
+        let token = self.next_token;
+        self.next_token += 1;
+        if let Err(e) = reactor.add(stream.fd(), token) {
+            log::warn!(target: "api", "{e}");
+            return;
+        }
+        self.conns.insert(token, Conn::new(stream, now));
     }
 
     /// Close the oldest connection that neither streams nor has an answer waiting, to make
@@ -179,7 +227,8 @@ impl Server {
         log::debug!(target: "api", "closing the oldest idle connection to make room for a new one");
         let mut line = protocol::error("too many connections: closed to make room").to_string();
         line.push('\n');
-        let _ = conn.stream.write(line.as_bytes());
+        conn.stream.refuse_raw(&line);
+        conn.stream.close();
         true
     }
 }
@@ -207,6 +256,10 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
     };
     if conn.streaming() {
         conn.send(&protocol::error("this connection is streaming; open another for new requests"));
+        return;
+    }
+    if let Err(why) = allowed(conn.access(), &request) {
+        conn.send(&protocol::error(&why));
         return;
     }
     let node = node_name(rt);
@@ -248,8 +301,45 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
             Err(e) => protocol::error(&e),
         },
         Request::MachineStatus => machine_status(rt, machine, &node, now),
+        Request::Version => json!({
+            "ok": true,
+            "node": node,
+            "version": env!("CARGO_PKG_VERSION"),
+            "maintenance": conn.access() == Access::Maintenance,
+        }),
     };
     conn.send(&reply);
+}
+
+/// May a client with `access` make this request? Err: why not, for the client.
+fn allowed(access: Access, request: &Request) -> Result<(), String> {
+    let changes_config = matches!(request, Request::ApplyConfig { .. });
+    match access {
+        Access::Admin => Ok(()),
+        Access::Operator | Access::Reader if changes_config => Err(format!(
+            "permission denied: {} may not apply a config (os:admin only)",
+            role_name(access)
+        )),
+        Access::Operator | Access::Reader => Ok(()),
+        Access::Maintenance => match request {
+            Request::Version | Request::ApplyConfig { .. } => Ok(()),
+            Request::Get(q) | Request::List(q)
+                if matches!(q.namespace, Namespace::Network | Namespace::NetworkConfig) =>
+            {
+                Ok(())
+            }
+            _ => Err("not available in maintenance mode: apply a machine config with machine.ca first (maintenance allows version, get/list of network resources, apply-config)".into()),
+        },
+        Access::Pending => Err("not authenticated".into()),
+    }
+}
+
+fn role_name(access: Access) -> &'static str {
+    match access {
+        Access::Operator => "os:operator",
+        Access::Reader => "os:reader",
+        _ => "this client",
+    }
 }
 
 /// Does a change concern a watch?

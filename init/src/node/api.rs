@@ -2,6 +2,7 @@
 //! The local API's wiring into the node loop: bound at start (PID 1 runs on without it),
 //! fed every store change after the runtime ran, and handed its sockets' readiness.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
@@ -15,25 +16,36 @@ use crate::reactor::Reactor;
 pub struct Api(Option<Server>);
 
 impl Api {
-    /// Serve on `socket` (if asked), the listener reported as `token` and its connections
-    /// as the tokens above it.
+    /// Serve on `socket` and over TLS on `listen` (if asked), the listeners reported as
+    /// `token` and the few after it, their connections as the tokens above those.
     pub fn bind(
         socket: Option<&Path>,
+        listen: &[SocketAddr],
         reactor: &Reactor,
         token: u64,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
+        if socket.is_none() && listen.is_empty() {
+            return Ok(Self(None));
+        }
         // PID 1 never dies: without its API it still runs the network, so a bind failure (say,
-        // another node answering on the socket) is logged. `run` was asked for a socket: it
-        // refuses to start without it.
-        match socket.map(|p| Server::bind(p, reactor, token, max_connections)) {
-            Some(Ok(server)) => Ok(Self(Some(server))),
-            Some(Err(e)) if std::process::id() == 1 => {
-                log::error!(target: "api", "{e}; running without the API");
-                Ok(Self(None))
+        // another node answering on the socket) is logged, and what can be served is. `run`
+        // was asked for its API: it refuses to start without it.
+        match Server::bind(socket, listen, reactor, token, max_connections) {
+            Ok(server) => Ok(Self(Some(server))),
+            Err(e) if std::process::id() == 1 => {
+                log::error!(target: "api", "{e}");
+                let fallback = Server::bind(socket, &[], reactor, token, max_connections)
+                    .or_else(|_| Server::bind(None, listen, reactor, token, max_connections));
+                match fallback {
+                    Ok(server) => Ok(Self(Some(server))),
+                    Err(e) => {
+                        log::error!(target: "api", "{e}; running without the API");
+                        Ok(Self(None))
+                    }
+                }
             }
-            Some(Err(e)) => Err(e),
-            None => Ok(Self(None)),
+            Err(e) => Err(e),
         }
     }
 

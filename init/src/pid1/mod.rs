@@ -84,6 +84,11 @@ pub fn main() -> ! {
         once: false,
         stop_grace: STOP_GRACE,
         api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
+        // `[::]` takes IPv4 too (bindv6only is 0 by default).
+        api_listen: vec![std::net::SocketAddr::from((
+            std::net::Ipv6Addr::UNSPECIFIED,
+            crate::api::remote::DEFAULT_PORT,
+        ))],
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
         state: Some(PathBuf::from(STATE_DIR)),
     };
