@@ -11,6 +11,7 @@
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
@@ -26,6 +27,12 @@ use crate::reactor::Reactor;
 pub const DEFAULT_PORT: u16 = 50000;
 /// Most listen addresses.
 pub const MAX_LISTENERS: usize = 8;
+/// Most addresses the server certificate names: loopback first, then the others in order
+/// (a node with thousands of addresses must not make a certificate of megabytes).
+const MAX_SAN_ADDRESSES: usize = 32;
+/// Shortest time between two server certificates: addresses that churn do not make the
+/// loop sign a certificate per change.
+const REISSUE_EVERY: Duration = Duration::from_secs(2);
 
 /// Why a listener could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +77,10 @@ pub struct Remote {
     /// Maintenance mode's certificate, made on first use and kept for the life of the loop
     /// (its fingerprint is what clients pin).
     maintenance: Option<Identity>,
+    /// When the server certificate was last issued, and whether a new one is waiting for
+    /// [`REISSUE_EVERY`] to pass.
+    issued: Option<Instant>,
+    reissue_due: Option<Instant>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -100,7 +111,13 @@ impl Remote {
             log::info!(target: "api", "listening on {bound} (TLS)");
             listeners.push((token, l, bound));
         }
-        Ok(Self { listeners, state: State::Unset, maintenance: None })
+        Ok(Self {
+            listeners,
+            state: State::Unset,
+            maintenance: None,
+            issued: None,
+            reissue_due: None,
+        })
     }
 
     /// True when `token` is one of its listeners'.
@@ -142,9 +159,14 @@ impl Remote {
         }
     }
 
+    /// When a held-back certificate is due.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.reissue_due
+    }
+
     /// Follow the store: the mode, and the server certificate's names. True when the mode
     /// changed from maintenance to mutual TLS (maintenance clients are then let go).
-    pub fn refresh(&mut self, rt: &Runtime) -> bool {
+    pub fn refresh(&mut self, rt: &Runtime, now: Instant) -> bool {
         if self.listeners.is_empty() {
             return false;
         }
@@ -156,9 +178,18 @@ impl Remote {
                 let key = (ca.crt.clone(), ca.key.clone());
                 if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
                     if *had == key && *issued == sans {
+                        self.reissue_due = None;
+                        return false;
+                    }
+                    // Only the names changed: not more often than REISSUE_EVERY.
+                    let next = self.issued.map(|t| t + REISSUE_EVERY);
+                    if *had == key && next.is_some_and(|t| now < t) {
+                        self.reissue_due = next;
                         return false;
                     }
                 }
+                self.issued = Some(now);
+                self.reissue_due = None;
                 let was_maintenance = self.maintenance();
                 match mutual(&key, &sans) {
                     Ok(config) => {
@@ -169,19 +200,19 @@ impl Remote {
                     Err(e) => {
                         // A CA that cannot be used leaves no way in but maintenance.
                         log::error!(target: "api", "machine.ca: {e}; the API stays in maintenance mode");
-                        self.enter_maintenance(&sans);
+                        self.enter_maintenance(&sans, now);
                         false
                     }
                 }
             }
             None => {
-                self.enter_maintenance(&sans);
+                self.enter_maintenance(&sans, now);
                 false
             }
         }
     }
 
-    fn enter_maintenance(&mut self, sans: &Sans) {
+    fn enter_maintenance(&mut self, sans: &Sans, now: Instant) {
         let reachable: Vec<IpAddr> = sans
             .addresses
             .iter()
@@ -190,9 +221,18 @@ impl Remote {
             .collect();
         if let State::Maintenance { announced, .. } = &self.state {
             if *announced == reachable {
+                self.reissue_due = None;
+                return;
+            }
+            // Said again when the addresses change, not more often than REISSUE_EVERY.
+            let next = self.issued.map(|t| t + REISSUE_EVERY);
+            if next.is_some_and(|t| now < t) {
+                self.reissue_due = next;
                 return;
             }
         }
+        self.issued = Some(now);
+        self.reissue_due = None;
         let id = match self.maintenance.take() {
             Some(id) => id,
             None => match identity::self_signed(&Sans::default()) {
@@ -252,8 +292,9 @@ fn sans(rt: &Runtime) -> Sans {
         .list_specs::<AddressStatus>(Namespace::Network)
         .map(|(_, a)| a.address.addr())
         .collect();
-    addresses.sort();
+    addresses.sort_by_key(|a| (!a.is_loopback(), is_link_local(a), *a));
     addresses.dedup();
+    addresses.truncate(MAX_SAN_ADDRESSES);
     Sans { hostname, addresses }
 }
 

@@ -94,7 +94,8 @@ impl Server {
 
     /// The earliest idle deadline.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.conns.values().filter_map(Conn::deadline).min()
+        let reissue = self.remote.as_ref().and_then(Remote::poll_at);
+        self.conns.values().filter_map(Conn::deadline).chain(reissue).min()
     }
 
     /// Handle readiness of one of our tokens.
@@ -124,7 +125,7 @@ impl Server {
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
-        if self.remote.as_mut().is_some_and(|r| r.refresh(rt)) {
+        if self.remote.as_mut().is_some_and(|r| r.refresh(rt, now)) {
             // Configured now: maintenance clients finish what they asked and go.
             for conn in self.conns.values_mut().filter(|c| c.access() == Access::Maintenance) {
                 conn.finish();

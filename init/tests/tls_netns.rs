@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The API over TLS against `keelson run --api-listen` in namespaces these tests create:
+//! maintenance mode (`--insecure`), the move to mutual TLS when a config with `machine.ca`
+//! is applied, roles, refusals at the handshake, and hostile clients on the TCP port.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{require_root, wait_for, Netns, Node, TempDir};
+
+const T: Duration = Duration::from_secs(20);
+const PORT: &str = "50000";
+
+/// `keelson ARGS` inside `ns`: (success, stdout, stderr).
+fn keelson(ns: &Netns, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec![env!("CARGO_BIN_EXE_keelson")];
+    all.extend_from_slice(args);
+    let out = ns.exec(&all);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `keelson gen config NAME` into `dir/NAME`.
+fn gen(dir: &TempDir, name: &str) -> PathBuf {
+    let out = dir.path().join(name);
+    let status = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["gen", "config", name, "--output"])
+        .arg(&out)
+        .args(["--endpoints", "127.0.0.1"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    out
+}
+
+/// The generated machine config with eth0's address added.
+fn machine_config(gen: &Path, addr: &str) -> PathBuf {
+    let text = std::fs::read_to_string(gen.join("machine.yaml")).unwrap();
+    let text = text.replace(
+        "  network: {}\n",
+        &format!(
+            "  network:\n    interfaces:\n      - interface: eth0\n        addresses: [{addr}]\n"
+        ),
+    );
+    assert!(text.contains("interfaces"), "{text}");
+    let path = gen.join("node.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A node with no config, serving TLS on `[::]:50000` (and the local socket).
+fn start_bare(ns: &Netns) -> Node {
+    ns.ip(&["link", "set", "lo", "up"]);
+    let node = Node::start_api_args(ns, "", None, &["--api-listen", &format!("[::]:{PORT}")]);
+    wait_for(
+        "maintenance mode",
+        T,
+        || node.log_text().contains("maintenance certificate SHA256 fingerprint"),
+        || node.log_text(),
+    );
+    node
+}
+
+/// Run `f` on a thread inside `ns`.
+fn inside<R: Send>(ns: &Netns, f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            ns.enter();
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+#[test]
+fn maintenance_then_mutual_tls_with_roles() {
+    if !require_root("maintenance_then_mutual_tls_with_roles") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let ours = gen(&dir, "ours");
+    let theirs = gen(&dir, "theirs");
+    let node = start_bare(&ns);
+    let log = node.log_text();
+    let at = "127.0.0.1:50000";
+
+    // Maintenance: --insecure reaches what maintenance allows, over IPv4 and IPv6.
+    let (ok, out, err) = keelson(&ns, &["version", "-n", at, "--insecure"]);
+    assert!(ok && out.contains("maintenance mode"), "{out}{err}");
+    let (ok, out, err) = keelson(&ns, &["version", "-n", "[::1]:50000", "--insecure"]);
+    assert!(ok && out.contains("maintenance mode"), "{out}{err}");
+    let (ok, out, err) = keelson(&ns, &["get", "links", "-n", at, "--insecure"]);
+    assert!(ok && out.contains(" lo "), "{out}{err}");
+    // The fingerprint printed on the console pins the certificate; another one is refused.
+    let print = log
+        .lines()
+        .find_map(|l| l.split("SHA256 fingerprint: ").nth(1))
+        .map(|l| l.trim_end_matches(" ***").to_owned())
+        .unwrap();
+    let (ok, _, err) = keelson(&ns, &["version", "-n", at, "--insecure", "--fingerprint", &print]);
+    assert!(ok, "{err}");
+    let wrong = "00".repeat(32);
+    let (ok, _, err) = keelson(&ns, &["version", "-n", at, "--insecure", "--fingerprint", &wrong]);
+    assert!(!ok && err.contains("fingerprint"), "{err}");
+    // Anything else is refused in maintenance mode.
+    for args in [&["logs"][..], &["machine-status"], &["get", "machineconfig"]] {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&["-n", at, "--insecure"]);
+        let (ok, _, err) = keelson(&ns, &a);
+        assert!(!ok && err.contains("maintenance mode"), "{args:?}: {err}");
+    }
+
+    // apply-config over --insecure moves the node to mutual TLS with the config's CA.
+    let config = machine_config(&ours, "10.7.0.2/24");
+    let (ok, out, err) = keelson(&ns, &["apply-config", &s(&config), "-n", at, "--insecure"]);
+    assert!(ok, "{out}{err}");
+    wait_for(
+        "mutual TLS",
+        T,
+        || {
+            node.log_text().contains("API: mutual TLS")
+                && ns.addresses().contains(&"eth0/10.7.0.2/24".to_owned())
+        },
+        || node.log_text(),
+    );
+    let admin = s(&ours.join("keelsonconfig"));
+    let reader = s(&ours.join("keelsonconfig.reader"));
+    // The server certificate is re-issued for the new address: reached at 10.7.0.2 too.
+    wait_for(
+        "a certificate for 10.7.0.2",
+        T,
+        || keelson(&ns, &["version", "-n", "10.7.0.2", "--keelsonconfig", &admin]).0,
+        || node.log_text(),
+    );
+    let (ok, out, err) = keelson(&ns, &["get", "addresses", "-n", at, "--keelsonconfig", &admin]);
+    assert!(ok && out.contains("10.7.0.2/24"), "{out}{err}");
+    // Two nodes at once (here the same node by two addresses): each line says which.
+    let (ok, out, err) =
+        keelson(&ns, &["version", "-n", &format!("{at},10.7.0.2"), "--keelsonconfig", &admin]);
+    assert!(ok, "{err}");
+    assert!(out.contains("127.0.0.1:50000: Server:") && out.contains("10.7.0.2: Server:"), "{out}");
+    // The CA key never leaves the node.
+    let (ok, out, err) =
+        keelson(&ns, &["get", "machineconfig", "-o", "yaml", "-n", at, "--keelsonconfig", &admin]);
+    assert!(ok && out.contains("key: <redacted>"), "{out}{err}");
+    let key_b64 = std::fs::read_to_string(&config).unwrap();
+    let key_b64 = key_b64.lines().find_map(|l| l.trim().strip_prefix("key: ")).unwrap();
+    assert!(!out.contains(key_b64));
+    assert!(!node.log_text().contains(key_b64));
+
+    // A reader may read, not apply.
+    let (ok, out, err) = keelson(&ns, &["get", "links", "-n", at, "--keelsonconfig", &reader]);
+    assert!(ok && out.contains("eth0"), "{out}{err}");
+    let (ok, _, err) =
+        keelson(&ns, &["apply-config", &s(&config), "-n", at, "--keelsonconfig", &reader]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    // Another CA's admin, and a client with no certificate, are refused at the handshake.
+    let other = s(&theirs.join("keelsonconfig"));
+    let (ok, _, err) = keelson(&ns, &["version", "-n", at, "--keelsonconfig", &other]);
+    assert!(!ok && err.contains("TLS") || err.contains("alert"), "{err}");
+    let (ok, _, err) = keelson(&ns, &["version", "-n", at, "--insecure"]);
+    assert!(!ok && err.contains("alert"), "{err}");
+    // The local socket still answers as before.
+    let sock = s(node.api.as_ref().unwrap());
+    let (ok, _, err) = keelson(&ns, &["version", "--socket", &sock]);
+    assert!(ok, "{err}");
+    node.stop();
+}
+
+/// Open a TCP connection to the node's TLS port from inside `ns`.
+fn tcp(ns: &Netns) -> TcpStream {
+    inside(ns, || {
+        let s = TcpStream::connect(("127.0.0.1", 50000)).unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        s
+    })
+}
+
+/// Read until the node closes (EOF or reset); how long that took.
+fn closed_within(s: &mut TcpStream) -> Duration {
+    let start = Instant::now();
+    let mut b = [0u8; 4096];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return start.elapsed(),
+            Ok(_) => {}
+        }
+    }
+}
+
+#[test]
+fn hostile_tls_clients_do_not_stop_the_node() {
+    if !require_root("hostile_tls_clients_do_not_stop_the_node") {
+        return;
+    }
+    let ns = Netns::new();
+    let node = start_bare(&ns);
+    let answers = || keelson(&ns, &["version", "-n", "127.0.0.1", "--insecure"]).0;
+
+    // Plain-text garbage, and a TLS record header followed by garbage: closed at once.
+    let mut plain = tcp(&ns);
+    plain.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert!(closed_within(&mut plain) < Duration::from_secs(3));
+    let mut bad_tls = tcp(&ns);
+    let mut record = vec![0x16, 0x03, 0x01, 0x00, 0x80];
+    record.extend((0..128u8).map(|i| i.wrapping_mul(37)));
+    bad_tls.write_all(&record).unwrap();
+    assert!(closed_within(&mut bad_tls) < Duration::from_secs(3));
+    // A record that claims 16 KiB and stops after a few bytes, a client that says nothing,
+    // and one that drips a byte a second: all held to the handshake deadline, meanwhile
+    // the node answers others.
+    let mut partial = tcp(&ns);
+    partial.write_all(&[0x16, 0x03, 0x01, 0x40, 0x00, 1, 2, 3]).unwrap();
+    let mut silent = tcp(&ns);
+    let mut dripper = tcp(&ns);
+    dripper.set_nonblocking(true).unwrap();
+    let hello = [0x16, 0x03, 0x01, 0x00, 0xc8, 0x01, 0x00, 0x00, 0xc4, 0x03, 0x03];
+    assert!(answers());
+    let started = Instant::now();
+    let mut dripped = 0;
+    while started.elapsed() < Duration::from_secs(8) {
+        if dripped < hello.len() {
+            let _ = dripper.write_all(&hello[dripped..=dripped]);
+            dripped += 1;
+        }
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    dripper.set_nonblocking(false).unwrap();
+    dripper.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    for (what, s) in [("partial", &mut partial), ("silent", &mut silent), ("dripper", &mut dripper)]
+    {
+        let mut b = [0u8; 64];
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => {}
+            Ok(n) => panic!("{what}: {n} bytes instead of a close"),
+        }
+        // Closed, not merely quiet: a second read gives EOF or an error at once.
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        assert!(!matches!(s.read(&mut b), Ok(n) if n > 0), "{what}");
+    }
+    assert!(answers());
+
+    // 300 connections that never handshake (the cap is 256): a new client still gets in.
+    let many: Vec<TcpStream> = inside(&ns, || {
+        (0..300).filter_map(|_| TcpStream::connect(("127.0.0.1", 50000)).ok()).collect()
+    });
+    assert!(many.len() >= 256, "{}", many.len());
+    assert!(answers(), "{}", node.log_text());
+    drop(many);
+    assert!(answers());
+    node.stop();
+}
+
+#[test]
+fn a_tls_watcher_that_does_not_read_is_dropped() {
+    if !require_root("a_tls_watcher_that_does_not_read_is_dropped") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    ns.ip(&["link", "set", "lo", "up"]);
+    let dir = TempDir::new();
+    let ours = gen(&dir, "ours");
+    let config = machine_config(&ours, "10.7.0.2/24");
+    let node = Node::start_api_args(&ns, "", Some(&config), &["--api-listen", "0.0.0.0:50000"]);
+    wait_for("mutual TLS", T, || node.log_text().contains("API: mutual TLS"), || node.log_text());
+    let admin = s(&ours.join("keelsonconfig"));
+    // The real client, watching, with its stdout a pipe nobody reads: once the pipe is full
+    // it stops reading the socket.
+    let mut watcher = Command::new("ip")
+        .args(["netns", "exec", &ns.name, env!("CARGO_BIN_EXE_keelson")])
+        .args(["get", "addresses", "--watch", "-n", "127.0.0.1", "--keelsonconfig", &admin])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let batch = node.root.path().join("batch");
+    let lines: String = (0..20_000)
+        .map(|i| {
+            format!("addr add 10.{}.{}.{}/32 dev eth0\n", 100 + i / 65536, (i / 256) % 256, i % 256)
+        })
+        .collect();
+    std::fs::write(&batch, lines).unwrap();
+    ns.ip(&["-batch", batch.to_str().unwrap()]);
+    wait_for(
+        "the slow TLS watcher dropped",
+        Duration::from_secs(150),
+        || node.log_text().contains("dropping a client that does not read"),
+        || node.log_text().lines().rev().take(20).collect::<Vec<_>>().join("\n"),
+    );
+    let (ok, _, err) = keelson(&ns, &["version", "-n", "127.0.0.1", "--keelsonconfig", &admin]);
+    assert!(ok, "{err}");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    node.stop();
+}
