@@ -83,6 +83,14 @@ const COMMANDS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "disks",
+        "  keelson disks [NODE OPTIONS]
+      The node's block devices (sysfs): name, model, serial, WWID, size, rotational,
+      transport, read-only.
+",
+    ),
+    ("dmesg", "  keelson dmesg [NODE OPTIONS]\n      The node's kernel ring buffer.\n"),
+    (
         "gen",
         "  keelson gen config CLUSTER-NAME [--output DIR] [--endpoints HOST[:PORT],...]
       A new CA; machine.yaml (a machine config carrying it as machine.ca), keelsonconfig
@@ -147,6 +155,8 @@ fn main() -> ExitCode {
         Some("machine-status") => api::client::status_main(rest),
         Some("version") => api::client::version_main(rest),
         Some("gen") => api::gen::main(rest),
+        Some("disks") => api::client::disks_main(rest),
+        Some("dmesg") => api::client::dmesg_main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

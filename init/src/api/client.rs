@@ -524,3 +524,84 @@ fn version(raw: Vec<OsString>) -> Result<(), String> {
         .map_err(|e| e.to_string())
     })
 }
+
+/// Parse only the node options (for verbs without options of their own).
+fn node_options(raw: Vec<OsString>) -> Result<Common, String> {
+    let mut p = lexopt::Parser::from_args(raw);
+    let mut common = Common::default();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match connect::option(&arg) {
+            Some(opt) => common.set(opt, &mut p)?,
+            None => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok(common)
+}
+
+/// `keelson disks [NODE OPTIONS]`: block devices, from the node's sysfs.
+pub fn disks_main(raw: Vec<OsString>) -> ExitCode {
+    finish("disks", disks(raw))
+}
+
+fn disks(raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "disks"}))?;
+        let v = c.recv()?;
+        let cell = |d: &Value, k: &str| output::escape_cell(d[k].as_str().unwrap_or("-"));
+        let mut rows =
+            vec![["DEV", "MODEL", "SERIAL", "WWID", "SIZE", "ROTATIONAL", "TRANSPORT", "RO"]
+                .map(String::from)
+                .to_vec()];
+        for d in v["disks"].as_array().into_iter().flatten() {
+            rows.push(vec![
+                format!("/dev/{}", cell(d, "name")),
+                cell(d, "model"),
+                cell(d, "serial"),
+                cell(d, "wwid"),
+                human_size(d["size"].as_u64().unwrap_or(0)),
+                d["rotational"].as_bool().unwrap_or(false).to_string(),
+                cell(d, "transport"),
+                d["readOnly"].as_bool().unwrap_or(false).to_string(),
+            ]);
+        }
+        out.write_all(output::align(&rows).as_bytes()).map_err(|e| e.to_string())
+    })
+}
+
+fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    let name = UNITS.get(unit).copied().unwrap_or("B");
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {name}")
+    }
+}
+
+/// `keelson dmesg [NODE OPTIONS]`: the node's kernel ring buffer.
+pub fn dmesg_main(raw: Vec<OsString>) -> ExitCode {
+    finish("dmesg", dmesg(raw))
+}
+
+fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "dmesg"}))?;
+        let v = c.recv()?;
+        let mut text = String::new();
+        for l in v["lines"].as_array().into_iter().flatten() {
+            text.push_str(&output::escape_cell(l.as_str().unwrap_or_default()));
+            text.push('\n');
+        }
+        out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+    })
+}

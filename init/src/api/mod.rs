@@ -10,6 +10,7 @@ pub mod connect;
 mod der;
 pub mod diff;
 pub mod gen;
+mod hostinfo;
 pub mod identity;
 pub mod protocol;
 pub mod remote;

@@ -81,6 +81,10 @@ pub enum Wire {
     MachineStatus,
     /// keelson's version, and whether the node is in maintenance mode.
     Version,
+    /// Block devices (sysfs).
+    Disks,
+    /// The kernel ring buffer.
+    Dmesg,
 }
 
 /// Which resources a get, list or watch is about.
@@ -119,6 +123,10 @@ pub enum Request {
     MachineStatus,
     /// See [`Wire::Version`].
     Version,
+    /// See [`Wire::Disks`].
+    Disks,
+    /// See [`Wire::Dmesg`].
+    Dmesg,
 }
 
 fn query(kind: &str, namespace: Option<&str>, id: Option<String>) -> Result<Query, ProtocolError> {
@@ -147,6 +155,8 @@ pub fn parse(line: &[u8]) -> Result<Request, ProtocolError> {
         Wire::ApplyConfig { config, dry_run } => Request::ApplyConfig { config, dry_run },
         Wire::MachineStatus => Request::MachineStatus,
         Wire::Version => Request::Version,
+        Wire::Disks => Request::Disks,
+        Wire::Dmesg => Request::Dmesg,
     })
 }
 

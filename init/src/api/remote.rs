@@ -170,6 +170,15 @@ impl Remote {
         if self.listeners.is_empty() {
             return false;
         }
+        // Keys come from getrandom(2), which blocks until the kernel's pool is ready (a second
+        // or two into a boot under QEMU): PID 1 asks again shortly instead of waiting.
+        if !entropy_ready() {
+            if self.reissue_due.is_none() {
+                log::info!(target: "api", "waiting for the kernel's random pool before making TLS keys");
+            }
+            self.reissue_due = Some(now + ENTROPY_RETRY);
+            return false;
+        }
         let store = rt.store();
         let config = store.get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
         let sans = sans(rt);
@@ -272,6 +281,17 @@ impl Remote {
         log::warn!(target: "api", "*** apply it with: keelson apply-config --insecure -n ADDRESS FILE; reachable at {} ***", at.join(", "));
         log::warn!(target: "api", "*** maintenance certificate SHA256 fingerprint: {} ***", id.fingerprint());
     }
+}
+
+/// How soon to look again when the random pool is not ready.
+const ENTROPY_RETRY: Duration = Duration::from_millis(250);
+
+/// Would getrandom(2) answer now without blocking?
+fn entropy_ready() -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: writes at most 1 byte into `b`, which is 1 byte long.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 1, libc::GRND_NONBLOCK) };
+    n == 1
 }
 
 fn is_link_local(a: &IpAddr) -> bool {

@@ -308,6 +308,8 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
             "version": env!("CARGO_PKG_VERSION"),
             "maintenance": conn.access() == Access::Maintenance,
         }),
+        Request::Disks => super::hostinfo::disks(Path::new("/sys/block")),
+        Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
     };
     conn.send(&reply);
 }
@@ -323,13 +325,13 @@ fn allowed(access: Access, request: &Request) -> Result<(), String> {
         )),
         Access::Operator | Access::Reader => Ok(()),
         Access::Maintenance => match request {
-            Request::Version | Request::ApplyConfig { .. } => Ok(()),
+            Request::Version | Request::Disks | Request::ApplyConfig { .. } => Ok(()),
             Request::Get(q) | Request::List(q)
                 if matches!(q.namespace, Namespace::Network | Namespace::NetworkConfig) =>
             {
                 Ok(())
             }
-            _ => Err("not available in maintenance mode: apply a machine config with machine.ca first (maintenance allows version, get/list of network resources, apply-config)".into()),
+            _ => Err("not available in maintenance mode: apply a machine config with machine.ca first (maintenance allows version, disks, get/list of network resources, apply-config)".into()),
         },
         Access::Pending => Err("not authenticated".into()),
     }
