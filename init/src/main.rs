@@ -91,6 +91,18 @@ const COMMANDS: &[(&str, &str)] = &[
     ),
     ("dmesg", "  keelson dmesg [NODE OPTIONS]\n      The node's kernel ring buffer.\n"),
     (
+        "reboot",
+        "  keelson reboot [NODE OPTIONS]
+      Stop the node's services, then reboot (os:admin or os:operator; `run` just stops).
+",
+    ),
+    (
+        "shutdown",
+        "  keelson shutdown [NODE OPTIONS]
+      Stop the node's services, then power off (os:admin or os:operator; `run` just stops).
+",
+    ),
+    (
         "gen",
         "  keelson gen config CLUSTER-NAME [--output DIR] [--endpoints HOST[:PORT],...]
       A new CA; machine.yaml (a machine config carrying it as machine.ca), keelsonconfig
@@ -157,6 +169,8 @@ fn main() -> ExitCode {
         Some("gen") => api::gen::main(rest),
         Some("disks") => api::client::disks_main(rest),
         Some("dmesg") => api::client::dmesg_main(rest),
+        Some("reboot") => api::client::power_main("reboot", rest),
+        Some("shutdown") => api::client::power_main("shutdown", rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

@@ -125,7 +125,11 @@ fn maintenance_then_mutual_tls_with_roles() {
     let (ok, _, err) = keelson(&ns, &["version", "-n", at, "--insecure", "--fingerprint", &wrong]);
     assert!(!ok && err.contains("fingerprint"), "{err}");
     // Anything else is refused in maintenance mode.
-    for args in [&["logs"][..], &["machine-status"], &["get", "machineconfig"]] {
+    let (ok, out, err) = keelson(&ns, &["disks", "-n", at, "--insecure"]);
+    assert!(ok && out.starts_with("DEV "), "{out}{err}");
+    for args in
+        [&["logs"][..], &["machine-status"], &["get", "machineconfig"], &["reboot"], &["dmesg"]]
+    {
         let mut a = args.to_vec();
         a.extend_from_slice(&["-n", at, "--insecure"]);
         let (ok, _, err) = keelson(&ns, &a);
@@ -186,7 +190,17 @@ fn maintenance_then_mutual_tls_with_roles() {
     let sock = s(node.api.as_ref().unwrap());
     let (ok, _, err) = keelson(&ns, &["version", "--socket", &sock]);
     assert!(ok, "{err}");
-    node.stop();
+    // A reader may not reboot; the admin may: the answer comes, then the node stops.
+    let (ok, _, err) = keelson(&ns, &["reboot", "-n", at, "--keelsonconfig", &reader]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    let (ok, out, err) = keelson(&ns, &["reboot", "-n", at, "--keelsonconfig", &admin]);
+    assert!(ok && out.contains("accepted"), "{out}{err}");
+    wait_for(
+        "the node stopped",
+        T,
+        || node.log_text().contains("stopped (Reboot)"),
+        || node.log_text(),
+    );
 }
 
 /// Open a TCP connection to the node's TLS port from inside `ns`.

@@ -605,3 +605,19 @@ fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())
     })
 }
+
+/// `keelson reboot|shutdown [NODE OPTIONS]`: stop the node's services, then reboot or power
+/// off (`keelson run` stops instead).
+pub fn power_main(op: &'static str, raw: Vec<OsString>) -> ExitCode {
+    finish(op, power(op, raw))
+}
+
+fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": op}))?;
+        c.recv()?;
+        writeln!(out, "{op}: accepted; the node stops its services").map_err(|e| e.to_string())
+    })
+}

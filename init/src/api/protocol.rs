@@ -85,6 +85,10 @@ pub enum Wire {
     Disks,
     /// The kernel ring buffer.
     Dmesg,
+    /// Stop services and reboot.
+    Reboot,
+    /// Stop services and power off.
+    Shutdown,
 }
 
 /// Which resources a get, list or watch is about.
@@ -127,6 +131,10 @@ pub enum Request {
     Disks,
     /// See [`Wire::Dmesg`].
     Dmesg,
+    /// See [`Wire::Reboot`].
+    Reboot,
+    /// See [`Wire::Shutdown`].
+    Shutdown,
 }
 
 fn query(kind: &str, namespace: Option<&str>, id: Option<String>) -> Result<Query, ProtocolError> {
@@ -157,6 +165,8 @@ pub fn parse(line: &[u8]) -> Result<Request, ProtocolError> {
         Wire::Version => Request::Version,
         Wire::Disks => Request::Disks,
         Wire::Dmesg => Request::Dmesg,
+        Wire::Reboot => Request::Reboot,
+        Wire::Shutdown => Request::Shutdown,
     })
 }
 
@@ -200,7 +210,7 @@ mod tests {
             b"",
             b"{}",
             b"[1,2]",
-            br#"{"op":"reboot"}"#,
+            br#"{"op":"rebootx"}"#,
             br#"{"op":"get","type":"addresses"}"#,
         ] {
             assert!(matches!(parse(bad), Err(ProtocolError::Json(_))), "{bad:?}");

@@ -34,7 +34,7 @@ pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
 use crate::logring;
-use crate::machine::Machine;
+use crate::machine::{Machine, Power};
 use crate::reactor::Reactor;
 
 /// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
@@ -48,6 +48,8 @@ pub struct Server {
     next_token: u64,
     conns: BTreeMap<u64, Conn>,
     max_connections: usize,
+    /// A reboot or shutdown asked for, for the loop to take.
+    power: Option<Power>,
 }
 
 impl std::fmt::Debug for Server {
@@ -82,7 +84,13 @@ impl Server {
             next_token: token + 1 + MAX_LISTENERS as u64,
             conns: BTreeMap::new(),
             max_connections,
+            power: None,
         })
+    }
+
+    /// A reboot or shutdown asked for since the last call.
+    pub fn take_power(&mut self) -> Option<Power> {
+        self.power.take()
     }
 
     /// True when `token` is a listener's or a connection's.
@@ -116,7 +124,7 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        let keep = serve(&mut conn, rt, machine, now);
+        let keep = serve(&mut conn, rt, machine, now, &mut self.power);
         if keep && conn.settle(token, reactor, now) {
             self.conns.insert(token, conn);
         }
@@ -236,18 +244,31 @@ impl Server {
 
 /// Read what is there and answer every complete request line; false when the connection is
 /// to be dropped now.
-fn serve(conn: &mut Conn, rt: &mut Runtime, machine: Machine, now: Instant) -> bool {
+fn serve(
+    conn: &mut Conn,
+    rt: &mut Runtime,
+    machine: Machine,
+    now: Instant,
+    power: &mut Option<Power>,
+) -> bool {
     if !conn.read(now) {
         return false;
     }
     for line in conn.take_lines(now) {
-        handle(conn, &line, rt, machine, now);
+        handle(conn, &line, rt, machine, now, power);
     }
     conn.refuse_overlong();
     true
 }
 
-fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now: Instant) {
+fn handle(
+    conn: &mut Conn,
+    line: &[u8],
+    rt: &mut Runtime,
+    machine: Machine,
+    now: Instant,
+    power: &mut Option<Power>,
+) {
     let request = match protocol::parse(line) {
         Ok(r) => r,
         Err(e) => {
@@ -264,7 +285,7 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
         return;
     }
     let node = node_name(rt);
-    let reply = match request {
+    let reply = match request.clone() {
         Request::Get(q) => {
             let id = q.id.clone().unwrap_or_default();
             match rt.store().get(q.namespace, q.kind, &id) {
@@ -310,15 +331,28 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
         }),
         Request::Disks => super::hostinfo::disks(Path::new("/sys/block")),
         Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
+        Request::Reboot | Request::Shutdown => {
+            let what = if request_is_reboot(&request) { Power::Reboot } else { Power::Shutdown };
+            *power = Some(what);
+            // The answer is written before services stop; the connection then closes.
+            conn.finish();
+            json!({"ok": true, "node": node, "action": format!("{what:?}").to_lowercase()})
+        }
     };
     conn.send(&reply);
+}
+
+fn request_is_reboot(r: &Request) -> bool {
+    matches!(r, Request::Reboot)
 }
 
 /// May a client with `access` make this request? Err: why not, for the client.
 fn allowed(access: Access, request: &Request) -> Result<(), String> {
     let changes_config = matches!(request, Request::ApplyConfig { .. });
+    let power = matches!(request, Request::Reboot | Request::Shutdown);
     match access {
         Access::Admin => Ok(()),
+        Access::Reader if power => Err("permission denied: os:reader may not reboot or shut down (os:admin or os:operator)".into()),
         Access::Operator | Access::Reader if changes_config => Err(format!(
             "permission denied: {} may not apply a config (os:admin only)",
             role_name(access)

@@ -56,6 +56,11 @@ impl Api {
         }
     }
 
+    /// A reboot or shutdown a client asked for, once.
+    pub fn take_power(&mut self) -> Option<crate::machine::Power> {
+        self.0.as_mut().and_then(Server::take_power)
+    }
+
     /// The earliest connection deadline.
     pub fn poll_at(&self) -> Option<Instant> {
         self.0.as_ref().and_then(Server::poll_at)

@@ -95,6 +95,8 @@ pub fn main() -> ! {
     loop {
         match node::run(&opts) {
             Ok(Ending::Stopped(sig)) => power_off(sig),
+            Ok(Ending::Shutdown) => power_off(Signal::SIGTERM),
+            Ok(Ending::Reboot) => restart(),
             Ok(Ending::Settled) => {}
             Err(e) => {
                 log::error!(target: "pid1", "the node loop failed: {e}; starting it again in 5 s");
@@ -114,10 +116,7 @@ pub fn main() -> ! {
 /// Stop what is left, flush disks, power off. Never returns.
 fn power_off(reason: Signal) -> ! {
     log::info!(target: "pid1", "{reason}: services stopped; terminating remaining processes");
-    let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-    sync();
+    finish_processes();
     log::info!(target: "pid1", "power off");
     let err = reboot(RebootMode::RB_POWER_OFF).err();
     // Only reached if the kernel refused: stay alive, PID 1 must not exit.
@@ -125,4 +124,24 @@ fn power_off(reason: Signal) -> ! {
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }
+}
+
+/// A reboot asked through the API: as a power off, then `RB_AUTOBOOT`. Never returns.
+fn restart() -> ! {
+    log::info!(target: "pid1", "reboot requested: services stopped; terminating remaining processes");
+    finish_processes();
+    log::info!(target: "pid1", "reboot");
+    let err = reboot(RebootMode::RB_AUTOBOOT).err();
+    log::error!(target: "pid1", "reboot(RB_AUTOBOOT) failed: {err:?}; halting here");
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// SIGTERM to every process, SIGKILL half a second later, then flush disks.
+fn finish_processes() {
+    let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    sync();
 }
