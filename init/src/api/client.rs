@@ -76,6 +76,11 @@ impl Client {
                     net::bounded::ReadError::LineTooLong { limit } => format!(
                         "answer line longer than {limit} bytes: not a keelson API or a broken node"
                     ),
+                    // TLS 1.3 says no to a client certificate after the client's handshake is
+                    // done: the refusal arrives as an alert on the first read.
+                    e if e.to_string().contains("alert") => format!(
+                        "the node refused this client at the TLS handshake ({e}): a client certificate from the node's CA is needed (--keelsonconfig), --insecure only reaches a node in maintenance mode"
+                    ),
                     e => format!("receive: {e}"),
                 },
             )?;
