@@ -35,7 +35,19 @@ impl Api {
             Ok(server) => Ok(Self(Some(server))),
             Err(e) if std::process::id() == 1 => {
                 log::error!(target: "api", "{e}");
-                let fallback = Server::bind(socket, &[], reactor, token, max_connections)
+                // Without IPv6 (ipv6.disable=1) `[::]` cannot be bound: IPv4 alone, then the
+                // socket alone, then the TLS port alone.
+                let v4: Vec<SocketAddr> = listen
+                    .iter()
+                    .map(|a| match a.ip() {
+                        std::net::IpAddr::V6(v6) if v6.is_unspecified() => {
+                            SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, a.port()))
+                        }
+                        _ => *a,
+                    })
+                    .collect();
+                let fallback = Server::bind(socket, &v4, reactor, token, max_connections)
+                    .or_else(|_| Server::bind(socket, &[], reactor, token, max_connections))
                     .or_else(|_| Server::bind(None, listen, reactor, token, max_connections));
                 match fallback {
                     Ok(server) => Ok(Self(Some(server))),
