@@ -78,8 +78,36 @@ fn new_key() -> Result<KeyPair, IdentityError> {
     Ok(KeyPair::generate_for(&rcgen::PKCS_ED25519)?)
 }
 
+/// The PKCS#8 v2 prefix ring writes for an Ed25519 key (RFC 8410: version 1, the algorithm,
+/// the 32-byte seed, then the public key in `[1]`).
+const ED25519_V2_PREFIX: [u8; 16] = [
+    0x30, 0x51, 0x02, 0x01, 0x01, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+/// The same key as PKCS#8 v1 (version 0, no public key), before the seed.
+const ED25519_V1_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+
+/// A key as PKCS#8 v1, what Go (Talos) and OpenSSL 3.0 read: ring writes Ed25519 keys as v2,
+/// which OpenSSL 3.0 refuses. Other keys are kept as they are.
+fn portable_der(key: &KeyPair) -> Vec<u8> {
+    let der = key.serialize_der();
+    match der.strip_prefix(&ED25519_V2_PREFIX[..]) {
+        Some(rest) if rest.len() >= 32 => {
+            let mut v1 = ED25519_V1_PREFIX.to_vec();
+            v1.extend_from_slice(rest.get(..32).unwrap_or_default());
+            v1
+        }
+        _ => der,
+    }
+}
+
 fn key_der(key: &KeyPair) -> PrivatePkcs8KeyDer<'static> {
-    PrivatePkcs8KeyDer::from(key.serialize_der())
+    PrivatePkcs8KeyDer::from(portable_der(key))
+}
+
+fn key_pem(key: &KeyPair) -> String {
+    pem("PRIVATE KEY", &portable_der(key))
 }
 
 fn days_from_now(days: i64) -> time::OffsetDateTime {
@@ -130,28 +158,22 @@ impl Ca {
         Ok(Self {
             cert_pem: cert.pem(),
             cert: cert.der().clone(),
-            key_pem: key.serialize_pem(),
+            key_pem: key_pem(&key),
             subject: params.distinguished_name,
             key,
         })
     }
 
     /// The CA of a machine config (`machine.ca.crt` and `.key`, PEM).
-    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, IdentityError> {
+    pub fn from_pem(cert_pem: &str, key_text: &str) -> Result<Self, IdentityError> {
         let cert = CertificateDer::from(pem_block("machine.ca.crt", cert_pem)?);
-        let key_bytes = pem_block("machine.ca.key", key_pem)?;
+        let key_bytes = pem_block("machine.ca.key", key_text)?;
         let key = KeyPair::try_from(key_bytes.as_slice()).map_err(|e| IdentityError::Pem {
             what: "machine.ca.key",
             why: format!("not a PKCS#8 Ed25519 or ECDSA key ({e})"),
         })?;
         let subject = distinguished_name(&der::subject(&cert)?);
-        Ok(Self {
-            cert_pem: pem("CERTIFICATE", &cert),
-            cert,
-            key_pem: key.serialize_pem(),
-            key,
-            subject,
-        })
+        Ok(Self { cert_pem: pem("CERTIFICATE", &cert), cert, key_pem: key_pem(&key), key, subject })
     }
 
     /// The CA key, PEM (for `gen config`'s machine config only).
@@ -183,6 +205,7 @@ impl Ca {
     pub fn issue_client(&self, role: &str, days: i64) -> Result<Identity, IdentityError> {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::OrganizationName, role);
+        params.distinguished_name.push(DnType::CommonName, role.trim_start_matches("os:"));
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.not_before = days_from_now(-1);
@@ -196,7 +219,7 @@ impl Ca {
         Ok(Identity {
             chain: vec![cert.der().clone()],
             cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
+            key_pem: key_pem(&key),
             key: key_der(&key),
         })
     }
@@ -237,7 +260,7 @@ pub fn self_signed(sans: &Sans) -> Result<Identity, IdentityError> {
     Ok(Identity {
         chain: vec![cert.der().clone()],
         cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        key_pem: key_pem(&key),
         key: key_der(&key),
     })
 }
@@ -302,6 +325,16 @@ mod tests {
         let server = again.issue_server(&sans).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(der::subject(&ca.cert).ok(), der::subject(&again.cert).ok());
         assert_eq!(server.fingerprint().len(), 64);
+    }
+
+    #[test]
+    fn keys_are_written_as_pkcs8_v1_and_read_back() {
+        let key = new_key().unwrap_or_else(|e| unreachable!("{e}"));
+        let v1 = portable_der(&key);
+        assert_eq!(v1.len(), 48);
+        assert!(v1.starts_with(&ED25519_V1_PREFIX));
+        let back = KeyPair::try_from(v1.as_slice()).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(back.public_key_raw(), key.public_key_raw());
     }
 
     #[test]
