@@ -159,6 +159,12 @@ impl Remote {
         }
     }
 
+    /// Whether [`Remote::refresh`] has anything to do: the store changed what it follows, the
+    /// mode is not known yet, or a held-back certificate is due.
+    pub fn wants_refresh(&self, now: Instant, changed: bool) -> bool {
+        changed || matches!(self.state, State::Unset) || self.reissue_due.is_some_and(|t| t <= now)
+    }
+
     /// When a held-back certificate is due.
     pub fn poll_at(&self) -> Option<Instant> {
         self.reissue_due
@@ -286,12 +292,30 @@ impl Remote {
 /// How soon to look again when the random pool is not ready.
 const ENTROPY_RETRY: Duration = Duration::from_millis(250);
 
-/// Would getrandom(2) answer now without blocking?
+/// Would getrandom(2) answer now without blocking? The first time it would not, one helper
+/// thread makes the blocking call: the kernel gathers jitter entropy only for a caller that
+/// waits (a quiet VM without RDRAND or virtio-rng may otherwise wait minutes), and that thread
+/// waits instead of the event loop.
 fn entropy_ready() -> bool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static NUDGED: AtomicBool = AtomicBool::new(false);
     let mut b = [0u8; 1];
     // SAFETY: writes at most 1 byte into `b`, which is 1 byte long.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 1, libc::GRND_NONBLOCK) };
-    n == 1
+    if n == 1 {
+        return true;
+    }
+    if !NUDGED.swap(true, Ordering::Relaxed) {
+        let spawned = std::thread::Builder::new().name("entropy".into()).spawn(|| {
+            let mut b = [0u8; 1];
+            // SAFETY: as above; without GRND_NONBLOCK this waits until the pool is ready.
+            unsafe { libc::getrandom(b.as_mut_ptr().cast(), 1, 0) };
+        });
+        if let Err(e) = spawned {
+            log::warn!(target: "api", "cannot start the entropy helper: {e}");
+        }
+    }
+    false
 }
 
 fn is_link_local(a: &IpAddr) -> bool {

@@ -133,7 +133,15 @@ impl Server {
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
-        if self.remote.as_mut().is_some_and(|r| r.refresh(rt, now)) {
+        // The TLS mode and certificate follow the config, addresses and hostname only.
+        let relevant = changes.iter().any(|c| {
+            matches!(c.kind, Kind::AddressStatus | Kind::HostnameStatus | Kind::MachineConfig)
+        });
+        if self
+            .remote
+            .as_mut()
+            .is_some_and(|r| r.wants_refresh(now, relevant) && r.refresh(rt, now))
+        {
             // Configured now: maintenance clients finish what they asked and go.
             for conn in self.conns.values_mut().filter(|c| c.access() == Access::Maintenance) {
                 conn.finish();
