@@ -396,3 +396,36 @@ pub fn open(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_port() {
+        let ok = |s: &str| split_host_port(s).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(ok("10.0.0.2"), ("10.0.0.2".into(), 50000));
+        assert_eq!(ok("10.0.0.2:6000"), ("10.0.0.2".into(), 6000));
+        assert_eq!(ok("[fd00::1]:6000"), ("fd00::1".into(), 6000));
+        assert_eq!(ok("fd00::1"), ("fd00::1".into(), 50000));
+        assert_eq!(ok("[fd00::1]"), ("fd00::1".into(), 50000));
+        assert_eq!(ok("node-1"), ("node-1".into(), 50000));
+        assert_eq!(ok("node-1:7"), ("node-1".into(), 7));
+        for bad in ["", ":5", "node:x", "node:70000"] {
+            assert!(split_host_port(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_pin_must_be_a_sha256() {
+        assert!(insecure_config(Some("zz")).is_err());
+        assert!(insecure_config(Some("ab:".repeat(32).trim_end_matches(':'))).is_ok());
+        assert!(insecure_config(None).is_ok());
+    }
+
+    #[test]
+    fn a_client_config_never_shows_its_key() {
+        let ctx = Context { key: "c2VjcmV0".into(), ..Context::default() };
+        assert!(!format!("{ctx:?}").contains("c2VjcmV0"));
+    }
+}

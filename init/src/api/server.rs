@@ -586,6 +586,36 @@ mod tests {
     }
 
     #[test]
+    fn who_may_do_what() {
+        let q = |ns: Namespace| Query { kind: Kind::AddressStatus, namespace: ns, id: None };
+        let apply = Request::ApplyConfig { config: String::new(), dry_run: false };
+        let cases = [
+            (Access::Admin, apply.clone(), true),
+            (Access::Admin, Request::Reboot, true),
+            (Access::Operator, apply.clone(), false),
+            (Access::Operator, Request::Shutdown, true),
+            (Access::Reader, apply.clone(), false),
+            (Access::Reader, Request::Reboot, false),
+            (Access::Reader, Request::Logs { follow: true }, true),
+            (Access::Maintenance, apply.clone(), true),
+            (Access::Maintenance, Request::Version, true),
+            (Access::Maintenance, Request::Disks, true),
+            (Access::Maintenance, Request::List(q(Namespace::Network)), true),
+            (Access::Maintenance, Request::Get(q(Namespace::NetworkConfig)), true),
+            (Access::Maintenance, Request::List(q(Namespace::Config)), false),
+            (Access::Maintenance, Request::Watch(q(Namespace::Network)), false),
+            (Access::Maintenance, Request::Logs { follow: false }, false),
+            (Access::Maintenance, Request::Dmesg, false),
+            (Access::Maintenance, Request::Reboot, false),
+            (Access::Maintenance, Request::MachineStatus, false),
+            (Access::Pending, Request::Version, false),
+        ];
+        for (access, request, ok) in cases {
+            assert_eq!(allowed(access, &request).is_ok(), ok, "{access:?} {request:?}");
+        }
+    }
+
+    #[test]
     fn apply_config_refuses_a_bad_config_with_its_line() {
         let mut rt = live("10.0.0.2/24");
         let e = apply_config(
