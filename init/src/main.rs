@@ -41,6 +41,8 @@ const COMMANDS: &[(&str, &str)] = &[
       BlackholeRouteConfig KubeSpanConfig KubeSpanEndpointsConfig.
   keelson config migrate FILE
       Print the configuration with machine.network and machine.time as typed documents.
+  keelson config confirm [NODE OPTIONS]
+      Keep the config applied with apply-config --mode try (before its timeout).
 ",
     ),
     (
@@ -65,8 +67,11 @@ const COMMANDS: &[(&str, &str)] = &[
     ("logs", "  keelson logs [-f] [NODE OPTIONS]\n      The node's log; -f follows it.\n"),
     (
         "apply-config",
-        "  keelson apply-config FILE [--dry-run] [NODE OPTIONS]
-      Validate a machine config, print what it adds, changes and removes, apply it.
+        "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|try] [--timeout 1m]
+               [NODE OPTIONS]
+      Validate a machine config, print what it adds, changes and removes, apply it. --mode
+      try rolls it back after --timeout (default 1m) unless `keelson config confirm` comes
+      first; reboot applies it, then reboots; staged is not supported yet.
 ",
     ),
     (

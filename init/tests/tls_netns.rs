@@ -344,3 +344,56 @@ fn a_tls_watcher_that_does_not_read_is_dropped() {
     let _ = watcher.wait();
     node.stop();
 }
+
+#[test]
+fn apply_config_try_rolls_back_unless_confirmed() {
+    if !require_root("apply_config_try_rolls_back_unless_confirmed") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let with = |name: &str, addr: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            format!("version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [{addr}]\n"),
+        )
+        .unwrap();
+        p
+    };
+    let old = with("config.yaml", "10.7.0.2/24");
+    let new = with("new.yaml", "10.7.0.3/24");
+    let node = Node::start_api(&ns, "", Some(&old));
+    let sock = s(node.api.as_ref().unwrap());
+    let has = |a: &str| ns.addresses().contains(&format!("eth0/{a}"));
+    wait_for("the first config", T, || has("10.7.0.2/24"), || node.log_text());
+    let (ok, _, err) = keelson(&ns, &["config", "confirm", "--socket", &sock]);
+    assert!(!ok && err.contains("no config on trial"), "{err}");
+
+    // Not confirmed: the node goes back by itself.
+    let args = ["apply-config", &s(&new), "--mode", "try", "--timeout", "3s", "--socket", &sock];
+    let (ok, out, err) = keelson(&ns, &args);
+    assert!(ok && out.contains("on trial for 3 s"), "{out}{err}");
+    wait_for(
+        "the config on trial",
+        T,
+        || has("10.7.0.3/24") && !has("10.7.0.2/24"),
+        || node.log_text(),
+    );
+    wait_for("the rollback", T, || has("10.7.0.2/24") && !has("10.7.0.3/24"), || node.log_text());
+    assert!(node.log_text().contains("rolled back to the previous config"));
+
+    // Confirmed in time: it stays.
+    let (ok, out, err) = keelson(&ns, &args);
+    assert!(ok, "{out}{err}");
+    wait_for("the config on trial", T, || has("10.7.0.3/24"), || node.log_text());
+    let (ok, out, err) = keelson(&ns, &["config", "confirm", "--socket", &sock]);
+    assert!(ok && out.contains("kept"), "{out}{err}");
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(has("10.7.0.3/24") && !has("10.7.0.2/24"), "{:?}", ns.addresses());
+    let (ok, _, err) =
+        keelson(&ns, &["apply-config", &s(&new), "--mode", "staged", "--socket", &sock]);
+    assert!(!ok && err.contains("not supported"), "{err}");
+    node.stop();
+}

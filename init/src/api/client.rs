@@ -338,6 +338,7 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
     let (mut common, mut dry, mut file) = (Common::default(), false, None);
+    let (mut mode, mut timeout) = (None::<String>, None::<u64>);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         if let Some(opt) = connect::option(&arg) {
             common.set(opt, &mut p)?;
@@ -345,6 +346,10 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
         }
         match arg {
             Long("dry-run") => dry = true,
+            Short('m') | Long("mode") => mode = Some(text(p.value().map_err(|e| e.to_string())?)?),
+            Long("timeout") => {
+                timeout = Some(seconds(&text(p.value().map_err(|e| e.to_string())?)?)?)
+            }
             Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
             _ => return Err(arg.unexpected().to_string()),
         }
@@ -355,7 +360,9 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     // that is merely too large is sent, and the node's answer says why it is refused.
     let config = net::bounded::read_text(&file, CONFIG_FILE_LIMIT)
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let request = line(&json!({"op": "apply-config", "config": config, "dryRun": dry}));
+    let request = line(&json!({
+        "op": "apply-config", "config": config, "dryRun": dry, "mode": mode, "timeoutSeconds": timeout,
+    }));
     drop(config);
     each(&common, |target, out| {
         let mut c = Client::connect(target, false)?;
@@ -399,7 +406,46 @@ fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String>
         }
         (false, false) => format!("{} resource(s) changing: applied\n", changes.len()),
     });
+    if let Some(t) = v["trialSeconds"].as_u64() {
+        text.push_str(&format!(
+            "on trial for {t} s: `keelson config confirm` keeps it, otherwise the node rolls back\n"
+        ));
+    }
+    if v["reboot"] == json!(true) {
+        text.push_str("the node reboots now\n");
+    }
     out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// `90`, `90s`, `2m`, `1h` (Talos's `--timeout 1m`) as seconds.
+fn seconds(s: &str) -> Result<u64, String> {
+    let (n, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = n.parse().map_err(|_| format!("--timeout {s:?}: a number of s, m or h"))?;
+    let mul = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("--timeout {s:?}: a number of s, m or h")),
+    };
+    n.checked_mul(mul).ok_or_else(|| format!("--timeout {s:?}: too long"))
+}
+
+/// `keelson config confirm [NODE OPTIONS]`: keep the config on trial.
+pub fn confirm_main(raw: Vec<OsString>) -> ExitCode {
+    finish("config confirm", confirm(raw))
+}
+
+fn confirm(raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "confirm-config"}))?;
+        c.recv()?;
+        writeln!(out, "the config on trial is kept").map_err(|e| e.to_string())
+    })
 }
 
 /// `keelson explain TYPE ID [--namespace NS] [--socket PATH]`: where each field came from.

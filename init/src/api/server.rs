@@ -28,11 +28,12 @@ use serde_json::{json, Value};
 
 use super::conn::Conn;
 use super::diff::{self, Specs};
-use super::protocol::{self, Query, Request};
+use super::protocol::{self, ApplyMode, Query, Request};
 use super::remote::{Remote, MAX_LISTENERS};
 pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
+use super::trial::Trial;
 use crate::logring;
 use crate::machine::{Machine, Power};
 use crate::reactor::Reactor;
@@ -48,8 +49,16 @@ pub struct Server {
     next_token: u64,
     conns: BTreeMap<u64, Conn>,
     max_connections: usize,
-    /// A reboot or shutdown asked for, for the loop to take.
+    /// What requests did beyond their answer: a reboot or shutdown for the loop to take, a
+    /// config on trial.
+    effects: Effects,
+}
+
+/// What requests leave behind for the server and the loop.
+#[derive(Debug, Default)]
+struct Effects {
     power: Option<Power>,
+    trial: Option<Trial>,
 }
 
 impl std::fmt::Debug for Server {
@@ -84,13 +93,13 @@ impl Server {
             next_token: token + 1 + MAX_LISTENERS as u64,
             conns: BTreeMap::new(),
             max_connections,
-            power: None,
+            effects: Effects::default(),
         })
     }
 
     /// A reboot or shutdown asked for since the last call.
     pub fn take_power(&mut self) -> Option<Power> {
-        self.power.take()
+        self.effects.power.take()
     }
 
     /// True when `token` is a listener's or a connection's.
@@ -103,7 +112,8 @@ impl Server {
     /// The earliest idle deadline.
     pub fn poll_at(&self) -> Option<Instant> {
         let reissue = self.remote.as_ref().and_then(Remote::poll_at);
-        self.conns.values().filter_map(Conn::deadline).chain(reissue).min()
+        let trial = self.effects.trial.as_ref().map(|t| t.deadline);
+        self.conns.values().filter_map(Conn::deadline).chain(reissue).chain(trial).min()
     }
 
     /// Handle readiness of one of our tokens.
@@ -124,9 +134,18 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        let keep = serve(&mut conn, rt, machine, now, &mut self.power);
+        let keep = serve(&mut conn, rt, machine, now, &mut self.effects);
         if keep && conn.settle(token, reactor, now) {
             self.conns.insert(token, conn);
+        }
+    }
+
+    /// Roll a config on trial back once its time is up (before the runtime runs).
+    pub fn before_run(&mut self, rt: &mut Runtime, now: Instant) {
+        if self.effects.trial.as_ref().is_some_and(|t| t.deadline <= now) {
+            if let Some(t) = self.effects.trial.take() {
+                t.roll_back(rt);
+            }
         }
     }
 
@@ -257,13 +276,13 @@ fn serve(
     rt: &mut Runtime,
     machine: Machine,
     now: Instant,
-    power: &mut Option<Power>,
+    effects: &mut Effects,
 ) -> bool {
     if !conn.read(now) {
         return false;
     }
     for line in conn.take_lines(now) {
-        handle(conn, &line, rt, machine, now, power);
+        handle(conn, &line, rt, machine, now, effects);
     }
     conn.refuse_overlong();
     true
@@ -275,7 +294,7 @@ fn handle(
     rt: &mut Runtime,
     machine: Machine,
     now: Instant,
-    power: &mut Option<Power>,
+    effects: &mut Effects,
 ) {
     let request = match protocol::parse(line) {
         Ok(r) => r,
@@ -326,9 +345,18 @@ fn handle(
             }
             json!({"ok": true, "lines": lines})
         }
-        Request::ApplyConfig { config, dry_run } => match apply_config(rt, &config, dry_run) {
-            Ok(v) => v,
-            Err(e) => protocol::error(&e),
+        Request::ApplyConfig { config, dry_run, mode } => {
+            match apply_with_mode(rt, &config, dry_run, mode, effects, now) {
+                Ok(v) => v,
+                Err(e) => protocol::error(&e),
+            }
+        }
+        Request::ConfirmConfig => match effects.trial.take() {
+            Some(_) => {
+                log::info!(target: "api", "the config on trial is confirmed");
+                json!({"ok": true, "node": node})
+            }
+            None => protocol::error("no config on trial (apply-config --mode try first)"),
         },
         Request::MachineStatus => machine_status(rt, machine, &node, now),
         Request::Version => json!({
@@ -341,7 +369,7 @@ fn handle(
         Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
         Request::Reboot | Request::Shutdown => {
             let what = if request_is_reboot(&request) { Power::Reboot } else { Power::Shutdown };
-            *power = Some(what);
+            effects.power = Some(what);
             // The answer is written before services stop; the connection then closes.
             conn.finish();
             json!({"ok": true, "node": node, "action": format!("{what:?}").to_lowercase()})
@@ -356,7 +384,7 @@ fn request_is_reboot(r: &Request) -> bool {
 
 /// May a client with `access` make this request? Err: why not, for the client.
 fn allowed(access: Access, request: &Request) -> Result<(), String> {
-    let changes_config = matches!(request, Request::ApplyConfig { .. });
+    let changes_config = matches!(request, Request::ApplyConfig { .. } | Request::ConfirmConfig);
     let power = matches!(request, Request::Reboot | Request::Shutdown);
     match access {
         Access::Admin => Ok(()),
@@ -488,6 +516,42 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
     Ok(merged_specs(rt.store().iter()))
 }
 
+/// `apply_config`, then what the mode asks: a trial to roll back, a reboot.
+fn apply_with_mode(
+    rt: &mut Runtime,
+    text: &str,
+    dry_run: bool,
+    mode: ApplyMode,
+    effects: &mut Effects,
+    now: Instant,
+) -> Result<Value, String> {
+    if mode == ApplyMode::Staged {
+        return Err("--mode staged: not supported yet (keelson does not keep an applied config for the next boot)".into());
+    }
+    let trial = match mode {
+        ApplyMode::Try(t) if !dry_run => Some(Trial::start(rt, effects.trial.take(), t, now)?),
+        _ => None,
+    };
+    let mut v = apply_config(rt, text, dry_run)?;
+    if dry_run {
+        return Ok(v);
+    }
+    match (mode, trial) {
+        (ApplyMode::Try(t), Some(trial)) => {
+            log::warn!(target: "api", "*** config on trial for {} s: `keelson config confirm` keeps it, otherwise it is rolled back ***", t.as_secs());
+            effects.trial = Some(trial);
+            v["trialSeconds"] = json!(t.as_secs());
+        }
+        (ApplyMode::Reboot, _) => {
+            effects.trial = None;
+            effects.power = Some(Power::Reboot);
+            v["reboot"] = json!(true);
+        }
+        _ => effects.trial = None,
+    }
+    Ok(v)
+}
+
 /// Validate, diff against the live merged specs, and apply unless `dry_run`.
 fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, String> {
     let cfg = net::config::parse(text).map_err(|e| format!("invalid config: {e}"))?;
@@ -588,7 +652,8 @@ mod tests {
     #[test]
     fn who_may_do_what() {
         let q = |ns: Namespace| Query { kind: Kind::AddressStatus, namespace: ns, id: None };
-        let apply = Request::ApplyConfig { config: String::new(), dry_run: false };
+        let apply =
+            Request::ApplyConfig { config: String::new(), dry_run: false, mode: ApplyMode::Auto };
         let cases = [
             (Access::Admin, apply.clone(), true),
             (Access::Admin, Request::Reboot, true),

@@ -68,6 +68,13 @@ impl Api {
         }
     }
 
+    /// Roll back a config on trial whose time is up.
+    pub fn before_run(&mut self, rt: &mut Runtime, now: Instant) {
+        if let Some(api) = &mut self.0 {
+            api.before_run(rt, now);
+        }
+    }
+
     /// A reboot or shutdown a client asked for, once.
     pub fn take_power(&mut self) -> Option<crate::machine::Power> {
         self.0.as_mut().and_then(Server::take_power)

@@ -117,6 +117,7 @@ impl EventLoop {
         };
         loop {
             let now = Instant::now();
+            self.api.before_run(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
             if self.settle(&mut p, reconciles) && self.once {
                 return Ok(Ending::Settled);
