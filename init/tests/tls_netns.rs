@@ -383,6 +383,8 @@ fn apply_config_try_rolls_back_unless_confirmed() {
     );
     wait_for("the rollback", T, || has("10.7.0.2/24") && !has("10.7.0.3/24"), || node.log_text());
     assert!(node.log_text().contains("rolled back to the previous config"));
+    let on_disk = || std::fs::read_to_string(&old).unwrap();
+    assert!(on_disk().contains("10.7.0.2/24"), "a config on trial is not written");
 
     // Confirmed in time: it stays.
     let (ok, out, err) = keelson(&ns, &args);
@@ -392,8 +394,24 @@ fn apply_config_try_rolls_back_unless_confirmed() {
     assert!(ok && out.contains("kept"), "{out}{err}");
     std::thread::sleep(Duration::from_secs(5));
     assert!(has("10.7.0.3/24") && !has("10.7.0.2/24"), "{:?}", ns.addresses());
+    assert!(on_disk().contains("10.7.0.3/24"), "a confirmed config is kept in the config file");
     let (ok, _, err) =
         keelson(&ns, &["apply-config", &s(&new), "--mode", "staged", "--socket", &sock]);
     assert!(!ok && err.contains("not supported"), "{err}");
+    // A plain apply is kept too, and a restart runs it.
+    let third = with("third.yaml", "10.7.0.4/24");
+    let (ok, out, err) = keelson(&ns, &["apply-config", &s(&third), "--socket", &sock]);
+    assert!(ok && out.contains("kept:"), "{out}{err}");
+    assert!(on_disk().contains("10.7.0.4/24"));
+    node.stop();
+    // (The kernel keeps what the stopped node configured: start from a bare link.)
+    ns.ip(&["addr", "flush", "dev", "eth0"]);
+    let node = Node::start_api(&ns, "", Some(&old));
+    wait_for(
+        "the kept config after a restart",
+        T,
+        || has("10.7.0.4/24") && node.log_text().contains("settled"),
+        || node.log_text(),
+    );
     node.stop();
 }

@@ -411,6 +411,9 @@ fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String>
             "on trial for {t} s: `keelson config confirm` keeps it, otherwise the node rolls back\n"
         ));
     }
+    if let Some(kept) = v["kept"].as_str() {
+        text.push_str(&format!("kept: {}\n", output::escape_cell(kept)));
+    }
     if v["reboot"] == json!(true) {
         text.push_str("the node reboots now\n");
     }
@@ -443,8 +446,9 @@ fn confirm(raw: Vec<OsString>) -> Result<(), String> {
     each(&common, |target, out| {
         let mut c = Client::connect(target, false)?;
         c.send(&json!({"op": "confirm-config"}))?;
-        c.recv()?;
-        writeln!(out, "the config on trial is kept").map_err(|e| e.to_string())
+        let v = c.recv()?;
+        let kept = output::escape_cell(v["kept"].as_str().unwrap_or_default());
+        writeln!(out, "the config on trial is kept ({kept})").map_err(|e| e.to_string())
     })
 }
 

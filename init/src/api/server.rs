@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use net::config::MachineConfig;
@@ -33,7 +33,7 @@ use super::remote::{Remote, MAX_LISTENERS};
 pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
-use super::trial::Trial;
+use super::trial::{self, Trial};
 use crate::logring;
 use crate::machine::{Machine, Power};
 use crate::reactor::Reactor;
@@ -59,6 +59,27 @@ pub struct Server {
 struct Effects {
     power: Option<Power>,
     trial: Option<Trial>,
+    /// Where the node reads its config from: an applied config is written there.
+    config_path: Option<PathBuf>,
+}
+
+impl Effects {
+    /// Keep `text` in the config file; what to tell the client.
+    fn keep(&self, text: &str) -> Value {
+        match &self.config_path {
+            Some(p) => match trial::write_back(p, text) {
+                Ok(()) => {
+                    log::info!(target: "api", "the applied config is kept in {}", p.display());
+                    json!(p.display().to_string())
+                }
+                Err(e) => {
+                    log::error!(target: "api", "the applied config could not be kept: {e}");
+                    json!(format!("not kept for the next start: {e}"))
+                }
+            },
+            None => json!("not kept for the next start: the node has no config file"),
+        }
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -95,6 +116,11 @@ impl Server {
             max_connections,
             effects: Effects::default(),
         })
+    }
+
+    /// Keep applied configs in `path` (the config file the node reads at start).
+    pub fn keep_config_in(&mut self, path: Option<PathBuf>) {
+        self.effects.config_path = path;
     }
 
     /// A reboot or shutdown asked for since the last call.
@@ -352,9 +378,9 @@ fn handle(
             }
         }
         Request::ConfirmConfig => match effects.trial.take() {
-            Some(_) => {
+            Some(t) => {
                 log::info!(target: "api", "the config on trial is confirmed");
-                json!({"ok": true, "node": node})
+                json!({"ok": true, "node": node, "kept": effects.keep(&t.text)})
             }
             None => protocol::error("no config on trial (apply-config --mode try first)"),
         },
@@ -529,7 +555,9 @@ fn apply_with_mode(
         return Err("--mode staged: not supported yet (keelson does not keep an applied config for the next boot)".into());
     }
     let trial = match mode {
-        ApplyMode::Try(t) if !dry_run => Some(Trial::start(rt, effects.trial.take(), t, now)?),
+        ApplyMode::Try(t) if !dry_run => {
+            Some(Trial::start(rt, effects.trial.take(), t, now, text)?)
+        }
         _ => None,
     };
     let mut v = apply_config(rt, text, dry_run)?;
@@ -546,8 +574,12 @@ fn apply_with_mode(
             effects.trial = None;
             effects.power = Some(Power::Reboot);
             v["reboot"] = json!(true);
+            v["kept"] = effects.keep(text);
         }
-        _ => effects.trial = None,
+        _ => {
+            effects.trial = None;
+            v["kept"] = effects.keep(text);
+        }
     }
     Ok(v)
 }

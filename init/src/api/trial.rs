@@ -63,6 +63,8 @@ pub struct Trial {
     previous: MachineConfig,
     /// When it rolls back.
     pub deadline: Instant,
+    /// The config text on trial, written to the config file once confirmed.
+    pub text: String,
 }
 
 impl Trial {
@@ -73,6 +75,7 @@ impl Trial {
         running: Option<Trial>,
         timeout: Duration,
         now: Instant,
+        text: &str,
     ) -> Result<Self, String> {
         let previous = match running {
             Some(t) => t.previous,
@@ -82,7 +85,7 @@ impl Trial {
                 .cloned()
                 .ok_or("--mode try needs a running config to roll back to")?,
         };
-        Ok(Self { previous, deadline: now + timeout })
+        Ok(Self { previous, deadline: now + timeout, text: text.to_owned() })
     }
 
     /// Put the previous config back.
@@ -99,6 +102,28 @@ impl Trial {
             Err(e) => log::error!(target: "api", "rolling back the config on trial: {e}"),
         }
     }
+}
+
+/// Keep an applied config where the node reads its config from, so a restart runs it too:
+/// written beside the file (or what its symlink points to) and renamed over it, mode 0600.
+pub fn write_back(path: &std::path::Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = target.with_file_name(format!(".{name}.keelson-new"));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, &target));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", target.display())
+    })
 }
 
 #[cfg(test)]

@@ -68,6 +68,13 @@ impl Api {
         }
     }
 
+    /// Keep applied configs in the config file the node reads at start.
+    pub fn keep_config_in(&mut self, path: Option<std::path::PathBuf>) {
+        if let Some(api) = &mut self.0 {
+            api.keep_config_in(path);
+        }
+    }
+
     /// Roll back a config on trial whose time is up.
     pub fn before_run(&mut self, rt: &mut Runtime, now: Instant) {
         if let Some(api) = &mut self.0 {

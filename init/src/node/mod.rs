@@ -66,13 +66,14 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let reactor = Reactor::new()?;
     let host: SharedHost = Rc::new(RefCell::new(KernelHost::new(&opts.root, opts.hostname)?));
     let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
-    let api = Api::bind(
+    let mut api = Api::bind(
         opts.api_socket.as_deref(),
         &opts.api_listen,
         &reactor,
         Token::Api.id(),
         opts.api_max_connections,
     )?;
+    api.keep_config_in(opts.config.clone());
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
     let config = match &opts.config {
