@@ -31,6 +31,10 @@ STATIC_IP = "ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off:10.0.2.3"
 DEFAULT_CONFIG_ARG = "talos.config=/etc/keelson/config.yaml"
 DEFAULT_CMDLINE = DEFAULT_CONFIG_ARG
 GUEST_PORT = 8080
+# The static binary scripts/build-initramfs builds (also the host-side client in tests).
+STATIC_BIN = ROOT / "target/x86_64-unknown-linux-musl/release/keelson"
+# keelson's API over TLS (the port Talos's API uses too).
+API_PORT = 50000
 # Kernel timestamp at the start of a console line: "[    1.234567] ".
 TIMESTAMP = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")
 
@@ -54,8 +58,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None):
-    """The QEMU command line for one node."""
+def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None,
+                 api_port=None):
+    """The QEMU command line for one node; `api_port` on 127.0.0.1 reaches its TLS API."""
     return [
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory),
         "-nographic", "-no-reboot",
@@ -66,6 +71,7 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), m
         "-kernel", str(kernel), "-initrd", str(initrd),
         "-append", cmdline,
         "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
+        + (f",hostfwd=tcp:127.0.0.1:{api_port}-:{API_PORT}" if api_port else "")
         + (f",mac={mac}" if mac else ""),
         *extra,
     ]
@@ -88,6 +94,7 @@ class Node:
         self.kernel = Path(kernel) if kernel else newest_kernel()
         self.cmdline = full_cmdline(cmdline, append)
         self.port = port or free_port()
+        self.api_port = free_port()
         self.monitor = BUILD / f"{name}.monitor"
         self.log_path = Path(log) if log else BUILD / f"{name}.console.log"
         self.echo = echo
@@ -97,7 +104,7 @@ class Node:
         if self.monitor.exists():
             self.monitor.unlink()
         cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
-                           extra=extra, mac=mac)
+                           extra=extra, mac=mac, api_port=self.api_port)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
         self.log.flush()

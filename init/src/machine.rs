@@ -17,3 +17,12 @@ pub struct Machine {
     /// All controllers ran without error at least once.
     pub settled: bool,
 }
+
+/// What an API client may ask of the machine itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Power {
+    /// Stop services, then reboot.
+    Reboot,
+    /// Stop services, then power off.
+    Shutdown,
+}

@@ -41,40 +41,93 @@ const COMMANDS: &[(&str, &str)] = &[
       BlackholeRouteConfig KubeSpanConfig KubeSpanEndpointsConfig.
   keelson config migrate FILE
       Print the configuration with machine.network and machine.time as typed documents.
+  keelson config confirm [NODE OPTIONS]
+      Keep the config applied with apply-config --mode try (before its timeout).
 ",
     ),
     (
         "run",
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
-              [--api-socket PATH] [--api-max-connections N] [--set-clock]
+              [--api-socket PATH] [--api-listen ADDR:PORT]... [--api-max-connections N]
+              [--set-clock]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
       --api-socket PATH serves the local API there (root only, mode 0600), to at most N
-      clients at once (default 256). Time sync only measures the clock (timestatus) unless
-      --set-clock lets it step and slew it, as PID 1 does.
+      clients at once (default 256). --api-listen serves it over TLS too (PID 1: [::]:50000):
+      maintenance mode (self-signed, --insecure) until the config has machine.ca, then
+      mutual TLS with client certificates from that CA. Time sync only measures the clock
+      (timestatus) unless --set-clock lets it step and slew it, as PID 1 does.
 ",
     ),
     (
         "get",
-        "  keelson get TYPE [ID] [--namespace NS] [-o table|yaml|json] [--watch] [--socket PATH]
+        "  keelson get TYPE [ID] [--namespace NS] [-o table|yaml|json] [--watch] [NODE OPTIONS]
       Show resources of a running node (addresses, routes, links, resolvers, hostname, ...).
 ",
     ),
-    ("logs", "  keelson logs [-f] [--socket PATH]\n      The node's log; -f follows it.\n"),
+    ("logs", "  keelson logs [-f] [NODE OPTIONS]\n      The node's log; -f follows it.\n"),
     (
         "apply-config",
-        "  keelson apply-config FILE [--dry-run] [--socket PATH]
-      Validate a machine config, print what it adds, changes and removes, apply it.
+        "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|try] [--timeout 1m]
+               [NODE OPTIONS]
+      Validate a machine config, print what it adds, changes and removes, apply it. --mode
+      try rolls it back after --timeout (default 1m) unless `keelson config confirm` comes
+      first; reboot applies it, then reboots; staged is not supported yet.
 ",
     ),
     (
         "explain",
-        "  keelson explain TYPE ID [--socket PATH]
+        "  keelson explain TYPE ID [NODE OPTIONS]
       Which network-config inputs set each field of a merged spec.
 ",
     ),
-    ("machine-status", "  keelson machine-status [--socket PATH]\n      The node's stage and readiness.\n"),
+    ("machine-status", "  keelson machine-status [NODE OPTIONS]\n      The node's stage and readiness.\n"),
+    (
+        "version",
+        "  keelson version [--client] [NODE OPTIONS]
+      This client's version and each node's (and whether it is in maintenance mode).
+",
+    ),
+    (
+        "disks",
+        "  keelson disks [NODE OPTIONS]
+      The node's block devices (sysfs): name, model, serial, WWID, size, rotational,
+      transport, read-only.
+",
+    ),
+    ("dmesg", "  keelson dmesg [NODE OPTIONS]\n      The node's kernel ring buffer.\n"),
+    (
+        "reboot",
+        "  keelson reboot [NODE OPTIONS]
+      Stop the node's services, then reboot (os:admin or os:operator; `run` just stops).
+",
+    ),
+    (
+        "shutdown",
+        "  keelson shutdown [NODE OPTIONS]
+      Stop the node's services, then power off (os:admin or os:operator; `run` just stops).
+",
+    ),
+    (
+        "gen",
+        "  keelson gen config CLUSTER-NAME [--output DIR] [--endpoints HOST[:PORT],...]
+      A new CA; machine.yaml (a machine config carrying it as machine.ca), keelsonconfig
+      (client config with an os:admin certificate) and keelsonconfig.reader (os:reader).
+",
+    ),
+    (
+        "node options",
+        "  NODE OPTIONS (every command that talks to a node):
+      --socket PATH              the local API socket (the default, /run/keelson/api.sock)
+      -n, --nodes HOST[:PORT],.. these nodes over TLS (port 50000 by default); output is
+                                 prefixed with the node when there are several
+      -e, --endpoints HOST,..    where to connect when no node is named
+      --keelsonconfig PATH       client config (or KEELSONCONFIG, or ~/.keelson/config)
+      -i, --insecure             a node in maintenance mode: no client certificate, the
+                                 node's certificate unchecked unless --fingerprint SHA256
+",
+    ),
     ("help", "  keelson help\n      This text. `keelson COMMAND --help` shows one command.\n"),
 ];
 
@@ -119,6 +172,12 @@ fn main() -> ExitCode {
         Some("apply-config") => api::client::apply_main(rest),
         Some("explain") => api::client::explain_main(rest),
         Some("machine-status") => api::client::status_main(rest),
+        Some("version") => api::client::version_main(rest),
+        Some("gen") => api::gen::main(rest),
+        Some("disks") => api::client::disks_main(rest),
+        Some("dmesg") => api::client::dmesg_main(rest),
+        Some("reboot") => api::client::power_main("reboot", rest),
+        Some("shutdown") => api::client::power_main("shutdown", rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

@@ -24,6 +24,9 @@ enum ArgsError {
     /// `--api-max-connections` is not a number.
     #[error("--api-max-connections wants a number")]
     MaxConnections,
+    /// `--api-listen` is not ADDR:PORT.
+    #[error("--api-listen wants ADDR:PORT ([ADDR]:PORT for IPv6), not {0:?}")]
+    Listen(String),
     /// No `--root`.
     #[error("--root DIR is required (files such as /etc/resolv.conf are written under it)")]
     NoRoot,
@@ -39,6 +42,7 @@ struct Args {
     once: bool,
     set_clock: bool,
     api_socket: Option<PathBuf>,
+    api_listen: Vec<std::net::SocketAddr>,
     api_max_connections: usize,
 }
 
@@ -54,6 +58,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         once: false,
         set_clock: false,
         api_socket: None,
+        api_listen: Vec::new(),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
     };
     let mut root = None;
@@ -70,6 +75,10 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
             Long("once") => a.once = true,
             Long("set-clock") => a.set_clock = true,
             Long("api-socket") => a.api_socket = Some(value(&mut p)?.into()),
+            Long("api-listen") => {
+                let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
+                a.api_listen.push(v.parse().map_err(|_| ArgsError::Listen(v))?);
+            }
             Long("api-max-connections") => {
                 a.api_max_connections = value(&mut p)?
                     .into_string()
@@ -108,6 +117,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         set_clock: args.set_clock,
         stop_grace: crate::supervisor::STOP_GRACE,
         api_socket: args.api_socket,
+        api_listen: args.api_listen,
         api_max_connections: args.api_max_connections,
         state: args.state,
     };

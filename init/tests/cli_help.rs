@@ -5,8 +5,18 @@
 
 use std::process::Command;
 
-const COMMANDS: &[&str] =
-    &["plan", "run", "get", "logs", "apply-config", "explain", "machine-status", "help"];
+const COMMANDS: &[&str] = &[
+    "plan",
+    "run",
+    "get",
+    "logs",
+    "apply-config",
+    "explain",
+    "machine-status",
+    "version",
+    "gen",
+    "help",
+];
 
 #[test]
 fn every_command_answers_help() {

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The client commands: `get`, `logs`, `apply-config`, `explain`, `machine-status`. Each
-//! connects to the socket, sends one request line and prints the answer.
+//! The client commands: `get`, `logs`, `apply-config`, `explain`, `machine-status`,
+//! `version`. Each connects to the node (the local socket, or TLS: [`super::connect`]), sends
+//! one request line and prints the answer; with several nodes, each node's output lines are
+//! prefixed with its name.
 
 use std::ffi::OsString;
 use std::io::{BufReader, ErrorKind, Write};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::aliases;
+use super::connect::{self, Common, Stream, Target};
 use crate::output::{self, Format, Remote};
 
 /// How long a one-shot request may take.
@@ -35,24 +37,13 @@ const CLOSED: &str = "the node closed the connection";
 
 /// A connection to the API.
 struct Client {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
+    reader: BufReader<Box<dyn Stream>>,
 }
 
 impl Client {
-    fn connect(path: &PathBuf, streaming: bool) -> Result<Self, String> {
-        let s = UnixStream::connect(path).map_err(|e| {
-            format!(
-                "cannot connect to the API socket {}: {e} (is the node running? --socket PATH)",
-                path.display()
-            )
-        })?;
-        if !streaming {
-            s.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
-        }
-        s.set_write_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
-        let writer = s.try_clone().map_err(|e| e.to_string())?;
-        Ok(Self { reader: BufReader::new(s), writer })
+    fn connect(target: &Target, streaming: bool) -> Result<Self, String> {
+        let s = connect::open(target, (!streaming).then_some(TIMEOUT), TIMEOUT)?;
+        Ok(Self { reader: BufReader::new(s) })
     }
 
     fn send(&mut self, req: &Value) -> Result<(), String> {
@@ -61,7 +52,8 @@ impl Client {
 
     /// Send a request serialized by [`line`].
     fn send_line(&mut self, line: &str) -> Result<(), String> {
-        match self.writer.write_all(line.as_bytes()) {
+        let w = self.reader.get_mut();
+        match w.write_all(line.as_bytes()).and_then(|()| w.flush()) {
             Ok(()) => Ok(()),
             // The node stopped reading and closed (a request over its limit, say): its answer
             // says why, and is worth more than "broken pipe".
@@ -83,6 +75,11 @@ impl Client {
                 |e| match e {
                     net::bounded::ReadError::LineTooLong { limit } => format!(
                         "answer line longer than {limit} bytes: not a keelson API or a broken node"
+                    ),
+                    // TLS 1.3 says no to a client certificate after the client's handshake is
+                    // done: the refusal arrives as an alert on the first read.
+                    e if e.to_string().contains("alert") => format!(
+                        "the node refused this client at the TLS handshake ({e}): a client certificate from the node's CA is needed (--keelsonconfig), --insecure only reaches a node in maintenance mode"
                     ),
                     e => format!("receive: {e}"),
                 },
@@ -112,6 +109,37 @@ fn finish(cmd: &str, r: Result<(), String>) -> ExitCode {
     }
 }
 
+/// Run `f` for each node: straight to stdout for one, each line prefixed with the node's
+/// name for several (a node that fails does not stop the others).
+fn each(
+    common: &Common,
+    f: impl Fn(&Target, &mut dyn Write) -> Result<(), String>,
+) -> Result<(), String> {
+    let targets = common.targets()?;
+    if let [one] = targets.as_slice() {
+        return f(one, &mut std::io::stdout().lock());
+    }
+    let mut failed = 0;
+    for t in &targets {
+        let mut buf = Vec::new();
+        let r = f(t, &mut buf);
+        let name = t.name();
+        let mut text = String::new();
+        for line in String::from_utf8_lossy(&buf).lines() {
+            text.push_str(&format!("{name}: {line}\n"));
+        }
+        std::io::stdout().lock().write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        if let Err(e) = r {
+            eprintln!("{name}: {e}");
+            failed += 1;
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        n => Err(format!("{n} of {} nodes failed", targets.len())),
+    }
+}
+
 fn remote(v: &Value) -> Remote {
     Remote {
         node: v["node"].as_str().unwrap_or_default().to_owned(),
@@ -127,15 +155,16 @@ pub fn get_main(raw: Vec<OsString>) -> ExitCode {
 fn get(raw: Vec<OsString>) -> Result<(), String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
-    let (mut socket, mut ns, mut format, mut watch) =
-        (PathBuf::from(super::DEFAULT_SOCKET), None, Format::Table, false);
+    let (mut common, mut ns, mut format, mut watch) =
+        (Common::default(), None, Format::Table, false);
     let mut positional = Vec::new();
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
         match arg {
-            Long("socket") => socket = p.value().map_err(|e| e.to_string())?.into(),
-            Long("namespace") | Short('n') => {
-                ns = Some(text(p.value().map_err(|e| e.to_string())?)?)
-            }
+            Long("namespace") => ns = Some(text(p.value().map_err(|e| e.to_string())?)?),
             Short('o') | Long("output") => {
                 format = text(p.value().map_err(|e| e.to_string())?)?
                     .parse::<Format>()
@@ -158,9 +187,29 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
     };
     let kind = aliases::resolve(kind).map_err(|e| e.to_string())?;
     let namespace = ns.unwrap_or_else(|| aliases::default_namespace(kind).to_string());
-    let mut c = Client::connect(&socket, watch)?;
-    let out = &mut std::io::stdout().lock();
     if watch {
+        let targets = common.targets()?;
+        let [target] = targets.as_slice() else {
+            return Err("--watch follows one node".into());
+        };
+        return watch_one(target, kind, &namespace, id, format);
+    }
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        get_one(&mut c, kind, &namespace, id.as_deref(), format, out)
+    })
+}
+
+fn watch_one(
+    target: &Target,
+    kind: net::resource::Kind,
+    namespace: &str,
+    id: Option<String>,
+    format: Format,
+) -> Result<(), String> {
+    let mut c = Client::connect(target, true)?;
+    let out = &mut std::io::stdout().lock();
+    {
         c.send(
             &json!({"op": "watch", "type": kind.short_name(), "namespace": namespace, "id": id}),
         )?;
@@ -206,6 +255,16 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
             out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| e.to_string())?;
         }
     }
+}
+
+fn get_one(
+    c: &mut Client,
+    kind: net::resource::Kind,
+    namespace: &str,
+    id: Option<&str>,
+    format: Format,
+    mut out: &mut dyn Write,
+) -> Result<(), String> {
     let items = match &id {
         Some(id) => {
             c.send(
@@ -223,7 +282,7 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
                 .unwrap_or_default()
         }
     };
-    output::render_remote(out, &items, format).map_err(|e| e.to_string())
+    output::render_remote(&mut out, &items, format).map_err(|e| e.to_string())
 }
 
 /// `keelson logs [-f] [--socket PATH]`
@@ -234,17 +293,30 @@ pub fn logs_main(raw: Vec<OsString>) -> ExitCode {
 fn logs(raw: Vec<OsString>) -> Result<(), String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
-    let (mut socket, mut follow) = (PathBuf::from(super::DEFAULT_SOCKET), false);
+    let (mut common, mut follow) = (Common::default(), false);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
         match arg {
-            Long("socket") => socket = p.value().map_err(|e| e.to_string())?.into(),
             Short('f') | Long("follow") => follow = true,
             _ => return Err(arg.unexpected().to_string()),
         }
     }
-    let mut c = Client::connect(&socket, follow)?;
+    if follow {
+        let targets = common.targets()?;
+        let [target] = targets.as_slice() else {
+            return Err("-f follows one node".into());
+        };
+        return logs_one(target, true, &mut std::io::stdout().lock());
+    }
+    each(&common, |target, out| logs_one(target, false, out))
+}
+
+fn logs_one(target: &Target, follow: bool, out: &mut dyn Write) -> Result<(), String> {
+    let mut c = Client::connect(target, follow)?;
     c.send(&json!({"op": "logs", "follow": follow}))?;
-    let out = &mut std::io::stdout().lock();
     loop {
         let v = c.recv()?;
         for l in v["lines"].as_array().into_iter().flatten() {
@@ -265,11 +337,19 @@ pub fn apply_main(raw: Vec<OsString>) -> ExitCode {
 fn apply(raw: Vec<OsString>) -> Result<(), String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
-    let (mut socket, mut dry, mut file) = (PathBuf::from(super::DEFAULT_SOCKET), false, None);
+    let (mut common, mut dry, mut file) = (Common::default(), false, None);
+    let (mut mode, mut timeout) = (None::<String>, None::<u64>);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
         match arg {
-            Long("socket") => socket = p.value().map_err(|e| e.to_string())?.into(),
             Long("dry-run") => dry = true,
+            Short('m') | Long("mode") => mode = Some(text(p.value().map_err(|e| e.to_string())?)?),
+            Long("timeout") => {
+                timeout = Some(seconds(&text(p.value().map_err(|e| e.to_string())?)?)?)
+            }
             Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
             _ => return Err(arg.unexpected().to_string()),
         }
@@ -280,12 +360,19 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     // that is merely too large is sent, and the node's answer says why it is refused.
     let config = net::bounded::read_text(&file, CONFIG_FILE_LIMIT)
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let request = line(&json!({"op": "apply-config", "config": config, "dryRun": dry}));
+    let request = line(&json!({
+        "op": "apply-config", "config": config, "dryRun": dry, "mode": mode, "timeoutSeconds": timeout,
+    }));
     drop(config);
-    let mut c = Client::connect(&socket, false)?;
-    c.send_line(&request)?;
-    let v = c.recv().map_err(|e| format!("{}: {e}", file.display()))?;
-    let out = &mut std::io::stdout().lock();
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send_line(&request)?;
+        let v = c.recv().map_err(|e| format!("{}: {e}", file.display()))?;
+        apply_report(&v, dry, out)
+    })
+}
+
+fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String> {
     let mut text = String::new();
     for w in v["warnings"].as_array().into_iter().flatten() {
         text.push_str(&format!("warning: {}\n", w.as_str().unwrap_or_default()));
@@ -319,7 +406,50 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
         }
         (false, false) => format!("{} resource(s) changing: applied\n", changes.len()),
     });
+    if let Some(t) = v["trialSeconds"].as_u64() {
+        text.push_str(&format!(
+            "on trial for {t} s: `keelson config confirm` keeps it, otherwise the node rolls back\n"
+        ));
+    }
+    if let Some(kept) = v["kept"].as_str() {
+        text.push_str(&format!("kept: {}\n", output::escape_cell(kept)));
+    }
+    if v["reboot"] == json!(true) {
+        text.push_str("the node reboots now\n");
+    }
     out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// `90`, `90s`, `2m`, `1h` (Talos's `--timeout 1m`) as seconds.
+fn seconds(s: &str) -> Result<u64, String> {
+    let (n, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = n.parse().map_err(|_| format!("--timeout {s:?}: a number of s, m or h"))?;
+    let mul = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("--timeout {s:?}: a number of s, m or h")),
+    };
+    n.checked_mul(mul).ok_or_else(|| format!("--timeout {s:?}: too long"))
+}
+
+/// `keelson config confirm [NODE OPTIONS]`: keep the config on trial.
+pub fn confirm_main(raw: Vec<OsString>) -> ExitCode {
+    finish("config confirm", confirm(raw))
+}
+
+fn confirm(raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "confirm-config"}))?;
+        let v = c.recv()?;
+        let kept = output::escape_cell(v["kept"].as_str().unwrap_or_default());
+        writeln!(out, "the config on trial is kept ({kept})").map_err(|e| e.to_string())
+    })
 }
 
 /// `keelson explain TYPE ID [--namespace NS] [--socket PATH]`: where each field came from.
@@ -330,14 +460,15 @@ pub fn explain_main(raw: Vec<OsString>) -> ExitCode {
 fn explain(raw: Vec<OsString>) -> Result<(), String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
-    let (mut socket, mut ns) = (PathBuf::from(super::DEFAULT_SOCKET), None);
+    let (mut common, mut ns) = (Common::default(), None);
     let mut positional = Vec::new();
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
         match arg {
-            Long("socket") => socket = p.value().map_err(|e| e.to_string())?.into(),
-            Long("namespace") | Short('n') => {
-                ns = Some(text(p.value().map_err(|e| e.to_string())?)?)
-            }
+            Long("namespace") => ns = Some(text(p.value().map_err(|e| e.to_string())?)?),
             Value(v) => positional.push(text(v)?),
             _ => return Err(arg.unexpected().to_string()),
         }
@@ -347,9 +478,19 @@ fn explain(raw: Vec<OsString>) -> Result<(), String> {
     };
     let kind = aliases::resolve(kind).map_err(|e| e.to_string())?;
     let namespace = ns.unwrap_or_else(|| aliases::default_namespace(kind).to_string());
-    let mut c = Client::connect(&socket, false)?;
-    c.send(&json!({"op": "get", "type": kind.short_name(), "namespace": namespace, "id": id}))?;
-    let v = c.recv()?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "get", "type": kind.short_name(), "namespace": namespace, "id": id}))?;
+        explain_report(&c.recv()?, kind, id, out)
+    })
+}
+
+fn explain_report(
+    v: &Value,
+    kind: net::resource::Kind,
+    id: &str,
+    out: &mut dyn Write,
+) -> Result<(), String> {
     let r = &v["resource"];
     let mut text = format!("{} {} (version {})\n", kind.short_name(), id, r["metadata"]["version"]);
     match r["provenance"].as_object() {
@@ -376,7 +517,7 @@ fn explain(raw: Vec<OsString>) -> Result<(), String> {
             r["metadata"]["owner"]
         )),
     }
-    std::io::stdout().lock().write_all(text.as_bytes()).map_err(|e| e.to_string())
+    out.write_all(text.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// `keelson machine-status [--socket PATH]`: the raw status as JSON.
@@ -385,19 +526,153 @@ pub fn status_main(raw: Vec<OsString>) -> ExitCode {
 }
 
 fn status(raw: Vec<OsString>) -> Result<(), String> {
-    use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
-    let mut socket = PathBuf::from(super::DEFAULT_SOCKET);
+    let mut common = Common::default();
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match connect::option(&arg) {
+            Some(opt) => common.set(opt, &mut p)?,
+            None => return Err(arg.unexpected().to_string()),
+        }
+    }
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "machine-status"}))?;
+        let v = c.recv()?;
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        writeln!(out, "{text}").map_err(|e| e.to_string())
+    })
+}
+
+/// `keelson version [NODE OPTIONS]`: the client's version, and each node's.
+pub fn version_main(raw: Vec<OsString>) -> ExitCode {
+    finish("version", version(raw))
+}
+
+fn version(raw: Vec<OsString>) -> Result<(), String> {
+    let mut p = lexopt::Parser::from_args(raw);
+    let mut common = Common::default();
+    let mut client_only = false;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
         match arg {
-            Long("socket") => socket = p.value().map_err(|e| e.to_string())?.into(),
+            lexopt::Arg::Long("client") => client_only = true,
             _ => return Err(arg.unexpected().to_string()),
         }
     }
-    let mut c = Client::connect(&socket, false)?;
-    c.send(&json!({"op": "machine-status"}))?;
-    let v = c.recv()?;
-    let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-    println!("{text}");
-    Ok(())
+    println!("Client:\n\tkeelson {}", env!("CARGO_PKG_VERSION"));
+    if client_only {
+        return Ok(());
+    }
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "version"}))?;
+        let v = c.recv()?;
+        let mode = if v["maintenance"] == json!(true) { " (maintenance mode)" } else { "" };
+        writeln!(
+            out,
+            "Server:\n\tkeelson {}{mode}",
+            output::escape_cell(v["version"].as_str().unwrap_or_default())
+        )
+        .map_err(|e| e.to_string())
+    })
+}
+
+/// Parse only the node options (for verbs without options of their own).
+fn node_options(raw: Vec<OsString>) -> Result<Common, String> {
+    let mut p = lexopt::Parser::from_args(raw);
+    let mut common = Common::default();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match connect::option(&arg) {
+            Some(opt) => common.set(opt, &mut p)?,
+            None => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok(common)
+}
+
+/// `keelson disks [NODE OPTIONS]`: block devices, from the node's sysfs.
+pub fn disks_main(raw: Vec<OsString>) -> ExitCode {
+    finish("disks", disks(raw))
+}
+
+fn disks(raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "disks"}))?;
+        let v = c.recv()?;
+        let cell = |d: &Value, k: &str| output::escape_cell(d[k].as_str().unwrap_or("-"));
+        let mut rows =
+            vec![["DEV", "MODEL", "SERIAL", "WWID", "SIZE", "ROTATIONAL", "TRANSPORT", "RO"]
+                .map(String::from)
+                .to_vec()];
+        for d in v["disks"].as_array().into_iter().flatten() {
+            rows.push(vec![
+                format!("/dev/{}", cell(d, "name")),
+                cell(d, "model"),
+                cell(d, "serial"),
+                cell(d, "wwid"),
+                human_size(d["size"].as_u64().unwrap_or(0)),
+                d["rotational"].as_bool().unwrap_or(false).to_string(),
+                cell(d, "transport"),
+                d["readOnly"].as_bool().unwrap_or(false).to_string(),
+            ]);
+        }
+        out.write_all(output::align(&rows).as_bytes()).map_err(|e| e.to_string())
+    })
+}
+
+fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    let name = UNITS.get(unit).copied().unwrap_or("B");
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {name}")
+    }
+}
+
+/// `keelson dmesg [NODE OPTIONS]`: the node's kernel ring buffer.
+pub fn dmesg_main(raw: Vec<OsString>) -> ExitCode {
+    finish("dmesg", dmesg(raw))
+}
+
+fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": "dmesg"}))?;
+        let v = c.recv()?;
+        let mut text = String::new();
+        for l in v["lines"].as_array().into_iter().flatten() {
+            text.push_str(&output::escape_cell(l.as_str().unwrap_or_default()));
+            text.push('\n');
+        }
+        out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+    })
+}
+
+/// `keelson reboot|shutdown [NODE OPTIONS]`: stop the node's services, then reboot or power
+/// off (`keelson run` stops instead).
+pub fn power_main(op: &'static str, raw: Vec<OsString>) -> ExitCode {
+    finish(op, power(op, raw))
+}
+
+fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
+    let common = node_options(raw)?;
+    each(&common, |target, out| {
+        let mut c = Client::connect(target, false)?;
+        c.send(&json!({"op": op}))?;
+        c.recv()?;
+        writeln!(out, "{op}: accepted; the node stops its services").map_err(|e| e.to_string())
+    })
 }

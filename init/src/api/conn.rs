@@ -8,16 +8,16 @@
 //! - a connection with no stream open that does nothing for [`IDLE`] is closed;
 //! - at most [`READ_BUDGET`] bytes are read per wakeup;
 //! - output waiting for a slow reader is capped at [`WRITE_CAP`]; a watcher over the cap is
-//!   dropped (it can reconnect and get the current state again).
+//!   dropped (it can reconnect and get the current state again);
+//! - a TLS handshake must be done within [`REQUEST_DEADLINE`] of the accept.
 
-use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
+use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::protocol::{self, ProtocolError, Query, MAX_REQUEST};
+use super::transport::{Access, Transport};
 use crate::reactor::Reactor;
 
 /// Closed after this long without a byte in either direction (unless streaming).
@@ -32,7 +32,7 @@ const READ_BUDGET: usize = 256 << 10;
 
 /// A client connection.
 pub struct Conn {
-    pub(super) stream: UnixStream,
+    pub(super) stream: Box<dyn Transport>,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     /// Bytes of `wbuf` already written.
@@ -54,7 +54,7 @@ pub struct Conn {
 
 impl Conn {
     /// A connection just accepted (and registered for reading).
-    pub fn new(stream: UnixStream, now: Instant) -> Self {
+    pub fn new(stream: Box<dyn Transport>, now: Instant) -> Self {
         Self {
             stream,
             rbuf: Vec::new(),
@@ -87,8 +87,14 @@ impl Conn {
         self.wbuf.push(b'\n');
     }
 
+    /// What the client may do (the role its certificate carries, for TLS).
+    pub fn access(&self) -> Access {
+        self.stream.access()
+    }
+
     /// Write what the socket takes. Err: the peer is gone.
     fn flush(&mut self, now: Instant) -> std::io::Result<()> {
+        self.stream.flush_queued()?;
         while self.woff < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.woff..]) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
@@ -119,14 +125,28 @@ impl Conn {
         self.line_started.filter(|_| !self.closing).map(|t| t + REQUEST_DEADLINE)
     }
 
+    fn handshake_deadline(&self) -> Option<Instant> {
+        self.stream.handshaking().then_some(self.accepted + REQUEST_DEADLINE)
+    }
+
     /// When it next times out.
     pub fn deadline(&self) -> Option<Instant> {
-        [self.idle_deadline(), self.line_deadline()].into_iter().flatten().min()
+        [self.idle_deadline(), self.line_deadline(), self.handshake_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// May make room for a new connection: nothing streams and no answer is waiting.
     pub fn evictable(&self) -> bool {
         !self.streaming() && self.pending() == 0
+    }
+
+    /// Stop reading; close once what is queued is written.
+    pub fn finish(&mut self) {
+        self.rbuf = Vec::new();
+        self.line_started = None;
+        self.closing = true;
     }
 
     /// Answer with an error and stop reading; the connection closes once it is written.
@@ -201,6 +221,10 @@ impl Conn {
             log::warn!(target: "api", "dropping a client that does not read ({} bytes queued)", self.pending());
             return false;
         }
+        if self.handshake_deadline().is_some_and(|d| d <= now) {
+            log::debug!(target: "api", "dropping a client whose TLS handshake did not end in time");
+            return false;
+        }
         if self.line_deadline().is_some_and(|d| d <= now) {
             log::debug!(target: "api", "closing a connection whose request did not end in time");
             self.refuse(&format!("request not completed within {} s", REQUEST_DEADLINE.as_secs()));
@@ -220,12 +244,13 @@ impl Conn {
         if self.flush(now).is_err() {
             return false;
         }
-        if self.closing && self.pending() == 0 {
+        if self.closing && self.pending() == 0 && !self.stream.wants_write() {
+            self.stream.close();
             return false;
         }
-        let want = (!self.closing, self.pending() > 0);
+        let want = (!self.closing, self.pending() > 0 || self.stream.wants_write());
         if want != self.interest {
-            if let Err(e) = reactor.interest(self.stream.as_fd(), token, want.0, want.1) {
+            if let Err(e) = reactor.interest(self.stream.fd(), token, want.0, want.1) {
                 log::warn!(target: "api", "{e}");
                 return false;
             }

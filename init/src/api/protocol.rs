@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::aliases::{self, UnknownType};
+pub use super::trial::ApplyMode;
 
 /// Longest request line accepted (bytes, without the newline).
 pub const MAX_REQUEST: usize = 1 << 20;
@@ -26,6 +27,9 @@ pub enum ProtocolError {
     /// An unknown namespace.
     #[error("{0}")]
     Namespace(String),
+    /// A bad `apply-config` mode or timeout.
+    #[error("{0}")]
+    Mode(String),
     /// Longer than [`MAX_REQUEST`].
     #[error("request longer than {MAX_REQUEST} bytes")]
     TooLong,
@@ -76,9 +80,27 @@ pub enum Wire {
         /// Only report the diff.
         #[serde(default, rename = "dryRun")]
         dry_run: bool,
+        /// `auto`, `no-reboot`, `reboot`, `staged` or `try`.
+        #[serde(default)]
+        mode: Option<String>,
+        /// How long a `try` lasts.
+        #[serde(default, rename = "timeoutSeconds")]
+        timeout_seconds: Option<u64>,
     },
+    /// Keep the config on trial.
+    ConfirmConfig,
     /// Uptime, readiness, kubelet.
     MachineStatus,
+    /// keelson's version, and whether the node is in maintenance mode.
+    Version,
+    /// Block devices (sysfs).
+    Disks,
+    /// The kernel ring buffer.
+    Dmesg,
+    /// Stop services and reboot.
+    Reboot,
+    /// Stop services and power off.
+    Shutdown,
 }
 
 /// Which resources a get, list or watch is about.
@@ -112,9 +134,23 @@ pub enum Request {
         config: String,
         /// Only report.
         dry_run: bool,
+        /// How it takes effect.
+        mode: ApplyMode,
     },
+    /// See [`Wire::ConfirmConfig`].
+    ConfirmConfig,
     /// See [`Wire::MachineStatus`].
     MachineStatus,
+    /// See [`Wire::Version`].
+    Version,
+    /// See [`Wire::Disks`].
+    Disks,
+    /// See [`Wire::Dmesg`].
+    Dmesg,
+    /// See [`Wire::Reboot`].
+    Reboot,
+    /// See [`Wire::Shutdown`].
+    Shutdown,
 }
 
 fn query(kind: &str, namespace: Option<&str>, id: Option<String>) -> Result<Query, ProtocolError> {
@@ -140,8 +176,19 @@ pub fn parse(line: &[u8]) -> Result<Request, ProtocolError> {
             Request::Watch(query(&kind, namespace.as_deref(), id)?)
         }
         Wire::Logs { follow } => Request::Logs { follow },
-        Wire::ApplyConfig { config, dry_run } => Request::ApplyConfig { config, dry_run },
+        Wire::ApplyConfig { config, dry_run, mode, timeout_seconds } => Request::ApplyConfig {
+            config,
+            dry_run,
+            mode: ApplyMode::parse(mode.as_deref(), timeout_seconds)
+                .map_err(ProtocolError::Mode)?,
+        },
+        Wire::ConfirmConfig => Request::ConfirmConfig,
         Wire::MachineStatus => Request::MachineStatus,
+        Wire::Version => Request::Version,
+        Wire::Disks => Request::Disks,
+        Wire::Dmesg => Request::Dmesg,
+        Wire::Reboot => Request::Reboot,
+        Wire::Shutdown => Request::Shutdown,
     })
 }
 
@@ -174,7 +221,17 @@ mod tests {
         ));
         assert_eq!(parse(br#"{"op":"logs"}"#).ok(), Some(Request::Logs { follow: false }));
         let r = parse(br#"{"op":"apply-config","config":"x","dryRun":true}"#);
-        assert_eq!(r.ok(), Some(Request::ApplyConfig { config: "x".into(), dry_run: true }));
+        assert_eq!(
+            r.ok(),
+            Some(Request::ApplyConfig { config: "x".into(), dry_run: true, mode: ApplyMode::Auto })
+        );
+        let r = parse(br#"{"op":"apply-config","config":"x","mode":"try","timeoutSeconds":5}"#);
+        assert!(matches!(r, Ok(Request::ApplyConfig { mode: ApplyMode::Try(_), .. })), "{r:?}");
+        assert!(matches!(
+            parse(br#"{"op":"apply-config","config":"x","mode":"later"}"#),
+            Err(ProtocolError::Mode(_))
+        ));
+        assert_eq!(parse(br#"{"op":"confirm-config"}"#).ok(), Some(Request::ConfirmConfig));
         assert_eq!(parse(br#"{"op":"machine-status"}"#).ok(), Some(Request::MachineStatus));
     }
 
@@ -185,7 +242,7 @@ mod tests {
             b"",
             b"{}",
             b"[1,2]",
-            br#"{"op":"reboot"}"#,
+            br#"{"op":"rebootx"}"#,
             br#"{"op":"get","type":"addresses"}"#,
         ] {
             assert!(matches!(parse(bad), Err(ProtocolError::Json(_))), "{bad:?}");

@@ -2,7 +2,9 @@
 //! The API server, driven by the node's event loop: a non-blocking listener and non-blocking
 //! connections, each with its own epoll token. No threads, and nothing here ever blocks.
 //! Requests are answered here; each connection's bounds are in [`super::conn`], the socket
-//! path's ownership in [`super::socket`].
+//! path's ownership in [`super::socket`], the TCP listeners and TLS mode in
+//! [`super::remote`]. The local socket and TLS connections share the same connection code
+//! and bounds; what a client may call depends on how it connected ([`allowed`]).
 //!
 //! At most [`MAX_CONNECTIONS`]. When the table is full, a new connection takes the place of
 //! the oldest one that has no stream open and no answer waiting (that one gets an error line
@@ -10,9 +12,9 @@
 //! does the new one get `too many connections`.
 
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Write};
-use std::os::fd::AsFd;
-use std::path::Path;
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use net::config::MachineConfig;
@@ -26,60 +28,118 @@ use serde_json::{json, Value};
 
 use super::conn::Conn;
 use super::diff::{self, Specs};
-use super::protocol::{self, Query, Request};
+use super::protocol::{self, ApplyMode, Query, Request};
+use super::remote::{Remote, MAX_LISTENERS};
 pub use super::socket::ServerError;
 use super::socket::Socket;
+use super::transport::{Access, Transport};
+use super::trial::{self, Trial};
 use crate::logring;
-use crate::machine::Machine;
+use crate::machine::{Machine, Power};
 use crate::reactor::Reactor;
 
 /// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// The listening socket and its connections.
+/// The listening sockets and their connections.
 pub struct Server {
-    socket: Socket,
+    socket: Option<Socket>,
+    remote: Option<Remote>,
     token: u64,
     next_token: u64,
     conns: BTreeMap<u64, Conn>,
     max_connections: usize,
+    /// What requests did beyond their answer: a reboot or shutdown for the loop to take, a
+    /// config on trial.
+    effects: Effects,
+}
+
+/// What requests leave behind for the server and the loop.
+#[derive(Debug, Default)]
+struct Effects {
+    power: Option<Power>,
+    trial: Option<Trial>,
+    /// Where the node reads its config from: an applied config is written there.
+    config_path: Option<PathBuf>,
+}
+
+impl Effects {
+    /// Keep `text` in the config file; what to tell the client.
+    fn keep(&self, text: &str) -> Value {
+        match &self.config_path {
+            Some(p) => match trial::write_back(p, text) {
+                Ok(()) => {
+                    log::info!(target: "api", "the applied config is kept in {}", p.display());
+                    json!(p.display().to_string())
+                }
+                Err(e) => {
+                    log::error!(target: "api", "the applied config could not be kept: {e}");
+                    json!(format!("not kept for the next start: {e}"))
+                }
+            },
+            None => json!("not kept for the next start: the node has no config file"),
+        }
+    }
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
-            .field("path", &self.socket.path())
+            .field("path", &self.socket.as_ref().map(Socket::path))
+            .field("remote", &self.remote)
             .field("conns", &self.conns.len())
             .finish()
     }
 }
 
 impl Server {
-    /// Listen on `path` (mode 0600: only root may connect), registering the listener as
-    /// `token`; connections get tokens above it.
+    /// Listen on `path` (mode 0600: only root may connect) as `token`, and over TLS on each
+    /// of `listen` as the tokens after it; connections get tokens above those.
     pub fn bind(
-        path: &Path,
+        path: Option<&Path>,
+        listen: &[SocketAddr],
         reactor: &Reactor,
         token: u64,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
+        let socket = path.map(|p| Socket::bind(p, reactor, token)).transpose()?;
+        let remote = match listen {
+            [] => None,
+            addrs => Some(Remote::bind(addrs, reactor, token + 1)?),
+        };
         Ok(Self {
-            socket: Socket::bind(path, reactor, token)?,
+            socket,
+            remote,
             token,
-            next_token: token + 1,
+            next_token: token + 1 + MAX_LISTENERS as u64,
             conns: BTreeMap::new(),
             max_connections,
+            effects: Effects::default(),
         })
     }
 
-    /// True when `token` is the listener's or a connection's.
+    /// Keep applied configs in `path` (the config file the node reads at start).
+    pub fn keep_config_in(&mut self, path: Option<PathBuf>) {
+        self.effects.config_path = path;
+    }
+
+    /// A reboot or shutdown asked for since the last call.
+    pub fn take_power(&mut self) -> Option<Power> {
+        self.effects.power.take()
+    }
+
+    /// True when `token` is a listener's or a connection's.
     pub fn owns(&self, token: u64) -> bool {
-        token == self.token || self.conns.contains_key(&token)
+        (token == self.token && self.socket.is_some())
+            || self.remote.as_ref().is_some_and(|r| r.owns(token))
+            || self.conns.contains_key(&token)
     }
 
     /// The earliest idle deadline.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.conns.values().filter_map(Conn::deadline).min()
+        let reissue = self.remote.as_ref().and_then(Remote::poll_at);
+        let trial = self.effects.trial.as_ref().map(|t| t.deadline);
+        self.conns.values().filter_map(Conn::deadline).chain(reissue).chain(trial).min()
     }
 
     /// Handle readiness of one of our tokens.
@@ -92,19 +152,46 @@ impl Server {
         now: Instant,
     ) {
         if token == self.token {
-            self.accept(reactor, now);
+            self.accept_local(reactor, now);
+            return;
+        }
+        if self.remote.as_ref().is_some_and(|r| r.owns(token)) {
+            self.accept_tls(token, reactor, now);
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        let keep = serve(&mut conn, rt, machine, now);
+        let keep = serve(&mut conn, rt, machine, now, &mut self.effects);
         if keep && conn.settle(token, reactor, now) {
             self.conns.insert(token, conn);
+        }
+    }
+
+    /// Roll a config on trial back once its time is up (before the runtime runs).
+    pub fn before_run(&mut self, rt: &mut Runtime, now: Instant) {
+        if self.effects.trial.as_ref().is_some_and(|t| t.deadline <= now) {
+            if let Some(t) = self.effects.trial.take() {
+                t.roll_back(rt);
+            }
         }
     }
 
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
+        // The TLS mode and certificate follow the config, addresses and hostname only.
+        let relevant = changes.iter().any(|c| {
+            matches!(c.kind, Kind::AddressStatus | Kind::HostnameStatus | Kind::MachineConfig)
+        });
+        if self
+            .remote
+            .as_mut()
+            .is_some_and(|r| r.wants_refresh(now, relevant) && r.refresh(rt, now))
+        {
+            // Configured now: maintenance clients finish what they asked and go.
+            for conn in self.conns.values_mut().filter(|c| c.access() == Access::Maintenance) {
+                conn.finish();
+            }
+        }
         let (log_lines, log_next) = if self.conns.values().any(|c| c.follow.is_some()) {
             logring::since(0)
         } else {
@@ -134,9 +221,10 @@ impl Server {
         }
     }
 
-    fn accept(&mut self, reactor: &Reactor, now: Instant) {
+    fn accept_local(&mut self, reactor: &Reactor, now: Instant) {
         loop {
-            let stream = match self.socket.accept() {
+            let Some(socket) = &self.socket else { return };
+            let stream = match socket.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -149,21 +237,43 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            if self.conns.len() >= self.max_connections && !self.evict_oldest() {
-                let mut s = stream;
-                let mut line = protocol::error("too many connections").to_string();
-                line.push('\n');
-                let _ = s.write(line.as_bytes());
-                continue;
-            }
-            let token = self.next_token;
-            self.next_token += 1;
-            if let Err(e) = reactor.add(stream.as_fd(), token) {
-                log::warn!(target: "api", "{e}");
-                continue;
-            }
-            self.conns.insert(token, Conn::new(stream, now));
+            self.admit(Box::new(stream), reactor, now);
         }
+    }
+
+    fn accept_tls(&mut self, token: u64, reactor: &Reactor, now: Instant) {
+        loop {
+            let Some(remote) = &self.remote else { return };
+            let tcp = match remote.accept(token) {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warn!(target: "api", "accept: {e}");
+                    return;
+                }
+            };
+            if let Some(stream) = remote.wrap(tcp) {
+                self.admit(Box::new(stream), reactor, now);
+            }
+        }
+    }
+
+    /// Take a new connection, making room if the table is full.
+    fn admit(&mut self, mut stream: Box<dyn Transport>, reactor: &Reactor, now: Instant) {
+        if self.conns.len() >= self.max_connections && !self.evict_oldest() {
+            let mut line = protocol::error("too many connections").to_string();
+            line.push('\n');
+            stream.refuse_raw(&line);
+            return;
+        }
+        let token = self.next_token;
+        self.next_token += 1;
+        if let Err(e) = reactor.add(stream.fd(), token) {
+            log::warn!(target: "api", "{e}");
+            return;
+        }
+        self.conns.insert(token, Conn::new(stream, now));
     }
 
     /// Close the oldest connection that neither streams nor has an answer waiting, to make
@@ -179,25 +289,39 @@ impl Server {
         log::debug!(target: "api", "closing the oldest idle connection to make room for a new one");
         let mut line = protocol::error("too many connections: closed to make room").to_string();
         line.push('\n');
-        let _ = conn.stream.write(line.as_bytes());
+        conn.stream.refuse_raw(&line);
+        conn.stream.close();
         true
     }
 }
 
 /// Read what is there and answer every complete request line; false when the connection is
 /// to be dropped now.
-fn serve(conn: &mut Conn, rt: &mut Runtime, machine: Machine, now: Instant) -> bool {
+fn serve(
+    conn: &mut Conn,
+    rt: &mut Runtime,
+    machine: Machine,
+    now: Instant,
+    effects: &mut Effects,
+) -> bool {
     if !conn.read(now) {
         return false;
     }
     for line in conn.take_lines(now) {
-        handle(conn, &line, rt, machine, now);
+        handle(conn, &line, rt, machine, now, effects);
     }
     conn.refuse_overlong();
     true
 }
 
-fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now: Instant) {
+fn handle(
+    conn: &mut Conn,
+    line: &[u8],
+    rt: &mut Runtime,
+    machine: Machine,
+    now: Instant,
+    effects: &mut Effects,
+) {
     let request = match protocol::parse(line) {
         Ok(r) => r,
         Err(e) => {
@@ -209,8 +333,12 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
         conn.send(&protocol::error("this connection is streaming; open another for new requests"));
         return;
     }
+    if let Err(why) = allowed(conn.access(), &request) {
+        conn.send(&protocol::error(&why));
+        return;
+    }
     let node = node_name(rt);
-    let reply = match request {
+    let reply = match request.clone() {
         Request::Get(q) => {
             let id = q.id.clone().unwrap_or_default();
             match rt.store().get(q.namespace, q.kind, &id) {
@@ -243,13 +371,74 @@ fn handle(conn: &mut Conn, line: &[u8], rt: &mut Runtime, machine: Machine, now:
             }
             json!({"ok": true, "lines": lines})
         }
-        Request::ApplyConfig { config, dry_run } => match apply_config(rt, &config, dry_run) {
-            Ok(v) => v,
-            Err(e) => protocol::error(&e),
+        Request::ApplyConfig { config, dry_run, mode } => {
+            match apply_with_mode(rt, &config, dry_run, mode, effects, now) {
+                Ok(v) => v,
+                Err(e) => protocol::error(&e),
+            }
+        }
+        Request::ConfirmConfig => match effects.trial.take() {
+            Some(t) => {
+                log::info!(target: "api", "the config on trial is confirmed");
+                json!({"ok": true, "node": node, "kept": effects.keep(&t.text)})
+            }
+            None => protocol::error("no config on trial (apply-config --mode try first)"),
         },
         Request::MachineStatus => machine_status(rt, machine, &node, now),
+        Request::Version => json!({
+            "ok": true,
+            "node": node,
+            "version": env!("CARGO_PKG_VERSION"),
+            "maintenance": conn.access() == Access::Maintenance,
+        }),
+        Request::Disks => super::hostinfo::disks(Path::new("/sys/block")),
+        Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
+        Request::Reboot | Request::Shutdown => {
+            let what = if request_is_reboot(&request) { Power::Reboot } else { Power::Shutdown };
+            effects.power = Some(what);
+            // The answer is written before services stop; the connection then closes.
+            conn.finish();
+            json!({"ok": true, "node": node, "action": format!("{what:?}").to_lowercase()})
+        }
     };
     conn.send(&reply);
+}
+
+fn request_is_reboot(r: &Request) -> bool {
+    matches!(r, Request::Reboot)
+}
+
+/// May a client with `access` make this request? Err: why not, for the client.
+fn allowed(access: Access, request: &Request) -> Result<(), String> {
+    let changes_config = matches!(request, Request::ApplyConfig { .. } | Request::ConfirmConfig);
+    let power = matches!(request, Request::Reboot | Request::Shutdown);
+    match access {
+        Access::Admin => Ok(()),
+        Access::Reader if power => Err("permission denied: os:reader may not reboot or shut down (os:admin or os:operator)".into()),
+        Access::Operator | Access::Reader if changes_config => Err(format!(
+            "permission denied: {} may not apply a config (os:admin only)",
+            role_name(access)
+        )),
+        Access::Operator | Access::Reader => Ok(()),
+        Access::Maintenance => match request {
+            Request::Version | Request::Disks | Request::ApplyConfig { .. } => Ok(()),
+            Request::Get(q) | Request::List(q)
+                if matches!(q.namespace, Namespace::Network | Namespace::NetworkConfig) =>
+            {
+                Ok(())
+            }
+            _ => Err("not available in maintenance mode: apply a machine config with machine.ca first (maintenance allows version, disks, get/list of network resources, apply-config)".into()),
+        },
+        Access::Pending => Err("not authenticated".into()),
+    }
+}
+
+fn role_name(access: Access) -> &'static str {
+    match access {
+        Access::Operator => "os:operator",
+        Access::Reader => "os:reader",
+        _ => "this client",
+    }
 }
 
 /// Does a change concern a watch?
@@ -354,6 +543,48 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
     Ok(merged_specs(rt.store().iter()))
 }
 
+/// `apply_config`, then what the mode asks: a trial to roll back, a reboot.
+fn apply_with_mode(
+    rt: &mut Runtime,
+    text: &str,
+    dry_run: bool,
+    mode: ApplyMode,
+    effects: &mut Effects,
+    now: Instant,
+) -> Result<Value, String> {
+    if mode == ApplyMode::Staged {
+        return Err("--mode staged: not supported yet (keelson does not keep an applied config for the next boot)".into());
+    }
+    let trial = match mode {
+        ApplyMode::Try(t) if !dry_run => {
+            Some(Trial::start(rt, effects.trial.take(), t, now, text)?)
+        }
+        _ => None,
+    };
+    let mut v = apply_config(rt, text, dry_run)?;
+    if dry_run {
+        return Ok(v);
+    }
+    match (mode, trial) {
+        (ApplyMode::Try(t), Some(trial)) => {
+            log::warn!(target: "api", "*** config on trial for {} s: `keelson config confirm` keeps it, otherwise it is rolled back ***", t.as_secs());
+            effects.trial = Some(trial);
+            v["trialSeconds"] = json!(t.as_secs());
+        }
+        (ApplyMode::Reboot, _) => {
+            effects.trial = None;
+            effects.power = Some(Power::Reboot);
+            v["reboot"] = json!(true);
+            v["kept"] = effects.keep(text);
+        }
+        _ => {
+            effects.trial = None;
+            v["kept"] = effects.keep(text);
+        }
+    }
+    Ok(v)
+}
+
 /// Validate, diff against the live merged specs, and apply unless `dry_run`.
 fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, String> {
     let cfg = net::config::parse(text).map_err(|e| format!("invalid config: {e}"))?;
@@ -449,6 +680,37 @@ mod tests {
             .store()
             .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
             .is_none());
+    }
+
+    #[test]
+    fn who_may_do_what() {
+        let q = |ns: Namespace| Query { kind: Kind::AddressStatus, namespace: ns, id: None };
+        let apply =
+            Request::ApplyConfig { config: String::new(), dry_run: false, mode: ApplyMode::Auto };
+        let cases = [
+            (Access::Admin, apply.clone(), true),
+            (Access::Admin, Request::Reboot, true),
+            (Access::Operator, apply.clone(), false),
+            (Access::Operator, Request::Shutdown, true),
+            (Access::Reader, apply.clone(), false),
+            (Access::Reader, Request::Reboot, false),
+            (Access::Reader, Request::Logs { follow: true }, true),
+            (Access::Maintenance, apply.clone(), true),
+            (Access::Maintenance, Request::Version, true),
+            (Access::Maintenance, Request::Disks, true),
+            (Access::Maintenance, Request::List(q(Namespace::Network)), true),
+            (Access::Maintenance, Request::Get(q(Namespace::NetworkConfig)), true),
+            (Access::Maintenance, Request::List(q(Namespace::Config)), false),
+            (Access::Maintenance, Request::Watch(q(Namespace::Network)), false),
+            (Access::Maintenance, Request::Logs { follow: false }, false),
+            (Access::Maintenance, Request::Dmesg, false),
+            (Access::Maintenance, Request::Reboot, false),
+            (Access::Maintenance, Request::MachineStatus, false),
+            (Access::Pending, Request::Version, false),
+        ];
+        for (access, request, ok) in cases {
+            assert_eq!(allowed(access, &request).is_ok(), ok, "{access:?} {request:?}");
+        }
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub enum ServerError {
     /// Registering with epoll failed.
     #[error("api socket: {0}")]
     Reactor(#[from] crate::reactor::ReactorError),
+    /// A TCP listener could not be bound.
+    #[error(transparent)]
+    Listen(#[from] super::remote::ListenError),
 }
 /// The bound listener; dropping it removes the path if it is still this socket.
 pub struct Socket {

@@ -2,6 +2,7 @@
 //! The local API's wiring into the node loop: bound at start (PID 1 runs on without it),
 //! fed every store change after the runtime ran, and handed its sockets' readiness.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
@@ -15,25 +16,48 @@ use crate::reactor::Reactor;
 pub struct Api(Option<Server>);
 
 impl Api {
-    /// Serve on `socket` (if asked), the listener reported as `token` and its connections
-    /// as the tokens above it.
+    /// Serve on `socket` and over TLS on `listen` (if asked), the listeners reported as
+    /// `token` and the few after it, their connections as the tokens above those.
     pub fn bind(
         socket: Option<&Path>,
+        listen: &[SocketAddr],
         reactor: &Reactor,
         token: u64,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
+        if socket.is_none() && listen.is_empty() {
+            return Ok(Self(None));
+        }
         // PID 1 never dies: without its API it still runs the network, so a bind failure (say,
-        // another node answering on the socket) is logged. `run` was asked for a socket: it
-        // refuses to start without it.
-        match socket.map(|p| Server::bind(p, reactor, token, max_connections)) {
-            Some(Ok(server)) => Ok(Self(Some(server))),
-            Some(Err(e)) if std::process::id() == 1 => {
-                log::error!(target: "api", "{e}; running without the API");
-                Ok(Self(None))
+        // another node answering on the socket) is logged, and what can be served is. `run`
+        // was asked for its API: it refuses to start without it.
+        match Server::bind(socket, listen, reactor, token, max_connections) {
+            Ok(server) => Ok(Self(Some(server))),
+            Err(e) if std::process::id() == 1 => {
+                log::error!(target: "api", "{e}");
+                // Without IPv6 (ipv6.disable=1) `[::]` cannot be bound: IPv4 alone, then the
+                // socket alone, then the TLS port alone.
+                let v4: Vec<SocketAddr> = listen
+                    .iter()
+                    .map(|a| match a.ip() {
+                        std::net::IpAddr::V6(v6) if v6.is_unspecified() => {
+                            SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, a.port()))
+                        }
+                        _ => *a,
+                    })
+                    .collect();
+                let fallback = Server::bind(socket, &v4, reactor, token, max_connections)
+                    .or_else(|_| Server::bind(socket, &[], reactor, token, max_connections))
+                    .or_else(|_| Server::bind(None, listen, reactor, token, max_connections));
+                match fallback {
+                    Ok(server) => Ok(Self(Some(server))),
+                    Err(e) => {
+                        log::error!(target: "api", "{e}; running without the API");
+                        Ok(Self(None))
+                    }
+                }
             }
-            Some(Err(e)) => Err(e),
-            None => Ok(Self(None)),
+            Err(e) => Err(e),
         }
     }
 
@@ -42,6 +66,25 @@ impl Api {
         if let Some(api) = &mut self.0 {
             api.after_run(rt, changes, reactor, now);
         }
+    }
+
+    /// Keep applied configs in the config file the node reads at start.
+    pub fn keep_config_in(&mut self, path: Option<std::path::PathBuf>) {
+        if let Some(api) = &mut self.0 {
+            api.keep_config_in(path);
+        }
+    }
+
+    /// Roll back a config on trial whose time is up.
+    pub fn before_run(&mut self, rt: &mut Runtime, now: Instant) {
+        if let Some(api) = &mut self.0 {
+            api.before_run(rt, now);
+        }
+    }
+
+    /// A reboot or shutdown a client asked for, once.
+    pub fn take_power(&mut self) -> Option<crate::machine::Power> {
+        self.0.as_mut().and_then(Server::take_power)
     }
 
     /// The earliest connection deadline.

@@ -67,6 +67,10 @@ pub enum Ending {
     Stopped(Signal),
     /// `--once` and everything applied.
     Settled,
+    /// An API client asked for a reboot, after services stopped.
+    Reboot,
+    /// An API client asked for a shutdown, after services stopped.
+    Shutdown,
 }
 
 /// Everything the loop drives.
@@ -100,6 +104,8 @@ struct Progress {
     network_ready: bool,
     /// The stop signal and when to stop waiting for services.
     stopping: Option<(Signal, Instant)>,
+    /// What an API client asked for, when it was the API that stopped the node.
+    requested: Option<crate::machine::Power>,
 }
 
 impl EventLoop {
@@ -110,9 +116,11 @@ impl EventLoop {
             settled: false,
             network_ready: false,
             stopping: None,
+            requested: None,
         };
         loop {
             let now = Instant::now();
+            self.api.before_run(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
             if self.settle(&mut p, reconciles) && self.once {
                 return Ok(Ending::Settled);
@@ -144,7 +152,7 @@ impl EventLoop {
                 self.signal(&mut p, sig, now);
             }
             for token in ready.tokens {
-                self.dispatch(&p, token, now);
+                self.dispatch(&mut p, token, now);
             }
         }
     }
@@ -224,7 +232,11 @@ impl EventLoop {
         match p.stopping {
             Some((sig, deadline)) => {
                 if self.kubelet.is_stopped() || now >= deadline {
-                    return Some(Ending::Stopped(sig));
+                    return Some(match p.requested {
+                        Some(crate::machine::Power::Reboot) => Ending::Reboot,
+                        Some(crate::machine::Power::Shutdown) => Ending::Shutdown,
+                        None => Ending::Stopped(sig),
+                    });
                 }
             }
             None => self.kubelet.follow(&self.rt, now),
@@ -259,7 +271,19 @@ impl EventLoop {
         }
     }
 
-    fn dispatch(&mut self, p: &Progress, token: u64, now: Instant) {
+    /// An API client asked to reboot or shut down: stop services as for a signal.
+    fn power(&mut self, p: &mut Progress, what: crate::machine::Power, now: Instant) {
+        if p.stopping.is_some() {
+            return;
+        }
+        log::info!(target: "pid1", "{what:?} requested through the API: stopping services");
+        self.kubelet.shutdown(now);
+        self.operators.shutdown(&mut self.rt, now, false);
+        p.stopping = Some((Signal::SIGTERM, now + self.stop_grace));
+        p.requested = Some(what);
+    }
+
+    fn dispatch(&mut self, p: &mut Progress, token: u64, now: Instant) {
         match Token::of(token) {
             Some(Token::Netlink) => self.netlink.drain(&mut self.rt),
             Some(Token::Config) => {
@@ -278,6 +302,9 @@ impl EventLoop {
             _ => {
                 let machine = Machine { started: p.started, settled: p.settled };
                 self.api.ready(token, &mut self.rt, machine, &self.reactor, now);
+                if let Some(what) = self.api.take_power() {
+                    self.power(p, what, now);
+                }
             }
         }
     }

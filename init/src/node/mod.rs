@@ -57,6 +57,8 @@ pub struct Options {
     pub stop_grace: Duration,
     /// Serve the local API on this Unix socket.
     pub api_socket: Option<PathBuf>,
+    /// Serve the API over TLS on these addresses.
+    pub api_listen: Vec<std::net::SocketAddr>,
     /// Most API connections at once.
     pub api_max_connections: usize,
     /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
@@ -68,8 +70,14 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let reactor = Reactor::new()?;
     let host: SharedHost = Rc::new(RefCell::new(KernelHost::new(&opts.root, opts.hostname)?));
     let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
-    let api =
-        Api::bind(opts.api_socket.as_deref(), &reactor, Token::Api.id(), opts.api_max_connections)?;
+    let mut api = Api::bind(
+        opts.api_socket.as_deref(),
+        &opts.api_listen,
+        &reactor,
+        Token::Api.id(),
+        opts.api_max_connections,
+    )?;
+    api.keep_config_in(opts.config.clone());
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
     let config = match &opts.config {

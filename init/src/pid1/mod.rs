@@ -85,12 +85,19 @@ pub fn main() -> ! {
         set_clock: true,
         stop_grace: STOP_GRACE,
         api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
+        // `[::]` takes IPv4 too (bindv6only is 0 by default).
+        api_listen: vec![std::net::SocketAddr::from((
+            std::net::Ipv6Addr::UNSPECIFIED,
+            crate::api::remote::DEFAULT_PORT,
+        ))],
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
         state: Some(PathBuf::from(STATE_DIR)),
     };
     loop {
         match node::run(&opts) {
             Ok(Ending::Stopped(sig)) => power_off(sig),
+            Ok(Ending::Shutdown) => power_off(Signal::SIGTERM),
+            Ok(Ending::Reboot) => restart(),
             Ok(Ending::Settled) => {}
             Err(e) => {
                 log::error!(target: "pid1", "the node loop failed: {e}; starting it again in 5 s");
@@ -110,10 +117,7 @@ pub fn main() -> ! {
 /// Stop what is left, flush disks, power off. Never returns.
 fn power_off(reason: Signal) -> ! {
     log::info!(target: "pid1", "{reason}: services stopped; terminating remaining processes");
-    let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-    sync();
+    finish_processes();
     log::info!(target: "pid1", "power off");
     let err = reboot(RebootMode::RB_POWER_OFF).err();
     // Only reached if the kernel refused: stay alive, PID 1 must not exit.
@@ -121,4 +125,24 @@ fn power_off(reason: Signal) -> ! {
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }
+}
+
+/// A reboot asked through the API: as a power off, then `RB_AUTOBOOT`. Never returns.
+fn restart() -> ! {
+    log::info!(target: "pid1", "reboot requested: services stopped; terminating remaining processes");
+    finish_processes();
+    log::info!(target: "pid1", "reboot");
+    let err = reboot(RebootMode::RB_AUTOBOOT).err();
+    log::error!(target: "pid1", "reboot(RB_AUTOBOOT) failed: {err:?}; halting here");
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// SIGTERM to every process, SIGKILL half a second later, then flush disks.
+fn finish_processes() {
+    let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    sync();
 }

@@ -50,6 +50,33 @@ impl<'de> Deserialize<'de> for TalosKey {
     }
 }
 
+/// A certificate and its key, each the base64 of its PEM (Talos's `machine.ca` shape). The
+/// key is never shown: serialized as `<redacted>`, and left out of `Debug`.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PemKeyPair {
+    /// The certificate (base64 of PEM).
+    #[serde(deserialize_with = "scalar::one::<Base64, _>")]
+    pub crt: String,
+    /// The private key (base64 of PEM); a node needs it to issue its own certificate.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<Base64, _>",
+        serialize_with = "redacted",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub key: Option<String>,
+}
+
+impl std::fmt::Debug for PemKeyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PemKeyPair")
+            .field("crt", &self.crt)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
 /// `machine.type`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -81,8 +108,9 @@ pub struct Machine {
     // Talos keys keelson ignores (see `known.rs`).
     #[serde(default, skip_serializing)]
     pub(crate) token: Option<TalosKey>,
-    #[serde(default, skip_serializing)]
-    pub(crate) ca: Option<TalosKey>,
+    /// `machine.ca`: the API's trust root; its key is shown as `<redacted>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PemKeyPair>,
     #[serde(default, skip_serializing, rename = "acceptedCAs")]
     pub(crate) accepted_cas: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "certSANs")]

@@ -78,7 +78,7 @@ pub use documents::{
 pub use error::{ConfigError, Position};
 pub use machine::{
     Cluster, Discovery, DiscoveryRegistries, KubeletConfig, KubernetesRegistry, Machine,
-    MachineConfig, MachineType, NodeIpConfig, ServiceRegistry, TimeConfig,
+    MachineConfig, MachineType, NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,
 };
 pub use migrate::{migrate, MigrateError};
 pub use network::{

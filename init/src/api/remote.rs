@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The remote API: TCP listeners (port 50000 on the node, as Talos's apid) whose
+//! connections speak TLS, and the mode the node's TLS is in, followed from the store:
+//! - **maintenance**: no machine config, or one without `machine.ca`: a self-signed
+//!   certificate made once per start, its SHA-256 fingerprint and the addresses to reach the
+//!   node said loudly on the console; clients connect with `--insecure`;
+//! - **mutual TLS**: the config's `machine.ca` is the trust root; the node issues its own
+//!   server certificate from it with its hostname and addresses as SANs, again whenever they
+//!   change.
+
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use net::config::MachineConfig;
+use net::controllers::MACHINE_CONFIG_ID;
+use net::resource::{AddressStatus, HostnameStatus, Namespace, HOSTNAME_ID};
+use net::runtime::Runtime;
+use rustls::ServerConfig;
+
+use super::identity::{self, Ca, Identity, Sans};
+use super::tls::{self, Mode, TlsStream};
+use crate::reactor::Reactor;
+
+/// The port Talos's API listens on, and keelson's.
+pub const DEFAULT_PORT: u16 = 50000;
+/// Most listen addresses.
+pub const MAX_LISTENERS: usize = 8;
+/// Most addresses the server certificate names: loopback first, then the others in order
+/// (a node with thousands of addresses must not make a certificate of megabytes).
+const MAX_SAN_ADDRESSES: usize = 32;
+/// Shortest time between two server certificates: addresses that churn do not make the
+/// loop sign a certificate per change.
+const REISSUE_EVERY: Duration = Duration::from_secs(2);
+
+/// Why a listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// bind/listen failed.
+    #[error("api listen {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// More listen addresses than allowed.
+    #[error("at most {MAX_LISTENERS} API listen addresses")]
+    TooMany,
+    /// Registering with epoll failed.
+    #[error("api listen: {0}")]
+    Reactor(#[from] crate::reactor::ReactorError),
+}
+
+/// What the TLS side currently serves with.
+enum State {
+    /// Nothing decided yet (before the first refresh).
+    Unset,
+    Maintenance {
+        config: Arc<ServerConfig>,
+        /// The addresses last announced on the console.
+        announced: Vec<IpAddr>,
+    },
+    Mutual {
+        config: Arc<ServerConfig>,
+        /// The `machine.ca` text it was built from, and the names it was issued for.
+        ca: (String, Option<String>),
+        sans: Sans,
+    },
+}
+
+/// The TCP listeners and the TLS mode.
+pub struct Remote {
+    listeners: Vec<(u64, TcpListener, SocketAddr)>,
+    state: State,
+    /// Maintenance mode's certificate, made on first use and kept for the life of the loop
+    /// (its fingerprint is what clients pin).
+    maintenance: Option<Identity>,
+    /// When the server certificate was last issued, and whether a new one is waiting for
+    /// [`REISSUE_EVERY`] to pass.
+    issued: Option<Instant>,
+    reissue_due: Option<Instant>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addrs: Vec<_> = self.listeners.iter().map(|l| l.2).collect();
+        f.debug_struct("Remote").field("listen", &addrs).finish()
+    }
+}
+
+impl Remote {
+    /// Listen on each address, the listeners reported as `first_token` and the tokens
+    /// after it.
+    pub fn bind(
+        addrs: &[SocketAddr],
+        reactor: &Reactor,
+        first_token: u64,
+    ) -> Result<Self, ListenError> {
+        if addrs.len() > MAX_LISTENERS {
+            return Err(ListenError::TooMany);
+        }
+        let mut listeners = Vec::new();
+        for (token, addr) in (first_token..).zip(addrs) {
+            let l = TcpListener::bind(addr)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|source| ListenError::Bind { addr: *addr, source })?;
+            let bound = l.local_addr().unwrap_or(*addr);
+            reactor.add(l.as_fd(), token)?;
+            log::info!(target: "api", "listening on {bound} (TLS)");
+            listeners.push((token, l, bound));
+        }
+        Ok(Self {
+            listeners,
+            state: State::Unset,
+            maintenance: None,
+            issued: None,
+            reissue_due: None,
+        })
+    }
+
+    /// True when `token` is one of its listeners'.
+    pub fn owns(&self, token: u64) -> bool {
+        self.listeners.iter().any(|l| l.0 == token)
+    }
+
+    /// True in maintenance mode.
+    pub fn maintenance(&self) -> bool {
+        matches!(self.state, State::Maintenance { .. })
+    }
+
+    /// Take one waiting connection on the listener of `token`: `Ok(None)` when none waits.
+    pub fn accept(&self, token: u64) -> std::io::Result<Option<TcpStream>> {
+        let Some((_, l, _)) = self.listeners.iter().find(|l| l.0 == token) else {
+            return Ok(None);
+        };
+        match l.accept() {
+            Ok((s, _)) => s.set_nonblocking(true).map(|()| Some(s)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A TLS connection for an accepted socket, under the current mode; `None` before the
+    /// mode is known.
+    pub fn wrap(&self, tcp: TcpStream) -> Option<TlsStream> {
+        let (config, mode) = match &self.state {
+            State::Unset => return None,
+            State::Maintenance { config, .. } => (config.clone(), Mode::Maintenance),
+            State::Mutual { config, .. } => (config.clone(), Mode::Mutual),
+        };
+        match TlsStream::new(tcp, config, mode) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log::warn!(target: "api", "TLS: {e}");
+                None
+            }
+        }
+    }
+
+    /// Whether [`Remote::refresh`] has anything to do: the store changed what it follows, the
+    /// mode is not known yet, or a held-back certificate is due.
+    pub fn wants_refresh(&self, now: Instant, changed: bool) -> bool {
+        changed || matches!(self.state, State::Unset) || self.reissue_due.is_some_and(|t| t <= now)
+    }
+
+    /// When a held-back certificate is due.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.reissue_due
+    }
+
+    /// Follow the store: the mode, and the server certificate's names. True when the mode
+    /// changed from maintenance to mutual TLS (maintenance clients are then let go).
+    pub fn refresh(&mut self, rt: &Runtime, now: Instant) -> bool {
+        if self.listeners.is_empty() {
+            return false;
+        }
+        // Keys come from getrandom(2), which blocks until the kernel's pool is ready (a second
+        // or two into a boot under QEMU): PID 1 asks again shortly instead of waiting.
+        if !entropy_ready() {
+            if self.reissue_due.is_none() {
+                log::info!(target: "api", "waiting for the kernel's random pool before making TLS keys");
+            }
+            self.reissue_due = Some(now + ENTROPY_RETRY);
+            return false;
+        }
+        let store = rt.store();
+        let config = store.get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
+        let sans = sans(rt);
+        match config.and_then(|c| c.machine.ca.as_ref()) {
+            Some(ca) => {
+                let key = (ca.crt.clone(), ca.key.clone());
+                if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
+                    if *had == key && *issued == sans {
+                        self.reissue_due = None;
+                        return false;
+                    }
+                    // Only the names changed: not more often than REISSUE_EVERY.
+                    let next = self.issued.map(|t| t + REISSUE_EVERY);
+                    if *had == key && next.is_some_and(|t| now < t) {
+                        self.reissue_due = next;
+                        return false;
+                    }
+                }
+                self.issued = Some(now);
+                self.reissue_due = None;
+                let was_maintenance = self.maintenance();
+                match mutual(&key, &sans) {
+                    Ok(config) => {
+                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate for {}", describe(&sans));
+                        self.state = State::Mutual { config, ca: key, sans };
+                        was_maintenance
+                    }
+                    Err(e) => {
+                        // A CA that cannot be used leaves no way in but maintenance.
+                        log::error!(target: "api", "machine.ca: {e}; the API stays in maintenance mode");
+                        self.enter_maintenance(&sans, now);
+                        false
+                    }
+                }
+            }
+            None => {
+                self.enter_maintenance(&sans, now);
+                false
+            }
+        }
+    }
+
+    fn enter_maintenance(&mut self, sans: &Sans, now: Instant) {
+        let reachable: Vec<IpAddr> = sans
+            .addresses
+            .iter()
+            .copied()
+            .filter(|a| !a.is_loopback() && !is_link_local(a))
+            .collect();
+        if let State::Maintenance { announced, .. } = &self.state {
+            if *announced == reachable {
+                self.reissue_due = None;
+                return;
+            }
+            // Said again when the addresses change, not more often than REISSUE_EVERY.
+            let next = self.issued.map(|t| t + REISSUE_EVERY);
+            if next.is_some_and(|t| now < t) {
+                self.reissue_due = next;
+                return;
+            }
+        }
+        self.issued = Some(now);
+        self.reissue_due = None;
+        let id = match self.maintenance.take() {
+            Some(id) => id,
+            None => match identity::self_signed(&Sans::default()) {
+                Ok(id) => id,
+                Err(e) => {
+                    log::error!(target: "api", "maintenance certificate: {e}");
+                    return;
+                }
+            },
+        };
+        let config = match &self.state {
+            State::Maintenance { config, .. } => Ok(config.clone()),
+            _ => tls::maintenance_config(&id),
+        };
+        match config {
+            Ok(config) => {
+                self.announce(&id, &reachable);
+                self.state = State::Maintenance { config, announced: reachable };
+            }
+            Err(e) => log::error!(target: "api", "maintenance TLS: {e}"),
+        }
+        self.maintenance = Some(id);
+    }
+
+    fn announce(&self, id: &Identity, reachable: &[IpAddr]) {
+        let ports: Vec<u16> = self.listeners.iter().map(|l| l.2.port()).collect();
+        let mut at: Vec<String> = Vec::new();
+        for a in reachable {
+            for p in &ports {
+                at.push(SocketAddr::new(*a, *p).to_string());
+            }
+        }
+        if at.is_empty() {
+            at = self.listeners.iter().map(|l| l.2.to_string()).collect();
+        }
+        log::warn!(target: "api", "*** MAINTENANCE MODE: no machine config with machine.ca; the node waits for one ***");
+        log::warn!(target: "api", "*** apply it with: keelson apply-config --insecure -n ADDRESS FILE; reachable at {} ***", at.join(", "));
+        log::warn!(target: "api", "*** maintenance certificate SHA256 fingerprint: {} ***", id.fingerprint());
+    }
+}
+
+/// How soon to look again when the random pool is not ready.
+const ENTROPY_RETRY: Duration = Duration::from_millis(250);
+
+/// Would getrandom(2) answer now without blocking? The first time it would not, one helper
+/// thread makes the blocking call: the kernel gathers jitter entropy only for a caller that
+/// waits (a quiet VM without RDRAND or virtio-rng may otherwise wait minutes), and that thread
+/// waits instead of the event loop.
+fn entropy_ready() -> bool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static NUDGED: AtomicBool = AtomicBool::new(false);
+    let mut b = [0u8; 1];
+    // SAFETY: writes at most 1 byte into `b`, which is 1 byte long.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 1, libc::GRND_NONBLOCK) };
+    if n == 1 {
+        return true;
+    }
+    if !NUDGED.swap(true, Ordering::Relaxed) {
+        let spawned = std::thread::Builder::new().name("entropy".into()).spawn(|| {
+            let mut b = [0u8; 1];
+            // SAFETY: as above; without GRND_NONBLOCK this waits until the pool is ready.
+            unsafe { libc::getrandom(b.as_mut_ptr().cast(), 1, 0) };
+        });
+        if let Err(e) = spawned {
+            log::warn!(target: "api", "cannot start the entropy helper: {e}");
+        }
+    }
+    false
+}
+
+fn is_link_local(a: &IpAddr) -> bool {
+    match a {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}
+
+/// The node's hostname and addresses, sorted, as the server certificate names them.
+fn sans(rt: &Runtime) -> Sans {
+    let store = rt.store();
+    let hostname = store
+        .get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
+        .map(|h| h.hostname.clone())
+        .filter(|h| !h.is_empty());
+    let mut addresses: Vec<IpAddr> = store
+        .list_specs::<AddressStatus>(Namespace::Network)
+        .map(|(_, a)| a.address.addr())
+        .collect();
+    addresses.sort_by_key(|a| (!a.is_loopback(), is_link_local(a), *a));
+    addresses.dedup();
+    addresses.truncate(MAX_SAN_ADDRESSES);
+    Sans { hostname, addresses }
+}
+
+fn describe(sans: &Sans) -> String {
+    let mut names: Vec<String> = sans.hostname.iter().cloned().collect();
+    names.extend(sans.addresses.iter().map(IpAddr::to_string));
+    names.join(", ")
+}
+
+/// Mutual TLS from `machine.ca` (base64 of PEM) with a server certificate for `sans`.
+fn mutual((crt, key): &(String, Option<String>), sans: &Sans) -> Result<Arc<ServerConfig>, String> {
+    let key = key.as_deref().ok_or("no key: the node cannot issue its own certificate")?;
+    let crt_pem = decode(crt, "crt")?;
+    let key_pem = decode(key, "key")?;
+    let ca = Ca::from_pem(&crt_pem, &key_pem).map_err(|e| e.to_string())?;
+    let id = ca.issue_server(sans).map_err(|e| e.to_string())?;
+    tls::mutual_config(&ca.cert, &id).map_err(|e| e.to_string())
+}
+
+/// Base64 (either alphabet, as the config parser accepts) to text.
+fn decode(b64: &str, what: &str) -> Result<String, String> {
+    use base64::Engine;
+    let engines =
+        [base64::engine::general_purpose::STANDARD, base64::engine::general_purpose::URL_SAFE];
+    let bytes = engines
+        .iter()
+        .find_map(|e| e.decode(b64.trim()).ok())
+        .ok_or_else(|| format!("{what}: not base64"))?;
+    String::from_utf8(bytes).map_err(|_| format!("{what}: not PEM text"))
+}

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The API over TLS: a rustls server connection on a non-blocking TCP socket, driven from
+//! the event loop (records are read and written as the socket takes them; the handshake is
+//! never waited for), and the two server configurations: maintenance mode (a self-signed
+//! certificate, no client certificate) and mutual TLS (clients must present a certificate
+//! signed by the cluster's CA; their role is their certificate's Organization).
+//!
+//! TLS 1.3 only, with rustls's `ring` provider (see docs/dependencies.md).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::CertificateDer;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, ServerConnection};
+
+use super::der;
+use super::identity::Identity;
+use super::transport::{Access, Transport};
+
+/// Socket reads per call: a client streaming records that decrypt to nothing (handshake
+/// messages, empty records) gives the loop back after this many.
+const READS_PER_CALL: usize = 8;
+
+/// The crypto every TLS configuration here uses.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Which kind of server configuration a connection was accepted under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// No config: anyone may connect and call what maintenance allows.
+    Maintenance,
+    /// Mutual TLS: the client's certificate says what it may do.
+    Mutual,
+}
+
+/// Maintenance mode's server: any client, no client certificate.
+pub fn maintenance_config(id: &Identity) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(id.chain.clone(), id.private_key())?;
+    Ok(Arc::new(config))
+}
+
+/// Configured mode's server: a client certificate signed by `ca` is required.
+pub fn mutual_config(
+    ca: &CertificateDer<'static>,
+    id: &Identity,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let mut roots = RootCertStore::empty();
+    roots.add(ca.clone())?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(id.chain.clone(), id.private_key())?;
+    Ok(Arc::new(config))
+}
+
+/// The access a verified client certificate gives: Talos's roles in its Organization.
+pub fn role_access(cert: &[u8]) -> Access {
+    let orgs = der::organizations(cert).unwrap_or_default();
+    if orgs.iter().any(|o| o == "os:admin") {
+        Access::Admin
+    } else if orgs.iter().any(|o| o == "os:operator") {
+        Access::Operator
+    } else {
+        Access::Reader
+    }
+}
+
+/// One client over TLS.
+pub struct TlsStream {
+    tcp: TcpStream,
+    conn: ServerConnection,
+    mode: Mode,
+    access: Access,
+    peer: Option<SocketAddr>,
+    /// The client closed its side of TCP.
+    eof: bool,
+}
+
+impl TlsStream {
+    /// A connection just accepted, under `config`.
+    pub fn new(
+        tcp: TcpStream,
+        config: Arc<ServerConfig>,
+        mode: Mode,
+    ) -> Result<Self, rustls::Error> {
+        let peer = tcp.peer_addr().ok();
+        let _ = tcp.set_nodelay(true);
+        Ok(Self {
+            tcp,
+            conn: ServerConnection::new(config)?,
+            mode,
+            access: Access::Pending,
+            peer,
+            eof: false,
+        })
+    }
+
+    /// Once the handshake is done, what the client may do.
+    fn note_handshake(&mut self) {
+        if self.access != Access::Pending || self.conn.is_handshaking() {
+            return;
+        }
+        self.access = match self.mode {
+            Mode::Maintenance => Access::Maintenance,
+            Mode::Mutual => match self.conn.peer_certificates().and_then(|c| c.first()) {
+                Some(cert) => role_access(cert),
+                // The verifier requires one; without it nothing is allowed.
+                None => Access::Pending,
+            },
+        };
+        log::debug!(target: "api", "TLS client {} connected ({:?})", self.peer_text(), self.access);
+    }
+
+    fn peer_text(&self) -> String {
+        self.peer.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+    }
+}
+
+impl Transport for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        for _ in 0..READS_PER_CALL {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                // TCP closed without close_notify: the client is done sending.
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if self.eof {
+                return Ok(0);
+            }
+            match self.conn.read_tls(&mut self.tcp) {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                // The alert that says why, best effort; then the connection is dropped.
+                let _ = self.flush_queued();
+                log::debug!(target: "api", "TLS client {}: {e}", self.peer_text());
+                return Err(std::io::Error::new(ErrorKind::InvalidData, e));
+            }
+            self.note_handshake();
+        }
+        Err(ErrorKind::WouldBlock.into())
+    }
+
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.flush_queued()?;
+        if self.conn.is_handshaking() || self.conn.wants_write() {
+            return Err(ErrorKind::WouldBlock.into());
+        }
+        let n = self.conn.writer().write(&buf[..buf.len().min(16 << 10)])?;
+        self.flush_queued()?;
+        if n == 0 {
+            return Err(ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    fn flush_queued(&mut self) -> std::io::Result<()> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut self.tcp) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn wants_write(&self) -> bool {
+        self.conn.wants_write()
+    }
+
+    fn handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    fn access(&self) -> Access {
+        self.access
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.tcp.as_fd()
+    }
+
+    fn refuse_raw(&mut self, _line: &str) {
+        // Plaintext would be garbage to a TLS client; closing is the answer.
+    }
+
+    fn close(&mut self) {
+        self.conn.send_close_notify();
+        let _ = self.flush_queued();
+    }
+}
