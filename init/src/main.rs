@@ -96,6 +96,10 @@ fn main() -> ExitCode {
     if std::process::id() == 1 {
         pid1::main();
     }
+    let argv: Vec<_> = std::env::args_os().skip(1).collect();
+    if pid1::drivers::is_modprobe_call(&argv) {
+        return pid1::drivers::modprobe_main(&argv);
+    }
     logger::init();
     let mut args = std::env::args_os().skip(1);
     let Some(cmd) = args.next() else {

@@ -97,6 +97,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
     }
     log::info!(target: "run", "running; root {}", args.root.display());
     let opts = node::Options {
+        hotplug: None,
         cmdline: args.cmdline,
         config: args.config,
         root: args.root,

@@ -15,6 +15,7 @@ mod kubelet;
 mod netlink;
 
 use std::cell::RefCell;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -34,6 +35,7 @@ use self::event_loop::{EventLoop, Token};
 use self::kubelet::Kubelet;
 use self::netlink::Netlink;
 use crate::machine::SOURCE;
+use crate::pid1::uevent::Hotplug;
 use crate::reactor::Reactor;
 
 /// How a node runs.
@@ -57,6 +59,8 @@ pub struct Options {
     pub api_max_connections: usize,
     /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
     pub state: Option<PathBuf>,
+    /// Kernel uevents to load drivers for (PID 1 only).
+    pub hotplug: Option<Hotplug>,
 }
 
 /// Run the node until a stop signal (or, with `once`, until settled).
@@ -66,6 +70,9 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
     let api =
         Api::bind(opts.api_socket.as_deref(), &reactor, Token::Api.id(), opts.api_max_connections)?;
+    if let Some(h) = &opts.hotplug {
+        reactor.add(h.uevents.as_fd(), Token::Uevent.id())?;
+    }
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
     let config = match &opts.config {
@@ -80,6 +87,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         api,
         config,
         kubelet: Kubelet::new(),
+        hotplug: opts.hotplug.clone(),
         once: opts.once,
         stop_grace: opts.stop_grace,
     };
