@@ -54,7 +54,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None):
+def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None,
+                 nic="virtio-net-pci", machine=None):
     """The QEMU command line for one node."""
     return [
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory),
@@ -65,7 +66,8 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), m
         "-monitor", f"unix:{monitor},server=on,wait=off",
         "-kernel", str(kernel), "-initrd", str(initrd),
         "-append", cmdline,
-        "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
+        *(["-machine", machine] if machine else []),
+        "-nic", f"user,model={nic},hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
         + (f",mac={mac}" if mac else ""),
         *extra,
     ]
@@ -82,7 +84,8 @@ class Node:
     """One QEMU node started in the background, its console captured line by line."""
 
     def __init__(self, name, initrd=DEFAULT_INITRD, kernel=None, cmdline=None, append="",
-                 port=None, log=None, echo=False, extra=(), mac=None):
+                 port=None, log=None, echo=False, extra=(), mac=None, nic="virtio-net-pci",
+                 machine=None):
         BUILD.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.kernel = Path(kernel) if kernel else newest_kernel()
@@ -97,7 +100,7 @@ class Node:
         if self.monitor.exists():
             self.monitor.unlink()
         cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
-                           extra=extra, mac=mac)
+                           extra=extra, mac=mac, nic=nic, machine=machine)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
         self.log.flush()
