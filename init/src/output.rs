@@ -218,6 +218,15 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("WAITING", "waiting"),
         ],
         "ServiceStatus" => &[("STATE", "state"), ("PID", "pid"), ("STARTS", "starts")],
+        "SystemInformation" => &[
+            ("MANUFACTURER", "manufacturer"),
+            ("PRODUCTNAME", "productName"),
+            ("VERSION", "version"),
+            ("SERIALNUMBER", "serialnumber"),
+            ("UUID", "uuid"),
+            ("WAKEUPTYPE", "wakeUpType"),
+            ("SKUNUMBER", "skuNumber"),
+        ],
         "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
         "RoutingRuleStatus" | "RoutingRuleSpec" => &[
             ("SRC", "src"),

@@ -11,6 +11,7 @@ mod api;
 mod config;
 mod error;
 mod event_loop;
+mod hardware;
 mod kubelet;
 mod netlink;
 
@@ -24,7 +25,7 @@ use net::controllers::{self, CMDLINE_ID};
 use net::host::kernel::KernelHost;
 use net::host::SharedHost;
 use net::operator::Operators;
-use net::resource::Namespace;
+use net::resource::{Namespace, SYSTEM_INFORMATION_ID};
 use net::runtime::Runtime;
 
 use self::api::Api;
@@ -111,5 +112,17 @@ fn runtime(host: &SharedHost, opts: &Options) -> Result<Runtime, NodeError> {
         log::warn!(target: "cmdline", "{w}");
     }
     rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed)?;
+    let system = hardware::read(std::path::Path::new("/sys"));
+    if !system.uuid.is_empty() || !system.manufacturer.is_empty() {
+        log::info!(
+            target: "run",
+            "system: {} {}, serial {:?}, uuid {}",
+            system.manufacturer,
+            system.product_name,
+            system.serial_number,
+            system.uuid
+        );
+    }
+    rt.put_input(SOURCE, Namespace::Hardware, SYSTEM_INFORMATION_ID, system)?;
     Ok(rt)
 }

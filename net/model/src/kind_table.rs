@@ -75,6 +75,9 @@ macro_rules! kind_table {
             /// A supervised service.
             ServiceStatus($crate::resource::ServiceStatus) = "ServiceStatus", "ServiceStatuses.runtime.keelson.dev",
                 namespace(Runtime);
+            /// The machine's identity from SMBIOS.
+            SystemInformation($crate::resource::SystemInformation) = "SystemInformation", "SystemInformations.hardware.keelson.dev",
+                namespace(Hardware), aliases("systeminformation");
             /// The parsed kernel command line.
             Cmdline($crate::cmdline::CmdlineNetwork) = "Cmdline", "Cmdlines.runtime.keelson.dev",
                 namespace(Runtime), aliases("cmdlines");

@@ -28,6 +28,7 @@ mod rfc3339;
 mod route;
 mod rule;
 mod service;
+mod system_information;
 mod timeserver;
 mod wireguard;
 
@@ -55,5 +56,6 @@ pub use rfc3339::Rfc3339;
 pub use route::*;
 pub use rule::*;
 pub use service::*;
+pub use system_information::*;
 pub use timeserver::*;
 pub use wireguard::*;
