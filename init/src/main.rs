@@ -8,6 +8,7 @@
 mod api;
 mod config_cmd;
 mod config_watch;
+mod ifnames_cmd;
 mod logger;
 mod logring;
 mod machine;
@@ -73,6 +74,13 @@ const COMMANDS: &[(&str, &str)] = &[
       Which network-config inputs set each field of a merged spec.
 ",
     ),
+    (
+        "ifnames",
+        "  keelson ifnames [LINK]...
+      The predictable name keelson gives each physical link (systemd-udevd's net_id names
+      under its default policy) and the candidates it chose from.
+",
+    ),
     ("machine-status", "  keelson machine-status [--socket PATH]\n      The node's stage and readiness.\n"),
     ("help", "  keelson help\n      This text. `keelson COMMAND --help` shows one command.\n"),
 ];
@@ -117,6 +125,7 @@ fn main() -> ExitCode {
         Some("plan") => plan::main(rest),
         Some("run") => run::main(rest),
         Some("config") => config_cmd::main(rest),
+        Some("ifnames") => ifnames_cmd::main(rest),
         Some("get") => api::client::get_main(rest),
         Some("logs") => api::client::logs_main(rest),
         Some("apply-config") => api::client::apply_main(rest),

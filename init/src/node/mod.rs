@@ -62,12 +62,16 @@ pub struct Options {
     pub state: Option<PathBuf>,
     /// Kernel uevents to load drivers for (PID 1 only).
     pub hotplug: Option<Hotplug>,
+    /// Rename physical links to their predictable names (PID 1, unless `net.ifnames=0`).
+    pub predictable_names: bool,
 }
 
 /// Run the node until a stop signal (or, with `once`, until settled).
 pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let reactor = Reactor::new()?;
-    let host: SharedHost = Rc::new(RefCell::new(KernelHost::new(&opts.root, opts.hostname)?));
+    let kernel = KernelHost::new(&opts.root, opts.hostname)?;
+    let host: SharedHost =
+        Rc::new(RefCell::new(kernel.with_predictable_names(opts.predictable_names)));
     let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
     let api =
         Api::bind(opts.api_socket.as_deref(), &reactor, Token::Api.id(), opts.api_max_connections)?;

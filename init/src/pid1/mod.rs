@@ -73,7 +73,11 @@ pub fn main() -> ! {
     if let Err(e) = set_cad_enabled(false) {
         log::warn!(target: "pid1", "cannot take over ctrl-alt-del: {e}");
     }
-    let hotplug = drivers::start(net::cmdline::parse(&cmdline).modules);
+    let parsed = net::cmdline::parse(&cmdline);
+    let hotplug = drivers::start(parsed.modules);
+    if !parsed.predictable_names {
+        log::info!(target: "pid1", "net.ifnames=0: links keep their kernel names");
+    }
     if let Err(e) = std::fs::create_dir_all(STATE_DIR) {
         log::warn!(target: "pid1", "{STATE_DIR}: {e}; nothing will be kept across restarts");
     }
@@ -88,6 +92,7 @@ pub fn main() -> ! {
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
         state: Some(PathBuf::from(STATE_DIR)),
         hotplug,
+        predictable_names: parsed.predictable_names,
     };
     loop {
         match node::run(&opts) {
