@@ -258,7 +258,7 @@ class Node:
             self.monitor.unlink()
 
 
-def build_initramfs(out=None, config=None, reference=False):
+def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False):
     """Runs scripts/build-initramfs; returns the image path."""
     cmd = [str(ROOT / "scripts/build-initramfs")]
     if out:
@@ -267,6 +267,10 @@ def build_initramfs(out=None, config=None, reference=False):
         cmd += ["--config", str(config)]
     if reference:
         cmd += ["--reference-busybox"]
+    if drivers:
+        cmd += ["--drivers", drivers]
+    if fixed_all:
+        cmd += ["--fixed-all"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")
