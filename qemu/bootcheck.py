@@ -14,6 +14,9 @@ from vm import ROOT
 BOOT_TIMEOUT = 180
 STEP_TIMEOUT = 60
 NODE_IP = "10.0.2.15"
+# The demo NIC (virtio at 00:03.0, hotplug slot 3 on QEMU's default i440FX machine) as keelson
+# renames it, like systemd-udevd's net_id; `eth0` stays its altname.
+NODE_LINK = "ens3"
 
 
 class Report:
@@ -84,7 +87,7 @@ def check_network_and_kubelet(r, node_ip=NODE_IP):
               f"kubelet stand-in started with --node-ip={node_ip}", BOOT_TIMEOUT)
 
 
-def check_workload(r, node_ip=NODE_IP):
+def check_workload(r, node_ip=NODE_IP, link=None):
     """The host fetches the workload's answer through the forwarded port."""
     body, err = r.node.http_get_until("/", lambda b: b.rstrip().endswith("ok"), STEP_TIMEOUT)
     if not r.check(body is not None and err is None,
@@ -92,8 +95,9 @@ def check_workload(r, node_ip=NODE_IP):
         return None
     r.check(f"--node-ip={node_ip}" in body, f"the answer shows --node-ip={node_ip}")
     r.check("--hostname-override=" in body, "the answer shows --hostname-override=")
-    r.check(re.search(rf"^\s+{re.escape(node_ip)} eth0$", body, re.M) is not None,
-            f"the node has {node_ip} on eth0 (addresses applied)")
+    link = link or NODE_LINK
+    r.check(re.search(rf"^\s+{re.escape(node_ip)} {re.escape(link)}$", body, re.M) is not None,
+            f"the node has {node_ip} on {link} (addresses applied)")
     return body
 
 
@@ -127,13 +131,17 @@ def power_off(r):
     r.console(r"keelson: power off", "clean power off", 1)
 
 
-def standard(r):
-    """The full boot check of scripts/boot --check."""
-    check_modules(r)
-    r.console(r"keelson: .*dhcp4/eth0: bound 10\.0\.2\.15/24 from 10\.0\.2\.2",
-              "eth0 leased 10.0.2.15 from QEMU's DHCP server", BOOT_TIMEOUT)
+def standard(r, link=None, modules=True):
+    """The full boot check of scripts/boot --check. `link`: the NIC's name once renamed."""
+    link = link or NODE_LINK
+    if modules:
+        check_modules(r)
+    r.console(r"keelson: run: link eth0 renamed to " + re.escape(link),
+              f"the NIC got its predictable name {link}", BOOT_TIMEOUT)
+    r.console(rf"keelson: .*dhcp4/{re.escape(link)}: bound 10\.0\.2\.15/24 from 10\.0\.2\.2",
+              f"{link} leased 10.0.2.15 from QEMU's DHCP server", BOOT_TIMEOUT)
     check_network_and_kubelet(r)
-    if check_workload(r) is not None:
+    if check_workload(r, link=link) is not None:
         check_zombies(r)
     r.no_console(r"Kernel panic", "no kernel panic while up")
     power_off(r)

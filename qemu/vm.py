@@ -59,7 +59,7 @@ def free_port():
 
 
 def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None,
-                 api_port=None):
+                 api_port=None, nic="virtio-net-pci", machine=None):
     """The QEMU command line for one node; `api_port` on 127.0.0.1 reaches its TLS API."""
     return [
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory),
@@ -70,7 +70,8 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), m
         "-monitor", f"unix:{monitor},server=on,wait=off",
         "-kernel", str(kernel), "-initrd", str(initrd),
         "-append", cmdline,
-        "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
+        *(["-machine", machine] if machine else []),
+        "-nic", f"user,model={nic},hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
         + (f",hostfwd=tcp:127.0.0.1:{api_port}-:{API_PORT}" if api_port else "")
         + (f",mac={mac}" if mac else ""),
         *extra,
@@ -88,7 +89,8 @@ class Node:
     """One QEMU node started in the background, its console captured line by line."""
 
     def __init__(self, name, initrd=DEFAULT_INITRD, kernel=None, cmdline=None, append="",
-                 port=None, log=None, echo=False, extra=(), mac=None):
+                 port=None, log=None, echo=False, extra=(), mac=None, nic="virtio-net-pci",
+                 machine=None):
         BUILD.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.kernel = Path(kernel) if kernel else newest_kernel()
@@ -104,7 +106,8 @@ class Node:
         if self.monitor.exists():
             self.monitor.unlink()
         cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
-                           extra=extra, mac=mac, api_port=self.api_port)
+                           extra=extra, mac=mac, api_port=self.api_port, nic=nic,
+                           machine=machine)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
         self.log.flush()
@@ -262,7 +265,7 @@ class Node:
             self.monitor.unlink()
 
 
-def build_initramfs(out=None, config=None, reference=False):
+def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False):
     """Runs scripts/build-initramfs; returns the image path."""
     cmd = [str(ROOT / "scripts/build-initramfs")]
     if out:
@@ -271,6 +274,10 @@ def build_initramfs(out=None, config=None, reference=False):
         cmd += ["--config", str(config)]
     if reference:
         cmd += ["--reference-busybox"]
+    if drivers:
+        cmd += ["--drivers", drivers]
+    if fixed_all:
+        cmd += ["--fixed-all"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")

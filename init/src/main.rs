@@ -8,6 +8,7 @@
 mod api;
 mod config_cmd;
 mod config_watch;
+mod ifnames_cmd;
 mod logger;
 mod logring;
 mod machine;
@@ -128,6 +129,13 @@ const COMMANDS: &[(&str, &str)] = &[
                                  node's certificate unchecked unless --fingerprint SHA256
 ",
     ),
+    (
+        "ifnames",
+        "  keelson ifnames [LINK]...
+      The predictable name keelson gives each physical link (systemd-udevd's net_id names
+      under its default policy) and the candidates it chose from.
+",
+    ),
     ("help", "  keelson help\n      This text. `keelson COMMAND --help` shows one command.\n"),
 ];
 
@@ -150,6 +158,10 @@ fn main() -> ExitCode {
     if std::process::id() == 1 {
         pid1::main();
     }
+    let argv: Vec<_> = std::env::args_os().skip(1).collect();
+    if pid1::drivers::is_modprobe_call(&argv) {
+        return pid1::drivers::modprobe_main(&argv);
+    }
     logger::init();
     let mut args = std::env::args_os().skip(1);
     let Some(cmd) = args.next() else {
@@ -167,6 +179,7 @@ fn main() -> ExitCode {
         Some("plan") => plan::main(rest),
         Some("run") => run::main(rest),
         Some("config") => config_cmd::main(rest),
+        Some("ifnames") => ifnames_cmd::main(rest),
         Some("get") => api::client::get_main(rest),
         Some("logs") => api::client::logs_main(rest),
         Some("apply-config") => api::client::apply_main(rest),

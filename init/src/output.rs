@@ -226,6 +226,15 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("OFFSET NS", "offsetNs"),
             ("REASON", "reason"),
         ],
+        "SystemInformation" => &[
+            ("MANUFACTURER", "manufacturer"),
+            ("PRODUCTNAME", "productName"),
+            ("VERSION", "version"),
+            ("SERIALNUMBER", "serialnumber"),
+            ("UUID", "uuid"),
+            ("WAKEUPTYPE", "wakeUpType"),
+            ("SKUNUMBER", "skuNumber"),
+        ],
         "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
         "RoutingRuleStatus" | "RoutingRuleSpec" => &[
             ("SRC", "src"),

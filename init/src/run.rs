@@ -109,6 +109,8 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
     }
     log::info!(target: "run", "running; root {}", args.root.display());
     let opts = node::Options {
+        hotplug: None,
+        predictable_names: false,
         cmdline: args.cmdline,
         config: args.config,
         root: args.root,

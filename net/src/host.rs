@@ -233,6 +233,7 @@ pub type SharedHost = Rc<RefCell<dyn Host>>;
 
 pub mod fake;
 pub mod kernel;
+pub mod sysfs_net;
 mod wireguard;
 
 pub use wireguard::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate};

@@ -18,6 +18,7 @@ use super::config::ConfigInput;
 use super::kubelet::Kubelet;
 use super::netlink::Netlink;
 use crate::machine::Machine;
+use crate::pid1::uevent::Hotplug;
 use crate::reactor::{Reactor, ReactorError, FIRST_USER_TOKEN};
 use crate::supervisor::Stream;
 
@@ -33,13 +34,15 @@ pub enum Token {
     KubeletOut,
     /// The kubelet's stderr.
     KubeletErr,
+    /// Kernel uevents (PID 1: drivers for devices that appear).
+    Uevent,
     /// The API listener; its connections take the tokens above it, so it comes last.
     Api,
 }
 
 impl Token {
-    const ALL: [Self; 5] =
-        [Self::Netlink, Self::Config, Self::KubeletOut, Self::KubeletErr, Self::Api];
+    const ALL: [Self; 6] =
+        [Self::Netlink, Self::Config, Self::KubeletOut, Self::KubeletErr, Self::Uevent, Self::Api];
 
     /// The number epoll reports for this source.
     pub const fn id(self) -> u64 {
@@ -95,6 +98,8 @@ pub struct EventLoop {
     pub once: bool,
     /// Longest wait for services to stop at shutdown.
     pub stop_grace: Duration,
+    /// Drivers for devices that appear (PID 1).
+    pub hotplug: Option<Hotplug>,
 }
 
 /// What the loop keeps between iterations.
@@ -296,6 +301,11 @@ impl EventLoop {
             _ if self.time.owns(token) => {
                 self.time.ready(token, &mut self.rt, now);
             }
+            Some(Token::Uevent) => {
+                if let Some(h) = &self.hotplug {
+                    h.drain();
+                }
+            }
             _ if self.operators.owns(token) => {
                 self.operators.ready(token, &mut self.rt, now);
             }
@@ -317,7 +327,7 @@ mod tests {
     #[test]
     fn tokens_are_distinct_and_the_api_listener_is_last() {
         let ids: Vec<u64> = Token::ALL.iter().map(|t| t.id()).collect();
-        assert_eq!(ids, [2, 3, 4, 5, 6]);
+        assert_eq!(ids, [2, 3, 4, 5, 6, 7]);
         assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
         assert!(ids.iter().all(|id| *id <= Token::Api.id()));
         assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);

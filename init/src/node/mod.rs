@@ -11,10 +11,12 @@ mod api;
 mod config;
 mod error;
 mod event_loop;
+mod hardware;
 mod kubelet;
 mod netlink;
 
 use std::cell::RefCell;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -23,7 +25,7 @@ use net::controllers::{self, CMDLINE_ID};
 use net::host::kernel::KernelHost;
 use net::host::SharedHost;
 use net::operator::Operators;
-use net::resource::Namespace;
+use net::resource::{Namespace, SYSTEM_INFORMATION_ID};
 use net::runtime::Runtime;
 use net::timesync::TimeSync;
 
@@ -35,6 +37,7 @@ use self::event_loop::{EventLoop, Token};
 use self::kubelet::Kubelet;
 use self::netlink::Netlink;
 use crate::machine::SOURCE;
+use crate::pid1::uevent::Hotplug;
 use crate::reactor::Reactor;
 
 /// How a node runs.
@@ -63,12 +66,18 @@ pub struct Options {
     pub api_max_connections: usize,
     /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
     pub state: Option<PathBuf>,
+    /// Kernel uevents to load drivers for (PID 1 only).
+    pub hotplug: Option<Hotplug>,
+    /// Rename physical links to their predictable names (PID 1, unless `net.ifnames=0`).
+    pub predictable_names: bool,
 }
 
 /// Run the node until a stop signal (or, with `once`, until settled).
 pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let reactor = Reactor::new()?;
-    let host: SharedHost = Rc::new(RefCell::new(KernelHost::new(&opts.root, opts.hostname)?));
+    let kernel = KernelHost::new(&opts.root, opts.hostname)?;
+    let host: SharedHost =
+        Rc::new(RefCell::new(kernel.with_predictable_names(opts.predictable_names)));
     let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
     let mut api = Api::bind(
         opts.api_socket.as_deref(),
@@ -78,6 +87,9 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         opts.api_max_connections,
     )?;
     api.keep_config_in(opts.config.clone());
+    if let Some(h) = &opts.hotplug {
+        reactor.add(h.uevents.as_fd(), Token::Uevent.id())?;
+    }
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
     let config = match &opts.config {
@@ -93,6 +105,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         config,
         kubelet: Kubelet::new(),
         time: TimeSync::new(opts.set_clock, std::time::Instant::now()),
+        hotplug: opts.hotplug.clone(),
         once: opts.once,
         stop_grace: opts.stop_grace,
     };
@@ -116,5 +129,17 @@ fn runtime(host: &SharedHost, opts: &Options) -> Result<Runtime, NodeError> {
         log::warn!(target: "cmdline", "{w}");
     }
     rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, parsed)?;
+    let system = hardware::read(std::path::Path::new("/sys"));
+    if !system.uuid.is_empty() || !system.manufacturer.is_empty() {
+        log::info!(
+            target: "run",
+            "system: {} {}, serial {:?}, uuid {}",
+            system.manufacturer,
+            system.product_name,
+            system.serial_number,
+            system.uuid
+        );
+    }
+    rt.put_input(SOURCE, Namespace::Hardware, SYSTEM_INFORMATION_ID, system)?;
     Ok(rt)
 }

@@ -6,9 +6,13 @@
 //! and SIGPWR stop the services and power the machine off. PID 1 never exits: if the loop
 //! itself fails, it is logged and started again; a panic is written to the console first.
 
+pub mod alias;
+pub mod drivers;
 pub mod kmsg;
+pub mod loader;
 pub mod modules;
 pub mod mounts;
+pub mod uevent;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,9 +22,6 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::{sync, Pid};
 
 use crate::node::{self, Ending};
-
-/// The module list baked into the image.
-pub const MODULE_LIST: &str = "/etc/keelson/modules";
 
 /// How long services get to stop at shutdown.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -72,7 +73,11 @@ pub fn main() -> ! {
     if let Err(e) = set_cad_enabled(false) {
         log::warn!(target: "pid1", "cannot take over ctrl-alt-del: {e}");
     }
-    modules::load_listed(Path::new(MODULE_LIST));
+    let parsed = net::cmdline::parse(&cmdline);
+    let hotplug = drivers::start(parsed.modules);
+    if !parsed.predictable_names {
+        log::info!(target: "pid1", "net.ifnames=0: links keep their kernel names");
+    }
     if let Err(e) = std::fs::create_dir_all(STATE_DIR) {
         log::warn!(target: "pid1", "{STATE_DIR}: {e}; nothing will be kept across restarts");
     }
@@ -92,6 +97,8 @@ pub fn main() -> ! {
         ))],
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
         state: Some(PathBuf::from(STATE_DIR)),
+        hotplug,
+        predictable_names: parsed.predictable_names,
     };
     loop {
         match node::run(&opts) {

@@ -78,6 +78,9 @@ macro_rules! kind_table {
             /// Time sync state.
             TimeStatus($crate::resource::TimeStatus) = "TimeStatus", "TimeStatuses.runtime.keelson.dev",
                 namespace(Runtime);
+            /// The machine's identity from SMBIOS.
+            SystemInformation($crate::resource::SystemInformation) = "SystemInformation", "SystemInformations.hardware.keelson.dev",
+                namespace(Hardware), aliases("systeminformation");
             /// The parsed kernel command line.
             Cmdline($crate::cmdline::CmdlineNetwork) = "Cmdline", "Cmdlines.runtime.keelson.dev",
                 namespace(Runtime), aliases("cmdlines");

@@ -14,6 +14,7 @@
 
 pub mod cmdline;
 pub mod config;
+pub mod ifnames;
 mod kind_table;
 pub mod kinds;
 pub mod merge;

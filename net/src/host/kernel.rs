@@ -2,7 +2,7 @@
 //! The real [`Host`]: rtnetlink in the current network namespace, `sethostname(2)`, and files
 //! under a root directory (`/` in init mode, anything in `run` mode).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::net::IpAddr;
@@ -32,6 +32,10 @@ pub struct KernelHost {
     names: BTreeMap<u32, String>,
     /// Opened with `sock`, so in the same namespace; the family is resolved on first use.
     wireguard: WireguardSocket,
+    /// Rename physical links the kernel named to their predictable names (PID 1).
+    predictable_names: bool,
+    /// Links already considered for renaming, by index (each once, renamed or not).
+    rename_seen: BTreeSet<u32>,
 }
 
 fn host_error(op: String, e: &NlError) -> HostError {
@@ -57,7 +61,67 @@ impl KernelHost {
             RouteSocket::new().map_err(|e| host_error("open rtnetlink socket".into(), &e))?;
         let wireguard = WireguardSocket::new()
             .map_err(|e| host_error("open generic netlink socket".into(), &e))?;
-        Ok(Self { sock, root: root.to_owned(), manage_hostname, names: BTreeMap::new(), wireguard })
+        Ok(Self {
+            sock,
+            root: root.to_owned(),
+            manage_hostname,
+            names: BTreeMap::new(),
+            wireguard,
+            predictable_names: false,
+            rename_seen: BTreeSet::new(),
+        })
+    }
+
+    /// Give physical links the kernel named (`eth0`) their predictable names, as
+    /// systemd-udevd's `net_id` would (see [`crate::ifnames`]), before any status shows them.
+    pub fn with_predictable_names(mut self, on: bool) -> Self {
+        self.predictable_names = on;
+        self
+    }
+
+    /// Rename the links not considered yet; whether any was renamed. A failure is one
+    /// warning and the link keeps its kernel name.
+    fn rename_new_links(&mut self, links: &[KernelLink]) -> bool {
+        let sys = Path::new("/sys");
+        let mut renamed = false;
+        for l in links.iter().filter(|l| l.kind.is_empty()) {
+            if !self.rename_seen.insert(l.index) {
+                continue;
+            }
+            let Some(facts) = super::sysfs_net::rename_facts(sys, &l.name) else { continue };
+            let Some(new) = crate::ifnames::predictable_name(&facts) else { continue };
+            if new == l.name || links.iter().any(|o| o.name == new) {
+                continue;
+            }
+            match self.rename(l, &new) {
+                Ok(()) => {
+                    log::info!(target: "run", "link {} renamed to {new} (kernel name kept as an altname)", l.name);
+                    renamed = true;
+                }
+                Err(e) => {
+                    log::warn!(target: "run", "link {}: cannot rename to {new}: {e}; it keeps its kernel name", l.name)
+                }
+            }
+        }
+        renamed
+    }
+
+    /// Down (the kernel renames only a down link), rename, the old name as an altname, up
+    /// again if it was.
+    fn rename(&mut self, l: &KernelLink, new: &str) -> Result<(), NlError> {
+        if l.up {
+            self.sock.link_set_up(l.index, false)?;
+        }
+        let result = self.sock.link_set_name(l.index, new);
+        if result.is_ok() {
+            if let Err(e) = self.sock.link_add_altname(l.index, &l.name) {
+                log::warn!(target: "run", "link {new}: altname {}: {e}", l.name);
+            }
+        }
+        if l.up {
+            self.sock.link_set_up(l.index, true)?;
+        }
+        result
     }
 
     fn name_of(&self, index: u32) -> String {
@@ -65,24 +129,13 @@ impl KernelHost {
     }
 }
 
-/// Driver and bus path from sysfs; empty when the link has no device (virtual links).
-fn sysfs_device(name: &str) -> (String, String) {
-    let dev = Path::new("/sys/class/net").join(name).join("device");
-    let driver = fs::read_link(dev.join("driver"))
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default();
-    let bus_path = fs::canonicalize(&dev)
-        .ok()
-        .map(|p| p.to_string_lossy().trim_start_matches("/sys/devices/").to_owned())
-        .unwrap_or_default();
-    (driver, bus_path)
-}
-
 /// A kernel link as a status.
 pub fn kernel_link_to_status(l: &KernelLink) -> LinkStatus {
-    let (driver, bus_path) =
-        if l.kind.is_empty() { sysfs_device(&l.name) } else { Default::default() };
+    let dev = if l.kind.is_empty() {
+        super::sysfs_net::device_info(Path::new("/sys"), &l.name)
+    } else {
+        super::sysfs_net::DeviceInfo::default()
+    };
     LinkStatus {
         index: l.index,
         link_type: l.link_type,
@@ -99,8 +152,9 @@ pub fn kernel_link_to_status(l: &KernelLink) -> LinkStatus {
         link_state: l.carrier,
         alias: l.alias.clone(),
         alt_names: l.alt_names.clone(),
-        driver,
-        bus_path,
+        driver: dev.driver,
+        bus_path: dev.bus_path,
+        pci_id: dev.pci_id,
         vlan: l.vlan.clone(),
         bond_master: l.bond.clone(),
         bridge_master: l.bridge.clone(),
@@ -215,7 +269,10 @@ fn rule_to_kernel(r: &RoutingRuleStatus) -> KernelRule {
 
 impl Host for KernelHost {
     fn links(&mut self) -> Result<Vec<(String, LinkStatus)>, HostError> {
-        let links = self.sock.dump_links().map_err(|e| host_error("dump links".into(), &e))?;
+        let mut links = self.sock.dump_links().map_err(|e| host_error("dump links".into(), &e))?;
+        if self.predictable_names && self.rename_new_links(&links) {
+            links = self.sock.dump_links().map_err(|e| host_error("dump links".into(), &e))?;
+        }
         self.names = links.iter().map(|l| (l.index, l.name.clone())).collect();
         Ok(links.iter().map(|l| (l.name.clone(), kernel_link_to_status(l))).collect())
     }

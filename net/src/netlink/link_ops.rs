@@ -5,7 +5,7 @@
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
     BridgeStpState, InfoBridge, InfoData, InfoKind, InfoVeth, InfoVlan, InfoVrf, LinkAttribute,
-    LinkFlags, LinkInfo, LinkMessage, VlanProtocol as NlVlanProtocol,
+    LinkFlags, LinkInfo, LinkMessage, Prop, VlanProtocol as NlVlanProtocol,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -139,6 +139,20 @@ impl RouteSocket {
         msg.header.change_mask = LinkFlags::from_bits_retain(IFF_UP);
         let target = format!("#{index} up={up}");
         self.request("link_set_up", &target, RouteNetlinkMessage::SetLink(msg), 0).map(drop)
+    }
+
+    /// Renames the link (`IFLA_IFNAME`); the kernel refuses while it is up.
+    pub fn link_set_name(&mut self, index: u32, name: &str) -> Result<(), NlError> {
+        self.set_attr("link_set_name", index, LinkAttribute::IfName(name.to_owned()))
+    }
+
+    /// Adds an alternative name (`RTM_NEWLINKPROP` with `IFLA_PROP_LIST`/`IFLA_ALT_IFNAME`).
+    pub fn link_add_altname(&mut self, index: u32, altname: &str) -> Result<(), NlError> {
+        let mut msg = link_message(index);
+        msg.attributes.push(LinkAttribute::PropList(vec![Prop::AltIfName(altname.to_owned())]));
+        let target = format!("#{index} altname {altname}");
+        self.request("link_add_altname", &target, RouteNetlinkMessage::NewLinkProp(msg), 0)
+            .map(drop)
     }
 
     /// Sets the MTU.

@@ -20,6 +20,8 @@
 //! | `talos.config=` | config URL (first one) |
 //! | `talos.platform=` | accepted and ignored here |
 //! | `keelson.debug` | flag (`=0`/`=1` style values also accepted) |
+//! | `keelson.modules=` (repeatable) | comma-separated module names, loaded at boot |
+//! | `net.ifnames=` | `0` keeps kernel link names (no predictable renaming) |
 //!
 //! Tokenizing follows the kernel (quotes, `--`), see the `tokenize` module.
 //!

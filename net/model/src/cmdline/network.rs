@@ -31,6 +31,12 @@ pub struct CmdlineNetwork {
     pub config_url: Option<String>,
     /// `keelson.debug` present.
     pub debug: bool,
+    /// Kernel modules from `keelson.modules=a,b` (repeatable), loaded at boot beside the
+    /// image's fixed list; names checked, in order, without duplicates.
+    pub modules: Vec<String>,
+    /// False after `net.ifnames=0`: physical links keep their kernel names (as with
+    /// systemd-udevd and Talos).
+    pub predictable_names: bool,
     /// False after a bare `ip=off`/`ip=none`: no default DHCP on unconfigured links.
     pub default_dhcp4: bool,
     /// True after a bare `ip=dhcp6` (or a bare list holding it): DHCPv6 on every physical

@@ -34,7 +34,11 @@ impl<'a> Parser<'a> {
     pub(crate) fn run(cmdline: &'a str) -> CmdlineNetwork {
         let mut parser = Parser {
             cmdline,
-            net: CmdlineNetwork { default_dhcp4: true, ..CmdlineNetwork::default() },
+            net: CmdlineNetwork {
+                default_dhcp4: true,
+                predictable_names: true,
+                ..CmdlineNetwork::default()
+            },
             talos_hostname: None,
             ip_hostname: None,
             link_settings: BTreeMap::new(),
@@ -136,6 +140,37 @@ impl<'a> Parser<'a> {
                         ))
                     }
                 };
+                Ok(())
+            }
+            "keelson.modules" => {
+                let v = value()?;
+                let mut offset = v.offset;
+                for name in v.text.split(',') {
+                    let field = Field::new(name, offset);
+                    offset += name.len() + 1;
+                    if name.is_empty() {
+                        continue;
+                    }
+                    if name.len() > 64
+                        || !name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                    {
+                        return Err(FieldError::invalid(
+                            &field,
+                            "module name",
+                            "expected at most 64 letters, digits, '_' or '-'",
+                        ));
+                    }
+                    if !self.net.modules.iter().any(|m| m == name) {
+                        self.net.modules.push(name.to_owned());
+                    }
+                }
+                Ok(())
+            }
+            // systemd-udevd's switch, which Talos honours too: "0" keeps kernel link names.
+            "net.ifnames" => {
+                self.net.predictable_names = p.value != Some("0");
                 Ok(())
             }
             key if key.starts_with("talos.") || key.starts_with("keelson.") => {

@@ -516,6 +516,20 @@ fn talos_and_keelson_keys() {
 }
 
 #[test]
+fn keelson_modules_and_ifnames() {
+    let n = clean("keelson.modules=e1000,igb, keelson.modules=igb,r8169 net.ifnames=1");
+    assert_eq!(n.modules, ["e1000", "igb", "r8169"]);
+    assert!(n.predictable_names);
+    assert!(!clean("net.ifnames=0").predictable_names);
+    assert!(clean("").predictable_names);
+    // One bad name rejects the entry with the column of that name; the rest of the line holds.
+    let (n, e) = one_error("keelson.modules=e1000,../x talos.hostname=a");
+    assert_eq!(e.column, 23);
+    assert!(e.message.contains("invalid module name"), "{}", e.message);
+    assert_eq!(n.hostname.as_deref(), Some("a"));
+}
+
+#[test]
 fn double_dash_ends_network_params() {
     let n = clean("ip=eth0:dhcp -- ip=eth1:dhcp talos.foo");
     assert_eq!(n.link_configs.len(), 1);

@@ -205,6 +205,9 @@ pub struct DeviceSelector {
     /// Physical (ether without a kind) or not.
     #[serde(default)]
     pub physical: Option<bool>,
+    /// PCI vendor and device ID (`8086:100E`), a glob, any case.
+    #[serde(rename = "pciID", default)]
+    pub pci_id: Option<String>,
 }
 
 impl DeviceSelector {

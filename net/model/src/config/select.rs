@@ -21,6 +21,10 @@ impl DeviceSelector {
                 .as_ref()
                 .is_none_or(|p| !link.bus_path.is_empty() && glob(p, &link.bus_path))
             && self.physical.is_none_or(|p| p == link.physical())
+            && self.pci_id.as_ref().is_none_or(|p| {
+                !link.pci_id.is_empty()
+                    && glob(&p.to_ascii_uppercase(), &link.pci_id.to_ascii_uppercase())
+            })
     }
 
     /// The names of every matching link, in name order (Talos's device selector applies the

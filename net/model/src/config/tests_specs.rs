@@ -280,6 +280,12 @@ fn device_selectors() {
     assert_eq!(by("{physical: true, driver: igb}"), ["enp1s0"]);
     assert!(by("{driver: e1000}").is_empty(), "no match yet: nothing");
     assert!(by("{permanentAddr: \"00:1a:*\"}").is_empty(), "no permanent MAC known");
+    assert!(by("{pciID: \"8086:*\"}").is_empty(), "no PCI ID known");
+
+    let mut links = node_links();
+    links[3].1.pci_id = "8086:100E".into();
+    let yaml = doc("    interfaces:\n      - deviceSelector: {pciID: \"8086:100e\"}\n");
+    assert_eq!(ids(&specs_for(&yaml, &links).links, LinkSpec::id), [links[3].0]);
 
     let mut links = node_links();
     links[2].1.permanent_addr = Some(HardwareAddr(vec![0xaa, 0, 0, 0, 0, 2]));

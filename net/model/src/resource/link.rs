@@ -194,9 +194,13 @@ pub struct LinkStatus {
     /// Driver (sysfs).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub driver: String,
-    /// Bus path (sysfs).
+    /// Bus path: the PCI address (`0000:00:03.0`, as ethtool's bus-info), else the device's
+    /// sysfs name.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub bus_path: String,
+    /// PCI vendor and device ID (`8086:100E`), for PCI devices.
+    #[serde(rename = "pciID", default, skip_serializing_if = "String::is_empty")]
+    pub pci_id: String,
     /// VLAN settings, for VLAN links.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vlan: Option<VlanSpec>,

@@ -18,6 +18,8 @@ pub enum Namespace {
     Runtime,
     /// KubeSpan identity, peers and their status.
     KubeSpan,
+    /// What the machine is (SMBIOS).
+    Hardware,
 }
 
 impl Namespace {
@@ -29,16 +31,18 @@ impl Namespace {
             Namespace::Config => "config",
             Namespace::Runtime => "runtime",
             Namespace::KubeSpan => "kubespan",
+            Namespace::Hardware => "hardware",
         }
     }
 
     /// Every namespace, in display order.
-    pub const ALL: [Namespace; 5] = [
+    pub const ALL: [Namespace; 6] = [
         Namespace::NetworkConfig,
         Namespace::Network,
         Namespace::Config,
         Namespace::Runtime,
         Namespace::KubeSpan,
+        Namespace::Hardware,
     ];
 }
 
