@@ -79,11 +79,12 @@ fn new_key() -> Result<KeyPair, IdentityError> {
 }
 
 /// The PKCS#8 v2 prefix ring writes for an Ed25519 key (RFC 8410: version 1, the algorithm,
-/// the 32-byte seed, then the public key in `[1]`).
+/// the 32-byte private key, then the public key in `[1]`).
 const ED25519_V2_PREFIX: [u8; 16] = [
     0x30, 0x51, 0x02, 0x01, 0x01, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
 ];
-/// The same key as PKCS#8 v1 (version 0, no public key), before the seed.
+/// The same key as PKCS#8 v1 (RFC 5958 version 0, no public key): the bytes that precede the
+/// 32-byte private key.
 const ED25519_V1_PREFIX: [u8; 16] = [
     0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
 ];
