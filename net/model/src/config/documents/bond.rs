@@ -234,10 +234,7 @@ impl Body for BondConfig {
 
     fn add_specs(&self, out: &mut Specs, links: &LinkNames<'_, '_>) {
         let common = self.common();
-        let mut link = common.link(&self.name);
-        link.logical = true;
-        link.kind = "bond".into();
-        link.link_type = LinkType::ETHER;
+        let mut link = common.logical_link(&self.name, "bond", LinkType::ETHER);
         link.hardware_addr = self.hardware_addr.clone();
         link.bond_master = Some(self.master());
         out.link_settings(link);

@@ -86,10 +86,7 @@ impl Body for BridgeConfig {
 
     fn add_specs(&self, out: &mut Specs, links: &LinkNames<'_, '_>) {
         let common = self.common();
-        let mut link = common.link(&self.name);
-        link.logical = true;
-        link.kind = "bridge".into();
-        link.link_type = LinkType::ETHER;
+        let mut link = common.logical_link(&self.name, "bridge", LinkType::ETHER);
         link.hardware_addr = self.hardware_addr.clone();
         link.bridge_master = Some(BridgeMasterSpec {
             stp: StpSpec { enabled: self.stp.enabled.unwrap_or(false) },

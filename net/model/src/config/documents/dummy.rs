@@ -46,10 +46,7 @@ impl Body for DummyLinkConfig {
 
     fn add_specs(&self, out: &mut Specs, _: &LinkNames<'_, '_>) {
         let common = self.common();
-        let mut link = common.link(&self.name);
-        link.logical = true;
-        link.kind = "dummy".into();
-        link.link_type = LinkType::ETHER;
+        let mut link = common.logical_link(&self.name, "dummy", LinkType::ETHER);
         link.hardware_addr = self.hardware_addr.clone();
         out.link_settings(link);
         common.add_addresses_and_routes(&self.name, out);

@@ -14,7 +14,7 @@ use crate::config::network::Route;
 use crate::config::scalar::{self, Cidr, Ip, Table};
 use crate::config::specs::{route_spec, Specs};
 use crate::resource::{
-    link_name_problem, AddressSpec, ConfigLayer, LinkSpec, RouteType, RoutingTable,
+    link_name_problem, AddressSpec, ConfigLayer, LinkSpec, LinkType, RouteType, RoutingTable,
     MAX_LINK_NAME_LEN, MAX_LINK_REF_LEN,
 };
 
@@ -240,6 +240,15 @@ impl CommonLink {
         link.up = self.up.unwrap_or(true);
         link.mtu = self.mtu;
         link.multicast = self.multicast;
+        link
+    }
+
+    /// The spec of a link keelson creates: these settings, logical, of `kind` and `link_type`.
+    pub(crate) fn logical_link(&self, name: &str, kind: &str, link_type: LinkType) -> LinkSpec {
+        let mut link = self.link(name);
+        link.logical = true;
+        link.kind = kind.to_owned();
+        link.link_type = link_type;
         link
     }
 

@@ -66,10 +66,7 @@ impl Body for VlanConfig {
 
     fn add_specs(&self, out: &mut Specs, links: &LinkNames<'_, '_>) {
         let common = self.common();
-        let mut link = common.link(&self.name);
-        link.logical = true;
-        link.kind = "vlan".into();
-        link.link_type = LinkType::ETHER;
+        let mut link = common.logical_link(&self.name, "vlan", LinkType::ETHER);
         link.parent_name = links.resolve(&self.parent);
         link.vlan = Some(VlanSpec {
             vid: self.vlan_id,

@@ -61,10 +61,7 @@ impl Body for VrfConfig {
 
     fn add_specs(&self, out: &mut Specs, links: &LinkNames<'_, '_>) {
         let common = self.common();
-        let mut link = common.link(&self.name);
-        link.logical = true;
-        link.kind = "vrf".into();
-        link.link_type = LinkType::ETHER;
+        let mut link = common.logical_link(&self.name, "vrf", LinkType::ETHER);
         link.vrf_master = Some(VrfMasterSpec { table: self.table });
         out.link_settings(link);
         for member in &self.links {

@@ -162,10 +162,7 @@ impl Body for WireguardConfig {
 
     fn add_specs(&self, out: &mut Specs, _: &LinkNames<'_, '_>) {
         let common = self.common();
-        let mut link = common.link(&self.name);
-        link.logical = true;
-        link.kind = "wireguard".into();
-        link.link_type = LinkType::NONE;
+        let mut link = common.logical_link(&self.name, "wireguard", LinkType::NONE);
         link.wireguard = Some(self.device());
         out.link_settings(link);
         common.add_addresses_and_routes(&self.name, out);
