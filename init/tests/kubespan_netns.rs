@@ -291,6 +291,74 @@ fn three_nodes_mesh_route_and_converge() {
     }
 }
 
+/// `wg show kubespan endpoints` of one peer.
+fn wg_endpoint(ns: &Netns, public: &str) -> String {
+    let out = ns.sh(&["wg", "show", "kubespan", "endpoints"]);
+    out.lines()
+        .find_map(|l| l.strip_prefix(public).map(|e| e.trim().to_owned()))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_roamed_peer_keeps_the_kernels_endpoint_across_a_reload() {
+    let test = "a_roamed_peer_keeps_the_kernels_endpoint_across_a_reload";
+    if !require_root(test) || !require_full_kernel(test) {
+        return;
+    }
+    let hub = Netns::new();
+    let m = mesh(&hub, 2);
+    let ep = |i: usize| format!("{}:51820", m[i].ip);
+    // Node 1 knows only a dead endpoint for node 2; node 2 knows node 1's real one. The
+    // tunnel comes up from node 2's side and node 1's WireGuard roams to node 2's address.
+    let dirs: Vec<TempDir> = (0..2).map(|_| TempDir::new()).collect();
+    let dead = "10.77.0.99:51820".to_owned();
+    let c0 = config(&dirs[0], &m[0], false, &peer_yaml(&m[1], "node-2", &[dead.clone()]));
+    let c1 = config(&dirs[1], &m[1], false, &peer_yaml(&m[0], "node-1", &[ep(0)]));
+    let n0 = Node::start_api(&m[0].ns, "", Some(&c0));
+    let n1 = Node::start_api(&m[1].ns, "", Some(&c1));
+    let all = [&n0, &n1];
+    wait_for(
+        "node 1 sees node 2 up",
+        UP,
+        || state_of(&n0, "node-2") == "up",
+        || format!("{:?}\n{}", peers(&n0), logs(&all)),
+    );
+    // The status, the log and the kernel agree on the endpoint in use: the roamed one.
+    let kernel = wg_endpoint(&m[0].ns, &m[1].public);
+    assert_eq!(kernel, ep(1), "{}", logs(&all));
+    let api = peers(&n0).into_iter().find(|p| p.0 == "node-2").unwrap();
+    assert_eq!(api.2, ep(1), "{api:?}");
+    let log = n0.log_text();
+    assert!(!log.contains(&format!("up via {dead}")), "{log}");
+
+    // A reload that only adds an allowed IP to that peer must leave the roamed endpoint.
+    let extra = "10.200.0.0/24";
+    let body = std::fs::read_to_string(&c0).unwrap().replace(
+        &format!("addresses: [{}/32,", m[1].ip),
+        &format!("addresses: [{extra}, {}/32,", m[1].ip),
+    );
+    assert!(body.contains(extra), "{body}");
+    let staged = dirs[0].path().join("config.yaml.new");
+    std::fs::write(&staged, body).unwrap();
+    std::fs::rename(&staged, &c0).unwrap();
+    wait_for(
+        "the new allowed IP reaches WireGuard",
+        Duration::from_secs(60),
+        || m[0].ns.sh(&["wg", "show", "kubespan", "allowed-ips"]).contains(extra),
+        || logs(&all),
+    );
+    // Watch a while: the kernel's endpoint never goes back to the dead one.
+    for _ in 0..20 {
+        let now = wg_endpoint(&m[0].ns, &m[1].public);
+        assert_eq!(now, ep(1), "re-pointed after the reload\n{}", logs(&all));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(state_of(&n0, "node-2"), "up");
+    for n in [n0, n1] {
+        n.stop();
+    }
+}
+
 #[test]
 fn down_peer_leaves_the_sets_with_bypass() {
     let test = "down_peer_leaves_the_sets_with_bypass";

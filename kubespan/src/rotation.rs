@@ -27,6 +27,9 @@ use net::resource::PeerState;
 /// REKEY_ATTEMPT_TIME (90 s), as Talos (docs/talos.md: KubeSpan).
 pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
 
+/// WireGuard's REJECT_AFTER_TIME: how long a session's keys carry traffic.
+pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
+
 /// The engine's timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
@@ -67,9 +70,10 @@ pub struct Step {
 #[derive(Debug, Clone, Default)]
 pub struct Rotation {
     timing: Timing,
-    /// The endpoint we last set (Talos's LastUsedEndpoint).
+    /// The endpoint in use or on trial (Talos's LastUsedEndpoint): the one we last set, or
+    /// the one WireGuard roamed to since.
     last_used: Option<SocketAddr>,
-    /// When we set it (Talos's LastEndpointChange, T0).
+    /// When it changed (Talos's LastEndpointChange, T0).
     last_change: Option<Instant>,
     /// The last endpoint with a handshake.
     last_good: Option<SocketAddr>,
@@ -113,18 +117,28 @@ impl Rotation {
     pub fn handle(&mut self, now: Instant, endpoints: &[SocketAddr], obs: &Observation) -> Step {
         self.handshake_at = obs.handshake_age.and_then(|age| now.checked_sub(age));
         let recent = obs.handshake_age.is_some_and(|age| age < self.timing.down_interval);
-        if self.last_used.is_none() && recent {
-            // Adopt a live tunnel (our own restart, or a peer that connected to us first).
-            if let Some(e) = obs.endpoint {
-                self.last_used = Some(e);
+        if let Some(e) = obs.endpoint.filter(|e| self.last_used != Some(*e)) {
+            self.last_used = Some(e);
+            // A live tunnel found at start (our restart, or a peer that connected first) is
+            // adopted as it is.
+            if !(recent && self.last_change.is_none()) {
+                // WireGuard roamed: the peer reached us from `e`, perhaps with a handshake
+                // still under way (the responder's handshake only counts once the
+                // initiator's first packet arrives). That path gets a trial of its own
+                // instead of being replaced by the next endpoint of the list.
+                self.last_change = Some(now);
             }
         }
-        self.state = self.compute_state(now, obs);
+        // A session younger than REJECT_AFTER_TIME is live: the peer is up whatever the
+        // bookkeeping says, and its endpoint (perhaps one WireGuard roamed to) is never
+        // replaced. Rotation itself never meets one: it only moves peers that are down.
+        let live = obs.handshake_age.is_some_and(|age| age < REJECT_AFTER_TIME);
+        self.state = if live { PeerState::Up } else { self.compute_state(now, obs) };
         if self.state == PeerState::Up {
             self.last_good = obs.endpoint.or(self.last_good);
         }
         let mut set_endpoint = None;
-        if self.state == PeerState::Down || self.last_used.is_none() {
+        if !live && (self.state == PeerState::Down || self.last_used.is_none()) {
             if let Some(next) = self.next_endpoint(endpoints, obs.endpoint) {
                 self.last_used = Some(next);
                 self.last_change = Some(now);
@@ -189,16 +203,6 @@ impl Rotation {
             Some(i) => endpoints.get(i + 1).copied().or(Some(first)),
             // Nothing set yet, or the list no longer has it: resume where it last worked.
             None => self.last_good.filter(|g| endpoints.contains(g)).or(Some(first)),
-        }
-    }
-
-    /// The endpoint the WireGuard spec should carry: the one we set, unless WireGuard roamed
-    /// to another (then `None`, "don't touch", keeps the roaming).
-    pub fn pinned_endpoint(&self, wg_endpoint: Option<SocketAddr>) -> Option<SocketAddr> {
-        match (self.last_used, wg_endpoint) {
-            (Some(used), None) => Some(used),
-            (Some(used), Some(wg)) if wg == used => Some(used),
-            _ => None,
         }
     }
 
@@ -293,10 +297,56 @@ mod tests {
             &[ep(1), ep(2)],
             &[
                 (0, None, None, Unknown, Some(1)),
-                (20, Some(25), Some(1), Unknown, Some(2)),
-                (25, Some(30), Some(2), Unknown, None),
+                (1, Some(0), Some(1), Up, None),
+                // Silent for 275 s after the change: down, the next endpoint is tried.
+                (276, Some(275), Some(1), Unknown, Some(2)),
+                // The old handshake predates the change: still on trial, then down again.
+                (280, Some(279), Some(2), Unknown, None),
+                (286, Some(285), Some(2), Unknown, Some(1)),
             ],
         );
+    }
+
+    #[test]
+    fn a_roam_before_the_handshake_completes_gets_a_trial() {
+        // A single dead endpoint; the peer's initiation arrives from 9 after our trial ran out.
+        // WireGuard roams at once but the handshake completes only with the peer's next packet.
+        let r = run(
+            &[ep(1)],
+            &[
+                (0, None, None, Unknown, Some(1)),
+                (10, None, Some(1), Down, None),
+                (12, None, Some(9), Unknown, None),
+                (13, Some(0), Some(9), Up, None),
+            ],
+        );
+        assert_eq!(r.last_used(), Some(ep(9)));
+        // A roam that never completes a handshake: after its trial, the list again.
+        run(
+            &[ep(1), ep(2)],
+            &[
+                (0, None, None, Unknown, Some(1)),
+                (3, None, Some(9), Unknown, None),
+                (13, None, Some(9), Unknown, Some(1)),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_live_session_is_never_re_pointed() {
+        // Pointed at a dead endpoint; the peer reaches us and WireGuard roams to it (9).
+        let r = run(
+            &[ep(1)],
+            &[
+                (0, None, None, Unknown, Some(1)),
+                (3, Some(1), Some(9), Up, None),
+                // An observation that contradicts the bookkeeping (the handshake reads as older
+                // than our change, as after a clock step): a session this young is live.
+                (40, Some(60), Some(9), Up, None),
+                (200, Some(179), Some(9), Up, None),
+            ],
+        );
+        assert_eq!(r.last_used(), Some(ep(9)));
     }
 
     #[test]
@@ -306,7 +356,6 @@ mod tests {
             &[(0, Some(20), Some(2), Up, None), (400, Some(20), Some(2), Up, None)],
         );
         assert_eq!(r.last_used(), Some(ep(2)));
-        assert_eq!(r.pinned_endpoint(Some(ep(2))), Some(ep(2)));
     }
 
     #[test]
@@ -324,9 +373,6 @@ mod tests {
         );
         assert_eq!(s.state, Up);
         assert_eq!(r.last_good(), Some(ep(2)));
-        // The peer roamed to an address we never set: the spec leaves the endpoint alone.
-        assert_eq!(r.pinned_endpoint(Some(ep(9))), None);
-        assert_eq!(r.pinned_endpoint(None), Some(ep(2)));
         // The list changes and drops the endpoint in use while the peer is down: rotation
         // resumes at the one that last worked, not at the top.
         let mut r2 = Rotation::new(TIMING);

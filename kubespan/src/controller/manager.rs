@@ -130,12 +130,14 @@ impl Controller for Manager {
             .map(|(k, s)| (k.to_owned(), s.clone()))
             .collect();
 
-        // What WireGuard says now; a read failure leaves every peer unobserved this round.
-        let observed: BTreeMap<String, WgPeerState> = match self.wg.peers(LINK_NAME) {
-            Ok(list) => list.into_iter().map(|p| (p.public_key.clone(), p)).collect(),
+        // What WireGuard says now. A read failure leaves every peer unobserved this round:
+        // nothing is decided on it, since "no handshake seen" would read as "down" and
+        // re-point a live (perhaps roamed) tunnel.
+        let observed: Option<BTreeMap<String, WgPeerState>> = match self.wg.peers(LINK_NAME) {
+            Ok(list) => Some(list.into_iter().map(|p| (p.public_key.clone(), p)).collect()),
             Err(e) => {
                 log::debug!(target: "kubespan.Manager", "read WireGuard: {e}");
-                BTreeMap::new()
+                None
             }
         };
 
@@ -147,6 +149,14 @@ impl Controller for Manager {
         for (key, spec) in &peers {
             let rot = self.rotations.entry(key.clone()).or_insert_with(|| Rotation::new(timing));
             rot.set_timing(timing);
+            let Some(observed) = &observed else {
+                // Unobserved: the spec leaves the endpoint alone and the status stays as it was.
+                runtime.insert(key.clone(), (rot.state(), None));
+                if let Some(prev) = ctx.get::<KubeSpanPeerStatus>(Namespace::KubeSpan, key) {
+                    statuses.push((key.clone(), prev.clone()));
+                }
+                continue;
+            };
             let wg = observed.get(key);
             let obs = Observation {
                 endpoint: wg.and_then(|w| w.endpoint),
@@ -158,7 +168,10 @@ impl Controller for Manager {
                 let via = obs.endpoint.map_or_else(|| "-".to_owned(), |e| e.to_string());
                 log::info!(target: "kubespan.Manager", "peer {} ({key}): {} via {via}", spec.label, step.state);
             }
-            let endpoint = step.set_endpoint.or_else(|| rot.pinned_endpoint(obs.endpoint));
+            // The spec names an endpoint only in the round that moves the peer there; every
+            // other round it says "leave it", so WireGuard's roaming is never undone (a spec
+            // still naming our last choice would put a roamed, live peer back on it).
+            let endpoint = step.set_endpoint;
             if let Some(e) = step.set_endpoint {
                 log::info!(target: "kubespan.Manager", "peer {} ({key}): trying endpoint {e}", spec.label);
             }

@@ -439,9 +439,19 @@ fn describe(u: &WgUpdate) -> String {
     if let Some(m) = u.fwmark {
         parts.push(format!("fwmark {m:#x}"));
     }
-    let removed = u.peers.iter().filter(|p| p.remove).count();
-    if u.peers.len() > removed {
-        parts.push(format!("{} peers added or changed", u.peers.len() - removed));
+    // A peer removed and added in one update is re-created (a new endpoint tried at once).
+    let recreated = u
+        .peers
+        .iter()
+        .filter(|p| p.remove && u.peers.iter().any(|q| !q.remove && q.public_key == p.public_key))
+        .count();
+    let removed = u.peers.iter().filter(|p| p.remove).count() - recreated;
+    let changed = u.peers.len() - removed - 2 * recreated;
+    if changed > 0 {
+        parts.push(format!("{changed} peers added or changed"));
+    }
+    if recreated > 0 {
+        parts.push(format!("{recreated} peers re-created for a new endpoint"));
     }
     if removed > 0 {
         parts.push(format!("{removed} peers removed"));
@@ -456,6 +466,8 @@ pub struct LinkSpecController {
     /// WireGuard changes produce no netlink event, but the status poll wakes us: a device
     /// that never takes an update must not be written every poll.
     wireguard_repeats: RepeatGuard,
+    /// The peer endpoints written per WireGuard link, so a roam is not written back over.
+    wireguard_endpoints: BTreeMap<String, wireguard::WrittenEndpoints>,
     /// Operations something else keeps undoing (another writer on the link).
     fights: FightGuard,
     /// The last [`LinkRefresh`] generation written.
@@ -475,6 +487,7 @@ impl LinkSpecController {
             host,
             wait_log: WaitLog::default(),
             wireguard_repeats: RepeatGuard::default(),
+            wireguard_endpoints: BTreeMap::new(),
             fights: FightGuard::default(),
             refreshes: 0,
         }
@@ -497,8 +510,14 @@ impl LinkSpecController {
                 continue;
             }
             let mut host = self.host.borrow_mut();
+            // Handshake times are wall-clock Unix seconds; a clock before 1970 reads as 0,
+            // which only makes every session look older (a re-created peer loses nothing).
+            let now_unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let written = self.wireguard_endpoints.entry(spec.name.clone()).or_default();
             let update = host.wireguard(&spec.name).and_then(|have| {
-                wireguard::plan_wireguard(want, &have).map_err(|e| HostError {
+                wireguard::plan_wireguard(want, &have, written, now_unix).map_err(|e| HostError {
                     op: format!("link {id}"),
                     message: e.to_string(),
                     kind: HostErrorKind::Invalid,
@@ -514,6 +533,13 @@ impl LinkSpecController {
             };
             match host.wireguard_set(&spec.name, &update) {
                 Ok(()) => {
+                    for p in &update.peers {
+                        match p.endpoint {
+                            Some(e) => _ = written.insert(p.public_key, e),
+                            None if p.remove => _ = written.remove(&p.public_key),
+                            None => {}
+                        }
+                    }
                     log::info!(target: "network.LinkSpecController", "link {}: wireguard {}", spec.name, describe(&update));
                     done.push(format!("wireguard set {}", spec.name));
                 }

@@ -547,10 +547,12 @@ fn kubespan_default_nftables_table() -> String {
     KUBESPAN_DEFAULT_NFTABLES_TABLE.to_owned()
 }
 
-/// How long an endpoint gets by default: two WireGuard handshake retransmission periods
-/// (REKEY_TIMEOUT = 5 s), so a retry lands on the new endpoint after a switch even when the
-/// first initiation went out just before it. Talos's 15 s is the ceiling.
-pub const KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an endpoint gets by default. A switch re-creates the WireGuard peer, so its first
+/// handshake initiation leaves at once; WireGuard retransmits after REKEY_TIMEOUT (5 s) plus up
+/// to 1/3 s of jitter. 6 s lets both initiations and their answers land, so one lost packet
+/// does not move a working endpoint on. It only ever applies to an endpoint on trial: a peer
+/// with a live session is never rotated. Talos's 15 s is the ceiling.
+pub const KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(6);
 
 fn kubespan_default_endpoint_timeout() -> Duration {
     KUBESPAN_DEFAULT_ENDPOINT_TIMEOUT

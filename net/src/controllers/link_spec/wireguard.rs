@@ -7,8 +7,22 @@
 //! is not a difference, so WireGuard's roaming is kept (docs/talos.md: KubeSpan). Peers the spec
 //! does not name are removed. Only the fields that differ are sent, and allowed IPs are replaced as
 //! a whole (`WGPEER_F_REPLACE_ALLOWEDIPS`).
+//!
+//! An endpoint is a difference only when the spec asks for one that was not written already:
+//! when the kernel moved away from the endpoint last written for a peer, WireGuard roamed (the
+//! peer reached us from elsewhere), and writing the old one back would cut a working tunnel.
+//!
+//! One exception to "only what differs": a new endpoint for a peer with no usable session (no
+//! handshake within [`REJECT_AFTER_TIME`]) re-creates the peer (removed and added again in the
+//! same message). The kernel rate-limits handshake initiations per peer to one per
+//! REKEY_TIMEOUT (5 s); a new peer starts with that limit expired and, with a persistent
+//! keepalive, sends its first initiation as it is added. So the new endpoint is tried at once
+//! instead of at WireGuard's next retransmission, up to 5 s later. A peer with a live session is
+//! never re-created: its keys and counters stay.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 
@@ -40,10 +54,25 @@ fn canonical_ips(ips: &[IpNet]) -> Vec<IpNet> {
     v
 }
 
-/// The update that makes `have` match `want`; empty when they already match.
+/// WireGuard's REJECT_AFTER_TIME: a session older than this carries no traffic, so a peer whose
+/// last handshake is older has nothing to lose by being re-created.
+pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
+
+/// Whether a peer had a handshake within [`REJECT_AFTER_TIME`] of `now_unix` (Unix seconds).
+fn has_session(peer: &WgPeer, now_unix: u64) -> bool {
+    peer.last_handshake.is_some_and(|t| now_unix.saturating_sub(t) < REJECT_AFTER_TIME.as_secs())
+}
+
+/// The endpoints last written to a device's peers (the controller's memory).
+pub type WrittenEndpoints = BTreeMap<Key, SocketAddr>;
+
+/// The update that makes `have` match `want` at `now_unix` (Unix seconds, the clock the kernel
+/// reports handshakes in), given the endpoints already `written`; empty when they match.
 pub fn plan_wireguard(
     want: &WireguardSpec,
     have: &WgDevice,
+    written: &WrittenEndpoints,
+    now_unix: u64,
 ) -> Result<WgUpdate, WireguardSpecError> {
     let mut update = WgUpdate::default();
     if want.private_key.is_some() && have.private_key != want.private_key {
@@ -67,21 +96,25 @@ pub fn plan_wireguard(
 
     for (key, (p, psk)) in &wanted {
         let ips = canonical_ips(&p.allowed_ips);
+        let moved = |cur: &WgPeer| {
+            p.endpoint.filter(|e| cur.endpoint != Some(*e) && written.get(key) != Some(e))
+        };
         let change = match current.get(key) {
-            None => WgPeerUpdate {
-                public_key: *key,
-                remove: false,
-                preshared_key: *psk,
-                endpoint: p.endpoint,
-                keepalive: Some(p.persistent_keepalive_interval),
-                allowed_ips: Some(ips),
-            },
+            None => full_peer(*key, p, *psk, ips),
+            Some(cur) if moved(cur).is_some() && !has_session(cur, now_unix) => {
+                update.peers.push(WgPeerUpdate {
+                    public_key: *key,
+                    remove: true,
+                    ..WgPeerUpdate::default()
+                });
+                full_peer(*key, p, *psk, ips)
+            }
             Some(cur) => WgPeerUpdate {
                 public_key: *key,
                 remove: false,
                 // Clearing is sending the zero key.
                 preshared_key: (cur.preshared_key != *psk).then(|| psk.unwrap_or(Key::ZERO)),
-                endpoint: p.endpoint.filter(|e| cur.endpoint != Some(*e)),
+                endpoint: moved(cur),
                 keepalive: Some(p.persistent_keepalive_interval).filter(|k| *k != cur.keepalive),
                 allowed_ips: Some(ips).filter(|ips| *ips != canonical_ips(&cur.allowed_ips)),
             },
@@ -103,6 +136,18 @@ pub fn plan_wireguard(
         });
     }
     Ok(update)
+}
+
+/// A peer as it is added: every field of the spec.
+fn full_peer(key: Key, p: &WireguardPeer, psk: Option<Key>, ips: Vec<IpNet>) -> WgPeerUpdate {
+    WgPeerUpdate {
+        public_key: key,
+        remove: false,
+        preshared_key: psk,
+        endpoint: p.endpoint,
+        keepalive: Some(p.persistent_keepalive_interval),
+        allowed_ips: Some(ips),
+    }
 }
 
 /// The device as a status: public keys in base64, peers sorted by public key, allowed IPs
@@ -138,6 +183,9 @@ mod tests {
     fn key(n: u8) -> Key {
         public_key(&generate_private_key([n; 32]))
     }
+
+    /// The wall clock of the tests, in Unix seconds.
+    const NOW: u64 = 1_800_000_000;
 
     fn ips(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|s| s.parse().unwrap()).collect()
@@ -179,7 +227,7 @@ mod tests {
     #[test]
     fn new_device_gets_everything() {
         let want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
-        let u = plan_wireguard(&want, &WgDevice::default()).unwrap();
+        let u = plan_wireguard(&want, &WgDevice::default(), &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(u.private_key, Some(generate_private_key([9; 32])));
         assert_eq!((u.listen_port, u.fwmark), (Some(51820), Some(0x20)));
         assert_eq!(u.peers.len(), 1);
@@ -199,7 +247,7 @@ mod tests {
             dev_peer(1, &["10.1.0.0/16", "10.0.0.1/32"]),
             dev_peer(2, &["10.0.0.2/32", "fd00::2/128"]),
         ]);
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert!(u.is_empty(), "{u:?}");
     }
 
@@ -210,7 +258,7 @@ mod tests {
             spec_peer(2, &["10.0.0.2/32"]),
         ]);
         let have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(2, &["10.0.0.2/32"])]);
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(u.private_key, None);
         assert_eq!(u.peers.len(), 1);
         let p = &u.peers[0];
@@ -223,7 +271,7 @@ mod tests {
     fn peers_not_in_the_spec_are_removed() {
         let want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
         let have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(3, &["10.0.0.3/32"])]);
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(
             u.peers,
             [WgPeerUpdate { public_key: key(3), remove: true, ..Default::default() }]
@@ -235,16 +283,78 @@ mod tests {
         let roamed: std::net::SocketAddr = "192.0.2.9:40000".parse().unwrap();
         let mut have = device(vec![dev_peer(1, &["10.0.0.1/32"])]);
         have.peers[0].endpoint = Some(roamed);
+        // A live session: the endpoint alone is changed.
+        have.peers[0].last_handshake = Some(NOW - 30);
         let mut want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
-        assert!(plan_wireguard(&want, &have).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
         let pinned = "192.0.2.1:51820".parse().unwrap();
         want.peers[0].endpoint = Some(pinned);
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(u.peers.len(), 1);
         assert_eq!(u.peers[0].endpoint, Some(pinned));
         assert_eq!(u.peers[0].allowed_ips, None);
         have.peers[0].endpoint = Some(pinned);
-        assert!(plan_wireguard(&want, &have).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_new_endpoint_for_a_peer_without_a_session_recreates_it() {
+        let psk = key(7);
+        let mut want = spec(vec![spec_peer(1, &["10.0.0.1/32"]), spec_peer(2, &["10.0.0.2/32"])]);
+        let next = "192.0.2.2:51820".parse().unwrap();
+        for p in &mut want.peers {
+            p.endpoint = Some(next);
+            p.preshared_key = Some(psk);
+        }
+        let mut have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(2, &["10.0.0.2/32"])]);
+        for p in &mut have.peers {
+            p.endpoint = Some("192.0.2.1:51820".parse().unwrap());
+            p.preshared_key = Some(psk);
+        }
+        // Peer 1 never had a handshake; peer 2's last one is just past REJECT_AFTER_TIME.
+        have.peers[1].last_handshake = Some(NOW - REJECT_AFTER_TIME.as_secs());
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        for n in [1, 2] {
+            let mine: Vec<_> = u.peers.iter().filter(|p| p.public_key == key(n)).collect();
+            assert_eq!(mine.len(), 2, "peer {n}: {u:?}");
+            assert!(mine[0].remove && !mine[1].remove, "removed first, then added: {mine:?}");
+            assert_eq!(
+                (mine[1].endpoint, mine[1].keepalive, mine[1].preshared_key),
+                (Some(next), Some(25), Some(psk)),
+            );
+            assert_eq!(mine[1].allowed_ips, Some(ips(&[&format!("10.0.0.{n}/32")])));
+        }
+        // One second younger, the session is live: only the endpoint changes.
+        have.peers[1].last_handshake = Some(NOW - REJECT_AFTER_TIME.as_secs() + 1);
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let two: Vec<_> = u.peers.iter().filter(|p| p.public_key == key(2)).collect();
+        assert_eq!(two.len(), 1);
+        assert_eq!((two[0].remove, two[0].endpoint, two[0].keepalive), (false, Some(next), None));
+        // No endpoint change, no re-creation, session or not.
+        have.peers[0].endpoint = Some(next);
+        have.peers[1].endpoint = Some(next);
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_endpoint_already_written_is_not_written_back_over_a_roam() {
+        let set: SocketAddr = "192.0.2.1:51820".parse().unwrap();
+        let roamed: SocketAddr = "192.0.2.9:40000".parse().unwrap();
+        let mut want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
+        want.peers[0].endpoint = Some(set);
+        let mut have = device(vec![dev_peer(1, &["10.0.0.1/32"])]);
+        have.peers[0].endpoint = Some(roamed);
+        let written = WrittenEndpoints::from([(key(1), set)]);
+        // With a session or without one: the kernel left what was written, so the peer roamed.
+        for hs in [Some(NOW - 5), None] {
+            have.peers[0].last_handshake = hs;
+            assert!(plan_wireguard(&want, &have, &written, NOW).unwrap().is_empty(), "{hs:?}");
+        }
+        // A spec that asks for another endpoint is a change again.
+        let other: SocketAddr = "192.0.2.2:51820".parse().unwrap();
+        want.peers[0].endpoint = Some(other);
+        let u = plan_wireguard(&want, &have, &written, NOW).unwrap();
+        assert_eq!(u.peers.last().map(|p| p.endpoint), Some(Some(other)), "{u:?}");
     }
 
     #[test]
@@ -254,10 +364,10 @@ mod tests {
         want.firewall_mark = 0x30;
         let mut have = device(vec![]);
         have.listen_port = 43210;
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!((u.listen_port, u.fwmark, u.private_key), (None, Some(0x30), None));
         want.private_key = Some(generate_private_key([1; 32]));
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(u.private_key, Some(generate_private_key([1; 32])));
     }
 
@@ -267,12 +377,12 @@ mod tests {
         let mut want = spec(vec![spec_peer(1, &[])]);
         want.peers[0].preshared_key = Some(psk);
         let mut have = device(vec![dev_peer(1, &[])]);
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(u.peers[0].preshared_key, Some(psk));
         have.peers[0].preshared_key = Some(psk);
-        assert!(plan_wireguard(&want, &have).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
         want.peers[0].preshared_key = None;
-        let u = plan_wireguard(&want, &have).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
         assert_eq!(u.peers[0].preshared_key, Some(Key::ZERO));
     }
 
@@ -280,7 +390,8 @@ mod tests {
     fn bad_keys_name_their_field() {
         let mut want = spec(vec![spec_peer(1, &[]), spec_peer(2, &[])]);
         want.peers[1].public_key = "not a key".into();
-        let e = plan_wireguard(&want, &WgDevice::default()).unwrap_err();
+        let e =
+            plan_wireguard(&want, &WgDevice::default(), &WrittenEndpoints::new(), NOW).unwrap_err();
         assert_eq!(e.field, "wireguard.peers[1].publicKey");
         assert!(e.to_string().starts_with("wireguard.peers[1].publicKey: "), "{e}");
         // A bad private or preshared key is refused when the spec is read, naming its field
