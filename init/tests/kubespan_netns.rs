@@ -312,7 +312,8 @@ fn a_roamed_peer_keeps_the_kernels_endpoint_across_a_reload() {
     // tunnel comes up from node 2's side and node 1's WireGuard roams to node 2's address.
     let dirs: Vec<TempDir> = (0..2).map(|_| TempDir::new()).collect();
     let dead = "10.77.0.99:51820".to_owned();
-    let c0 = config(&dirs[0], &m[0], false, &peer_yaml(&m[1], "node-2", &[dead.clone()]));
+    let c0 =
+        config(&dirs[0], &m[0], false, &peer_yaml(&m[1], "node-2", std::slice::from_ref(&dead)));
     let c1 = config(&dirs[1], &m[1], false, &peer_yaml(&m[0], "node-1", &[ep(0)]));
     let n0 = Node::start_api(&m[0].ns, "", Some(&c0));
     let n1 = Node::start_api(&m[1].ns, "", Some(&c1));
