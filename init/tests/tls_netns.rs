@@ -386,7 +386,9 @@ fn apply_config_try_rolls_back_unless_confirmed() {
     let on_disk = || std::fs::read_to_string(&old).unwrap();
     assert!(on_disk().contains("10.7.0.2/24"), "a config on trial is not written");
 
-    // Confirmed in time: it stays.
+    // Confirmed in time: it stays. The trial is long here: under emulation on shared cores,
+    // the steps between apply and confirm can take longer than a short one.
+    let args = ["apply-config", &s(&new), "--mode", "try", "--timeout", "5m", "--socket", &sock];
     let (ok, out, err) = keelson(&ns, &args);
     assert!(ok, "{out}{err}");
     wait_for("the config on trial", T, || has("10.7.0.3/24"), || node.log_text());
