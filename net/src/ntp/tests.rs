@@ -407,12 +407,11 @@ mod nts {
         c
     }
 
-    /// Ask once and answer with the valid reply `f` makes of the request.
-    fn ask(
-        c: &mut NtpClient,
-        w: &mut World,
-        f: &dyn Fn(&[u8], [u8; 48]) -> Vec<u8>,
-    ) -> (Vec<Output>, Vec<Output>) {
+    /// How the test server turns a request and a valid reply header into its answer.
+    type Answer = dyn Fn(&[u8], [u8; 48]) -> Vec<u8>;
+
+    /// Ask once and answer with what `f` makes of the request.
+    fn ask(c: &mut NtpClient, w: &mut World, f: &Answer) -> (Vec<Output>, Vec<Output>) {
         if let Some(at) = c.poll_at() {
             w.now = w.now.max(at);
         }
