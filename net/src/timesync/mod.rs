@@ -150,8 +150,7 @@ fn nts_target(entry: &str) -> Option<(String, Option<SocketAddr>, u16)> {
     if let Ok(a) = entry.parse::<SocketAddr>() {
         return Some((a.ip().to_string(), Some(a), a.port()));
     }
-    let name = entry.trim_end_matches('.').to_ascii_lowercase();
-    names::is_domain(&name).then_some((name, None, KE_PORT))
+    name_port(entry).map(|(name, port)| (name, None, port.unwrap_or(KE_PORT)))
 }
 
 /// A configured server as an address: an IP literal (port 123) or a socket address literal.
@@ -160,6 +159,17 @@ fn literal(server: &str) -> Option<SocketAddr> {
         return Some(SocketAddr::new(ip, NTP_PORT));
     }
     server.parse::<SocketAddr>().ok()
+}
+
+/// A configured server name, with its port when written `name:port`; lowercased, without the
+/// root dot. `None` when the name is not valid.
+fn name_port(server: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = match server.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port.parse::<u16>().ok().filter(|p| *p != 0)?)),
+        None => (server, None),
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    names::is_domain(&host).then_some((host, port))
 }
 
 fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
@@ -392,16 +402,15 @@ impl TimeSync {
                     servers.push(a);
                     continue;
                 }
-                let name = name.trim_end_matches('.').to_ascii_lowercase();
-                if !names::is_domain(&name) {
+                let Some((name, port)) = name_port(name) else {
                     if self.skipped.insert(name.clone()) {
-                        log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(&name, 253));
+                        log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(name, 253));
                     }
                     continue;
-                }
-                servers.extend(
-                    self.dns.addresses(&name).iter().map(|ip| SocketAddr::new(*ip, NTP_PORT)),
-                );
+                };
+                let port = port.unwrap_or(NTP_PORT);
+                servers
+                    .extend(self.dns.addresses(&name).iter().map(|ip| SocketAddr::new(*ip, port)));
                 lookups.insert(name);
             }
         }
@@ -772,5 +781,13 @@ mod tests {
         assert_eq!(literal("[2001:db8::1]:9").map(|a| a.port()), Some(9));
         assert_eq!(literal("time.cloudflare.com"), None);
         assert_eq!(literal("192.0.2.1:x"), None);
+        assert_eq!(name_port("NTP.test."), Some(("ntp.test".to_owned(), None)));
+        assert_eq!(name_port("ntp.test:1123"), Some(("ntp.test".to_owned(), Some(1123))));
+        assert_eq!(name_port("ntp.test:0"), None);
+        assert_eq!(name_port("ntp test"), None);
+        assert_eq!(nts_target("ntp.test").map(|t| t.2), Some(KE_PORT));
+        assert_eq!(nts_target("ntp.test:4461").map(|t| t.2), Some(4461));
+        let ip = nts_target("192.0.2.1").unwrap();
+        assert_eq!((ip.0.as_str(), ip.1.map(|a| a.port())), ("192.0.2.1", Some(KE_PORT)));
     }
 }
