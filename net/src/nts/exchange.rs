@@ -64,7 +64,6 @@ pub struct Request {
 }
 
 /// A successful exchange.
-#[derive(Debug)]
 pub struct Outcome {
     /// The address that answered.
     pub addr: SocketAddr,
@@ -76,6 +75,17 @@ pub struct Outcome {
     pub seed: [u8; 32],
     /// The certificate was accepted only because the clock is unsynchronised.
     pub forgave_time: bool,
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys and the seed are secrets: never printed.
+        f.debug_struct("Outcome")
+            .field("addr", &self.addr)
+            .field("response", &self.response)
+            .field("forgave_time", &self.forgave_time)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why an exchange failed.

@@ -93,7 +93,7 @@ pub fn request() -> Vec<u8> {
 }
 
 /// What a successful key exchange gave.
-#[derive(Clone, PartialEq, Eq, Debug, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct Response {
     /// Cookies for NTP requests (at most [`MAX_COOKIES`]).
     pub cookies: Vec<Vec<u8>>,
@@ -101,6 +101,17 @@ pub struct Response {
     pub server: Option<String>,
     /// The NTP port, when not 123 (RFC 8915 §4.1.8).
     pub port: Option<u16>,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Cookies are bearer credentials for the keys: counted, not printed.
+        f.debug_struct("Response")
+            .field("cookies", &self.cookies.len())
+            .field("server", &self.server)
+            .field("port", &self.port)
+            .finish()
+    }
 }
 
 /// Parse a whole response from the bytes read so far: `Ok(None)` until the end-of-message

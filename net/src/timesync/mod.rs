@@ -502,7 +502,12 @@ impl TimeSync {
         }
         let relaxed = !(self.was_synced || clock::kernel_synced())
             || clock::wall_now().unix_secs() < verify::FLOOR.as_secs();
-        let Some(exchanges) = &mut self.exchanges else { return };
+        let Some(exchanges) = &mut self.exchanges else {
+            for src in self.nts.values_mut() {
+                src.error.get_or_insert_with(|| "cannot set up key exchanges".to_owned());
+            }
+            return;
+        };
         for src in self.nts.values_mut() {
             if src.running.is_some() || src.start_at.is_none_or(|at| at > now) {
                 continue;
