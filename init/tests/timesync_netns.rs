@@ -334,24 +334,7 @@ fn a_server_name_is_looked_up_through_the_node_resolvers() {
     }
     let lab = Lab::new();
     let chrony = lab.chrony(CHRONY_A);
-    // dnsmasq on 10.78.0.2 as the node's resolver: ntp.test is chrony's address.
-    let pid = lab.file("dnsmasq.pid").display().to_string();
-    let dns = Background::start(
-        &lab.server,
-        &[
-            "dnsmasq",
-            "--no-daemon",
-            "--conf-file=/dev/null",
-            "--no-resolv",
-            "--no-hosts",
-            "--listen-address=10.78.0.2",
-            "--bind-interfaces",
-            "--address=/ntp.test/10.78.0.1",
-            "--log-queries",
-            &format!("--pid-file={pid}"),
-        ],
-        lab.file("dnsmasq.log"),
-    );
+    let dns = lab.dnsmasq();
     let config = lab.config(&["ntp.test"], "");
     let text = std::fs::read_to_string(&config)
         .unwrap()
@@ -375,8 +358,31 @@ fn a_server_name_is_looked_up_through_the_node_resolvers() {
     );
 }
 
-/// A test CA and a server certificate for `CHRONY_A` (IP SAN) signed by it, made with
-/// openssl in the lab's directory: `(ca.crt, server.crt, server.key)`.
+impl Lab {
+    /// dnsmasq on 10.78.0.2 as the node's resolver: ntp.test is chrony's address.
+    fn dnsmasq(&self) -> Background {
+        let pid = self.file("dnsmasq.pid").display().to_string();
+        Background::start(
+            &self.server,
+            &[
+                "dnsmasq",
+                "--no-daemon",
+                "--conf-file=/dev/null",
+                "--no-resolv",
+                "--no-hosts",
+                "--listen-address=10.78.0.2",
+                "--bind-interfaces",
+                "--address=/ntp.test/10.78.0.1",
+                "--log-queries",
+                &format!("--pid-file={pid}"),
+            ],
+            self.file("dnsmasq.log"),
+        )
+    }
+}
+
+/// A test CA and a server certificate for `CHRONY_A` and `ntp.test` (SANs) signed by it, made
+/// with openssl in the lab's directory: `(ca.crt, server.crt, server.key)`.
 fn nts_certificates(lab: &Lab, ca_name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let f = |n: &str| lab.file(&format!("{ca_name}-{n}")).display().to_string();
     let run = |args: &[&str]| {
@@ -399,7 +405,7 @@ fn nts_certificates(lab: &Lab, ca_name: &str) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(
         &ext,
         format!(
-            "subjectAltName=IP:{CHRONY_A}\nbasicConstraints=CA:FALSE\n\
+            "subjectAltName=IP:{CHRONY_A},DNS:ntp.test\nbasicConstraints=CA:FALSE\n\
              keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
         ),
     )
@@ -537,4 +543,38 @@ fn an_nts_server_with_a_certificate_from_an_unknown_ca_is_not_used() {
     assert_eq!(field(&timestatus(&node), "synced"), Some("false"));
     let log = node.log_text();
     assert_eq!(log.matches("key exchange failed").count(), 1, "{log}");
+}
+
+#[test]
+fn an_nts_server_name_is_looked_up_and_its_certificate_checked_for_that_name() {
+    if !require_root("an_nts_server_name_is_looked_up_and_its_certificate_checked_for_that_name") {
+        return;
+    }
+    let lab = Lab::new();
+    let (ca, cert, key) = nts_certificates(&lab, "test-ca");
+    let chrony = lab.chrony_nts(&cert, &key);
+    let dns = lab.dnsmasq();
+    let config = lab.nts_config(&["ntp.test"]);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("  network:\n", &format!("  network:\n    nameservers: [{CHRONY_B}]\n"));
+    std::fs::write(&config, text).unwrap();
+    let ca = ca.display().to_string();
+    let node = Node::start_api_args(&lab.client, "", Some(&config), &["--nts-ca", &ca]);
+    let ctx = context(&node, &[&chrony, &dns]);
+    wait_for(
+        "timestatus synced over NTS",
+        t(30),
+        || {
+            let s = timestatus(&node);
+            field(&s, "synced") == Some("true") && field(&s, "nts") == Some("true")
+        },
+        &ctx,
+    );
+    assert_eq!(field(&timestatus(&node), "server"), Some("10.78.0.1:123"), "{}", ctx());
+    assert!(
+        node.log_text().contains("NTS key exchange with ntp.test (10.78.0.1:4460)"),
+        "{}",
+        ctx()
+    );
 }
