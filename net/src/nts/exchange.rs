@@ -1,6 +1,6 @@
 //! The NTS-KE exchange itself (RFC 8915 §4): TCP and TLS 1.3 to port 4460 with ALPN
 //! `ntske/1`, the request, the response, the exported keys. It blocks (connect, handshake,
-//! reading the trust roots), so it runs on a helper thread per exchange ([`Exchanges`]), which
+//! reading the trust roots), so each exchange runs on a thread of its own ([`Exchanges`]), which
 //! hands the result back over a channel and rings a socket the event loop polls: PID 1 never
 //! waits for it.
 
@@ -72,14 +72,14 @@ pub struct Outcome {
     /// Cookies and the negotiated NTP server.
     pub response: Response,
     /// 32 random bytes for the session's identifiers.
-    pub seed: [u8; 32],
+    pub secret: [u8; 32],
     /// The certificate was accepted only because the clock is unsynchronised.
     pub forgave_time: bool,
 }
 
 impl std::fmt::Debug for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The keys and the seed are secrets: never printed.
+        // The keys and the secret are never printed.
         f.debug_struct("Outcome")
             .field("addr", &self.addr)
             .field("response", &self.response)
@@ -121,7 +121,7 @@ pub enum ExchangeError {
     /// Took longer than the exchange may.
     #[error("timed out")]
     Timeout,
-    /// The helper thread could not be started.
+    /// The exchange's thread could not be started.
     #[error("cannot start a thread: {0}")]
     Thread(String),
 }
@@ -243,18 +243,18 @@ pub fn run(req: &Request) -> Result<Outcome, ExchangeError> {
         .map_err(ExchangeError::Tls)?;
     conn.send_close_notify();
     let _ = conn.write_tls(&mut sock);
-    let mut seed = [0u8; 32];
+    let mut secret = [0u8; 32];
     provider
         .secure_random
-        .fill(&mut seed)
+        .fill(&mut secret)
         .map_err(|_| ExchangeError::Io(io::Error::other("no randomness")))?;
-    Ok(Outcome { addr, keys, response, seed, forgave_time: verifier.forgave_time() })
+    Ok(Outcome { addr, keys, response, secret, forgave_time: verifier.forgave_time() })
 }
 
 /// What a finished exchange reports: its ID and result.
 pub type Finished = (u64, Result<Outcome, ExchangeError>);
 
-/// Exchanges on helper threads, each reporting back through a channel and a wake-up datagram.
+/// Exchanges on threads of their own, each reporting back through a channel and a wake-up datagram.
 #[derive(Debug)]
 pub struct Exchanges {
     tx: Sender<Finished>,

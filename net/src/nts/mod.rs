@@ -1,7 +1,7 @@
 //! Network Time Security for NTP (RFC 8915).
 //!
 //! - [`ke`]: the key establishment records (request, bounded response parse).
-//! - [`exchange`]: the key establishment over TLS 1.3 on a helper thread, with the keys
+//! - [`exchange`]: the key establishment over TLS 1.3 on a thread of its own, with the keys
 //!   exported from the TLS session; [`verify`]: the certificate check and its clock policy.
 //! - [`fields`], [`session`]: the NTP extension fields, the cookie jar, and sealing requests
 //!   and opening replies with AEAD_AES_SIV_CMAC_256 (RFC 5297).

@@ -70,7 +70,7 @@ pub struct Sent {
 pub struct Session {
     keys: Keys,
     jar: VecDeque<Vec<u8>>,
-    seed: [u8; 32],
+    secret: [u8; 32],
     counter: u64,
 }
 
@@ -81,12 +81,12 @@ impl fmt::Debug for Session {
 }
 
 impl Session {
-    /// A session from a key exchange's keys and cookies; `seed` (32 random bytes, drawn where
+    /// A session from a key exchange's keys and cookies; `secret` (32 random bytes, drawn where
     /// blocking is allowed) makes the unique identifiers and nonces.
-    pub fn new(keys: Keys, cookies: Vec<Vec<u8>>, seed: [u8; 32]) -> Self {
+    pub fn new(keys: Keys, cookies: Vec<Vec<u8>>, secret: [u8; 32]) -> Self {
         let mut jar: VecDeque<Vec<u8>> = cookies.into();
         jar.truncate(MAX_COOKIES);
-        Self { keys, jar, seed, counter: 0 }
+        Self { keys, jar, secret, counter: 0 }
     }
 
     /// Cookies left.
@@ -94,12 +94,12 @@ impl Session {
         self.jar.len()
     }
 
-    /// 32 unpredictable bytes: SHA-256 of the secret seed and a counter. Unique identifiers
+    /// 32 unpredictable bytes: SHA-256 of the session's secret and a counter. Unique identifiers
     /// must be unguessable off path; SIV needs nonces that do not repeat, not secret ones.
     fn random(&mut self) -> [u8; 32] {
         self.counter = self.counter.wrapping_add(1);
         let mut h = Sha256::new();
-        h.update(self.seed);
+        h.update(self.secret);
         h.update(self.counter.to_be_bytes());
         h.finalize().into()
     }

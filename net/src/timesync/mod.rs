@@ -12,7 +12,7 @@
 //! servers (a pool name gives several).
 //!
 //! With NTS (`useNTS`), each server is first a key exchange server (port 4460 unless given):
-//! the exchange runs on a helper thread ([`crate::nts::exchange`]); when it succeeds, the NTP
+//! the exchange runs on a thread of its own ([`crate::nts::exchange`]); when it succeeds, the NTP
 //! server it names joins the engine with its keys and cookies, and when the engine runs out of
 //! cookies or stops trusting the replies it asks for another exchange. A server whose exchange
 //! fails is not used: one log line, the reason in `TimeStatus.ntsErrors`, retries backing off
@@ -83,7 +83,7 @@ pub struct TimeSync {
     use_nts: bool,
     /// Where NTS-KE certificates are checked against.
     trust: Trust,
-    /// The key exchanges' helper threads; opened with the first NTS server.
+    /// The key exchanges' threads; opened with the first NTS server.
     exchanges: Option<Exchanges>,
     exchanges_tried: bool,
     next_exchange: u64,
@@ -728,7 +728,7 @@ impl TimeSync {
 
 /// A key exchange worked: the NTP server it names, with fresh keys for the engine.
 fn nts_succeeded(src: &mut NtsSource, outcome: Outcome) {
-    let Outcome { addr, keys, response, seed, forgave_time } = outcome;
+    let Outcome { addr, keys, response, secret, forgave_time } = outcome;
     let cookies = response.cookies.len();
     src.ntp_port = response.port.unwrap_or(NTP_PORT);
     src.ntp_name = None;
@@ -759,7 +759,7 @@ fn nts_succeeded(src: &mut NtsSource, outcome: Outcome) {
     log::info!(target: "time", "NTS key exchange with {} ({addr}): {cookies} cookies, NTP server {to}{forgiven}", src.host);
     src.failures = 0;
     src.error = None;
-    src.fresh = Some(Session::new(keys, response.cookies, seed));
+    src.fresh = Some(Session::new(keys, response.cookies, secret));
 }
 
 /// A key exchange failed: one line per new reason, then retries with backoff.
