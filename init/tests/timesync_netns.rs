@@ -578,3 +578,39 @@ fn an_nts_server_name_is_looked_up_and_its_certificate_checked_for_that_name() {
         ctx()
     );
 }
+
+/// The event loop's wakeups as the stop line counts them.
+fn wakeups(log: &str) -> u64 {
+    let at = log.find(" event loop wakeups)").expect("the stop line");
+    let start = log[..at].rfind('(').unwrap() + 1;
+    log[start..at].parse().unwrap()
+}
+
+#[test]
+fn an_nts_server_name_nobody_answers_for_waits_without_spinning() {
+    if !require_root("an_nts_server_name_nobody_answers_for_waits_without_spinning") {
+        return;
+    }
+    let lab = Lab::new();
+    // The resolver 10.78.0.2 exists but nothing answers on it.
+    let config = lab.nts_config(&["ntp.test"]);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("  network:\n", &format!("  network:\n    nameservers: [{CHRONY_B}]\n"));
+    std::fs::write(&config, text).unwrap();
+    let node = Node::start_api(&lab.client, "", Some(&config));
+    let ctx = context(&node, &[]);
+    wait_for(
+        "timestatus to wait for the key exchange",
+        t(10),
+        || field(&timestatus(&node), "reason") == Some("waiting for NTS key exchange"),
+        &ctx,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(field(&timestatus(&node), "synced"), Some("false"));
+    drop(ctx);
+    let log = node.stop();
+    // Lookups back off, the exchange waits for an address: a few wakeups a second at most.
+    let n = wakeups(&log);
+    assert!(n < 300, "{n} wakeups\n{log}");
+}

@@ -299,10 +299,16 @@ impl TimeSync {
             _ => None,
         };
         let dns = if self.disabled { None } else { self.dns.poll_at() };
-        let exchange = if self.disabled {
-            None
-        } else {
-            self.nts.values().filter(|s| s.running.is_none()).filter_map(|s| s.start_at).min()
+        // Only exchanges that can start: one waiting for its name to resolve or for a free
+        // slot is woken by the lookup's answer or a finished exchange, not by the timer.
+        let exchange = match &self.exchanges {
+            Some(x) if !self.disabled && x.running() < crate::nts::exchange::MAX_RUNNING => self
+                .nts
+                .values()
+                .filter(|s| s.running.is_none() && !self.exchange_addrs(s).is_empty())
+                .filter_map(|s| s.start_at)
+                .min(),
+            _ => None,
         };
         self.engine
             .as_ref()
@@ -485,6 +491,11 @@ impl TimeSync {
         self.nts.retain(|k, _| keep.contains(k));
     }
 
+    /// Where `src`'s key exchange can go now.
+    fn exchange_addrs(&self, src: &NtsSource) -> Vec<SocketAddr> {
+        exchange_addrs(&self.dns, src)
+    }
+
     /// Start the exchanges that are due and have an address to go to.
     fn start_exchanges(&mut self, now: Instant) {
         if self.nts.is_empty() {
@@ -505,6 +516,7 @@ impl TimeSync {
         let Some(exchanges) = &mut self.exchanges else {
             for src in self.nts.values_mut() {
                 src.error.get_or_insert_with(|| "cannot set up key exchanges".to_owned());
+                src.start_at = None;
             }
             return;
         };
@@ -515,15 +527,7 @@ impl TimeSync {
             if exchanges.running() >= crate::nts::exchange::MAX_RUNNING {
                 break;
             }
-            let addrs: Vec<SocketAddr> = match src.literal {
-                Some(a) => vec![a],
-                None => self
-                    .dns
-                    .addresses(&src.host)
-                    .iter()
-                    .map(|ip| SocketAddr::new(*ip, src.port))
-                    .collect(),
-            };
+            let addrs = exchange_addrs(&self.dns, src);
             if addrs.is_empty() {
                 continue;
             }
@@ -723,6 +727,14 @@ impl TimeSync {
                 false
             }
         }
+    }
+}
+
+/// Where `src`'s key exchange can go: its literal address, or its name's addresses so far.
+fn exchange_addrs(dns: &Stub, src: &NtsSource) -> Vec<SocketAddr> {
+    match src.literal {
+        Some(a) => vec![a],
+        None => dns.addresses(&src.host).iter().map(|ip| SocketAddr::new(*ip, src.port)).collect(),
     }
 }
 
