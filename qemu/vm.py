@@ -265,7 +265,8 @@ class Node:
             self.monitor.unlink()
 
 
-def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False):
+def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
+                    ca_bundle=None):
     """Runs scripts/build-initramfs; returns the image path."""
     cmd = [str(ROOT / "scripts/build-initramfs")]
     if out:
@@ -278,6 +279,8 @@ def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_
         cmd += ["--drivers", drivers]
     if fixed_all:
         cmd += ["--fixed-all"]
+    if ca_bundle:
+        cmd += ["--ca-bundle", str(ca_bundle)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")

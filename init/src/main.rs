@@ -50,7 +50,7 @@ const COMMANDS: &[(&str, &str)] = &[
         "run",
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
               [--api-socket PATH] [--api-listen ADDR:PORT]... [--api-max-connections N]
-              [--set-clock]
+              [--set-clock] [--nts-ca FILE]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
@@ -58,7 +58,9 @@ const COMMANDS: &[(&str, &str)] = &[
       clients at once (default 256). --api-listen serves it over TLS too (PID 1: [::]:50000):
       maintenance mode (self-signed, --insecure) until the config has machine.ca, then
       mutual TLS with client certificates from that CA. Time sync only measures the clock
-      (timestatus) unless --set-clock lets it step and slew it, as PID 1 does.
+      (timestatus) unless --set-clock lets it step and slew it, as PID 1 does. --nts-ca FILE
+      trusts the PEM certificates in FILE for NTS key exchange, beside
+      /etc/ssl/certs/ca-certificates.crt.
 ",
     ),
     (

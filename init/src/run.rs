@@ -41,6 +41,7 @@ struct Args {
     hostname: bool,
     once: bool,
     set_clock: bool,
+    nts_ca: Option<PathBuf>,
     api_socket: Option<PathBuf>,
     api_listen: Vec<std::net::SocketAddr>,
     api_max_connections: usize,
@@ -57,6 +58,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         hostname: true,
         once: false,
         set_clock: false,
+        nts_ca: None,
         api_socket: None,
         api_listen: Vec::new(),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
@@ -74,6 +76,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
             Long("no-hostname") => a.hostname = false,
             Long("once") => a.once = true,
             Long("set-clock") => a.set_clock = true,
+            Long("nts-ca") => a.nts_ca = Some(value(&mut p)?.into()),
             Long("api-socket") => a.api_socket = Some(value(&mut p)?.into()),
             Long("api-listen") => {
                 let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
@@ -117,6 +120,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         hostname: args.hostname,
         once: args.once,
         set_clock: args.set_clock,
+        nts_ca: args.nts_ca,
         stop_grace: crate::supervisor::STOP_GRACE,
         api_socket: args.api_socket,
         api_listen: args.api_listen,

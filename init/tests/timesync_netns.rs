@@ -334,24 +334,7 @@ fn a_server_name_is_looked_up_through_the_node_resolvers() {
     }
     let lab = Lab::new();
     let chrony = lab.chrony(CHRONY_A);
-    // dnsmasq on 10.78.0.2 as the node's resolver: ntp.test is chrony's address.
-    let pid = lab.file("dnsmasq.pid").display().to_string();
-    let dns = Background::start(
-        &lab.server,
-        &[
-            "dnsmasq",
-            "--no-daemon",
-            "--conf-file=/dev/null",
-            "--no-resolv",
-            "--no-hosts",
-            "--listen-address=10.78.0.2",
-            "--bind-interfaces",
-            "--address=/ntp.test/10.78.0.1",
-            "--log-queries",
-            &format!("--pid-file={pid}"),
-        ],
-        lab.file("dnsmasq.log"),
-    );
+    let dns = lab.dnsmasq();
     let config = lab.config(&["ntp.test"], "");
     let text = std::fs::read_to_string(&config)
         .unwrap()
@@ -373,4 +356,261 @@ fn a_server_name_is_looked_up_through_the_node_resolvers() {
         queries.contains("query[A] ntp.test") && queries.contains("query[AAAA] ntp.test"),
         "{queries}"
     );
+}
+
+impl Lab {
+    /// dnsmasq on 10.78.0.2 as the node's resolver: ntp.test is chrony's address.
+    fn dnsmasq(&self) -> Background {
+        let pid = self.file("dnsmasq.pid").display().to_string();
+        Background::start(
+            &self.server,
+            &[
+                "dnsmasq",
+                "--no-daemon",
+                "--conf-file=/dev/null",
+                "--no-resolv",
+                "--no-hosts",
+                "--listen-address=10.78.0.2",
+                "--bind-interfaces",
+                "--address=/ntp.test/10.78.0.1",
+                "--log-queries",
+                &format!("--pid-file={pid}"),
+            ],
+            self.file("dnsmasq.log"),
+        )
+    }
+}
+
+/// A test CA and a server certificate for `CHRONY_A` and `ntp.test` (SANs) signed by it, made
+/// with openssl in the lab's directory: `(ca.crt, server.crt, server.key)`.
+fn nts_certificates(lab: &Lab, ca_name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let f = |n: &str| lab.file(&format!("{ca_name}-{n}")).display().to_string();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    let (ca_key, ca_crt, key, csr, crt, ext) =
+        (f("ca.key"), f("ca.crt"), f("server.key"), f("server.csr"), f("server.crt"), f("ext"));
+    ca.extend(["-keyout", &ca_key, "-out", &ca_crt, "-days", "2", "-subj"]);
+    let subject = format!("/CN={ca_name}");
+    ca.push(&subject);
+    run(&ca);
+    let mut req = vec!["req"];
+    req.extend(ec);
+    req.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=nts-server"]);
+    run(&req);
+    std::fs::write(
+        &ext,
+        format!(
+            "subjectAltName=IP:{CHRONY_A},DNS:ntp.test\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+        ),
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_crt,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &crt,
+        "-days",
+        "2",
+        "-extfile",
+        &ext,
+    ]);
+    (PathBuf::from(ca_crt), PathBuf::from(crt), PathBuf::from(key))
+}
+
+impl Lab {
+    /// chronyd as above, also serving NTS-KE on `CHRONY_A`:4460 with this certificate.
+    fn chrony_nts(&self, cert: &std::path::Path, key: &std::path::Path) -> Background {
+        let conf = self.file("chrony-nts.conf");
+        let dir = self.dir.path().display();
+        std::fs::write(
+            &conf,
+            format!(
+                "local stratum 8\nallow all\nport 123\nbindaddress {CHRONY_A}\ncmdport 0\n\
+                 ntsport 4460\nntsserverkey {}\nntsservercert {}\nntsdumpdir {dir}\n\
+                 pidfile {dir}/chronyd-nts.pid\ndumpdir {dir}\n",
+                key.display(),
+                cert.display()
+            ),
+        )
+        .unwrap();
+        let conf = conf.display().to_string();
+        let args = ["chronyd", "-x", "-d", "-u", "root", "-f", &conf];
+        Background::start(&self.server, &args, self.file("chrony-nts.log"))
+    }
+
+    /// The client's config with a `TimeSyncConfig` document asking for NTS.
+    fn nts_config(&self, servers: &[&str]) -> PathBuf {
+        let path = self.file("config.yaml");
+        let list = servers.join(", ");
+        std::fs::write(
+            &path,
+            format!(
+                "version: v1alpha1\nmachine:\n  network:\n    hostname: ntp-node\n    interfaces:\n      - interface: v0\n        addresses: [{CLIENT}/24]\n---\napiVersion: v1alpha1\nkind: TimeSyncConfig\nntp:\n  servers: [{list}]\n  useNTS: true\n"
+            ),
+        )
+        .unwrap();
+        path
+    }
+}
+
+#[test]
+fn syncs_over_nts_with_chrony_and_reports_it() {
+    if !require_root("syncs_over_nts_with_chrony_and_reports_it") {
+        return;
+    }
+    let lab = Lab::new();
+    let (ca, cert, key) = nts_certificates(&lab, "test-ca");
+    let chrony = lab.chrony_nts(&cert, &key);
+    let config = lab.nts_config(&[CHRONY_A]);
+    let ca = ca.display().to_string();
+    let node = Node::start_api_args(&lab.client, "", Some(&config), &["--nts-ca", &ca]);
+    let ctx = context(&node, &[&chrony]);
+    wait_for(
+        "timestatus synced over NTS",
+        t(30),
+        || {
+            let s = timestatus(&node);
+            field(&s, "synced") == Some("true") && field(&s, "nts") == Some("true")
+        },
+        &ctx,
+    );
+    let status = timestatus(&node);
+    assert_eq!(field(&status, "server"), Some("10.78.0.1:123"), "{}", ctx());
+    assert_eq!(field(&status, "mode"), Some("measure"));
+    assert_eq!(field(&status, "stratum"), Some("8"), "{}", ctx());
+    assert_eq!(field(&status, "epoch"), Some("0"), "measuring never steps");
+    assert!(list(&status, "ntsErrors").is_empty(), "{}", ctx());
+    assert_small_offset(&status, &ctx);
+    let log = node.log_text();
+    assert!(
+        log.contains(
+            "NTS key exchange with 10.78.0.1 (10.78.0.1:4460): 8 cookies, NTP server 10.78.0.1:123"
+        ),
+        "{}",
+        ctx()
+    );
+    assert!(log.contains("servers: 10.78.0.1:123 (NTS)"), "{}", ctx());
+}
+
+#[test]
+fn an_nts_server_with_a_certificate_from_an_unknown_ca_is_not_used() {
+    if !require_root("an_nts_server_with_a_certificate_from_an_unknown_ca_is_not_used") {
+        return;
+    }
+    let lab = Lab::new();
+    let (_, cert, key) = nts_certificates(&lab, "test-ca");
+    // The node trusts another CA than the one that signed the server's certificate.
+    let (other_ca, _, _) = nts_certificates(&lab, "other-ca");
+    let chrony = lab.chrony_nts(&cert, &key);
+    let config = lab.nts_config(&[CHRONY_A]);
+    let other_ca = other_ca.display().to_string();
+    let node = Node::start_api_args(&lab.client, "", Some(&config), &["--nts-ca", &other_ca]);
+    let ctx = context(&node, &[&chrony]);
+    wait_for(
+        "timestatus to say why the NTS server is not used",
+        t(30),
+        || !list(&timestatus(&node), "ntsErrors").is_empty(),
+        &ctx,
+    );
+    let status = timestatus(&node);
+    let errors = list(&status, "ntsErrors");
+    assert_eq!(errors.len(), 1, "{}", ctx());
+    assert!(
+        errors[0]
+            .trim_matches('\'')
+            .starts_with("10.78.0.1: TLS: invalid peer certificate: UnknownIssuer"),
+        "{}",
+        ctx()
+    );
+    assert_eq!(field(&status, "synced"), Some("false"), "{}", ctx());
+    assert_eq!(field(&status, "reason"), Some("NTS failed for every server (see ntsErrors)"));
+    assert!(list(&status, "servers").is_empty(), "no NTP server without keys\n{}", ctx());
+    // Still not used a little later (the retry waits 16 s), and logged once.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(field(&timestatus(&node), "synced"), Some("false"));
+    let log = node.log_text();
+    assert_eq!(log.matches("key exchange failed").count(), 1, "{log}");
+}
+
+#[test]
+fn an_nts_server_name_is_looked_up_and_its_certificate_checked_for_that_name() {
+    if !require_root("an_nts_server_name_is_looked_up_and_its_certificate_checked_for_that_name") {
+        return;
+    }
+    let lab = Lab::new();
+    let (ca, cert, key) = nts_certificates(&lab, "test-ca");
+    let chrony = lab.chrony_nts(&cert, &key);
+    let dns = lab.dnsmasq();
+    let config = lab.nts_config(&["ntp.test"]);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("  network:\n", &format!("  network:\n    nameservers: [{CHRONY_B}]\n"));
+    std::fs::write(&config, text).unwrap();
+    let ca = ca.display().to_string();
+    let node = Node::start_api_args(&lab.client, "", Some(&config), &["--nts-ca", &ca]);
+    let ctx = context(&node, &[&chrony, &dns]);
+    wait_for(
+        "timestatus synced over NTS",
+        t(30),
+        || {
+            let s = timestatus(&node);
+            field(&s, "synced") == Some("true") && field(&s, "nts") == Some("true")
+        },
+        &ctx,
+    );
+    assert_eq!(field(&timestatus(&node), "server"), Some("10.78.0.1:123"), "{}", ctx());
+    assert!(
+        node.log_text().contains("NTS key exchange with ntp.test (10.78.0.1:4460)"),
+        "{}",
+        ctx()
+    );
+}
+
+/// The event loop's wakeups as the stop line counts them.
+fn wakeups(log: &str) -> u64 {
+    let at = log.find(" event loop wakeups)").expect("the stop line");
+    let start = log[..at].rfind('(').unwrap() + 1;
+    log[start..at].parse().unwrap()
+}
+
+#[test]
+fn an_nts_server_name_nobody_answers_for_waits_without_spinning() {
+    if !require_root("an_nts_server_name_nobody_answers_for_waits_without_spinning") {
+        return;
+    }
+    let lab = Lab::new();
+    // The resolver 10.78.0.2 exists but nothing answers on it.
+    let config = lab.nts_config(&["ntp.test"]);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("  network:\n", &format!("  network:\n    nameservers: [{CHRONY_B}]\n"));
+    std::fs::write(&config, text).unwrap();
+    let node = Node::start_api(&lab.client, "", Some(&config));
+    let ctx = context(&node, &[]);
+    wait_for(
+        "timestatus to wait for the key exchange",
+        t(10),
+        || field(&timestatus(&node), "reason") == Some("waiting for NTS key exchange"),
+        &ctx,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(field(&timestatus(&node), "synced"), Some("false"));
+    drop(ctx);
+    let log = node.stop();
+    // Lookups back off, the exchange waits for an address: a few wakeups a second at most.
+    let n = wakeups(&log);
+    assert!(n < 300, "{n} wakeups\n{log}");
 }

@@ -30,6 +30,7 @@ pub mod host;
 pub mod netlink;
 pub mod nodeaddress;
 pub mod ntp;
+pub mod nts;
 pub mod operator;
 pub mod runtime;
 pub mod timesync;

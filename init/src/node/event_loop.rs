@@ -332,7 +332,7 @@ mod tests {
         assert!(ids.iter().all(|id| *id <= Token::Api.id()));
         assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);
         assert!(Token::Api.id() < net::timesync::TOKEN_V4);
-        const { assert!(net::timesync::TOKEN_V6 < net::operator::manager::FIRST_TOKEN) };
+        const { assert!(net::timesync::TOKEN_KE < net::operator::manager::FIRST_TOKEN) };
         for t in Token::ALL {
             assert_eq!(Token::of(t.id()), Some(t));
         }

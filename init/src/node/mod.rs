@@ -56,6 +56,8 @@ pub struct Options {
     /// Step and slew the clock from NTP (PID 1, or `run --set-clock`); otherwise time sync
     /// only measures.
     pub set_clock: bool,
+    /// A PEM file of extra trust roots for NTS key exchange (beside the image's bundle).
+    pub nts_ca: Option<PathBuf>,
     /// Longest wait for services to stop at shutdown.
     pub stop_grace: Duration,
     /// Serve the local API on this Unix socket.
@@ -104,12 +106,19 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         api,
         config,
         kubelet: Kubelet::new(),
-        time: TimeSync::new(opts.set_clock, std::time::Instant::now()),
+        time: TimeSync::new(opts.set_clock, std::time::Instant::now()).with_trust(trust(opts)),
         hotplug: opts.hotplug.clone(),
         once: opts.once,
         stop_grace: opts.stop_grace,
     };
     Ok(node.run()?)
+}
+
+/// NTS-KE trust roots: the image's CA bundle, then `--nts-ca`.
+fn trust(opts: &Options) -> net::nts::Trust {
+    let mut trust = net::nts::Trust::default();
+    trust.files.extend(opts.nts_ca.clone());
+    trust
 }
 
 /// The runtime with every controller (network, then KubeSpan) and the command line as input.

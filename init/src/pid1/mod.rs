@@ -88,6 +88,7 @@ pub fn main() -> ! {
         hostname: true,
         once: false,
         set_clock: true,
+        nts_ca: None,
         stop_grace: STOP_GRACE,
         api_socket: Some(PathBuf::from(crate::api::DEFAULT_SOCKET)),
         // `[::]` takes IPv4 too (bindv6only is 0 by default).

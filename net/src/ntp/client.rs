@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::select::{self, Candidate, Sample, SampleFilter, Selection};
 use super::wire::{short_to_ns, Header, NtpTime, LEAP_UNSYNC, MODE_SERVER};
+use crate::nts::session::{is_nak, AuthError, Sent, Session};
 
 /// Requests of the initial burst, 2 s apart (like ntpd's and chrony's `iburst`): enough
 /// samples for the filter within seconds of boot.
@@ -25,6 +26,12 @@ pub const STEP_THRESHOLD: Duration = Duration::from_millis(128);
 pub const MAX_SERVER_ERROR: Duration = Duration::from_millis(1500);
 /// The kernel PLL takes at most ±0.5 s per offset update (kernel `MAXPHASE`).
 const MAX_SLEW_NS: i64 = 500_000_000;
+/// Replies in a row that echo the request but fail NTS authentication before the keys are
+/// thrown away and exchanged again (one could be forged; a run of them means the keys or the
+/// server changed).
+pub const MAX_BAD_AUTH: u32 = 3;
+/// The [`Output::Rekey`] reason after [`MAX_BAD_AUTH`] failed replies.
+pub const REKEY_AUTH_FAILED: &str = "replies fail NTS authentication";
 
 /// What the engine is configured with.
 #[derive(Clone, Debug)]
@@ -57,8 +64,16 @@ pub enum Output {
     Send {
         /// The server.
         to: SocketAddr,
-        /// The NTP header.
-        packet: [u8; 48],
+        /// The NTP header, and for an NTS server its extension fields.
+        packet: Vec<u8>,
+    },
+    /// This NTS server needs new keys and cookies (RFC 8915 §5.7): it sends nothing until
+    /// [`NtpClient::set_session`] gives them.
+    Rekey {
+        /// The server.
+        server: SocketAddr,
+        /// Why.
+        why: &'static str,
     },
     /// Add `offset_ns` to the clock at once (the first correction of a large error).
     Step {
@@ -122,6 +137,8 @@ pub struct Report {
     pub reason: Option<Unsynced>,
     /// The selected server.
     pub selected: Option<SocketAddr>,
+    /// The selected server's replies are authenticated with NTS.
+    pub selected_nts: bool,
     /// Its offset (server minus local) at the last update.
     pub offset_ns: i64,
     /// Its round trip.
@@ -141,6 +158,17 @@ struct Pending {
     cookie: u64,
     /// The local wall time when the request went out (T1).
     sent: NtpTime,
+    /// The NTS request's identity.
+    nts: Option<Sent>,
+}
+
+/// An NTS server's keys and how its replies have fared.
+#[derive(Clone, Debug, Default)]
+struct Nts {
+    /// `None` while waiting for a key exchange.
+    session: Option<Session>,
+    /// Replies in a row that failed authentication.
+    bad_auth: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -158,6 +186,8 @@ struct Server {
     denied: bool,
     /// Ever answered validly.
     answered: bool,
+    /// Authenticated with NTS: nothing is sent without keys, nothing taken unauthenticated.
+    nts: Option<Nts>,
 }
 
 impl Server {
@@ -172,6 +202,18 @@ impl Server {
             filter: SampleFilter::default(),
             denied: false,
             answered: false,
+            nts: None,
+        }
+    }
+
+    /// Drop the NTS keys and ask for new ones.
+    fn rekey(&mut self, why: &'static str, out: &mut Vec<Output>) {
+        if let Some(n) = &mut self.nts {
+            n.session = None;
+            n.bad_auth = 0;
+            self.pending = None;
+            self.next_at = None;
+            out.push(Output::Rekey { server: self.addr, why });
         }
     }
 
@@ -234,6 +276,51 @@ impl NtpClient {
         self.servers.iter().map(|s| s.addr)
     }
 
+    /// Follow a new server list: servers still listed keep their samples and schedule, new
+    /// ones start with a burst, others are dropped. Those in `nts` authenticate with NTS and
+    /// send nothing until [`NtpClient::set_session`] gives them keys.
+    pub fn set_servers(&mut self, servers: &[SocketAddr], nts: &[SocketAddr], now: Instant) {
+        let mut next: Vec<Server> = Vec::with_capacity(servers.len());
+        for addr in servers {
+            if next.iter().any(|s| s.addr == *addr) {
+                continue;
+            }
+            let wants_nts = nts.contains(addr);
+            let kept = self.servers.iter().position(|s| s.addr == *addr);
+            let mut s = match kept {
+                Some(i) if self.servers.get(i).is_some_and(|s| s.nts.is_some() == wants_nts) => {
+                    self.servers.swap_remove(i)
+                }
+                _ => Server::new(*addr, now),
+            };
+            if wants_nts && s.nts.is_none() {
+                s.nts = Some(Nts::default());
+                s.next_at = None;
+            }
+            next.push(s);
+        }
+        self.servers = next;
+        if self.report.selected.is_some_and(|a| !self.servers.iter().any(|s| s.addr == a)) {
+            self.report.selected = None;
+            self.report.selected_nts = false;
+            self.unsync(Unsynced::Waiting);
+        }
+        self.update_reason();
+    }
+
+    /// Give an NTS server new keys and cookies; it polls at once if it was waiting for them.
+    /// False when `addr` is not an NTS server of this engine.
+    pub fn set_session(&mut self, addr: SocketAddr, session: Session, now: Instant) -> bool {
+        let Some(s) = self.servers.iter_mut().find(|s| s.addr == addr) else { return false };
+        let Some(n) = &mut s.nts else { return false };
+        n.session = Some(session);
+        n.bad_auth = 0;
+        if s.next_at.is_none() && !s.denied {
+            s.next_at = Some(now);
+        }
+        true
+    }
+
     /// The state for `TimeStatus`.
     pub fn report(&self) -> &Report {
         &self.report
@@ -279,9 +366,21 @@ impl NtpClient {
             if s.pending.take().is_some() {
                 s.unanswered = s.unanswered.saturating_add(1);
             }
-            s.pending = Some(Pending { cookie, sent: wall });
+            let header = Header::request(cookie);
+            let (packet, nts) = match &mut s.nts {
+                None => (header.to_vec(), None),
+                Some(n) => match n.session.as_mut().and_then(|k| k.request(&header)) {
+                    Some((packet, sent)) => (packet, Some(sent)),
+                    None => {
+                        // Every cookie spent (each unanswered request costs one).
+                        s.rekey("out of NTS cookies", out);
+                        continue;
+                    }
+                },
+            };
+            s.pending = Some(Pending { cookie, sent: wall, nts });
             s.sent = s.sent.saturating_add(1);
-            out.push(Output::Send { to: s.addr, packet: Header::request(cookie) });
+            out.push(Output::Send { to: s.addr, packet });
             s.next_at = Some(now + s.interval());
         }
         self.update_reason();
@@ -309,6 +408,24 @@ impl NtpClient {
         }
         if !(1..=4).contains(&h.version) {
             return Err("unknown NTP version");
+        }
+        if let Some(n) = &mut s.nts {
+            let sent = pending.nts.ok_or("no NTS request outstanding")?;
+            // A NAK is unauthenticated by nature (the server lost the key); it must carry the
+            // request's unique identifier, which only an on-path party has seen.
+            if is_nak(bytes, &sent) {
+                s.rekey("server refused the NTS cookie (NTSN)", out);
+                return Ok(());
+            }
+            let session = n.session.as_mut().ok_or("no NTS keys")?;
+            if let Err(e) = session.verify(bytes, &sent) {
+                n.bad_auth += 1;
+                if n.bad_auth >= MAX_BAD_AUTH {
+                    s.rekey(REKEY_AUTH_FAILED, out);
+                }
+                return Err(auth_error(e));
+            }
+            n.bad_auth = 0;
         }
         s.pending = None;
         if h.stratum == 0 {
@@ -391,6 +508,7 @@ impl NtpClient {
         let jitter = server.filter.jitter_ns();
         let poll = server.poll;
         self.report.selected = Some(server.addr);
+        self.report.selected_nts = server.nts.is_some();
         self.report.offset_ns = best.offset_ns;
         self.report.delay_ns = best.delay_ns;
         self.report.stratum = best.stratum;
@@ -466,6 +584,15 @@ impl NtpClient {
             Unsynced::Unreachable
         };
         self.report.reason = Some(why);
+    }
+}
+
+fn auth_error(e: AuthError) -> &'static str {
+    match e {
+        AuthError::UniqueId => "NTS: unique identifier missing or wrong",
+        AuthError::NoAuthenticator => "NTS: no authenticator",
+        AuthError::Malformed => "NTS: malformed authenticator",
+        AuthError::BadTag => "NTS: authenticator does not verify",
     }
 }
 

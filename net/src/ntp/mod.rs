@@ -9,10 +9,11 @@
 //! kernel PLL, which also marks the clock synchronised so the kernel's 11-minute mode keeps
 //! the RTC right. The engine owns no socket and reads no clock, so every path is unit-tested.
 //!
-//! NTS (RFC 8915) fits in without changing this shape: a server's request gains extension
-//! fields (unique identifier, cookie, authenticator) before it goes out and a reply is
-//! verified before [`NtpClient::handle`] looks past the origin check; key establishment is a
-//! separate TLS exchange whose result (keys, cookies) a server entry would hold.
+//! NTS (RFC 8915) servers hold a [`crate::nts::Session`]: a request gains its extension fields
+//! (unique identifier, cookie, placeholders, authenticator) before it goes out, and a reply is
+//! verified right after the origin check, before anything else in it is believed. Out of
+//! cookies, refused (NTSN) or failing authentication [`MAX_BAD_AUTH`] times in a row, the
+//! server asks for a new key exchange ([`Output::Rekey`]), which runs outside the engine.
 
 mod client;
 pub mod select;
@@ -22,7 +23,7 @@ pub mod wire;
 mod tests;
 
 pub use client::{
-    ClientConfig, Input, NtpClient, Output, Report, Unsynced, BURST, BURST_INTERVAL, MAX_POLL,
-    MIN_POLL, STEP_THRESHOLD,
+    ClientConfig, Input, NtpClient, Output, Report, Unsynced, BURST, BURST_INTERVAL, MAX_BAD_AUTH,
+    MAX_POLL, MIN_POLL, REKEY_AUTH_FAILED, STEP_THRESHOLD,
 };
 pub use wire::{NtpTime, NTP_PORT};

@@ -73,7 +73,7 @@ fn reply(
 fn sends(out: &[Output]) -> Vec<(SocketAddr, [u8; 48])> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Send { to, packet } => Some((*to, *packet)),
+            Output::Send { to, packet } => Some((*to, packet[..48].try_into().unwrap())),
             _ => None,
         })
         .collect()
@@ -362,4 +362,151 @@ fn poll_interval_grows_after_the_burst() {
     assert_eq!(secs, [2, 2, 2, 64, 128, 256, 512, 1024, 1024, 1024]);
     assert_eq!(1 << MIN_POLL, 64);
     assert_eq!(1 << MAX_POLL, 1024);
+}
+
+mod nts {
+    //! NTS servers in the engine: keys first, authenticated replies only, new keys asked for
+    //! when the cookies run out or the server refuses them.
+
+    use super::*;
+    use crate::nts::session::serve_for_tests;
+    use crate::nts::{Keys, Session};
+
+    fn keys() -> Keys {
+        Keys { c2s: [3; 32], s2c: [4; 32] }
+    }
+
+    fn session(cookies: usize) -> Session {
+        Session::new(keys(), (0..cookies).map(|i| vec![i as u8; 64]).collect(), [1; 32])
+    }
+
+    fn packets(out: &[Output]) -> Vec<Vec<u8>> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Send { packet, .. } => Some(packet.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn rekeys(out: &[Output]) -> Vec<&'static str> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Rekey { why, .. } => Some(*why),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A measuring engine with one NTS server holding `cookies` cookies.
+    fn nts_client(w: &World, cookies: usize) -> NtpClient {
+        let mut c = client(&[], false, w);
+        c.set_servers(&[addr(1)], &[addr(1)], w.now);
+        assert_eq!(c.poll_at(), None, "nothing is sent before the keys come");
+        assert!(c.set_session(addr(1), session(cookies), w.now));
+        c
+    }
+
+    /// How the test server turns a request and a valid reply header into its answer.
+    type Answer = dyn Fn(&[u8], [u8; 48]) -> Vec<u8>;
+
+    /// Ask once and answer with what `f` makes of the request.
+    fn ask(c: &mut NtpClient, w: &mut World, f: &Answer) -> (Vec<Output>, Vec<Output>) {
+        if let Some(at) = c.poll_at() {
+            w.now = w.now.max(at);
+        }
+        let sent = c.handle(w.now, w.local_wall(), Input::Timer);
+        let Some(req) = packets(&sent).pop() else { return (sent, Vec::new()) };
+        w.advance(Duration::from_millis(1));
+        let header = reply(w, req[..48].try_into().unwrap(), 0, 0, |_| {});
+        let bytes = f(&req, header);
+        let got = c.handle(w.now, w.local_wall(), Input::Packet { from: addr(1), bytes: &bytes });
+        w.advance(BURST_INTERVAL);
+        (sent, got)
+    }
+
+    #[test]
+    fn authenticated_replies_sync_and_report_nts() {
+        let mut w = World::new(0);
+        let mut c = nts_client(&w, 8);
+        for _ in 0..BURST {
+            let (sent, _) = ask(&mut c, &mut w, &|req, h| serve_for_tests(&keys(), req, h, 1));
+            assert!(packets(&sent)[0].len() > 48, "extension fields follow the header");
+        }
+        let r = c.report();
+        assert!(r.synced, "{r:?}");
+        assert!(r.selected_nts);
+        assert_eq!(r.selected, Some(addr(1)));
+    }
+
+    #[test]
+    fn unauthenticated_or_tampered_replies_are_ignored_and_a_run_of_them_asks_for_new_keys() {
+        let mut w = World::new(0);
+        let mut c = nts_client(&w, 8);
+        // A plain NTP reply with the right origin: dropped.
+        let (_, got) = ask(&mut c, &mut w, &|_, h| h.to_vec());
+        assert!(got.is_empty());
+        assert!(!c.report().synced);
+        // A valid reply with one bit of the server's timestamp changed: dropped.
+        let tamper = |req: &[u8], h: [u8; 48]| {
+            let mut r = serve_for_tests(&keys(), req, h, 1);
+            r[41] ^= 1;
+            r
+        };
+        let (_, got) = ask(&mut c, &mut w, &tamper);
+        assert!(got.is_empty());
+        let (_, got) = ask(&mut c, &mut w, &tamper);
+        assert_eq!(rekeys(&got), [REKEY_AUTH_FAILED], "{MAX_BAD_AUTH} in a row");
+        assert!(!c.report().synced);
+        assert_eq!(c.poll_at(), None, "silent until new keys");
+        assert!(c.set_session(addr(1), session(8), w.now));
+        let (_, got) = ask(&mut c, &mut w, &|req, h| serve_for_tests(&keys(), req, h, 1));
+        assert!(rekeys(&got).is_empty());
+    }
+
+    #[test]
+    fn spent_cookies_and_a_nak_ask_for_new_keys() {
+        let mut w = World::new(0);
+        let mut c = nts_client(&w, 2);
+        // Two unanswered requests spend both cookies; the third timer asks for keys.
+        for _ in 0..2 {
+            let out = c.handle(w.now, w.local_wall(), Input::Timer);
+            assert_eq!(packets(&out).len(), 1);
+            w.advance(Duration::from_secs(60));
+        }
+        let out = c.handle(w.now, w.local_wall(), Input::Timer);
+        assert!(packets(&out).is_empty());
+        assert_eq!(rekeys(&out), ["out of NTS cookies"]);
+        assert_eq!(c.poll_at(), None);
+
+        // NTSN with the request's unique identifier.
+        c.set_session(addr(1), session(8), w.now);
+        let nak = |req: &[u8], mut h: [u8; 48]| {
+            h[1] = 0;
+            h[12..16].copy_from_slice(b"NTSN");
+            let uid = crate::nts::fields::iter(req, 48).next().unwrap();
+            let mut r = h.to_vec();
+            r.extend_from_slice(&req[uid.at..uid.at + 4 + uid.value.len()]);
+            r
+        };
+        let (_, got) = ask(&mut c, &mut w, &nak);
+        assert_eq!(rekeys(&got), ["server refused the NTS cookie (NTSN)"]);
+    }
+
+    #[test]
+    fn set_servers_keeps_what_stays_and_drops_what_goes() {
+        let mut w = World::new(0);
+        let mut c = client(&[addr(1), addr(2)], false, &w);
+        for _ in 0..BURST {
+            round(&mut c, &mut w, &|_| Some(0));
+        }
+        assert!(c.report().synced);
+        let selected = c.report().selected.unwrap();
+        c.set_servers(&[selected, addr(3)], &[], w.now);
+        assert!(c.report().synced, "the selected server stayed");
+        assert_eq!(c.servers().collect::<Vec<_>>(), [selected, addr(3)]);
+        c.set_servers(&[addr(3)], &[], w.now);
+        assert!(!c.report().synced);
+        assert_eq!(c.report().reason, Some(Unsynced::Waiting));
+    }
 }

@@ -64,3 +64,10 @@ pub fn slew(
     tx.constant = time_constant.clamp(0, 10) as libc::c_long;
     adjtimex(&mut tx).map(|_| ())
 }
+
+/// Whether the kernel counts the clock synchronised (`adjtimex` does not answer
+/// `TIME_ERROR`): something set it, keelson or another NTP client before it.
+pub fn kernel_synced() -> bool {
+    let mut tx = zeroed();
+    adjtimex(&mut tx).is_ok_and(|state| state != libc::TIME_ERROR)
+}

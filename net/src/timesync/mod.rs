@@ -10,10 +10,17 @@
 //! `192.0.2.1:123`, `[2001:db8::1]:123`) or a name, looked up through the node's resolvers
 //! with the stub resolver ([`crate::dns`]) over the same sockets; each name gives up to four
 //! servers (a pool name gives several).
+//!
+//! With NTS (`useNTS`), each server is first a key exchange server (port 4460 unless given):
+//! the exchange runs on a thread of its own ([`crate::nts::exchange`]); when it succeeds, the NTP
+//! server it names joins the engine with its keys and cookies, and when the engine runs out of
+//! cookies or stops trusting the replies it asks for another exchange. A server whose exchange
+//! fails is not used: one log line, the reason in `TimeStatus.ntsErrors`, retries backing off
+//! from 16 s to 1024 s.
 
 pub mod clock;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -24,6 +31,9 @@ use crate::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use crate::dns::{Event, Stub};
 use crate::names;
 use crate::ntp::{ClientConfig, Input, NtpClient, Output, Unsynced, NTP_PORT};
+use crate::nts::exchange::{ExchangeError, Outcome};
+use crate::nts::ke::KE_PORT;
+use crate::nts::{verify, Exchanges, Request, Session, Trust};
 use crate::resource::{
     Namespace, NetworkStatus, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus, RESOLVER_ID,
     TIMESERVER_ID, TIME_STATUS_ID,
@@ -36,6 +46,12 @@ pub const SOURCE: &str = "timesync";
 pub const TOKEN_V4: u64 = 1 << 39;
 /// The IPv6 socket's token.
 pub const TOKEN_V6: u64 = TOKEN_V4 + 1;
+/// The token of the socket NTS key exchanges ring when they finish.
+pub const TOKEN_KE: u64 = TOKEN_V4 + 2;
+/// The first retry after a failed key exchange; it doubles up to [`KE_RETRY_MAX`].
+const KE_RETRY: Duration = Duration::from_secs(16);
+/// The longest wait between key exchange attempts.
+const KE_RETRY_MAX: Duration = Duration::from_secs(1024);
 /// Datagrams read per wakeup: a flood cannot keep the loop here.
 const MAX_READS: usize = 64;
 /// The receive buffer: a header plus room for NTS extension fields; longer is truncated.
@@ -63,6 +79,78 @@ pub struct TimeSync {
     epoch: u32,
     published: Option<TimeStatus>,
     was_synced: bool,
+    /// NTS is asked for.
+    use_nts: bool,
+    /// Where NTS-KE certificates are checked against.
+    trust: Trust,
+    /// The key exchanges' threads; opened with the first NTS server.
+    exchanges: Option<Exchanges>,
+    exchanges_tried: bool,
+    next_exchange: u64,
+    /// NTS servers by their configured entry.
+    nts: BTreeMap<String, NtsSource>,
+}
+
+/// One configured NTS server: where its key exchange goes and what came of it.
+#[derive(Debug)]
+struct NtsSource {
+    /// The name the certificate must carry: a DNS name or an IP literal.
+    host: String,
+    /// The key exchange address of an IP literal (names are looked up).
+    literal: Option<SocketAddr>,
+    /// The key exchange port.
+    port: u16,
+    /// The exchange running for it.
+    running: Option<u64>,
+    /// When to start an exchange; `None` when none is needed.
+    start_at: Option<Instant>,
+    /// Failed exchanges (and authentication failures) in a row.
+    failures: u32,
+    /// Why it is not usable, for `TimeStatus` (cleared by a successful exchange).
+    error: Option<String>,
+    /// The NTP server the exchange named, when it is a name to look up.
+    ntp_name: Option<String>,
+    /// The NTP port.
+    ntp_port: u16,
+    /// The NTP server the engine polls for it.
+    ntp: Option<SocketAddr>,
+    /// Keys and cookies not yet handed to the engine.
+    fresh: Option<Session>,
+}
+
+impl NtsSource {
+    fn new(host: String, literal: Option<SocketAddr>, port: u16, now: Instant) -> Self {
+        Self {
+            host,
+            literal,
+            port,
+            running: None,
+            start_at: Some(now),
+            failures: 0,
+            error: None,
+            ntp_name: None,
+            ntp_port: NTP_PORT,
+            ntp: None,
+            fresh: None,
+        }
+    }
+
+    fn backoff(&self) -> Duration {
+        let shift = self.failures.saturating_sub(1).min(6);
+        (KE_RETRY * (1u32 << shift)).min(KE_RETRY_MAX)
+    }
+}
+
+/// An NTS server entry as (certificate name, literal key exchange address, port); `None`
+/// for an entry that is neither an address nor a valid name.
+fn nts_target(entry: &str) -> Option<(String, Option<SocketAddr>, u16)> {
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return Some((ip.to_string(), Some(SocketAddr::new(ip, KE_PORT)), KE_PORT));
+    }
+    if let Ok(a) = entry.parse::<SocketAddr>() {
+        return Some((a.ip().to_string(), Some(a), a.port()));
+    }
+    name_port(entry).map(|(name, port)| (name, None, port.unwrap_or(KE_PORT)))
 }
 
 /// A configured server as an address: an IP literal (port 123) or a socket address literal.
@@ -71,6 +159,17 @@ fn literal(server: &str) -> Option<SocketAddr> {
         return Some(SocketAddr::new(ip, NTP_PORT));
     }
     server.parse::<SocketAddr>().ok()
+}
+
+/// A configured server name, with its port when written `name:port`; lowercased, without the
+/// root dot. `None` when the name is not valid.
+fn name_port(server: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = match server.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port.parse::<u16>().ok().filter(|p| *p != 0)?)),
+        None => (server, None),
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    names::is_domain(&host).then_some((host, port))
 }
 
 fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
@@ -116,7 +215,19 @@ impl TimeSync {
             epoch: 0,
             published: None,
             was_synced: false,
+            use_nts: false,
+            trust: Trust::default(),
+            exchanges: None,
+            exchanges_tried: false,
+            next_exchange: 0,
+            nts: BTreeMap::new(),
         }
+    }
+
+    /// Check NTS-KE certificates against these roots instead of the image's CA bundle alone.
+    pub fn with_trust(mut self, trust: Trust) -> Self {
+        self.trust = trust;
+        self
     }
 
     /// Follow the store (servers, `machine.time`), fire the engine's timer when due, check
@@ -140,6 +251,11 @@ impl TimeSync {
 
     /// A socket is readable: feed what it holds to the engine.
     pub fn ready(&mut self, token: u64, rt: &mut Runtime, now: Instant) -> bool {
+        if token == TOKEN_KE {
+            self.exchanges_finished(now);
+            self.follow(rt, now);
+            return self.publish(rt);
+        }
         let mut buf = [0u8; RECV_BUF];
         let mut resolved = false;
         for _ in 0..MAX_READS {
@@ -183,18 +299,30 @@ impl TimeSync {
             _ => None,
         };
         let dns = if self.disabled { None } else { self.dns.poll_at() };
+        // Only exchanges that can start: one waiting for its name to resolve or for a free
+        // slot is woken by the lookup's answer or a finished exchange, not by the timer.
+        let exchange = match &self.exchanges {
+            Some(x) if !self.disabled && x.running() < crate::nts::exchange::MAX_RUNNING => self
+                .nts
+                .values()
+                .filter(|s| s.running.is_none() && !self.exchange_addrs(s).is_empty())
+                .filter_map(|s| s.start_at)
+                .min(),
+            _ => None,
+        };
         self.engine
             .as_ref()
             .and_then(NtpClient::poll_at)
             .into_iter()
             .chain(timeout)
             .chain(dns)
+            .chain(exchange)
             .min()
     }
 
     /// Whether `token` is one of these sockets.
     pub fn owns(&self, token: u64) -> bool {
-        token == TOKEN_V4 || token == TOKEN_V6
+        token == TOKEN_V4 || token == TOKEN_V6 || token == TOKEN_KE
     }
 
     /// The socket behind `token`.
@@ -202,6 +330,7 @@ impl TimeSync {
         match token {
             TOKEN_V4 => self.v4.as_ref().map(|s| s.as_fd()),
             TOKEN_V6 => self.v6.as_ref().map(|s| s.as_fd()),
+            TOKEN_KE => self.exchanges.as_ref().map(Exchanges::fd),
             _ => None,
         }
     }
@@ -257,53 +386,201 @@ impl TimeSync {
                 return;
             }
         }
-        let configured = store
+        let (configured, use_nts) = store
             .get_spec::<TimeServerStatus>(Namespace::Network, TIMESERVER_ID)
-            .map(|s| s.time_servers.clone())
+            .map(|s| (s.time_servers.clone(), s.use_nts))
             .unwrap_or_default();
         let resolvers = store
             .get_spec::<ResolverStatus>(Namespace::Network, RESOLVER_ID)
             .map(|r| r.dns_servers.clone())
             .unwrap_or_default();
+        if use_nts != self.use_nts {
+            self.use_nts = use_nts;
+            self.nts.clear();
+        }
         let mut servers = Vec::new();
         let mut lookups = BTreeSet::new();
-        for name in &configured {
-            if let Some(a) = literal(name) {
-                servers.push(a);
-                continue;
-            }
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            if !names::is_domain(&name) {
-                if self.skipped.insert(name.clone()) {
-                    log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(&name, 253));
+        if use_nts {
+            self.follow_nts(&configured, now, &mut lookups);
+        } else {
+            for name in &configured {
+                if let Some(a) = literal(name) {
+                    servers.push(a);
+                    continue;
                 }
-                continue;
+                let Some((name, port)) = name_port(name) else {
+                    if self.skipped.insert(name.clone()) {
+                        log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(name, 253));
+                    }
+                    continue;
+                };
+                let port = port.unwrap_or(NTP_PORT);
+                servers
+                    .extend(self.dns.addresses(&name).iter().map(|ip| SocketAddr::new(*ip, port)));
+                lookups.insert(name);
             }
-            if resolvers.is_empty() && self.skipped.insert(name.clone()) {
-                log::warn!(target: "time", "time server {name}: no resolvers to look it up yet");
+        }
+        if !lookups.is_empty() && resolvers.is_empty() {
+            for name in &lookups {
+                if self.skipped.insert(name.clone()) {
+                    log::warn!(target: "time", "time server {name}: no resolvers to look it up yet");
+                }
             }
-            servers
-                .extend(self.dns.addresses(&name).iter().map(|ip| SocketAddr::new(*ip, NTP_PORT)));
-            lookups.insert(name);
         }
         if !lookups.is_empty() {
             self.open_sockets();
         }
         self.dns.set_servers(resolvers, now);
         self.dns.want(&lookups, now);
+        let nts_servers: Vec<SocketAddr> = self.nts.values().filter_map(|s| s.ntp).collect();
+        servers.extend(nts_servers.iter().copied());
         servers.retain(|a| a.is_ipv4() || self.v6.is_some() || !self.sockets_tried);
         let mut seen = BTreeSet::new();
         servers.retain(|a| seen.insert(*a));
         let same = self.engine.as_ref().is_some_and(|e| e.servers().eq(servers.iter().copied()));
-        if same {
+        if !same {
+            self.open_sockets();
+            let shown: Vec<String> = servers.iter().map(ToString::to_string).collect();
+            log::info!(target: "time", "servers: {}{} ({})", if shown.is_empty() { "none".to_owned() } else { shown.join(", ") }, if use_nts { " (NTS)" } else { "" }, if self.adjust { "adjusting the clock" } else { "measuring only" });
+            let adjust = self.adjust;
+            let engine = self.engine.get_or_insert_with(|| {
+                let seed = u64::from(std::process::id()) ^ clock::wall_now().0;
+                NtpClient::new(
+                    ClientConfig { servers: Vec::new(), adjust_clock: adjust },
+                    now,
+                    seed,
+                )
+            });
+            engine.set_servers(&servers, &nts_servers, now);
+        }
+        if let Some(engine) = &mut self.engine {
+            for src in self.nts.values_mut() {
+                if let (Some(addr), Some(session)) = (src.ntp, src.fresh.take()) {
+                    engine.set_session(addr, session, now);
+                }
+            }
+        }
+        self.start_exchanges(now);
+    }
+
+    /// Track the NTS sources of `configured`: their key exchange names and negotiated NTP
+    /// server names go into `lookups`; the negotiated servers' addresses are filled in.
+    fn follow_nts(&mut self, configured: &[String], now: Instant, lookups: &mut BTreeSet<String>) {
+        let mut keep = BTreeSet::new();
+        for entry in configured {
+            let Some((host, literal, port)) = nts_target(entry) else {
+                if self.skipped.insert(entry.clone()) {
+                    log::warn!(target: "time", "time server {}: neither an address nor a valid name, skipped", names::escape(entry, 253));
+                }
+                continue;
+            };
+            keep.insert(entry.clone());
+            let src = self
+                .nts
+                .entry(entry.clone())
+                .or_insert_with(|| NtsSource::new(host.clone(), literal, port, now));
+            if src.literal.is_none() {
+                lookups.insert(host);
+            }
+            if let Some(name) = &src.ntp_name {
+                lookups.insert(name.clone());
+                src.ntp =
+                    self.dns.addresses(name).first().map(|ip| SocketAddr::new(*ip, src.ntp_port));
+            }
+        }
+        self.nts.retain(|k, _| keep.contains(k));
+    }
+
+    /// Where `src`'s key exchange can go now.
+    fn exchange_addrs(&self, src: &NtsSource) -> Vec<SocketAddr> {
+        exchange_addrs(&self.dns, src)
+    }
+
+    /// Start the exchanges that are due and have an address to go to.
+    fn start_exchanges(&mut self, now: Instant) {
+        if self.nts.is_empty() {
             return;
         }
-        self.open_sockets();
-        let shown: Vec<String> = servers.iter().map(ToString::to_string).collect();
-        log::info!(target: "time", "servers: {} ({})", if shown.is_empty() { "none".to_owned() } else { shown.join(", ") }, if self.adjust { "adjusting the clock" } else { "measuring only" });
-        let seed = u64::from(std::process::id()) ^ clock::wall_now().0;
-        let config = ClientConfig { servers, adjust_clock: self.adjust };
-        self.engine = Some(NtpClient::new(config, now, seed));
+        if self.exchanges.is_none() && !self.exchanges_tried {
+            self.exchanges_tried = true;
+            match Exchanges::new() {
+                Ok(x) => {
+                    self.exchanges = Some(x);
+                    self.new_tokens.push(TOKEN_KE);
+                }
+                Err(e) => log::warn!(target: "time", "NTS: cannot set up key exchanges: {e}"),
+            }
+        }
+        let relaxed = !(self.was_synced || clock::kernel_synced())
+            || clock::wall_now().unix_secs() < verify::FLOOR.as_secs();
+        let Some(exchanges) = &mut self.exchanges else {
+            for src in self.nts.values_mut() {
+                src.error.get_or_insert_with(|| "cannot set up key exchanges".to_owned());
+                src.start_at = None;
+            }
+            return;
+        };
+        for src in self.nts.values_mut() {
+            if src.running.is_some() || src.start_at.is_none_or(|at| at > now) {
+                continue;
+            }
+            if exchanges.running() >= crate::nts::exchange::MAX_RUNNING {
+                break;
+            }
+            let addrs = exchange_addrs(&self.dns, src);
+            if addrs.is_empty() {
+                continue;
+            }
+            let id = self.next_exchange;
+            self.next_exchange += 1;
+            let req = Request {
+                name: src.host.clone(),
+                addrs,
+                trust: self.trust.clone(),
+                relaxed_time: relaxed,
+            };
+            match exchanges.start(id, req) {
+                Ok(()) => {
+                    src.running = Some(id);
+                    src.start_at = None;
+                }
+                Err(e) => {
+                    src.failures = src.failures.saturating_add(1);
+                    src.start_at = Some(now + src.backoff());
+                    log::warn!(target: "time", "NTS server {}: {e}", src.host);
+                }
+            }
+        }
+    }
+
+    /// Take the results of finished key exchanges.
+    fn exchanges_finished(&mut self, now: Instant) {
+        let Some(exchanges) = &mut self.exchanges else { return };
+        for (id, result) in exchanges.finished() {
+            let Some(src) = self.nts.values_mut().find(|s| s.running == Some(id)) else {
+                continue;
+            };
+            src.running = None;
+            match result {
+                Ok(outcome) => nts_succeeded(src, outcome),
+                Err(e) => nts_failed(src, &e, now),
+            }
+        }
+    }
+
+    /// The engine wants new keys for `server`.
+    fn rekey(&mut self, server: SocketAddr, why: &'static str, now: Instant) {
+        let Some(src) = self.nts.values_mut().find(|s| s.ntp == Some(server)) else { return };
+        log::info!(target: "time", "NTS server {} ({server}): {why}; new key exchange", src.host);
+        if why == crate::ntp::REKEY_AUTH_FAILED {
+            // Keys that keep failing mean something is wrong: back off like a failed
+            // exchange rather than looping.
+            src.failures = src.failures.saturating_add(1);
+            src.error = Some(why.to_owned());
+            src.start_at = Some(now + src.backoff());
+        } else if src.running.is_none() {
+            src.start_at = Some(now);
+        }
     }
 
     fn send(&self, to: SocketAddr, bytes: &[u8]) {
@@ -331,6 +608,7 @@ impl TimeSync {
                         Err(e) => log::warn!(target: "time", "step the clock: {e}"),
                     }
                 }
+                Output::Rekey { server, why } => self.rekey(server, why, now),
                 Output::Slew { offset_ns, max_error_us, est_error_us, time_constant } => {
                     if !self.adjust {
                         continue;
@@ -389,6 +667,21 @@ impl TimeSync {
         let r = engine.report();
         s.synced = r.synced;
         s.reason = r.reason.map(|u| u.as_str().to_owned()).unwrap_or_default();
+        s.nts = r.synced && r.selected_nts;
+        s.nts_errors = self
+            .nts
+            .values()
+            .filter_map(|src| src.error.as_ref().map(|e| format!("{}: {e}", src.host)))
+            .collect();
+        let no_server = engine.servers().next().is_none();
+        if self.use_nts && no_server && !self.nts.is_empty() {
+            s.reason = if self.nts.values().all(|src| src.error.is_some()) {
+                "NTS failed for every server (see ntsErrors)"
+            } else {
+                "waiting for NTS key exchange"
+            }
+            .to_owned();
+        }
         s.server = r.selected.map(|a| a.to_string()).unwrap_or_default();
         s.offset_ns = r.offset_ns;
         s.round_trip_ns = r.delay_ns;
@@ -437,6 +730,62 @@ impl TimeSync {
     }
 }
 
+/// Where `src`'s key exchange can go: its literal address, or its name's addresses so far.
+fn exchange_addrs(dns: &Stub, src: &NtsSource) -> Vec<SocketAddr> {
+    match src.literal {
+        Some(a) => vec![a],
+        None => dns.addresses(&src.host).iter().map(|ip| SocketAddr::new(*ip, src.port)).collect(),
+    }
+}
+
+/// A key exchange worked: the NTP server it names, with fresh keys for the engine.
+fn nts_succeeded(src: &mut NtsSource, outcome: Outcome) {
+    let Outcome { addr, keys, response, secret, forgave_time } = outcome;
+    let cookies = response.cookies.len();
+    src.ntp_port = response.port.unwrap_or(NTP_PORT);
+    src.ntp_name = None;
+    let server = match response.server.as_deref() {
+        None => Some(addr.ip()),
+        Some(name) if name == src.host => Some(addr.ip()),
+        Some(name) => match name.parse::<IpAddr>() {
+            Ok(ip) => Some(ip),
+            Err(_) if names::is_domain(name) => {
+                src.ntp_name = Some(name.to_owned());
+                None
+            }
+            Err(_) => Some(addr.ip()),
+        },
+    };
+    if let Some(ip) = server {
+        src.ntp = Some(SocketAddr::new(ip, src.ntp_port));
+    }
+    let to = src.ntp.map_or_else(
+        || format!("{}:{}", src.ntp_name.as_deref().unwrap_or("?"), src.ntp_port),
+        |a| a.to_string(),
+    );
+    let forgiven = if forgave_time {
+        "; certificate validity dates not checked: the clock is not synchronised yet"
+    } else {
+        ""
+    };
+    log::info!(target: "time", "NTS key exchange with {} ({addr}): {cookies} cookies, NTP server {to}{forgiven}", src.host);
+    src.failures = 0;
+    src.error = None;
+    src.fresh = Some(Session::new(keys, response.cookies, secret));
+}
+
+/// A key exchange failed: one line per new reason, then retries with backoff.
+fn nts_failed(src: &mut NtsSource, e: &ExchangeError, now: Instant) {
+    src.failures = src.failures.saturating_add(1);
+    src.start_at = Some(now + src.backoff());
+    // A certificate error can quote names from the server's certificate.
+    let why = names::escape(&e.to_string(), 512);
+    if src.error.as_deref() != Some(why.as_str()) {
+        log::warn!(target: "time", "NTS server {}: key exchange failed: {why}; not used, retrying in {} s", src.host, src.backoff().as_secs());
+    }
+    src.error = Some(why);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,5 +798,13 @@ mod tests {
         assert_eq!(literal("[2001:db8::1]:9").map(|a| a.port()), Some(9));
         assert_eq!(literal("time.cloudflare.com"), None);
         assert_eq!(literal("192.0.2.1:x"), None);
+        assert_eq!(name_port("NTP.test."), Some(("ntp.test".to_owned(), None)));
+        assert_eq!(name_port("ntp.test:1123"), Some(("ntp.test".to_owned(), Some(1123))));
+        assert_eq!(name_port("ntp.test:0"), None);
+        assert_eq!(name_port("ntp test"), None);
+        assert_eq!(nts_target("ntp.test").map(|t| t.2), Some(KE_PORT));
+        assert_eq!(nts_target("ntp.test:4461").map(|t| t.2), Some(4461));
+        let ip = nts_target("192.0.2.1").unwrap();
+        assert_eq!((ip.0.as_str(), ip.1.map(|a| a.port())), ("192.0.2.1", Some(KE_PORT)));
     }
 }

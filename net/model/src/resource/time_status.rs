@@ -48,6 +48,13 @@ pub struct TimeStatus {
     /// keelson: the servers in use (addresses; names that could not be used are left out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<String>,
+    /// keelson: the selected server's replies are authenticated with NTS (RFC 8915).
+    #[serde(default, rename = "nts", skip_serializing_if = "is_default")]
+    pub nts: bool,
+    /// keelson: NTS servers not in use and why (`name: reason`): a failed key exchange (a
+    /// refused certificate, a refusal, no answer) or replies that fail authentication.
+    #[serde(default, rename = "ntsErrors", skip_serializing_if = "Vec::is_empty")]
+    pub nts_errors: Vec<String>,
     /// keelson: `machine.time.bootTimeout` passed unsynced; what waited on the clock started.
     #[serde(default, skip_serializing_if = "is_default")]
     pub boot_timeout_passed: bool,

@@ -59,6 +59,20 @@ pub struct Ptp {
     pub devices: Vec<String>,
 }
 
+/// A time server entry: a host name or IP address, optionally with a port (`name:4460`,
+/// `192.0.2.1:123`, `[2001:db8::1]:123`): with NTS the port is the key exchange's.
+pub fn is_server(server: &str) -> bool {
+    if crate::names::is_domain(server)
+        || server.parse::<std::net::IpAddr>().is_ok()
+        || server.parse::<std::net::SocketAddr>().is_ok()
+    {
+        return true;
+    }
+    server.rsplit_once(':').is_some_and(|(host, port)| {
+        crate::names::is_domain(host) && port.parse::<u16>().is_ok_and(|p| p != 0)
+    })
+}
+
 /// Where PTP clock devices live; a "server" there belongs under `ptp`.
 const PTP_DEVICE_PREFIX: &str = "/dev/";
 
@@ -72,10 +86,8 @@ impl Body for TimeSyncConfig {
                 let at = YamlPath::keys("ntp.servers").index(i);
                 if server.starts_with(PTP_DEVICE_PREFIX) {
                     p.error(at, "a PTP device belongs under ptp.devices, not ntp.servers");
-                } else if !crate::names::is_domain(server)
-                    && server.parse::<std::net::IpAddr>().is_err()
-                {
-                    p.error(at, "not a host name or IP address");
+                } else if !is_server(server) {
+                    p.error(at, "not a host name or IP address (with an optional :port)");
                 }
             }
         }
@@ -114,5 +126,27 @@ impl Body for TimeSyncConfig {
             time.use_nts = ntp.use_nts;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_server;
+
+    #[test]
+    fn servers_are_names_or_addresses_with_an_optional_port() {
+        for ok in [
+            "time.cloudflare.com",
+            "ntp.test:4460",
+            "192.0.2.1",
+            "192.0.2.1:123",
+            "[2001:db8::1]:4460",
+            "2001:db8::1",
+        ] {
+            assert!(is_server(ok), "{ok}");
+        }
+        for bad in ["ntp.test:0", "ntp.test:x", "ntp test", ":123", "[2001:db8::1]", "a:b:c"] {
+            assert!(!is_server(bad), "{bad}");
+        }
     }
 }
