@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! What the node loop and the API both need: the owner name of the inputs the node writes,
-//! and the machine facts the runtime's store does not hold. Imports nothing from this crate,
+//! the machine facts the runtime's store does not hold, and the hooks of the machine's
+//! lifecycle (install, flush before power off). Imports nothing from this crate,
 //! so neither side imports the other.
 
 use std::time::Instant;
@@ -25,4 +26,26 @@ pub enum Power {
     Reboot,
     /// Stop services, then power off.
     Shutdown,
+}
+
+/// The install step is preparing a disk (shown as the `installing` stage).
+static INSTALLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The hook the install step marks its work with: `true` before it touches the disk, `false`
+/// once done (or refused). Any thread may call it; the node loop reads it on every iteration,
+/// so the caller wakes the loop afterwards (the install's own completion event does).
+#[allow(dead_code, reason = "the install step calls it")]
+pub fn set_installing(on: bool) {
+    INSTALLING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// True while the install step runs.
+pub fn installing() -> bool {
+    INSTALLING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Make what the node keeps durable before a reboot or power off: the page cache to disk
+/// (persistent state writes its own files with fsync; this catches anything else).
+pub fn flush_state() {
+    nix::unistd::sync();
 }

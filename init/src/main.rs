@@ -9,6 +9,7 @@ mod api;
 mod config_cmd;
 mod config_watch;
 mod ifnames_cmd;
+mod lifecycle;
 mod logger;
 mod logring;
 mod machine;

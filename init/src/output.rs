@@ -217,7 +217,14 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("ETC", "etcFilesReady"),
             ("WAITING", "waiting"),
         ],
-        "ServiceStatus" => &[("STATE", "state"), ("PID", "pid"), ("STARTS", "starts")],
+        "ServiceStatus" => &[
+            ("STATE", "state"),
+            ("HEALTHY", "healthy"),
+            ("PID", "pid"),
+            ("STARTS", "starts"),
+            ("LAST EXIT", "lastExit"),
+        ],
+        "MachineStatus" => &[("STAGE", "stage"), ("READY", "status.ready")],
         "TimeStatus" => &[
             ("SYNCED", "synced"),
             ("EPOCH", "epoch"),
@@ -335,7 +342,8 @@ pub fn remote_row(prefix: &[&str], r: &Remote) -> Vec<String> {
     row.extend(type_columns(&short).iter().map(
         |(_, field)| match field.strip_prefix(AGE_PREFIX) {
             Some(f) => age_cell(spec.get(f), now),
-            None => cell(spec.get(*field)),
+            // `status.ready`: a field of a nested object.
+            None => cell(field.split('.').try_fold(spec, |v, k| v.get(k))),
         },
     ));
     row

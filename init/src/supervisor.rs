@@ -84,6 +84,8 @@ pub struct Service {
     delay: Option<Duration>,
     /// Starts so far.
     pub starts: u32,
+    /// How the last process ended (`exited with status 3 after 120ms`).
+    last_exit: Option<String>,
 }
 
 /// Which output stream.
@@ -98,7 +100,16 @@ pub enum Stream {
 impl Service {
     /// A service that is not running.
     pub fn new(name: &'static str, policy: RestartPolicy) -> Self {
-        Self { name, policy, desired: None, running: None, start_at: None, delay: None, starts: 0 }
+        Self {
+            name,
+            policy,
+            desired: None,
+            running: None,
+            start_at: None,
+            delay: None,
+            starts: 0,
+            last_exit: None,
+        }
     }
 
     /// The current state.
@@ -160,6 +171,7 @@ impl Service {
             Err(e) => {
                 let delay = self.policy.next_delay(self.delay, Duration::ZERO);
                 let program = cmd.first().map_or("", String::as_str);
+                self.last_exit = Some(format!("cannot start {program}: {e}"));
                 log::error!(target: "pid1", "{}: cannot start {program}: {e}; retrying in {delay:?}", self.name);
                 self.delay = Some(delay);
                 self.start_at = Some(now + delay);
@@ -175,6 +187,7 @@ impl Service {
         }
         let Some(r) = self.running.take() else { return false };
         let uptime = now.saturating_duration_since(r.started);
+        self.last_exit = Some(format!("{how} after {uptime:.1?}"));
         if self.desired.is_some() {
             // A command change restarts at once; a crash backs off.
             let changed = self.desired.as_ref() != Some(&r.command);
@@ -255,6 +268,26 @@ impl Service {
                 r.kill_at = Some(now + STOP_GRACE);
             }
         }
+    }
+
+    /// The backoff before the next start, after a failure.
+    pub fn backoff(&self) -> Option<Duration> {
+        self.delay
+    }
+
+    /// How the last process ended, if one did.
+    pub fn last_exit(&self) -> Option<&str> {
+        self.last_exit.as_deref()
+    }
+
+    /// The command of the process running now (also while it stops).
+    pub fn running_command(&self) -> Option<&[String]> {
+        self.running.as_ref().map(|r| r.command.as_slice())
+    }
+
+    /// The command that should run.
+    pub fn desired(&self) -> Option<&[String]> {
+        self.desired.as_deref()
     }
 
     /// True when nothing runs.

@@ -8,6 +8,10 @@
 //! - serves HTTP/1.0 on `0.0.0.0:8080` (`--listen PORT|ADDR:PORT`): `GET /` answers with its
 //!   own argv, the node's addresses, PID 1's resident memory and `ok`; `GET /zombies` counts
 //!   the processes in state Z, so a boot test can check that PID 1 reaps;
+//! - answers `GET /healthz` with `200 ok` there and on `127.0.0.1:10248` (the kubelet's own
+//!   health endpoint; `--healthz-listen ADDR:PORT` moves it), which keelson probes;
+//! - exits at once with `--fail-with CODE` (a kubelet upgrade that fails), and on SIGTERM
+//!   exits 0 after appending `SIGTERM pid N` to the file `--sigterm-log PATH` names;
 //! - at start and then every few seconds (`--orphan-every SECS`, default 2) abandons a
 //!   process: it runs a child that starts a grandchild and exits at once, so the grandchild is
 //!   reparented to PID 1 and stays a zombie after it exits unless PID 1 reaps it.
@@ -44,6 +48,12 @@ struct Options {
     /// Another workload to fetch `GET /` from every few seconds (the two-node KubeSpan boot
     /// test proves traffic between the nodes' KubeSpan addresses with it).
     probe: Option<SocketAddr>,
+    /// Where the health endpoint listens too.
+    healthz: SocketAddr,
+    /// Exit at once with this status.
+    fail_with: Option<u8>,
+    /// Append a line here on SIGTERM.
+    sigterm_log: Option<String>,
 }
 
 /// Entry point when invoked as `demo-kubelet`; `args` excludes argv[0].
@@ -68,6 +78,11 @@ fn run(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(code) = opts.fail_with {
+        eprintln!("demo-kubelet: --fail-with {code}: exiting");
+        return ExitCode::from(code);
+    }
+    on_sigterm(opts.sigterm_log.clone());
     let listener = match TcpListener::bind(opts.listen) {
         Ok(l) => l,
         Err(e) => {
@@ -108,6 +123,58 @@ fn run(args: Vec<OsString>) -> ExitCode {
     }
 
     let argv = Arc::new(argv);
+    match TcpListener::bind(opts.healthz) {
+        Ok(l) => {
+            let (argv, spawned) = (Arc::clone(&argv), Arc::clone(&spawned));
+            let started = std::thread::Builder::new()
+                .name("healthz".into())
+                .spawn(move || accept(&l, &argv, &spawned));
+            if let Err(e) = started {
+                eprintln!("demo-kubelet: cannot start the health thread: {e}");
+            }
+        }
+        // The main port still answers /healthz.
+        Err(e) => eprintln!("demo-kubelet: cannot listen on {}: {e}", opts.healthz),
+    }
+    accept(&listener, &argv, &spawned);
+    ExitCode::FAILURE
+}
+
+/// SIGTERM ends the process with status 0, after a line in `log` (if given): the upgrade test
+/// checks that the old kubelet was asked to stop rather than killed.
+fn on_sigterm(log: Option<String>) {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    // Blocked before any other thread starts, so only the waiting thread takes it.
+    if let Err(e) = set.thread_block() {
+        eprintln!("demo-kubelet: cannot block SIGTERM: {e}");
+        return;
+    }
+    let started = std::thread::Builder::new().name("sigterm".into()).spawn(move || {
+        if set.wait().is_ok() {
+            let line = format!("SIGTERM pid {}\n", std::process::id());
+            if let Some(path) = &log {
+                let appended = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .and_then(|mut f| f.write_all(line.as_bytes()));
+                if let Err(e) = appended {
+                    eprintln!("demo-kubelet: {path}: {e}");
+                }
+            }
+            println!("demo-kubelet: SIGTERM, exiting");
+            std::process::exit(0);
+        }
+    });
+    if let Err(e) = started {
+        eprintln!("demo-kubelet: cannot start the SIGTERM thread: {e}");
+    }
+}
+
+/// Serve every connection of `listener`, each on its own thread.
+fn accept(listener: &TcpListener, argv: &Arc<Vec<String>>, spawned: &Arc<AtomicU64>) {
     for conn in listener.incoming() {
         let stream = match conn {
             Ok(s) => s,
@@ -118,14 +185,13 @@ fn run(args: Vec<OsString>) -> ExitCode {
                 continue;
             }
         };
-        let argv = Arc::clone(&argv);
-        let spawned = Arc::clone(&spawned);
+        let argv = Arc::clone(argv);
+        let spawned = Arc::clone(spawned);
         let handler = move || serve(stream, &argv, spawned.load(Ordering::Relaxed));
         if let Err(e) = std::thread::Builder::new().name("http".into()).spawn(handler) {
             eprintln!("demo-kubelet: cannot start a connection thread: {e}");
         }
     }
-    ExitCode::FAILURE
 }
 
 /// Fetches `GET /` from `target` every 2 s and prints a line whenever the outcome changes.
@@ -159,6 +225,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 8080)),
         orphan_every: Duration::from_secs(2),
         probe: None,
+        healthz: SocketAddr::from((Ipv4Addr::LOCALHOST, 10248)),
+        fail_with: None,
+        sigterm_log: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -166,7 +235,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (arg.as_str(), None),
         };
-        if !["--listen", "--orphan-every", "--probe"].contains(&name) {
+        let known =
+            ["--listen", "--orphan-every", "--probe", "--healthz-listen", "--fail-with", "--sigterm-log"];
+        if !known.contains(&name) {
             continue;
         }
         let value = match inline.or_else(|| it.next().cloned()) {
@@ -175,6 +246,13 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         };
         match name {
             "--listen" => opts.listen = parse_listen(&value)?,
+            "--healthz-listen" => opts.healthz = parse_listen(&value)?,
+            "--fail-with" => {
+                opts.fail_with = Some(
+                    value.parse().map_err(|_| format!("--fail-with: expected 0-255, got {value:?}"))?,
+                )
+            }
+            "--sigterm-log" => opts.sigterm_log = Some(value),
             "--probe" => {
                 opts.probe = Some(
                     value
@@ -248,7 +326,7 @@ fn serve(mut stream: TcpStream, argv: &[String], spawned: u64) {
         _ => "Request Header Fields Too Large",
     };
     let response = format!(
-        "HTTP/1.0 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
@@ -302,7 +380,8 @@ fn route(head: &[u8], argv: &[String], spawned: u64) -> (u16, String) {
     match path {
         "/" => (200, index(argv, spawned)),
         "/zombies" => (200, zombies_report(spawned)),
-        _ => (404, "not found; try / or /zombies\n".to_string()),
+        "/healthz" => (200, "ok".to_string()),
+        _ => (404, "not found; try /, /zombies or /healthz\n".to_string()),
     }
 }
 

@@ -16,6 +16,7 @@ use nix::sys::signal::Signal;
 use super::api::Api;
 use super::config::ConfigInput;
 use super::kubelet::Kubelet;
+use super::lifecycle::Lifecycle;
 use super::netlink::Netlink;
 use crate::machine::Machine;
 use crate::pid1::uevent::Hotplug;
@@ -36,13 +37,22 @@ pub enum Token {
     KubeletErr,
     /// Kernel uevents (PID 1: drivers for devices that appear).
     Uevent,
+    /// The kubelet's health check answered.
+    Health,
     /// The API listener; its connections take the tokens above it, so it comes last.
     Api,
 }
 
 impl Token {
-    const ALL: [Self; 6] =
-        [Self::Netlink, Self::Config, Self::KubeletOut, Self::KubeletErr, Self::Uevent, Self::Api];
+    const ALL: [Self; 7] = [
+        Self::Netlink,
+        Self::Config,
+        Self::KubeletOut,
+        Self::KubeletErr,
+        Self::Uevent,
+        Self::Health,
+        Self::Api,
+    ];
 
     /// The number epoll reports for this source.
     pub const fn id(self) -> u64 {
@@ -100,6 +110,8 @@ pub struct EventLoop {
     pub stop_grace: Duration,
     /// Drivers for devices that appear (PID 1).
     pub hotplug: Option<Hotplug>,
+    /// The machine's stage.
+    pub lifecycle: Lifecycle,
 }
 
 /// What the loop keeps between iterations.
@@ -131,7 +143,16 @@ impl EventLoop {
                 return Ok(Ending::Settled);
             }
             self.note_network_ready(&mut p);
-            if let Some(ending) = self.supervise(&p, now) {
+            let ending = self.supervise(&p, now);
+            let going = p.stopping.map(|_| match p.requested {
+                Some(crate::machine::Power::Reboot) => crate::lifecycle::Going::Reboot,
+                _ => crate::lifecycle::Going::Down,
+            });
+            self.lifecycle.update(&mut self.rt, &self.kubelet, going);
+            if let Some(ending) = ending {
+                // The kubelet is stopped: make what the node keeps durable before the end.
+                crate::machine::flush_state();
+                log::info!(target: "pid1", "services stopped, state flushed");
                 return Ok(ending);
             }
             // Every change goes to watchers once; taking them also keeps the journal from
@@ -246,9 +267,15 @@ impl EventLoop {
             }
             None => self.kubelet.follow(&self.rt, now),
         }
-        for (fd, stream) in self.kubelet.poll(now) {
+        let polled = self.kubelet.poll(now);
+        for (fd, stream) in polled.outputs {
             if let Err(e) = self.reactor.add(fd, Token::output(stream).id()) {
                 log::warn!(target: "pid1", "watch kubelet output: {e}");
+            }
+        }
+        if let Some(fd) = polled.health {
+            if let Err(e) = self.reactor.add(fd, Token::Health.id()) {
+                log::warn!(target: "pid1", "watch the kubelet's health check: {e}");
             }
         }
         self.kubelet.publish(&mut self.rt);
@@ -298,6 +325,7 @@ impl EventLoop {
             }
             Some(Token::KubeletOut) => self.kubelet.drain(Stream::Out),
             Some(Token::KubeletErr) => self.kubelet.drain(Stream::Err),
+            Some(Token::Health) => self.kubelet.health_ready(),
             _ if self.time.owns(token) => {
                 self.time.ready(token, &mut self.rt, now);
             }
@@ -327,7 +355,7 @@ mod tests {
     #[test]
     fn tokens_are_distinct_and_the_api_listener_is_last() {
         let ids: Vec<u64> = Token::ALL.iter().map(|t| t.id()).collect();
-        assert_eq!(ids, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(ids, [2, 3, 4, 5, 6, 7, 8]);
         assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
         assert!(ids.iter().all(|id| *id <= Token::Api.id()));
         assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);

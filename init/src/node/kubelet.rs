@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The kubelet's supervision wiring: the command it should run now (from the config and the
-//! network's readiness), its status as a resource, its output, and reaping children
-//! (its own and orphans, PID 1 being everyone's parent).
+//! network's readiness), its health (`machine.kubelet.healthz`, probed on a helper thread),
+//! what the machine's stage needs of it (healthy, its release changed), its status as a
+//! resource, its output, and reaping children (its own and orphans, PID 1 being everyone's
+//! parent).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use net::config::MachineConfig;
+use net::config::{HealthzTarget, MachineConfig, DEFAULT_HEALTHZ};
 use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::nodeaddress;
 use net::resource::{
@@ -19,36 +22,50 @@ use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use super::health::Prober;
+use crate::lifecycle::KubeletFacts;
 use crate::machine::SOURCE;
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
-/// The command the kubelet should run now, or `None` (not configured, network not ready, or
+/// What [`Kubelet::poll`] opened, for the loop to watch.
+pub struct Polled<'a> {
+    /// The new process's output pipes.
+    pub outputs: Vec<(BorrowedFd<'a>, Stream)>,
+    /// The health check's wake-up socket, once, when its thread started.
+    pub health: Option<BorrowedFd<'a>>,
+}
+
+/// The command the kubelet should run now, or why none (not configured, network not ready,
 /// the clock not trusted yet).
 fn command(
     rt: &Runtime,
     previous_ip: &mut Option<IpAddr>,
     time_released: &mut bool,
-) -> Option<Vec<String>> {
+) -> Result<Vec<String>, &'static str> {
     let store = rt.store();
-    let cfg = store.get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)?;
+    let cfg = store
+        .get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
+        .ok_or("no machine config")?;
     let kubelet = &cfg.machine.kubelet;
     if kubelet.command.is_empty() {
-        return None;
+        return Err("not configured");
     }
     // Talos's kubelet waits for time sync (or machine.time.bootTimeout); once released it is
     // never held again, so a later loss of sync does not stop a running kubelet.
     if !*time_released {
         let time = store.get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID);
         if !time.is_none_or(TimeStatus::may_start) {
-            return None;
+            return Err("waiting for time sync");
         }
         *time_released = true;
     }
-    let status = store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)?;
+    let waiting = "waiting for the network (address, hostname, /etc files)";
+    let status =
+        store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID).ok_or(waiting)?;
     // What the kubelet waits on in Talos: address, hostname and /etc files (docs/talos.md: Statuses
     // and readiness).
     if !(status.address_ready && status.hostname_ready && status.etc_files_ready) {
-        return None;
+        return Err(waiting);
     }
     let list = |id: &str| -> Vec<IpAddr> {
         store
@@ -63,17 +80,38 @@ fn command(
     let subnets = kubelet.node_ip.as_ref().map(|n| n.valid_subnets.as_slice()).unwrap_or_default();
     let default = list(nodeaddress::DEFAULT).first().copied();
     let ip =
-        crate::nodeip::choose(*previous_ip, default, &list(nodeaddress::CURRENT), subnets, &vips)?;
+        crate::nodeip::choose(*previous_ip, default, &list(nodeaddress::CURRENT), subnets, &vips)
+            .ok_or("waiting for a node IP (machine.kubelet.nodeIP.validSubnets)")?;
     *previous_ip = Some(ip);
-    let host = store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)?;
+    let host =
+        store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).ok_or(waiting)?;
     let mut cmd = kubelet.command.clone();
     cmd.extend(kubelet.extra_args.iter().map(|(k, v)| format!("--{k}={v}")));
     cmd.push(format!("--node-ip={ip}"));
     cmd.push(format!("--hostname-override={}", host.hostname));
-    Some(cmd)
+    Ok(cmd)
 }
 
-fn status(s: &Service, command: Option<&Vec<String>>) -> ServiceStatus {
+/// What makes a kubelet change an upgrade: its configured command and flags (the node IP and
+/// hostname keelson appends are not the kubelet's version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Release {
+    command: Vec<String>,
+    extra_args: BTreeMap<String, String>,
+}
+
+/// The configured release and health endpoint, if a kubelet is configured.
+fn configured(rt: &Runtime) -> Option<(Release, String)> {
+    let cfg = rt.store().get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)?;
+    let k = &cfg.machine.kubelet;
+    if k.command.is_empty() {
+        return None;
+    }
+    let url = k.healthz.clone().unwrap_or_else(|| DEFAULT_HEALTHZ.to_owned());
+    Some((Release { command: k.command.clone(), extra_args: k.extra_args.clone() }, url))
+}
+
+fn status(s: &Service, command: Option<&Vec<String>>, health: &Health) -> ServiceStatus {
     let (state, pid) = match s.state() {
         State::Stopped => ("stopped", 0),
         State::Waiting(_) => ("waiting", 0),
@@ -84,8 +122,35 @@ fn status(s: &Service, command: Option<&Vec<String>>) -> ServiceStatus {
         state: state.into(),
         pid,
         starts: s.starts,
+        healthy: health.healthy,
+        health_reason: if health.healthy || pid == 0 { String::new() } else { health.reason.clone() },
+        last_exit: s.last_exit().unwrap_or_default().to_owned(),
         command: command.cloned().unwrap_or_default(),
     }
+}
+
+/// Probe every second while a new process is not healthy yet, then every few seconds.
+const PROBE_STARTING: Duration = Duration::from_secs(1);
+/// See [`PROBE_STARTING`].
+const PROBE_STEADY: Duration = Duration::from_secs(5);
+/// How long a process is probed at [`PROBE_STARTING`] before it is probed at [`PROBE_STEADY`].
+const STARTING_FOR: Duration = Duration::from_secs(60);
+
+/// The health of the running process.
+#[derive(Debug, Default)]
+struct Health {
+    /// The start (generation) this is about.
+    generation: u32,
+    /// When that process started being probed.
+    since: Option<Instant>,
+    /// Its last probe answered 200.
+    healthy: bool,
+    /// Why not healthy.
+    reason: String,
+    /// The next probe.
+    next: Option<Instant>,
+    /// The release that was healthy last: a different one configured is an upgrade.
+    healthy_release: Option<Release>,
 }
 
 /// The kubelet service and what the node decided for it.
@@ -99,6 +164,13 @@ pub struct Kubelet {
     time_released: bool,
     /// Orphans reaped so far.
     orphans_reaped: u64,
+    /// Why nothing is desired (`not configured`, `waiting for time sync`...).
+    why_not: &'static str,
+    /// The configured release and health URL.
+    configured: Option<(Release, String)>,
+    /// The health check and what it found.
+    health: Health,
+    prober: Prober,
 }
 
 impl Kubelet {
@@ -110,30 +182,138 @@ impl Kubelet {
             desired: None,
             time_released: false,
             orphans_reaped: 0,
+            why_not: "not configured",
+            configured: None,
+            health: Health::default(),
+            prober: Prober::default(),
         }
     }
 
     /// Follow what the runtime says it should run.
     pub fn follow(&mut self, rt: &Runtime, now: Instant) {
-        let want = command(rt, &mut self.node_ip, &mut self.time_released);
+        self.configured = configured(rt);
+        let want = match command(rt, &mut self.node_ip, &mut self.time_released) {
+            Ok(cmd) => Some(cmd),
+            Err(why) => {
+                self.why_not = why;
+                None
+            }
+        };
         if want != self.desired {
             self.desired = want.clone();
             self.service.set_desired(want, now);
         }
     }
 
-    /// Start, restart or kill as due; the output pipes it opened, to be watched.
-    pub fn poll(&mut self, now: Instant) -> Vec<(BorrowedFd<'_>, Stream)> {
-        if self.service.poll(now) {
-            self.service.fds()
-        } else {
-            Vec::new()
+    /// Start, restart or kill as due, and probe its health when due; the output pipes it
+    /// opened and the health check's wake-up socket (when new), to be watched.
+    pub fn poll(&mut self, now: Instant) -> Polled<'_> {
+        let started = self.service.poll(now);
+        let probing = self.probe(now);
+        Polled {
+            outputs: if started { self.service.fds() } else { Vec::new() },
+            health: if probing { self.prober.wake_fd() } else { None },
+        }
+    }
+
+    /// Send a health probe when one is due; true when the helper thread was just started.
+    fn probe(&mut self, now: Instant) -> bool {
+        let h = &mut self.health;
+        // Only the process of the configured command is probed: during an upgrade the old
+        // one may still answer until it exits.
+        let current = match (self.service.state(), self.service.running_command()) {
+            (State::Running(_), Some(cmd)) => self.service.desired() == Some(cmd),
+            _ => false,
+        };
+        if !current {
+            h.healthy = false;
+            h.since = None;
+            h.next = None;
+            h.reason = match (self.service.state(), self.service.last_exit()) {
+                (State::Stopping(_), _) => "stopping the previous kubelet".into(),
+                (State::Waiting(_), Some(exit)) => match self.service.backoff() {
+                    Some(d) => format!(
+                        "{exit}; restarting after a {d:?} backoff (start {})",
+                        self.service.starts + 1
+                    ),
+                    None => format!("{exit}; restarting"),
+                },
+                (State::Waiting(_), None) => "starting".into(),
+                _ => self.why_not.into(),
+            };
+            return false;
+        }
+        if h.generation != self.service.starts || h.since.is_none() {
+            h.generation = self.service.starts;
+            h.since = Some(now);
+            h.healthy = false;
+            h.reason = "started, health not checked yet".into();
+            h.next = Some(now + PROBE_STARTING / 2);
+        }
+        let Some((_, url)) = &self.configured else { return false };
+        if self.prober.in_flight || h.next.is_none_or(|t| t > now) {
+            return false;
+        }
+        let Ok(target) = HealthzTarget::parse(url) else {
+            // Validated with the config; kept from looping if it ever is not.
+            h.reason = format!("invalid health URL {url:?}");
+            h.next = Some(now + PROBE_STEADY);
+            return false;
+        };
+        let fresh = self.prober.wake_fd().is_none();
+        let steady = h.healthy || h.since.is_some_and(|t| now.saturating_duration_since(t) > STARTING_FOR);
+        h.next = Some(now + if steady { PROBE_STEADY } else { PROBE_STARTING });
+        match self.prober.send(h.generation, target) {
+            Ok(()) => fresh,
+            Err(e) => {
+                h.reason = e;
+                false
+            }
+        }
+    }
+
+    /// Health answers are in (the wake-up socket is readable).
+    pub fn health_ready(&mut self) {
+        for o in self.prober.take() {
+            let h = &mut self.health;
+            if o.generation != h.generation || h.since.is_none() {
+                continue;
+            }
+            let was = h.healthy;
+            h.healthy = o.result.is_ok();
+            match o.result {
+                Ok(()) => {
+                    h.reason.clear();
+                    h.healthy_release = self.configured.as_ref().map(|(r, _)| r.clone());
+                    if !was {
+                        log::info!(target: "pid1", "kubelet healthy (start {})", h.generation);
+                    }
+                }
+                Err(e) => {
+                    if was {
+                        log::warn!(target: "pid1", "kubelet health check failed: {e}");
+                    }
+                    h.reason = format!("health check: {e}");
+                }
+            }
+        }
+    }
+
+    /// What the machine's stage needs to know.
+    pub fn facts(&self) -> KubeletFacts {
+        let h = &self.health;
+        let Some((release, _)) = &self.configured else { return KubeletFacts::default() };
+        KubeletFacts {
+            configured: true,
+            healthy: h.healthy,
+            changed: h.healthy_release.as_ref().is_some_and(|r| r != release),
+            reason: if h.healthy { String::new() } else { h.reason.clone() },
         }
     }
 
     /// Publish its status once there is something to say.
     pub fn publish(&self, rt: &mut Runtime) {
-        let status = status(&self.service, self.desired.as_ref());
+        let status = status(&self.service, self.desired.as_ref(), &self.health);
         if self.desired.is_some() || self.service.starts > 0 {
             if let Err(e) = rt.put_input(SOURCE, Namespace::Runtime, "kubelet", status) {
                 log::warn!(target: "pid1", "{e}");
@@ -153,7 +333,8 @@ impl Kubelet {
 
     /// When it next needs attention.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.service.poll_at()
+        let probe = self.health.next.filter(|_| !self.prober.in_flight);
+        [self.service.poll_at(), probe].into_iter().flatten().min()
     }
 
     /// Forward what it wrote on `stream` to the log.

@@ -5,14 +5,17 @@
 //!
 //! The parts: [`event_loop`] (the epoll wait and dispatch, the tokens), [`kubelet`] (its
 //! desired command, status and reaping), [`config`] (the config file loaded and followed),
-//! [`api`] (the local API's wiring), [`netlink`] (kernel events into the runtime).
+//! [`api`] (the local API's wiring), [`netlink`] (kernel events into the runtime), [`health`]
+//! (the kubelet's health check) and [`lifecycle`] (the machine's stage as a resource).
 
 mod api;
 mod config;
 mod error;
 mod event_loop;
 mod hardware;
+mod health;
 mod kubelet;
+mod lifecycle;
 mod netlink;
 
 use std::cell::RefCell;
@@ -106,6 +109,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         api,
         config,
         kubelet: Kubelet::new(),
+        lifecycle: lifecycle::Lifecycle::default(),
         time: TimeSync::new(opts.set_clock, std::time::Instant::now()).with_trust(trust(opts)),
         hotplug: opts.hotplug.clone(),
         once: opts.once,

@@ -75,6 +75,9 @@ macro_rules! kind_table {
             /// A supervised service.
             ServiceStatus($crate::resource::ServiceStatus) = "ServiceStatus", "ServiceStatuses.runtime.keelson.dev",
                 namespace(Runtime);
+            /// Where the machine is in its life, and whether it is ready.
+            MachineStatus($crate::resource::MachineStatus) = "MachineStatus", "MachineStatuses.runtime.keelson.dev",
+                namespace(Runtime);
             /// Time sync state.
             TimeStatus($crate::resource::TimeStatus) = "TimeStatus", "TimeStatuses.runtime.keelson.dev",
                 namespace(Runtime);

@@ -190,6 +190,14 @@ pub struct KubeletConfig {
     /// How the node IP is picked.
     #[serde(default, rename = "nodeIP", skip_serializing_if = "Option::is_none")]
     pub node_ip: Option<NodeIpConfig>,
+    /// keelson addition: the kubelet's health endpoint (`http://` to an IP or `localhost`);
+    /// `None`: [`DEFAULT_HEALTHZ`](super::DEFAULT_HEALTHZ).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<super::healthz::HealthzUrl, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub healthz: Option<String>,
 
     // Talos keys keelson ignores (see `known.rs`).
     #[serde(default, skip_serializing)]

@@ -20,7 +20,8 @@
 //! # What keelson adds to or changes in Talos's shape
 //!
 //! * `machine.kubelet.command`: the kubelet command line keelson hands off to (Talos runs
-//!   kubelet from an image instead; `machine.kubelet.image` is ignored).
+//!   kubelet from an image instead; `machine.kubelet.image` is ignored), and
+//!   `machine.kubelet.healthz`: the `http://` endpoint whose 200 says it is healthy.
 //! * `routes[].table` on legacy device and VLAN routes: a number or `main`, `local`,
 //!   `default` (Talos has it only in the newer multi-document config).
 //! * `machine.time.bootTimeout` is a Go-style duration string (`90s`, `2m`, `1h30m`).
@@ -43,6 +44,7 @@
 mod bounds;
 mod documents;
 mod error;
+mod healthz;
 mod known;
 mod locate;
 mod machine;
@@ -76,6 +78,7 @@ pub use documents::{
     WireguardPeerConfig,
 };
 pub use error::{ConfigError, Position};
+pub use healthz::{HealthzTarget, DEFAULT_HEALTHZ};
 pub use machine::{
     Cluster, Discovery, DiscoveryRegistries, KubeletConfig, KubernetesRegistry, Machine,
     MachineConfig, MachineType, NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,

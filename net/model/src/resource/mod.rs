@@ -18,6 +18,7 @@ mod layer;
 mod link;
 mod link_kinds;
 pub mod links;
+mod machine_status;
 mod namespace;
 pub mod nethelpers;
 mod network_status;
@@ -44,6 +45,7 @@ pub use layer::*;
 pub use link::*;
 pub use link_kinds::*;
 pub use links::{find_link, LinkView};
+pub use machine_status::*;
 pub use namespace::{Namespace, Phase};
 pub use nethelpers::{
     AddressFlags, Family, HardwareAddr, LinkType, ParseNameError, RouteFlags, RouteProtocol,

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The machine's lifecycle with the demo workload as the kubelet, in namespaces these tests
+//! create: `booting → running` once its health endpoint answers, a changed kubelet command
+//! is `running → upgrading → running` (the old process gets SIGTERM and is reaped), and a new
+//! command that fails keeps `upgrading`, names its exit status and restarts no faster than the
+//! backoff.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{require_root, wait_for, Netns, Node, TempDir};
+
+const T: Duration = Duration::from_secs(30);
+
+/// A config whose kubelet is the demo workload, with `extra` as its `extraArgs` lines.
+fn config(sigterm_log: &Path, extra: &str) -> String {
+    format!(
+        "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n        routes:\n          - network: 0.0.0.0/0\n            gateway: 10.0.0.1\n  kubelet:\n    command: [{}, --sigterm-log, {}, --orphan-every, '0.5']\n    extraArgs:\n{extra}  time:\n    disabled: true\n",
+        env!("CARGO_BIN_EXE_demo-kubelet"),
+        sigterm_log.display()
+    )
+}
+
+/// Replace `path` atomically (write beside it, rename over it).
+fn replace(path: &Path, body: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, body).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn keelson(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_keelson")).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The `MachineStatus` resource's spec, through `keelson get machinestatus`.
+fn machine_status(node: &Node) -> serde_json::Value {
+    let socket = node.api.as_ref().unwrap().display().to_string();
+    let (ok, out, err) = keelson(&["get", "machinestatus", "-o", "json", "--socket", &socket]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let list = v.as_array().cloned().unwrap_or_else(|| vec![v]);
+    assert_eq!(list.len(), 1, "{out}");
+    list[0]["spec"].clone()
+}
+
+/// The pids of `started kubelet (pid N)` lines, in order.
+fn started_pids(log: &str) -> Vec<u32> {
+    log.lines()
+        .filter_map(|l| l.split("started kubelet (pid ").nth(1))
+        .filter_map(|rest| rest.split(')').next()?.parse().ok())
+        .collect()
+}
+
+/// Children of `parent` in state Z.
+fn zombies_of(parent: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let Some(after) = stat.rsplit_once(") ").map(|(_, a)| a) else { continue };
+        let f: Vec<&str> = after.split_whitespace().collect();
+        if f.first() == Some(&"Z") && f.get(1) == Some(&parent.to_string().as_str()) {
+            out.push(stat);
+        }
+    }
+    out
+}
+
+fn stage_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.split("machine stage: ").nth(1))
+        .map(|s| s.split(" (").next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there() {
+    if !require_root("a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let sigterm_log = dir.path().join("sigterm.log");
+    let path = dir.path().join("config.yaml");
+    replace(&path, &config(&sigterm_log, "      variant: a\n"));
+    let node = Node::start_api(&ns, "", Some(&path));
+    let ctx = || node.log_text();
+
+    // Booting until the demo's /healthz answers, then running and ready.
+    wait_for("running", T, || node.log_text().contains("-> running"), ctx);
+    wait_for("ready", T, || machine_status(&node)["status"]["ready"] == true, ctx);
+    let s = machine_status(&node);
+    assert_eq!(s["stage"], "running", "{s}");
+    assert_eq!(s["status"]["unmetConditions"], serde_json::json!([]), "{s}");
+    let old = *started_pids(&node.log_text()).last().unwrap();
+
+    // An upgrade: other flags. The old process gets SIGTERM, the new one becomes healthy.
+    replace(&path, &config(&sigterm_log, "      variant: b\n"));
+    wait_for("upgrading", T, || node.log_text().contains("running -> upgrading"), ctx);
+    wait_for("running again", T, || node.log_text().contains("upgrading -> running"), ctx);
+    let log = node.log_text();
+    let new = *started_pids(&log).last().unwrap();
+    assert_ne!(old, new, "{log}");
+    let got = std::fs::read_to_string(&sigterm_log).unwrap_or_default();
+    assert!(got.contains(&format!("SIGTERM pid {old}\n")), "the old kubelet got SIGTERM: {got:?}\n{log}");
+    assert!(!Path::new(&format!("/proc/{old}")).exists(), "the old kubelet was reaped\n{log}");
+    assert!(log.contains("--variant=b"), "{log}");
+    assert_eq!(
+        stage_lines(&log),
+        ["booting", "booting -> running", "running -> upgrading", "upgrading -> running"],
+        "one console line per transition\n{log}"
+    );
+
+    // A new command that fails: upgrading, with its exit status, restarted with backoff.
+    let before = started_pids(&log).len();
+    replace(&path, &config(&sigterm_log, "      variant: c\n      fail-with: '3'\n"));
+    wait_for("upgrading again", T, || stage_lines(&node.log_text()).len() == 5, ctx);
+    let window = Instant::now();
+    wait_for(
+        "the exit status in machinestatus",
+        T,
+        || {
+            let s = machine_status(&node);
+            s["stage"] == "upgrading"
+                && s["status"]["unmetConditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["name"] == "kubelet" && c["reason"].as_str().unwrap_or("").contains("exited with status 3"))
+        },
+        ctx,
+    );
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(window.elapsed()));
+    let log = node.log_text();
+    let restarts = started_pids(&log).len() - before;
+    // Backoff 1 s, 2 s, 4 s...: within ~8 s at most five starts; a crash loop would do hundreds.
+    assert!((2..=6).contains(&restarts), "{restarts} starts of the failing kubelet\n{log}");
+    assert_eq!(machine_status(&node)["stage"], "upgrading", "{log}");
+    assert_eq!(stage_lines(&log).last().map(String::as_str), Some("running -> upgrading"), "{log}");
+    let zombies = zombies_of(node.pid());
+    assert!(zombies.is_empty(), "zombies: {zombies:?}\n{log}");
+
+    // Stopping the node: shuttingDown, the kubelet stopped, state flushed.
+    let log = node.stop();
+    assert!(log.contains("upgrading -> shuttingDown"), "{log}");
+    assert!(log.contains("services stopped, state flushed"), "{log}");
+}
