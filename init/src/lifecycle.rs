@@ -204,10 +204,7 @@ mod tests {
         assert_eq!((s.stage, s.status.ready), (Running, false));
         let names: Vec<&str> = s.status.unmet_conditions.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["time", "kubelet"]);
-        assert_eq!(
-            transition_line(None, &s),
-            "machine stage: running (waiting for time, kubelet)"
-        );
+        assert_eq!(transition_line(None, &s), "machine stage: running (waiting for time, kubelet)");
         let s = status(Booting, &facts(false, KubeletFacts::default()));
         assert_eq!((s.stage, s.status.ready), (Maintenance, false));
         assert_eq!(s.status.unmet_conditions[0].name, "config");

@@ -116,7 +116,10 @@ fn a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there() {
     let new = *started_pids(&log).last().unwrap();
     assert_ne!(old, new, "{log}");
     let got = std::fs::read_to_string(&sigterm_log).unwrap_or_default();
-    assert!(got.contains(&format!("SIGTERM pid {old}\n")), "the old kubelet got SIGTERM: {got:?}\n{log}");
+    assert!(
+        got.contains(&format!("SIGTERM pid {old}\n")),
+        "the old kubelet got SIGTERM: {got:?}\n{log}"
+    );
     assert!(!Path::new(&format!("/proc/{old}")).exists(), "the old kubelet was reaped\n{log}");
     assert!(log.contains("--variant=b"), "{log}");
     assert_eq!(
@@ -136,11 +139,10 @@ fn a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there() {
         || {
             let s = machine_status(&node);
             s["stage"] == "upgrading"
-                && s["status"]["unmetConditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["name"] == "kubelet" && c["reason"].as_str().unwrap_or("").contains("exited with status 3"))
+                && s["status"]["unmetConditions"].as_array().into_iter().flatten().any(|c| {
+                    c["name"] == "kubelet"
+                        && c["reason"].as_str().unwrap_or("").contains("exited with status 3")
+                })
         },
         ctx,
     );

@@ -165,6 +165,8 @@ fn on_sigterm(log: Option<String>) {
                 }
             }
             println!("demo-kubelet: SIGTERM, exiting");
+            // The other threads block in accept and sleep: only exit ends them all.
+            #[allow(clippy::exit, reason = "a stand-in for the kubelet ends on SIGTERM")]
             std::process::exit(0);
         }
     });
@@ -235,8 +237,14 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (arg.as_str(), None),
         };
-        let known =
-            ["--listen", "--orphan-every", "--probe", "--healthz-listen", "--fail-with", "--sigterm-log"];
+        let known = [
+            "--listen",
+            "--orphan-every",
+            "--probe",
+            "--healthz-listen",
+            "--fail-with",
+            "--sigterm-log",
+        ];
         if !known.contains(&name) {
             continue;
         }
@@ -249,7 +257,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--healthz-listen" => opts.healthz = parse_listen(&value)?,
             "--fail-with" => {
                 opts.fail_with = Some(
-                    value.parse().map_err(|_| format!("--fail-with: expected 0-255, got {value:?}"))?,
+                    value
+                        .parse()
+                        .map_err(|_| format!("--fail-with: expected 0-255, got {value:?}"))?,
                 )
             }
             "--sigterm-log" => opts.sigterm_log = Some(value),

@@ -183,7 +183,8 @@ mod tests {
 
     #[test]
     fn probes_a_real_listener() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| unreachable!("{e}"));
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| unreachable!("{e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let server = std::thread::spawn(move || {
             for (i, conn) in listener.incoming().take(2).enumerate() {

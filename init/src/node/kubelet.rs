@@ -83,8 +83,7 @@ fn command(
         crate::nodeip::choose(*previous_ip, default, &list(nodeaddress::CURRENT), subnets, &vips)
             .ok_or("waiting for a node IP (machine.kubelet.nodeIP.validSubnets)")?;
     *previous_ip = Some(ip);
-    let host =
-        store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).ok_or(waiting)?;
+    let host = store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).ok_or(waiting)?;
     let mut cmd = kubelet.command.clone();
     cmd.extend(kubelet.extra_args.iter().map(|(k, v)| format!("--{k}={v}")));
     cmd.push(format!("--node-ip={ip}"));
@@ -123,7 +122,11 @@ fn status(s: &Service, command: Option<&Vec<String>>, health: &Health) -> Servic
         pid,
         starts: s.starts,
         healthy: health.healthy,
-        health_reason: if health.healthy || pid == 0 { String::new() } else { health.reason.clone() },
+        health_reason: if health.healthy || pid == 0 {
+            String::new()
+        } else {
+            health.reason.clone()
+        },
         last_exit: s.last_exit().unwrap_or_default().to_owned(),
         command: command.cloned().unwrap_or_default(),
     }
@@ -261,7 +264,8 @@ impl Kubelet {
             return false;
         };
         let fresh = self.prober.wake_fd().is_none();
-        let steady = h.healthy || h.since.is_some_and(|t| now.saturating_duration_since(t) > STARTING_FOR);
+        let steady =
+            h.healthy || h.since.is_some_and(|t| now.saturating_duration_since(t) > STARTING_FOR);
         h.next = Some(now + if steady { PROBE_STEADY } else { PROBE_STARTING });
         match self.prober.send(h.generation, target) {
             Ok(()) => fresh,

@@ -84,7 +84,8 @@ mod tests {
         assert_eq!((t.host.as_str(), t.path.as_str()), ("127.0.0.1:10248", "/healthz"));
         let t = HealthzTarget::parse("http://[::1]:81").unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!((t.addr.port(), t.path.as_str()), (81, "/"));
-        let t = HealthzTarget::parse("http://localhost/h?x=1").unwrap_or_else(|e| unreachable!("{e}"));
+        let t =
+            HealthzTarget::parse("http://localhost/h?x=1").unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!((t.addr.port(), t.path.as_str()), (80, "/h?x=1"));
         for bad in [
             "https://127.0.0.1/",
