@@ -20,6 +20,7 @@ mod pid1;
 mod plan;
 mod reactor;
 mod run;
+mod staged;
 mod supervisor;
 
 use std::process::ExitCode;
@@ -73,11 +74,13 @@ const COMMANDS: &[(&str, &str)] = &[
     ("logs", "  keelson logs [-f] [NODE OPTIONS]\n      The node's log; -f follows it.\n"),
     (
         "apply-config",
-        "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|try] [--timeout 1m]
+        "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|staged|try]
+               [--timeout 1m]
                [NODE OPTIONS]
       Validate a machine config, print what it adds, changes and removes, apply it. --mode
       try rolls it back after --timeout (default 1m) unless `keelson config confirm` comes
-      first; reboot applies it, then reboots; staged is not supported yet.
+      first; reboot applies it, then reboots; staged keeps it beside the config file, and
+      the next start boots into it.
 ",
     ),
     (
@@ -103,8 +106,10 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dmesg", "  keelson dmesg [NODE OPTIONS]\n      The node's kernel ring buffer.\n"),
     (
         "reboot",
-        "  keelson reboot [NODE OPTIONS]
+        "  keelson reboot [--mode default|staged] [NODE OPTIONS]
       Stop the node's services, then reboot (os:admin or os:operator; `run` just stops).
+      A staged config is booted into at any next start; --mode staged refuses unless one
+      waits.
 ",
     ),
     (

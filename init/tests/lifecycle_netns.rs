@@ -161,3 +161,68 @@ fn a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there() {
     assert!(log.contains("upgrading -> shuttingDown"), "{log}");
     assert!(log.contains("services stopped, state flushed"), "{log}");
 }
+
+fn plain_config(addr: &str) -> String {
+    format!(
+        "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [{addr}]\n  time:\n    disabled: true\n"
+    )
+}
+
+/// `apply-config --mode staged` changes nothing now; `reboot --mode staged` refuses without
+/// one and reboots with one (`run` stops: `rebooting`); the next start boots into it.
+#[test]
+fn a_staged_config_is_booted_into_at_the_next_start() {
+    if !require_root("a_staged_config_is_booted_into_at_the_next_start") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let path = dir.path().join("config.yaml");
+    replace(&path, &plain_config("10.0.0.2/24"));
+    let staged_text = plain_config("10.0.0.3/24");
+    let staged_file = dir.path().join("next.yaml");
+    std::fs::write(&staged_file, &staged_text).unwrap();
+    let mut node = Node::start_api(&ns, "", Some(&path));
+    let ctx = || node.log_text();
+    // No kubelet configured: running once the config is in.
+    wait_for("running", T, || node.log_text().contains("machine stage: running"), ctx);
+    wait_for("the address", T, || ns.addresses().iter().any(|a| a.contains("10.0.0.2/24")), ctx);
+    let socket = node.api.as_ref().unwrap().display().to_string();
+
+    let (ok, _, err) = keelson(&["reboot", "--mode", "staged", "--socket", &socket]);
+    assert!(!ok && err.contains("no staged config"), "{err}");
+    let staged = staged_file.display().to_string();
+    let (ok, out, err) =
+        keelson(&["apply-config", &staged, "--mode", "staged", "--socket", &socket]);
+    assert!(ok && out.contains("staged: "), "{out}{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), plain_config("10.0.0.2/24"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("config.yaml.staged")).unwrap(),
+        staged_text
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!ns.addresses().iter().any(|a| a.contains("10.0.0.3/24")), "nothing applied now");
+
+    let (ok, out, err) = keelson(&["reboot", "--mode", "staged", "--socket", &socket]);
+    assert!(ok && out.contains("accepted"), "{out}{err}");
+    wait_for("the node stopped", T, || node.log_text().contains("stopped (Reboot)"), ctx);
+    let log = node.log_text();
+    assert!(log.contains("running -> rebooting"), "{log}");
+    assert!(log.contains("services stopped, state flushed"), "{log}");
+    let root = std::mem::replace(&mut node.root, TempDir(std::path::PathBuf::new()));
+    drop(node);
+
+    let node = Node::start_in(&ns, "", Some(&path), root);
+    let ctx = || node.log_text();
+    wait_for(
+        "the staged address",
+        T,
+        || ns.addresses().iter().any(|a| a.contains("10.0.0.3/24")),
+        ctx,
+    );
+    assert!(node.log_text().contains("booting into the staged config"), "{}", node.log_text());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), staged_text);
+    assert!(!dir.path().join("config.yaml.staged").exists());
+    node.stop();
+}

@@ -399,8 +399,12 @@ fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String>
             ));
         }
     }
+    let staged = v["staged"].as_str();
     text.push_str(&match (changes.is_empty(), dry) {
         (true, _) => "no changes to network resources\n".to_owned(),
+        (false, false) if staged.is_some() => {
+            format!("{} resource(s) will change at the next start (staged)\n", changes.len())
+        }
         (false, true) => {
             format!("{} resource(s) would change (dry run: nothing applied)\n", changes.len())
         }
@@ -409,6 +413,12 @@ fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String>
     if let Some(t) = v["trialSeconds"].as_u64() {
         text.push_str(&format!(
             "on trial for {t} s: `keelson config confirm` keeps it, otherwise the node rolls back\n"
+        ));
+    }
+    if let Some(path) = staged {
+        text.push_str(&format!(
+            "staged: {} (the next start boots into it)\n",
+            output::escape_cell(path)
         ));
     }
     if let Some(kept) = v["kept"].as_str() {
@@ -668,10 +678,36 @@ pub fn power_main(op: &'static str, raw: Vec<OsString>) -> ExitCode {
 }
 
 fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
-    let common = node_options(raw)?;
+    let mut p = lexopt::Parser::from_args(raw);
+    let mut common = Common::default();
+    let mut mode: Option<String> = None;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
+        match arg {
+            lexopt::Arg::Long("mode") if op == "reboot" => {
+                let m = p
+                    .value()
+                    .map_err(|e| e.to_string())?
+                    .into_string()
+                    .map_err(|_| "--mode: not UTF-8")?;
+                if !["default", "staged"].contains(&m.as_str()) {
+                    return Err(format!("--mode {m:?}: default or staged"));
+                }
+                mode = Some(m);
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
     each(&common, |target, out| {
         let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": op}))?;
+        let mut request = json!({"op": op});
+        if let Some(m) = &mode {
+            request["mode"] = json!(m);
+        }
+        c.send(&request)?;
         c.recv()?;
         writeln!(out, "{op}: accepted; the node stops its services").map_err(|e| e.to_string())
     })

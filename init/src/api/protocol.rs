@@ -98,7 +98,11 @@ pub enum Wire {
     /// The kernel ring buffer.
     Dmesg,
     /// Stop services and reboot.
-    Reboot,
+    Reboot {
+        /// `default`, or `staged`: only when a staged config waits (it is booted into).
+        #[serde(default)]
+        mode: Option<String>,
+    },
     /// Stop services and power off.
     Shutdown,
 }
@@ -148,7 +152,10 @@ pub enum Request {
     /// See [`Wire::Dmesg`].
     Dmesg,
     /// See [`Wire::Reboot`].
-    Reboot,
+    Reboot {
+        /// `--mode staged`: refuse unless a staged config waits.
+        staged: bool,
+    },
     /// See [`Wire::Shutdown`].
     Shutdown,
 }
@@ -187,7 +194,17 @@ pub fn parse(line: &[u8]) -> Result<Request, ProtocolError> {
         Wire::Version => Request::Version,
         Wire::Disks => Request::Disks,
         Wire::Dmesg => Request::Dmesg,
-        Wire::Reboot => Request::Reboot,
+        Wire::Reboot { mode } => Request::Reboot {
+            staged: match mode.as_deref() {
+                None | Some("default") => false,
+                Some("staged") => true,
+                Some(other) => {
+                    return Err(ProtocolError::Mode(format!(
+                        "unknown reboot mode {other:?} (default, staged)"
+                    )))
+                }
+            },
+        },
         Wire::Shutdown => Request::Shutdown,
     })
 }
@@ -233,6 +250,10 @@ mod tests {
         ));
         assert_eq!(parse(br#"{"op":"confirm-config"}"#).ok(), Some(Request::ConfirmConfig));
         assert_eq!(parse(br#"{"op":"machine-status"}"#).ok(), Some(Request::MachineStatus));
+        assert_eq!(parse(br#"{"op":"reboot"}"#).ok(), Some(Request::Reboot { staged: false }));
+        let r = parse(br#"{"op":"reboot","mode":"staged"}"#);
+        assert_eq!(r.ok(), Some(Request::Reboot { staged: true }));
+        assert!(matches!(parse(br#"{"op":"reboot","mode":"soon"}"#), Err(ProtocolError::Mode(_))));
     }
 
     #[test]

@@ -393,7 +393,17 @@ fn handle(
         }),
         Request::Disks => super::hostinfo::disks(Path::new("/sys/block")),
         Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
-        Request::Reboot | Request::Shutdown => {
+        Request::Reboot { staged: true }
+            if !effects
+                .config_path
+                .as_deref()
+                .is_some_and(|p| crate::staged::path_for(p).is_file()) =>
+        {
+            protocol::error(
+                "reboot --mode staged: no staged config (apply-config --mode staged first)",
+            )
+        }
+        Request::Reboot { .. } | Request::Shutdown => {
             let what = if request_is_reboot(&request) { Power::Reboot } else { Power::Shutdown };
             effects.power = Some(what);
             // The answer is written before services stop; the connection then closes.
@@ -405,13 +415,13 @@ fn handle(
 }
 
 fn request_is_reboot(r: &Request) -> bool {
-    matches!(r, Request::Reboot)
+    matches!(r, Request::Reboot { .. })
 }
 
 /// May a client with `access` make this request? Err: why not, for the client.
 fn allowed(access: Access, request: &Request) -> Result<(), String> {
     let changes_config = matches!(request, Request::ApplyConfig { .. } | Request::ConfirmConfig);
-    let power = matches!(request, Request::Reboot | Request::Shutdown);
+    let power = matches!(request, Request::Reboot { .. } | Request::Shutdown);
     match access {
         Access::Admin => Ok(()),
         Access::Reader if power => Err("permission denied: os:reader may not reboot or shut down (os:admin or os:operator)".into()),
@@ -559,7 +569,7 @@ fn apply_with_mode(
     now: Instant,
 ) -> Result<Value, String> {
     if mode == ApplyMode::Staged {
-        return Err("--mode staged: not supported yet (keelson does not keep an applied config for the next boot)".into());
+        return stage(rt, text, dry_run, effects);
     }
     let trial = match mode {
         ApplyMode::Try(t) if !dry_run => {
@@ -588,6 +598,24 @@ fn apply_with_mode(
             v["kept"] = effects.keep(text);
         }
     }
+    Ok(v)
+}
+
+/// `--mode staged`: validate and diff, then keep the config beside the config file for the
+/// next start, which boots into it; nothing changes now.
+fn stage(rt: &mut Runtime, text: &str, dry_run: bool, effects: &Effects) -> Result<Value, String> {
+    let Some(config) = &effects.config_path else {
+        return Err("--mode staged: the node has no config file to stage a config beside".into());
+    };
+    let mut v = apply_config(rt, text, true)?;
+    v["dryRun"] = json!(dry_run);
+    if dry_run {
+        return Ok(v);
+    }
+    let staged = crate::staged::path_for(config);
+    trial::write_back(&staged, text).map_err(|e| format!("--mode staged: {e}"))?;
+    log::info!(target: "api", "a config is staged in {}: the next start boots into it", staged.display());
+    v["staged"] = json!(staged.display().to_string());
     Ok(v)
 }
 
@@ -695,11 +723,11 @@ mod tests {
             Request::ApplyConfig { config: String::new(), dry_run: false, mode: ApplyMode::Auto };
         let cases = [
             (Access::Admin, apply.clone(), true),
-            (Access::Admin, Request::Reboot, true),
+            (Access::Admin, Request::Reboot { staged: false }, true),
             (Access::Operator, apply.clone(), false),
             (Access::Operator, Request::Shutdown, true),
             (Access::Reader, apply.clone(), false),
-            (Access::Reader, Request::Reboot, false),
+            (Access::Reader, Request::Reboot { staged: false }, false),
             (Access::Reader, Request::Logs { follow: true }, true),
             (Access::Maintenance, apply.clone(), true),
             (Access::Maintenance, Request::Version, true),
@@ -719,7 +747,7 @@ mod tests {
             (Access::Maintenance, Request::Watch(q(Namespace::Network)), false),
             (Access::Maintenance, Request::Logs { follow: false }, false),
             (Access::Maintenance, Request::Dmesg, false),
-            (Access::Maintenance, Request::Reboot, false),
+            (Access::Maintenance, Request::Reboot { staged: false }, false),
             (Access::Maintenance, Request::MachineStatus, false),
             (Access::Pending, Request::Version, false),
         ];

@@ -97,6 +97,15 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     }
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
+    if let Some(path) = &opts.config {
+        match crate::staged::promote(path) {
+            Ok(true) => {
+                log::info!(target: "run", "booting into the staged config (now {})", path.display())
+            }
+            Ok(false) => {}
+            Err(e) => log::error!(target: "run", "staged config: {e}; booting the current one"),
+        }
+    }
     let config = match &opts.config {
         Some(path) => Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?),
         None => None,
