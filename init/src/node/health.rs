@@ -2,7 +2,8 @@
 //! The kubelet's health check: `GET` its health endpoint and expect `200`. The connect and the
 //! read may block for seconds, so they run on one helper thread; the loop hands it a probe
 //! over a channel and is woken through a socket pair when the answer is in. The request and
-//! the status-line parse are pure; the read is bounded in bytes and in time.
+//! the status-line parse are pure; the read is bounded in bytes and in time (each read and
+//! the whole probe).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -17,6 +18,8 @@ use net::config::HealthzTarget;
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
 /// The most of the answer read: the status line is all that counts.
 const MAX_ANSWER: usize = 1024;
+/// A whole probe gets this long, however slowly the answer trickles in.
+const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// One probe of one kubelet process.
 #[derive(Debug)]
@@ -60,6 +63,7 @@ fn status_code(head: &[u8]) -> Option<u16> {
 
 /// One probe, blocking (on the helper thread).
 fn check(target: &HealthzTarget) -> Result<(), String> {
+    let started = std::time::Instant::now();
     let mut s = TcpStream::connect_timeout(&target.addr, IO_TIMEOUT)
         .map_err(|e| format!("{}: {e}", target.addr))?;
     let _ = s.set_read_timeout(Some(IO_TIMEOUT));
@@ -68,6 +72,9 @@ fn check(target: &HealthzTarget) -> Result<(), String> {
     let mut head = Vec::with_capacity(128);
     let mut buf = [0u8; 256];
     while head.len() < MAX_ANSWER && !head.contains(&b'\n') {
+        if started.elapsed() > PROBE_DEADLINE {
+            return Err(format!("{}: no status line within {PROBE_DEADLINE:?}", target.addr));
+        }
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),
