@@ -399,11 +399,15 @@ fn apply_config_try_rolls_back_unless_confirmed() {
     assert!(on_disk().contains("10.7.0.3/24"), "a confirmed config is kept in the config file");
     let (ok, _, err) =
         keelson(&ns, &["apply-config", &s(&new), "--mode", "staged", "--socket", &sock]);
-    assert!(!ok && err.contains("not supported"), "{err}");
-    // A plain apply is kept too, and a restart runs it.
+    assert!(ok, "{err}");
+    let staged = dir.path().join("config.yaml.staged");
+    assert!(staged.exists(), "a staged config waits beside the config file");
+    // A plain apply is kept too (and drops the staged config: the newer one wins), and a
+    // restart runs it.
     let third = with("third.yaml", "10.7.0.4/24");
     let (ok, out, err) = keelson(&ns, &["apply-config", &s(&third), "--socket", &sock]);
     assert!(ok && out.contains("kept:"), "{out}{err}");
+    assert!(!staged.exists(), "the staged config is dropped");
     assert!(on_disk().contains("10.7.0.4/24"));
     node.stop();
     // (The kernel keeps what the stopped node configured: start from a bare link.)

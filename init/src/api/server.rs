@@ -70,6 +70,12 @@ impl Effects {
             Some(p) => match trial::write_back(p, text) {
                 Ok(()) => {
                     log::info!(target: "api", "the applied config is kept in {}", p.display());
+                    // The newest config wins: a config staged before would undo it at the
+                    // next start.
+                    let staged = crate::staged::path_for(p);
+                    if std::fs::remove_file(&staged).is_ok() {
+                        log::info!(target: "api", "{} dropped: a newer config was applied", staged.display());
+                    }
                     json!(p.display().to_string())
                 }
                 Err(e) => {
