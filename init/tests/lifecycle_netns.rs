@@ -109,9 +109,22 @@ fn a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there() {
     let old = *started_pids(&node.log_text()).last().unwrap();
 
     // An upgrade: other flags. The old process gets SIGTERM, the new one becomes healthy.
+    // A watcher sees each stage as an update.
+    let watched = dir.path().join("watch.out");
+    let socket = node.api.as_ref().unwrap().display().to_string();
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["get", "machinestatus", "--watch", "--socket", &socket])
+        .stdout(std::fs::File::create(&watched).unwrap())
+        .spawn()
+        .unwrap();
+    let seen = |what: &str| std::fs::read_to_string(&watched).unwrap_or_default().contains(what);
+    wait_for("the watch bootstrapped", T, || seen("running"), ctx);
     replace(&path, &config(&sigterm_log, "      variant: b\n"));
     wait_for("upgrading", T, || node.log_text().contains("running -> upgrading"), ctx);
     wait_for("running again", T, || node.log_text().contains("upgrading -> running"), ctx);
+    wait_for("the watch saw upgrading", T, || seen("upgrading"), ctx);
+    let _ = watcher.kill();
+    let _ = watcher.wait();
     let log = node.log_text();
     let new = *started_pids(&log).last().unwrap();
     assert_ne!(old, new, "{log}");
