@@ -132,12 +132,21 @@ fn status(s: &Service, command: Option<&Vec<String>>, health: &Health) -> Servic
     }
 }
 
-/// Probe every second while a new process is not healthy yet, then every few seconds.
-const PROBE_STARTING: Duration = Duration::from_secs(1);
-/// See [`PROBE_STARTING`].
+/// The first probe of a new process, this long after it started.
+const FIRST_PROBE: Duration = Duration::from_millis(100);
+/// Probes of a healthy process, and of one that did not become healthy in a minute.
 const PROBE_STEADY: Duration = Duration::from_secs(5);
-/// How long a process is probed at [`PROBE_STARTING`] before it is probed at [`PROBE_STEADY`].
-const STARTING_FOR: Duration = Duration::from_secs(60);
+
+/// The time to the next probe: often while a new process starts (it is what `running` waits
+/// for), then every few seconds.
+fn probe_interval(healthy: bool, age: Duration) -> Duration {
+    match age.as_secs() {
+        _ if healthy => PROBE_STEADY,
+        0..10 => Duration::from_millis(250),
+        10..60 => Duration::from_secs(1),
+        _ => PROBE_STEADY,
+    }
+}
 
 /// The health of the running process.
 #[derive(Debug, Default)]
@@ -251,7 +260,7 @@ impl Kubelet {
             h.since = Some(now);
             h.healthy = false;
             h.reason = "started, health not checked yet".into();
-            h.next = Some(now + PROBE_STARTING / 2);
+            h.next = Some(now + FIRST_PROBE);
         }
         let Some((_, url)) = &self.configured else { return false };
         if self.prober.in_flight || h.next.is_none_or(|t| t > now) {
@@ -264,9 +273,8 @@ impl Kubelet {
             return false;
         };
         let fresh = self.prober.wake_fd().is_none();
-        let steady =
-            h.healthy || h.since.is_some_and(|t| now.saturating_duration_since(t) > STARTING_FOR);
-        h.next = Some(now + if steady { PROBE_STEADY } else { PROBE_STARTING });
+        let age = h.since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        h.next = Some(now + probe_interval(h.healthy, age));
         match self.prober.send(h.generation, target) {
             Ok(()) => fresh,
             Err(e) => {
@@ -385,5 +393,20 @@ fn reap(kubelet: &mut Service, now: Instant) -> u32 {
                 return orphans;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_often_while_starting_then_every_few_seconds() {
+        let at = |healthy, secs| probe_interval(healthy, Duration::from_secs(secs));
+        assert_eq!(at(false, 0), Duration::from_millis(250));
+        assert_eq!(at(false, 9), Duration::from_millis(250));
+        assert_eq!(at(false, 10), Duration::from_secs(1));
+        assert_eq!(at(false, 60), PROBE_STEADY);
+        assert_eq!(at(true, 0), PROBE_STEADY);
     }
 }
