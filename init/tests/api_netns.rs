@@ -525,8 +525,10 @@ fn slow_clients_do_not_lock_out_a_new_one() {
         .count();
     assert_eq!(timed_out, 0, "the answer came only after a request deadline freed a slot");
 
-    // The drippers are closed once their line has taken 5 s, whatever they send.
-    while started.elapsed() < Duration::from_secs(9) {
+    // The drippers are closed once their line has taken 5 s, whatever they send. The test sees
+    // a close only at its next drip, a second or more later under emulation on busy cores;
+    // the bound only has to tell the 5 s line deadline from never.
+    while started.elapsed() < Duration::from_secs(13) {
         std::thread::sleep(Duration::from_secs(1));
         drip(&mut slow);
     }
@@ -536,7 +538,7 @@ fn slow_clients_do_not_lock_out_a_new_one() {
     for (_, got, closed) in slow.iter().filter(|c| !text(&c.1).contains("closed to make room")) {
         assert!(text(got).contains("request not completed within 5 s"), "{}", text(got));
         let closed = closed.expect("a dripping client was not closed");
-        assert!(closed >= Duration::from_secs(4) && closed < Duration::from_secs(8), "{closed:?}");
+        assert!(closed >= Duration::from_secs(4) && closed < Duration::from_secs(12), "{closed:?}");
     }
     assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
     node.stop();
