@@ -304,3 +304,31 @@ fn read_response(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_map_to_the_policy() {
+        let status = |s| FetchError::Status { status: s, reason: String::new() };
+        assert_eq!(status(503).failure(), Failure::Status(503));
+        assert_eq!(FetchError::Timeout(180).failure(), Failure::Transport);
+        assert_eq!(FetchError::Http(HttpError::Truncated).failure(), Failure::Transport);
+        assert_eq!(FetchError::Http(HttpError::BodyTooLarge).failure(), Failure::Final);
+        let untrusted = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert_eq!(FetchError::Tls(untrusted).failure(), Failure::Final);
+        assert_eq!(
+            FetchError::Tls(rustls::Error::HandshakeNotComplete).failure(),
+            Failure::Transport
+        );
+        assert_eq!(FetchError::Downgrade("http://x/".into()).failure(), Failure::Final);
+        assert_eq!(FetchError::Redirects.failure(), Failure::Final);
+    }
+
+    #[test]
+    fn no_roots_is_an_error() {
+        let missing = [PathBuf::from("/nonexistent/keelson/ca.pem")];
+        assert!(matches!(tls_config(&missing), Err(FetchError::NoRoots(_))));
+    }
+}

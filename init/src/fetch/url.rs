@@ -20,6 +20,9 @@ pub enum UrlError {
     /// A byte outside printable ASCII (a space, a control character, UTF-8).
     #[error("byte {0} is not printable ASCII (percent-encode it)")]
     Byte(usize),
+    /// Neither an absolute path nor `scheme://...` (Talos's `metal-iso` label, a relative path).
+    #[error("neither an absolute path nor an http://, https:// or file:// URL")]
+    NotUrl,
     /// A scheme other than http, https or file.
     #[error("scheme {0:?} is not supported (http, https or file)")]
     Scheme(String),
@@ -101,7 +104,7 @@ pub fn parse_source(s: &str) -> Result<Source, UrlError> {
     if s.starts_with('/') {
         return Ok(Source::File(s.to_owned()));
     }
-    let (scheme, _) = s.split_once("://").ok_or_else(|| UrlError::Scheme(String::new()))?;
+    let (scheme, _) = s.split_once("://").ok_or(UrlError::NotUrl)?;
     if scheme.eq_ignore_ascii_case("file") {
         let rest = &s[scheme.len() + 3..];
         // file:///path (empty host) or file://localhost/path, as RFC 8089 allows.
@@ -118,7 +121,7 @@ impl Url {
     /// Parse an absolute `http://` or `https://` URL.
     pub fn parse(s: &str) -> Result<Self, UrlError> {
         check_bytes(s)?;
-        let (scheme, rest) = s.split_once("://").ok_or_else(|| UrlError::Scheme(String::new()))?;
+        let (scheme, rest) = s.split_once("://").ok_or(UrlError::NotUrl)?;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
@@ -284,7 +287,7 @@ mod tests {
             ("http://a\u{7f}b/", UrlError::Byte(8)),
             ("http://x/a b", UrlError::Byte(10)),
             ("http://x/\u{e9}", UrlError::Byte(9)),
-            ("x", UrlError::Scheme(String::new())),
+            ("x", UrlError::NotUrl),
         ] {
             assert_eq!(Url::parse(s).err(), Some(e), "{s}");
         }

@@ -221,6 +221,10 @@ impl ConfigUrl {
                 return None;
             }
         };
+        if text.trim().is_empty() {
+            refuse("the body is empty".into());
+            return None;
+        }
         if let Err(e) = net::config::parse(&text) {
             refuse(e.to_string());
             return None;
