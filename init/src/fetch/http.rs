@@ -227,10 +227,11 @@ impl ResponseParser {
                 }
                 // The request asked for no coding; a server that compresses anyway is refused
                 // rather than handed to the config parser as binary.
-                "content-encoding" => {
-                    if !value.trim().is_empty() && !value.trim().eq_ignore_ascii_case("identity") {
-                        return Err(HttpError::Coding(short(value.trim())));
-                    }
+                "content-encoding"
+                    if !value.trim().is_empty()
+                        && !value.trim().eq_ignore_ascii_case("identity") =>
+                {
+                    return Err(HttpError::Coding(short(value.trim())));
                 }
                 "location" => location = Some(value),
                 _ => {}
@@ -330,7 +331,7 @@ impl ResponseParser {
 
     fn chunk_end(&mut self) -> Result<bool, HttpError> {
         match take_line(&self.buf) {
-            Some((used, line)) if line.is_empty() => {
+            Some((used, [])) => {
                 self.buf.drain(..used);
                 self.state = State::ChunkSize;
                 Ok(true)
