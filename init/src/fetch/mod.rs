@@ -157,7 +157,7 @@ mod tests {
     }
 
     #[test]
-    fn console_helpers() {
+    fn console_line_pieces() {
         assert_eq!(escaped_prefix(b"<html>\x1b[2J\"\n", 64), "<html>\\x1b[2J\\\"\\n");
         assert_eq!(escaped_prefix(b"abcdef", 3), "abc…");
         assert_eq!(sha256_prefix(b""), "e3b0c44298fc");
