@@ -266,9 +266,12 @@ class Node:
 
 
 def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
-                    ca_bundle=None):
-    """Runs scripts/build-initramfs; returns the image path."""
+                    ca_bundle=None, add=()):
+    """Runs scripts/build-initramfs; returns the image path. `add`: (source, path in the
+    image) pairs of extra files."""
     cmd = [str(ROOT / "scripts/build-initramfs")]
+    for src, dest in add:
+        cmd += ["--add", f"{src}:{dest}"]
     if out:
         cmd += ["--out", str(out)]
     if config:

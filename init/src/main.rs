@@ -8,6 +8,7 @@
 mod api;
 mod config_cmd;
 mod config_watch;
+mod fetch;
 mod ifnames_cmd;
 mod lifecycle;
 mod logger;
@@ -52,7 +53,7 @@ const COMMANDS: &[(&str, &str)] = &[
         "run",
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
               [--api-socket PATH] [--api-listen ADDR:PORT]... [--api-max-connections N]
-              [--set-clock] [--nts-ca FILE]
+              [--set-clock] [--nts-ca FILE] [--config-url URL [--config-ca PEM]...]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
@@ -63,6 +64,10 @@ const COMMANDS: &[(&str, &str)] = &[
       (timestatus) unless --set-clock lets it step and slew it, as PID 1 does. --nts-ca FILE
       trusts the PEM certificates in FILE for NTS key exchange, beside
       /etc/ssl/certs/ca-certificates.crt.
+      --config-url fetches the config as PID 1 does with talos.config=URL (once the network is
+      ready, retried with backoff) and keeps it in --config FILE; an existing FILE is used
+      instead. --config-ca replaces the https trust roots (/etc/keelson/ca.pem and
+      /etc/ssl/certs/ca-certificates.crt).
 ",
     ),
     (

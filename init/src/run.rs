@@ -27,6 +27,12 @@ enum ArgsError {
     /// `--api-listen` is not ADDR:PORT.
     #[error("--api-listen wants ADDR:PORT ([ADDR]:PORT for IPv6), not {0:?}")]
     Listen(String),
+    /// `--config-url` without `--config`.
+    #[error("--config-url needs --config FILE: where the fetched config is kept (an existing FILE is used instead of fetching)")]
+    UrlWithoutFile,
+    /// `--config-url` that is not an http(s) URL.
+    #[error("--config-url: {0}")]
+    Url(String),
     /// No `--root`.
     #[error("--root DIR is required (files such as /etc/resolv.conf are written under it)")]
     NoRoot,
@@ -36,6 +42,8 @@ enum ArgsError {
 struct Args {
     cmdline: String,
     config: Option<PathBuf>,
+    config_url: Option<String>,
+    config_roots: Vec<PathBuf>,
     root: PathBuf,
     state: Option<PathBuf>,
     hostname: bool,
@@ -53,6 +61,8 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
     let mut a = Args {
         cmdline: String::new(),
         config: None,
+        config_url: None,
+        config_roots: Vec::new(),
         root: PathBuf::new(),
         state: None,
         hostname: true,
@@ -71,6 +81,10 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
                 a.cmdline = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?
             }
             Long("config") => a.config = Some(value(&mut p)?.into()),
+            Long("config-url") => {
+                a.config_url = Some(value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?)
+            }
+            Long("config-ca") => a.config_roots.push(value(&mut p)?.into()),
             Long("root") => root = Some(PathBuf::from(value(&mut p)?)),
             Long("state") => a.state = Some(value(&mut p)?.into()),
             Long("no-hostname") => a.hostname = false,
@@ -93,6 +107,19 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         }
     }
     a.root = root.ok_or(ArgsError::NoRoot)?;
+    if let Some(url) = &a.config_url {
+        if a.config.is_none() {
+            return Err(ArgsError::UrlWithoutFile);
+        }
+        match crate::fetch::origin(Some(url), None) {
+            crate::fetch::Origin::Url(_) => {}
+            crate::fetch::Origin::Refused(e) => return Err(ArgsError::Url(e)),
+            _ => return Err(ArgsError::Url("not an http:// or https:// URL".into())),
+        }
+    }
+    if a.config_roots.is_empty() {
+        a.config_roots = crate::fetch::client::DEFAULT_ROOTS.iter().map(PathBuf::from).collect();
+    }
     Ok(a)
 }
 
@@ -116,6 +143,8 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         predictable_names: false,
         cmdline: args.cmdline,
         config: args.config,
+        config_url: args.config_url,
+        config_roots: args.config_roots,
         root: args.root,
         hostname: args.hostname,
         once: args.once,

@@ -18,7 +18,7 @@ pub mod server;
 mod socket;
 pub mod tls;
 mod transport;
-mod trial;
+pub mod trial;
 
 /// The socket in init mode (and the client's default).
 pub const DEFAULT_SOCKET: &str = "/run/keelson/api.sock";

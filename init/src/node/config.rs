@@ -26,7 +26,7 @@ fn read(path: &Path) -> Option<String> {
 }
 
 /// Parse and apply the config text; on any error, log it and keep what runs.
-fn load(rt: &mut Runtime, path: &Path, text: &str) {
+pub fn load(rt: &mut Runtime, path: &Path, text: &str) {
     match net::config::parse(text) {
         Ok(cfg) => {
             for w in &cfg.warnings {

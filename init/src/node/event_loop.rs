@@ -15,6 +15,7 @@ use nix::sys::signal::Signal;
 
 use super::api::Api;
 use super::config::ConfigInput;
+use super::config_url::ConfigUrl;
 use super::kubelet::Kubelet;
 use super::lifecycle::Lifecycle;
 use super::netlink::Netlink;
@@ -39,18 +40,21 @@ pub enum Token {
     Uevent,
     /// The kubelet's health check answered.
     Health,
+    /// The config fetch's reports.
+    ConfigUrl,
     /// The API listener; its connections take the tokens above it, so it comes last.
     Api,
 }
 
 impl Token {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::Netlink,
         Self::Config,
         Self::KubeletOut,
         Self::KubeletErr,
         Self::Uevent,
         Self::Health,
+        Self::ConfigUrl,
         Self::Api,
     ];
 
@@ -100,6 +104,10 @@ pub struct EventLoop {
     pub api: Api,
     /// The config file, if given.
     pub config: Option<ConfigInput>,
+    /// The config's URL, while it is fetched.
+    pub config_url: Option<ConfigUrl>,
+    /// Where a fetched config is kept (the node's config file).
+    pub config_path: Option<std::path::PathBuf>,
     /// The kubelet.
     pub kubelet: Kubelet,
     /// NTP.
@@ -143,6 +151,9 @@ impl EventLoop {
                 return Ok(Ending::Settled);
             }
             self.note_network_ready(&mut p);
+            if let Some(fetch) = &mut self.config_url {
+                fetch.tick(&self.rt, p.network_ready, now);
+            }
             let ending = self.supervise(&p, now);
             let going = p.stopping.map(|_| match p.requested {
                 Some(crate::machine::Power::Reboot) => crate::lifecycle::Going::Reboot,
@@ -167,6 +178,7 @@ impl EventLoop {
                 self.api.poll_at(),
                 self.operators.poll_at(),
                 self.time.poll_at(),
+                self.config_url.as_ref().and_then(ConfigUrl::poll_at),
             ]
             .into_iter()
             .flatten()
@@ -315,6 +327,38 @@ impl EventLoop {
         p.requested = Some(what);
     }
 
+    /// A fetch attempt reported: a valid config is kept in the config file and followed from
+    /// there, exactly as a config file given at start.
+    fn config_fetched(&mut self, now: Instant) {
+        let Some(fetch) = &mut self.config_url else {
+            return;
+        };
+        let text = fetch.ready(&self.rt, now);
+        if fetch.done() {
+            self.config_url = None;
+        }
+        let Some(text) = text else {
+            return;
+        };
+        let Some(path) = self.config_path.clone() else {
+            super::config::load(&mut self.rt, std::path::Path::new("fetched config"), &text);
+            return;
+        };
+        match crate::api::trial::write_back(&path, &text) {
+            Ok(()) => {
+                log::info!(target: "config", "the fetched config is kept in {}", path.display());
+                match ConfigInput::start(&path, &mut self.rt, &self.reactor, Token::Config.id()) {
+                    Ok(input) => self.config = Some(input),
+                    Err(e) => log::warn!(target: "config", "{e}"),
+                }
+            }
+            Err(e) => {
+                log::error!(target: "config", "the fetched config could not be kept: {e}; applied without a file");
+                super::config::load(&mut self.rt, &path, &text);
+            }
+        }
+    }
+
     fn dispatch(&mut self, p: &mut Progress, token: u64, now: Instant) {
         match Token::of(token) {
             Some(Token::Netlink) => self.netlink.drain(&mut self.rt),
@@ -323,6 +367,7 @@ impl EventLoop {
                     config.changed(&mut self.rt);
                 }
             }
+            Some(Token::ConfigUrl) => self.config_fetched(now),
             Some(Token::KubeletOut) => self.kubelet.drain(Stream::Out),
             Some(Token::KubeletErr) => self.kubelet.drain(Stream::Err),
             Some(Token::Health) => self.kubelet.health_ready(),
@@ -355,7 +400,7 @@ mod tests {
     #[test]
     fn tokens_are_distinct_and_the_api_listener_is_last() {
         let ids: Vec<u64> = Token::ALL.iter().map(|t| t.id()).collect();
-        assert_eq!(ids, [2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(ids, [2, 3, 4, 5, 6, 7, 8, 9]);
         assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
         assert!(ids.iter().all(|id| *id <= Token::Api.id()));
         assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);

@@ -10,6 +10,7 @@
 
 mod api;
 mod config;
+mod config_url;
 mod error;
 mod event_loop;
 mod hardware;
@@ -34,6 +35,7 @@ use net::timesync::TimeSync;
 
 use self::api::Api;
 use self::config::ConfigInput;
+use self::config_url::ConfigUrl;
 pub use self::error::NodeError;
 pub use self::event_loop::Ending;
 use self::event_loop::{EventLoop, Token};
@@ -48,8 +50,13 @@ use crate::reactor::Reactor;
 pub struct Options {
     /// The kernel command line.
     pub cmdline: String,
-    /// The machine configuration file.
+    /// The machine configuration file. With `config_url`, where the fetched config is kept:
+    /// when the file exists already it is used and nothing is fetched.
     pub config: Option<PathBuf>,
+    /// Fetch the config from this URL (variables not yet substituted) once the network is up.
+    pub config_url: Option<String>,
+    /// Trust roots for an https `config_url`.
+    pub config_roots: Vec<PathBuf>,
     /// Where `/etc` files go.
     pub root: PathBuf,
     /// Set the hostname.
@@ -106,9 +113,26 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
             Err(e) => log::error!(target: "run", "staged config: {e}; booting the current one"),
         }
     }
-    let config = match &opts.config {
-        Some(path) => Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?),
-        None => None,
+    let now = std::time::Instant::now();
+    let (config, config_url) = match (&opts.config, &opts.config_url) {
+        (Some(path), Some(_)) if path.is_file() => {
+            log::info!(target: "config", "using the config fetched before, kept in {}", path.display());
+            (Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?), None)
+        }
+        (_, Some(url)) => {
+            let fetch = ConfigUrl::start(
+                url,
+                opts.config_roots.clone(),
+                &reactor,
+                Token::ConfigUrl.id(),
+                now,
+            )?;
+            (None, Some(fetch))
+        }
+        (Some(path), None) => {
+            (Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?), None)
+        }
+        (None, None) => (None, None),
     };
     let node = EventLoop {
         reactor,
@@ -117,6 +141,8 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         netlink,
         api,
         config,
+        config_url,
+        config_path: opts.config.clone(),
         kubelet: Kubelet::new(),
         lifecycle: lifecycle::Lifecycle::default(),
         time: TimeSync::new(opts.set_clock, std::time::Instant::now()).with_trust(trust(opts)),

@@ -21,6 +21,7 @@ use nix::sys::reboot::{reboot, set_cad_enabled, RebootMode};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{sync, Pid};
 
+use crate::fetch::{self, Origin};
 use crate::node::{self, Ending};
 
 /// How long services get to stop at shutdown.
@@ -29,24 +30,55 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// next boot; a node with a disk mounts its state partition here.
 const STATE_DIR: &str = "/var/lib/keelson";
 
-/// The machine configuration path from the command line, if it names one that exists.
-fn config_path(cmdline: &str) -> Option<PathBuf> {
-    let parsed = net::cmdline::parse(cmdline);
-    match parsed.config_url.as_deref() {
-        None | Some("none") => {
+/// Where a config fetched by URL or given inline is kept, so a restart of the node loop (and
+/// a state partition, when there is one) finds it.
+const KEPT_CONFIG: &str = "/var/lib/keelson/config.yaml";
+
+/// The config file the node reads, and the URL to fetch it from first, as the command line
+/// says.
+fn config_source(parsed: &net::cmdline::CmdlineNetwork) -> (Option<PathBuf>, Option<String>) {
+    let maintenance =
+        "maintenance mode: the node waits for a configuration (`keelson apply-config --insecure`)";
+    match fetch::origin(parsed.config_url.as_deref(), parsed.config_inline.as_deref()) {
+        Origin::None => {
             log::info!(
                 target: "pid1",
                 "maintenance mode: no talos.config= on the kernel command line; the network comes from the command line and default DHCP, and the node waits for a configuration"
             );
-            None
+            (None, None)
         }
-        Some(path) if Path::new(path).is_file() => Some(PathBuf::from(path)),
-        Some(path) => {
+        Origin::File(path) if path.is_file() => (Some(path), None),
+        Origin::File(path) => {
             log::error!(
                 target: "pid1",
-                "talos.config={path}: no such file in the image; maintenance mode: the node waits for a configuration"
+                "talos.config={}: no such file in the image; {maintenance}",
+                path.display()
             );
-            None
+            (None, None)
+        }
+        Origin::Url(url) => (Some(PathBuf::from(KEPT_CONFIG)), Some(url)),
+        Origin::Inline(text) => {
+            if parsed.config_url.is_some() {
+                log::info!(target: "pid1", "talos.config.inline= given: talos.config= is not fetched");
+            }
+            log::info!(
+                target: "pid1",
+                "config from talos.config.inline=: {} bytes, sha256 {}…",
+                text.len(),
+                fetch::sha256_prefix(text.as_bytes())
+            );
+            let kept = Path::new(KEPT_CONFIG);
+            match crate::api::trial::write_back(kept, &text) {
+                Ok(()) => (Some(kept.to_owned()), None),
+                Err(e) => {
+                    log::error!(target: "pid1", "talos.config.inline=: {e}; {maintenance}");
+                    (None, None)
+                }
+            }
+        }
+        Origin::Refused(why) => {
+            log::error!(target: "pid1", "{why}; {maintenance}");
+            (None, None)
         }
     }
 }
@@ -68,21 +100,25 @@ pub fn main() -> ! {
     for f in mount_failures {
         log::warn!(target: "pid1", "{f}");
     }
-    log::info!(target: "pid1", "cmdline: {cmdline}");
+    // The config's URL may carry a token in its query and an inline config keys.
+    log::info!(target: "pid1", "cmdline: {}", fetch::url::redact_cmdline(&cmdline));
     // Ctrl-alt-del becomes SIGINT to us instead of an immediate reboot.
     if let Err(e) = set_cad_enabled(false) {
         log::warn!(target: "pid1", "cannot take over ctrl-alt-del: {e}");
     }
     let parsed = net::cmdline::parse(&cmdline);
-    let hotplug = drivers::start(parsed.modules);
+    let hotplug = drivers::start(parsed.modules.clone());
     if !parsed.predictable_names {
         log::info!(target: "pid1", "net.ifnames=0: links keep their kernel names");
     }
     if let Err(e) = std::fs::create_dir_all(STATE_DIR) {
         log::warn!(target: "pid1", "{STATE_DIR}: {e}; nothing will be kept across restarts");
     }
+    let (config, config_url) = config_source(&parsed);
     let opts = node::Options {
-        config: config_path(&cmdline),
+        config,
+        config_url,
+        config_roots: fetch::client::DEFAULT_ROOTS.iter().map(PathBuf::from).collect(),
         cmdline,
         root: PathBuf::from("/"),
         hostname: true,

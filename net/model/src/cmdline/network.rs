@@ -27,8 +27,12 @@ pub struct CmdlineNetwork {
     /// Bond masters (defaults filled), bond slaves and VLANs from `bond=`/`vlan=` (layer
     /// cmdline, names and parents as written).
     pub link_specs: Vec<LinkSpec>,
-    /// `talos.config=`.
+    /// `talos.config=`. Not shown with the resource: a URL's query may hold a token.
+    #[serde(skip)]
     pub config_url: Option<String>,
+    /// `talos.config.inline=` (base64), not decoded here. Not shown: it may hold keys.
+    #[serde(skip)]
+    pub config_inline: Option<String>,
     /// `keelson.debug` present.
     pub debug: bool,
     /// Kernel modules from `keelson.modules=a,b` (repeatable), loaded at boot beside the

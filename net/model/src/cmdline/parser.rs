@@ -126,6 +126,18 @@ impl<'a> Parser<'a> {
                 }
                 Ok(())
             }
+            "talos.config.inline" => {
+                let v = value()?;
+                if v.is_empty() {
+                    return Err(FieldError::at(&v, Problem::Missing("inline config")));
+                }
+                if self.net.config_inline.is_some() {
+                    self.warn(p.key_offset, "talos.config.inline repeated; the first one is used");
+                } else {
+                    self.net.config_inline = Some(v.text.to_owned());
+                }
+                Ok(())
+            }
             // Platform selection is not a network matter; accepted so it draws no warning.
             "talos.platform" => Ok(()),
             "keelson.debug" => {

@@ -509,6 +509,11 @@ fn talos_and_keelson_keys() {
         ]
     );
     assert_eq!(n.config_url.as_deref(), Some("https://x/y"));
+    assert_eq!(clean("talos.config.inline=dmVy").config_inline.as_deref(), Some("dmVy"));
+    let shown =
+        serde_json::to_string(&clean("talos.config=https://x/y?t=s talos.config.inline=dmVy"))
+            .unwrap_or_default();
+    assert!(!shown.contains("t=s") && !shown.contains("dmVy"), "{shown}");
     assert_eq!(n.ignore_interfaces, ["eth5", "eth6"]);
     assert!(n.debug);
     assert!(!clean("keelson.debug=0").debug);
