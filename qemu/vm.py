@@ -59,7 +59,7 @@ def free_port():
 
 
 def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None,
-                 api_port=None, nic="virtio-net-pci", machine=None):
+                 api_port=None, nic="virtio-net-pci", machine=None, nic_id=None):
     """The QEMU command line for one node; `api_port` on 127.0.0.1 reaches its TLS API."""
     return [
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory),
@@ -73,7 +73,9 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), m
         *(["-machine", machine] if machine else []),
         "-nic", f"user,model={nic},hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
         + (f",hostfwd=tcp:127.0.0.1:{api_port}-:{API_PORT}" if api_port else "")
-        + (f",mac={mac}" if mac else ""),
+        + (f",mac={mac}" if mac else "")
+        # A name for the network backend, for -object filter-dump,netdev=... in `extra`.
+        + (f",id={nic_id}" if nic_id else ""),
         *extra,
     ]
 
@@ -90,7 +92,7 @@ class Node:
 
     def __init__(self, name, initrd=DEFAULT_INITRD, kernel=None, cmdline=None, append="",
                  port=None, log=None, echo=False, extra=(), mac=None, nic="virtio-net-pci",
-                 machine=None):
+                 machine=None, nic_id=None):
         BUILD.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.kernel = Path(kernel) if kernel else newest_kernel()
@@ -107,7 +109,7 @@ class Node:
             self.monitor.unlink()
         cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
                            extra=extra, mac=mac, api_port=self.api_port, nic=nic,
-                           machine=machine)
+                           machine=machine, nic_id=nic_id)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
         self.log.flush()

@@ -34,7 +34,6 @@ static INSTALLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 /// The hook the install step marks its work with: `true` before it touches the disk, `false`
 /// once done (or refused). Any thread may call it; the node loop reads it on every iteration,
 /// so the caller wakes the loop afterwards (the install's own completion event does).
-#[allow(dead_code, reason = "the install step calls it")]
 pub fn set_installing(on: bool) {
     INSTALLING.store(on, std::sync::atomic::Ordering::Relaxed);
 }

@@ -22,6 +22,7 @@ mod plan;
 mod reactor;
 mod run;
 mod staged;
+mod state;
 mod supervisor;
 
 use std::process::ExitCode;

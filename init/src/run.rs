@@ -142,6 +142,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         hotplug: None,
         predictable_names: false,
         cmdline: args.cmdline,
+        keep_config: args.config.clone(),
         config: args.config,
         config_url: args.config_url,
         config_roots: args.config_roots,

@@ -507,6 +507,7 @@ fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> V
         "network": network,
         "kubelet": store.get_spec::<ServiceStatus>(Namespace::Runtime, "kubelet"),
         "time": store.get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID),
+        "state": crate::state::status(),
         "errors": rt.controllers().iter().filter_map(|c| c.last_error.as_ref().map(|e| format!("{}: {e}", c.name))).collect::<Vec<_>>(),
     })
 }
@@ -628,6 +629,12 @@ fn stage(rt: &mut Runtime, text: &str, dry_run: bool, effects: &Effects) -> Resu
 /// Validate, diff against the live merged specs, and apply unless `dry_run`.
 fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, String> {
     let cfg = net::config::parse(text).map_err(|e| format!("invalid config: {e}"))?;
+    if !dry_run {
+        crate::state::check_install(&cfg).map_err(|e| {
+            log::error!(target: "api", "config refused: {e}");
+            format!("config refused: {e}")
+        })?;
+    }
     let planned = plan(rt, &cfg)?;
     let live = merged_specs(rt.store().iter());
     let changes = diff::diff(&live, &planned);

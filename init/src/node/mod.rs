@@ -57,6 +57,8 @@ pub struct Options {
     pub config_url: Option<String>,
     /// Trust roots for an https `config_url`.
     pub config_roots: Vec<PathBuf>,
+    /// Where an applied config is kept (the config file, or where the next boot finds one).
+    pub keep_config: Option<PathBuf>,
     /// Where `/etc` files go.
     pub root: PathBuf,
     /// Set the hostname.
@@ -98,7 +100,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         Token::Api.id(),
         opts.api_max_connections,
     )?;
-    api.keep_config_in(opts.config.clone());
+    api.keep_config_in(opts.keep_config.clone());
     if let Some(h) = &opts.hotplug {
         reactor.add(h.uevents.as_fd(), Token::Uevent.id())?;
     }

@@ -26,9 +26,11 @@ use crate::node::{self, Ending};
 
 /// How long services get to stop at shutdown.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-/// Where PID 1 keeps state (leases, keys). The initramfs is tmpfs, so this lasts until the
-/// next boot; a node with a disk mounts its state partition here.
+/// Where PID 1 keeps state (config, leases, keys, identity). The initramfs is tmpfs; with a
+/// state disk, the state thread keeps this directory on it too (see `crate::state`).
 const STATE_DIR: &str = "/var/lib/keelson";
+/// How long a reboot or power off waits for the last state write.
+const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
 /// Where a config fetched by URL or given inline is kept, so a restart of the node loop (and
 /// a state partition, when there is one) finds it.
@@ -114,8 +116,27 @@ pub fn main() -> ! {
     if let Err(e) = std::fs::create_dir_all(STATE_DIR) {
         log::warn!(target: "pid1", "{STATE_DIR}: {e}; nothing will be kept across restarts");
     }
-    let (config, config_url) = config_source(&parsed);
+    // Before the node loop: the stored config, leases and keys must be in place when DHCP and
+    // KubeSpan start. The disks are waited for only while a storage device has a driver coming.
+    let tables = modules::Tables::load().ok();
+    let can_load: crate::state::CanLoad = Box::new(move |modalias| {
+        tables.as_ref().is_some_and(|t| !t.aliases.lookup(modalias).is_empty())
+    });
+    // A stored config is the node's (nothing is fetched); only without one does the command
+    // line count.
+    let (config, config_url) = match crate::state::start(Path::new(STATE_DIR), can_load) {
+        Some(stored) => (Some(stored), None),
+        None => {
+            let (config, url) = config_source(&parsed);
+            if let Some(path) = config.as_ref().filter(|p| !p.starts_with(STATE_DIR)) {
+                crate::state::follow_config(path.clone());
+            }
+            (config, url)
+        }
+    };
     let opts = node::Options {
+        // A config applied in maintenance mode goes to the state directory.
+        keep_config: Some(config.clone().unwrap_or_else(|| PathBuf::from(KEPT_CONFIG))),
         config,
         config_url,
         config_roots: fetch::client::DEFAULT_ROOTS.iter().map(PathBuf::from).collect(),
@@ -183,8 +204,10 @@ fn restart() -> ! {
     }
 }
 
-/// SIGTERM to every process, SIGKILL half a second later, then flush disks.
+/// The last state write, SIGTERM to every process, SIGKILL half a second later, then flush
+/// disks.
 fn finish_processes() {
+    crate::state::flush(FLUSH_GRACE);
     let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
     std::thread::sleep(Duration::from_millis(500));
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);

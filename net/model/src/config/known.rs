@@ -9,26 +9,27 @@
 //! `dummy`, `cidr`) would leave a node silently misconfigured, so those are errors.
 
 use super::locate::YamlPath;
-use super::machine::{Cluster, KubeletConfig, Machine, MachineConfig};
+use super::machine::{Cluster, InstallConfig, KubeletConfig, Machine, MachineConfig};
 
 /// Every known-but-ignored key path, with whether this config has it.
 pub(crate) fn talos_keys(cfg: &MachineConfig) -> Vec<(&'static str, bool)> {
     let mut keys = vec![("persist", cfg.persist.is_some())];
     keys.extend(machine_keys(&cfg.machine));
     keys.extend(kubelet_keys(&cfg.machine.kubelet));
+    let install = cfg.machine.install.clone().unwrap_or_default();
+    keys.extend(install_keys(&install));
     let default_cluster = Cluster::default();
     keys.extend(cluster_keys(cfg.cluster.as_ref().unwrap_or(&default_cluster)));
     keys
 }
 
-fn machine_keys(m: &Machine) -> [(&'static str, bool); 21] {
+fn machine_keys(m: &Machine) -> [(&'static str, bool); 20] {
     [
         ("machine.token", m.token.is_some()),
         ("machine.acceptedCAs", m.accepted_cas.is_some()),
         ("machine.certSANs", m.cert_sans.is_some()),
         ("machine.controlPlane", m.control_plane.is_some()),
         ("machine.pods", m.pods.is_some()),
-        ("machine.install", m.install.is_some()),
         ("machine.files", m.files.is_some()),
         ("machine.env", m.env.is_some()),
         ("machine.sysctls", m.sysctls.is_some()),
@@ -44,6 +45,21 @@ fn machine_keys(m: &Machine) -> [(&'static str, bool); 21] {
         ("machine.nodeLabels", m.node_labels.is_some()),
         ("machine.nodeAnnotations", m.node_annotations.is_some()),
         ("machine.nodeTaints", m.node_taints.is_some()),
+    ]
+}
+
+fn install_keys(i: &InstallConfig) -> [(&'static str, bool); 9] {
+    let s = i.disk_selector.clone().unwrap_or_default();
+    [
+        ("machine.install.image", i.image.is_some()),
+        ("machine.install.extraKernelArgs", i.extra_kernel_args.is_some()),
+        ("machine.install.bootloader", i.bootloader.is_some()),
+        ("machine.install.legacyBIOSSupport", i.legacy_bios_support.is_some()),
+        ("machine.install.extensions", i.extensions.is_some()),
+        ("machine.install.grubUseUKICmdline", i.grub_use_uki_cmdline.is_some()),
+        ("machine.install.diskSelector.uuid", s.uuid.is_some()),
+        ("machine.install.diskSelector.modalias", s.modalias.is_some()),
+        ("machine.install.diskSelector.busPath", s.bus_path.is_some()),
     ]
 }
 

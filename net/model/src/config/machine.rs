@@ -119,8 +119,9 @@ pub struct Machine {
     pub(crate) control_plane: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) pods: Option<TalosKey>,
-    #[serde(default, skip_serializing)]
-    pub(crate) install: Option<TalosKey>,
+    /// `machine.install`: the disk that keeps the node's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<InstallConfig>,
     #[serde(default, skip_serializing)]
     pub(crate) files: Option<TalosKey>,
     #[serde(default, skip_serializing)]
@@ -151,6 +152,70 @@ pub struct Machine {
     pub(crate) node_annotations: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) node_taints: Option<TalosKey>,
+}
+
+/// `machine.install`: keelson does not copy itself to the disk (it boots from its
+/// initramfs); it puts a state partition there. `image`, `extraKernelArgs` and the other
+/// installer keys are Talos's and ignored.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstallConfig {
+    /// The disk by device path (`/dev/vda`) or name (`vda`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
+    /// The disk by its properties, when `disk` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_selector: Option<DiskSelector>,
+    /// Install even over an existing partition table (which is lost).
+    #[serde(default)]
+    pub wipe: bool,
+
+    // Talos keys keelson ignores (see `known.rs`).
+    #[serde(default, skip_serializing)]
+    pub(crate) image: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) extra_kernel_args: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) bootloader: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "legacyBIOSSupport")]
+    pub(crate) legacy_bios_support: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) extensions: Option<TalosKey>,
+    #[serde(default, skip_serializing, rename = "grubUseUKICmdline")]
+    pub(crate) grub_use_uki_cmdline: Option<TalosKey>,
+}
+
+/// `machine.install.diskSelector`: every field given must match; the first matching disk
+/// (by name) is taken. Text fields match exactly or as a glob with `*`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiskSelector {
+    /// `4GB`, `>= 10GB`, `<= 1TiB`, `> 512MB`, `< 2TB` (decimal or binary units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// The kernel name (`vda`, `nvme0n1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The model as the disk reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The serial number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// The World Wide Identifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwid: Option<String>,
+    /// `ssd`, `hdd`, `nvme` or `sd` (an SD/MMC card).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub disk_type: Option<String>,
+
+    // Talos keys keelson ignores (see `known.rs`).
+    #[serde(default, skip_serializing)]
+    pub(crate) uuid: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) modalias: Option<TalosKey>,
+    #[serde(default, skip_serializing)]
+    pub(crate) bus_path: Option<TalosKey>,
 }
 
 /// `machine.time`.

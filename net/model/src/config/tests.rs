@@ -197,7 +197,7 @@ fn known_talos_keys_warn() {
     let expect = [
         ("persist", "persist: true"),
         ("machine.token", "token: abc.def"),
-        ("machine.install", "install:"),
+        ("machine.install.image", "image: ghcr.io/siderolabs/installer"),
         ("machine.certSANs", "certSANs:"),
         ("machine.kubelet.image", "image: ghcr.io/siderolabs/kubelet"),
         ("cluster.clusterName", "clusterName: demo"),
@@ -222,7 +222,7 @@ fn known_talos_keys_warn() {
     assert_eq!(cfg.warnings, want);
     assert_eq!(
         cfg.warnings[2],
-        "machine.install (line 7): a Talos key keelson does not use; ignored"
+        "machine.install.image (line 9): a Talos key keelson does not use; ignored"
     );
 }
 
@@ -724,4 +724,22 @@ fn hostname_with_a_domain_setdomainname_refuses() {
     assert!(e.message.contains("domain part is 65 bytes"), "{e}");
     let ok = format!("hostname: node-1.{}.org", "d".repeat(60));
     assert!(parse(&FULL.replacen("hostname: node-1.example.org", &ok, 1)).is_ok());
+}
+
+#[test]
+fn install_disk_selector_and_wipe_are_read() {
+    let cfg = parse(FULL).unwrap();
+    let install = cfg.machine.install.unwrap();
+    assert_eq!(install.disk.as_deref(), Some("/dev/sda"));
+    assert!(!install.wipe);
+    let cfg = parse(
+        "version: v1alpha1\nmachine:\n  install:\n    wipe: true\n    diskSelector:\n      size: '>= 10GB'\n      model: QEMU*\n      type: ssd\n",
+    )
+    .unwrap();
+    let install = cfg.machine.install.unwrap();
+    assert!(install.wipe && install.disk.is_none());
+    let sel = install.disk_selector.unwrap();
+    assert_eq!((sel.size.as_deref(), sel.model.as_deref()), (Some(">= 10GB"), Some("QEMU*")));
+    assert_eq!(sel.disk_type.as_deref(), Some("ssd"));
+    assert!(parse("version: v1alpha1\nmachine:\n  install:\n    disks: /dev/sda\n").is_err());
 }

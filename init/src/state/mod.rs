@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The node's state on disk: what outlives a reboot or a power cut.
+//!
+//! keelson runs from RAM. What it must remember (the applied config and a staged one, DHCP
+//! leases, the KubeSpan key, the node identity) lives in its state directory, a tmpfs; with
+//! a state disk, that directory is also kept in the state partition. At boot the state
+//! thread finds the partition ([`gpt`]: by type GUID and label), reads the newest complete
+//! state ([`slots`]: two slots, generations and checksums) and writes its files into the
+//! directory before the node loop starts; from then on it writes the directory back as a new
+//! generation whenever it changed. A config that names `machine.install` on a node without
+//! a state disk makes the thread prepare that disk first ([`select`], [`disk`]).
+//!
+//! All disk I/O happens on that thread: PID 1's loop never waits for a disk. What the loop
+//! and the API may know, they read from [`status`] (no I/O). docs/state.md has the layout
+//! and the crash-safety argument.
+
+pub mod crc32;
+pub mod disk;
+mod error;
+mod files;
+pub mod gpt;
+pub mod identity;
+pub mod select;
+pub mod slots;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, SigmaskHow};
+use serde::Serialize;
+use sha2::Digest;
+
+use self::disk::{Disk, StatePartition};
+pub use self::error::StateError;
+use self::files::{random, write_file};
+use self::select::DiskInfo;
+use self::slots::Files;
+
+/// The config file in the state directory.
+pub const CONFIG_FILE: &str = "config.yaml";
+/// Where the machine ID goes.
+const MACHINE_ID: &str = "/etc/machine-id";
+/// How often the state directory is compared with what was last written.
+const POLL: Duration = Duration::from_millis(250);
+/// The longest wait for storage controllers to show their disks at boot.
+const DISK_WAIT: Duration = Duration::from_secs(5);
+/// Backoff after a failed write, doubled up to the maximum.
+const RETRY_MIN: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Where the node's state lives, for `machinestatus` and the lifecycle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateStatus {
+    /// `ram` (nothing survives a reboot) or `disk`; empty when the node keeps no state
+    /// (`keelson run`).
+    pub medium: String,
+    /// The state disk (`vda`), when on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
+    /// The newest generation written or read.
+    pub generation: u64,
+    /// An install is being written now.
+    pub installing: bool,
+    /// The install finished during this boot.
+    pub installed: bool,
+    /// The last install or write failure, cleared by the next success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The node's identity (Talos's NodeID form).
+    pub node_id: String,
+    /// How long the last state write took, fsyncs included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_write_ms: Option<f64>,
+    /// The disks found at boot.
+    pub disks: Vec<DiskInfo>,
+}
+
+static STATUS: Mutex<StateStatus> = Mutex::new(StateStatus {
+    medium: String::new(),
+    disk: None,
+    generation: 0,
+    installing: false,
+    installed: false,
+    error: None,
+    node_id: String::new(),
+    last_write_ms: None,
+    disks: Vec::new(),
+});
+static REQUESTS: OnceLock<Mutex<Sender<Request>>> = OnceLock::new();
+
+/// The state as last known (a copy; no I/O).
+pub fn status() -> StateStatus {
+    STATUS.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+fn update(f: impl FnOnce(&mut StateStatus)) {
+    f(&mut STATUS.lock().unwrap_or_else(PoisonError::into_inner));
+}
+
+/// What the node may ask of the state thread.
+enum Request {
+    /// Write what changed now, then answer.
+    Flush(Sender<()>),
+    /// The node reads its config from this file outside the state directory (the image's):
+    /// keep it as `config.yaml` too.
+    ConfigSource(PathBuf),
+}
+
+/// May a config be applied, as far as its `machine.install` goes? On a node keeping its
+/// state in RAM, a config naming a disk that does not exist or already has a partition
+/// table (without `wipe`) is refused, so the node stays in maintenance and the disk is left
+/// alone. Decided from the disks found at boot: no I/O.
+pub fn check_install(cfg: &net::config::MachineConfig) -> Result<(), String> {
+    let st = status();
+    if st.medium != "ram" {
+        return Ok(());
+    }
+    match &cfg.machine.install {
+        Some(i) if i.disk.is_some() || i.disk_selector.is_some() => {
+            select::target(i, &st.disks).map(|_| ()).map_err(|e| e.to_string())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Write what changed to the state disk now; wait at most `timeout` (shutdown, reboot).
+pub fn flush(timeout: Duration) {
+    let Some(tx) = REQUESTS.get() else { return };
+    let (done, wait) = mpsc::channel();
+    let sent = tx.lock().unwrap_or_else(PoisonError::into_inner).send(Request::Flush(done));
+    if sent.is_ok() && wait.recv_timeout(timeout).is_err() {
+        log::warn!(target: "state", "the state was not flushed within {} s", timeout.as_secs());
+    }
+}
+
+/// Whether a driver for a device's modalias can be loaded (the image ships a module for it).
+pub type CanLoad = Box<dyn Fn(&str) -> bool + Send>;
+
+/// Keep the config the node reads from `path` (outside the state directory) on the disk too.
+pub fn follow_config(path: PathBuf) {
+    if let Some(tx) = REQUESTS.get() {
+        let _ = tx.lock().unwrap_or_else(PoisonError::into_inner).send(Request::ConfigSource(path));
+    }
+}
+
+/// Start the state thread for `dir`: it finds the state disk, puts the stored files into
+/// `dir`, establishes the node identity, then keeps the disk in step. Waits (at most a few
+/// seconds) for that first part; returns the stored config's path, if the state has one.
+/// The disks are waited for while a storage device shows no disk and `can_load` says its
+/// driver is in the image.
+pub fn start(dir: &Path, can_load: CanLoad) -> Option<PathBuf> {
+    let (ready_tx, ready) = mpsc::channel();
+    let (tx, requests) = mpsc::channel();
+    let _ = REQUESTS.set(Mutex::new(tx));
+    update(|s| s.medium = "ram".into());
+    let thread_dir = dir.to_owned();
+    // Threads inherit the signal mask: with every signal blocked, a signal meant for PID 1
+    // (ctrl-alt-del's SIGINT) reaches the loop's signalfd, never this thread, where its
+    // default action would end the process.
+    let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
+    let spawned = std::thread::Builder::new()
+        .name("state".into())
+        .spawn(move || Keeper::boot(thread_dir, &can_load, &ready_tx).run(&requests));
+    if let Some(old) = old {
+        let _ = old.thread_set_mask();
+    }
+    if let Err(e) = spawned {
+        log::error!(target: "state", "cannot start the state thread: {e}; state is kept in RAM only");
+        return None;
+    }
+    match ready.recv_timeout(DISK_WAIT + Duration::from_secs(5)) {
+        Ok(stored) => stored,
+        Err(_) => {
+            log::error!(target: "state", "the state disk did not answer in time; booting without the stored state");
+            None
+        }
+    }
+}
+
+/// The state thread's own data.
+struct Keeper {
+    dir: PathBuf,
+    /// A config outside `dir` (the image's) kept as `config.yaml` too.
+    config_source: Option<PathBuf>,
+    store: Option<Store>,
+    /// The last install refusal logged (so it is logged once per config).
+    refused: Option<String>,
+    /// The config text last parsed, and whether it parsed.
+    seen_config: Option<Vec<u8>>,
+    config_ok: bool,
+    /// The config text last looked at for `machine.install` (without a state disk).
+    install_checked: Option<Vec<u8>>,
+    retry: Duration,
+    next_try: Option<Instant>,
+}
+
+/// The open state partition and what it holds.
+struct Store {
+    disk: String,
+    medium: StatePartition,
+    current: Option<(usize, u64)>,
+    last: Files,
+}
+
+impl Keeper {
+    fn boot(dir: PathBuf, can_load: &CanLoad, ready: &Sender<Option<PathBuf>>) -> Self {
+        let mut k = Self {
+            dir,
+            config_source: None,
+            store: None,
+            refused: None,
+            seen_config: None,
+            config_ok: false,
+            install_checked: None,
+            retry: RETRY_MIN,
+            next_try: None,
+        };
+        let disks = wait_for_disks(Instant::now() + DISK_WAIT, can_load);
+        let mut stored_config = None;
+        if let Some(d) = disks.iter().find(|d| d.state) {
+            match k.open_store(&d.name) {
+                Ok(files) => {
+                    if files.contains_key(CONFIG_FILE) {
+                        stored_config = Some(k.dir.join(CONFIG_FILE));
+                    }
+                }
+                Err(e) => {
+                    log::error!(target: "state", "/dev/{}: {e}; state is kept in RAM", d.name);
+                    update(|s| s.error = Some(e.to_string()));
+                }
+            }
+        } else {
+            log::info!(target: "state", "no state partition on {} disk(s): state is kept in RAM until a config names machine.install", disks.len());
+        }
+        update(|s| s.disks = disks);
+        let _ = ready.send(stored_config);
+        // After the node loop is let go: a new identity waits for the kernel's random pool,
+        // which can take a second or two early in a boot.
+        match identity::establish(&k.dir, Path::new(MACHINE_ID)) {
+            Ok((id, new)) => {
+                log::info!(target: "state", "node identity {}: {id}", if new { "created" } else { "kept" });
+                update(|s| s.node_id = id);
+            }
+            Err(e) => log::error!(target: "state", "node identity: {e}"),
+        }
+        k
+    }
+
+    /// Open the state partition on `name`, read the newest state into the directory.
+    fn open_store(&mut self, name: &str) -> Result<Files, StateError> {
+        let d = Disk::open(Path::new("/dev"), Path::new("/sys/block"), name, true)?;
+        let offset =
+            d.state_offset().ok_or_else(|| std::io::Error::other("state partition gone"))?;
+        let mut medium = d.medium(offset)?;
+        let loaded = slots::load(&mut medium)?;
+        let (current, files) = match loaded {
+            Some(l) => {
+                let names: Vec<&str> = l.files.keys().map(String::as_str).collect();
+                // Which config this boot got, for whoever compares boots.
+                let config = l.files.get(CONFIG_FILE).map_or_else(
+                    || "no config".to_owned(),
+                    |c| format!("config sha256 {}", &hex(&sha2::Sha256::digest(c))[..16]),
+                );
+                log::info!(target: "state", "state read from /dev/{name}: generation {} (slot {}), {config}; {} files: {}", l.generation, ["A", "B"][l.slot], names.len(), names.join(", "));
+                (Some((l.slot, l.generation)), l.files)
+            }
+            None => {
+                log::info!(target: "state", "state partition on /dev/{name} is empty");
+                (None, Files::new())
+            }
+        };
+        let last = files.clone();
+        materialise(&self.dir, &files)?;
+        let generation = current.map_or(0, |c| c.1);
+        update(|s| {
+            s.medium = "disk".into();
+            s.disk = Some(name.to_owned());
+            s.generation = generation;
+        });
+        self.store = Some(Store { disk: name.to_owned(), medium, current, last });
+        Ok(files)
+    }
+
+    fn run(mut self, requests: &Receiver<Request>) {
+        loop {
+            let flush = match requests.recv_timeout(POLL) {
+                Ok(Request::Flush(done)) => Some(done),
+                Ok(Request::ConfigSource(path)) => {
+                    self.config_source = (path != self.dir.join(CONFIG_FILE)).then_some(path);
+                    None
+                }
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(POLL);
+                    None
+                }
+            };
+            let due = flush.is_some() || self.next_try.is_none_or(|t| Instant::now() >= t);
+            if due {
+                self.step();
+            }
+            if let Some(done) = flush {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// One comparison: write a changed state, or install when a config asks for it.
+    fn step(&mut self) {
+        let mut files = snapshot(&self.dir, self.config_source.as_deref());
+        // A changed config that does not parse (broken) is not what the node runs: the last
+        // good one stays. Parsed only when it changed.
+        let before = self.store.as_ref().and_then(|s| s.last.get(CONFIG_FILE));
+        let config = files.get(CONFIG_FILE);
+        if config != before && config != self.seen_config.as_ref() {
+            self.seen_config = config.cloned();
+            self.config_ok = config.is_some_and(|t| parse_config(t).is_some());
+        }
+        if config.is_some() && config != before && !self.config_ok {
+            match before {
+                Some(b) => files.insert(CONFIG_FILE.into(), b.clone()),
+                None => files.remove(CONFIG_FILE),
+            };
+        }
+        let result = match &mut self.store {
+            Some(store) if store.last != files => write(store, files),
+            Some(_) => Ok(()),
+            None => self.maybe_install(files),
+        };
+        match result {
+            Ok(()) => {
+                self.retry = RETRY_MIN;
+                self.next_try = None;
+            }
+            Err(e) => {
+                // An install that failed is tried again with the same config.
+                self.install_checked = None;
+                log::error!(target: "state", "{e}; trying again in {} s", self.retry.as_secs());
+                update(|s| s.error = Some(e.to_string()));
+                self.next_try = Some(Instant::now() + self.retry);
+                self.retry = (self.retry * 2).min(RETRY_MAX);
+            }
+        }
+    }
+
+    /// Without a state disk: prepare the disk the config names, then write the state there.
+    fn maybe_install(&mut self, files: Files) -> Result<(), StateError> {
+        let text = files.get(CONFIG_FILE);
+        if text == self.install_checked.as_ref() {
+            return Ok(());
+        }
+        self.install_checked = text.cloned();
+        let Some(cfg) = text.and_then(|t| parse_config(t)) else {
+            return Ok(());
+        };
+        let Some(install) =
+            cfg.machine.install.filter(|i| i.disk.is_some() || i.disk_selector.is_some())
+        else {
+            return Ok(());
+        };
+        // Look again: the disks may have changed since boot.
+        let disks = disk::inventory(Path::new("/dev"), Path::new("/sys/block"));
+        let target = match select::target(&install, &disks) {
+            Ok(d) => d.clone(),
+            Err(e) => {
+                let line = e.to_string();
+                if self.refused.as_ref() != Some(&line) {
+                    log::error!(target: "state", "install refused: {line}");
+                    self.refused = Some(line.clone());
+                    update(|s| s.error = Some(line));
+                }
+                return Ok(());
+            }
+        };
+        log::info!(target: "state", "installing: a GPT with the state partition on /dev/{} ({} MiB{})", target.name, target.size >> 20, if install.wipe { ", wiped" } else { "" });
+        update(|s| s.installing = true);
+        crate::machine::set_installing(true);
+        let done = install_on(&target.name, install.wipe);
+        crate::machine::set_installing(false);
+        update(|s| s.installing = false);
+        done?;
+        self.open_store(&target.name)?;
+        log::info!(target: "state", "installed: state partition on /dev/{} ({} MiB at 1 MiB); the state is kept on disk from now on", target.name, gpt::STATE_BYTES >> 20);
+        update(|s| {
+            s.installed = true;
+            s.error = None;
+            s.disks = disk::inventory(Path::new("/dev"), Path::new("/sys/block"));
+        });
+        let files = snapshot(&self.dir, self.config_source.as_deref());
+        match &mut self.store {
+            Some(store) => write(store, files),
+            None => Ok(()),
+        }
+    }
+}
+
+fn install_on(name: &str, wipe: bool) -> Result<(), StateError> {
+    let d = Disk::open(Path::new("/dev"), Path::new("/sys/block"), name, true)?;
+    let disk_guid = gpt::Guid::random(random::<16>()?);
+    let part_guid = gpt::Guid::random(random::<16>()?);
+    d.install(wipe, disk_guid, part_guid)?;
+    Ok(())
+}
+
+/// Write `files` as the next generation.
+fn write(store: &mut Store, files: Files) -> Result<(), StateError> {
+    let started = Instant::now();
+    let next = slots::store(&mut store.medium, store.current, &files)?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let changed: Vec<&str> = files
+        .iter()
+        .filter(|(n, d)| store.last.get(*n) != Some(*d))
+        .map(|(n, _)| n.as_str())
+        .chain(store.last.keys().filter(|n| !files.contains_key(*n)).map(String::as_str))
+        .collect();
+    log::info!(target: "state", "state generation {} written to /dev/{} (slot {}, {ms:.1} ms): {}", next.1, store.disk, ["A", "B"][next.0], changed.join(", "));
+    store.current = Some(next);
+    store.last = files;
+    update(|s| {
+        s.generation = next.1;
+        s.last_write_ms = Some(ms);
+        s.error = None;
+    });
+    Ok(())
+}
+
+/// A config's text parsed, if it parses (a config that does not is not kept).
+fn parse_config(text: &[u8]) -> Option<net::config::MachineConfig> {
+    std::str::from_utf8(text).ok().and_then(|t| net::config::parse(t).ok())
+}
+
+/// The files of `dir` (two levels deep) and the config from outside it, bounded.
+fn snapshot(dir: &Path, config_source: Option<&Path>) -> Files {
+    let mut files = BTreeMap::new();
+    let mut total = 0u64;
+    let mut add = |name: String, path: &Path, files: &mut Files| {
+        let Ok(data) = net::bounded::read_file(path, slots::MAX_PAYLOAD - total) else { return };
+        total += data.len() as u64 + name.len() as u64 + 6;
+        files.insert(name, data);
+    };
+    let mut visit = |sub: &str, files: &mut Files| -> Vec<String> {
+        let mut subdirs = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { return subdirs };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for e in entries.into_iter().take(slots::MAX_FILES) {
+            let Ok(name) = e.file_name().into_string() else { continue };
+            if name.starts_with('.') || name.ends_with(".tmp") {
+                continue;
+            }
+            let rel = if sub.is_empty() { name } else { format!("{sub}/{name}") };
+            match e.file_type() {
+                Ok(t) if t.is_dir() && sub.is_empty() => subdirs.push(rel),
+                Ok(t)
+                    if t.is_file() && slots::valid_name(&rel) && files.len() < slots::MAX_FILES =>
+                {
+                    add(rel, &e.path(), files)
+                }
+                _ => {}
+            }
+        }
+        subdirs
+    };
+    for sub in visit("", &mut files) {
+        visit(&sub, &mut files);
+    }
+    if let Some(src) = config_source {
+        if let Ok(data) = net::bounded::read_file(src, slots::MAX_PAYLOAD) {
+            files.insert(CONFIG_FILE.into(), data);
+        }
+    }
+    files
+}
+
+/// Write the stored files into `dir` (mode 0600).
+fn materialise(dir: &Path, files: &Files) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, data) in files {
+        write_file(&dir.join(name), data)?;
+    }
+    Ok(())
+}
+
+/// The disks once no storage device is still waiting for a driver the image has (or the
+/// deadline passed, or a state partition is found).
+fn wait_for_disks(deadline: Instant, can_load: &CanLoad) -> Vec<DiskInfo> {
+    loop {
+        let disks = disk::inventory(Path::new("/dev"), Path::new("/sys/block"));
+        if disks.iter().any(|d| d.state) || !storage_pending(can_load) || Instant::now() >= deadline
+        {
+            return disks;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Is a storage controller (PCI class 01) or a virtio block device, for which the image has
+/// a driver, still without a disk? Unbound, or bound but with no block device under it yet
+/// (the driver link appears when probing starts, the disk at its end). A controller no module
+/// drives (the IDE controller of QEMU's default machine) is not waited for; one with a driver
+/// and no disk at all is waited for until the deadline.
+fn storage_pending(can_load: &CanLoad) -> bool {
+    let disks: Vec<PathBuf> = disk::names(Path::new("/sys/block"))
+        .iter()
+        .filter_map(|n| std::fs::canonicalize(Path::new("/sys/block").join(n)).ok())
+        .collect();
+    let waiting = |dir: &Path, attr: &str, want: &dyn Fn(&str) -> bool| {
+        std::fs::read_dir(dir).into_iter().flatten().filter_map(Result::ok).any(|e| {
+            let read = |name: &str| {
+                net::bounded::read_text(&e.path().join(name), 4096).unwrap_or_default()
+            };
+            let has_disk = std::fs::canonicalize(e.path())
+                .is_ok_and(|dev| disks.iter().any(|d| d.starts_with(&dev)));
+            want(read(attr).trim()) && !has_disk && can_load(read("modalias").trim())
+        })
+    };
+    waiting(Path::new("/sys/bus/pci/devices"), "class", &|c| c.starts_with("0x01"))
+        || waiting(Path::new("/sys/bus/virtio/devices"), "device", &|d| d == "0x0002")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("keelson-state-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn snapshot_takes_the_state_files_and_the_outside_config() {
+        let dir = temp("snap");
+        std::fs::write(dir.join("dhcp4-eth0.json"), "{}").unwrap();
+        std::fs::write(dir.join(".config.yaml.keelson-new"), "partial").unwrap();
+        std::fs::write(dir.join("dhcp4-eth0.json.tmp"), "partial").unwrap();
+        std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+        std::fs::write(dir.join("sub/key"), "k").unwrap();
+        std::fs::write(dir.join("sub/deeper/x"), "too deep").unwrap();
+        std::fs::write(dir.join("bad name"), "x").unwrap();
+        let outside = temp("snap-config").join("image.yaml");
+        std::fs::write(&outside, "version: v1alpha1\n").unwrap();
+        let files = snapshot(&dir, Some(&outside));
+        let names: Vec<&str> = files.keys().map(String::as_str).collect();
+        assert_eq!(names, ["config.yaml", "dhcp4-eth0.json", "sub/key"]);
+        assert_eq!(files["config.yaml"], b"version: v1alpha1\n");
+
+        let back = temp("materialise");
+        materialise(&back, &files).unwrap();
+        assert_eq!(std::fs::read(back.join("sub/key")).unwrap(), b"k");
+        assert_eq!(snapshot(&back, None), files);
+        for d in [dir, back] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+
+    #[test]
+    fn without_a_state_disk_nothing_is_refused() {
+        let cfg =
+            net::config::parse("version: v1alpha1\nmachine:\n  install:\n    disk: /dev/nope\n")
+                .unwrap();
+        // `keelson run`: no state thread, medium empty.
+        assert_eq!(status().medium, "");
+        assert!(check_install(&cfg).is_ok());
+    }
+}
