@@ -32,6 +32,7 @@ pub mod nodeaddress;
 pub mod ntp;
 pub mod nts;
 pub mod operator;
+pub mod random;
 pub mod runtime;
 pub mod timesync;
 pub mod wireguard_keys;

@@ -18,24 +18,7 @@ pub fn generate_private_key(seed: [u8; KEY_LEN]) -> Key {
 /// A new private key from the kernel's random source (`getrandom(2)`, blocking only until the
 /// pool is initialized at boot).
 pub fn random_private_key() -> std::io::Result<Key> {
-    let mut seed = [0u8; KEY_LEN];
-    let mut filled = 0;
-    while filled < KEY_LEN {
-        let rest = seed.get_mut(filled..).unwrap_or_default();
-        // SAFETY: the pointer and length describe `rest`, a live writable slice, for the whole
-        // call; getrandom(2) writes at most `rest.len()` bytes into it.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        match usize::try_from(n) {
-            Ok(n) => filled += n,
-            Err(_) => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-        }
-    }
-    Ok(generate_private_key(seed))
+    crate::random::random().map(generate_private_key)
 }
 
 /// The public key of a private key: X25519(private, 9).

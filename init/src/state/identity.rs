@@ -80,7 +80,7 @@ pub fn establish(dir: &Path, machine_id_path: &Path) -> std::io::Result<(String,
     let (id, raw, new) = match existing {
         Some((id, raw)) => (id, raw, false),
         None => {
-            let raw = super::files::random::<SIZE>()?;
+            let raw = net::random::random::<SIZE>()?;
             let id = encode(&raw);
             super::files::write_file(&file, render(&id).as_bytes())?;
             (id, raw, true)

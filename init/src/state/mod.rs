@@ -35,9 +35,10 @@ use sha2::Digest;
 
 use self::disk::{Disk, StatePartition};
 pub use self::error::StateError;
-use self::files::{random, write_file};
+use self::files::write_file;
 use self::select::DiskInfo;
 use self::slots::Files;
+use net::random::random;
 
 /// The config file in the state directory.
 pub const CONFIG_FILE: &str = "config.yaml";
