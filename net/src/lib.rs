@@ -35,4 +35,5 @@ pub mod operator;
 pub mod random;
 pub mod runtime;
 pub mod timesync;
+pub mod tls_roots;
 pub mod wireguard_keys;

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
 use super::http::{self, HttpError, Response, ResponseParser};
 use super::retry::Failure;
@@ -111,43 +111,17 @@ pub struct Fetched {
 
 /// The TLS client configuration: TLS 1.3, the roots from `paths` (those that exist).
 pub fn tls_config(paths: &[PathBuf]) -> Result<Arc<ClientConfig>, FetchError> {
-    let mut roots = RootCertStore::empty();
-    let mut problems = Vec::new();
-    for path in paths {
-        let text = match net::bounded::read_file(path, ROOTS_LIMIT) {
-            Ok(t) => t,
-            Err(net::bounded::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                continue
-            }
-            Err(e) => {
-                problems.push(format!("{}: {e}", path.display()));
-                continue;
-            }
-        };
-        match pem::parse_many(&text) {
-            Ok(items) => {
-                let certs = items
-                    .into_iter()
-                    .filter(|p| p.tag() == "CERTIFICATE")
-                    .map(|p| CertificateDer::from(p.into_contents()));
-                let (_, bad) = roots.add_parsable_certificates(certs);
-                if bad > 0 {
-                    problems.push(format!("{}: {bad} certificates skipped", path.display()));
-                }
-            }
-            Err(e) => problems.push(format!("{}: {e}", path.display())),
-        }
-    }
-    for p in &problems {
+    let roots = net::tls_roots::load(paths, ROOTS_LIMIT);
+    for p in &roots.problems {
         log::warn!(target: "config", "trust roots: {p}");
     }
-    if roots.is_empty() {
+    if roots.store.is_empty() {
         let tried: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         return Err(FetchError::NoRoots(format!("none in {}", tried.join(", "))));
     }
     let config = ClientConfig::builder_with_provider(crate::api::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(roots)
+        .with_root_certificates(roots.store)
         .with_no_client_auth();
     Ok(Arc::new(config))
 }

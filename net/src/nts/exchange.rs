@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
 use thiserror::Error;
 
@@ -139,29 +138,17 @@ fn io_error(e: io::Error) -> ExchangeError {
 
 /// Read the trust roots; bundles that are missing or unreadable are skipped.
 fn roots(trust: &Trust) -> Result<RootCertStore, ExchangeError> {
-    let mut store = RootCertStore::empty();
-    let mut problems = Vec::new();
-    for path in &trust.files {
-        let mut bytes = Vec::new();
-        let read = std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_ROOTS_FILE).read_to_end(&mut bytes).map(|_| ()));
-        if let Err(e) = read {
-            problems.push(format!("{}: {e}", path.display()));
-            continue;
-        }
-        for cert in CertificateDer::pem_slice_iter(&bytes).flatten() {
-            // A root rustls cannot parse is skipped, as every TLS client does with bundles.
-            let _ = store.add(cert);
-        }
-    }
-    if store.is_empty() {
+    let roots = crate::tls_roots::load(&trust.files, MAX_ROOTS_FILE);
+    if roots.store.is_empty() {
+        let missing = roots.missing.iter().map(|p| format!("{}: not found", p.display()));
+        let problems: Vec<String> = missing.chain(roots.problems).collect();
         return Err(ExchangeError::NoRoots(if problems.is_empty() {
             "no certificates in the bundles".to_owned()
         } else {
             problems.join("; ")
         }));
     }
-    Ok(store)
+    Ok(roots.store)
 }
 
 /// Run one exchange, blocking for at most about [`EXCHANGE_TIMEOUT`] plus the connects.
