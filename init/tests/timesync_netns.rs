@@ -55,19 +55,24 @@ impl Lab {
     /// chronyd serving its own clock at stratum 8 on `addr`:123, never adjusting the clock,
     /// with every file it writes in the lab's directory.
     fn chrony(&self, addr: &str) -> Background {
-        let conf = self.file(&format!("chrony-{addr}.conf"));
+        self.chrony_with(addr, "", addr)
+    }
+
+    /// [`Lab::chrony`] with `extra` lines in its config; `tag` names its files.
+    fn chrony_with(&self, addr: &str, extra: &str, tag: &str) -> Background {
+        let conf = self.file(&format!("chrony-{tag}.conf"));
         let dir = self.dir.path().display();
         std::fs::write(
             &conf,
             format!(
-                "local stratum 8\nallow all\nport 123\nbindaddress {addr}\ncmdport 0\n\
-                 pidfile {dir}/chronyd-{addr}.pid\ndumpdir {dir}\n"
+                "local stratum 8\nallow all\nport 123\nbindaddress {addr}\ncmdport 0\n{extra}\
+                 pidfile {dir}/chronyd-{tag}.pid\ndumpdir {dir}\n"
             ),
         )
         .unwrap();
         let conf = conf.display().to_string();
         let args = ["chronyd", "-x", "-d", "-u", "root", "-f", &conf];
-        Background::start(&self.server, &args, self.file(&format!("chrony-{addr}.log")))
+        Background::start(&self.server, &args, self.file(&format!("chrony-{tag}.log")))
     }
 
     /// The client's config: a static address, these time servers, `extra` under `machine:`.
@@ -433,22 +438,13 @@ fn nts_certificates(lab: &Lab, ca_name: &str) -> (PathBuf, PathBuf, PathBuf) {
 impl Lab {
     /// chronyd as above, also serving NTS-KE on `CHRONY_A`:4460 with this certificate.
     fn chrony_nts(&self, cert: &std::path::Path, key: &std::path::Path) -> Background {
-        let conf = self.file("chrony-nts.conf");
         let dir = self.dir.path().display();
-        std::fs::write(
-            &conf,
-            format!(
-                "local stratum 8\nallow all\nport 123\nbindaddress {CHRONY_A}\ncmdport 0\n\
-                 ntsport 4460\nntsserverkey {}\nntsservercert {}\nntsdumpdir {dir}\n\
-                 pidfile {dir}/chronyd-nts.pid\ndumpdir {dir}\n",
-                key.display(),
-                cert.display()
-            ),
-        )
-        .unwrap();
-        let conf = conf.display().to_string();
-        let args = ["chronyd", "-x", "-d", "-u", "root", "-f", &conf];
-        Background::start(&self.server, &args, self.file("chrony-nts.log"))
+        let nts = format!(
+            "ntsport 4460\nntsserverkey {}\nntsservercert {}\nntsdumpdir {dir}\n",
+            key.display(),
+            cert.display()
+        );
+        self.chrony_with(CHRONY_A, &nts, "nts")
     }
 
     /// The client's config with a `TimeSyncConfig` document asking for NTS.
