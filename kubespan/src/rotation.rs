@@ -21,14 +21,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use net::host::REJECT_AFTER_TIME;
 use net::resource::PeerState;
 
 /// How long a handshake keeps a peer up: REJECT_AFTER_TIME (180 s) + REKEY_TIMEOUT (5 s) +
 /// REKEY_ATTEMPT_TIME (90 s), as Talos (docs/talos.md: KubeSpan).
 pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
-
-/// WireGuard's REJECT_AFTER_TIME: how long a session's keys carry traffic.
-pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
 
 /// The engine's timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

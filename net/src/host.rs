@@ -236,4 +236,4 @@ pub mod kernel;
 pub mod sysfs_net;
 mod wireguard;
 
-pub use wireguard::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate};
+pub use wireguard::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate, REJECT_AFTER_TIME};

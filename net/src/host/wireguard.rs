@@ -15,6 +15,10 @@ use ipnet::IpNet;
 
 use crate::wireguard_keys::Key;
 
+/// WireGuard's REJECT_AFTER_TIME: how long a session's keys carry traffic. A peer whose last
+/// handshake is older has no usable session.
+pub const REJECT_AFTER_TIME: std::time::Duration = std::time::Duration::from_secs(180);
+
 /// A WireGuard device as the kernel reports it (wire level; the status resource is
 /// `WireguardStatus`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

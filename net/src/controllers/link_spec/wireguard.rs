@@ -22,11 +22,10 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use ipnet::IpNet;
 
-use crate::host::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate};
+use crate::host::{WgDevice, WgPeer, WgPeerUpdate, WgUpdate, REJECT_AFTER_TIME};
 use crate::resource::{WireguardPeer, WireguardSpec};
 use crate::wireguard_keys::{Key, KeyError};
 
@@ -54,11 +53,8 @@ fn canonical_ips(ips: &[IpNet]) -> Vec<IpNet> {
     v
 }
 
-/// WireGuard's REJECT_AFTER_TIME: a session older than this carries no traffic, so a peer whose
-/// last handshake is older has nothing to lose by being re-created.
-pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
-
-/// Whether a peer had a handshake within [`REJECT_AFTER_TIME`] of `now_unix` (Unix seconds).
+/// Whether a peer had a handshake within [`REJECT_AFTER_TIME`] of `now_unix` (Unix seconds); a
+/// peer without one has nothing to lose by being re-created.
 fn has_session(peer: &WgPeer, now_unix: u64) -> bool {
     peer.last_handshake.is_some_and(|t| now_unix.saturating_sub(t) < REJECT_AFTER_TIME.as_secs())
 }
