@@ -19,6 +19,8 @@ use crate::wg::{WgError, WgPeerState, WgReader};
 pub fn controllers(host: &SharedHost, state_dir: Option<PathBuf>) -> Vec<Box<dyn Controller>> {
     vec![
         Box::new(IdentityController::new(state_dir, Box::new(WgKeys))),
+        Box::new(crate::cluster::controller::AffiliateController),
+        Box::new(crate::cluster::controller::MemberController),
         Box::new(PeerSpecController::default()),
         Box::new(Manager::new(Box::new(NftFirewall::default()), Box::new(HostWg(host.clone())))),
     ]

@@ -9,6 +9,7 @@
 //! with the real adapters in [`kernel`]; [`controller`] runs it all in the runtime.
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod controller;
 pub mod firewall;
 pub mod identity;

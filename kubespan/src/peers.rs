@@ -9,7 +9,7 @@
 use ipnet::{IpNet, Ipv6Net};
 
 use net::config::KubeSpanPeer;
-use net::resource::KubeSpanPeerSpec;
+use net::resource::{Affiliate, KubeSpanPeerSpec};
 
 /// `a` minus `b`, as the fewest prefixes.
 pub fn subtract(a: IpNet, b: IpNet) -> Vec<IpNet> {
@@ -81,6 +81,54 @@ pub fn peer_specs(
     (specs, warnings)
 }
 
+/// The peers to mesh with: the configured ones first, then one per discovered affiliate
+/// (other than the node itself) that runs KubeSpan, in affiliate ID order. A configured peer
+/// wins over a discovered one with the same key, with a warning.
+pub fn merged_peers<'a>(
+    configured: &[KubeSpanPeer],
+    affiliates: impl Iterator<Item = (&'a str, &'a Affiliate)>,
+    local_node_id: &str,
+) -> (Vec<KubeSpanPeer>, Vec<String>) {
+    let mut peers = configured.to_vec();
+    let mut warnings = Vec::new();
+    for (id, a) in affiliates {
+        let Some(ks) = a.kubespan.as_ref().filter(|k| !k.public_key.is_empty()) else {
+            continue;
+        };
+        if id == local_node_id || a.node_id == local_node_id {
+            continue;
+        }
+        if let Some(p) = configured.iter().find(|p| p.public_key == ks.public_key) {
+            warnings.push(format!(
+                "peer {} ({}): configured and discovered as {}; the configured one is used",
+                label_or_key(p),
+                p.public_key,
+                if a.nodename.is_empty() { id } else { &a.nodename }
+            ));
+            continue;
+        }
+        peers.push(affiliate_peer(a, ks));
+    }
+    (peers, warnings)
+}
+
+/// An affiliate as a peer. Its allowed IPs are, as Talos makes them, its routed prefixes and
+/// addresses minus the networks it asked to keep off KubeSpan, plus its KubeSpan address.
+fn affiliate_peer(a: &Affiliate, ks: &net::resource::AffiliateKubeSpan) -> KubeSpanPeer {
+    let mut own: Vec<IpNet> = ks.additional_addresses.clone();
+    own.extend(a.addresses.iter().map(|ip| IpNet::from(*ip)));
+    let mut addresses = subtract_all(&own, &ks.exclude_advertised_networks);
+    if let Some(addr) = ks.address {
+        addresses.push(IpNet::from(std::net::IpAddr::V6(addr)));
+    }
+    KubeSpanPeer {
+        public_key: ks.public_key.clone(),
+        endpoints: ks.endpoints.clone(),
+        addresses,
+        label: a.nodename.clone(),
+    }
+}
+
 fn label_or_key(peer: &KubeSpanPeer) -> &str {
     if peer.label.is_empty() {
         &peer.public_key
@@ -107,6 +155,45 @@ mod tests {
     }
 
     const SUBNET: &str = "fd7f:175a:b97c:5602::/64";
+
+    #[test]
+    fn discovered_affiliates_become_peers_and_configured_ones_win() {
+        use net::resource::AffiliateKubeSpan;
+        let aff = |node: &str, key: &str, addr: &str, ks_addr: &str| Affiliate {
+            node_id: node.into(),
+            addresses: vec![addr.parse().unwrap()],
+            nodename: format!("name-{node}"),
+            kubespan: Some(AffiliateKubeSpan {
+                public_key: key.into(),
+                address: Some(ks_addr.parse().unwrap()),
+                additional_addresses: nets(&["10.244.0.0/24", "10.245.0.0/24"]),
+                endpoints: vec!["192.0.2.9:51820".parse().unwrap()],
+                exclude_advertised_networks: nets(&["10.245.0.0/16"]),
+            }),
+            ..Default::default()
+        };
+        let a = aff("A", "KA", "10.0.0.2", "fd7f:175a:b97c:5602::a");
+        let dup = aff("B", "B", "10.0.0.3", "fd7f:175a:b97c:5602::b");
+        let me = aff("ME", "KME", "10.0.0.1", "fd7f:175a:b97c:5602::1");
+        let no_ks = Affiliate { node_id: "C".into(), ..Default::default() };
+        let configured = [peer("B", "node-b", &["10.0.0.3/32"])];
+        let list = [("A", &a), ("B", &dup), ("C", &no_ks), ("ME", &me)];
+        let (peers, warnings) = merged_peers(&configured, list.into_iter(), "ME");
+        let keys: Vec<&str> = peers.iter().map(|p| p.public_key.as_str()).collect();
+        assert_eq!(keys, ["B", "KA"], "configured first; self and KubeSpan-less left out");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("node-b") && warnings[0].contains("name-B"), "{warnings:?}");
+        let (specs, _) = peer_specs(&peers, "KME", SUBNET.parse().unwrap());
+        let ka = &specs[1].1;
+        assert_eq!(ka.label, "name-A");
+        assert_eq!(ka.address, Some("fd7f:175a:b97c:5602::a".parse().unwrap()));
+        assert_eq!(
+            ka.allowed_ips,
+            nets(&["10.0.0.2/32", "10.244.0.0/24", "fd7f:175a:b97c:5602::a/128"]),
+            "the excluded network subtracted"
+        );
+        assert_eq!(ka.endpoints, vec!["192.0.2.9:51820".parse().unwrap()]);
+    }
 
     #[test]
     fn subtraction() {

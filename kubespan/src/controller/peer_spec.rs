@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `KubeSpanPeerSpec`s from the configured peers (docs/talos.md: KubeSpan): one per peer other than
-//! the node itself, IDs are public keys.
+//! `KubeSpanPeerSpec`s from the configured peers and the discovered affiliates (docs/talos.md:
+//! KubeSpan; docs/discovery.md): one per peer other than the node itself, IDs are public keys.
 
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
-use net::resource::{Kind, KubeSpanIdentity, Namespace, KUBESPAN_IDENTITY_ID};
+use net::resource::{
+    Affiliate, Kind, KubeSpanIdentity, Namespace, NodeIdentity, KUBESPAN_IDENTITY_ID,
+    NODE_IDENTITY_ID,
+};
 use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-use crate::peers::peer_specs;
+use crate::peers::{merged_peers, peer_specs};
 
 /// Writes the peer specs.
 #[derive(Debug, Default)]
@@ -25,6 +28,8 @@ impl Controller for PeerSpecController {
         vec![
             Input::strong(Namespace::Config, Kind::MachineConfig),
             Input::strong(Namespace::KubeSpan, Kind::KubeSpanIdentity),
+            Input::strong(Namespace::Cluster, Kind::Affiliate),
+            Input::strong(Namespace::Cluster, Kind::NodeIdentity),
         ]
     }
 
@@ -37,7 +42,15 @@ impl Controller for PeerSpecController {
         let cfg = ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
         let (specs, warnings) = match (cfg, identity) {
             (Some(cfg), Some(id)) if cfg.machine.network.kubespan.enabled => {
-                peer_specs(&cfg.machine.network.kubespan.peers, &id.public_key, id.subnet)
+                let node = ctx
+                    .get::<NodeIdentity>(Namespace::Cluster, NODE_IDENTITY_ID)
+                    .map_or("", |n| n.node_id.as_str());
+                let affiliates = ctx.list::<Affiliate>(Namespace::Cluster);
+                let (peers, mut warnings) =
+                    merged_peers(&cfg.machine.network.kubespan.peers, affiliates.into_iter(), node);
+                let (specs, more) = peer_specs(&peers, &id.public_key, id.subnet);
+                warnings.extend(more);
+                (specs, warnings)
             }
             _ => (Vec::new(), Vec::new()),
         };

@@ -100,6 +100,15 @@ macro_rules! kind_table {
             /// to `peers`).
             KubeSpanPeerStatus($crate::resource::KubeSpanPeerStatus) = "KubeSpanPeerStatus", "KubeSpanPeerStatuses.kubespan.keelson.dev",
                 namespace(KubeSpan), aliases("peers", "peer");
+            /// The node's identity in the cluster (Talos's `identities`).
+            NodeIdentity($crate::resource::NodeIdentity) = "NodeIdentity", "Identities.cluster.keelson.dev",
+                namespace(Cluster), aliases("identities", "identity", "nodeidentities");
+            /// What a node publishes about itself.
+            Affiliate($crate::resource::Affiliate) = "Affiliate", "Affiliates.cluster.keelson.dev",
+                namespace(Cluster), aliases("affiliates");
+            /// A cluster member.
+            Member($crate::resource::Member) = "Member", "Members.cluster.keelson.dev",
+                namespace(Cluster), aliases("members");
         }
     };
 }

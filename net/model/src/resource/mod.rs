@@ -11,6 +11,7 @@
 //! depends on neither (nor on `cmdline` or `config`), so those parsers can build specs from it.
 
 mod address;
+mod cluster;
 mod etc_file;
 mod hostname;
 pub mod kubespan;
@@ -38,6 +39,7 @@ mod wireguard;
 mod tests;
 
 pub use address::*;
+pub use cluster::*;
 pub use etc_file::*;
 pub use hostname::*;
 pub use kubespan::*;

@@ -20,6 +20,10 @@ pub enum Namespace {
     KubeSpan,
     /// What the machine is (SMBIOS).
     Hardware,
+    /// The node's identity, affiliates (merged per node) and members.
+    Cluster,
+    /// Affiliates as each registry reported them, before the merge.
+    ClusterRaw,
 }
 
 impl Namespace {
@@ -32,17 +36,21 @@ impl Namespace {
             Namespace::Runtime => "runtime",
             Namespace::KubeSpan => "kubespan",
             Namespace::Hardware => "hardware",
+            Namespace::Cluster => "cluster",
+            Namespace::ClusterRaw => "cluster-raw",
         }
     }
 
     /// Every namespace, in display order.
-    pub const ALL: [Namespace; 6] = [
+    pub const ALL: [Namespace; 8] = [
         Namespace::NetworkConfig,
         Namespace::Network,
         Namespace::Config,
         Namespace::Runtime,
         Namespace::KubeSpan,
         Namespace::Hardware,
+        Namespace::Cluster,
+        Namespace::ClusterRaw,
     ];
 }
 
