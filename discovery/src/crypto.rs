@@ -124,7 +124,7 @@ impl Cipher {
 
     /// Decrypt and decode one endpoint blob.
     pub fn open_endpoint(&self, blob: &[u8]) -> Result<SocketAddr, CryptoError> {
-        if blob.is_empty() || blob.len() % BLOCK != 0 {
+        if blob.is_empty() || !blob.len().is_multiple_of(BLOCK) {
             return Err(CryptoError::BlockLength(blob.len()));
         }
         let mut buf = blob.to_vec();

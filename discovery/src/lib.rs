@@ -2,4 +2,5 @@
 //! (`sidero.discovery.server.Cluster`), spoken with small sans-IO engines.
 
 pub mod crypto;
+pub mod h2;
 pub mod proto;
