@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The cluster key's two uses: AES-256-GCM for an affiliate's data blob (a fresh random nonce
 //! each time) and deterministic AES-256 block encryption (ECB) for endpoint blobs, so that two
 //! nodes reporting the same endpoint produce the same bytes and the server de-duplicates them.

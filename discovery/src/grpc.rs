@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! gRPC over HTTP/2: length-prefixed messages, the request head, and the call's outcome from
 //! the response head and trailers (including Trailers-Only responses). No compression: we
 //! never send `grpc-encoding`, and a compressed message from the peer is an error.
@@ -71,7 +72,7 @@ impl std::fmt::Display for Status {
             16 => "Unauthenticated",
             _ => "code",
         };
-        write!(f, "{name} ({}): {}", self.code, crate::escape(&self.message))
+        write!(f, "{name} ({}): {}", self.code, crate::escape::escape(&self.message))
     }
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Where the service is: from Talos's endpoint URL, or from a redirect's `host:port`.
 
 use std::net::Ipv6Addr;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Exponential backoff as the reference client uses it: 500 ms at first, ×1.5 per attempt,
 //! ±50 % jitter, the interval capped at 60 s, never giving up.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The blocking driver: runs an [`Engine`] on its own thread over TCP (h2c, prior knowledge)
 //! or TLS (rustls, ALPN `h2`). Reads wait at most 250 ms and connecting happens on a
 //! short-lived helper thread, so a Stop is honoured within about a second (a write stuck on a
@@ -12,7 +13,9 @@ use nix::sys::signal::{SigSet, SigmaskHow};
 use rustls::pki_types::ServerName;
 
 use super::{Action, Engine, Settings};
-use crate::{escape, Command, Config, Event, Target};
+use crate::escape::escape;
+use crate::interface::{Command, Config, Event};
+use crate::target::Target;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The reference client's loop as a sans-IO state machine. Time is passed in; the engine asks
 //! for a connection ([`Action::Connect`]), is fed the bytes read, and hands back bytes to
 //! write and events for its owner. [`driver`] runs it over TCP or TLS on its own thread.
@@ -16,13 +17,16 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::crypto::{Cipher, GCM_OVERHEAD};
+use crate::escape::escape;
 use crate::grpc::{self, Response, ResponseReader, Status};
 use crate::h2::{self, Connection, Role};
+use crate::interface::{Command, Discovered, Event, LocalData};
+use crate::proto::Affiliate;
 use crate::proto::{
     AffiliateDeleteRequest, AffiliateUpdateRequest, HelloRequest, HelloResponse, Message,
     WatchRequest, WatchResponse,
 };
-use crate::{escape, Affiliate, Command, Discovered, Event, LocalData, Target};
+use crate::target::Target;
 use backoff::Backoff;
 
 /// The service's limits (they are also what Talos nodes respect).
@@ -180,7 +184,7 @@ impl Engine {
     }
 
     fn ping_interval(&self) -> Duration {
-        MIN_PING_INTERVAL.max(self.cfg.ttl / 10)
+        MIN_PING_INTERVAL.max(self.ttl() / 10)
     }
 
     fn ttl(&self) -> Duration {
@@ -628,8 +632,12 @@ impl Engine {
                 )));
                 continue;
             }
-            let endpoints =
-                a.endpoints.iter().filter_map(|e| self.cipher.open_endpoint(e).ok()).collect();
+            let endpoints = a
+                .endpoints
+                .iter()
+                .take(MAX_ENDPOINTS)
+                .filter_map(|e| self.cipher.open_endpoint(e).ok())
+                .collect();
             self.discovered.insert(a.id.clone(), Discovered { id: a.id, affiliate, endpoints });
         }
         let members: Vec<Discovered> = self.discovered.values().cloned().collect();

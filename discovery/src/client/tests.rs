@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The engine against an in-process server built on the h2 server role.
 
 use std::collections::HashMap;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! HPACK (RFC 7541): a decoder with the dynamic table and Huffman strings, and an encoder that
 //! writes every field as a literal without indexing and without Huffman, which any peer accepts
 //! and which keeps no encoder state in step with the peer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! HPACK's static Huffman code (RFC 7541 Appendix B), decoding only: keelson's encoder writes
 //! plain literals, but peers (grpc-go, grpcio) Huffman-encode most strings.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! A sans-IO HTTP/2 connection (RFC 9113) for either end: bytes in with [`Connection::recv`],
 //! events out with [`Connection::poll_event`], bytes to send with [`Connection::take_output`].
 //! Plaintext connections use prior knowledge (the client preface first, no Upgrade).

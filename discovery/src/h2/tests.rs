@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 use super::*;
 
 fn pair(client: Config, server: Config) -> (Connection, Connection) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The encrypted payload types, package `sidero.discovery.client`: the plaintext of the
 //! affiliate `data` blob and of each endpoint blob. Addresses travel in Go's `netip` binary
 //! form: 4 bytes for IPv4, 16 for IPv6 (an IPv4-mapped IPv6 address stays 16 bytes).
@@ -6,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use ipnet::IpNet;
 
-use super::{put_bytes, put_bytes_nz, put_message, put_uint_nz, Message, ProtoError, Reader};
+use super::wire::{put_bytes, put_bytes_nz, put_message, put_uint_nz, Message, ProtoError, Reader};
 
 /// What a node says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
