@@ -4,7 +4,8 @@
 Rust client against an HTTP/2 and gRPC stack that is not ours. Protobuf is encoded by hand
 (generic handlers with bytes in and out), so no protoc is needed.
 
-Usage: discovery_server.py [--redirect HOST:PORT]   prints "PORT <n>" once listening.
+Usage: discovery_server.py [--redirect HOST:PORT] [--tls CERT KEY]
+prints "PORT <n>" once listening.
 """
 import argparse
 import queue
@@ -146,6 +147,7 @@ class Cluster:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--redirect", default="")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = ap.parse_args()
     svc = Cluster(args.redirect)
     h = grpc.unary_unary_rpc_method_handler
@@ -158,7 +160,11 @@ def main():
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sidero.discovery.server.Cluster", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    if args.tls:
+        cert, key = (open(p, "rb").read() for p in args.tls)
+        port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, cert)]))
+    else:
+        port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print("PORT %d" % port, flush=True)
     # Exit when the test closes our stdin (or kills us).

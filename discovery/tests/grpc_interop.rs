@@ -13,9 +13,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
+
+use rustls::pki_types::{pem::PemObject, CertificateDer};
 
 use discovery::{
     Affiliate, Command, Config, Discovered, Event, Handle, KubeSpan, LocalData, Target,
@@ -47,11 +50,18 @@ fn grpcio_available() -> bool {
 }
 
 fn server(redirect: Option<u16>) -> Server {
+    server_with(redirect, None)
+}
+
+fn server_with(redirect: Option<u16>, tls: Option<(&Path, &Path)>) -> Server {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/discovery_server.py");
     let mut cmd = Process::new("python3");
     cmd.arg(script).stdin(Stdio::piped()).stdout(Stdio::piped());
     if let Some(p) = redirect {
         cmd.args(["--redirect", &format!("127.0.0.1:{p}")]);
+    }
+    if let Some((cert, key)) = tls {
+        cmd.arg("--tls").arg(cert).arg(key);
     }
     let mut child = cmd.spawn().expect("python3");
     let mut line = String::new();
@@ -62,14 +72,22 @@ fn server(redirect: Option<u16>) -> Server {
 }
 
 fn client(port: u16, id: &str) -> (Handle, mpsc::Receiver<Event>) {
+    client_with(&format!("http://127.0.0.1:{port}/"), id, rustls::RootCertStore::empty())
+}
+
+fn client_with(
+    url: &str,
+    id: &str,
+    roots: rustls::RootCertStore,
+) -> (Handle, mpsc::Receiver<Event>) {
     let cfg = Config {
-        target: Target::from_url(&format!("http://127.0.0.1:{port}/")).unwrap(),
+        target: Target::from_url(url).unwrap(),
         cluster_id: "interop-cluster".into(),
         affiliate_id: id.into(),
         key: [0x5a; 32],
         client_version: "v0.1.0".into(),
         ttl: Duration::from_secs(60),
-        roots: Arc::new(rustls::RootCertStore::empty()),
+        roots: Arc::new(roots),
     };
     let (tx, rx) = mpsc::channel();
     let h = discovery::spawn(
@@ -187,4 +205,56 @@ fn redirect_is_followed() {
         "{seen:?}"
     );
     wait_members(&drx, |m| has(m, "node-c", &["192.0.2.3:51820"]));
+}
+
+fn roots(pem: &Path) -> rustls::RootCertStore {
+    let mut r = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(pem).unwrap() {
+        r.add(c.unwrap()).unwrap();
+    }
+    r
+}
+
+/// TLS 1.3 with ALPN h2 against grpcio's TLS stack; a server certificate from another CA is
+/// refused and reported, and the client never connects.
+#[test]
+fn tls_with_the_right_and_the_wrong_ca() {
+    if !grpcio_available() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("discovery-ca-{}", std::process::id()));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/test-ca");
+    assert!(Process::new(script).arg(&dir).arg("127.0.0.1").status().unwrap().success());
+    let srv = server_with(None, Some((&dir.join("server.pem"), &dir.join("server.key"))));
+    let url = format!("https://127.0.0.1:{}/", srv.port);
+    let (e, erx) = client_with(&url, "node-e", roots(&dir.join("ca.pem")));
+    let (f, frx) = client_with(&url, "node-f", roots(&dir.join("ca.pem")));
+    assert!(e.send(Command::Publish(data("node-e", "192.0.2.5:51820", &[]))));
+    assert!(f.send(Command::Publish(data("node-f", "192.0.2.6:51820", &[]))));
+    let seen = wait_members(&erx, |m| has(m, "node-f", &["192.0.2.6:51820"]));
+    assert!(
+        seen.contains(&Event::Connected { endpoint: format!("127.0.0.1:{}", srv.port) }),
+        "{seen:?}"
+    );
+    wait_members(&frx, |m| has(m, "node-e", &["192.0.2.5:51820"]));
+
+    let (_g, grx) = client_with(&url, "node-g", roots(&dir.join("other-ca.pem")));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut errors = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match grx.recv_timeout(left) {
+            Ok(Event::Error(m)) => errors.push(m),
+            Ok(Event::Connected { .. }) | Ok(Event::Members(_)) => {
+                panic!("connected with the wrong CA")
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    assert!(
+        errors.iter().any(|m| m.contains("TLS handshake") && m.contains("certificate")),
+        "{errors:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
