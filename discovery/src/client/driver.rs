@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The blocking driver: runs an [`Engine`] on its own thread over TCP (h2c, prior knowledge)
+//! or TLS (rustls, ALPN `h2`). Reads wait at most 250 ms and connecting happens on a
+//! short-lived helper thread, so a Stop is honoured within about a second (a write stuck on a
+//! full socket waits for its 10 s timeout at worst).
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, SigmaskHow};
+use rustls::pki_types::ServerName;
+
+use super::{Action, Engine, Settings};
+use crate::escape::escape;
+use crate::interface::{Command, Config, Event};
+use crate::target::Target;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_SLICE: Duration = Duration::from_millis(250);
+
+/// The owner's side of a running client. Dropping it stops the client.
+#[derive(Debug)]
+pub struct Handle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Handle {
+    /// Queue a command; false once the client has stopped.
+    pub fn send(&self, cmd: Command) -> bool {
+        self.tx.send(cmd).is_ok()
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Command::Stop);
+    }
+}
+
+/// Start a client on its own thread; `notify` is called from that thread.
+pub fn spawn(cfg: Config, mut notify: Box<dyn FnMut(Event) + Send>) -> io::Result<Handle> {
+    let settings = Settings {
+        target: cfg.target.clone(),
+        cluster_id: cfg.cluster_id.clone(),
+        affiliate_id: cfg.affiliate_id.clone(),
+        client_version: cfg.client_version.clone(),
+        ttl: cfg.ttl,
+    };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        ^ u64::from(std::process::id());
+    let engine = Engine::new(settings, &cfg.key, Instant::now(), seed)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let (tx, rx) = mpsc::channel();
+    let roots = cfg.roots.clone();
+    // With every signal blocked the thread inherits a full mask: a signal meant for PID 1 can
+    // only reach its signalfd, never this thread, where its default action could end the
+    // process.
+    let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
+    let spawned = std::thread::Builder::new().name("discovery".into()).spawn(move || {
+        Driver { engine, roots, transport: None, connecting: None }.run(&rx, &mut *notify)
+    });
+    if let Some(old) = old {
+        let _ = old.thread_set_mask();
+    }
+    spawned?;
+    Ok(Handle { tx })
+}
+
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<rustls::ClientConnection>, TcpStream),
+}
+
+impl Transport {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Transport::Plain(s) | Transport::Tls(_, s) => s,
+        }
+    }
+
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            Transport::Plain(s) => s.write_all(b),
+            Transport::Tls(c, s) => {
+                c.writer().write_all(b)?;
+                while c.wants_write() {
+                    c.write_tls(s)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Ok(0) is the end of the stream; a timeout surfaces as WouldBlock or TimedOut.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.read(buf),
+            Transport::Tls(c, s) => loop {
+                match c.reader().read(buf) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+                if c.read_tls(s)? == 0 {
+                    return Ok(0);
+                }
+                c.process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                while c.wants_write() {
+                    c.write_tls(s)?;
+                }
+            },
+        }
+    }
+}
+
+struct Driver {
+    engine: Engine,
+    roots: Arc<rustls::RootCertStore>,
+    transport: Option<Transport>,
+    connecting: Option<mpsc::Receiver<Result<Transport, String>>>,
+}
+
+impl Driver {
+    fn run(mut self, rx: &mpsc::Receiver<Command>, notify: &mut dyn FnMut(Event)) {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let now = Instant::now();
+            loop {
+                match rx.try_recv() {
+                    Ok(cmd) => self.engine.command(now, cmd),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        self.engine.command(now, Command::Stop);
+                        break;
+                    }
+                }
+            }
+            self.engine.tick(now);
+            while let Some(a) = self.engine.poll_action() {
+                match a {
+                    Action::Connect(t) => self.connect(t),
+                    Action::Disconnect => {
+                        let out = self.engine.take_output();
+                        if let Some(mut t) = self.transport.take() {
+                            let _ = t.write_all(&out);
+                            let _ = t.socket().shutdown(std::net::Shutdown::Both);
+                        }
+                    }
+                    Action::Notify(e) => notify(e),
+                }
+            }
+            if self.engine.is_stopped() {
+                return;
+            }
+            let out = self.engine.take_output();
+            if !out.is_empty() {
+                if let Some(t) = self.transport.as_mut() {
+                    if let Err(e) = t.write_all(&out) {
+                        self.engine.closed(now, &format!("write: {e}"));
+                        continue;
+                    }
+                }
+            }
+            let wait = self
+                .engine
+                .next_deadline()
+                .map_or(READ_SLICE, |d| d.saturating_duration_since(now))
+                .clamp(Duration::from_millis(1), READ_SLICE);
+            if let Some(c) = &self.connecting {
+                match c.recv_timeout(wait) {
+                    Ok(Ok(t)) => {
+                        self.connecting = None;
+                        if self.engine.is_connecting() {
+                            self.transport = Some(t);
+                            self.engine.connected(Instant::now());
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        self.connecting = None;
+                        self.engine.connect_failed(Instant::now(), &e);
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        self.connecting = None;
+                        self.engine.connect_failed(Instant::now(), "connecting thread failed");
+                    }
+                }
+                continue;
+            }
+            let Some(t) = self.transport.as_mut() else {
+                std::thread::sleep(wait);
+                continue;
+            };
+            let _ = t.socket().set_read_timeout(Some(wait));
+            match t.read(&mut buf) {
+                Ok(0) => self.engine.closed(Instant::now(), "closed by the server"),
+                Ok(n) => self.engine.recv(Instant::now(), &buf[..n]),
+                Err(e)
+                    if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => self.engine.closed(Instant::now(), &escape(&e.to_string())),
+            }
+        }
+    }
+
+    /// Connect (and handshake) on a helper thread, so that this loop keeps serving commands.
+    fn connect(&mut self, target: Target) {
+        self.transport = None;
+        let (tx, rx) = mpsc::channel();
+        self.connecting = Some(rx);
+        let roots = self.roots.clone();
+        let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
+        let spawned =
+            std::thread::Builder::new().name("discovery-connect".into()).spawn(move || {
+                let _ = tx.send(open(&target, roots));
+            });
+        if let Some(old) = old {
+            let _ = old.thread_set_mask();
+        }
+        if let Err(e) = spawned {
+            self.connecting = None;
+            self.engine.connect_failed(Instant::now(), &format!("connecting thread: {e}"));
+        }
+    }
+}
+
+fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport, String> {
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let addrs: Vec<_> = (target.host.as_str(), target.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {}: {}", target.host, escape(&e.to_string())))?
+        .collect();
+    let mut last = format!("{} resolves to no address", target.host);
+    let mut sock = None;
+    for a in addrs {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match TcpStream::connect_timeout(&a, left) {
+            Ok(s) => {
+                sock = Some(s);
+                break;
+            }
+            Err(e) => last = format!("connecting to {a}: {e}"),
+        }
+    }
+    let sock = sock.ok_or(last)?;
+    let _ = sock.set_nodelay(true);
+    sock.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(|e| e.to_string())?;
+    if !target.tls {
+        return Ok(Transport::Plain(sock));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name =
+        ServerName::try_from(target.host.clone()).map_err(|e| format!("TLS server name: {e}"))?;
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| format!("TLS: {e}"))?;
+    let mut sock = sock;
+    while conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("TLS handshake timed out".into());
+        }
+        sock.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        conn.complete_io(&mut sock)
+            .map_err(|e| format!("TLS handshake: {}", escape(&e.to_string())))?;
+    }
+    if conn.alpn_protocol() != Some(b"h2") {
+        return Err("TLS: the server did not agree to HTTP/2 (ALPN h2)".into());
+    }
+    Ok(Transport::Tls(Box::new(conn), sock))
+}
