@@ -243,6 +243,16 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("SKUNUMBER", "skuNumber"),
         ],
         "EtcFileStatus" => &[("PATH", "path"), ("SIZE", "size")],
+        "NodeIdentity" => &[("NODE ID", "nodeId")],
+        "Affiliate" => {
+            &[("HOSTNAME", "hostname"), ("MACHINE TYPE", "machineType"), ("ADDRESSES", "addresses")]
+        }
+        "Member" => &[
+            ("HOSTNAME", "hostname"),
+            ("MACHINE TYPE", "machineType"),
+            ("OS", "operatingSystem"),
+            ("ADDRESSES", "addresses"),
+        ],
         "RoutingRuleStatus" | "RoutingRuleSpec" => &[
             ("SRC", "src"),
             ("DST", "dst"),

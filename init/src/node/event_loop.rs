@@ -16,6 +16,7 @@ use nix::sys::signal::Signal;
 use super::api::Api;
 use super::config::ConfigInput;
 use super::config_url::ConfigUrl;
+use super::discovery::Discovery;
 use super::kubelet::Kubelet;
 use super::lifecycle::Lifecycle;
 use super::netlink::Netlink;
@@ -42,12 +43,14 @@ pub enum Token {
     Health,
     /// The config fetch's reports.
     ConfigUrl,
+    /// The discovery client's reports.
+    Discovery,
     /// The API listener; its connections take the tokens above it, so it comes last.
     Api,
 }
 
 impl Token {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 9] = [
         Self::Netlink,
         Self::Config,
         Self::KubeletOut,
@@ -55,6 +58,7 @@ impl Token {
         Self::Uevent,
         Self::Health,
         Self::ConfigUrl,
+        Self::Discovery,
         Self::Api,
     ];
 
@@ -120,6 +124,8 @@ pub struct EventLoop {
     pub hotplug: Option<Hotplug>,
     /// The machine's stage.
     pub lifecycle: Lifecycle,
+    /// The discovery service client.
+    pub discovery: Discovery,
 }
 
 /// What the loop keeps between iterations.
@@ -146,7 +152,9 @@ impl EventLoop {
         loop {
             let now = Instant::now();
             self.api.before_run(&mut self.rt, now);
+            self.discovery.tick(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
+            self.discovery.publish(&self.rt);
             if self.settle(&mut p, reconciles) && self.once {
                 return Ok(Ending::Settled);
             }
@@ -179,6 +187,7 @@ impl EventLoop {
                 self.operators.poll_at(),
                 self.time.poll_at(),
                 self.config_url.as_ref().and_then(ConfigUrl::poll_at),
+                self.discovery.poll_at(),
             ]
             .into_iter()
             .flatten()
@@ -368,6 +377,7 @@ impl EventLoop {
                 }
             }
             Some(Token::ConfigUrl) => self.config_fetched(now),
+            Some(Token::Discovery) => self.discovery.ready(&mut self.rt, now),
             Some(Token::KubeletOut) => self.kubelet.drain(Stream::Out),
             Some(Token::KubeletErr) => self.kubelet.drain(Stream::Err),
             Some(Token::Health) => self.kubelet.health_ready(),
@@ -400,7 +410,7 @@ mod tests {
     #[test]
     fn tokens_are_distinct_and_the_api_listener_is_last() {
         let ids: Vec<u64> = Token::ALL.iter().map(|t| t.id()).collect();
-        assert_eq!(ids, [2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(ids, [2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
         assert!(ids.iter().all(|id| *id <= Token::Api.id()));
         assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);

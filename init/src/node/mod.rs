@@ -11,6 +11,7 @@
 mod api;
 mod config;
 mod config_url;
+mod discovery;
 mod error;
 mod event_loop;
 mod hardware;
@@ -136,7 +137,16 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         }
         (None, None) => (None, None),
     };
+    let discovery = discovery::Discovery::start(
+        &reactor,
+        Token::Discovery.id(),
+        opts.state.as_deref(),
+        opts.config_roots.clone(),
+        own_node_id(opts),
+        &mut rt,
+    )?;
     let node = EventLoop {
+        discovery,
         reactor,
         rt,
         operators,
@@ -153,6 +163,27 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         stop_grace: opts.stop_grace,
     };
     Ok(node.run()?)
+}
+
+/// The NodeID, when no state thread keeps one (`keelson run`): kept in `--state` if given,
+/// else new for this run. Under PID 1 the state thread makes it, later.
+fn own_node_id(opts: &Options) -> Option<String> {
+    if !crate::state::status().medium.is_empty() {
+        return None;
+    }
+    let made = match &opts.state {
+        Some(dir) => crate::state::identity::establish(dir, &opts.root.join("etc/machine-id"))
+            .map(|(id, _)| id),
+        None => net::random::random::<{ crate::state::identity::SIZE }>()
+            .map(|raw| crate::state::identity::encode(&raw)),
+    };
+    match made {
+        Ok(id) => Some(id),
+        Err(e) => {
+            log::error!(target: "run", "node identity: {e}");
+            None
+        }
+    }
 }
 
 /// NTS-KE trust roots: the image's CA bundle, then `--nts-ca`.

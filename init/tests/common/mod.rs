@@ -57,6 +57,11 @@ impl Node {
         Self::spawn(ns, cmdline, config, TempDir::new(), true, &[])
     }
 
+    /// Like [`Node::start_in`], serving the API.
+    pub fn start_in_api(ns: &Netns, cmdline: &str, config: Option<&Path>, root: TempDir) -> Self {
+        Self::spawn(ns, cmdline, config, root, true, &[])
+    }
+
     /// Like [`Node::start_api`], with more `run` arguments.
     pub fn start_api_args(ns: &Netns, cmdline: &str, config: Option<&Path>, args: &[&str]) -> Self {
         Self::spawn(ns, cmdline, config, TempDir::new(), true, args)
@@ -180,6 +185,16 @@ impl Background {
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// SIGTERM (a clean stop) and wait.
+    pub fn terminate(&mut self) {
+        sh(&["kill", "-TERM", &self.child.id().to_string()]);
+        let _ = self.child.wait();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::network::NetworkConfig;
 use super::scalar::CidrFilter;
-use super::scalar::{self, Base64, Filter, GoDuration, Url};
+use super::scalar::{self, Base64, DiscoveryTtl, Filter, GoDuration, Url};
 
 /// A parsed, validated machine configuration (Talos v1alpha1 shape, see the module docs).
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
@@ -412,6 +412,15 @@ pub struct ServiceRegistry {
         skip_serializing_if = "Option::is_none"
     )]
     pub endpoint: Option<String>,
+    /// keelson: how long the service keeps what this node publishes; `None` is Talos's 30
+    /// minutes. Shorter makes a node that left disappear sooner, at more refresh traffic.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<DiscoveryTtl, _>",
+        serialize_with = "scalar::serialize_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ttl: Option<Duration>,
 }
 
 fn redacted<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {

@@ -32,7 +32,7 @@
 //!   `interface` and `deviceSelector`; the hostname is validated at parse time.
 //! * `machine.network.kubespan.peers`, `privateKey` and `endpointTimeout`: peers known in
 //!   advance, a configured WireGuard key, and how long each endpoint gets (1 s to 15 s).
-//!   `harvestExtraEndpoints` is accepted with a warning (no discovery yet).
+//!   `harvestExtraEndpoints` acts through the discovery service (a warning when it is off).
 //! * Legacy devices follow Talos (docs/talos.md: Legacy `machine.network`): a selector
 //!   configures every link it matches, entries for one link merge, a bridge runs STP unless
 //!   told not to, and `cidr`, `bridgePort`, `dummy` and `wireguard` are implemented. keelson

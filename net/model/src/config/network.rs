@@ -502,8 +502,7 @@ pub struct KubeSpanConfig {
     /// Advertise pod CIDRs over KubeSpan.
     #[serde(default)]
     pub advertise_kubernetes_networks: bool,
-    /// Learn peer endpoints from other peers (accepted; needs discovery, which keelson does
-    /// not have yet, so it only warns).
+    /// Publish the endpoints this node sees its peers use, for them (discovery service).
     #[serde(default)]
     pub harvest_extra_endpoints: bool,
     /// Endpoint and network filters.
@@ -524,7 +523,7 @@ pub struct KubeSpanConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub private_key: Option<crate::wgkey::Key>,
-    /// keelson: peers known in advance (discovery comes later).
+    /// keelson: peers known in advance, beside those the discovery service brings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<KubeSpanPeer>,
     /// keelson: the name of the `inet` nftables table KubeSpan owns.
@@ -534,7 +533,7 @@ pub struct KubeSpanConfig {
     )]
     pub nftables_table: String,
     /// Endpoints announced beyond the node's own addresses (a `KubeSpanEndpointsConfig`
-    /// document); kept for discovery, which keelson does not have yet.
+    /// document), published through the discovery service.
     #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
     pub extra_announced_endpoints: Vec<SocketAddr>,
 }

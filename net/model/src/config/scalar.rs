@@ -339,6 +339,22 @@ impl ScalarParser for EndpointTimeout {
     }
 }
 
+/// keelson: how long the discovery service keeps what a node publishes (it republishes at
+/// half of it). The service's maximum is 30 minutes, Talos's value.
+pub(crate) struct DiscoveryTtl;
+impl ScalarParser for DiscoveryTtl {
+    type Out = Duration;
+    const EXPECTING: &'static str = "a duration from 10s to 30m";
+    fn parse(s: &str) -> Result<Duration, String> {
+        let d = GoDuration::parse(s)?;
+        if (Duration::from_secs(10)..=Duration::from_secs(30 * 60)).contains(&d) {
+            Ok(d)
+        } else {
+            Err(format!("discovery TTL {s:?} is outside 10s..30m"))
+        }
+    }
+}
+
 /// `serialize_with` for a Go-style duration.
 pub(crate) fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_go_duration(d))

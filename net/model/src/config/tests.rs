@@ -212,13 +212,7 @@ fn known_talos_keys_warn() {
             )
         })
         .collect();
-    // Then the KubeSpan settings that need discovery.
-    let mut want = want;
-    want.push(format!(
-        "machine.network.kubespan.filters.endpoints (line {}): filters the addresses this node \
-         advertises, and keelson does not advertise any yet (no discovery); no effect",
-        line_of(FULL, "filters: {endpoints")
-    ));
+    // The endpoint filters act: this config enables the discovery service.
     assert_eq!(cfg.warnings, want);
     assert_eq!(
         cfg.warnings[2],

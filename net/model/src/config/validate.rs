@@ -96,23 +96,29 @@ fn kubespan_warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
     let ks = &cfg.machine.network.kubespan;
     let at = |path: &'static str| at_line(&YamlPath::keys(path), yaml);
     let mut out = Vec::new();
-    if ks.harvest_extra_endpoints {
+    let discovery = cfg
+        .cluster
+        .as_ref()
+        .and_then(|c| c.discovery.as_ref())
+        .is_some_and(|d| d.enabled && !d.registries.service.disabled);
+    if ks.harvest_extra_endpoints && !discovery {
         out.push(format!(
-            "{}: needs a discovery service, which keelson does not have yet; ignored",
+            "{}: endpoints are shared through the discovery service, which this config does not \
+             enable (cluster.discovery); no effect",
             at("machine.network.kubespan.harvestExtraEndpoints")
         ));
     }
     if ks.advertise_kubernetes_networks {
         out.push(format!(
-            "{}: pod networks are advertised through discovery, which keelson does not have \
-             yet; list them in peers[].addresses instead",
+            "{}: the pod networks come from the Kubernetes node object, which keelson does not \
+             read; list them in peers[].addresses instead",
             at("machine.network.kubespan.advertiseKubernetesNetworks")
         ));
     }
-    if !ks.filters.endpoints.is_empty() {
+    if !ks.filters.endpoints.is_empty() && !discovery {
         out.push(format!(
-            "{}: filters the addresses this node advertises, and keelson does not advertise any \
-             yet (no discovery); no effect",
+            "{}: filters the endpoints this node publishes through the discovery service, which \
+             this config does not enable (cluster.discovery); no effect",
             at("machine.network.kubespan.filters.endpoints")
         ));
     }

@@ -67,24 +67,13 @@ pub struct KubeSpanDocumentFilters {
 
 impl Body for KubeSpanDocument {
     fn check(&self, p: &mut Problems) {
-        if self.harvest_extra_endpoints == Some(true) {
-            p.warn(
-                YamlPath::keys("harvestExtraEndpoints"),
-                "needs a discovery service, which keelson does not have yet; ignored",
-            );
-        }
+        // harvestExtraEndpoints and filters.endpoints act through the discovery service;
+        // the node says once at run time when that service is off.
         if self.advertise_kubernetes_networks == Some(true) {
             p.warn(
                 YamlPath::keys("advertiseKubernetesNetworks"),
-                "pod networks are advertised through discovery, which keelson does not have \
-                 yet; list them in the v1alpha1 kubespan.peers[].addresses instead",
-            );
-        }
-        if self.filters.as_ref().is_some_and(|f| !f.endpoints.is_empty()) {
-            p.warn(
-                YamlPath::keys("filters.endpoints"),
-                "filters the addresses this node advertises, and keelson does not advertise \
-                 any yet (no discovery); no effect",
+                "the pod networks come from the Kubernetes node object, which keelson does not \
+                 read; list them in the v1alpha1 kubespan.peers[].addresses instead",
             );
         }
     }
@@ -138,13 +127,7 @@ pub struct KubeSpanEndpointsConfig {
 }
 
 impl Body for KubeSpanEndpointsConfig {
-    fn check(&self, p: &mut Problems) {
-        p.warn(
-            YamlPath::keys("extraAnnouncedEndpoints"),
-            "endpoints are announced through discovery, which keelson does not have yet; kept, \
-             no effect",
-        );
-    }
+    fn check(&self, _: &mut Problems) {}
 
     fn fold_into(&self, cfg: &mut MachineConfig) -> bool {
         cfg.machine
