@@ -5,3 +5,5 @@
 
 pub mod ratelimit;
 pub mod registry;
+pub mod snapshot;
+pub mod stats;
