@@ -3,7 +3,10 @@
 //! (gRPC service `sidero.discovery.server.Cluster`). It stores opaque, client-encrypted blobs
 //! with a TTL, merges endpoint sets by their bytes and streams changes to watchers.
 
+pub mod config;
 pub mod ratelimit;
 pub mod registry;
+pub mod rpc;
+pub mod server;
 pub mod snapshot;
 pub mod stats;

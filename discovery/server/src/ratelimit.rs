@@ -44,10 +44,7 @@ impl RateLimiter {
             }
         }
         let (rate, burst) = (self.rate, self.burst);
-        let b = self.buckets.entry(ip).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
+        let b = self.buckets.entry(ip).or_insert(Bucket { tokens: burst, at: now });
         let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
         b.tokens = (b.tokens + elapsed * rate).min(burst);
         b.at = now;

@@ -211,10 +211,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(limits: Limits) -> Self {
-        Registry {
-            limits,
-            ..Registry::default()
-        }
+        Registry { limits, ..Registry::default() }
     }
 
     pub fn limits(&self) -> &Limits {
@@ -274,11 +271,7 @@ impl Registry {
         let affiliate = cluster
             .affiliates
             .entry(u.affiliate.to_owned())
-            .or_insert_with(|| Affiliate {
-                data: Vec::new(),
-                expires: now,
-                endpoints: Vec::new(),
-            });
+            .or_insert_with(|| Affiliate { data: Vec::new(), expires: now, endpoints: Vec::new() });
         let mut changed = created;
         if !u.data.is_empty() {
             // Identical bytes still count: every refresh is re-broadcast, as clients expect.
@@ -295,10 +288,7 @@ impl Registry {
                 result = Err(RegistryError::TooManyEndpoints);
                 break;
             } else {
-                affiliate.endpoints.push(Endpoint {
-                    blob: blob.clone(),
-                    expires,
-                });
+                affiliate.endpoints.push(Endpoint { blob: blob.clone(), expires });
                 changed = true;
             }
         }
@@ -528,19 +518,12 @@ impl Registry {
                 let mut endpoints: Vec<Endpoint> = Vec::with_capacity(a.endpoints.len());
                 for (blob, ttl) in a.endpoints {
                     if !endpoints.iter().any(|e| e.blob == blob) {
-                        endpoints.push(Endpoint {
-                            blob,
-                            expires: now + ttl.min(limits.ttl_max),
-                        });
+                        endpoints.push(Endpoint { blob, expires: now + ttl.min(limits.ttl_max) });
                     }
                 }
                 cluster.affiliates.insert(
                     a.id,
-                    Affiliate {
-                        data: a.data,
-                        expires: now + a.ttl.min(limits.ttl_max),
-                        endpoints,
-                    },
+                    Affiliate { data: a.data, expires: now + a.ttl.min(limits.ttl_max), endpoints },
                 );
                 loaded += 1;
             }
@@ -550,12 +533,7 @@ impl Registry {
 }
 
 fn deleted(id: &str) -> Event {
-    Event {
-        id: id.to_owned(),
-        deleted: true,
-        data: Vec::new(),
-        endpoints: Vec::new(),
-    }
+    Event { id: id.to_owned(), deleted: true, data: Vec::new(), endpoints: Vec::new() }
 }
 
 #[cfg(test)]

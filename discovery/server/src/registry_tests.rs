@@ -4,13 +4,7 @@ use super::*;
 const MIN: Duration = Duration::from_secs(60);
 
 fn up<'a>(aff: &'a str, data: &'a [u8], eps: &'a [Vec<u8>], ttl: Duration) -> Update<'a> {
-    Update {
-        cluster: "c1",
-        affiliate: aff,
-        data,
-        endpoints: eps,
-        ttl,
-    }
+    Update { cluster: "c1", affiliate: aff, data, endpoints: eps, ttl }
 }
 
 fn eps(names: &[&str]) -> Vec<Vec<u8>> {
@@ -29,10 +23,8 @@ fn drain(r: &mut Registry, id: WatchId) -> Vec<Event> {
 fn update_merges_endpoints_in_order_and_keeps_data() {
     let mut r = Registry::default();
     let now = Instant::now();
-    r.update(&up("af1", b"data1", &eps(&["e1", "e2"]), MIN), now)
-        .unwrap();
-    r.update(&up("af1", b"", &eps(&["e3", "e2"]), MIN), now)
-        .unwrap();
+    r.update(&up("af1", b"data1", &eps(&["e1", "e2"]), MIN), now).unwrap();
+    r.update(&up("af1", b"", &eps(&["e3", "e2"]), MIN), now).unwrap();
     let list = r.list("c1").unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].data, b"data1");
@@ -96,8 +88,7 @@ fn a_new_affiliate_is_announced_even_without_data() {
 fn gc_drops_expired_endpoints_then_the_affiliate() {
     let mut r = Registry::default();
     let t0 = Instant::now();
-    r.update(&up("af1", b"d", &eps(&["e1", "e2"]), MIN), t0)
-        .unwrap();
+    r.update(&up("af1", b"d", &eps(&["e1", "e2"]), MIN), t0).unwrap();
     // e2 is extended to 3 min; the data (and so the affiliate) to 3 min as well.
     r.update(&up("af1", b"", &eps(&["e2"]), 3 * MIN), t0).unwrap();
     let (w, _) = r.watch("c1").unwrap();
@@ -122,8 +113,7 @@ fn endpoint_only_updates_keep_the_record_alive_and_data_may_shorten_it() {
     r.update(&up("af1", b"", &eps(&["e"]), 5 * MIN), t0).unwrap();
     assert_eq!(r.gc(t0 + 2 * MIN), 0);
     // New data sets the expiry outright, even earlier than before.
-    r.update(&up("af1", b"d2", &[], Duration::ZERO), t0 + 2 * MIN)
-        .unwrap();
+    r.update(&up("af1", b"d2", &[], Duration::ZERO), t0 + 2 * MIN).unwrap();
     assert_eq!(r.gc(t0 + 3 * MIN), 1);
 }
 
@@ -144,10 +134,7 @@ fn validation_errors_and_their_codes() {
     let long = "x".repeat(257);
     let ok256 = "x".repeat(256);
     assert_eq!(r.check_cluster_id(""), Err(RegistryError::ClusterIdEmpty));
-    assert_eq!(
-        r.check_cluster_id(&"x".repeat(1024)),
-        Err(RegistryError::ClusterIdTooLong)
-    );
+    assert_eq!(r.check_cluster_id(&"x".repeat(1024)), Err(RegistryError::ClusterIdTooLong));
     assert_eq!(r.list(&long).unwrap_err(), RegistryError::ClusterIdTooLong);
     assert_eq!(r.watch("").unwrap_err(), RegistryError::ClusterIdEmpty);
     assert_eq!(r.delete("c1", ""), Err(RegistryError::AffiliateIdEmpty));
@@ -156,16 +143,10 @@ fn validation_errors_and_their_codes() {
     u.affiliate = &ok256;
     r.update(&u, now).unwrap();
     let big = vec![0u8; 2049];
-    assert_eq!(
-        r.update(&up("a", &big, &[], MIN), now),
-        Err(RegistryError::DataTooBig)
-    );
+    assert_eq!(r.update(&up("a", &big, &[], MIN), now), Err(RegistryError::DataTooBig));
     r.update(&up("a", &big[..2048], &[], MIN), now).unwrap();
     let ep = vec![vec![0u8; 33]];
-    assert_eq!(
-        r.update(&up("a", b"", &ep, MIN), now),
-        Err(RegistryError::EndpointTooBig)
-    );
+    assert_eq!(r.update(&up("a", b"", &ep, MIN), now), Err(RegistryError::EndpointTooBig));
     assert_eq!(
         r.update(&up("a", b"", &[], 30 * MIN + Duration::from_nanos(1)), now),
         Err(RegistryError::TtlTooLarge)
@@ -218,19 +199,13 @@ fn configured_cluster_limits_apply() {
     });
     let now = Instant::now();
     r.update(&up("a", b"1234", &[], MIN), now).unwrap();
-    assert_eq!(
-        r.update(&up("a", b"12345", &[], MIN), now),
-        Err(RegistryError::DataTooBig)
-    );
+    assert_eq!(r.update(&up("a", b"12345", &[], MIN), now), Err(RegistryError::DataTooBig));
     r.update(&up("b", b"", &eps(&["e"]), MIN), now).unwrap();
     assert_eq!(
         r.update(&up("b", b"", &eps(&["f"]), MIN), now),
         Err(RegistryError::TooManyEndpoints)
     );
-    assert_eq!(
-        r.update(&up("c", b"", &[], MIN), now),
-        Err(RegistryError::TooManyAffiliates)
-    );
+    assert_eq!(r.update(&up("c", b"", &[], MIN), now), Err(RegistryError::TooManyAffiliates));
     let mut other = up("a", b"", &[], MIN);
     other.cluster = "c2";
     assert_eq!(r.update(&other, now), Err(RegistryError::TooManyClusters));
@@ -275,8 +250,7 @@ fn clusters_without_affiliates_or_watchers_are_collected() {
 fn export_and_import_keep_remaining_ttls() {
     let mut r = Registry::default();
     let t0 = Instant::now();
-    r.update(&up("af1", b"d", &eps(&["e1"]), 10 * MIN), t0)
-        .unwrap();
+    r.update(&up("af1", b"d", &eps(&["e1"]), 10 * MIN), t0).unwrap();
     r.update(&up("af1", b"", &eps(&["e2"]), 2 * MIN), t0).unwrap();
     r.update(&up("gone", b"d", &[], MIN), t0).unwrap();
     let saved = r.export(t0 + 3 * MIN);
@@ -298,26 +272,11 @@ fn export_and_import_keep_remaining_ttls() {
 fn import_skips_records_beyond_the_limits() {
     let mut r = Registry::default();
     let now = Instant::now();
-    let good = SavedAffiliate {
-        id: "ok".into(),
-        data: vec![1],
-        ttl: 999 * MIN,
-        endpoints: vec![],
-    };
-    let big = SavedAffiliate {
-        id: "big".into(),
-        data: vec![0; 4096],
-        ..good.clone()
-    };
+    let good = SavedAffiliate { id: "ok".into(), data: vec![1], ttl: 999 * MIN, endpoints: vec![] };
+    let big = SavedAffiliate { id: "big".into(), data: vec![0; 4096], ..good.clone() };
     let saved = vec![
-        SavedCluster {
-            id: "c1".into(),
-            affiliates: vec![good, big],
-        },
-        SavedCluster {
-            id: String::new(),
-            affiliates: vec![],
-        },
+        SavedCluster { id: "c1".into(), affiliates: vec![good, big] },
+        SavedCluster { id: String::new(), affiliates: vec![] },
     ];
     assert_eq!(r.import(saved, now), (1, 2));
     // The TTL was capped at the maximum.

@@ -13,7 +13,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use discovery::proto::storage::{AffiliateSnapshot, ClusterSnapshot, EndpointSnapshot, StateSnapshot};
+use discovery::proto::storage::{
+    AffiliateSnapshot, ClusterSnapshot, EndpointSnapshot, StateSnapshot,
+};
 use discovery::proto::{Duration as PbDuration, Message, ProtoError};
 
 use crate::registry::{Registry, SavedAffiliate, SavedCluster};
@@ -75,9 +77,7 @@ fn remaining(ttl: Option<PbDuration>, expiration: Option<PbDuration>) -> std::ti
     let Some(at) = expiration else {
         return std::time::Duration::ZERO;
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     at.to_std().saturating_sub(now)
 }
 
@@ -185,10 +185,8 @@ mod tests {
 
     #[test]
     fn legacy_absolute_expirations_are_read_as_time_left() {
-        let in_ten_minutes = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            + Duration::from_secs(600);
+        let in_ten_minutes =
+            SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs(600);
         let state = StateSnapshot {
             clusters: vec![ClusterSnapshot {
                 id: "c".into(),

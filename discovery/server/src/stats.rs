@@ -9,7 +9,8 @@ use crate::registry::Totals;
 /// The most bytes an HTTP/1.1 request head may have.
 pub const HEAD_LIMIT: usize = 8 * 1024;
 
-pub const LANDING: &str = "keelson-discovery-server: a discovery service for Talos and keelson nodes \
+pub const LANDING: &str =
+    "keelson-discovery-server: a discovery service for Talos and keelson nodes \
 (gRPC sidero.discovery.server.Cluster). GET /stats for counts.\n";
 
 /// The counts as JSON.
@@ -43,16 +44,9 @@ pub enum Head {
 /// Parse the head of an HTTP/1.1 request from the bytes read so far.
 pub fn parse_head(buf: &[u8]) -> Head {
     let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if buf.len() >= HEAD_LIMIT {
-            Head::Bad(431)
-        } else {
-            Head::Partial
-        };
+        return if buf.len() >= HEAD_LIMIT { Head::Bad(431) } else { Head::Partial };
     };
-    let line_end = buf[..end]
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .unwrap_or(end);
+    let line_end = buf[..end].windows(2).position(|w| w == b"\r\n").unwrap_or(end);
     let Ok(line) = std::str::from_utf8(&buf[..line_end]) else {
         return Head::Bad(400);
     };
@@ -65,14 +59,8 @@ pub fn parse_head(buf: &[u8]) -> Head {
         return Head::Bad(400);
     }
     match method {
-        "GET" => Head::Get {
-            path: path.to_owned(),
-            head_only: false,
-        },
-        "HEAD" => Head::Get {
-            path: path.to_owned(),
-            head_only: true,
-        },
+        "GET" => Head::Get { path: path.to_owned(), head_only: false },
+        "HEAD" => Head::Get { path: path.to_owned(), head_only: true },
         _ => Head::Bad(405),
     }
 }
@@ -110,12 +98,9 @@ pub fn respond(buf: &[u8], t: &Totals) -> Option<Vec<u8>> {
             let (status, ctype, body) = answer(&path, t);
             Some(http1_response(status, ctype, &body, head_only))
         }
-        Head::Bad(status) => Some(http1_response(
-            status,
-            "text/plain; charset=utf-8",
-            "bad request\n",
-            false,
-        )),
+        Head::Bad(status) => {
+            Some(http1_response(status, "text/plain; charset=utf-8", "bad request\n", false))
+        }
     }
 }
 
@@ -125,13 +110,7 @@ mod tests {
 
     #[test]
     fn stats_and_landing_over_http1() {
-        let t = Totals {
-            clusters: 1,
-            affiliates: 2,
-            endpoints: 3,
-            watchers: 4,
-            bytes: 5,
-        };
+        let t = Totals { clusters: 1, affiliates: 2, endpoints: 3, watchers: 4, bytes: 5 };
         assert_eq!(respond(b"GET /stats HTTP/1.1\r\nHost: x\r\n", &t), None);
         let r = respond(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n", &t).unwrap();
         let r = String::from_utf8(r).unwrap();
