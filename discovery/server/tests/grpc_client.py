@@ -282,6 +282,29 @@ def scenario_memory(addr, pid):
     check(found == 0, f"plaintext marker found {found} times in the server's memory")
 
 
+def scenario_tls(addr, ca):
+    """TLS with ALPN h2: a Hello and a watch round trip through a verified connection."""
+    creds = grpc.ssl_channel_credentials(root_certificates=open(ca, "rb").read())
+    channel = grpc.secure_channel(addr, creds, options=[("grpc.ssl_target_name_override", "localhost")])
+    grpc.channel_ready_future(channel).result(timeout=10)
+    s = pb_grpc.ClusterStub(channel)
+    r = s.Hello(pb.HelloRequest(cluster_id="c"), timeout=10)
+    check(r.client_ip == bytes([127, 0, 0, 1]), f"client_ip over TLS {r.client_ip.hex()}")
+    stream = s.Watch(pb.WatchRequest(cluster_id="tls"), timeout=30)
+    check(len(next(stream).affiliates) == 0, "snapshot over TLS")
+    update(s, "tls", "a", b"d")
+    m = next(stream)
+    check([a.id for a in m.affiliates] == ["a"], f"event over TLS {m}")
+    stream.cancel()
+
+
+def scenario_flood(addr, cluster, count):
+    """Many large updates; every one must succeed however slow some watcher is."""
+    s = stub(addr)
+    for i in range(int(count)):
+        update(s, cluster, f"af{i % 500}", os.urandom(2000))
+
+
 SCENARIOS = {
     name[len("scenario_") :]: fn for name, fn in globals().items() if name.startswith("scenario_")
 }

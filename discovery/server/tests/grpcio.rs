@@ -179,3 +179,123 @@ fn stats_and_landing_page_over_http1_on_the_grpc_port() {
     assert!(get("/").contains("discovery"));
     assert!(get("/nope").starts_with("HTTP/1.1 404"));
 }
+
+#[test]
+fn tls_with_alpn_h2() {
+    let dir = scratch("tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let ok = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl (scripts/setup installs it)");
+    assert!(ok.success(), "openssl req failed");
+    let s = Server::start(&["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()]);
+    client("tls", &s.addr, &[cert.to_str().unwrap()]);
+    drop(s);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A raw HTTP/2 client (the discovery crate's engine) that can stop reading on purpose.
+struct RawWatch {
+    sock: TcpStream,
+    h: discovery::h2::Connection,
+    stream: u32,
+}
+
+impl RawWatch {
+    fn open(addr: &str, cluster: &str) -> RawWatch {
+        use discovery::h2::{Config, Connection, Role};
+        use discovery::proto::{Message, WatchRequest};
+        let sock = TcpStream::connect(addr).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // A small window: the server can send little before the client must read.
+        let mut h = Connection::new(
+            Role::Client,
+            Config { stream_window: 1024, conn_window: 65_535, ..Config::default() },
+        );
+        let stream = h
+            .open_stream(
+                &[
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", "/sidero.discovery.server.Cluster/Watch"),
+                    (":authority", "localhost"),
+                    ("content-type", "application/grpc"),
+                    ("te", "trailers"),
+                ],
+                false,
+            )
+            .expect("open stream");
+        let msg = WatchRequest { cluster_id: cluster.into() }.encode();
+        let mut framed = vec![0];
+        framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&msg);
+        h.send_data(stream, &framed, true).expect("send");
+        let mut w = RawWatch { sock, h, stream };
+        w.write();
+        w
+    }
+
+    fn write(&mut self) {
+        let out = self.h.take_output();
+        self.sock.write_all(&out).expect("write");
+    }
+
+    /// Read until `done` says so; returns every event seen.
+    fn read_until(
+        &mut self,
+        mut done: impl FnMut(&discovery::h2::Event) -> bool,
+    ) -> Vec<discovery::h2::Event> {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 16384];
+        loop {
+            let n = self.sock.read(&mut buf).expect("read from the server");
+            assert!(n > 0, "the server closed the connection");
+            self.h.recv(&buf[..n]).expect("h2");
+            self.write();
+            while let Some(ev) = self.h.poll_event() {
+                let stop = done(&ev);
+                seen.push(ev);
+                if stop {
+                    return seen;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_watcher_that_stops_reading_is_dropped_with_aborted_and_others_go_on() {
+    use discovery::h2::{field, Event};
+    let s = Server::start(&["--rate", "100000", "--burst", "100000"]);
+    let mut slow = RawWatch::open(&s.addr, "slow");
+    let stream = slow.stream;
+    slow.read_until(|e| matches!(e, Event::Data { stream: s, .. } if *s == stream));
+    // The slow client reads nothing more while 300 updates of 2 KB go through.
+    client("flood", &s.addr, &["slow", "300"]);
+    let events = slow.read_until(
+        |e| matches!(e, Event::Headers { stream: s, end_stream: true, .. } if *s == stream),
+    );
+    let Some(Event::Headers { fields, .. }) = events.last() else {
+        panic!("no trailers");
+    };
+    assert_eq!(field(fields, "grpc-status"), Some(&b"10"[..]), "{fields:?}");
+    let msg = String::from_utf8_lossy(field(fields, "grpc-message").unwrap_or_default());
+    assert!(msg.contains("lost update"), "{msg}");
+    let data: usize = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Data { data, .. } => Some(data.len()),
+            _ => None,
+        })
+        .sum();
+    // It got what its queue and one window held, not all 600 KB.
+    assert!(data < 300 * 2000 / 2, "{data} bytes reached the slow watcher");
+}
