@@ -766,7 +766,7 @@ impl Server {
         let mut next_limiter_gc = start + Duration::from_secs(60);
         log::info!(
             "serving on {} ({})",
-            self.local_addr().map_or_else(|_| self.sh.cfg.addr, |a| a),
+            self.local_addr().unwrap_or(self.sh.cfg.addr),
             if self.tls.is_some() { "TLS" } else { "h2c" }
         );
         while !TERMINATE.load(Ordering::SeqCst) {
