@@ -16,8 +16,6 @@ use discovery::proto::{
     AffiliateUpdateRequest, Duration as PbDuration, Message, WatchRequest, WatchResponse,
 };
 
-const PREFIX: &str = "/sidero.discovery.server.Cluster/";
-
 struct Client {
     sock: TcpStream,
     h: Connection,
@@ -40,7 +38,7 @@ impl Client {
     }
 
     fn start(&mut self, method: &str, msg: &[u8]) -> u32 {
-        let path = format!("{PREFIX}{method}");
+        let path = discovery::grpc::path(method);
         let stream = self
             .h
             .open_stream(
@@ -55,9 +53,7 @@ impl Client {
                 false,
             )
             .expect("open stream");
-        let mut framed = vec![0];
-        framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-        framed.extend_from_slice(msg);
+        let framed = discovery::grpc::frame_message(msg);
         self.h.send_data(stream, &framed, true).expect("send");
         stream
     }

@@ -12,15 +12,7 @@ use discovery::proto::{
 
 use crate::registry::{Event, Registry, RegistryError, Update, WatchId};
 
-/// gRPC status codes beyond the registry's.
-pub mod status {
-    pub const OK: u32 = 0;
-    pub const INVALID_ARGUMENT: u32 = 3;
-    pub const RESOURCE_EXHAUSTED: u32 = 8;
-    pub const ABORTED: u32 = 10;
-    pub const UNIMPLEMENTED: u32 = 12;
-    pub const INTERNAL: u32 = 13;
-}
+pub use discovery::grpc::code as status;
 
 const PREFIX: &str = "/sidero.discovery.server.Cluster/";
 
@@ -227,6 +219,7 @@ mod tests {
             Outcome::Status(status::UNIMPLEMENTED, "unknown method Nope".into())
         );
         assert!(!known("/other.Service/Hello"));
+        assert!(known(&discovery::grpc::path("Watch")));
         assert!(matches!(
             call(&format!("{PREFIX}List"), b"\xff", &mut reg, &ctx),
             Outcome::Status(status::INVALID_ARGUMENT, _)

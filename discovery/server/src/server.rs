@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use discovery::grpc;
 use discovery::h2::{self, code as h2code, field, Role};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
@@ -115,41 +116,15 @@ impl Shared {
     }
 }
 
-/// Percent-encode a grpc-message value (RFC-style, as gRPC asks).
-fn grpc_message(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    for b in msg.bytes() {
-        if (0x20..0x7f).contains(&b) && b != b'%' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// One gRPC message on the wire: uncompressed flag, big-endian length, the message.
-fn grpc_frame(msg: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(msg.len() + 5);
-    out.push(0);
-    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    out.extend_from_slice(msg);
-    out
-}
-
 /// The one request message of a unary or server-streaming call.
-fn grpc_unframe(body: &[u8]) -> Result<&[u8], (u32, &'static str)> {
-    let Some((head, rest)) = body.split_first_chunk::<5>() else {
-        return Err((status::INVALID_ARGUMENT, "missing request message"));
-    };
-    if head[0] != 0 {
-        return Err((status::UNIMPLEMENTED, "compressed messages are not supported"));
+fn request_message(body: &[u8]) -> Result<Vec<u8>, (u32, String)> {
+    let mut messages = Vec::new();
+    let mut decoder = grpc::MessageDecoder::new(MAX_REQUEST);
+    decoder.push(body, &mut messages).map_err(|s| (s.code, s.message))?;
+    match (messages.pop(), messages.is_empty(), decoder.partial()) {
+        (Some(m), true, 0) => Ok(m),
+        _ => Err((status::INVALID_ARGUMENT, "expected exactly one request message".into())),
     }
-    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    if len != rest.len() {
-        return Err((status::INVALID_ARGUMENT, "expected exactly one request message"));
-    }
-    Ok(rest)
 }
 
 fn h2_config() -> h2::Config {
@@ -166,7 +141,7 @@ const GRPC_HEAD: [(&str, &str); 2] = [(":status", "200"), ("content-type", "appl
 /// Send a status with no message (Trailers-Only).
 fn send_status(h: &mut h2::Connection, stream: u32, code: u32, msg: &str) {
     let code = code.to_string();
-    let msg = grpc_message(msg);
+    let msg = grpc::percent_encode(msg);
     let fields = [
         (":status", "200"),
         ("content-type", "application/grpc"),
@@ -178,7 +153,7 @@ fn send_status(h: &mut h2::Connection, stream: u32, code: u32, msg: &str) {
 
 fn send_trailers(h: &mut h2::Connection, stream: u32, code: u32, msg: &str) {
     let code = code.to_string();
-    let msg = grpc_message(msg);
+    let msg = grpc::percent_encode(msg);
     let _ = h.send_headers(
         stream,
         &[("grpc-status", code.as_str()), ("grpc-message", msg.as_str())],
@@ -502,19 +477,19 @@ fn finish(
         return;
     };
     debug_assert!(call.grpc);
-    let request = match grpc_unframe(&call.body) {
+    let request = match request_message(&call.body) {
         Ok(r) => r,
         Err((code, msg)) => {
             calls.remove(&stream);
-            return send_status(h, stream, code, msg);
+            return send_status(h, stream, code, &msg);
         }
     };
     let ctx = rpc::Context { client_ip: Some(call.ip), redirect: sh.cfg.redirect.as_deref(), now };
-    match rpc::call(&call.path, request, &mut sh.reg, &ctx) {
+    match rpc::call(&call.path, &request, &mut sh.reg, &ctx) {
         Outcome::Unary(msg) => {
             calls.remove(&stream);
             let _ = h.send_headers(stream, &GRPC_HEAD, false);
-            let _ = h.send_data(stream, &grpc_frame(&msg), false);
+            let _ = h.send_data(stream, &grpc::frame_message(&msg), false);
             send_trailers(h, stream, status::OK, "");
         }
         Outcome::Watch(w, snapshot) => {
@@ -522,7 +497,7 @@ fn finish(
             call.body = Vec::new();
             sh.watches.insert(w, (id, stream));
             let _ = h.send_headers(stream, &GRPC_HEAD, false);
-            let _ = h.send_data(stream, &grpc_frame(&snapshot), false);
+            let _ = h.send_data(stream, &grpc::frame_message(&snapshot), false);
         }
         Outcome::Status(code, msg) => {
             calls.remove(&stream);
@@ -544,7 +519,9 @@ fn pump(c: &mut Conn, sh: &mut Shared) {
         while h.queued(stream) < WATCH_HIGH {
             match sh.reg.next_event(w) {
                 Some(Ok(ev)) => {
-                    if h.send_data(stream, &grpc_frame(&rpc::watch_message(&ev)), false).is_err() {
+                    if h.send_data(stream, &grpc::frame_message(&rpc::watch_message(&ev)), false)
+                        .is_err()
+                    {
                         sh.reg.unwatch(w);
                         ended.push((stream, w));
                         break;
@@ -909,13 +886,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn grpc_framing() {
-        let f = grpc_frame(b"abc");
-        assert_eq!(f, b"\0\0\0\0\x03abc");
-        assert_eq!(grpc_unframe(&f), Ok(&b"abc"[..]));
-        assert_eq!(grpc_unframe(b"\0\0\0").unwrap_err().0, status::INVALID_ARGUMENT);
-        assert_eq!(grpc_unframe(b"\x01\0\0\0\0").unwrap_err().0, status::UNIMPLEMENTED);
-        assert_eq!(grpc_unframe(b"\0\0\0\0\x05ab").unwrap_err().0, status::INVALID_ARGUMENT);
-        assert_eq!(grpc_message("a b%\n"), "a b%25%0A");
+    fn exactly_one_request_message() {
+        let f = grpc::frame_message(b"abc");
+        assert_eq!(request_message(&f), Ok(b"abc".to_vec()));
+        assert_eq!(request_message(b"\0\0\0").unwrap_err().0, status::INVALID_ARGUMENT);
+        assert_eq!(
+            request_message(&[f.clone(), f].concat()).unwrap_err().0,
+            status::INVALID_ARGUMENT
+        );
+        assert_eq!(request_message(b"\0\0\0\0\x05ab").unwrap_err().0, status::INVALID_ARGUMENT);
+        // A compressed message: nothing was negotiated.
+        assert_eq!(request_message(b"\x01\0\0\0\0").unwrap_err().0, status::INTERNAL);
+        let big = grpc::frame_message(&vec![0; MAX_REQUEST + 1]);
+        assert_eq!(request_message(&big).unwrap_err().0, status::RESOURCE_EXHAUSTED);
     }
 }

@@ -240,9 +240,7 @@ impl RawWatch {
             )
             .expect("open stream");
         let msg = WatchRequest { cluster_id: cluster.into() }.encode();
-        let mut framed = vec![0];
-        framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&msg);
+        let framed = discovery::grpc::frame_message(&msg);
         h.send_data(stream, &framed, true).expect("send");
         let mut w = RawWatch { sock, h, stream };
         w.write();
