@@ -590,6 +590,7 @@ pub struct Server {
     per_ip: HashMap<IpAddr, usize>,
     sh: Shared,
     writer: Option<std::thread::JoinHandle<()>>,
+    accept_paused: Option<Instant>,
 }
 
 impl std::fmt::Debug for Server {
@@ -643,6 +644,7 @@ impl Server {
             per_ip: HashMap::new(),
             sh: Shared { cfg, reg, limiter, watches: HashMap::new(), stats: None },
             writer: None,
+            accept_paused: None,
         })
     }
 
@@ -658,8 +660,10 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // Out of descriptors, for example: try again next turn.
-                    log::warn!("accept: {e}");
+                    // Out of descriptors, for example: the listener stays readable, so it is
+                    // left out of poll for a moment instead of spinning.
+                    log::warn!("accept: {e}; pausing accepts for 100 ms");
+                    self.accept_paused = Some(Instant::now() + Duration::from_millis(100));
                     return;
                 }
             };
@@ -818,8 +822,14 @@ impl Server {
     fn poll(&mut self, timeout: Duration) -> Result<Vec<(u64, bool, bool)>, ServerError> {
         let mut ids = Vec::with_capacity(self.conns.len() + 1);
         let mut fds = Vec::with_capacity(self.conns.len() + 1);
-        ids.push(u64::MAX);
-        fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+        if self.accept_paused.is_some_and(|t| Instant::now() < t) {
+            ids.push(u64::MAX);
+            fds.push(PollFd::new(self.listener.as_fd(), PollFlags::empty()));
+        } else {
+            self.accept_paused = None;
+            ids.push(u64::MAX);
+            fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+        }
         for (id, c) in &self.conns {
             let mut flags = PollFlags::empty();
             if c.wants_read() {

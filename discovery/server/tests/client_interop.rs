@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+//! keelson's own discovery client (the `discovery` crate, as a node runs it) against the real
+//! keelson-discovery-server: two nodes see each other's decrypted affiliates and endpoints
+//! (including one reported on another's behalf), a deletion reaches the peer, and a client
+//! sent to a redirecting server meets a peer on the other one.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command as Process, Stdio};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use discovery::{
+    Affiliate, Command, Config, Discovered, Event, Handle, KubeSpan, LocalData, Target,
+};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn server(args: &[&str]) -> Server {
+    let mut child = Process::new(env!("CARGO_BIN_EXE_keelson-discovery-server"))
+        .args(["--addr", "127.0.0.1:0"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start keelson-discovery-server");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("server exited").unwrap();
+        if let Some(rest) = line.split("serving on ").nth(1) {
+            break rest.split(' ').next().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| eprintln!("server: {l}")));
+    Server { child, addr }
+}
+
+fn client(addr: &str, id: &str) -> (Handle, mpsc::Receiver<Event>) {
+    let cfg = Config {
+        target: Target::from_url(&format!("http://{addr}/")).unwrap(),
+        cluster_id: "keelson-interop".into(),
+        affiliate_id: id.into(),
+        key: [0x42; 32],
+        client_version: "v0.1.0".into(),
+        ttl: Duration::from_secs(60),
+        roots: Arc::new(rustls::RootCertStore::empty()),
+    };
+    let (tx, rx) = mpsc::channel();
+    let h = discovery::spawn(
+        cfg,
+        Box::new(move |e| {
+            let _ = tx.send(e);
+        }),
+    )
+    .unwrap();
+    (h, rx)
+}
+
+fn data(id: &str, ep: &str, others: &[(&str, &str)]) -> LocalData {
+    LocalData {
+        affiliate: Affiliate {
+            node_id: id.into(),
+            addresses: vec!["10.5.0.1".parse().unwrap()],
+            hostname: format!("{id}.example"),
+            nodename: id.into(),
+            machine_type: "worker".into(),
+            operating_system: "keelson (v0.1.0)".into(),
+            kubespan: Some(KubeSpan {
+                public_key: format!("{id}-key"),
+                address: Some("fd50::1".parse().unwrap()),
+                additional_addresses: vec![],
+                exclude_advertised_addresses: vec![],
+            }),
+            control_plane: None,
+        },
+        endpoints: vec![ep.parse().unwrap()],
+        others: others.iter().map(|(o, e)| (o.to_string(), vec![e.parse().unwrap()])).collect(),
+    }
+}
+
+fn wait_members(rx: &mpsc::Receiver<Event>, ok: impl Fn(&[Discovered]) -> bool) -> Vec<Event> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(e) => {
+                let done = matches!(&e, Event::Members(m) if ok(m));
+                seen.push(e);
+                if done {
+                    return seen;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    panic!("members never matched; events: {seen:#?}");
+}
+
+fn has(m: &[Discovered], id: &str, eps: &[&str]) -> bool {
+    m.iter().any(|d| {
+        let want: Vec<SocketAddr> = eps.iter().map(|e| e.parse().unwrap()).collect();
+        d.id == id
+            && d.affiliate.hostname == format!("{id}.example")
+            && want.iter().all(|w| d.endpoints.contains(w))
+    })
+}
+
+#[test]
+fn two_keelson_clients_meet_and_part_through_the_server() {
+    let srv = server(&[]);
+    let (a, arx) = client(&srv.addr, "node-a");
+    let (b, brx) = client(&srv.addr, "node-b");
+    assert!(a.send(Command::Publish(data(
+        "node-a",
+        "192.0.2.1:51820",
+        &[("node-b", "198.51.100.2:40000")]
+    ))));
+    assert!(b.send(Command::Publish(data("node-b", "[2001:db8::2]:51820", &[]))));
+    let seen = wait_members(&arx, |m| {
+        m.len() == 1 && has(m, "node-b", &["[2001:db8::2]:51820", "198.51.100.2:40000"])
+    });
+    assert!(seen.contains(&Event::PublicIp("127.0.0.1".parse().unwrap())), "{seen:?}");
+    wait_members(&brx, |m| m.len() == 1 && has(m, "node-a", &["192.0.2.1:51820"]));
+    assert!(a.send(Command::Delete));
+    wait_members(&brx, |m| m.is_empty());
+}
+
+#[test]
+fn a_keelson_client_follows_the_servers_redirect() {
+    let target = server(&[]);
+    let redirector = server(&["--redirect", &target.addr]);
+    let (c, crx) = client(&redirector.addr, "node-c");
+    let (d, drx) = client(&target.addr, "node-d");
+    assert!(c.send(Command::Publish(data("node-c", "192.0.2.3:51820", &[]))));
+    assert!(d.send(Command::Publish(data("node-d", "192.0.2.4:51820", &[]))));
+    let seen = wait_members(&crx, |m| has(m, "node-d", &["192.0.2.4:51820"]));
+    assert!(seen.contains(&Event::Connected { endpoint: target.addr.clone() }), "{seen:?}");
+    wait_members(&drx, |m| has(m, "node-c", &["192.0.2.3:51820"]));
+}
