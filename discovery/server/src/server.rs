@@ -87,6 +87,8 @@ struct Conn {
     out: Vec<u8>,
     calls: HashMap<u32, Call>,
     last_read: Instant,
+    accepted: Instant,
+    /// The HTTP/2 preface arrived (before that, the handshake deadline counts from accept).
     started: bool,
     /// Close once the output is flushed.
     closing: bool,
@@ -181,6 +183,7 @@ impl Conn {
             out: Vec::new(),
             calls: HashMap::new(),
             last_read: Instant::now(),
+            accepted: Instant::now(),
             started: false,
             closing: false,
             dead: false,
@@ -804,10 +807,14 @@ impl Server {
                 .conns
                 .iter()
                 .filter(|(_, c)| {
-                    let limit = if c.started { IDLE } else { HANDSHAKE };
-                    c.dead
-                        || (c.calls.values().all(|k| k.watch.is_none())
-                            && now.saturating_duration_since(c.last_read) > limit)
+                    // A client that trickles its handshake or request head byte by byte
+                    // still has only HANDSHAKE from accept.
+                    let late = if c.started {
+                        now.saturating_duration_since(c.last_read) > IDLE
+                    } else {
+                        now.saturating_duration_since(c.accepted) > HANDSHAKE
+                    };
+                    c.dead || (late && c.calls.values().all(|k| k.watch.is_none()))
                 })
                 .map(|(id, _)| *id)
                 .collect();
