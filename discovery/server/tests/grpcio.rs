@@ -303,3 +303,28 @@ fn a_watcher_that_stops_reading_is_dropped_with_aborted_and_others_go_on() {
     // It got what its queue and one window held, not all 600 KB.
     assert!(data < 300 * 2000 / 2, "{data} bytes reached the slow watcher");
 }
+
+#[test]
+fn periodic_snapshots_survive_a_kill() {
+    let dir = scratch("periodic");
+    let path = dir.join("state.binpb");
+    let blobs = dir.join("blobs");
+    let (p, b) = (path.to_str().unwrap(), blobs.to_str().unwrap());
+    let mut s = Server::start(&["--snapshot", p, "--snapshot-interval", "100ms"]);
+    client("snapshot_write", &s.addr, &[b]);
+    // Wait for a periodic write that holds both affiliates, then kill without warning.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read(&path)
+        .map_or(true, |f| f.windows(6).filter(|w| w == b"node-a" || w == b"node-b").count() < 2)
+    {
+        assert!(std::time::Instant::now() < deadline, "no periodic snapshot");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    drop(s);
+    let s = Server::start(&["--snapshot", p]);
+    client("snapshot_read", &s.addr, &[b]);
+    drop(s);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
