@@ -193,15 +193,27 @@ def scenario_validation(addr):
     expect_code(grpc.StatusCode.UNIMPLEMENTED, lambda: unknown(b"", timeout=10), "unknown method")
 
 
-def scenario_ratelimit(addr):
+def scenario_ratelimit(addr, proxied=""):
+    """60 calls pass, the 61st is refused; with proxy headers trusted, each forwarded address
+    has its own bucket, whichever header names it."""
     s = stub(addr)
+    hello = pb.HelloRequest(cluster_id="c")
+    md = [("x-real-ip", "1.2.3.4")] if proxied else None
     for i in range(60):
-        s.Hello(pb.HelloRequest(cluster_id="c"), timeout=10)
-    expect_code(
+        s.Hello(hello, timeout=10, metadata=md)
+    msg = expect_code(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        lambda: s.Hello(pb.HelloRequest(cluster_id="c"), timeout=10),
+        lambda: s.Hello(hello, timeout=10, metadata=md),
         "61st call",
     )
+    check(msg == "rate limit exceeded", f"message {msg!r}")
+    if proxied:
+        expect_code(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            lambda: s.Hello(hello, timeout=10, metadata=[("x-forwarded-for", "1.2.3.4, 10.0.0.1")]),
+            "the same address through x-forwarded-for",
+        )
+        s.Hello(hello, timeout=10, metadata=[("x-real-ip", "5.6.7.8")])
 
 
 def scenario_expiry(addr):

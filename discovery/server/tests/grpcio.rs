@@ -124,10 +124,17 @@ fn validation_errors_carry_the_protocol_codes() {
     client("validation", &s.addr, &[]);
 }
 
+// One token per 100 s: however slow the machine, no token comes back during the test.
 #[test]
 fn the_rate_limit_refuses_the_61st_call() {
-    let s = Server::start(&["--rate", "1", "--burst", "60"]);
+    let s = Server::start(&["--rate", "0.01", "--burst", "60"]);
     client("ratelimit", &s.addr, &[]);
+}
+
+#[test]
+fn behind_a_trusted_proxy_each_forwarded_address_has_its_own_bucket() {
+    let s = Server::start(&["--rate", "0.01", "--burst", "60", "--trust-proxy-headers"]);
+    client("ratelimit", &s.addr, &["proxied"]);
 }
 
 #[test]
