@@ -17,7 +17,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
         names = std::fs::read_dir(sys.join("class/net"))
             .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
-        names.sort();
+        net::sort::ascending(&mut names);
     }
     for name in names {
         let shown = net::names::escape(&name, 32);

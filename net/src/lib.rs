@@ -9,7 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod bounded;
-pub use model::{cmdline, config, ifnames, kinds, merge, names, wgkey};
+pub use model::{cmdline, config, ifnames, kinds, merge, names, sort, wgkey};
 
 /// Resource kinds and the resource object under one path: `model::resource`'s specs and
 /// statuses plus `model::kinds`'s [`Kind`](model::kinds::Kind), `AnySpec`, `SpecType`,

@@ -92,13 +92,13 @@ pub fn derive(
 ) -> NodeAddresses {
     let mut candidates: Vec<&AddressStatus> =
         addresses.iter().copied().filter(|a| is_candidate(a)).collect();
-    candidates.sort_by(|a, b| {
+    crate::sort::by(&mut candidates, |a, b| {
         (&a.link_name, sort_key(&a.address)).cmp(&(&b.link_name, sort_key(&b.address)))
     });
 
     let mut current: Vec<IpNet> =
         candidates.iter().filter(|a| link_up(links, &a.link_name)).map(|a| a.address).collect();
-    current.sort_by_key(sort_key);
+    crate::sort::by_key(&mut current, sort_key);
     current.dedup();
 
     let default = match previous.default {

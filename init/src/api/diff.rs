@@ -52,7 +52,7 @@ fn fields(before: &Value, after: &Value) -> Vec<FieldChange> {
     match (before.as_object(), after.as_object()) {
         (Some(b), Some(a)) => {
             let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
-            keys.sort();
+            net::sort::ascending(&mut keys);
             keys.dedup();
             keys.into_iter()
                 .filter(|k| b.get(*k) != a.get(*k))
@@ -72,7 +72,7 @@ fn fields(before: &Value, after: &Value) -> Vec<FieldChange> {
 /// Every resource that differs between `before` and `after`, in key order.
 pub fn diff(before: &Specs, after: &Specs) -> Vec<Entry> {
     let mut keys: Vec<&(String, String)> = before.keys().chain(after.keys()).collect();
-    keys.sort();
+    net::sort::ascending(&mut keys);
     keys.dedup();
     keys.into_iter()
         .filter_map(|key| {

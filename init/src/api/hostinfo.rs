@@ -36,7 +36,7 @@ pub fn disks(sys_block: &Path) -> Value {
             .collect(),
         Err(e) => return json!({"ok": false, "error": format!("{}: {e}", sys_block.display())}),
     };
-    names.sort();
+    net::sort::ascending(&mut names);
     let list: Vec<Value> = names
         .iter()
         .map(|name| {

@@ -336,7 +336,7 @@ fn sans(rt: &Runtime) -> Sans {
         .list_specs::<AddressStatus>(Namespace::Network)
         .map(|(_, a)| a.address.addr())
         .collect();
-    addresses.sort_by_key(|a| (!a.is_loopback(), is_link_local(a), *a));
+    net::sort::by_key(&mut addresses, |a| (!a.is_loopback(), is_link_local(a), *a));
     addresses.dedup();
     addresses.truncate(MAX_SAN_ADDRESSES);
     Sans { hostname, addresses }

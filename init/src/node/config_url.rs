@@ -282,7 +282,7 @@ fn values(rt: &Runtime) -> Values {
         .list_specs::<LinkStatus>(Namespace::Network)
         .filter(|(_, l)| l.physical() && !l.hardware_addr.0.is_empty())
         .collect();
-    links.sort_by(|a, b| a.0.cmp(b.0));
+    net::sort::by(&mut links, |a, b| a.0.cmp(b.0));
     Values {
         uuid: system.map(|s| s.uuid.clone()).unwrap_or_default(),
         serial: system.map(|s| s.serial_number.clone()).unwrap_or_default(),

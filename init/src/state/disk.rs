@@ -36,7 +36,7 @@ pub fn names(sys_block: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    names.sort();
+    net::sort::ascending(&mut names);
     names
 }
 

@@ -447,7 +447,7 @@ fn snapshot(dir: &Path, config_source: Option<&Path>) -> Files {
         let mut subdirs = Vec::new();
         let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { return subdirs };
         let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-        entries.sort_by_key(std::fs::DirEntry::file_name);
+        net::sort::by_key(&mut entries, std::fs::DirEntry::file_name);
         for e in entries.into_iter().take(slots::MAX_FILES) {
             let Ok(name) = e.file_name().into_string() else { continue };
             if name.starts_with('.') || name.ends_with(".tmp") {

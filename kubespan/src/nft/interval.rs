@@ -76,7 +76,7 @@ impl Range {
 
 /// Sorts and merges ranges: overlapping and adjacent ones become one.
 fn merge(mut ranges: Vec<Range>) -> Vec<Range> {
-    ranges.sort_unstable();
+    net::sort::ascending(&mut ranges);
     let mut out: Vec<Range> = Vec::with_capacity(ranges.len());
     for r in ranges {
         match out.last_mut() {

@@ -114,7 +114,7 @@ pub(crate) fn warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
         .filter(|(_, present)| *present)
         .map(|(path, _)| (YamlPath::keys(path).locate(yaml).map(|p| p.line), path))
         .collect();
-    found.sort();
+    crate::sort::ascending(&mut found);
     found
         .into_iter()
         .map(|(line, path)| match line {

@@ -174,7 +174,7 @@ fn static_hosts(network: &NetworkConfig) -> Vec<StaticHostConfig> {
         by_ip.entry(entry.ip).or_insert((i, Vec::new())).1.extend(entry.aliases.iter().cloned());
     }
     let mut hosts: Vec<_> = by_ip.into_iter().collect();
-    hosts.sort_by_key(|(_, (first, _))| *first);
+    crate::sort::by_key(&mut hosts, |(_, (first, _))| *first);
     hosts
         .into_iter()
         .map(|(name, (_, hostnames))| StaticHostConfig {

@@ -443,7 +443,7 @@ impl MachineConfig {
             .filter(|d| d.ignore)
             .flat_map(|d| d.resolve_all(links))
             .collect();
-        names.sort();
+        crate::sort::ascending(&mut names);
         names.dedup();
         names
     }
@@ -464,7 +464,7 @@ impl MachineConfig {
                 names.extend(bridge.interfaces.iter().map(|n| links.resolve(n)));
             }
         }
-        names.sort();
+        crate::sort::ascending(&mut names);
         names.dedup();
         names
     }

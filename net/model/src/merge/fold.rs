@@ -87,7 +87,7 @@ pub(super) enum SameLayer {
 /// The inputs sorted by `network-config` ID (docs/talos.md: Resources and IDs). The sort is stable.
 pub(super) fn sorted_by_id<'a, S>(inputs: &[(&'a str, &'a S)]) -> Vec<(&'a str, &'a S)> {
     let mut sorted = inputs.to_vec();
-    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    crate::sort::by(&mut sorted, |a, b| a.0.cmp(b.0));
     sorted
 }
 

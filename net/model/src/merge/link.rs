@@ -160,7 +160,7 @@ pub fn merge_links(inputs: &[(&str, &LinkSpec)]) -> Merged<LinkSpec> {
     let mut merged = Merged::default();
     for (name, mut group) in by_natural_id(inputs) {
         // Stable: equal layers keep the ID order `by_natural_id` gave them.
-        group.sort_by_key(|(_, spec)| spec.layer);
+        crate::sort::by_key(&mut group, |(_, spec)| spec.layer);
         let Some((base_id, base)) = group.first().copied() else {
             continue;
         };

@@ -75,7 +75,7 @@ fn merge_search_domains<'a>(
 pub fn merge_resolvers(inputs: &[(&str, &ResolverSpec)]) -> Merged<ResolverSpec> {
     let mut applied = sorted_by_id(inputs);
     // Stable: inside a layer the inputs stay in ID order.
-    applied.sort_by_key(|(_, spec)| spec.layer);
+    crate::sort::by_key(&mut applied, |(_, spec)| spec.layer);
     let Some(&(last_id, last)) = applied.last() else {
         return Merged::default();
     };

@@ -23,7 +23,7 @@ impl<'a> LinkView<'a> {
     /// A view over `(name, status)` pairs.
     pub fn new(links: impl IntoIterator<Item = (&'a str, &'a LinkStatus)>) -> Self {
         let mut links: Vec<_> = links.into_iter().collect();
-        links.sort_by(|a, b| a.0.cmp(b.0));
+        crate::sort::by(&mut links, |a, b| a.0.cmp(b.0));
         let by_name = links.iter().enumerate().map(|(i, (n, _))| (*n, i)).collect();
         let mut by_other_name = BTreeMap::new();
         for (i, (_, s)) in links.iter().enumerate() {

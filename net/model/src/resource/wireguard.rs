@@ -56,10 +56,10 @@ impl WireguardSpec {
     /// drop duplicate allowed IPs: the order the kernel's answer is compared in.
     pub fn normalize(&mut self) {
         for p in &mut self.peers {
-            p.allowed_ips.sort_by_key(|n| (n.addr(), n.prefix_len()));
+            crate::sort::by_key(&mut p.allowed_ips, |n| (n.addr(), n.prefix_len()));
             p.allowed_ips.dedup();
         }
-        self.peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
+        crate::sort::by(&mut self.peers, |a, b| a.public_key.cmp(&b.public_key));
     }
 }
 

@@ -48,7 +48,7 @@ fn decode(field: impl FnOnce() -> String, text: &str) -> Result<Key, WireguardSp
 /// Allowed IPs as the kernel keeps them: host bits cleared, sorted, no duplicates.
 fn canonical_ips(ips: &[IpNet]) -> Vec<IpNet> {
     let mut v: Vec<IpNet> = ips.iter().map(IpNet::trunc).collect();
-    v.sort_by_key(|n| (n.addr(), n.prefix_len()));
+    crate::sort::by_key(&mut v, |n| (n.addr(), n.prefix_len()));
     v.dedup();
     v
 }
@@ -162,7 +162,7 @@ pub fn wireguard_status(dev: &WgDevice) -> crate::resource::WireguardStatus {
             allowed_ips: canonical_ips(&p.allowed_ips),
         })
         .collect();
-    peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
+    crate::sort::by(&mut peers, |a, b| a.public_key.cmp(&b.public_key));
     crate::resource::WireguardStatus {
         public_key: dev.public_key.map(|k| k.to_base64()).unwrap_or_default(),
         listen_port: dev.listen_port,

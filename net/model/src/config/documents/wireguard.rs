@@ -122,7 +122,7 @@ impl WireguardConfig {
                 allowed_ips: p.allowed_ips.iter().map(IpNet::trunc).collect(),
             })
             .collect();
-        peers.sort_by(|a, b| a.public_key.cmp(&b.public_key));
+        crate::sort::by(&mut peers, |a, b| a.public_key.cmp(&b.public_key));
         WireguardSpec {
             private_key: self.private_key,
             listen_port: self.listen_port.unwrap_or(0),

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Stable sorting through one shared sort routine.
+//!
+//! `slice::sort_by` and friends are generic: every element type and every comparator gets its
+//! own copy of the standard library's sort (about 4 KiB of code each, plus unwind tables), and
+//! the static binary had some 35 of them. Here the elements stay where they are while one
+//! non-generic routine sorts their indices through a `dyn` comparator; the per-type part is
+//! only the final permutation. The order is exactly `sort_by`'s: stable, equal elements keep
+//! their relative order. The cost is one index vector and an indirect call per comparison,
+//! nothing next to what is sorted here (resources, names, addresses).
+
+use std::cmp::Ordering;
+
+/// Sorts `v` by `cmp`, stably, like `slice::sort_by`.
+pub fn by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
+    if v.len() < 2 {
+        return;
+    }
+    let order = {
+        let items: &[T] = v;
+        order(items.len(), &mut |a, b| match (items.get(a), items.get(b)) {
+            (Some(x), Some(y)) => cmp(x, y),
+            _ => Ordering::Equal,
+        })
+    };
+    permute(v, order);
+}
+
+/// Sorts `v` by the key `key` gives each element, stably, like `slice::sort_by_key`.
+pub fn by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
+    by(v, |a, b| key(a).cmp(&key(b)));
+}
+
+/// Sorts `v` in ascending order, stably, like `slice::sort`.
+pub fn ascending<T: Ord>(v: &mut [T]) {
+    by(v, T::cmp);
+}
+
+/// The stable order of `len` elements under `cmp` on their indices: the one instance of the
+/// standard library's sort that every caller shares.
+fn order(len: usize, cmp: &mut dyn FnMut(usize, usize) -> Ordering) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    order.sort_by(|&a, &b| cmp(a, b));
+    order
+}
+
+/// Moves element `order[i]` to position `i` for every `i`, one cycle of the permutation at a
+/// time; `order` marks what is in place by pointing each done slot at itself.
+fn permute<T>(v: &mut [T], mut order: Vec<usize>) {
+    for start in 0..order.len() {
+        let mut at = start;
+        while let Some(slot) = order.get_mut(at) {
+            let from = std::mem::replace(slot, at);
+            if from == start || from == at || from >= v.len() || at >= v.len() {
+                break;
+            }
+            v.swap(at, from);
+            at = from;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random numbers (a 64-bit LCG), enough to shuffle test input.
+    fn numbers(seed: u64, n: usize, modulo: u64) -> Vec<u64> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) % modulo
+            })
+            .collect()
+    }
+
+    #[test]
+    fn same_order_as_the_standard_stable_sort() {
+        for (seed, n, modulo) in [(1, 0, 1), (2, 1, 5), (3, 2, 2), (4, 17, 4), (5, 300, 1000)] {
+            for m in [modulo, 3] {
+                // Pairs (key, original position): equal keys show whether the sort is stable.
+                let input: Vec<(u64, usize)> =
+                    numbers(seed, n, m).into_iter().enumerate().map(|(i, k)| (k, i)).collect();
+                let mut want = input.clone();
+                want.sort_by_key(|p| p.0);
+                let mut got = input.clone();
+                by_key(&mut got, |p| p.0);
+                assert_eq!(got, want, "seed {seed} n {n} modulo {m}");
+                let mut got = input.clone();
+                by(&mut got, |a, b| b.0.cmp(&a.0));
+                want.sort_by_key(|p| std::cmp::Reverse(p.0));
+                assert_eq!(got, want, "descending, seed {seed} n {n} modulo {m}");
+            }
+        }
+    }
+
+    #[test]
+    fn ascending_sorts_owned_values() {
+        let mut names: Vec<String> =
+            ["eth1", "bond0", "eth0", "eth1", "lo"].iter().map(|s| s.to_string()).collect();
+        ascending(&mut names);
+        assert_eq!(names, ["bond0", "eth0", "eth1", "eth1", "lo"]);
+    }
+
+    #[test]
+    fn already_sorted_and_reversed_inputs() {
+        let mut v: Vec<u32> = (0..50).collect();
+        ascending(&mut v);
+        assert_eq!(v, (0..50).collect::<Vec<_>>());
+        let mut v: Vec<u32> = (0..50).rev().collect();
+        ascending(&mut v);
+        assert_eq!(v, (0..50).collect::<Vec<_>>());
+    }
+}
