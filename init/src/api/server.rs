@@ -516,15 +516,16 @@ fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> V
 const SPEC_KINDS: &[Kind] = Kind::LAYERED;
 
 fn merged_specs<'a>(resources: impl Iterator<Item = &'a Resource>) -> Specs {
-    resources
-        .filter(|r| {
-            r.metadata.namespace == Namespace::Network && SPEC_KINDS.contains(&r.metadata.kind)
-        })
-        .map(|r| {
-            let key = (r.metadata.kind.short_name().to_owned(), r.metadata.id.clone());
-            (key, serde_json::to_value(&r.spec).unwrap_or(Value::Null))
-        })
-        .collect()
+    net::sort::into_map(
+        resources
+            .filter(|r| {
+                r.metadata.namespace == Namespace::Network && SPEC_KINDS.contains(&r.metadata.kind)
+            })
+            .map(|r| {
+                let key = (r.metadata.kind.short_name().to_owned(), r.metadata.id.clone());
+                (key, serde_json::to_value(&r.spec).unwrap_or(Value::Null))
+            }),
+    )
 }
 
 /// What the config and merge controllers make of `cfg` with the running node's command line

@@ -25,13 +25,11 @@ pub fn module_name(path: &str) -> String {
 
 /// Parsed `modules.dep`: module name → (path, dependency paths).
 pub fn parse_modules_dep(text: &str) -> BTreeMap<String, (String, Vec<String>)> {
-    text.lines()
-        .filter_map(|line| {
-            let (path, deps) = line.split_once(':')?;
-            let deps = deps.split_whitespace().map(str::to_owned).collect();
-            Some((module_name(path), (path.trim().to_owned(), deps)))
-        })
-        .collect()
+    net::sort::into_map(text.lines().filter_map(|line| {
+        let (path, deps) = line.split_once(':')?;
+        let deps = deps.split_whitespace().map(str::to_owned).collect();
+        Some((module_name(path), (path.trim().to_owned(), deps)))
+    }))
 }
 
 /// One module's soft dependencies.

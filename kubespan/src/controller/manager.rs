@@ -134,7 +134,9 @@ impl Controller for Manager {
         // nothing is decided on it, since "no handshake seen" would read as "down" and
         // re-point a live (perhaps roamed) tunnel.
         let observed: Option<BTreeMap<String, WgPeerState>> = match self.wg.peers(LINK_NAME) {
-            Ok(list) => Some(list.into_iter().map(|p| (p.public_key.clone(), p)).collect()),
+            Ok(list) => {
+                Some(net::sort::into_map(list.into_iter().map(|p| (p.public_key.clone(), p))))
+            }
             Err(e) => {
                 log::debug!(target: "kubespan.Manager", "read WireGuard: {e}");
                 None

@@ -7,9 +7,11 @@
 //! non-generic routine sorts their indices through a `dyn` comparator; the per-type part is
 //! only the final permutation. The order is exactly `sort_by`'s: stable, equal elements keep
 //! their relative order. The cost is one index vector and an indirect call per comparison,
-//! nothing next to what is sorted here (resources, names, addresses).
+//! nothing next to what is sorted here (resources, names, addresses). [`into_map`] does the
+//! same for `collect::<BTreeMap<_, _>>()`, which sorts too.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 /// Sorts `v` by `cmp`, stably, like `slice::sort_by`.
 pub fn by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
@@ -34,6 +36,17 @@ pub fn by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
 /// Sorts `v` in ascending order, stably, like `slice::sort`.
 pub fn ascending<T: Ord>(v: &mut [T]) {
     by(v, T::cmp);
+}
+
+/// Collects `(key, value)` pairs into a map, a later pair replacing an earlier one with an
+/// equal key, as `collect::<BTreeMap<_, _>>()` does. By insertion: `collect` first sorts the
+/// pairs, with one more copy of the standard library's sort for every pair type.
+pub fn into_map<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
+    let mut map = BTreeMap::new();
+    for (k, v) in pairs {
+        map.insert(k, v);
+    }
+    map
 }
 
 /// The stable order of `len` elements under `cmp` on their indices: the one instance of the
@@ -101,6 +114,13 @@ mod tests {
             ["eth1", "bond0", "eth0", "eth1", "lo"].iter().map(|s| s.to_string()).collect();
         ascending(&mut names);
         assert_eq!(names, ["bond0", "eth0", "eth1", "eth1", "lo"]);
+    }
+
+    #[test]
+    fn into_map_keeps_the_last_value_like_collect() {
+        let pairs = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5)];
+        let want: BTreeMap<&str, i32> = pairs.iter().copied().collect();
+        assert_eq!(into_map(pairs), want);
     }
 
     #[test]

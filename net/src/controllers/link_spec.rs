@@ -114,7 +114,7 @@ fn dependency_order(items: &[&Desired<'_, LinkSpec>]) -> (Vec<usize>, Vec<usize>
         }
     };
     let by_name: BTreeMap<&str, usize> =
-        items.iter().enumerate().map(|(i, d)| (d.spec.name.as_str(), i)).collect();
+        crate::sort::into_map(items.iter().enumerate().map(|(i, d)| (d.spec.name.as_str(), i)));
     let mut blockers = vec![0usize; items.len()];
     let mut dependents = vec![Vec::new(); items.len()];
     for (i, d) in items.iter().enumerate() {

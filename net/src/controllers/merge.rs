@@ -84,7 +84,7 @@ fn compact(fields: BTreeMap<&'static str, Vec<String>>) -> BTreeMap<String, Vec<
         Some(first) if lists.all(|l| l == first) => {
             BTreeMap::from([("*".to_owned(), first.clone())])
         }
-        _ => fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        _ => crate::sort::into_map(fields.into_iter().map(|(k, v)| (k.to_owned(), v))),
     }
 }
 

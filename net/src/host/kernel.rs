@@ -273,7 +273,7 @@ impl Host for KernelHost {
         if self.predictable_names && self.rename_new_links(&links) {
             links = self.sock.dump_links().map_err(|e| host_error("dump links".into(), &e))?;
         }
-        self.names = links.iter().map(|l| (l.index, l.name.clone())).collect();
+        self.names = crate::sort::into_map(links.iter().map(|l| (l.index, l.name.clone())));
         Ok(links.iter().map(|l| (l.name.clone(), kernel_link_to_status(l))).collect())
     }
 

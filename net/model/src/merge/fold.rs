@@ -49,7 +49,7 @@ impl Provenance {
 
     /// Every field of a whole-spec winner comes from that one input.
     pub(super) fn whole(fields: &[&'static str], id: &str) -> Self {
-        Self { fields: fields.iter().map(|f| (*f, vec![id.to_owned()])).collect() }
+        Self { fields: crate::sort::into_map(fields.iter().map(|f| (*f, vec![id.to_owned()]))) }
     }
 
     /// Append `id` to the contributors of `field`.

@@ -24,7 +24,7 @@ impl<'a> LinkView<'a> {
     pub fn new(links: impl IntoIterator<Item = (&'a str, &'a LinkStatus)>) -> Self {
         let mut links: Vec<_> = links.into_iter().collect();
         crate::sort::by(&mut links, |a, b| a.0.cmp(b.0));
-        let by_name = links.iter().enumerate().map(|(i, (n, _))| (*n, i)).collect();
+        let by_name = crate::sort::into_map(links.iter().enumerate().map(|(i, (n, _))| (*n, i)));
         let mut by_other_name = BTreeMap::new();
         for (i, (_, s)) in links.iter().enumerate() {
             for n in other_names(s) {

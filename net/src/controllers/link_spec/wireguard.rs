@@ -88,7 +88,8 @@ pub fn plan_wireguard(
         // A repeated public key: the first one counts, as in the merge.
         wanted.entry(key).or_insert((p, psk));
     }
-    let current: BTreeMap<Key, &WgPeer> = have.peers.iter().map(|p| (p.public_key, p)).collect();
+    let current: BTreeMap<Key, &WgPeer> =
+        crate::sort::into_map(have.peers.iter().map(|p| (p.public_key, p)));
 
     for (key, (p, psk)) in &wanted {
         let ips = canonical_ips(&p.allowed_ips);
