@@ -59,7 +59,11 @@ pub fn render(
                 if i > 0 {
                     out.write_all(b"---\n")?;
                 }
-                serde_yaml::to_writer(&mut *out, r)?;
+                // Through a string, one resource at a time: the same bytes as `to_writer`,
+                // and the serializer (`Serializer<&mut Vec<u8>>`) is the one `to_string`
+                // callers already instantiate, instead of one more copy of every spec's
+                // `Serialize` for this writer type.
+                out.write_all(serde_yaml::to_string(r)?.as_bytes())?;
             }
             Ok(())
         }
