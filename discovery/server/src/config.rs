@@ -25,7 +25,7 @@ pub const USAGE: &str = "usage: keelson-discovery-server [flags]
   --max-watchers N            watchers per cluster (default 4096)
   --max-connections N         connections in total (default 8192)
   --max-connections-per-ip N  connections per client address (default 1024)
-DUR is a number with ms, s, m or h (for example 500ms, 30s, 10m).";
+DUR is a number with ms, s, m or h (for example 500ms, 30s, 10m), at most 30 days.";
 
 /// Everything the flags set.
 #[derive(Debug, Clone)]
@@ -90,7 +90,8 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "h" => Duration::from_secs(n.checked_mul(3600)?),
         _ => return None,
     };
-    (!d.is_zero()).then_some(d)
+    // Up to 30 days: the intervals are added to the clock, which must not overflow.
+    (!d.is_zero() && d <= Duration::from_secs(30 * 86_400)).then_some(d)
 }
 
 fn value<T: std::str::FromStr>(
@@ -166,6 +167,9 @@ mod tests {
         assert_eq!(parse_duration("0s"), None);
         assert_eq!(parse_duration("5"), None);
         assert_eq!(parse_duration("1d"), None);
+        assert_eq!(parse_duration("720h"), Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_duration("721h"), None);
+        assert_eq!(parse_duration("99999999999999999h"), None);
         let c = parse(
             ["--addr", "127.0.0.1:9", "--gc-interval", "100ms", "--max-affiliates", "5"]
                 .map(Into::into),

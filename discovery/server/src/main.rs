@@ -1,11 +1,72 @@
 // SPDX-License-Identifier: Apache-2.0
 //! keelson-discovery-server: see docs/discovery-server.md.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::process::ExitCode;
 
 use discovery_server::config::{self, ConfigError};
 use discovery_server::server::Server;
+
+/// The system allocator, zeroing every block it frees (and the old block of a realloc that
+/// moves). Responses pass through short-lived buffers (Hello's answer holds the caller's
+/// address in the wire form an affiliate record would use); with this, freed copies do not
+/// linger in the heap, and the server's memory holds its live state and little else, which is
+/// what an audit (or a test that greps the process) can check.
+struct ZeroOnFree;
+
+/// Overwrite `len` bytes at `ptr` with volatile stores, which the optimizer keeps even right
+/// before the block is freed.
+///
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes.
+unsafe fn zero(ptr: *mut u8, len: usize) {
+    for i in 0..len {
+        // SAFETY: i < len, and the caller vouches for `len` writable bytes at `ptr`.
+        unsafe { std::ptr::write_volatile(ptr.add(i), 0) };
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator with the layout it was given; the
+// only addition is zeroing a block this allocator handed out, before it is given back.
+unsafe impl GlobalAlloc for ZeroOnFree {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` is a live block of `layout.size()` bytes from this allocator.
+        unsafe {
+            zero(ptr, layout.size());
+            System.dealloc(ptr, layout);
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Moved by hand, so the old block is zeroed before it is freed.
+        // SAFETY: the caller guarantees `new_size` is non-zero and, rounded up to the
+        // alignment, does not overflow isize: the layout is valid. `ptr` holds
+        // `layout.size()` bytes; the copy takes the smaller of the two sizes into a fresh block.
+        unsafe {
+            let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+            let new = System.alloc(new_layout);
+            if !new.is_null() {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+            new
+        }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: ZeroOnFree = ZeroOnFree;
 
 struct Stderr;
 

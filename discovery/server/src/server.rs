@@ -129,6 +129,16 @@ fn request_message(body: &[u8]) -> Result<Vec<u8>, (u32, String)> {
     }
 }
 
+/// Zero a live buffer's bytes and spare capacity (the allocator zeroes freed blocks, but a
+/// connection's output buffer stays allocated and is reused).
+fn wipe(buf: &mut Vec<u8>) {
+    let cap = buf.capacity();
+    buf.clear();
+    buf.resize(cap, 0);
+    std::hint::black_box(&mut *buf);
+    buf.clear();
+}
+
 fn h2_config() -> h2::Config {
     h2::Config {
         stream_window: 1 << 20,
@@ -319,6 +329,14 @@ impl Conn {
                         }
                     }
                 }
+            }
+        }
+        if self.out.is_empty() {
+            // Everything was written: no copy stays in the spare capacity. A large buffer
+            // (a big List or snapshot) is given back rather than kept for the connection.
+            wipe(&mut self.out);
+            if self.out.capacity() > 64 * 1024 {
+                self.out = Vec::new();
             }
         }
         if self.closing && !self.wants_write() {

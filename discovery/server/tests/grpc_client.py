@@ -275,7 +275,12 @@ def scenario_memory(addr, pid):
     data, endpoint = blobs()
     update(s, "mem", "node", data, [endpoint])
     check(listed(s, "mem")["node"] == (data, [endpoint]), "blobs changed on the way")
-    found, ciphertext = 0, 0
+    # Hello's answer holds our address as field 2, 4 bytes: the wire form an address has in a
+    # plaintext affiliate record. The server must not keep copies of it either.
+    r = s.Hello(pb.HelloRequest(cluster_id="mem"), timeout=10)
+    check(r.client_ip == bytes([127, 0, 0, 1]), "client_ip")
+    address_form = b"\x12\x04" + r.client_ip
+    found, ciphertext, addresses = 0, 0, 0
     try:
         mem = open(f"/proc/{pid}/mem", "rb", 0)
     except PermissionError:
@@ -297,9 +302,12 @@ def scenario_memory(addr, pid):
                 continue
             found += chunk.count(MARKER)
             ciphertext += chunk.count(data)
+            if "w" in fields[1]:
+                addresses += chunk.count(address_form)
     # The scan works: it finds the ciphertext the server holds.
     check(ciphertext > 0, "the scan did not find the stored ciphertext")
     check(found == 0, f"plaintext marker found {found} times in the server's memory")
+    check(addresses == 0, f"the address wire form found {addresses} times in the server's memory")
 
 
 def scenario_tls(addr, ca):
