@@ -33,12 +33,12 @@ impl Drop for Server {
 }
 
 fn server(args: &[&str]) -> Server {
-    let mut child = Process::new(env!("CARGO_BIN_EXE_keelson-discovery-server"))
-        .args(["--addr", "127.0.0.1:0"])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start keelson-discovery-server");
+    let mut cmd = Process::new(env!("CARGO_BIN_EXE_keelson-discovery-server"));
+    if !args.contains(&"--addr") {
+        cmd.args(["--addr", "127.0.0.1:0"]);
+    }
+    let mut child =
+        cmd.args(args).stderr(Stdio::piped()).spawn().expect("start keelson-discovery-server");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = lines.next().expect("server exited").unwrap();
@@ -151,4 +151,49 @@ fn a_keelson_client_follows_the_servers_redirect() {
     let seen = wait_members(&crx, |m| has(m, "node-d", &["192.0.2.4:51820"]));
     assert!(seen.contains(&Event::Connected { endpoint: target.addr.clone() }), "{seen:?}");
     wait_members(&drx, |m| has(m, "node-c", &["192.0.2.3:51820"]));
+}
+
+fn stats(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    write!(c, "GET /stats HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+#[test]
+fn clients_come_back_to_a_server_restarted_from_its_snapshot() {
+    let dir = std::env::temp_dir().join(format!("keelson-dsrv-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let snap = dir.join("state.binpb");
+    let snap = snap.to_str().unwrap();
+    let mut srv = server(&["--snapshot", snap, "--gc-interval", "1s"]);
+    let addr = srv.addr.clone();
+    let (a, arx) = client(&addr, "node-a");
+    let (b, _brx) = client(&addr, "node-b");
+    assert!(a.send(Command::Publish(data("node-a", "192.0.2.1:51820", &[]))));
+    assert!(b.send(Command::Publish(data("node-b", "192.0.2.2:51820", &[]))));
+    wait_members(&arx, |m| has(m, "node-b", &["192.0.2.2:51820"]));
+    let pid = nix::unistd::Pid::from_raw(srv.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(srv.child.wait().unwrap().success());
+    let _srv = server(&["--addr", &addr, "--snapshot", snap, "--gc-interval", "1s"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = stats(&addr);
+        if s.as_deref().is_some_and(|s| s.contains("\"affiliates\":2,")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stats after the restart: {s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The clients reconnect: a change node-b publishes reaches node-a through the new process.
+    assert!(b.send(Command::Publish(data("node-b", "192.0.2.22:51820", &[]))));
+    wait_members(&arx, |m| has(m, "node-b", &["192.0.2.22:51820"]));
+    let s = stats(&addr);
+    assert!(s.as_deref().is_some_and(|s| s.contains("\"affiliates\":2,")), "{s:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
