@@ -75,10 +75,13 @@ macro_rules! kinds {
         }
 
         /// One spec of any kind.
+        ///
+        /// Each spec is boxed: the variants differ a lot in size (a link spec is about a
+        /// kilobyte, a route spec a tenth of that), and an unboxed enum would make every stored
+        /// resource, and every slot of the store's B-tree nodes, as large as the largest.
         #[derive(Clone, PartialEq, Debug, Serialize)]
         #[serde(untagged)]
-        #[allow(clippy::large_enum_variant)]
-        pub enum AnySpec { $( $(#[$m])* $variant($ty), )* }
+        pub enum AnySpec { $( $(#[$m])* $variant(Box<$ty>), )* }
 
         impl AnySpec {
             /// The kind of this spec.
@@ -89,12 +92,12 @@ macro_rules! kinds {
 
         $(
             impl From<$ty> for AnySpec {
-                fn from(v: $ty) -> Self { AnySpec::$variant(v) }
+                fn from(v: $ty) -> Self { AnySpec::$variant(Box::new(v)) }
             }
             impl SpecType for $ty {
                 const KIND: Kind = Kind::$variant;
                 fn from_any(any: &AnySpec) -> Option<&Self> {
-                    match any { AnySpec::$variant(v) => Some(v), #[allow(unreachable_patterns)] _ => None }
+                    match any { AnySpec::$variant(v) => Some(&**v), #[allow(unreachable_patterns)] _ => None }
                 }
             }
         )*
@@ -214,12 +217,9 @@ mod tests {
                 (
                     "resolvers".to_owned(),
                     ConfigLayer::Default,
-                    AnySpec::ResolverSpec(ResolverSpec {
-                        layer: ConfigLayer::Default,
-                        ..Default::default()
-                    })
+                    ResolverSpec { layer: ConfigLayer::Default, ..Default::default() }.into()
                 ),
-                ("hostname".to_owned(), ConfigLayer::Cmdline, AnySpec::HostnameSpec(hostname)),
+                ("hostname".to_owned(), ConfigLayer::Cmdline, hostname.into()),
             ]
         );
     }
