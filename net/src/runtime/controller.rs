@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use super::store::{Change, Key, Store, StoreError};
+use super::store::{Change, Store, StoreError};
 use crate::resource::{AnySpec, Kind, Namespace, Phase, Resource, SpecType};
 
 /// How an input wakes the controller.
@@ -170,7 +170,7 @@ pub struct Ctx<'a> {
     pub(super) outputs: &'a [Output],
     pub(super) now: Instant,
     pub(super) changes: &'a mut Vec<Change>,
-    pub(super) touched: BTreeSet<Key>,
+    pub(super) touched: BTreeMap<(Namespace, Kind), BTreeSet<String>>,
     pub(super) condition: &'a mut Option<String>,
 }
 
@@ -219,7 +219,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<(), ControllerError> {
         let kind = spec.kind();
         self.check_output(namespace, kind)?;
-        self.touched.insert((namespace, kind, id.to_owned()));
+        self.touched.entry((namespace, kind)).or_default().insert(id.to_owned());
         if let Some(ch) = self.store.put(self.name, namespace, id, spec)? {
             self.changes.push(ch);
         }
@@ -261,11 +261,12 @@ impl<'a> Ctx<'a> {
         namespace: Namespace,
         kind: Kind,
     ) -> Result<(), ControllerError> {
+        let touched = self.touched.get(&(namespace, kind));
         let stale: Vec<String> = self
             .store
             .list(namespace, kind)
             .filter(|r| r.metadata.owner == self.name)
-            .filter(|r| !self.touched.contains(&(namespace, kind, r.metadata.id.clone())))
+            .filter(|r| !touched.is_some_and(|t| t.contains(&r.metadata.id)))
             .map(|r| r.metadata.id.clone())
             .collect();
         for id in stale {

@@ -101,9 +101,13 @@ pub struct Change {
 pub type Key = (Namespace, Kind, String);
 
 /// Ordered resource storage.
+///
+/// One map per (namespace, kind), each keyed by ID: a lookup borrows the caller's `&str`
+/// (no key is built per call) and compares IDs only, and a list is one inner map.
 #[derive(Debug, Default)]
 pub struct Store {
-    items: BTreeMap<Key, Resource>,
+    items: BTreeMap<(Namespace, Kind), BTreeMap<String, Resource>>,
+    len: usize,
 }
 
 impl Store {
@@ -114,7 +118,7 @@ impl Store {
 
     /// One resource.
     pub fn get(&self, namespace: Namespace, kind: Kind, id: &str) -> Option<&Resource> {
-        self.items.get(&(namespace, kind, id.to_owned()))
+        self.items.get(&(namespace, kind)).and_then(|m| m.get(id))
     }
 
     /// One typed spec.
@@ -124,11 +128,7 @@ impl Store {
 
     /// All resources of a kind in a namespace, ordered by ID.
     pub fn list(&self, namespace: Namespace, kind: Kind) -> impl Iterator<Item = &Resource> {
-        let start = (namespace, kind, String::new());
-        self.items
-            .range(start..)
-            .take_while(move |((ns, k, _), _)| *ns == namespace && *k == kind)
-            .map(|(_, r)| r)
+        self.items.get(&(namespace, kind)).into_iter().flat_map(BTreeMap::values)
     }
 
     /// All typed specs of a kind in a namespace as `(id, spec)`, ordered by ID.
@@ -142,17 +142,17 @@ impl Store {
 
     /// Every resource, ordered by (namespace, kind, id).
     pub fn iter(&self) -> impl Iterator<Item = &Resource> {
-        self.items.values()
+        self.items.values().flat_map(BTreeMap::values)
     }
 
     /// Number of resources.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.len
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len == 0
     }
 
     /// Create or update a resource owned by `owner`. Returns the change, or `None` when the
@@ -166,7 +166,8 @@ impl Store {
     ) -> Result<Option<Change>, StoreError> {
         let kind = spec.kind();
         let now = SystemTime::now();
-        match self.items.get_mut(&(namespace, kind, id.to_owned())) {
+        let items = self.items.entry((namespace, kind)).or_default();
+        match items.get_mut(id) {
             Some(existing) => {
                 check_owner(existing, owner)?;
                 if existing.metadata.phase == Phase::TearingDown {
@@ -197,7 +198,8 @@ impl Store {
                     provenance: BTreeMap::new(),
                 };
                 let ch = change(&resource, ChangeKind::Created);
-                self.items.insert((namespace, kind, id.to_owned()), resource);
+                items.insert(id.to_owned(), resource);
+                self.len += 1;
                 Ok(Some(ch))
             }
         }
@@ -228,8 +230,7 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let key = (namespace, kind, id.to_owned());
-        let Some(r) = self.items.get_mut(&key) else {
+        let Some(r) = self.items.get_mut(&(namespace, kind)).and_then(|m| m.get_mut(id)) else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -253,8 +254,10 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let key = (namespace, kind, id.to_owned());
-        let Some(r) = self.items.get(&key) else {
+        let Some(items) = self.items.get_mut(&(namespace, kind)) else {
+            return Ok(None);
+        };
+        let Some(r) = items.get(id) else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -268,7 +271,11 @@ impl Store {
         }
         let mut ch = change(r, ChangeKind::Destroyed);
         ch.destroy_ready = false;
-        self.items.remove(&key);
+        items.remove(id);
+        if items.is_empty() {
+            self.items.remove(&(namespace, kind));
+        }
+        self.len -= 1;
         Ok(Some(ch))
     }
 
@@ -312,10 +319,8 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<&mut Resource, StoreError> {
-        self.items.get_mut(&(namespace, kind, id.to_owned())).ok_or_else(|| StoreError::NotFound {
-            namespace,
-            kind,
-            id: id.to_owned(),
+        self.items.get_mut(&(namespace, kind)).and_then(|m| m.get_mut(id)).ok_or_else(|| {
+            StoreError::NotFound { namespace, kind, id: id.to_owned() }
         })
     }
 }
