@@ -47,7 +47,7 @@ impl fmt::Display for ConfigLayer {
 
 /// `<layer>/<natural id>`: the ID of a layered spec in `network-config`.
 pub fn layered_id(layer: ConfigLayer, natural: &str) -> String {
-    format!("{layer}/{natural}")
+    [layer.as_str(), "/", natural].concat()
 }
 
 /// `<operator id>/<natural id>`: the ID of a spec an operator emits.

@@ -14,6 +14,7 @@ mod address;
 mod cluster;
 mod etc_file;
 mod hostname;
+mod id_text;
 pub mod kubespan;
 mod layer;
 mod link;

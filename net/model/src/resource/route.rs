@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use super::id_text;
 use super::layer::{ConfigLayer, LayeredSpec};
 use super::nethelpers::{
     is_default, Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
@@ -130,22 +131,24 @@ pub fn route_id(
     out_link: &str,
 ) -> String {
     use fmt::Write;
-    let mut id = String::new();
+    let mut id = String::with_capacity(40);
     if table != RoutingTable::MAIN {
         let _ = write!(id, "{table}/");
     }
     if family == Family::Inet6 && !out_link.is_empty() {
-        let _ = write!(id, "{out_link}/");
+        id.push_str(out_link);
+        id.push('/');
     }
     let _ = write!(id, "{family}/");
     if let Some(gw) = gateway.filter(|g| !g.is_unspecified()) {
-        let _ = write!(id, "{gw}");
+        id_text::push_ip(&mut id, gw);
     }
     id.push('/');
     if let Some(dst) = dst.filter(|d| !(d.prefix_len() == 0 && d.addr().is_unspecified())) {
-        let _ = write!(id, "{dst}");
+        id_text::push_net(&mut id, dst);
     }
-    let _ = write!(id, "/{priority}");
+    id.push('/');
+    id_text::push_u32(&mut id, priority);
     id
 }
 
