@@ -80,12 +80,15 @@ impl<S: SpecType> Controller for MergeController<S> {
 /// common case of a single winning spec).
 fn compact(fields: BTreeMap<&'static str, Vec<String>>) -> BTreeMap<String, Vec<String>> {
     let mut lists = fields.values();
-    match lists.next() {
-        Some(first) if lists.all(|l| l == first) => {
-            BTreeMap::from([("*".to_owned(), first.clone())])
+    let whole = lists.next().is_some_and(|first| lists.all(|l| l == first));
+    if whole {
+        // Moved, not cloned: one spec per route or address makes this a hot path.
+        if let Some(first) = fields.into_values().next() {
+            return BTreeMap::from([("*".to_owned(), first)]);
         }
-        _ => crate::sort::into_map(fields.into_iter().map(|(k, v)| (k.to_owned(), v))),
+        return BTreeMap::new();
     }
+    crate::sort::into_map(fields.into_iter().map(|(k, v)| (k.to_owned(), v)))
 }
 
 /// One merge controller per layered kind of the kind table, in table order.

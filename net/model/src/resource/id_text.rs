@@ -26,9 +26,8 @@ pub(crate) fn push_u32(out: &mut String, n: u32) {
             break;
         }
     }
-    for &b in &buf[i..] {
-        out.push(char::from(b));
-    }
+    // ASCII digits: always UTF-8.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 fn push_ipv4(out: &mut String, ip: Ipv4Addr) {
