@@ -319,9 +319,10 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<&mut Resource, StoreError> {
-        self.items.get_mut(&(namespace, kind)).and_then(|m| m.get_mut(id)).ok_or_else(|| {
-            StoreError::NotFound { namespace, kind, id: id.to_owned() }
-        })
+        self.items
+            .get_mut(&(namespace, kind))
+            .and_then(|m| m.get_mut(id))
+            .ok_or_else(|| StoreError::NotFound { namespace, kind, id: id.to_owned() })
     }
 }
 
