@@ -149,7 +149,10 @@ pub fn request_headers(
         ("user-agent".to_string(), format!("keelson-discovery/{}", env!("CARGO_PKG_VERSION"))),
     ];
     if let Some(t) = timeout {
-        h.push(("grpc-timeout".to_string(), format!("{}m", t.as_millis().min(99_999_999))));
+        h.push((
+            "grpc-timeout".to_string(),
+            format!("{}m", u64::try_from(t.as_millis()).unwrap_or(u64::MAX).min(99_999_999)),
+        ));
     }
     h
 }

@@ -13,6 +13,7 @@ pub mod h2;
 mod interface;
 pub mod proto;
 mod target;
+mod vecmap;
 
 pub use client::driver::{spawn, Handle};
 pub use escape::escape;

@@ -18,19 +18,21 @@ impl Backoff {
         Self { current: INITIAL, rng: seed | 1 }
     }
 
-    /// A uniform number in [0, 1) (xorshift64*: jitter, not secrets).
-    fn random(&mut self) -> f64 {
+    /// A uniform number in [0, 1024) (xorshift64*: jitter, not secrets).
+    fn random(&mut self) -> u64 {
         self.rng ^= self.rng >> 12;
         self.rng ^= self.rng << 25;
         self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 54
     }
 
-    /// The next wait: the current interval ±50 %, then the interval grows.
+    /// The next wait: the current interval ±50 %, then the interval grows. Integer
+    /// microseconds: no floating point code for this in the binary.
     pub fn next_delay(&mut self) -> Duration {
-        let base = self.current.as_secs_f64();
-        let d = Duration::from_secs_f64(base * (0.5 + self.random()));
-        self.current = Duration::from_secs_f64((base * 1.5).min(MAX.as_secs_f64()));
+        let base = self.current.as_micros() as u64;
+        // base × (0.5 + r/1024), r in [0, 1024).
+        let d = Duration::from_micros(base / 2 + base * self.random() / 1024);
+        self.current = Duration::from_micros((base * 3 / 2).min(MAX.as_micros() as u64));
         d
     }
 
@@ -46,11 +48,11 @@ mod tests {
     #[test]
     fn grows_with_jitter_caps_and_resets() {
         let mut b = Backoff::new(42);
-        let mut interval = 0.5f64;
+        let mut interval = 500_000u64;
         for _ in 0..40 {
-            let d = b.next_delay().as_secs_f64();
-            assert!(d >= interval * 0.5 - 1e-9 && d < interval * 1.5 + 1e-9, "{d} vs {interval}");
-            interval = (interval * 1.5).min(60.0);
+            let d = b.next_delay().as_micros() as u64;
+            assert!(d >= interval / 2 && d < interval * 3 / 2, "{d} vs {interval}");
+            interval = (interval * 3 / 2).min(60_000_000);
         }
         assert_eq!(b.current, MAX);
         b.reset();

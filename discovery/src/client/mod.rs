@@ -13,7 +13,7 @@
 pub mod backoff;
 pub mod driver;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::crypto::{Cipher, GCM_OVERHEAD};
@@ -27,6 +27,7 @@ use crate::proto::{
     WatchRequest, WatchResponse,
 };
 use crate::target::Target;
+use crate::vecmap::VecMap;
 use backoff::Backoff;
 
 /// The service's limits (they are also what Talos nodes respect).
@@ -112,12 +113,12 @@ pub struct Engine {
     phase: Phase,
     backoff: Backoff,
     conn: Option<Connection>,
-    calls: HashMap<u32, (CallKind, ResponseReader)>,
+    calls: VecMap<u32, (CallKind, ResponseReader)>,
     watch_first: bool,
     refresh: Refresh,
     local: Option<Sealed>,
     delete: bool,
-    discovered: BTreeMap<String, Discovered>,
+    discovered: VecMap<String, Discovered>,
     last_members: Option<Vec<Discovered>>,
     ping: Ping,
     actions: VecDeque<Action>,
@@ -143,12 +144,12 @@ impl Engine {
             phase: Phase::Waiting { until },
             backoff,
             conn: None,
-            calls: HashMap::new(),
+            calls: VecMap::new(),
             watch_first: false,
             refresh: Refresh::default(),
             local: None,
             delete: false,
-            discovered: BTreeMap::new(),
+            discovered: VecMap::new(),
             last_members: None,
             ping: Ping { next: now, outstanding: None, counter: 0 },
             actions: VecDeque::new(),

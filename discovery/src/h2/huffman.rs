@@ -278,8 +278,10 @@ struct Canonical {
 fn canonical() -> &'static Canonical {
     static TABLE: OnceLock<Canonical> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut symbols: Vec<u16> = (0..257u16).collect();
-        symbols.sort_by_key(|&s| (CODES[usize::from(s)].1, s));
+        // Symbols ordered by (length, symbol), without pulling a sort into the binary.
+        let symbols: Vec<u16> = (0..=30u8)
+            .flat_map(|l| (0..257u16).filter(move |&s| CODES[usize::from(s)].1 == l))
+            .collect();
         let mut c = Canonical { first: [0; 31], count: [0; 31], offset: [0; 31], symbols };
         for (i, &s) in c.symbols.iter().enumerate() {
             let (code, len) = CODES[usize::from(s)];

@@ -12,7 +12,9 @@
 pub mod hpack;
 mod huffman;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::vecmap::VecMap;
 
 pub use hpack::Field;
 
@@ -154,7 +156,7 @@ pub struct Connection {
     peer_max_concurrent: u32,
     conn_send_window: i64,
     conn_recv_window: i64,
-    streams: BTreeMap<u32, Stream>,
+    streams: VecMap<u32, Stream>,
     next_stream: u32,
     last_peer_stream: u32,
     /// A header block waiting for CONTINUATION: stream, fragment so far, END_STREAM.
@@ -179,7 +181,7 @@ impl Connection {
             peer_max_concurrent: u32::MAX,
             conn_send_window: DEFAULT_WINDOW,
             conn_recv_window: i64::from(cfg.conn_window).max(DEFAULT_WINDOW),
-            streams: BTreeMap::new(),
+            streams: VecMap::new(),
             next_stream: if role == Role::Client { 1 } else { 2 },
             last_peer_stream: 0,
             continuation: None,
