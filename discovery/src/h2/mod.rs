@@ -162,6 +162,8 @@ pub struct Connection {
     /// A header block waiting for CONTINUATION: stream, fragment so far, END_STREAM.
     continuation: Option<(u32, Vec<u8>, bool)>,
     closed: bool,
+    /// A GOAWAY went out or came in: no new streams, the open ones finish.
+    going_away: bool,
 }
 
 impl Connection {
@@ -186,6 +188,7 @@ impl Connection {
             last_peer_stream: 0,
             continuation: None,
             closed: false,
+            going_away: false,
         };
         if role == Role::Client {
             c.out.extend_from_slice(PREFACE);
@@ -281,9 +284,27 @@ impl Connection {
         e
     }
 
-    /// Say goodbye: no new peer streams will be handled.
+    /// Say goodbye: GOAWAY names the last peer stream we handle; later ones are ignored, the
+    /// open streams finish normally (a graceful shutdown waits for `open_streams() == 0`).
     pub fn go_away(&mut self, code: u32) {
-        let _ = self.fail(err(code, "going away"));
+        if !self.closed && !self.going_away {
+            let mut p = self.last_peer_stream.to_be_bytes().to_vec();
+            p.extend_from_slice(&code.to_be_bytes());
+            self.frame(GOAWAY, 0, 0, &p);
+            self.going_away = true;
+        }
+    }
+
+    /// A GOAWAY was sent or received: no new streams on this connection.
+    pub fn is_going_away(&self) -> bool {
+        self.going_away
+    }
+
+    /// Streams in the map opened by the peer (or by us): open or half-closed, as the
+    /// concurrency limits count them.
+    fn count_streams(&self, peer: bool) -> usize {
+        let peer_odd = self.role == Role::Server;
+        self.streams.keys().filter(|id| (*id % 2 == 1) == (peer_odd == peer)).count()
     }
 
     /// Send a PING; its ACK arrives as [`Event::PingAck`].
@@ -309,10 +330,13 @@ impl Connection {
         fields: &[(N, V)],
         end_stream: bool,
     ) -> Result<u32, H2Error> {
-        if self.role != Role::Client || self.closed {
-            return Err(err(code::INTERNAL_ERROR, "cannot open a stream"));
+        if self.role != Role::Client || self.closed || self.going_away {
+            return Err(err(
+                code::REFUSED_STREAM,
+                "cannot open a stream (not a client, or going away)",
+            ));
         }
-        let open = self.streams.values().filter(|s| !s.local_closed || !s.remote_closed).count();
+        let open = self.count_streams(false);
         if self.next_stream > MAX_WINDOW as u32 || open >= self.peer_max_concurrent as usize {
             return Err(err(code::REFUSED_STREAM, "no stream available"));
         }
@@ -546,6 +570,7 @@ impl Connection {
                     self.streams.remove(&id);
                     self.events.push_back(Event::Reset { stream: id, code: code::REFUSED_STREAM });
                 }
+                self.going_away = true;
                 self.events.push_back(Event::GoAway { last_stream: last, code });
                 Ok(())
             }
@@ -687,10 +712,10 @@ impl Connection {
                 return Ok(());
             }
             self.last_peer_stream = stream;
-            if self.closed {
+            if self.closed || self.going_away {
                 return Ok(());
             }
-            let open = self.streams.values().filter(|s| !s.remote_closed).count();
+            let open = self.count_streams(true);
             if open >= self.cfg.max_concurrent_streams as usize {
                 self.frame(RST_STREAM, 0, stream, &code::REFUSED_STREAM.to_be_bytes());
                 return Ok(());

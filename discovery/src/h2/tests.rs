@@ -126,6 +126,44 @@ fn continuation_ping_reset_goaway() {
 }
 
 #[test]
+fn graceful_go_away_lets_open_streams_finish() {
+    let (mut c, mut s) = pair(Config::default(), Config::default());
+    let id = c.open_stream(&[(":path", "/watch")], true).unwrap();
+    pump(&mut c, &mut s);
+    events(&mut s);
+    s.send_headers(id, &[(":status", "200")], false).unwrap();
+    s.go_away(code::NO_ERROR);
+    assert!(s.is_going_away() && !s.is_closed());
+    pump(&mut c, &mut s);
+    assert_eq!(events(&mut c)[1], Event::GoAway { last_stream: 1, code: 0 });
+    // No new stream; the open one still completes, in both directions of flow control.
+    assert!(c.open_stream(&[(":path", "/")], true).is_err());
+    s.send_data(id, &vec![7; 200_000], false).unwrap();
+    s.send_headers(id, &[("grpc-status", "0")], true).unwrap();
+    pump(&mut c, &mut s);
+    let ev = events(&mut c);
+    assert!(matches!(ev.last(), Some(Event::Headers { end_stream: true, .. })));
+    assert_eq!(s.open_streams(), 0);
+}
+
+#[test]
+fn concurrency_limit_counts_half_closed_streams() {
+    // A server stream whose request is complete (half-closed remote, a Watch) still counts.
+    let (mut c, mut s) =
+        pair(Config::default(), Config { max_concurrent_streams: 1, ..Config::default() });
+    let first = c.open_stream(&[(":path", "/watch")], true).unwrap();
+    pump(&mut c, &mut s);
+    // The client now knows the limit and refuses by itself; a raw second request is refused
+    // by the server.
+    assert_eq!(c.open_stream(&[(":path", "/")], true).unwrap_err().code, code::REFUSED_STREAM);
+    s.recv(&raw_frame(HEADERS, END_HEADERS | END_STREAM, 3, &[0x82])).unwrap();
+    let out = s.take_output();
+    assert_eq!((out[3], u32::from_be_bytes([out[5], out[6], out[7], out[8]])), (RST_STREAM, 3));
+    assert_eq!(events(&mut s).len(), 1);
+    let _ = first;
+}
+
+#[test]
 fn concurrency_limit_refuses_streams() {
     let (mut c, mut s) =
         pair(Config::default(), Config { max_concurrent_streams: 1, ..Config::default() });
