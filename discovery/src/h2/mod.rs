@@ -8,6 +8,14 @@
 //! refused. Flow control: we give the peer a large window and replenish it as DATA arrives;
 //! what the application keeps buffered is its own business (gRPC bounds each message).
 //! Outgoing DATA is queued per stream and sent as the peer's windows allow.
+//!
+//! Client role: [`Connection::open_stream`] with the request head, [`Connection::send_data`],
+//! then the response arrives as `Headers`, `Data`, and trailers (`Headers` with `end_stream`).
+//! Server role: a request arrives as `Headers` on a new odd stream (then `Data`); answer with
+//! [`Connection::send_headers`], [`Connection::send_data`] and trailers via `send_headers(..,
+//! true)`, which wait behind queued data. [`Connection::queued`] shows a slow reader's
+//! backlog (a server decides when to give up on it with [`Connection::reset`]);
+//! [`Connection::go_away`] starts a graceful shutdown.
 
 pub mod hpack;
 mod huffman;
