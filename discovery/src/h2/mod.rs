@@ -366,13 +366,7 @@ impl Connection {
         end_stream: bool,
     ) -> Result<(), H2Error> {
         let block = hpack::encode(fields);
-        let s = self
-            .streams
-            .get_mut(&stream)
-            .ok_or_else(|| err(code::STREAM_CLOSED, "no such stream"))?;
-        if s.local_closed || s.pending_end {
-            return Err(err(code::STREAM_CLOSED, "stream closed for sending"));
-        }
+        let s = self.sendable(stream)?;
         if !s.pending.is_empty() && end_stream {
             s.pending_trailers = Some(block);
             s.pending_end = true;
@@ -386,6 +380,15 @@ impl Connection {
 
     /// Queue DATA on an open stream; it goes out as the peer's windows allow.
     pub fn send_data(&mut self, stream: u32, data: &[u8], end_stream: bool) -> Result<(), H2Error> {
+        let s = self.sendable(stream)?;
+        s.pending.extend(data);
+        s.pending_end = end_stream;
+        self.flush();
+        Ok(())
+    }
+
+    /// A stream this side may still send on.
+    fn sendable(&mut self, stream: u32) -> Result<&mut Stream, H2Error> {
         let s = self
             .streams
             .get_mut(&stream)
@@ -393,10 +396,7 @@ impl Connection {
         if s.local_closed || s.pending_end {
             return Err(err(code::STREAM_CLOSED, "stream closed for sending"));
         }
-        s.pending.extend(data);
-        s.pending_end = end_stream;
-        self.flush();
-        Ok(())
+        Ok(s)
     }
 
     /// Bytes queued on a stream and not yet sent (the peer's window is closed).
