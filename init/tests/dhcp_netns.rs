@@ -411,8 +411,14 @@ fn expired_lease_removes_address_and_routes() {
     wait_for("a renewal", t(15), || node.log_text().contains("renewed"), || node.log_text());
     kea.stop();
     wait_for("expiry", t(20), || lab.leased().is_none(), || node.log_text());
-    let routes = lab.client.ip(&["route", "show"]);
-    assert!(!routes.contains("default"), "the lease's routes go with it:\n{routes}");
+    // The address and the routes are separate kernel objects, removed in one pass but not at
+    // one instant.
+    wait_for(
+        "the lease's routes go with it",
+        t(10),
+        || !lab.client.ip(&["route", "show"]).contains("default"),
+        || format!("{}\n{}", lab.client.ip(&["route", "show"]), node.log_text()),
+    );
     assert!(node.log_text().contains("ended"), "{}", node.log_text());
     node.stop();
 }
