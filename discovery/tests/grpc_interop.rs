@@ -12,7 +12,6 @@
 )]
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::sync::{mpsc, Arc};
@@ -20,9 +19,11 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 
-use discovery::{
-    Affiliate, Command, Config, Discovered, Event, Handle, KubeSpan, LocalData, Target,
-};
+use discovery::{Command, Config, Event, Handle, Target};
+
+#[path = "support/peers.rs"]
+mod peers;
+use peers::{data, has, wait_members};
 
 struct Server {
     child: Child,
@@ -98,57 +99,6 @@ fn client_with(
     )
     .unwrap();
     (h, rx)
-}
-
-fn data(id: &str, ep: &str, others: &[(&str, &str)]) -> LocalData {
-    LocalData {
-        affiliate: Affiliate {
-            node_id: id.into(),
-            addresses: vec!["10.5.0.1".parse().unwrap()],
-            hostname: format!("{id}.example"),
-            nodename: id.into(),
-            machine_type: "worker".into(),
-            operating_system: "keelson (v0.1.0)".into(),
-            kubespan: Some(KubeSpan {
-                public_key: format!("{id}-key"),
-                address: Some("fd50::1".parse().unwrap()),
-                additional_addresses: vec!["10.244.0.0/24".parse().unwrap()],
-                exclude_advertised_addresses: vec![],
-            }),
-            control_plane: None,
-        },
-        endpoints: vec![ep.parse().unwrap()],
-        others: others.iter().map(|(o, e)| (o.to_string(), vec![e.parse().unwrap()])).collect(),
-    }
-}
-
-/// Wait for a Members event satisfying `ok`; every event seen is returned for the report.
-fn wait_members(rx: &mpsc::Receiver<Event>, ok: impl Fn(&[Discovered]) -> bool) -> Vec<Event> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(e) => {
-                let done = matches!(&e, Event::Members(m) if ok(m));
-                seen.push(e);
-                if done {
-                    return seen;
-                }
-            }
-            Err(_) => break,
-        }
-    }
-    panic!("members never matched; events: {seen:#?}");
-}
-
-fn has(m: &[Discovered], id: &str, eps: &[&str]) -> bool {
-    m.iter().any(|d| {
-        let want: Vec<SocketAddr> = eps.iter().map(|e| e.parse().unwrap()).collect();
-        d.id == id
-            && d.affiliate.hostname == format!("{id}.example")
-            && d.affiliate.kubespan.as_ref().is_some_and(|k| k.public_key == format!("{id}-key"))
-            && want.iter().all(|w| d.endpoints.contains(w))
-    })
 }
 
 #[test]
