@@ -154,7 +154,11 @@ impl EventLoop {
             self.api.before_run(&mut self.rt, now);
             self.discovery.tick(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
-            self.discovery.publish(&self.rt);
+            // What the node publishes changes only through reconciles (and a new client
+            // publishes as its handle arrives, in `ready`).
+            if reconciles > 0 {
+                self.discovery.publish(&self.rt);
+            }
             if self.settle(&mut p, reconciles) && self.once {
                 return Ok(Ending::Settled);
             }
