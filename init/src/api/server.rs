@@ -544,7 +544,7 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
     // them, or the diff would report their addresses and routes as removed.
     for r in store.iter().filter(|r| {
         r.metadata.namespace == Namespace::NetworkConfig
-            && !ours.contains(&r.metadata.owner.as_str())
+            && !ours.contains(&r.metadata.owner)
     }) {
         if Kind::LAYERED.contains(&r.spec.kind()) {
             let id = r.metadata.id.as_str();

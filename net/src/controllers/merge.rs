@@ -5,7 +5,7 @@
 //! releases its finalizer, destroys the old resource, and writes the new one fresh (docs/talos.md:
 //! Merge).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::kinds::{visit_layered, LayeredKindVisitor};
 use crate::resource::{LayeredSpec, Namespace, SpecType};
@@ -68,27 +68,12 @@ impl<S: SpecType> Controller for MergeController<S> {
                     continue;
                 }
             }
-            let provenance = compact(m.provenance.fields);
+            let provenance = m.provenance.compacted();
             ctx.put_with_provenance(Namespace::Network, &id, m.spec, provenance)?;
         }
         ctx.cleanup_untouched(Namespace::Network, S::KIND)?;
         Ok(Next::Idle)
     }
-}
-
-/// Per-field provenance, or `{"*": inputs}` when one list of inputs decided every field (the
-/// common case of a single winning spec).
-fn compact(fields: BTreeMap<&'static str, Vec<String>>) -> BTreeMap<String, Vec<String>> {
-    let mut lists = fields.values();
-    let whole = lists.next().is_some_and(|first| lists.all(|l| l == first));
-    if whole {
-        // Moved, not cloned: one spec per route or address makes this a hot path.
-        if let Some(first) = fields.into_values().next() {
-            return BTreeMap::from([("*".to_owned(), first)]);
-        }
-        return BTreeMap::new();
-    }
-    crate::sort::into_map(fields.into_iter().map(|(k, v)| (k.to_owned(), v)))
 }
 
 /// One merge controller per layered kind of the kind table, in table order.

@@ -5,10 +5,10 @@
 //! kind, exclusive or shared). A reconcile reads anything through [`Ctx`], but writes only its
 //! declared outputs, and only resources it owns; anything else is a [`ControllerError::Bug`].
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::store::{Change, Store, StoreError};
+use crate::merge::Provenance;
 use crate::resource::{AnySpec, Kind, Namespace, Phase, Resource, SpecType};
 
 /// How an input wakes the controller.
@@ -170,7 +170,6 @@ pub struct Ctx<'a> {
     pub(super) outputs: &'a [Output],
     pub(super) now: Instant,
     pub(super) changes: &'a mut Vec<Change>,
-    pub(super) touched: BTreeMap<(Namespace, Kind), BTreeSet<String>>,
     pub(super) condition: &'a mut Option<String>,
 }
 
@@ -219,7 +218,6 @@ impl<'a> Ctx<'a> {
     ) -> Result<(), ControllerError> {
         let kind = spec.kind();
         self.check_output(namespace, kind)?;
-        self.touched.entry((namespace, kind)).or_default().insert(id.to_owned());
         if let Some(ch) = self.store.put(self.name, namespace, id, spec)? {
             self.changes.push(ch);
         }
@@ -232,7 +230,7 @@ impl<'a> Ctx<'a> {
         namespace: Namespace,
         id: &str,
         spec: S,
-        provenance: BTreeMap<String, Vec<String>>,
+        provenance: Provenance,
     ) -> Result<(), ControllerError> {
         self.put(namespace, id, spec)?;
         self.store.set_provenance(self.name, namespace, S::KIND, id, provenance)?;
@@ -261,15 +259,9 @@ impl<'a> Ctx<'a> {
         namespace: Namespace,
         kind: Kind,
     ) -> Result<(), ControllerError> {
-        let touched = self.touched.get(&(namespace, kind));
-        let stale: Vec<String> = self
-            .store
-            .list(namespace, kind)
-            .filter(|r| r.metadata.owner == self.name)
-            .filter(|r| !touched.is_some_and(|t| t.contains(&r.metadata.id)))
-            .map(|r| r.metadata.id.clone())
-            .collect();
-        for id in stale {
+        // The runtime starts a store pass per reconcile, so "untouched" means "not put by
+        // this reconcile".
+        for id in self.store.untouched(self.name, namespace, kind) {
             self.teardown(namespace, kind, &id)?;
         }
         Ok(())

@@ -304,13 +304,13 @@ impl Runtime {
         slot.last_run = Some(now);
         slot.retry_early = false;
         let result = {
+            self.store.begin_pass();
             let mut ctx = Ctx {
                 store: &mut self.store,
                 name: slot.name,
                 outputs: &slot.outputs,
                 now,
                 changes: &mut changes,
-                touched: Default::default(),
                 condition: &mut slot.condition,
             };
             let ctrl = &mut slot.ctrl;

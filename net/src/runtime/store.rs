@@ -9,10 +9,11 @@
 //! - lists come back ordered by ID, which the merge rules depend on (docs/talos.md: Resources and
 //!   IDs).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use crate::resource::{AnySpec, Kind, Metadata, Namespace, Phase, Resource, SpecType};
+use crate::merge::Provenance;
+use crate::resource::{AnySpec, Finalizers, Kind, Metadata, Namespace, Phase, Resource, SpecType};
 
 /// Why the store refused an operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,9 +28,9 @@ pub enum StoreError {
         /// ID.
         id: String,
         /// The real owner.
-        owner: String,
+        owner: &'static str,
         /// Who tried.
-        writer: String,
+        writer: &'static str,
     },
     /// Destroy while finalizers remain.
     #[error("{kind} {namespace}/{id} still has finalizers {finalizers:?}")]
@@ -41,7 +42,7 @@ pub enum StoreError {
         /// ID.
         id: String,
         /// The finalizers left.
-        finalizers: Vec<String>,
+        finalizers: Vec<&'static str>,
     },
     /// Write to a resource that is tearing down.
     #[error("{kind} {namespace}/{id} is tearing down")]
@@ -92,7 +93,7 @@ pub struct Change {
     /// What happened.
     pub what: ChangeKind,
     /// The owner of the resource.
-    pub owner: String,
+    pub owner: &'static str,
     /// True when the resource is tearing down with no finalizers left: its owner may destroy it.
     pub destroy_ready: bool,
 }
@@ -106,8 +107,18 @@ pub type Key = (Namespace, Kind, String);
 /// (no key is built per call) and compares IDs only, and a list is one inner map.
 #[derive(Debug, Default)]
 pub struct Store {
-    items: BTreeMap<(Namespace, Kind), BTreeMap<String, Resource>>,
+    items: BTreeMap<(Namespace, Kind), BTreeMap<String, Entry>>,
     len: usize,
+    /// The current write pass (see [`Store::begin_pass`]).
+    pass: u64,
+}
+
+/// A stored resource and the pass that last wrote it, equal writes included: what its owner
+/// did not write in a pass, it no longer wants ([`Store::untouched`]).
+#[derive(Debug)]
+struct Entry {
+    resource: Resource,
+    written_in: u64,
 }
 
 impl Store {
@@ -118,7 +129,7 @@ impl Store {
 
     /// One resource.
     pub fn get(&self, namespace: Namespace, kind: Kind, id: &str) -> Option<&Resource> {
-        self.items.get(&(namespace, kind)).and_then(|m| m.get(id))
+        self.items.get(&(namespace, kind)).and_then(|m| m.get(id)).map(|e| &e.resource)
     }
 
     /// One typed spec.
@@ -128,7 +139,11 @@ impl Store {
 
     /// All resources of a kind in a namespace, ordered by ID.
     pub fn list(&self, namespace: Namespace, kind: Kind) -> impl Iterator<Item = &Resource> {
-        self.items.get(&(namespace, kind)).into_iter().flat_map(BTreeMap::values)
+        self.items
+            .get(&(namespace, kind))
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .map(|e| &e.resource)
     }
 
     /// All typed specs of a kind in a namespace as `(id, spec)`, ordered by ID.
@@ -142,7 +157,24 @@ impl Store {
 
     /// Every resource, ordered by (namespace, kind, id).
     pub fn iter(&self) -> impl Iterator<Item = &Resource> {
-        self.items.values().flat_map(BTreeMap::values)
+        self.items.values().flat_map(BTreeMap::values).map(|e| &e.resource)
+    }
+
+    /// Start a new write pass: every put from now on is stamped with it.
+    pub fn begin_pass(&mut self) {
+        self.pass += 1;
+    }
+
+    /// The IDs of the resources of `kind` in `namespace` owned by `owner` that were not
+    /// written (not even with an equal spec) during the current pass.
+    pub fn untouched(&self, owner: &str, namespace: Namespace, kind: Kind) -> Vec<String> {
+        self.items
+            .get(&(namespace, kind))
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .filter(|e| e.written_in != self.pass && e.resource.metadata.owner == owner)
+            .map(|e| e.resource.metadata.id.clone())
+            .collect()
     }
 
     /// Number of resources.
@@ -159,7 +191,7 @@ impl Store {
     /// stored spec was already equal.
     pub fn put(
         &mut self,
-        owner: &str,
+        owner: &'static str,
         namespace: Namespace,
         id: &str,
         spec: AnySpec,
@@ -168,11 +200,13 @@ impl Store {
         let now = SystemTime::now();
         let items = self.items.entry((namespace, kind)).or_default();
         match items.get_mut(id) {
-            Some(existing) => {
+            Some(entry) => {
+                let existing = &mut entry.resource;
                 check_owner(existing, owner)?;
                 if existing.metadata.phase == Phase::TearingDown {
                     return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
                 }
+                entry.written_in = self.pass;
                 if existing.spec == spec {
                     return Ok(None);
                 }
@@ -188,17 +222,17 @@ impl Store {
                         kind,
                         id: id.to_owned(),
                         version: 1,
-                        owner: owner.to_owned(),
+                        owner,
                         phase: Phase::Running,
                         created: now,
                         updated: now,
-                        finalizers: BTreeSet::new(),
+                        finalizers: Finalizers::default(),
                     },
                     spec,
-                    provenance: BTreeMap::new(),
+                    provenance: Provenance::default(),
                 };
                 let ch = change(&resource, ChangeKind::Created);
-                items.insert(id.to_owned(), resource);
+                items.insert(id.to_owned(), Entry { resource, written_in: self.pass });
                 self.len += 1;
                 Ok(Some(ch))
             }
@@ -209,11 +243,11 @@ impl Store {
     /// state: it bumps no version and wakes nobody.
     pub fn set_provenance(
         &mut self,
-        owner: &str,
+        owner: &'static str,
         namespace: Namespace,
         kind: Kind,
         id: &str,
-        provenance: BTreeMap<String, Vec<String>>,
+        provenance: Provenance,
     ) -> Result<(), StoreError> {
         let r = self.get_mut(namespace, kind, id)?;
         check_owner(r, owner)?;
@@ -225,12 +259,17 @@ impl Store {
     /// Returns `None` when nothing changed (already tearing down, or absent).
     pub fn teardown(
         &mut self,
-        owner: &str,
+        owner: &'static str,
         namespace: Namespace,
         kind: Kind,
         id: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let Some(r) = self.items.get_mut(&(namespace, kind)).and_then(|m| m.get_mut(id)) else {
+        let Some(r) = self
+            .items
+            .get_mut(&(namespace, kind))
+            .and_then(|m| m.get_mut(id))
+            .map(|e| &mut e.resource)
+        else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -249,7 +288,7 @@ impl Store {
     /// Remove a resource that has no finalizers. Absent resources are not an error.
     pub fn destroy(
         &mut self,
-        owner: &str,
+        owner: &'static str,
         namespace: Namespace,
         kind: Kind,
         id: &str,
@@ -257,7 +296,7 @@ impl Store {
         let Some(items) = self.items.get_mut(&(namespace, kind)) else {
             return Ok(None);
         };
-        let Some(r) = items.get(id) else {
+        let Some(r) = items.get(id).map(|e| &e.resource) else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -266,7 +305,7 @@ impl Store {
                 namespace,
                 kind,
                 id: id.to_owned(),
-                finalizers: r.metadata.finalizers.iter().cloned().collect(),
+                finalizers: r.metadata.finalizers.iter().collect(),
             });
         }
         let mut ch = change(r, ChangeKind::Destroyed);
@@ -285,13 +324,13 @@ impl Store {
         namespace: Namespace,
         kind: Kind,
         id: &str,
-        finalizer: &str,
+        finalizer: &'static str,
     ) -> Result<Option<Change>, StoreError> {
         let r = self.get_mut(namespace, kind, id)?;
         if r.metadata.phase == Phase::TearingDown {
             return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
         }
-        if !r.metadata.finalizers.insert(finalizer.to_owned()) {
+        if !r.metadata.finalizers.insert(finalizer) {
             return Ok(None);
         }
         Ok(Some(change(r, ChangeKind::Finalizers)))
@@ -322,11 +361,12 @@ impl Store {
         self.items
             .get_mut(&(namespace, kind))
             .and_then(|m| m.get_mut(id))
+            .map(|e| &mut e.resource)
             .ok_or_else(|| StoreError::NotFound { namespace, kind, id: id.to_owned() })
     }
 }
 
-fn check_owner(r: &Resource, writer: &str) -> Result<(), StoreError> {
+fn check_owner(r: &Resource, writer: &'static str) -> Result<(), StoreError> {
     if r.metadata.owner == writer {
         return Ok(());
     }
@@ -334,8 +374,8 @@ fn check_owner(r: &Resource, writer: &str) -> Result<(), StoreError> {
         namespace: r.metadata.namespace,
         kind: r.metadata.kind,
         id: r.metadata.id.clone(),
-        owner: r.metadata.owner.clone(),
-        writer: writer.to_owned(),
+        owner: r.metadata.owner,
+        writer,
     })
 }
 
@@ -345,7 +385,7 @@ fn change(r: &Resource, what: ChangeKind) -> Change {
         kind: r.metadata.kind,
         id: r.metadata.id.clone(),
         what,
-        owner: r.metadata.owner.clone(),
+        owner: r.metadata.owner,
         destroy_ready: r.metadata.phase == Phase::TearingDown && r.metadata.finalizers.is_empty(),
     }
 }

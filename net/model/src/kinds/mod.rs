@@ -26,4 +26,4 @@ mod kind;
 mod object;
 
 pub use kind::{visit_layered, AnySpec, Kind, LayeredKindVisitor, MergeFn, SpecType};
-pub use object::{Metadata, Resource};
+pub use object::{Finalizers, Metadata, Resource};

@@ -5,12 +5,12 @@
 //! one on every change; an equal write changes nothing; a resource with finalizers is only ever
 //! torn down (phase `tearingDown`), and destroyed once the last finalizer is gone.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
 
 use super::kind::{AnySpec, Kind, SpecType};
+use crate::merge::Provenance;
 use crate::resource::{Namespace, Phase, Rfc3339};
 
 /// COSI-style metadata.
@@ -25,8 +25,8 @@ pub struct Metadata {
     pub id: String,
     /// Starts at 1; grows by one on each change.
     pub version: u64,
-    /// The controller that owns (alone may write) it.
-    pub owner: String,
+    /// The controller that owns (alone may write) it: a controller's or input source's name.
+    pub owner: &'static str,
     /// Running or tearing down.
     pub phase: Phase,
     /// When it was created.
@@ -36,8 +36,53 @@ pub struct Metadata {
     #[serde(serialize_with = "ser_time")]
     pub updated: SystemTime,
     /// Controllers that must release it before it can be destroyed.
-    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
-    pub finalizers: BTreeSet<String>,
+    #[serde(skip_serializing_if = "Finalizers::is_empty")]
+    pub finalizers: Finalizers,
+}
+
+/// The controllers holding a resource, by name and in name order. A resource has one or
+/// two at most, so a sorted list beats a tree (which allocates a node for the first one).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize)]
+#[serde(transparent)]
+pub struct Finalizers(Vec<&'static str>);
+
+impl Finalizers {
+    /// None left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Is `name` holding the resource?
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.binary_search(&name).is_ok()
+    }
+
+    /// Add `name`; false when it was already there.
+    pub fn insert(&mut self, name: &'static str) -> bool {
+        match self.0.binary_search(&name) {
+            Ok(_) => false,
+            Err(at) => {
+                self.0.insert(at, name);
+                true
+            }
+        }
+    }
+
+    /// Remove `name`; false when it was not there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        match self.0.binary_search(&name) {
+            Ok(at) => {
+                self.0.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.0.iter().copied()
+    }
 }
 
 /// A resource: metadata plus its spec.
@@ -48,8 +93,8 @@ pub struct Resource {
     /// The spec.
     pub spec: AnySpec,
     /// For merged specs: per field, the `network-config` inputs its value came from.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub provenance: BTreeMap<String, Vec<String>>,
+    #[serde(skip_serializing_if = "Provenance::is_empty")]
+    pub provenance: Provenance,
 }
 
 impl Resource {

@@ -32,24 +32,39 @@ pub struct MergedSpec<S> {
     pub provenance: Provenance,
 }
 
-/// For each top-level field (camelCase name as serialized, e.g. `"mtu"`, `"dnsServers"`), the
-/// IDs of the `network-config` inputs that determined its value, in the order they were
-/// applied. Fields no input set are absent.
+/// Where a merged spec's values came from: for each top-level field (camelCase name as
+/// serialized, e.g. `"mtu"`, `"dnsServers"`), the IDs of the `network-config` inputs that
+/// determined it, in the order they were applied. Fields no input set are absent.
+///
+/// The common case, one input winning the whole spec, is kept as that one list (`whole`)
+/// instead of a copy per field: a node with ten thousand routes has ten thousand of these.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Provenance {
+    /// Inputs that decided every field; empty when provenance is per field.
+    whole: Vec<String>,
     /// Field name to contributing input IDs.
-    pub fields: BTreeMap<&'static str, Vec<String>>,
+    fields: BTreeMap<&'static str, Vec<String>>,
 }
 
 impl Provenance {
     /// The inputs that determined `field`; empty when none did.
     pub fn of(&self, field: &str) -> &[String] {
-        self.fields.get(field).map_or(&[], Vec::as_slice)
+        self.fields.get(field).map_or(&self.whole, Vec::as_slice)
+    }
+
+    /// True when nothing is recorded (specs that are not merged).
+    pub fn is_empty(&self) -> bool {
+        self.whole.is_empty() && self.fields.is_empty()
+    }
+
+    /// The fields with an entry of their own; empty for a whole-spec winner.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &[String])> + '_ {
+        self.fields.iter().map(|(k, v)| (*k, v.as_slice()))
     }
 
     /// Every field of a whole-spec winner comes from that one input.
-    pub(super) fn whole(fields: &[&'static str], id: &str) -> Self {
-        Self { fields: crate::sort::into_map(fields.iter().map(|f| (*f, vec![id.to_owned()]))) }
+    pub(super) fn whole(id: &str) -> Self {
+        Self { whole: vec![id.to_owned()], fields: BTreeMap::new() }
     }
 
     /// Append `id` to the contributors of `field`.
@@ -66,12 +81,42 @@ impl Provenance {
             self.fields.insert(field, ids);
         }
     }
+
+    /// The same provenance, stored as one list when every recorded field has the same
+    /// contributors (a spec one input decided, field by field).
+    pub fn compacted(mut self) -> Self {
+        let mut lists = self.fields.values();
+        let same = lists.next().is_some_and(|first| lists.all(|l| l == first));
+        if same && self.whole.is_empty() {
+            let fields = std::mem::take(&mut self.fields);
+            self.whole = fields.into_values().next().unwrap_or_default();
+        }
+        self
+    }
+}
+
+/// Serialized as a map: field name to inputs, or `{"*": inputs}` for a whole-spec winner.
+impl serde::Serialize for Provenance {
+    fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
+        use serde::ser::SerializeMap;
+        let whole = usize::from(!self.whole.is_empty());
+        let mut map = s.serialize_map(Some(whole + self.fields.len()))?;
+        if whole == 1 {
+            map.serialize_entry("*", &self.whole)?;
+        }
+        for (k, v) in &self.fields {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// What the merge needs to know about a layered spec type beyond its natural ID and layer
 /// ([`LayeredSpec`], beside the type).
 pub(super) trait Layered: Clone + LayeredSpec {
-    /// Serialized names of all top-level fields, for whole-spec provenance.
+    /// Serialized names of all top-level fields: the tests check them against serialization
+    /// and that a whole-spec winner is named for each.
+    #[cfg(test)]
     const FIELDS: &'static [&'static str];
 }
 
@@ -132,7 +177,7 @@ pub(super) fn merge_whole<S: Layered>(
         };
         let mut spec = winner.clone();
         finish(&natural, id, &mut spec, &mut merged.warnings);
-        let provenance = Provenance::whole(S::FIELDS, id);
+        let provenance = Provenance::whole(id);
         merged.specs.insert(natural, MergedSpec { spec, provenance });
     }
     merged

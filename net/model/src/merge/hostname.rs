@@ -5,6 +5,7 @@ use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::HostnameSpec;
 
 impl Layered for HostnameSpec {
+    #[cfg(test)]
     const FIELDS: &'static [&'static str] = &["hostname", "domainname", "layer"];
 }
 

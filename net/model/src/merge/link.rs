@@ -6,6 +6,7 @@ use crate::resource::{LinkSpec, LinkType, WireguardSpec};
 
 impl Layered for LinkSpec {
     // Field-wise merge records provenance per field; this list only documents the names.
+    #[cfg(test)]
     const FIELDS: &'static [&'static str] = &[
         "name",
         "logical",
@@ -428,7 +429,7 @@ mod tests {
         assert_eq!(p.of("layer"), ["configuration/eth0"]);
         // Cmdline's multicast was not the base's, so it was not applied.
         assert!(p.of("multicast").is_empty());
-        let fields: Vec<&str> = p.fields.keys().copied().collect();
+        let fields: Vec<&str> = p.fields().map(|(k, _)| k).collect();
         assert_eq!(fields, ["layer", "mtu", "name", "up"]);
 
         // The common case: mtu only from configuration, up only from default.

@@ -180,6 +180,23 @@ mod tests {
         p.record("mtu", "b");
         assert_eq!(p.of("mtu"), ["a", "b"]);
         p.set("mtu", Vec::new());
-        assert!(p.of("mtu").is_empty() && p.fields.is_empty());
+        assert!(p.of("mtu").is_empty() && p.is_empty());
+    }
+
+    #[test]
+    fn provenance_compacts_to_one_list_and_serializes_as_star() {
+        let mut p = Provenance::default();
+        p.record("mtu", "a");
+        p.record("up", "a");
+        let whole = p.compacted();
+        assert_eq!((whole.fields().count(), whole.of("anything")), (0, &["a".to_owned()][..]));
+        let json = serde_json::to_string(&whole).unwrap();
+        assert_eq!(json, r#"{"*":["a"]}"#);
+        let mut p = Provenance::default();
+        p.record("mtu", "a");
+        p.record("up", "b");
+        let per_field = p.compacted();
+        assert_eq!(serde_json::to_string(&per_field).unwrap(), r#"{"mtu":["a"],"up":["b"]}"#);
+        assert!(per_field.of("name").is_empty());
     }
 }

@@ -5,6 +5,7 @@ use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::OperatorSpec;
 
 impl Layered for OperatorSpec {
+    #[cfg(test)]
     const FIELDS: &'static [&'static str] =
         &["operator", "linkName", "requireUp", "dhcp4", "dhcp6", "vip", "layer"];
 }

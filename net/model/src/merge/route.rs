@@ -5,6 +5,7 @@ use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::RouteSpec;
 
 impl Layered for RouteSpec {
+    #[cfg(test)]
     const FIELDS: &'static [&'static str] = &[
         "family",
         "dst",
@@ -94,7 +95,10 @@ mod tests {
     fn table() {
         for (name, merged) in check_winners(cases(), "gateway", merge_routes) {
             for m in merged.specs.values() {
-                assert_eq!(m.provenance.fields.len(), RouteSpec::FIELDS.len(), "{name}");
+                let winner = m.provenance.of("gateway");
+                for field in RouteSpec::FIELDS {
+                    assert_eq!(m.provenance.of(field), winner, "{name}: {field}");
+                }
             }
         }
     }

@@ -5,6 +5,7 @@ use super::fold::{merge_whole, Layered, Merged, SameLayer};
 use crate::resource::RoutingRuleSpec;
 
 impl Layered for RoutingRuleSpec {
+    #[cfg(test)]
     const FIELDS: &'static [&'static str] = &[
         "family", "src", "dst", "table", "priority", "action", "iifName", "oifName", "fwMark",
         "fwMask", "layer",
