@@ -543,8 +543,7 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
     // Layers the config does not produce (DHCP and other operators) stay as they are: copy
     // them, or the diff would report their addresses and routes as removed.
     for r in store.iter().filter(|r| {
-        r.metadata.namespace == Namespace::NetworkConfig
-            && !ours.contains(&r.metadata.owner)
+        r.metadata.namespace == Namespace::NetworkConfig && !ours.contains(&r.metadata.owner)
     }) {
         if Kind::LAYERED.contains(&r.spec.kind()) {
             let id = r.metadata.id.as_str();

@@ -107,7 +107,8 @@ pub type Key = (Namespace, Kind, String);
 /// (no key is built per call) and compares IDs only, and a list is one inner map.
 #[derive(Debug, Default)]
 pub struct Store {
-    items: BTreeMap<(Namespace, Kind), BTreeMap<String, Entry>>,
+    // Boxed: B-tree nodes filled in ID order stay about half full, so a slot should be small.
+    items: BTreeMap<(Namespace, Kind), BTreeMap<String, Box<Entry>>>,
     len: usize,
     /// The current write pass (see [`Store::begin_pass`]).
     pass: u64,
@@ -229,10 +230,10 @@ impl Store {
                         finalizers: Finalizers::default(),
                     },
                     spec,
-                    provenance: Provenance::default(),
+                    provenance: None,
                 };
                 let ch = change(&resource, ChangeKind::Created);
-                items.insert(id.to_owned(), Entry { resource, written_in: self.pass });
+                items.insert(id.to_owned(), Box::new(Entry { resource, written_in: self.pass }));
                 self.len += 1;
                 Ok(Some(ch))
             }
@@ -251,7 +252,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let r = self.get_mut(namespace, kind, id)?;
         check_owner(r, owner)?;
-        r.provenance = provenance;
+        r.provenance = (!provenance.is_empty()).then(|| Box::new(provenance));
         Ok(())
     }
 

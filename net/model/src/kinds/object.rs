@@ -92,9 +92,10 @@ pub struct Resource {
     pub metadata: Metadata,
     /// The spec.
     pub spec: AnySpec,
-    /// For merged specs: per field, the `network-config` inputs its value came from.
-    #[serde(skip_serializing_if = "Provenance::is_empty")]
-    pub provenance: Provenance,
+    /// For merged specs: per field, the `network-config` inputs its value came from (boxed:
+    /// most resources have none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Box<Provenance>>,
 }
 
 impl Resource {
