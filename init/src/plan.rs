@@ -189,6 +189,8 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
 fn plan(args: &Args) -> Result<bool, PlanError> {
     let mut rejected = false;
     let mut rt = Runtime::new();
+    // Nobody watches a plan: keep no journal of its changes.
+    rt.journal_only(Some(Vec::new()));
     for ctrl in controllers::config_and_merge() {
         rt.register(ctrl)?;
     }

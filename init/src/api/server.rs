@@ -41,6 +41,9 @@ use crate::reactor::Reactor;
 /// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
 pub const MAX_CONNECTIONS: usize = 256;
 
+/// The kinds the TLS mode and certificate follow (the config, addresses and hostname).
+const TLS_FOLLOWS: [Kind; 3] = [Kind::AddressStatus, Kind::HostnameStatus, Kind::MachineConfig];
+
 /// The listening sockets and their connections.
 pub struct Server {
     socket: Option<Socket>,
@@ -172,8 +175,10 @@ impl Server {
         }
     }
 
-    /// Roll a config on trial back once its time is up (before the runtime runs).
+    /// Before the runtime runs: say which changes [`Api::after_run`] will read, and roll a
+    /// config on trial back once its time is up.
     pub fn before_run(&mut self, rt: &mut Runtime, now: Instant) {
+        rt.journal_only(Some(self.journaled_kinds()));
         if self.effects.trial.as_ref().is_some_and(|t| t.deadline <= now) {
             if let Some(t) = self.effects.trial.take() {
                 t.roll_back(rt);
@@ -181,13 +186,17 @@ impl Server {
         }
     }
 
+    /// The kinds whose changes matter here: what the TLS identity follows, and every watch.
+    fn journaled_kinds(&self) -> Vec<Kind> {
+        let mut kinds = TLS_FOLLOWS.to_vec();
+        kinds.extend(self.conns.values().filter_map(|c| c.watch.as_ref().map(|q| q.kind)));
+        kinds
+    }
+
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
-        // The TLS mode and certificate follow the config, addresses and hostname only.
-        let relevant = changes.iter().any(|c| {
-            matches!(c.kind, Kind::AddressStatus | Kind::HostnameStatus | Kind::MachineConfig)
-        });
+        let relevant = changes.iter().any(|c| TLS_FOLLOWS.contains(&c.kind));
         if self
             .remote
             .as_mut()

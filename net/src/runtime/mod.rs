@@ -111,8 +111,11 @@ struct Slot {
 pub struct Runtime {
     store: Store,
     slots: Vec<Slot>,
-    /// Every change since the last [`Runtime::take_changes`] (for watchers).
+    /// Every change since the last [`Runtime::take_changes`] (for watchers), of the kinds
+    /// in `journaled`.
     journal: Vec<Change>,
+    /// The kinds whose changes the journal keeps; `None` keeps all.
+    journaled: Option<Vec<Kind>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -133,7 +136,7 @@ impl Default for Runtime {
 impl Runtime {
     /// An empty runtime.
     pub fn new() -> Self {
-        Self { store: Store::new(), slots: Vec::new(), journal: Vec::new() }
+        Self { store: Store::new(), slots: Vec::new(), journal: Vec::new(), journaled: None }
     }
 
     /// Add a controller. It starts dirty, so its first [`Runtime::run`] reconciles it.
@@ -204,7 +207,7 @@ impl Runtime {
     ) -> Result<(), StoreError> {
         if let Some(ch) = self.store.put(source, namespace, id, spec)? {
             self.notify(&ch);
-            self.journal.push(ch);
+            self.record(ch);
         }
         Ok(())
     }
@@ -219,7 +222,7 @@ impl Runtime {
     ) -> Result<(), StoreError> {
         if let Some(ch) = self.store.destroy(source, namespace, kind, id)? {
             self.notify(&ch);
-            self.journal.push(ch);
+            self.record(ch);
         }
         Ok(())
     }
@@ -271,6 +274,18 @@ impl Runtime {
     /// Changes since the last call (for watchers).
     pub fn take_changes(&mut self) -> Vec<Change> {
         std::mem::take(&mut self.journal)
+    }
+
+    /// Keep only changes of `kinds` in the journal from now on (`None`: every change). A
+    /// large config makes a change per object several times over; nobody reads most of them.
+    pub fn journal_only(&mut self, kinds: Option<Vec<Kind>>) {
+        self.journaled = kinds;
+    }
+
+    fn record(&mut self, ch: Change) {
+        if self.journaled.as_ref().is_none_or(|kinds| kinds.contains(&ch.kind)) {
+            self.journal.push(ch);
+        }
     }
 
     /// Reconcile until nothing is dirty or due at `now`, or the cap is hit.
@@ -342,10 +357,10 @@ impl Runtime {
                 slot.last_error = Some(text);
             }
         }
-        for ch in &changes {
-            self.notify(ch);
+        for ch in changes {
+            self.notify(&ch);
+            self.record(ch);
         }
-        self.journal.extend(changes);
     }
 
     fn notify(&mut self, ch: &Change) {

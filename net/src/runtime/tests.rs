@@ -379,3 +379,19 @@ fn self_inflicted_events_cannot_spin_a_failing_controller() {
     }
     assert!(runs.get() <= 5, "at most one retry per BACKOFF_INITIAL, got {}", runs.get());
 }
+
+#[test]
+fn the_journal_keeps_only_the_kinds_asked_for() {
+    let mut rt = Runtime::new();
+    rt.journal_only(Some(vec![Kind::MachineConfig]));
+    rt.put_input("test", NET, "hostname", host("a")).unwrap();
+    rt.put_input("test", Namespace::Config, "v1alpha1", crate::config::MachineConfig::default())
+        .unwrap();
+    let kinds: Vec<Kind> = rt.take_changes().into_iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [Kind::MachineConfig]);
+
+    rt.journal_only(None);
+    rt.put_input("test", NET, "hostname", host("b")).unwrap();
+    let kinds: Vec<Kind> = rt.take_changes().into_iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [Kind::HostnameSpec]);
+}
