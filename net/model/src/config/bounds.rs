@@ -180,8 +180,9 @@ impl<'t> Parser<'t> {
     }
 
     /// The next event; `None` on a syntax error (the caller stops there: libyaml must not be
-    /// asked again after an error).
-    fn next(&mut self) -> Option<Event> {
+    /// asked again after an error). A scalar's value is copied only when `want_scalar`: the
+    /// scan reads the root mapping's, and a large config has a hundred thousand others.
+    fn next(&mut self, want_scalar: bool) -> Option<Event> {
         let p = self.sys.as_mut_ptr();
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         let e = event.as_mut_ptr();
@@ -202,7 +203,7 @@ impl<'t> Parser<'t> {
             let anchor = (!anchor.is_null())
                 .then(|| CStr::from_ptr(anchor as *const c_char).to_bytes().to_vec());
             // Scalars are kept only while short: the scan needs header values, nothing else.
-            let scalar = (kind == unsafe_libyaml::YAML_SCALAR_EVENT)
+            let scalar = (want_scalar && kind == unsafe_libyaml::YAML_SCALAR_EVENT)
                 .then(|| {
                     let data = (*e).data.scalar;
                     let len = usize::try_from(data.length).unwrap_or(usize::MAX);
@@ -256,7 +257,10 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
     let mut root_seen = false;
     let mut expect_key = true;
     let mut pending: Option<HeaderKey> = None;
-    while let Some(Event { kind, anchor, scalar, position: at }) = parser.next() {
+    // Only nodes directly in a root mapping (one collection open) have values the scan reads.
+    while let Some(Event { kind, anchor, scalar, position: at }) =
+        parser.next(sizes.open.len() == 1)
+    {
         let node = match kind {
             unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(docs),
             unsafe_libyaml::YAML_DOCUMENT_START_EVENT => {
