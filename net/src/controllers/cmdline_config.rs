@@ -2,14 +2,19 @@
 //! Layer `cmdline`: specs from the parsed kernel command line (docs/talos.md: Kernel command line).
 
 use super::ids::CMDLINE_ID;
-use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
+use super::layer::{
+    layered_outputs, link_identities, source_version, LayerCache, SourceVersion, LINKS_INPUT,
+};
 use crate::cmdline::{self, CmdlineNetwork};
-use crate::resource::{ConfigLayer, Kind, LayerSpecs, Namespace};
+use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkIdentities, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 /// Writes `cmdline/…` specs from the `Cmdline` resource.
 #[derive(Debug, Default)]
-pub struct CmdlineConfigController;
+pub struct CmdlineConfigController {
+    /// The command line's version and the links' identities the layer was written from.
+    cache: LayerCache<(Option<SourceVersion>, LinkIdentities)>,
+}
 
 impl Controller for CmdlineConfigController {
     fn name(&self) -> &'static str {
@@ -25,11 +30,19 @@ impl Controller for CmdlineConfigController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
+        let version = source_version(ctx, Namespace::Runtime, Kind::Cmdline, CMDLINE_ID);
+        let key = match version {
+            Some(_) => (version, link_identities(ctx)),
+            None => (None, LinkIdentities::default()),
+        };
+        if self.cache.is_current(&key) {
+            return Ok(Next::Idle);
+        }
         let specs = match ctx.get::<CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID) {
-            Some(parsed) => cmdline::to_specs(parsed, &link_view(ctx)),
+            Some(parsed) => cmdline::to_specs(parsed, &key.1.view()),
             None => LayerSpecs::default(),
         };
-        write_layer(ctx, ConfigLayer::Cmdline, specs)?;
+        self.cache.write(ctx, ConfigLayer::Cmdline, key, specs)?;
         Ok(Next::Idle)
     }
 }

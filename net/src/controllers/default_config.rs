@@ -17,13 +17,15 @@ use std::net::{IpAddr, Ipv4Addr};
 use ipnet::IpNet;
 
 use super::ids::{CMDLINE_ID, MACHINE_CONFIG_ID};
-use super::layer::{layered_outputs, link_view, write_layer, LINKS_INPUT};
+use super::layer::{
+    layered_outputs, link_identities, source_version, LayerCache, SourceVersion, LINKS_INPUT,
+};
 use crate::cmdline::CmdlineNetwork;
 use crate::config::{AutoHostname, MachineConfig};
 use crate::resource::{
     AddressSpec, ClientIdentifier, ConfigLayer, HostnameSpec, HostnameStatus, Kind, LayerSpecs,
-    LinkSpec, LinkView, Namespace, NodeAddress, Operator, OperatorSpec, ResolverSpec, Scope,
-    TimeServerSpec, DEFAULT_ROUTE_METRIC, HOSTNAME_ID,
+    LinkIdentities, LinkSpec, LinkView, Namespace, NodeAddress, Operator, OperatorSpec,
+    ResolverSpec, Scope, TimeServerSpec, DEFAULT_ROUTE_METRIC, HOSTNAME_ID,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -176,7 +178,20 @@ pub fn addr_hostname(ip: IpAddr) -> String {
 
 /// Writes `default/…` specs.
 #[derive(Debug, Default)]
-pub struct DefaultConfigController;
+pub struct DefaultConfigController {
+    cache: LayerCache<DefaultKey>,
+}
+
+/// Everything the layer was written from (the owned part of [`DefaultInputs`]).
+#[derive(Debug, PartialEq)]
+struct DefaultKey {
+    cmdline: Option<SourceVersion>,
+    config: Option<SourceVersion>,
+    links: LinkIdentities,
+    claimed_links: BTreeSet<String>,
+    default_address: Option<IpAddr>,
+    domainname: Option<String>,
+}
 
 impl Controller for DefaultConfigController {
     fn name(&self) -> &'static str {
@@ -214,19 +229,30 @@ impl Controller for DefaultConfigController {
             .get::<NodeAddress>(Namespace::Network, "default")
             .filter(|n| n.addresses.len() == 1)
             .and_then(|n| n.addresses.first().map(IpNet::addr));
-        let specs = default_specs(&DefaultInputs {
-            cmdline: ctx.get::<CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID),
-            config: ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID),
-            links: link_view(ctx),
+        let key = DefaultKey {
+            cmdline: source_version(ctx, Namespace::Runtime, Kind::Cmdline, CMDLINE_ID),
+            config: source_version(ctx, Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID),
+            links: link_identities(ctx),
             claimed_links,
             default_address,
             domainname: ctx
                 .get::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
                 .map(|h| h.domainname.clone()),
+        };
+        if self.cache.is_current(&key) {
+            return Ok(Next::Idle);
+        }
+        let specs = default_specs(&DefaultInputs {
+            cmdline: ctx.get::<CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID),
+            config: ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID),
+            links: key.links.view(),
+            claimed_links: key.claimed_links.clone(),
+            default_address: key.default_address,
+            domainname: key.domainname.clone(),
             // No node identity is kept yet: `auto: stable` waits for one.
             node_id: None,
         });
-        write_layer(ctx, ConfigLayer::Default, specs)?;
+        self.cache.write(ctx, ConfigLayer::Default, key, specs)?;
         Ok(Next::Idle)
     }
 }

@@ -44,9 +44,9 @@ pub use ids::{CMDLINE_ID, HOSTNAME_FILE, MACHINE_CONFIG_ID};
 /// which lets one pass settle most changes.
 pub fn config_and_merge() -> Vec<Box<dyn Controller>> {
     let mut all: Vec<Box<dyn Controller>> = vec![
-        Box::new(CmdlineConfigController),
-        Box::new(MachineConfigController),
-        Box::new(DefaultConfigController),
+        Box::new(CmdlineConfigController::default()),
+        Box::new(MachineConfigController::default()),
+        Box::new(DefaultConfigController::default()),
     ];
     all.extend(merge::all());
     all

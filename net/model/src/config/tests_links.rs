@@ -402,3 +402,51 @@ fn migrate_writes_a_selector_as_an_alias() {
     // `ignore: true` has no document.
     assert!(!out.contains("name: eth0"), "{out}");
 }
+
+/// The layer derived from the links' identities is the layer derived from their full
+/// statuses: the fields `LinkIdentities` drops are read by no document, selector or alias.
+#[test]
+fn identities_derive_what_statuses_derive() {
+    let mut links = node_links();
+    for (i, (_, s)) in links.iter_mut().enumerate() {
+        s.index = u32::try_from(i).unwrap() + 1;
+        s.flags = "UP,BROADCAST,RUNNING,MULTICAST,LOWER_UP".into();
+        s.operational_state = "up".into();
+        s.link_state = true;
+        s.master_index = 42;
+        s.slave_kind = "bond".into();
+        s.alias = format!("alias-{i}");
+        s.alt_names = vec![format!("alt{i}")];
+        s.mtu = 1500;
+    }
+    let full = LinkView::new(links.iter().map(|(n, s): &(&str, LinkStatus)| (*n, s)));
+    let ids = crate::resource::LinkIdentities::new(links.iter().map(|(n, s)| (*n, s)));
+    let aliases = [
+        "link.alias == \"alias-3\"",
+        "link.alt_names.contains(\"alt4\")",
+        "link.mtu == 1500 && link.driver == \"igb\"",
+        "glob(\"0000:00:05*\", link.bus_path) && link.physical",
+        "mac(link.hardware_addr) == \"02:00:00:00:00:03\" && link.type == 1",
+        "link.kind == \"bond\"",
+    ]
+    .map(|m| {
+        format!(
+            "apiVersion: v1alpha1\nkind: LinkAliasConfig\nname: net0\nselector:\n  match: '{m}'\n\
+             ---\napiVersion: v1alpha1\nkind: LinkConfig\nname: net0\nmtu: 9000\n\
+             ---\napiVersion: v1alpha1\nkind: LinkConfig\nname: alt2\nmtu: 1400\n"
+        )
+    });
+    let configs = LEGACY
+        .iter()
+        .map(|n| format!("version: v1alpha1\nmachine:\n  type: worker\n  network:\n{n}"))
+        .chain([super::tests::FULL.to_owned()])
+        .chain(aliases);
+    for yaml in configs {
+        let cfg = parse(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let specs = to_specs(&cfg, &full);
+        assert_eq!(specs, to_specs(&cfg, &ids.view()), "{yaml}");
+        assert!(!specs.links.is_empty(), "{yaml}");
+        // Every alias picked its one link.
+        assert!(specs.links.iter().all(|l| l.name != "net0"), "{yaml}");
+    }
+}

@@ -92,6 +92,80 @@ pub fn find_link<'a>(
         .map(|(n, l)| (n.as_str(), l))
 }
 
+/// The links as the configuration layers see them: each link's status reduced to what names,
+/// `deviceSelector`s and link-alias selectors read ([`identity`]), by name. A layer derived
+/// through [`LinkIdentities::view`] is a function of this value, so a controller that kept the
+/// value of its last write may skip the next derivation while the value compares equal: a
+/// link going up or down, gaining a carrier or changing flags derives nothing again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkIdentities(Vec<(String, LinkStatus)>);
+
+impl LinkIdentities {
+    /// The identities of `links`.
+    pub fn new<'a>(links: impl IntoIterator<Item = (&'a str, &'a LinkStatus)>) -> Self {
+        let mut links: Vec<_> =
+            links.into_iter().map(|(n, s)| (n.to_owned(), identity(s))).collect();
+        crate::sort::by(&mut links, |a, b| a.0.cmp(&b.0));
+        Self(links)
+    }
+
+    /// A view for deriving a layer: only the identity fields are set.
+    pub fn view(&self) -> LinkView<'_> {
+        LinkView::new(self.0.iter().map(|(n, s)| (n.as_str(), s)))
+    }
+}
+
+/// `status` with only the fields the configuration layers read; every other field is at its
+/// default, so a layer cannot come to depend on it without it being listed here.
+///
+/// Kept: the fields of [`crate::config::DeviceSelector`] (MACs, driver, bus path, PCI ID,
+/// `physical`, which is type and kind), those a `LinkAliasConfig` selector may read (the same,
+/// plus alias, altnames, MTU), and alias and altnames, which names resolve through.
+/// Dropped: what changes as the link runs or is configured (index, flags, operational state,
+/// carrier, master, slave kind, broadcast address, parent index) and the kind-specific
+/// settings, which no layer reads. The destructuring names every field: a field added to
+/// [`LinkStatus`] does not compile here until it is sorted into one of these.
+pub fn identity(status: &LinkStatus) -> LinkStatus {
+    let LinkStatus {
+        index: _,
+        link_type,
+        link_index: _,
+        flags: _,
+        hardware_addr,
+        permanent_addr,
+        broadcast_addr: _,
+        mtu,
+        master_index: _,
+        operational_state: _,
+        kind,
+        slave_kind: _,
+        link_state: _,
+        alias,
+        alt_names,
+        driver,
+        bus_path,
+        pci_id,
+        vlan: _,
+        bond_master: _,
+        bridge_master: _,
+        vrf_master: _,
+        wireguard: _,
+    } = status;
+    LinkStatus {
+        link_type: *link_type,
+        hardware_addr: hardware_addr.clone(),
+        permanent_addr: permanent_addr.clone(),
+        mtu: *mtu,
+        kind: kind.clone(),
+        alias: alias.clone(),
+        alt_names: alt_names.clone(),
+        driver: driver.clone(),
+        bus_path: bus_path.clone(),
+        pci_id: pci_id.clone(),
+        ..LinkStatus::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +211,85 @@ mod tests {
         // The view over the same links breaks the alias tie by name.
         let view = LinkView::new(links.iter().map(|(n, s)| (n.as_str(), s)));
         assert_eq!(view.resolve("uplink"), "eth0");
+    }
+
+    #[test]
+    fn identities_ignore_what_changes_as_links_run() {
+        let down = LinkStatus {
+            index: 3,
+            link_type: LinkType::ETHER,
+            flags: "BROADCAST,MULTICAST".into(),
+            hardware_addr: "02:00:00:00:00:01".parse().unwrap(),
+            mtu: 1500,
+            operational_state: "down".into(),
+            driver: "virtio_net".into(),
+            bus_path: "0000:00:03.0".into(),
+            ..Default::default()
+        };
+        let up = LinkStatus {
+            index: 7,
+            link_index: 2,
+            flags: "UP,BROADCAST,RUNNING,MULTICAST,LOWER_UP".into(),
+            broadcast_addr: "ff:ff:ff:ff:ff:ff".parse().unwrap(),
+            master_index: 9,
+            operational_state: "up".into(),
+            slave_kind: "bond".into(),
+            link_state: true,
+            ..down.clone()
+        };
+        let of = |s: &LinkStatus| LinkIdentities::new([("eth0", s)]);
+        assert_eq!(of(&down), of(&up));
+
+        let changed: [(&str, LinkStatus); 11] = [
+            ("alias", LinkStatus { alias: "uplink".into(), ..down.clone() }),
+            ("altname", LinkStatus { alt_names: vec!["enp0s3".into()], ..down.clone() }),
+            (
+                "mac",
+                LinkStatus { hardware_addr: "02:00:00:00:00:02".parse().unwrap(), ..down.clone() },
+            ),
+            (
+                "permanent mac",
+                LinkStatus {
+                    permanent_addr: Some("02:00:00:00:00:01".parse().unwrap()),
+                    ..down.clone()
+                },
+            ),
+            ("driver", LinkStatus { driver: "igb".into(), ..down.clone() }),
+            ("mtu", LinkStatus { mtu: 9000, ..down.clone() }),
+            ("bus path", LinkStatus { bus_path: "0000:00:04.0".into(), ..down.clone() }),
+            ("pci id", LinkStatus { pci_id: "8086:100E".into(), ..down.clone() }),
+            ("kind", LinkStatus { kind: "bond".into(), ..down.clone() }),
+            ("type", LinkStatus { link_type: LinkType::LOOPBACK, ..down.clone() }),
+            ("name", down.clone()),
+        ];
+        for (what, status) in &changed {
+            let name = if *what == "name" { "eth1" } else { "eth0" };
+            assert_ne!(of(&down), LinkIdentities::new([(name, status)]), "{what}");
+        }
+        // A link appearing or going away changes them too.
+        assert_ne!(of(&down), LinkIdentities::new([("eth0", &down), ("eth1", &down)]));
+        assert_ne!(of(&down), LinkIdentities::default());
+    }
+
+    #[test]
+    fn identities_resolve_like_the_statuses() {
+        let eth0 = LinkStatus {
+            link_type: LinkType::ETHER,
+            alt_names: vec!["enp0s3".into()],
+            operational_state: "up".into(),
+            ..Default::default()
+        };
+        let eth1 =
+            LinkStatus { link_type: LinkType::ETHER, alias: "uplink".into(), ..Default::default() };
+        let lo =
+            LinkStatus { link_type: LinkType::LOOPBACK, flags: "UP".into(), ..Default::default() };
+        let ids = LinkIdentities::new([("lo", &lo), ("eth1", &eth1), ("eth0", &eth0)]);
+        let view = ids.view();
+        assert_eq!(view.resolve("uplink"), "eth1");
+        assert_eq!(view.resolve("enp0s3"), "eth0");
+        assert_eq!(view.first_non_loopback(), Some("eth0"));
+        assert_eq!(view.physical().map(|(n, _)| n).collect::<Vec<_>>(), ["eth0", "eth1"]);
+        // Nothing volatile gets through.
+        assert!(view.iter().all(|(_, s)| s.flags.is_empty() && s.operational_state.is_empty()));
     }
 }
