@@ -56,10 +56,13 @@ pub fn config_and_merge() -> Vec<Box<dyn Controller>> {
 /// that apply merged specs, status controllers that mirror the kernel, and the derived
 /// controllers (files, node addresses, readiness).
 pub fn pipeline(host: &SharedHost) -> Vec<Box<dyn Controller>> {
-    let mut all = config_and_merge();
+    // The kernel's links first: the config layers resolve names and selectors through them,
+    // so the first pass derives each layer once, with the links, rather than once without
+    // them and again when they appear.
+    let mut all: Vec<Box<dyn Controller>> = vec![Box::new(status::links(host.clone()))];
+    all.extend(config_and_merge());
     all.extend([
-        Box::new(status::links(host.clone())) as Box<dyn Controller>,
-        Box::new(status::addresses(host.clone())),
+        Box::new(status::addresses(host.clone())) as Box<dyn Controller>,
         Box::new(status::routes(host.clone())),
         Box::new(status::rules(host.clone())),
         Box::new(LinkSpecController::new(host.clone())),
