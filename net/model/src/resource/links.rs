@@ -3,7 +3,8 @@
 //! that name, else to the first link whose alias or altname it is. [`find_link`] applies it to
 //! links in the order given (the spec controllers: the kernel's dump order); [`LinkView`] is
 //! the same lookup indexed over links sorted by name, for config sources that must resolve
-//! names, pick "the first non-loopback link" or match device selectors.
+//! names, pick "the first non-loopback link" or match device selectors. [`LinkIdentities`] is
+//! the part of the links those config sources read, the key of their derivations.
 
 use std::collections::BTreeMap;
 
@@ -123,8 +124,10 @@ impl LinkIdentities {
 /// plus alias, altnames, MTU), and alias and altnames, which names resolve through.
 /// Dropped: what changes as the link runs or is configured (index, flags, operational state,
 /// carrier, master, slave kind, broadcast address, parent index) and the kind-specific
-/// settings, which no layer reads. The destructuring names every field: a field added to
-/// [`LinkStatus`] does not compile here until it is sorted into one of these.
+/// settings, which no layer reads. MTU is kept although the configuration may set it (a
+/// selector may read it): a link whose MTU changes is derived once more. The destructuring
+/// names every field: a field added to [`LinkStatus`] does not compile here until it is
+/// sorted into one of these.
 pub fn identity(status: &LinkStatus) -> LinkStatus {
     let LinkStatus {
         index: _,
