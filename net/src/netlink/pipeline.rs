@@ -6,6 +6,8 @@
 //! gets its own result. `ip -batch` waits for each acknowledgement before sending the next
 //! request; this saves a round trip per object.
 
+use std::fmt::Display;
+
 use log::trace;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable, NLM_F_ACK, NLM_F_REQUEST,
@@ -24,11 +26,12 @@ const WINDOW_BYTES: usize = 48 * 1024;
 
 /// One request of a batch.
 #[derive(Debug, Clone)]
-pub struct BatchRequest<M> {
+pub struct BatchRequest<M, T = String> {
     /// The operation, for errors (`route_add`).
     pub op: &'static str,
-    /// The object, for errors.
-    pub target: String,
+    /// The object, for errors: any `Display`, so that a batch of thousands does not format
+    /// one text per request that only a failure needs.
+    pub target: T,
     /// The message.
     pub msg: M,
     /// Flags beyond `NLM_F_REQUEST | NLM_F_ACK`.
@@ -37,9 +40,9 @@ pub struct BatchRequest<M> {
 
 impl RouteSocket {
     /// Sends every request, many per datagram, and returns one result per request.
-    pub fn batch(
+    pub fn batch<T: Display>(
         &mut self,
-        requests: &[BatchRequest<netlink_packet_route::RouteNetlinkMessage>],
+        requests: &[BatchRequest<netlink_packet_route::RouteNetlinkMessage, T>],
     ) -> Vec<Result<(), NlError>> {
         self.inner.request_batch(requests)
     }
@@ -48,9 +51,9 @@ impl RouteSocket {
 impl NlSocket {
     /// Sends every request and returns one result per request, in order. Replies other than
     /// acknowledgements (there are none for changes) are ignored.
-    pub(crate) fn request_batch<M>(
+    pub(crate) fn request_batch<M, T: Display>(
         &mut self,
-        requests: &[BatchRequest<M>],
+        requests: &[BatchRequest<M, T>],
     ) -> Vec<Result<(), NlError>>
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
@@ -69,7 +72,7 @@ impl NlSocket {
 
     /// Serializes requests from the front of `requests` into one datagram: at least one, at
     /// most [`WINDOW`] or [`WINDOW_BYTES`]. Returns the bytes and how many went in.
-    fn pack<M>(&mut self, requests: &[BatchRequest<M>]) -> (Vec<u8>, usize)
+    fn pack<M, T: Display>(&mut self, requests: &[BatchRequest<M, T>]) -> (Vec<u8>, usize)
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
     {
@@ -99,9 +102,9 @@ impl NlSocket {
     }
 
     /// Sends one datagram of `window` and collects their acknowledgements.
-    fn exchange<M>(
+    fn exchange<M, T: Display>(
         &mut self,
-        window: &[BatchRequest<M>],
+        window: &[BatchRequest<M, T>],
         bytes: &[u8],
         first_seq: u32,
     ) -> Vec<Result<(), NlError>> {
@@ -139,10 +142,10 @@ impl NlSocket {
                 let outcome = match frame.outcome() {
                     Ok(Some(Outcome::Ack | Outcome::Done)) => Ok(()),
                     Ok(Some(Outcome::Refused(errno, message))) => {
-                        Err(kernel_error(request.op, &request.target, errno, message))
+                        Err(kernel_error(request.op, &request.target.to_string(), errno, message))
                     }
                     Ok(None) => continue,
-                    Err(e) => Err(NlError::decode(request.op, &request.target, e)),
+                    Err(e) => Err(NlError::decode(request.op, request.target.to_string(), e)),
                 };
                 if slot.is_none() {
                     pending -= 1;
@@ -155,7 +158,11 @@ impl NlSocket {
             .zip(window)
             .map(|(r, request)| {
                 r.unwrap_or_else(|| {
-                    Err(NlError::decode(request.op, &request.target, "no acknowledgement"))
+                    Err(NlError::decode(
+                        request.op,
+                        request.target.to_string(),
+                        "no acknowledgement",
+                    ))
                 })
             })
             .collect()
@@ -175,10 +182,10 @@ impl NlSocket {
 }
 
 /// The same I/O failure, for each request it hit.
-fn io_error<M>(request: &BatchRequest<M>, e: &std::io::Error) -> NlError {
+fn io_error<M, T: Display>(request: &BatchRequest<M, T>, e: &std::io::Error) -> NlError {
     let copy = match e.raw_os_error() {
         Some(errno) => std::io::Error::from_raw_os_error(errno),
         None => std::io::Error::new(e.kind(), e.to_string()),
     };
-    NlError::io(request.op, &request.target, copy)
+    NlError::io(request.op, request.target.to_string(), copy)
 }
