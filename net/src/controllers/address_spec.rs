@@ -242,7 +242,7 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        self.fights.settle(name, &differing, now);
+        self.fights.settle(name, |k| differing.contains(k), now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
         let by_id: HashMap<&str, &AddressSpec> =
             specs.iter().map(|(id, spec, _)| (id.as_str(), spec)).collect();

@@ -622,7 +622,7 @@ impl Controller for LinkSpecController {
                 }
             }
         };
-        self.fights.settle(name, &differing, now);
+        self.fights.settle(name, |k| differing.contains(k), now);
 
         let written = self.apply_wireguard(&specs, &kernel, &mut errors);
         if !written.is_empty() {

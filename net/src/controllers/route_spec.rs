@@ -8,12 +8,13 @@
 //! different attributes is replaced (deleted, then added). Other routes are never touched.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 use super::address_spec::Desired;
-use super::spec_common::{batches, first_error, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{batches, first_error, has_finalizer, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
     find_link, Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus,
@@ -21,21 +22,31 @@ use crate::resource::{
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-/// What to do for a set of route specs.
+/// What to do for a set of route specs; IDs borrow from the specs planned.
 #[derive(Debug, Default, PartialEq)]
-pub struct RoutePlan {
+pub struct RoutePlan<'a> {
     /// Operations in order, each with the ID of the spec it serves.
-    pub ops: Vec<(String, RouteOp)>,
+    pub ops: Vec<(&'a str, RouteOp)>,
     /// Running specs whose out link does not exist (yet).
-    pub waiting: Vec<String>,
+    pub waiting: Vec<&'a str>,
     /// Specs applied (or being applied by `ops`).
-    pub applied: Vec<String>,
+    pub applied: Vec<&'a str>,
     /// Tearing-down specs whose kernel routes are gone after `ops`.
-    pub released: Vec<String>,
+    pub released: Vec<&'a str>,
 }
 
 /// The kernel's canonical form of a route spec; `out_link_index` 0 when no out link is set.
 pub fn route_to_kernel(spec: &RouteSpec, out_link: Option<(&str, u32)>) -> RouteStatus {
+    let mut r = kernel_form(spec, out_link.map_or(0, |(_, i)| i));
+    if let Some((name, _)) = out_link {
+        r.out_link_name = name.to_owned();
+    }
+    r
+}
+
+/// [`route_to_kernel`] without the out link's name: what comparing needs (the name is only
+/// filled in for a route that is going to be added).
+fn kernel_form(spec: &RouteSpec, out_link_index: u32) -> RouteStatus {
     let mut priority = spec.priority;
     let mut scope = spec.scope;
     if spec.family == Family::Inet6 {
@@ -50,8 +61,8 @@ pub fn route_to_kernel(spec: &RouteSpec, out_link: Option<(&str, u32)>) -> Route
         dst: spec.dst.map(|d| d.trunc()),
         src: spec.src,
         gateway: spec.gateway,
-        out_link_index: out_link.map_or(0, |(_, i)| i),
-        out_link_name: out_link.map_or_else(String::new, |(n, _)| n.to_owned()),
+        out_link_index,
+        out_link_name: String::new(),
         table: spec.table,
         priority,
         scope,
@@ -84,14 +95,14 @@ fn up_to_date(want: &RouteStatus, k: &RouteStatus) -> bool {
 }
 
 /// Plan route changes.
-pub fn plan_routes(
-    desired: &[Desired<'_, RouteSpec>],
+pub fn plan_routes<'a>(
+    desired: &[Desired<'a, RouteSpec>],
     links: &[(String, LinkStatus)],
     kernel: &[RouteStatus],
-) -> RoutePlan {
+) -> RoutePlan<'a> {
     let mut plan = RoutePlan::default();
     // Indexed by route identity: with 10,000 routes a scan per desired route is 10^8 steps.
-    let mut by_key: HashMap<RouteKey, Vec<&RouteStatus>> = HashMap::new();
+    let mut by_key: HashMap<RouteKey, Vec<&RouteStatus>> = HashMap::with_capacity(kernel.len());
     for k in kernel {
         by_key.entry(key_of(k)).or_default().push(k);
     }
@@ -102,46 +113,76 @@ pub fn plan_routes(
             match find_link(links, &d.spec.out_link_name) {
                 Some((name, l)) => Some((name, l.index)),
                 None if d.phase == Phase::Running => {
-                    plan.waiting.push(d.id.to_owned());
+                    plan.waiting.push(d.id);
                     continue;
                 }
                 None => {
                     // The link is gone, and its routes with it.
-                    plan.released.push(d.id.to_owned());
+                    plan.released.push(d.id);
                     continue;
                 }
             }
         };
-        let want = route_to_kernel(d.spec, out_link);
-        let matches: Vec<&RouteStatus> = by_key.get(&key_of(&want)).cloned().unwrap_or_default();
+        let mut want = kernel_form(d.spec, out_link.map_or(0, |(_, i)| i));
+        let matches: &[&RouteStatus] = by_key.get(&key_of(&want)).map_or(&[], Vec::as_slice);
         match d.phase {
             Phase::TearingDown => {
-                plan.ops.extend(
-                    matches.into_iter().map(|k| (d.id.to_owned(), RouteOp::Delete(k.clone()))),
-                );
-                plan.released.push(d.id.to_owned());
+                plan.ops.extend(matches.iter().map(|k| (d.id, RouteOp::Delete((*k).clone()))));
+                plan.released.push(d.id);
             }
             Phase::Running => {
                 if !matches.iter().any(|k| up_to_date(&want, k)) {
-                    plan.ops.extend(
-                        matches.into_iter().map(|k| (d.id.to_owned(), RouteOp::Delete(k.clone()))),
-                    );
-                    plan.ops.push((d.id.to_owned(), RouteOp::Add(want)));
+                    plan.ops.extend(matches.iter().map(|k| (d.id, RouteOp::Delete((*k).clone()))));
+                    if let Some((name, _)) = out_link {
+                        want.out_link_name = name.to_owned();
+                    }
+                    plan.ops.push((d.id, RouteOp::Add(want)));
                 }
-                plan.applied.push(d.id.to_owned());
+                plan.applied.push(d.id);
             }
         }
     }
     plan
 }
 
+/// What the fight guard counts: one spec's add or delete (`route <id>: add`), compared
+/// without being formatted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct OpKey {
+    id: String,
+    delete: bool,
+}
+
+impl OpKey {
+    fn of(id: &str, op: &RouteOp) -> Self {
+        Self { id: id.to_owned(), delete: matches!(op, RouteOp::Delete(_)) }
+    }
+}
+
+impl fmt::Display for OpKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.delete { "delete" } else { "add" };
+        write!(f, "route {}: {what}", self.id)
+    }
+}
+
+/// What the repeat guard counts: the operation itself; its text (`Debug`) only in an error.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct OpText(RouteOp);
+
+impl fmt::Display for OpText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
 /// The `RouteSpec` controller.
 pub struct RouteSpecController {
     host: SharedHost,
     wait_log: WaitLog,
-    repeat: RepeatGuard,
+    repeat: RepeatGuard<OpText>,
     /// Routes something else keeps deleting or adding back.
-    fights: FightGuard,
+    fights: FightGuard<OpKey>,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -181,50 +222,51 @@ impl Controller for RouteSpecController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let specs: Vec<(String, RouteSpec, Phase)> = ctx
-            .store()
-            .list(Namespace::Network, Kind::RouteSpec)
-            .filter_map(|r| {
-                r.spec_as::<RouteSpec>()
-                    .map(|s| (r.metadata.id.clone(), s.clone(), r.metadata.phase))
-            })
-            .collect();
-        let desired: Vec<Desired<'_, RouteSpec>> =
-            specs.iter().map(|(id, spec, phase)| Desired { id, spec, phase: *phase }).collect();
+        let (now, name) = (ctx.now(), self.name());
         let (links, kernel) = {
             let mut host = self.host.borrow_mut();
             (host.links()?, host.routes()?)
         };
+        // Planned and applied while the specs are borrowed from the store; only the IDs whose
+        // finalizer changes are copied out for the writes after.
+        let store = ctx.store();
+        let mut lacking: BTreeSet<&str> = BTreeSet::new();
+        let desired: Vec<Desired<'_, RouteSpec>> = store
+            .list(Namespace::Network, Kind::RouteSpec)
+            .filter_map(|r| {
+                let spec = r.spec_as::<RouteSpec>()?;
+                if !has_finalizer(r, name) {
+                    lacking.insert(r.metadata.id.as_str());
+                }
+                Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
+            })
+            .collect();
         let plan = plan_routes(&desired, &links, &kernel);
-        let (now, name) = (ctx.now(), self.name());
-        let key = |id: &str, op: &RouteOp| match op {
-            RouteOp::Add(_) => format!("route {id}: add"),
-            RouteOp::Delete(_) => format!("route {id}: delete"),
-        };
-        let differing: BTreeSet<String> = plan.ops.iter().map(|(id, op)| key(id, op)).collect();
+        let differing: BTreeSet<(&str, bool)> =
+            plan.ops.iter().map(|(id, op)| (*id, matches!(op, RouteOp::Delete(_)))).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
         for run in batches(&plan.ops) {
             let mut batch = Vec::new();
             for (id, op) in run {
-                let k = key(id, op);
-                if failed.contains(id.as_str()) {
+                if failed.contains(id) {
                     continue;
                 }
+                let k = OpKey::of(id, op);
                 if self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer) as it was.
                     failed.insert(id);
                     continue;
                 }
-                batch.push((id, k, op));
+                batch.push((*id, k, op));
             }
             let ops: Vec<&RouteOp> = batch.iter().map(|(_, _, op)| *op).collect();
             let results = self.host.borrow_mut().routes_apply(&ops);
             for ((id, k, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(format!("{op:?}"));
+                        succeeded.push(OpText(op.clone()));
                         self.fights.applied(name, &k, now);
                     }
                     Err(e) => {
@@ -234,15 +276,29 @@ impl Controller for RouteSpecController {
                 }
             }
         }
-        self.fights.settle(name, &differing, now);
+        self.fights.settle(name, |k| differing.contains(&(k.id.as_str(), k.delete)), now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
-        for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
+        let add: Vec<String> = plan
+            .applied
+            .iter()
+            .filter(|id| !failed.contains(*id) && lacking.contains(*id))
+            .map(|id| (*id).to_owned())
+            .collect();
+        let release: Vec<String> = plan
+            .released
+            .iter()
+            .filter(|id| !failed.contains(*id))
+            .map(|id| (*id).to_owned())
+            .collect();
+        let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
+        drop(plan);
+        for id in &add {
             ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
-        for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {
+        for id in &release {
             ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
-        self.wait_log.report(ctx, "route", &plan.waiting);
+        self.wait_log.report(ctx, "route", &waiting);
         let next = self.fights.report(ctx);
         first_error(self.name(), errors).map(|_| next)
     }
@@ -306,10 +362,7 @@ mod tests {
         let drifted = RouteStatus { protocol: RouteProtocol::STATIC, ..ours.clone() };
         let foreign = RouteStatus { gateway: Some("10.0.0.254".parse().unwrap()), ..ours.clone() };
         let plan = plan_routes(&[run("r", &s)], &links(), &[drifted.clone(), foreign]);
-        assert_eq!(
-            plan.ops,
-            [("r".to_owned(), RouteOp::Delete(drifted)), ("r".to_owned(), RouteOp::Add(ours))]
-        );
+        assert_eq!(plan.ops, [("r", RouteOp::Delete(drifted)), ("r", RouteOp::Add(ours))]);
     }
 
     #[test]
@@ -325,7 +378,7 @@ mod tests {
             &links(),
             std::slice::from_ref(&k),
         );
-        assert_eq!(plan.ops, [("r".to_owned(), RouteOp::Delete(k))]);
+        assert_eq!(plan.ops, [("r", RouteOp::Delete(k))]);
         assert_eq!(plan.released, ["r"]);
     }
 }

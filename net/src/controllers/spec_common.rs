@@ -1,11 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helpers shared by the spec controllers.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 use crate::host::{HostError, HostErrorKind};
+use crate::resource::Resource;
 use crate::runtime::{ControllerError, Ctx, Next};
+
+/// Does `r` carry the finalizer `name`? A spec controller skips adding one it already holds:
+/// with ten thousand specs, each add is a store lookup and an allocation that changes nothing.
+pub(super) fn has_finalizer(r: &Resource, name: &str) -> bool {
+    r.metadata.finalizers.contains(name)
+}
 
 /// Reports specs waiting for a link: a condition on the controller and one log line each
 /// time the set changes, not once per reconcile.
@@ -15,8 +24,8 @@ pub(super) struct WaitLog {
 }
 
 impl WaitLog {
-    pub(super) fn report(&mut self, ctx: &mut Ctx<'_>, what: &str, waiting: &[String]) {
-        let now: BTreeSet<String> = waiting.iter().cloned().collect();
+    pub(super) fn report(&mut self, ctx: &mut Ctx<'_>, what: &str, waiting: &[impl AsRef<str>]) {
+        let now: BTreeSet<String> = waiting.iter().map(|w| w.as_ref().to_owned()).collect();
         if now != self.last && !now.is_empty() {
             let list: Vec<&str> = now.iter().map(String::as_str).collect();
             // The link controller owns the warning for a missing link; addresses and routes
@@ -57,15 +66,24 @@ pub(super) const REPEAT_LIMIT: u32 = 5;
 /// An operation that succeeded [`REPEAT_LIMIT`] reconciles in a row
 /// is reported as an error, so the runtime backs off (at most one retry per
 /// `BACKOFF_INITIAL`) and the log says which operation does not stick.
-#[derive(Debug, Default)]
-pub(super) struct RepeatGuard {
-    counts: BTreeMap<String, u32>,
+///
+/// An operation is identified by a key `K` whose text (`Display`) names it in the error: its
+/// text itself, or a value that compares without being formatted first.
+#[derive(Debug)]
+pub(super) struct RepeatGuard<K = String> {
+    counts: BTreeMap<K, u32>,
 }
 
-impl RepeatGuard {
-    /// Record the operations that succeeded in this reconcile (by their text); returns an
-    /// error for each one that hit the limit. Operations not issued this time start again.
-    pub(super) fn check(&mut self, ops: impl Iterator<Item = String>) -> Vec<HostError> {
+impl<K> Default for RepeatGuard<K> {
+    fn default() -> Self {
+        Self { counts: BTreeMap::new() }
+    }
+}
+
+impl<K: Ord + Display> RepeatGuard<K> {
+    /// Record the operations that succeeded in this reconcile; returns an error for each one
+    /// that hit the limit. Operations not issued this time start again.
+    pub(super) fn check(&mut self, ops: impl Iterator<Item = K>) -> Vec<HostError> {
         let previous = std::mem::take(&mut self.counts);
         let mut errors = Vec::new();
         for op in ops {
@@ -75,7 +93,7 @@ impl RepeatGuard {
                     message: format!(
                         "applied {n} times in a row but the kernel keeps reporting a difference"
                     ),
-                    op: op.clone(),
+                    op: op.to_string(),
                     kind: HostErrorKind::Invalid,
                 });
             }
@@ -123,28 +141,49 @@ struct Contest {
 /// theirs, and each wakes the other at once. After [`FIGHT_LIMIT`] applies within
 /// [`FIGHT_WINDOW`] the operation is held, one warning names it, and each further undo
 /// doubles the hold up to [`FIGHT_HOLD_MAX`]; once the value has stayed put for
-/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys are operation texts that name
-/// the object, the attribute and our value (`link eth0: mtu 1400`).
-#[derive(Debug, Default)]
-pub(super) struct FightGuard {
-    contests: BTreeMap<String, Contest>,
+/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys name the object, the
+/// attribute and our value: operation texts (`link eth0: mtu 1400`), or values whose
+/// `Display` is that text.
+#[derive(Debug)]
+pub(super) struct FightGuard<K = String> {
+    contests: BTreeMap<K, Contest>,
 }
 
-impl FightGuard {
+impl<K> Default for FightGuard<K> {
+    fn default() -> Self {
+        Self { contests: BTreeMap::new() }
+    }
+}
+
+impl<K: Ord + Display> FightGuard<K> {
     /// The operation must not be applied at `now`.
-    pub(super) fn held(&self, key: &str, now: Instant) -> bool {
+    pub(super) fn held<Q>(&self, key: &Q, now: Instant) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.contests.get(key).and_then(|c| c.hold_until).is_some_and(|t| now < t)
     }
 
     /// Record a successful apply of `key` at `now`; holds it when it is being undone.
-    pub(super) fn applied(&mut self, target: &str, key: &str, now: Instant) {
-        let c = self.contests.entry(key.to_owned()).or_insert_with(|| Contest {
-            applies: VecDeque::new(),
-            last_apply: now,
-            hold_until: None,
-            hold: FIGHT_HOLD_INITIAL,
-            fighting: false,
-        });
+    pub(super) fn applied<Q>(&mut self, target: &str, key: &Q, now: Instant)
+    where
+        K: Borrow<Q>,
+        Q: Ord + Display + ToOwned<Owned = K> + ?Sized,
+    {
+        if !self.contests.contains_key(key) {
+            self.contests.insert(
+                key.to_owned(),
+                Contest {
+                    applies: VecDeque::new(),
+                    last_apply: now,
+                    hold_until: None,
+                    hold: FIGHT_HOLD_INITIAL,
+                    fighting: false,
+                },
+            );
+        }
+        let Some(c) = self.contests.get_mut(key) else { return };
         while c.applies.front().is_some_and(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW) {
             c.applies.pop_front();
         }
@@ -178,13 +217,13 @@ impl FightGuard {
     }
 
     /// Forget what is over at `now`: a fight whose value stayed put for [`FIGHT_WINDOW`] (said
-    /// once, at info level), and applies too old to count. `pending` holds the keys that
-    /// still differ from the kernel.
-    pub(super) fn settle(&mut self, target: &str, pending: &BTreeSet<String>, now: Instant) {
+    /// once, at info level), and applies too old to count. `pending` says which keys still
+    /// differ from the kernel.
+    pub(super) fn settle(&mut self, target: &str, pending: impl Fn(&K) -> bool, now: Instant) {
         self.contests.retain(|key, c| {
             let held = c.hold_until.is_some_and(|t| now < t);
             let quiet = now.saturating_duration_since(c.last_apply) >= FIGHT_WINDOW;
-            if held || !quiet || pending.contains(key) {
+            if held || !quiet || pending(key) {
                 return true;
             }
             if c.fighting {
@@ -195,11 +234,11 @@ impl FightGuard {
     }
 
     /// The keys held at `now`, for the controller's condition.
-    pub(super) fn contested(&self, now: Instant) -> Vec<&str> {
+    pub(super) fn contested(&self, now: Instant) -> Vec<&K> {
         self.contests
             .iter()
             .filter(|(_, c)| c.hold_until.is_some_and(|t| now < t))
-            .map(|(k, _)| k.as_str())
+            .map(|(k, _)| k)
             .collect()
     }
 
@@ -209,7 +248,8 @@ impl FightGuard {
         let now = ctx.now();
         let contested = self.contested(now);
         if !contested.is_empty() {
-            let held = format!("held, something else keeps changing it: {}", contested.join(", "));
+            let keys: Vec<String> = contested.iter().map(ToString::to_string).collect();
+            let held = format!("held, something else keeps changing it: {}", keys.join(", "));
             let condition = match ctx.condition() {
                 Some(waiting) => format!("{waiting}; {held}"),
                 None => held,
@@ -264,7 +304,7 @@ mod tests {
             g.applied("t", key, t0 + Duration::from_millis(100) * i);
             g.settle(
                 "t",
-                &BTreeSet::new(),
+                |_| false,
                 t0 + Duration::from_millis(100) * i + Duration::from_millis(50),
             );
             assert!(!g.held(key, t0 + Duration::from_millis(100) * i));
@@ -279,7 +319,7 @@ mod tests {
         assert!(!g.held(key, t));
         g.applied("t", key, t);
         assert!(!g.held(key, t));
-        g.settle("t", &pending, t);
+        g.settle("t", |k| pending.contains(k), t);
         g.applied("t", key, t + Duration::from_millis(10));
         assert!(g.held(key, t + FIGHT_HOLD_INITIAL * 2));
         assert!(!g.held(key, t + Duration::from_millis(10) + FIGHT_HOLD_INITIAL * 2));
@@ -295,9 +335,9 @@ mod tests {
         // Once the value stays put for the window, the fight is over and forgotten.
         let t = t + FIGHT_HOLD_MAX;
         g.applied("t", key, t);
-        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW - Duration::from_millis(1));
+        g.settle("t", |_| false, t + FIGHT_WINDOW - Duration::from_millis(1));
         assert!(g.next_wake(t).is_some());
-        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW);
+        g.settle("t", |_| false, t + FIGHT_WINDOW);
         assert!(g.contests.is_empty());
     }
 
@@ -324,7 +364,7 @@ mod tests {
         assert!(g.held("k", t0 + ms(50)));
         // The hold is over and the kernel happens to show our value: not over yet.
         let t = t0 + FIGHT_HOLD_INITIAL + ms(500);
-        g.settle("t", &BTreeSet::new(), t);
+        g.settle("t", |_| false, t);
         assert!(!g.contests.is_empty(), "30 s have not passed since the last write");
         // Undone again: one apply, then the second means a doubled hold.
         g.applied("t", "k", t);
@@ -336,16 +376,16 @@ mod tests {
 /// Splits `ops` into consecutive runs in which no object appears twice, in order: a run can
 /// go to the kernel as one batch, and an object's later operation is only sent after its
 /// earlier one has succeeded.
-pub(crate) fn batches<T>(ops: &[(String, T)]) -> Vec<&[(String, T)]> {
+pub(crate) fn batches<S: AsRef<str>, T>(ops: &[(S, T)]) -> Vec<&[(S, T)]> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     for (i, (id, _)) in ops.iter().enumerate() {
-        if !seen.insert(id.as_str()) {
+        if !seen.insert(id.as_ref()) {
             out.push(ops.get(start..i).unwrap_or_default());
             start = i;
             seen.clear();
-            seen.insert(id.as_str());
+            seen.insert(id.as_ref());
         }
     }
     if start < ops.len() {
@@ -366,6 +406,6 @@ mod batch_tests {
         let runs: Vec<Vec<u32>> =
             batches(&ops).iter().map(|run| run.iter().map(|(_, v)| *v).collect()).collect();
         assert_eq!(runs, [vec![1, 2], vec![3, 4], vec![5]]);
-        assert!(batches::<u32>(&[]).is_empty());
+        assert!(batches::<String, u32>(&[]).is_empty());
     }
 }
