@@ -10,7 +10,6 @@
 //! it never wakes by itself. A WireGuard change we make ourselves is seen at once: the link
 //! spec controller bumps a `LinkRefresh`, which is this controller's input.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::host::{HostError, SharedHost};
@@ -67,14 +66,18 @@ impl<S: SpecType> Controller for StatusController<S> {
             }
             _ => Next::Idle,
         };
-        let mut seen = BTreeSet::new();
+        // Two kernel objects can share a natural ID (ECMP routes); the first one is shown. A
+        // stable sort keeps the first of each ID ahead of the others, without a set of copies.
+        let mut items = items;
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut last: Option<String> = None;
         for (id, status) in items {
-            // Two kernel objects can share a natural ID (ECMP routes); the first one is shown.
-            if seen.insert(id.clone()) {
-                ctx.put(Namespace::Network, &id, status)?;
-            } else {
+            if last.as_deref() == Some(id.as_str()) {
                 log::trace!(target: self.name, "duplicate id {id}");
+                continue;
             }
+            ctx.put(Namespace::Network, &id, status)?;
+            last = Some(id);
         }
         ctx.cleanup_untouched(Namespace::Network, S::KIND)?;
         Ok(next)
