@@ -50,12 +50,23 @@ impl IdText {
         self.0.extend_from_slice(buf.get(i..).unwrap_or_default());
     }
 
+    /// An octet: at most three digits, no loop.
+    fn push_u8(&mut self, n: u8) {
+        if n >= 100 {
+            self.0.push(b'0' + n / 100);
+        }
+        if n >= 10 {
+            self.0.push(b'0' + n / 10 % 10);
+        }
+        self.0.push(b'0' + n % 10);
+    }
+
     fn push_ipv4(&mut self, ip: Ipv4Addr) {
-        for (i, octet) in ip.octets().into_iter().enumerate() {
-            if i > 0 {
-                self.0.push(b'.');
-            }
-            self.push_u32(u32::from(octet));
+        let [a, b, c, d] = ip.octets();
+        self.push_u8(a);
+        for octet in [b, c, d] {
+            self.0.push(b'.');
+            self.push_u8(octet);
         }
     }
 
@@ -104,6 +115,10 @@ mod tests {
         }
         for ip in ["2001:db8::1", "::", "fe80::1:2", "::ffff:10.0.0.1", "10.0.0.1"] {
             let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(text(|id| id.push_ip(&ip)), ip.to_string());
+        }
+        for o in 0..=255u8 {
+            let ip = IpAddr::V4(Ipv4Addr::new(o, 255 - o, o / 7, 100));
             assert_eq!(text(|id| id.push_ip(&ip)), ip.to_string());
         }
         for n in [0, 7, 10, 1024, 4_294_967_295] {
