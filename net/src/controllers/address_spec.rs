@@ -7,11 +7,12 @@
 //! - kernel addresses we did not create are never touched.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{batches, first_error, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{batches, first_error, has_finalizer, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
     find_link, AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -140,14 +141,61 @@ pub fn plan_addresses(
     plan
 }
 
+/// What an address operation does, for the fight guard's key (ordered as its text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum What {
+    Add,
+    Delete,
+    Replace,
+}
+
+impl What {
+    fn of(op: &AddressOp) -> Self {
+        match op {
+            AddressOp::Add(_) => What::Add,
+            AddressOp::Delete(_) => What::Delete,
+            AddressOp::Replace(_) => What::Replace,
+        }
+    }
+}
+
+/// What the fight guard counts: one spec's add, replace or delete (`address <id>: add`),
+/// compared without being formatted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct OpKey {
+    id: String,
+    what: What,
+}
+
+impl fmt::Display for OpKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.what {
+            What::Add => "add",
+            What::Delete => "delete",
+            What::Replace => "replace",
+        };
+        write!(f, "address {}: {what}", self.id)
+    }
+}
+
+/// What the repeat guard counts: the operation itself; its text (`Debug`) only in an error.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct OpText(AddressOp);
+
+impl fmt::Display for OpText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
 /// The `AddressSpec` controller.
 pub struct AddressSpecController {
     host: SharedHost,
     last_applied: BTreeMap<String, AddressSpec>,
     wait_log: WaitLog,
-    repeat: RepeatGuard,
+    repeat: RepeatGuard<OpText>,
     /// Addresses something else keeps deleting or changing back.
-    fights: FightGuard,
+    fights: FightGuard<OpKey>,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -187,39 +235,38 @@ impl Controller for AddressSpecController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let specs: Vec<(String, AddressSpec, Phase)> = ctx
+        let name = self.name();
+        // With whether each already carries our finalizer: adding one it holds changes nothing.
+        let specs: Vec<(String, AddressSpec, Phase, bool)> = ctx
             .store()
             .list(Namespace::Network, Kind::AddressSpec)
             .filter_map(|r| {
-                r.spec_as::<AddressSpec>()
-                    .map(|s| (r.metadata.id.clone(), s.clone(), r.metadata.phase))
+                r.spec_as::<AddressSpec>().map(|s| {
+                    (r.metadata.id.clone(), s.clone(), r.metadata.phase, has_finalizer(r, name))
+                })
             })
             .collect();
         let desired: Vec<Desired<'_, AddressSpec>> =
-            specs.iter().map(|(id, spec, phase)| Desired { id, spec, phase: *phase }).collect();
+            specs.iter().map(|(id, spec, phase, _)| Desired { id, spec, phase: *phase }).collect();
         let (links, kernel) = {
             let mut host = self.host.borrow_mut();
             (host.links()?, host.addresses()?)
         };
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
 
-        let (now, name) = (ctx.now(), self.name());
-        let key = |id: &str, op: &AddressOp| match op {
-            AddressOp::Add(_) => format!("address {id}: add"),
-            AddressOp::Replace(_) => format!("address {id}: replace"),
-            AddressOp::Delete(_) => format!("address {id}: delete"),
-        };
-        let differing: BTreeSet<String> = plan.ops.iter().map(|(id, op)| key(id, op)).collect();
+        let now = ctx.now();
+        let differing: BTreeSet<(&str, What)> =
+            plan.ops.iter().map(|(id, op)| (id.as_str(), What::of(op))).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
         for run in batches(&plan.ops) {
             let mut batch = Vec::new();
             for (id, op) in run {
-                let k = key(id, op);
                 if failed.contains(id.as_str()) {
                     continue;
                 }
+                let k = OpKey { id: id.clone(), what: What::of(op) };
                 if self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
@@ -232,7 +279,7 @@ impl Controller for AddressSpecController {
             for ((id, k, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(format!("{op:?}"));
+                        succeeded.push(OpText(op.clone()));
                         self.fights.applied(name, &k, now);
                     }
                     Err(e) => {
@@ -242,14 +289,20 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        self.fights.settle(name, |k| differing.contains(k), now);
+        self.fights.settle(name, |k| differing.contains(&(k.id.as_str(), k.what)), now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
-        let by_id: HashMap<&str, &AddressSpec> =
-            specs.iter().map(|(id, spec, _)| (id.as_str(), spec)).collect();
+        let by_id: HashMap<&str, (&AddressSpec, bool)> =
+            specs.iter().map(|(id, spec, _, held)| (id.as_str(), (spec, *held))).collect();
         for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
-            ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-            if let Some(spec) = by_id.get(id.as_str()) {
-                self.last_applied.insert(id.clone(), (*spec).clone());
+            let Some((spec, held)) = by_id.get(id.as_str()).copied() else {
+                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+                continue;
+            };
+            if !held {
+                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+            }
+            if self.last_applied.get(id.as_str()) != Some(spec) {
+                self.last_applied.insert(id.clone(), spec.clone());
             }
         }
         for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {
