@@ -320,6 +320,16 @@ mod tests {
     use super::*;
     use crate::resource::{ConfigLayer, LinkType, Scope};
 
+    /// The guards' keys name an operation with the text they had when they were strings.
+    #[test]
+    fn guard_keys_keep_their_text() {
+        let key = |id: &str, what| OpKey { id: id.to_owned(), what }.to_string();
+        assert_eq!(key("eth0/10.0.0.5/24", What::Add), "address eth0/10.0.0.5/24: add");
+        assert_eq!(key("a", What::Replace), "address a: replace");
+        assert_eq!(key("a", What::Delete), "address a: delete");
+        assert!(What::Add < What::Delete && What::Delete < What::Replace, "ordered as the text");
+    }
+
     fn links() -> Vec<(String, LinkStatus)> {
         let eth0 = LinkStatus {
             index: 2,

@@ -69,14 +69,18 @@ pub(super) const REPEAT_LIMIT: u32 = 5;
 ///
 /// An operation is identified by a key `K` whose text (`Display`) names it in the error: its
 /// text itself, or a value that compares without being formatted first.
+///
+/// The counts are kept in issue order and sorted only when the next reconcile issues
+/// operations again: after a reconcile that applied ten thousand routes, the next one usually
+/// issues none, and nothing is sorted or looked up.
 #[derive(Debug)]
 pub(super) struct RepeatGuard<K = String> {
-    counts: BTreeMap<K, u32>,
+    counts: Vec<(K, u32)>,
 }
 
 impl<K> Default for RepeatGuard<K> {
     fn default() -> Self {
-        Self { counts: BTreeMap::new() }
+        Self { counts: Vec::new() }
     }
 }
 
@@ -84,10 +88,21 @@ impl<K: Ord + Display> RepeatGuard<K> {
     /// Record the operations that succeeded in this reconcile; returns an error for each one
     /// that hit the limit. Operations not issued this time start again.
     pub(super) fn check(&mut self, ops: impl Iterator<Item = K>) -> Vec<HostError> {
-        let previous = std::mem::take(&mut self.counts);
+        let mut previous = std::mem::take(&mut self.counts);
+        let mut sorted = false;
         let mut errors = Vec::new();
         for op in ops {
-            let n = previous.get(&op).copied().unwrap_or(0) + 1;
+            if !sorted {
+                // Stable: duplicates of one operation carry the same count anyway.
+                previous.sort_by(|a, b| a.0.cmp(&b.0));
+                sorted = true;
+            }
+            let before = previous
+                .binary_search_by(|(k, _)| k.cmp(&op))
+                .ok()
+                .and_then(|i| previous.get(i))
+                .map_or(0, |(_, n)| *n);
+            let n = before + 1;
             if n >= REPEAT_LIMIT {
                 errors.push(HostError {
                     message: format!(
@@ -97,7 +112,7 @@ impl<K: Ord + Display> RepeatGuard<K> {
                     kind: HostErrorKind::Invalid,
                 });
             }
-            self.counts.insert(op, n);
+            self.counts.push((op, n));
         }
         errors
     }
@@ -156,6 +171,12 @@ impl<K> Default for FightGuard<K> {
 }
 
 impl<K: Ord + Display> FightGuard<K> {
+    /// Is any operation held at `now`? One pass without key comparisons, so that a
+    /// reconcile with thousands of operations and no fight skips a lookup per operation.
+    pub(super) fn any_held(&self, now: Instant) -> bool {
+        self.contests.values().any(|c| c.hold_until.is_some_and(|t| now < t))
+    }
+
     /// The operation must not be applied at `now`.
     pub(super) fn held<Q>(&self, key: &Q, now: Instant) -> bool
     where
@@ -171,19 +192,13 @@ impl<K: Ord + Display> FightGuard<K> {
         K: Borrow<Q>,
         Q: Ord + Display + ToOwned<Owned = K> + ?Sized,
     {
-        if !self.contests.contains_key(key) {
-            self.contests.insert(
-                key.to_owned(),
-                Contest {
-                    applies: VecDeque::new(),
-                    last_apply: now,
-                    hold_until: None,
-                    hold: FIGHT_HOLD_INITIAL,
-                    fighting: false,
-                },
-            );
-        }
-        let Some(c) = self.contests.get_mut(key) else { return };
+        let c = self.contests.entry(key.to_owned()).or_insert_with(|| Contest {
+            applies: VecDeque::new(),
+            last_apply: now,
+            hold_until: None,
+            hold: FIGHT_HOLD_INITIAL,
+            fighting: false,
+        });
         while c.applies.front().is_some_and(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW) {
             c.applies.pop_front();
         }
