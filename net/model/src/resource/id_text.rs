@@ -50,24 +50,29 @@ impl IdText {
         self.0.extend_from_slice(buf.get(i..).unwrap_or_default());
     }
 
-    /// An octet: at most three digits, no loop.
-    fn push_u8(&mut self, n: u8) {
-        if n >= 100 {
-            self.0.push(b'0' + n / 100);
-        }
-        if n >= 10 {
-            self.0.push(b'0' + n / 10 % 10);
-        }
-        self.0.push(b'0' + n % 10);
-    }
-
+    /// Dotted decimal, built on the stack (at most 15 bytes) and appended at once.
     fn push_ipv4(&mut self, ip: Ipv4Addr) {
-        let [a, b, c, d] = ip.octets();
-        self.push_u8(a);
-        for octet in [b, c, d] {
-            self.0.push(b'.');
-            self.push_u8(octet);
+        let mut buf = [0u8; 15];
+        let mut len = 0;
+        let mut put = |c: u8| {
+            if let Some(slot) = buf.get_mut(len) {
+                *slot = c;
+                len += 1;
+            }
+        };
+        for (i, octet) in ip.octets().into_iter().enumerate() {
+            if i > 0 {
+                put(b'.');
+            }
+            if octet >= 100 {
+                put(b'0' + octet / 100);
+            }
+            if octet >= 10 {
+                put(b'0' + octet / 10 % 10);
+            }
+            put(b'0' + octet % 10);
         }
+        self.0.extend_from_slice(buf.get(..len).unwrap_or_default());
     }
 
     /// Append an address as `Display` writes it.
