@@ -25,24 +25,35 @@ const WINDOW: usize = 256;
 const WINDOW_BYTES: usize = 48 * 1024;
 
 /// One request of a batch.
-#[derive(Debug, Clone)]
-pub struct BatchRequest<M, T = String> {
+#[derive(Clone)]
+pub struct BatchRequest<'a, M> {
     /// The operation, for errors (`route_add`).
     pub op: &'static str,
-    /// The object, for errors: any `Display`, so that a batch of thousands does not format
-    /// one text per request that only a failure needs.
-    pub target: T,
+    /// The object, for errors: written only when a request fails, so that a batch of
+    /// thousands does not format one text per request.
+    pub target: &'a dyn Display,
     /// The message.
     pub msg: M,
     /// Flags beyond `NLM_F_REQUEST | NLM_F_ACK`.
     pub flags: u16,
 }
 
+impl<M: std::fmt::Debug> std::fmt::Debug for BatchRequest<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchRequest")
+            .field("op", &self.op)
+            .field("target", &self.target.to_string())
+            .field("msg", &self.msg)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
 impl RouteSocket {
     /// Sends every request, many per datagram, and returns one result per request.
-    pub fn batch<T: Display>(
+    pub fn batch(
         &mut self,
-        requests: &[BatchRequest<netlink_packet_route::RouteNetlinkMessage, T>],
+        requests: &[BatchRequest<'_, netlink_packet_route::RouteNetlinkMessage>],
     ) -> Vec<Result<(), NlError>> {
         self.inner.request_batch(requests)
     }
@@ -51,9 +62,9 @@ impl RouteSocket {
 impl NlSocket {
     /// Sends every request and returns one result per request, in order. Replies other than
     /// acknowledgements (there are none for changes) are ignored.
-    pub(crate) fn request_batch<M, T: Display>(
+    pub(crate) fn request_batch<M>(
         &mut self,
-        requests: &[BatchRequest<M, T>],
+        requests: &[BatchRequest<'_, M>],
     ) -> Vec<Result<(), NlError>>
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
@@ -72,7 +83,7 @@ impl NlSocket {
 
     /// Serializes requests from the front of `requests` into one datagram: at least one, at
     /// most [`WINDOW`] or [`WINDOW_BYTES`]. Returns the bytes and how many went in.
-    fn pack<M, T: Display>(&mut self, requests: &[BatchRequest<M, T>]) -> (Vec<u8>, usize)
+    fn pack<M>(&mut self, requests: &[BatchRequest<'_, M>]) -> (Vec<u8>, usize)
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
     {
@@ -102,9 +113,9 @@ impl NlSocket {
     }
 
     /// Sends one datagram of `window` and collects their acknowledgements.
-    fn exchange<M, T: Display>(
+    fn exchange<M>(
         &mut self,
-        window: &[BatchRequest<M, T>],
+        window: &[BatchRequest<'_, M>],
         bytes: &[u8],
         first_seq: u32,
     ) -> Vec<Result<(), NlError>> {
@@ -182,7 +193,7 @@ impl NlSocket {
 }
 
 /// The same I/O failure, for each request it hit.
-fn io_error<M, T: Display>(request: &BatchRequest<M, T>, e: &std::io::Error) -> NlError {
+fn io_error<M>(request: &BatchRequest<'_, M>, e: &std::io::Error) -> NlError {
     let copy = match e.raw_os_error() {
         Some(errno) => std::io::Error::from_raw_os_error(errno),
         None => std::io::Error::new(e.kind(), e.to_string()),

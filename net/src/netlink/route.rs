@@ -79,17 +79,14 @@ impl KernelRoute {
     }
 
     fn target(&self) -> String {
-        Target(self).to_string()
+        self.to_string()
     }
 }
 
-/// A route as errors name it (`10.1.0.0/16 via 10.0.0.1 dev #2 table main metric 1024`),
-/// written only when one is needed.
-struct Target<'a>(&'a KernelRoute);
-
-impl fmt::Display for Target<'_> {
+/// A route as errors name it (`10.1.0.0/16 via 10.0.0.1 dev #2 table main metric 1024`).
+impl fmt::Display for KernelRoute {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let r = self.0;
+        let r = self;
         match &r.dst {
             Some(d) => write!(f, "{d}")?,
             None => f.write_str("default")?,
@@ -238,18 +235,18 @@ impl RouteSocket {
     /// Adds (`true`) and deletes (`false`) routes, many per datagram: one result per change,
     /// as [`Self::route_add`] and [`Self::route_delete`] would give.
     pub fn route_batch(&mut self, changes: &[(bool, KernelRoute)]) -> Vec<Result<(), NlError>> {
-        let requests: Vec<BatchRequest<RouteNetlinkMessage, Target<'_>>> = changes
+        let requests: Vec<BatchRequest<'_, RouteNetlinkMessage>> = changes
             .iter()
             .map(|(add, r)| match add {
                 true => BatchRequest {
                     op: "route_add",
-                    target: Target(r),
+                    target: r,
                     msg: RouteNetlinkMessage::NewRoute(encode(r, true)),
                     flags: NLM_F_CREATE | NLM_F_EXCL,
                 },
                 false => BatchRequest {
                     op: "route_delete",
-                    target: Target(r),
+                    target: r,
                     msg: RouteNetlinkMessage::DelRoute(encode(r, false)),
                     flags: 0,
                 },
