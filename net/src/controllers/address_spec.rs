@@ -7,12 +7,13 @@
 //! - kernel addresses we did not create are never touched.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{batches, first_error, has_finalizer, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{
+    batches, first_error, has_finalizer, FightGuard, OpKey, OpText, RepeatGuard, WaitLog, What,
+};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
     find_link, AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -141,50 +142,11 @@ pub fn plan_addresses(
     plan
 }
 
-/// What an address operation does, for the fight guard's key (ordered as its text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum What {
-    Add,
-    Delete,
-    Replace,
-}
-
-impl What {
-    fn of(op: &AddressOp) -> Self {
-        match op {
-            AddressOp::Add(_) => What::Add,
-            AddressOp::Delete(_) => What::Delete,
-            AddressOp::Replace(_) => What::Replace,
-        }
-    }
-}
-
-/// What the fight guard counts: one spec's add, replace or delete (`address <id>: add`),
-/// compared without being formatted.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct OpKey {
-    id: String,
-    what: What,
-}
-
-impl fmt::Display for OpKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.what {
-            What::Add => "add",
-            What::Delete => "delete",
-            What::Replace => "replace",
-        };
-        write!(f, "address {}: {what}", self.id)
-    }
-}
-
-/// What the repeat guard counts: the operation itself; its text (`Debug`) only in an error.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct OpText(AddressOp);
-
-impl fmt::Display for OpText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+fn what(op: &AddressOp) -> What {
+    match op {
+        AddressOp::Add(_) => What::Add,
+        AddressOp::Delete(_) => What::Delete,
+        AddressOp::Replace(_) => What::Replace,
     }
 }
 
@@ -256,7 +218,7 @@ impl Controller for AddressSpecController {
 
         let now = ctx.now();
         let differing: BTreeSet<(&str, What)> =
-            plan.ops.iter().map(|(id, op)| (id.as_str(), What::of(op))).collect();
+            plan.ops.iter().map(|(id, op)| (id.as_str(), what(op))).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
@@ -266,7 +228,7 @@ impl Controller for AddressSpecController {
                 if failed.contains(id.as_str()) {
                     continue;
                 }
-                let k = OpKey { id: id.clone(), what: What::of(op) };
+                let k = OpKey { object: "address", id: id.clone(), what: what(op) };
                 if self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
@@ -279,7 +241,7 @@ impl Controller for AddressSpecController {
             for ((id, k, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(OpText(op.clone()));
+                        succeeded.push(OpText::Address(op.clone()));
                         self.fights.applied(name, &k, now);
                     }
                     Err(e) => {
@@ -319,16 +281,6 @@ impl Controller for AddressSpecController {
 mod tests {
     use super::*;
     use crate::resource::{ConfigLayer, LinkType, Scope};
-
-    /// The guards' keys name an operation with the text they had when they were strings.
-    #[test]
-    fn guard_keys_keep_their_text() {
-        let key = |id: &str, what| OpKey { id: id.to_owned(), what }.to_string();
-        assert_eq!(key("eth0/10.0.0.5/24", What::Add), "address eth0/10.0.0.5/24: add");
-        assert_eq!(key("a", What::Replace), "address a: replace");
-        assert_eq!(key("a", What::Delete), "address a: delete");
-        assert!(What::Add < What::Delete && What::Delete < What::Replace, "ordered as the text");
-    }
 
     fn links() -> Vec<(String, LinkStatus)> {
         let eth0 = LinkStatus {

@@ -8,11 +8,12 @@
 //! different attributes is replaced (deleted, then added). Other routes are never touched.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::net::IpAddr;
 
 use super::address_spec::Desired;
-use super::spec_common::{batches, first_error, has_finalizer, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{
+    batches, first_error, has_finalizer, FightGuard, OpKey, OpText, RepeatGuard, WaitLog, What,
+};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
     find_link, Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus,
@@ -179,34 +180,15 @@ pub fn plan_routes<'a>(
     plan
 }
 
-/// What the fight guard counts: one spec's add or delete (`route <id>: add`), compared
-/// without being formatted.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct OpKey {
-    id: String,
-    delete: bool,
+/// The fight guard's key of `op` for spec `id`.
+fn op_key(id: &str, op: &RouteOp) -> OpKey {
+    OpKey { object: "route", id: id.to_owned(), what: what(op) }
 }
 
-impl OpKey {
-    fn of(id: &str, op: &RouteOp) -> Self {
-        Self { id: id.to_owned(), delete: matches!(op, RouteOp::Delete(_)) }
-    }
-}
-
-impl fmt::Display for OpKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = if self.delete { "delete" } else { "add" };
-        write!(f, "route {}: {what}", self.id)
-    }
-}
-
-/// What the repeat guard counts: the operation itself; its text (`Debug`) only in an error.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct OpText(RouteOp);
-
-impl fmt::Display for OpText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+fn what(op: &RouteOp) -> What {
+    match op {
+        RouteOp::Add(_) => What::Add,
+        RouteOp::Delete(_) => What::Delete,
     }
 }
 
@@ -276,8 +258,8 @@ impl Controller for RouteSpecController {
             })
             .collect();
         let plan = plan_routes(&desired, &links, &kernel);
-        let differing: BTreeSet<(&str, bool)> =
-            plan.ops.iter().map(|(id, op)| (*id, matches!(op, RouteOp::Delete(_)))).collect();
+        let differing: BTreeSet<(&str, What)> =
+            plan.ops.iter().map(|(id, op)| (*id, what(op))).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
@@ -288,7 +270,7 @@ impl Controller for RouteSpecController {
                 if failed.contains(id) {
                     continue;
                 }
-                let k = OpKey::of(id, op);
+                let k = op_key(id, op);
                 if any_held && self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer) as it was.
                     failed.insert(id);
@@ -301,7 +283,7 @@ impl Controller for RouteSpecController {
             for ((id, k, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(OpText(op.clone()));
+                        succeeded.push(OpText::Route(op.clone()));
                         self.fights.applied(name, &k, now);
                     }
                     Err(e) => {
@@ -311,7 +293,7 @@ impl Controller for RouteSpecController {
                 }
             }
         }
-        self.fights.settle(name, |k| differing.contains(&(k.id.as_str(), k.delete)), now);
+        self.fights.settle(name, |k| differing.contains(&(k.id.as_str(), k.what)), now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
         let add: Vec<String> = plan
             .applied
@@ -398,20 +380,6 @@ mod tests {
         let foreign = RouteStatus { gateway: Some("10.0.0.254".parse().unwrap()), ..ours.clone() };
         let plan = plan_routes(&[run("r", &s)], &links(), &[drifted.clone(), foreign]);
         assert_eq!(plan.ops, [("r", RouteOp::Delete(drifted)), ("r", RouteOp::Add(ours))]);
-    }
-
-    /// The guards' keys name an operation with the text they had when they were strings.
-    #[test]
-    fn guard_keys_keep_their_text() {
-        let r = route_to_kernel(&default_via("10.0.0.1"), Some(("eth0", 2)));
-        let (add, delete) = (RouteOp::Add(r.clone()), RouteOp::Delete(r));
-        assert_eq!(
-            OpKey::of("inet4/10.0.0.1//1024", &add).to_string(),
-            "route inet4/10.0.0.1//1024: add"
-        );
-        assert_eq!(OpKey::of("x", &delete).to_string(), "route x: delete");
-        assert!(OpKey::of("x", &add) < OpKey::of("x", &delete), "ordered as the text");
-        assert_eq!(OpText(add.clone()).to_string(), format!("{add:?}"));
     }
 
     /// The byte key is equal exactly when the fields it stands for are.

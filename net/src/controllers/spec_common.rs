@@ -3,12 +3,61 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt::Display;
+use std::fmt::{self, Display};
 use std::time::{Duration, Instant};
 
-use crate::host::{HostError, HostErrorKind};
+use crate::host::{AddressOp, HostError, HostErrorKind, RouteOp};
 use crate::resource::Resource;
 use crate::runtime::{ControllerError, Ctx, Next};
+
+/// What an operation does to a spec's kernel object, for the guards' keys (ordered as its
+/// text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum What {
+    Add,
+    Delete,
+    Replace,
+}
+
+/// One spec's operation as the fight guard counts it (`route <id>: add`), compared without
+/// being formatted. Routes and addresses share the type, and so one copy of the guard's code.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct OpKey {
+    /// `route` or `address`.
+    pub(super) object: &'static str,
+    /// The spec's ID.
+    pub(super) id: String,
+    /// The operation.
+    pub(super) what: What,
+}
+
+impl fmt::Display for OpKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.what {
+            What::Add => "add",
+            What::Delete => "delete",
+            What::Replace => "replace",
+        };
+        write!(f, "{} {}: {what}", self.object, self.id)
+    }
+}
+
+/// An applied operation as the repeat guard counts it: the operation itself, compared field by
+/// field; its text (`Debug`) is written only for an error.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum OpText {
+    Route(RouteOp),
+    Address(AddressOp),
+}
+
+impl fmt::Display for OpText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpText::Route(op) => write!(f, "{op:?}"),
+            OpText::Address(op) => write!(f, "{op:?}"),
+        }
+    }
+}
 
 /// Does `r` carry the finalizer `name`? A spec controller skips adding one it already holds:
 /// with ten thousand specs, each add is a store lookup and an allocation that changes nothing.
@@ -293,6 +342,40 @@ impl<K: Ord + Display> FightGuard<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The guards' keys name an operation with the text they had when they were strings.
+    #[test]
+    fn guard_keys_keep_their_text() {
+        let key = |object, id: &str, what| OpKey { object, id: id.to_owned(), what };
+        let text = |k: OpKey| k.to_string();
+        assert_eq!(
+            text(key("route", "inet4/10.0.0.1//1024", What::Add)),
+            "route inet4/10.0.0.1//1024: add"
+        );
+        assert_eq!(text(key("route", "x", What::Delete)), "route x: delete");
+        assert_eq!(
+            text(key("address", "eth0/10.0.0.5/24", What::Add)),
+            "address eth0/10.0.0.5/24: add"
+        );
+        assert_eq!(text(key("address", "a", What::Replace)), "address a: replace");
+        assert!(What::Add < What::Delete && What::Delete < What::Replace, "ordered as the text");
+        let op = RouteOp::Delete(crate::resource::RouteStatus {
+            family: crate::resource::Family::Inet4,
+            dst: None,
+            src: None,
+            gateway: Some("10.0.0.1".parse().unwrap()),
+            out_link_index: 2,
+            out_link_name: "eth0".into(),
+            table: crate::resource::RoutingTable::MAIN,
+            priority: 1024,
+            scope: crate::resource::Scope::GLOBAL,
+            kind: crate::resource::RouteType::UNICAST,
+            flags: crate::resource::RouteFlags::default(),
+            protocol: crate::resource::RouteProtocol::STATIC,
+            mtu: 0,
+        });
+        assert_eq!(OpText::Route(op.clone()).to_string(), format!("{op:?}"));
+    }
 
     #[test]
     fn repeat_guard_trips_on_the_same_op_only() {

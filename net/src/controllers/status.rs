@@ -10,6 +10,7 @@
 //! it never wakes by itself. A WireGuard change we make ourselves is seen at once: the link
 //! spec controller bumps a `LinkRefresh`, which is this controller's input.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::host::{HostError, SharedHost};
@@ -66,22 +67,25 @@ impl<S: SpecType> Controller for StatusController<S> {
             }
             _ => Next::Idle,
         };
-        // Two kernel objects can share a natural ID (ECMP routes); the first one is shown. A
-        // stable sort keeps the first of each ID ahead of the others, without a set of copies.
-        let mut items = items;
-        items.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut last: Option<String> = None;
-        for (id, status) in items {
-            if last.as_deref() == Some(id.as_str()) {
+        let keep = firsts(&mut items.iter().map(|(id, _)| id.as_str()));
+        for ((id, status), first) in items.into_iter().zip(keep) {
+            if first {
+                ctx.put(Namespace::Network, &id, status)?;
+            } else {
                 log::trace!(target: self.name, "duplicate id {id}");
-                continue;
             }
-            ctx.put(Namespace::Network, &id, status)?;
-            last = Some(id);
         }
         ctx.cleanup_untouched(Namespace::Network, S::KIND)?;
         Ok(next)
     }
+}
+
+/// Whether each ID is the first with its value: two kernel objects can share a natural ID
+/// (ECMP routes), and the first one is shown. The set borrows the IDs (no copies), and the
+/// function is not generic: one copy serves every status kind.
+fn firsts<'a>(ids: &mut dyn Iterator<Item = &'a str>) -> Vec<bool> {
+    let mut seen = BTreeSet::new();
+    ids.map(|id| seen.insert(id)).collect()
 }
 
 /// Links, with the WireGuard state of WireGuard links. A device that cannot be read (the
