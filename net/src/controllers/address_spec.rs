@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::spec_common::{
-    batches, first_error, has_finalizer, FightGuard, OpKey, OpText, RepeatGuard, WaitLog, What,
+    batches, first_error, has_finalizer, op_key, FightGuard, OpText, RepeatGuard, WaitLog,
 };
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
@@ -142,12 +142,14 @@ pub fn plan_addresses(
     plan
 }
 
-fn what(op: &AddressOp) -> What {
-    match op {
-        AddressOp::Add(_) => What::Add,
-        AddressOp::Delete(_) => What::Delete,
-        AddressOp::Replace(_) => What::Replace,
-    }
+/// The fight guard's key of `op` for spec `id`: `address <id>: add`.
+fn fight_key(id: &str, op: &AddressOp) -> String {
+    let what = match op {
+        AddressOp::Add(_) => "add",
+        AddressOp::Delete(_) => "delete",
+        AddressOp::Replace(_) => "replace",
+    };
+    op_key("address", id, what)
 }
 
 /// The `AddressSpec` controller.
@@ -155,9 +157,9 @@ pub struct AddressSpecController {
     host: SharedHost,
     last_applied: BTreeMap<String, AddressSpec>,
     wait_log: WaitLog,
-    repeat: RepeatGuard<OpText>,
+    repeat: RepeatGuard,
     /// Addresses something else keeps deleting or changing back.
-    fights: FightGuard<OpKey>,
+    fights: FightGuard,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -217,8 +219,8 @@ impl Controller for AddressSpecController {
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
 
         let now = ctx.now();
-        let differing: BTreeSet<(&str, What)> =
-            plan.ops.iter().map(|(id, op)| (id.as_str(), what(op))).collect();
+        let differing: BTreeSet<String> =
+            plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
@@ -228,7 +230,7 @@ impl Controller for AddressSpecController {
                 if failed.contains(id.as_str()) {
                     continue;
                 }
-                let k = OpKey { object: "address", id: id.clone(), what: what(op) };
+                let k = fight_key(id, op);
                 if self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
@@ -251,7 +253,7 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        self.fights.settle(name, |k| differing.contains(&(k.id.as_str(), k.what)), now);
+        self.fights.settle(name, &differing, now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
         let by_id: HashMap<&str, (&AddressSpec, bool)> =
             specs.iter().map(|(id, spec, _, held)| (id.as_str(), (spec, *held))).collect();

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use super::address_spec::Desired;
 use super::spec_common::{
-    batches, first_error, has_finalizer, FightGuard, OpKey, OpText, RepeatGuard, WaitLog, What,
+    batches, first_error, has_finalizer, op_key, FightGuard, OpText, RepeatGuard, WaitLog,
 };
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
@@ -136,7 +136,7 @@ pub fn plan_routes<'a>(
     // Sorted by route identity: with 10,000 routes a scan per desired route is 10^8 steps.
     // The sort is stable, so routes sharing a key stay in the kernel's order.
     let mut by_key: Vec<(RouteKey, &RouteStatus)> = kernel.iter().map(|k| (key_of(k), k)).collect();
-    by_key.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::sort::by(&mut by_key, |a, b| a.0.cmp(&b.0));
     for d in desired {
         let out_link = if d.spec.out_link_name.is_empty() {
             None
@@ -180,25 +180,22 @@ pub fn plan_routes<'a>(
     plan
 }
 
-/// The fight guard's key of `op` for spec `id`.
-fn op_key(id: &str, op: &RouteOp) -> OpKey {
-    OpKey { object: "route", id: id.to_owned(), what: what(op) }
-}
-
-fn what(op: &RouteOp) -> What {
-    match op {
-        RouteOp::Add(_) => What::Add,
-        RouteOp::Delete(_) => What::Delete,
-    }
+/// The fight guard's key of `op` for spec `id`: `route <id>: add`.
+fn fight_key(id: &str, op: &RouteOp) -> String {
+    let what = match op {
+        RouteOp::Add(_) => "add",
+        RouteOp::Delete(_) => "delete",
+    };
+    op_key("route", id, what)
 }
 
 /// The `RouteSpec` controller.
 pub struct RouteSpecController {
     host: SharedHost,
     wait_log: WaitLog,
-    repeat: RepeatGuard<OpText>,
+    repeat: RepeatGuard,
     /// Routes something else keeps deleting or adding back.
-    fights: FightGuard<OpKey>,
+    fights: FightGuard,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -258,8 +255,10 @@ impl Controller for RouteSpecController {
             })
             .collect();
         let plan = plan_routes(&desired, &links, &kernel);
-        let differing: BTreeSet<(&str, What)> =
-            plan.ops.iter().map(|(id, op)| (*id, what(op))).collect();
+        let mut differing: BTreeSet<String> = BTreeSet::new();
+        for (id, op) in &plan.ops {
+            differing.insert(fight_key(id, op));
+        }
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
@@ -270,7 +269,7 @@ impl Controller for RouteSpecController {
                 if failed.contains(id) {
                     continue;
                 }
-                let k = op_key(id, op);
+                let k = fight_key(id, op);
                 if any_held && self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer) as it was.
                     failed.insert(id);
@@ -293,7 +292,7 @@ impl Controller for RouteSpecController {
                 }
             }
         }
-        self.fights.settle(name, |k| differing.contains(&(k.id.as_str(), k.what)), now);
+        self.fights.settle(name, &differing, now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
         let add: Vec<String> = plan
             .applied

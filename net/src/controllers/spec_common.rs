@@ -1,58 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helpers shared by the spec controllers.
 
-use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt::{self, Display};
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::host::{AddressOp, HostError, HostErrorKind, RouteOp};
 use crate::resource::Resource;
 use crate::runtime::{ControllerError, Ctx, Next};
 
-/// What an operation does to a spec's kernel object, for the guards' keys (ordered as its
-/// text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum What {
-    Add,
-    Delete,
-    Replace,
+/// The fight guard's key of an operation on a spec, `<object> <id>: <what>` (`route
+/// inet4/10.0.0.1//1024: add`), written without the `fmt` machinery: routes and addresses
+/// build one per operation, ten thousand in a large apply.
+pub(super) fn op_key(object: &str, id: &str, what: &str) -> String {
+    let mut key = String::with_capacity(object.len() + id.len() + what.len() + 3);
+    key.push_str(object);
+    key.push(' ');
+    key.push_str(id);
+    key.push_str(": ");
+    key.push_str(what);
+    key
 }
 
-/// One spec's operation as the fight guard counts it (`route <id>: add`), compared without
-/// being formatted. Routes and addresses share the type, and so one copy of the guard's code.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct OpKey {
-    /// `route` or `address`.
-    pub(super) object: &'static str,
-    /// The spec's ID.
-    pub(super) id: String,
-    /// The operation.
-    pub(super) what: What,
-}
-
-impl fmt::Display for OpKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.what {
-            What::Add => "add",
-            What::Delete => "delete",
-            What::Replace => "replace",
-        };
-        write!(f, "{} {}: {what}", self.object, self.id)
-    }
-}
-
-/// An applied operation as the repeat guard counts it: the operation itself, compared field by
-/// field; its text (`Debug`) is written only for an error.
+/// An operation as the repeat guard counts it: its text, or the operation itself, compared
+/// field by field and written (`Debug`) only for an error. Formatting every route operation
+/// of a large apply cost more than applying it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum OpText {
+    /// An operation named by its text.
+    Text(String),
+    /// A route operation.
     Route(RouteOp),
+    /// An address operation.
     Address(AddressOp),
 }
 
 impl fmt::Display for OpText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            OpText::Text(text) => f.write_str(text),
             OpText::Route(op) => write!(f, "{op:?}"),
             OpText::Address(op) => write!(f, "{op:?}"),
         }
@@ -116,34 +102,25 @@ pub(super) const REPEAT_LIMIT: u32 = 5;
 /// is reported as an error, so the runtime backs off (at most one retry per
 /// `BACKOFF_INITIAL`) and the log says which operation does not stick.
 ///
-/// An operation is identified by a key `K` whose text (`Display`) names it in the error: its
-/// text itself, or a value that compares without being formatted first.
-///
 /// The counts are kept in issue order and sorted only when the next reconcile issues
 /// operations again: after a reconcile that applied ten thousand routes, the next one usually
 /// issues none, and nothing is sorted or looked up.
-#[derive(Debug)]
-pub(super) struct RepeatGuard<K = String> {
-    counts: Vec<(K, u32)>,
+#[derive(Debug, Default)]
+pub(super) struct RepeatGuard {
+    counts: Vec<(OpText, u32)>,
 }
 
-impl<K> Default for RepeatGuard<K> {
-    fn default() -> Self {
-        Self { counts: Vec::new() }
-    }
-}
-
-impl<K: Ord + Display> RepeatGuard<K> {
+impl RepeatGuard {
     /// Record the operations that succeeded in this reconcile; returns an error for each one
     /// that hit the limit. Operations not issued this time start again.
-    pub(super) fn check(&mut self, ops: impl Iterator<Item = K>) -> Vec<HostError> {
+    pub(super) fn check(&mut self, ops: impl Iterator<Item = OpText>) -> Vec<HostError> {
         let mut previous = std::mem::take(&mut self.counts);
         let mut sorted = false;
         let mut errors = Vec::new();
         for op in ops {
             if !sorted {
                 // Stable: duplicates of one operation carry the same count anyway.
-                previous.sort_by(|a, b| a.0.cmp(&b.0));
+                crate::sort::by(&mut previous, |a, b| a.0.cmp(&b.0));
                 sorted = true;
             }
             let before = previous
@@ -205,21 +182,14 @@ struct Contest {
 /// theirs, and each wakes the other at once. After [`FIGHT_LIMIT`] applies within
 /// [`FIGHT_WINDOW`] the operation is held, one warning names it, and each further undo
 /// doubles the hold up to [`FIGHT_HOLD_MAX`]; once the value has stayed put for
-/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys name the object, the
-/// attribute and our value: operation texts (`link eth0: mtu 1400`), or values whose
-/// `Display` is that text.
-#[derive(Debug)]
-pub(super) struct FightGuard<K = String> {
-    contests: BTreeMap<K, Contest>,
+/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys are operation texts that name
+/// the object, the attribute and our value (`link eth0: mtu 1400`).
+#[derive(Debug, Default)]
+pub(super) struct FightGuard {
+    contests: BTreeMap<String, Contest>,
 }
 
-impl<K> Default for FightGuard<K> {
-    fn default() -> Self {
-        Self { contests: BTreeMap::new() }
-    }
-}
-
-impl<K: Ord + Display> FightGuard<K> {
+impl FightGuard {
     /// Is any operation held at `now`? One pass without key comparisons, so that a
     /// reconcile with thousands of operations and no fight skips a lookup per operation.
     pub(super) fn any_held(&self, now: Instant) -> bool {
@@ -227,20 +197,12 @@ impl<K: Ord + Display> FightGuard<K> {
     }
 
     /// The operation must not be applied at `now`.
-    pub(super) fn held<Q>(&self, key: &Q, now: Instant) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
-    {
+    pub(super) fn held(&self, key: &str, now: Instant) -> bool {
         self.contests.get(key).and_then(|c| c.hold_until).is_some_and(|t| now < t)
     }
 
     /// Record a successful apply of `key` at `now`; holds it when it is being undone.
-    pub(super) fn applied<Q>(&mut self, target: &str, key: &Q, now: Instant)
-    where
-        K: Borrow<Q>,
-        Q: Ord + Display + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(super) fn applied(&mut self, target: &str, key: &str, now: Instant) {
         let c = self.contests.entry(key.to_owned()).or_insert_with(|| Contest {
             applies: VecDeque::new(),
             last_apply: now,
@@ -281,13 +243,13 @@ impl<K: Ord + Display> FightGuard<K> {
     }
 
     /// Forget what is over at `now`: a fight whose value stayed put for [`FIGHT_WINDOW`] (said
-    /// once, at info level), and applies too old to count. `pending` says which keys still
-    /// differ from the kernel.
-    pub(super) fn settle(&mut self, target: &str, pending: impl Fn(&K) -> bool, now: Instant) {
+    /// once, at info level), and applies too old to count. `pending` holds the keys that
+    /// still differ from the kernel.
+    pub(super) fn settle(&mut self, target: &str, pending: &BTreeSet<String>, now: Instant) {
         self.contests.retain(|key, c| {
             let held = c.hold_until.is_some_and(|t| now < t);
             let quiet = now.saturating_duration_since(c.last_apply) >= FIGHT_WINDOW;
-            if held || !quiet || pending(key) {
+            if held || !quiet || pending.contains(key) {
                 return true;
             }
             if c.fighting {
@@ -298,11 +260,11 @@ impl<K: Ord + Display> FightGuard<K> {
     }
 
     /// The keys held at `now`, for the controller's condition.
-    pub(super) fn contested(&self, now: Instant) -> Vec<&K> {
+    pub(super) fn contested(&self, now: Instant) -> Vec<&str> {
         self.contests
             .iter()
             .filter(|(_, c)| c.hold_until.is_some_and(|t| now < t))
-            .map(|(k, _)| k)
+            .map(|(k, _)| k.as_str())
             .collect()
     }
 
@@ -312,8 +274,7 @@ impl<K: Ord + Display> FightGuard<K> {
         let now = ctx.now();
         let contested = self.contested(now);
         if !contested.is_empty() {
-            let keys: Vec<String> = contested.iter().map(ToString::to_string).collect();
-            let held = format!("held, something else keeps changing it: {}", keys.join(", "));
+            let held = format!("held, something else keeps changing it: {}", contested.join(", "));
             let condition = match ctx.condition() {
                 Some(waiting) => format!("{waiting}; {held}"),
                 None => held,
@@ -343,22 +304,15 @@ impl<K: Ord + Display> FightGuard<K> {
 mod tests {
     use super::*;
 
-    /// The guards' keys name an operation with the text they had when they were strings.
+    /// The guards' keys name an operation with the text they had when they were formatted.
     #[test]
     fn guard_keys_keep_their_text() {
-        let key = |object, id: &str, what| OpKey { object, id: id.to_owned(), what };
-        let text = |k: OpKey| k.to_string();
+        let id = "inet4/10.0.0.1//1024";
+        assert_eq!(op_key("route", id, "add"), format!("route {id}: add"));
         assert_eq!(
-            text(key("route", "inet4/10.0.0.1//1024", What::Add)),
-            "route inet4/10.0.0.1//1024: add"
+            op_key("address", "eth0/10.0.0.5/24", "replace"),
+            "address eth0/10.0.0.5/24: replace"
         );
-        assert_eq!(text(key("route", "x", What::Delete)), "route x: delete");
-        assert_eq!(
-            text(key("address", "eth0/10.0.0.5/24", What::Add)),
-            "address eth0/10.0.0.5/24: add"
-        );
-        assert_eq!(text(key("address", "a", What::Replace)), "address a: replace");
-        assert!(What::Add < What::Delete && What::Delete < What::Replace, "ordered as the text");
         let op = RouteOp::Delete(crate::resource::RouteStatus {
             family: crate::resource::Family::Inet4,
             dst: None,
@@ -375,20 +329,22 @@ mod tests {
             mtu: 0,
         });
         assert_eq!(OpText::Route(op.clone()).to_string(), format!("{op:?}"));
+        assert_eq!(OpText::Text("add a".into()).to_string(), "add a");
     }
 
     #[test]
     fn repeat_guard_trips_on_the_same_op_only() {
         let mut g = RepeatGuard::default();
+        let op = |s: &str| OpText::Text(s.to_owned());
         for _ in 0..REPEAT_LIMIT - 1 {
-            assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
+            assert!(g.check([op("add a")].into_iter()).is_empty());
         }
-        let errs = g.check(["add a".to_owned(), "add b".to_owned()].into_iter());
+        let errs = g.check([op("add a"), op("add b")].into_iter());
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].op, "add a");
         // Once the op is no longer issued, it starts from zero.
         assert!(g.check(std::iter::empty()).is_empty());
-        assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
+        assert!(g.check([op("add a")].into_iter()).is_empty());
     }
 
     #[test]
@@ -402,7 +358,7 @@ mod tests {
             g.applied("t", key, t0 + Duration::from_millis(100) * i);
             g.settle(
                 "t",
-                |_| false,
+                &BTreeSet::new(),
                 t0 + Duration::from_millis(100) * i + Duration::from_millis(50),
             );
             assert!(!g.held(key, t0 + Duration::from_millis(100) * i));
@@ -417,7 +373,7 @@ mod tests {
         assert!(!g.held(key, t));
         g.applied("t", key, t);
         assert!(!g.held(key, t));
-        g.settle("t", |k| pending.contains(k), t);
+        g.settle("t", &pending, t);
         g.applied("t", key, t + Duration::from_millis(10));
         assert!(g.held(key, t + FIGHT_HOLD_INITIAL * 2));
         assert!(!g.held(key, t + Duration::from_millis(10) + FIGHT_HOLD_INITIAL * 2));
@@ -433,9 +389,9 @@ mod tests {
         // Once the value stays put for the window, the fight is over and forgotten.
         let t = t + FIGHT_HOLD_MAX;
         g.applied("t", key, t);
-        g.settle("t", |_| false, t + FIGHT_WINDOW - Duration::from_millis(1));
+        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW - Duration::from_millis(1));
         assert!(g.next_wake(t).is_some());
-        g.settle("t", |_| false, t + FIGHT_WINDOW);
+        g.settle("t", &BTreeSet::new(), t + FIGHT_WINDOW);
         assert!(g.contests.is_empty());
     }
 
@@ -462,7 +418,7 @@ mod tests {
         assert!(g.held("k", t0 + ms(50)));
         // The hold is over and the kernel happens to show our value: not over yet.
         let t = t0 + FIGHT_HOLD_INITIAL + ms(500);
-        g.settle("t", |_| false, t);
+        g.settle("t", &BTreeSet::new(), t);
         assert!(!g.contests.is_empty(), "30 s have not passed since the last write");
         // Undone again: one apply, then the second means a doubled hold.
         g.applied("t", "k", t);
