@@ -83,7 +83,7 @@ impl<S: SpecType> Controller for StatusController<S> {
 /// Whether each ID is the first with its value: two kernel objects can share a natural ID
 /// (ECMP routes), and the first one is shown. The set borrows the IDs (no copies), and the
 /// function is not generic: one copy serves every status kind.
-fn firsts<'a>(ids: &mut dyn Iterator<Item = &'a str>) -> Vec<bool> {
+fn firsts(ids: &mut dyn Iterator<Item = &str>) -> Vec<bool> {
     let mut seen = BTreeSet::new();
     ids.map(|id| seen.insert(id)).collect()
 }
