@@ -11,7 +11,9 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{batches, first_error, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{
+    batches, first_error, has_finalizer, op_key, FightGuard, OpText, RepeatGuard, WaitLog,
+};
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
     find_link, AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -140,6 +142,16 @@ pub fn plan_addresses(
     plan
 }
 
+/// The fight guard's key of `op` for spec `id`: `address <id>: add`.
+fn fight_key(id: &str, op: &AddressOp) -> String {
+    let what = match op {
+        AddressOp::Add(_) => "add",
+        AddressOp::Delete(_) => "delete",
+        AddressOp::Replace(_) => "replace",
+    };
+    op_key("address", id, what)
+}
+
 /// The `AddressSpec` controller.
 pub struct AddressSpecController {
     host: SharedHost,
@@ -187,39 +199,38 @@ impl Controller for AddressSpecController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let specs: Vec<(String, AddressSpec, Phase)> = ctx
+        let name = self.name();
+        // With whether each already carries our finalizer: adding one it holds changes nothing.
+        let specs: Vec<(String, AddressSpec, Phase, bool)> = ctx
             .store()
             .list(Namespace::Network, Kind::AddressSpec)
             .filter_map(|r| {
-                r.spec_as::<AddressSpec>()
-                    .map(|s| (r.metadata.id.clone(), s.clone(), r.metadata.phase))
+                r.spec_as::<AddressSpec>().map(|s| {
+                    (r.metadata.id.clone(), s.clone(), r.metadata.phase, has_finalizer(r, name))
+                })
             })
             .collect();
         let desired: Vec<Desired<'_, AddressSpec>> =
-            specs.iter().map(|(id, spec, phase)| Desired { id, spec, phase: *phase }).collect();
+            specs.iter().map(|(id, spec, phase, _)| Desired { id, spec, phase: *phase }).collect();
         let (links, kernel) = {
             let mut host = self.host.borrow_mut();
             (host.links()?, host.addresses()?)
         };
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
 
-        let (now, name) = (ctx.now(), self.name());
-        let key = |id: &str, op: &AddressOp| match op {
-            AddressOp::Add(_) => format!("address {id}: add"),
-            AddressOp::Replace(_) => format!("address {id}: replace"),
-            AddressOp::Delete(_) => format!("address {id}: delete"),
-        };
-        let differing: BTreeSet<String> = plan.ops.iter().map(|(id, op)| key(id, op)).collect();
+        let now = ctx.now();
+        let differing: BTreeSet<String> =
+            plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
         for run in batches(&plan.ops) {
             let mut batch = Vec::new();
             for (id, op) in run {
-                let k = key(id, op);
                 if failed.contains(id.as_str()) {
                     continue;
                 }
+                let k = fight_key(id, op);
                 if self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
@@ -232,7 +243,7 @@ impl Controller for AddressSpecController {
             for ((id, k, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(format!("{op:?}"));
+                        succeeded.push(OpText::Address(op.clone()));
                         self.fights.applied(name, &k, now);
                     }
                     Err(e) => {
@@ -244,12 +255,18 @@ impl Controller for AddressSpecController {
         }
         self.fights.settle(name, &differing, now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
-        let by_id: HashMap<&str, &AddressSpec> =
-            specs.iter().map(|(id, spec, _)| (id.as_str(), spec)).collect();
+        let by_id: HashMap<&str, (&AddressSpec, bool)> =
+            specs.iter().map(|(id, spec, _, held)| (id.as_str(), (spec, *held))).collect();
         for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
-            ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-            if let Some(spec) = by_id.get(id.as_str()) {
-                self.last_applied.insert(id.clone(), (*spec).clone());
+            let Some((spec, held)) = by_id.get(id.as_str()).copied() else {
+                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+                continue;
+            };
+            if !held {
+                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+            }
+            if self.last_applied.get(id.as_str()) != Some(spec) {
+                self.last_applied.insert(id.clone(), spec.clone());
             }
         }
         for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {

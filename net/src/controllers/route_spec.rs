@@ -7,35 +7,45 @@
 //! Kernel routes are matched on (family, table, destination, gateway, metric); a match with
 //! different attributes is replaced (deleted, then added). Other routes are never touched.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ipnet::IpNet;
-
 use super::address_spec::Desired;
-use super::spec_common::{batches, first_error, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{
+    batches, first_error, has_finalizer, op_key, FightGuard, OpText, RepeatGuard, WaitLog,
+};
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
     find_link, Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus,
-    RoutingTable, Scope,
+    Scope,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-/// What to do for a set of route specs.
+/// What to do for a set of route specs; IDs borrow from the specs planned.
 #[derive(Debug, Default, PartialEq)]
-pub struct RoutePlan {
+pub struct RoutePlan<'a> {
     /// Operations in order, each with the ID of the spec it serves.
-    pub ops: Vec<(String, RouteOp)>,
+    pub ops: Vec<(&'a str, RouteOp)>,
     /// Running specs whose out link does not exist (yet).
-    pub waiting: Vec<String>,
+    pub waiting: Vec<&'a str>,
     /// Specs applied (or being applied by `ops`).
-    pub applied: Vec<String>,
+    pub applied: Vec<&'a str>,
     /// Tearing-down specs whose kernel routes are gone after `ops`.
-    pub released: Vec<String>,
+    pub released: Vec<&'a str>,
 }
 
 /// The kernel's canonical form of a route spec; `out_link_index` 0 when no out link is set.
 pub fn route_to_kernel(spec: &RouteSpec, out_link: Option<(&str, u32)>) -> RouteStatus {
+    let mut r = kernel_form(spec, out_link.map_or(0, |(_, i)| i));
+    if let Some((name, _)) = out_link {
+        r.out_link_name = name.to_owned();
+    }
+    r
+}
+
+/// [`route_to_kernel`] without the out link's name: what comparing needs (the name is only
+/// filled in for a route that is going to be added).
+fn kernel_form(spec: &RouteSpec, out_link_index: u32) -> RouteStatus {
     let mut priority = spec.priority;
     let mut scope = spec.scope;
     if spec.family == Family::Inet6 {
@@ -50,8 +60,8 @@ pub fn route_to_kernel(spec: &RouteSpec, out_link: Option<(&str, u32)>) -> Route
         dst: spec.dst.map(|d| d.trunc()),
         src: spec.src,
         gateway: spec.gateway,
-        out_link_index: out_link.map_or(0, |(_, i)| i),
-        out_link_name: out_link.map_or_else(String::new, |(n, _)| n.to_owned()),
+        out_link_index,
+        out_link_name: String::new(),
         table: spec.table,
         priority,
         scope,
@@ -62,11 +72,44 @@ pub fn route_to_kernel(spec: &RouteSpec, out_link: Option<(&str, u32)>) -> Route
     }
 }
 
-/// A route's identity: the key Talos matches on.
-type RouteKey = (Family, RoutingTable, Option<IpNet>, Option<IpAddr>, u32);
+/// A route's identity, the key Talos matches on: family, table, destination, gateway and
+/// metric, as bytes. Equal exactly when those fields are equal, and compared with one
+/// `memcmp`: no hashing and no matching on each field's variant.
+type RouteKey = [u8; 44];
+
+/// `ip` at `at`: a tag (4 or 6; 0 for none) and 16 bytes, IPv4 in the first 4.
+fn put_ip(key: &mut RouteKey, at: usize, ip: Option<IpAddr>) {
+    let (tag, octets) = match ip {
+        None => (0, [0; 16]),
+        Some(IpAddr::V4(v4)) => {
+            let mut o = [0; 16];
+            if let Some(head) = o.get_mut(..4) {
+                head.copy_from_slice(&v4.octets());
+            }
+            (4, o)
+        }
+        Some(IpAddr::V6(v6)) => (6, v6.octets()),
+    };
+    put(key, at, &[tag]);
+    put(key, at + 1, &octets);
+}
+
+fn put(key: &mut RouteKey, at: usize, bytes: &[u8]) {
+    if let Some(slot) = key.get_mut(at..at + bytes.len()) {
+        slot.copy_from_slice(bytes);
+    }
+}
 
 fn key_of(r: &RouteStatus) -> RouteKey {
-    (r.family, r.table, r.dst, r.gateway, r.priority)
+    let mut key = [0; 44];
+    put(&mut key, 0, &[r.family.af()]);
+    put(&mut key, 1, &r.table.0.to_be_bytes());
+    // The prefix length apart from the address: 10.0.0.0/8 and 10.0.0.0/16 differ.
+    put(&mut key, 5, &[r.dst.map_or(0, |d| d.prefix_len())]);
+    put_ip(&mut key, 6, r.dst.map(|d| d.addr()));
+    put_ip(&mut key, 23, r.gateway);
+    put(&mut key, 40, &r.priority.to_be_bytes());
+    key
 }
 
 /// The flags that are part of a route's identity rather than kernel bookkeeping.
@@ -84,17 +127,16 @@ fn up_to_date(want: &RouteStatus, k: &RouteStatus) -> bool {
 }
 
 /// Plan route changes.
-pub fn plan_routes(
-    desired: &[Desired<'_, RouteSpec>],
+pub fn plan_routes<'a>(
+    desired: &[Desired<'a, RouteSpec>],
     links: &[(String, LinkStatus)],
     kernel: &[RouteStatus],
-) -> RoutePlan {
+) -> RoutePlan<'a> {
     let mut plan = RoutePlan::default();
-    // Indexed by route identity: with 10,000 routes a scan per desired route is 10^8 steps.
-    let mut by_key: HashMap<RouteKey, Vec<&RouteStatus>> = HashMap::new();
-    for k in kernel {
-        by_key.entry(key_of(k)).or_default().push(k);
-    }
+    // Sorted by route identity: with 10,000 routes a scan per desired route is 10^8 steps.
+    // The sort is stable, so routes sharing a key stay in the kernel's order.
+    let mut by_key: Vec<(RouteKey, &RouteStatus)> = kernel.iter().map(|k| (key_of(k), k)).collect();
+    crate::sort::by(&mut by_key, |a, b| a.0.cmp(&b.0));
     for d in desired {
         let out_link = if d.spec.out_link_name.is_empty() {
             None
@@ -102,37 +144,49 @@ pub fn plan_routes(
             match find_link(links, &d.spec.out_link_name) {
                 Some((name, l)) => Some((name, l.index)),
                 None if d.phase == Phase::Running => {
-                    plan.waiting.push(d.id.to_owned());
+                    plan.waiting.push(d.id);
                     continue;
                 }
                 None => {
                     // The link is gone, and its routes with it.
-                    plan.released.push(d.id.to_owned());
+                    plan.released.push(d.id);
                     continue;
                 }
             }
         };
-        let want = route_to_kernel(d.spec, out_link);
-        let matches: Vec<&RouteStatus> = by_key.get(&key_of(&want)).cloned().unwrap_or_default();
+        let mut want = kernel_form(d.spec, out_link.map_or(0, |(_, i)| i));
+        let key = key_of(&want);
+        let from = by_key.partition_point(|(k, _)| *k < key);
+        let rest = by_key.get(from..).unwrap_or_default();
+        let matches = rest.get(..rest.partition_point(|(k, _)| *k == key)).unwrap_or_default();
         match d.phase {
             Phase::TearingDown => {
-                plan.ops.extend(
-                    matches.into_iter().map(|k| (d.id.to_owned(), RouteOp::Delete(k.clone()))),
-                );
-                plan.released.push(d.id.to_owned());
+                plan.ops.extend(matches.iter().map(|(_, k)| (d.id, RouteOp::Delete((*k).clone()))));
+                plan.released.push(d.id);
             }
             Phase::Running => {
-                if !matches.iter().any(|k| up_to_date(&want, k)) {
-                    plan.ops.extend(
-                        matches.into_iter().map(|k| (d.id.to_owned(), RouteOp::Delete(k.clone()))),
-                    );
-                    plan.ops.push((d.id.to_owned(), RouteOp::Add(want)));
+                if !matches.iter().any(|(_, k)| up_to_date(&want, k)) {
+                    plan.ops
+                        .extend(matches.iter().map(|(_, k)| (d.id, RouteOp::Delete((*k).clone()))));
+                    if let Some((name, _)) = out_link {
+                        want.out_link_name = name.to_owned();
+                    }
+                    plan.ops.push((d.id, RouteOp::Add(want)));
                 }
-                plan.applied.push(d.id.to_owned());
+                plan.applied.push(d.id);
             }
         }
     }
     plan
+}
+
+/// The fight guard's key of `op` for spec `id`: `route <id>: add`.
+fn fight_key(id: &str, op: &RouteOp) -> String {
+    let what = match op {
+        RouteOp::Add(_) => "add",
+        RouteOp::Delete(_) => "delete",
+    };
+    op_key("route", id, what)
 }
 
 /// The `RouteSpec` controller.
@@ -181,50 +235,54 @@ impl Controller for RouteSpecController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let specs: Vec<(String, RouteSpec, Phase)> = ctx
-            .store()
-            .list(Namespace::Network, Kind::RouteSpec)
-            .filter_map(|r| {
-                r.spec_as::<RouteSpec>()
-                    .map(|s| (r.metadata.id.clone(), s.clone(), r.metadata.phase))
-            })
-            .collect();
-        let desired: Vec<Desired<'_, RouteSpec>> =
-            specs.iter().map(|(id, spec, phase)| Desired { id, spec, phase: *phase }).collect();
+        let (now, name) = (ctx.now(), self.name());
         let (links, kernel) = {
             let mut host = self.host.borrow_mut();
             (host.links()?, host.routes()?)
         };
+        // Planned and applied while the specs are borrowed from the store; only the IDs whose
+        // finalizer changes are copied out for the writes after.
+        let store = ctx.store();
+        let mut lacking: BTreeSet<&str> = BTreeSet::new();
+        let desired: Vec<Desired<'_, RouteSpec>> = store
+            .list(Namespace::Network, Kind::RouteSpec)
+            .filter_map(|r| {
+                let spec = r.spec_as::<RouteSpec>()?;
+                if !has_finalizer(r, name) {
+                    lacking.insert(r.metadata.id.as_str());
+                }
+                Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
+            })
+            .collect();
         let plan = plan_routes(&desired, &links, &kernel);
-        let (now, name) = (ctx.now(), self.name());
-        let key = |id: &str, op: &RouteOp| match op {
-            RouteOp::Add(_) => format!("route {id}: add"),
-            RouteOp::Delete(_) => format!("route {id}: delete"),
-        };
-        let differing: BTreeSet<String> = plan.ops.iter().map(|(id, op)| key(id, op)).collect();
+        let mut differing: BTreeSet<String> = BTreeSet::new();
+        for (id, op) in &plan.ops {
+            differing.insert(fight_key(id, op));
+        }
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded = Vec::new();
+        let any_held = self.fights.any_held(now);
         for run in batches(&plan.ops) {
             let mut batch = Vec::new();
             for (id, op) in run {
-                let k = key(id, op);
-                if failed.contains(id.as_str()) {
+                if failed.contains(id) {
                     continue;
                 }
-                if self.fights.held(&k, now) {
+                let k = fight_key(id, op);
+                if any_held && self.fights.held(&k, now) {
                     // Not applied: keep its bookkeeping (finalizer) as it was.
                     failed.insert(id);
                     continue;
                 }
-                batch.push((id, k, op));
+                batch.push((*id, k, op));
             }
             let ops: Vec<&RouteOp> = batch.iter().map(|(_, _, op)| *op).collect();
             let results = self.host.borrow_mut().routes_apply(&ops);
             for ((id, k, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(format!("{op:?}"));
+                        succeeded.push(OpText::Route(op.clone()));
                         self.fights.applied(name, &k, now);
                     }
                     Err(e) => {
@@ -236,13 +294,27 @@ impl Controller for RouteSpecController {
         }
         self.fights.settle(name, &differing, now);
         errors.extend(self.repeat.check(succeeded.into_iter()));
-        for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
+        let add: Vec<String> = plan
+            .applied
+            .iter()
+            .filter(|id| !failed.contains(*id) && lacking.contains(*id))
+            .map(|id| (*id).to_owned())
+            .collect();
+        let release: Vec<String> = plan
+            .released
+            .iter()
+            .filter(|id| !failed.contains(*id))
+            .map(|id| (*id).to_owned())
+            .collect();
+        let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
+        drop(plan);
+        for id in &add {
             ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
-        for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {
+        for id in &release {
             ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
-        self.wait_log.report(ctx, "route", &plan.waiting);
+        self.wait_log.report(ctx, "route", &waiting);
         let next = self.fights.report(ctx);
         first_error(self.name(), errors).map(|_| next)
     }
@@ -306,10 +378,43 @@ mod tests {
         let drifted = RouteStatus { protocol: RouteProtocol::STATIC, ..ours.clone() };
         let foreign = RouteStatus { gateway: Some("10.0.0.254".parse().unwrap()), ..ours.clone() };
         let plan = plan_routes(&[run("r", &s)], &links(), &[drifted.clone(), foreign]);
-        assert_eq!(
-            plan.ops,
-            [("r".to_owned(), RouteOp::Delete(drifted)), ("r".to_owned(), RouteOp::Add(ours))]
-        );
+        assert_eq!(plan.ops, [("r", RouteOp::Delete(drifted)), ("r", RouteOp::Add(ours))]);
+    }
+
+    /// The byte key is equal exactly when the fields it stands for are.
+    #[test]
+    fn route_key_matches_field_equality() {
+        let base = route_to_kernel(&default_via("10.0.0.1"), Some(("eth0", 2)));
+        let mut routes = vec![base.clone()];
+        for dst in [None, Some("0.0.0.0/0"), Some("10.0.0.0/8"), Some("10.0.0.0/16"), Some("::/0")]
+        {
+            for gw in [None, Some("0.0.0.0"), Some("10.0.0.1"), Some("::a00:1"), Some("fe80::1")] {
+                for (family, table, priority) in [
+                    (Family::Inet4, RoutingTable::MAIN, 1024),
+                    (Family::Inet6, RoutingTable::MAIN, 1024),
+                    (Family::Inet4, RoutingTable(180), 1024),
+                    (Family::Inet4, RoutingTable::MAIN, 0),
+                    (Family::Inet4, RoutingTable(0x0100_00fe), 0x0100_0000),
+                ] {
+                    routes.push(RouteStatus {
+                        family,
+                        table,
+                        priority,
+                        dst: dst.map(|d| d.parse().unwrap()),
+                        gateway: gw.map(|g| g.parse().unwrap()),
+                        ..base.clone()
+                    });
+                }
+            }
+        }
+        // Attributes outside the identity do not change the key.
+        routes.push(RouteStatus { protocol: RouteProtocol::BOOT, mtu: 1400, ..base.clone() });
+        let fields = |r: &RouteStatus| (r.family, r.table, r.dst, r.gateway, r.priority);
+        for a in &routes {
+            for b in &routes {
+                assert_eq!(key_of(a) == key_of(b), fields(a) == fields(b), "{a:?} vs {b:?}");
+            }
+        }
     }
 
     #[test]
@@ -325,7 +430,7 @@ mod tests {
             &links(),
             std::slice::from_ref(&k),
         );
-        assert_eq!(plan.ops, [("r".to_owned(), RouteOp::Delete(k))]);
+        assert_eq!(plan.ops, [("r", RouteOp::Delete(k))]);
         assert_eq!(plan.released, ["r"]);
     }
 }

@@ -2,10 +2,54 @@
 //! Helpers shared by the spec controllers.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::host::{HostError, HostErrorKind};
+use crate::host::{AddressOp, HostError, HostErrorKind, RouteOp};
+use crate::resource::Resource;
 use crate::runtime::{ControllerError, Ctx, Next};
+
+/// The fight guard's key of an operation on a spec, `<object> <id>: <what>` (`route
+/// inet4/10.0.0.1//1024: add`), written without the `fmt` machinery: routes and addresses
+/// build one per operation, ten thousand in a large apply.
+pub(super) fn op_key(object: &str, id: &str, what: &str) -> String {
+    let mut key = String::with_capacity(object.len() + id.len() + what.len() + 3);
+    key.push_str(object);
+    key.push(' ');
+    key.push_str(id);
+    key.push_str(": ");
+    key.push_str(what);
+    key
+}
+
+/// An operation as the repeat guard counts it: its text, or the operation itself, compared
+/// field by field and written (`Debug`) only for an error. Formatting every route operation
+/// of a large apply cost more than applying it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum OpText {
+    /// An operation named by its text.
+    Text(String),
+    /// A route operation.
+    Route(RouteOp),
+    /// An address operation.
+    Address(AddressOp),
+}
+
+impl fmt::Display for OpText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpText::Text(text) => f.write_str(text),
+            OpText::Route(op) => write!(f, "{op:?}"),
+            OpText::Address(op) => write!(f, "{op:?}"),
+        }
+    }
+}
+
+/// Does `r` carry the finalizer `name`? A spec controller skips adding one it already holds:
+/// with ten thousand specs, each add is a store lookup and an allocation that changes nothing.
+pub(super) fn has_finalizer(r: &Resource, name: &str) -> bool {
+    r.metadata.finalizers.contains(name)
+}
 
 /// Reports specs waiting for a link: a condition on the controller and one log line each
 /// time the set changes, not once per reconcile.
@@ -15,8 +59,8 @@ pub(super) struct WaitLog {
 }
 
 impl WaitLog {
-    pub(super) fn report(&mut self, ctx: &mut Ctx<'_>, what: &str, waiting: &[String]) {
-        let now: BTreeSet<String> = waiting.iter().cloned().collect();
+    pub(super) fn report(&mut self, ctx: &mut Ctx<'_>, what: &str, waiting: &[impl AsRef<str>]) {
+        let now: BTreeSet<String> = waiting.iter().map(|w| w.as_ref().to_owned()).collect();
         if now != self.last && !now.is_empty() {
             let list: Vec<&str> = now.iter().map(String::as_str).collect();
             // The link controller owns the warning for a missing link; addresses and routes
@@ -57,29 +101,44 @@ pub(super) const REPEAT_LIMIT: u32 = 5;
 /// An operation that succeeded [`REPEAT_LIMIT`] reconciles in a row
 /// is reported as an error, so the runtime backs off (at most one retry per
 /// `BACKOFF_INITIAL`) and the log says which operation does not stick.
+///
+/// The counts are kept in issue order and sorted only when the next reconcile issues
+/// operations again: after a reconcile that applied ten thousand routes, the next one usually
+/// issues none, and nothing is sorted or looked up.
 #[derive(Debug, Default)]
 pub(super) struct RepeatGuard {
-    counts: BTreeMap<String, u32>,
+    counts: Vec<(OpText, u32)>,
 }
 
 impl RepeatGuard {
-    /// Record the operations that succeeded in this reconcile (by their text); returns an
-    /// error for each one that hit the limit. Operations not issued this time start again.
-    pub(super) fn check(&mut self, ops: impl Iterator<Item = String>) -> Vec<HostError> {
-        let previous = std::mem::take(&mut self.counts);
+    /// Record the operations that succeeded in this reconcile; returns an error for each one
+    /// that hit the limit. Operations not issued this time start again.
+    pub(super) fn check(&mut self, ops: impl Iterator<Item = OpText>) -> Vec<HostError> {
+        let mut previous = std::mem::take(&mut self.counts);
+        let mut sorted = false;
         let mut errors = Vec::new();
         for op in ops {
-            let n = previous.get(&op).copied().unwrap_or(0) + 1;
+            if !sorted {
+                // Stable: duplicates of one operation carry the same count anyway.
+                crate::sort::by(&mut previous, |a, b| a.0.cmp(&b.0));
+                sorted = true;
+            }
+            let before = previous
+                .binary_search_by(|(k, _)| k.cmp(&op))
+                .ok()
+                .and_then(|i| previous.get(i))
+                .map_or(0, |(_, n)| *n);
+            let n = before + 1;
             if n >= REPEAT_LIMIT {
                 errors.push(HostError {
                     message: format!(
                         "applied {n} times in a row but the kernel keeps reporting a difference"
                     ),
-                    op: op.clone(),
+                    op: op.to_string(),
                     kind: HostErrorKind::Invalid,
                 });
             }
-            self.counts.insert(op, n);
+            self.counts.push((op, n));
         }
         errors
     }
@@ -131,6 +190,12 @@ pub(super) struct FightGuard {
 }
 
 impl FightGuard {
+    /// Is any operation held at `now`? One pass without key comparisons, so that a
+    /// reconcile with thousands of operations and no fight skips a lookup per operation.
+    pub(super) fn any_held(&self, now: Instant) -> bool {
+        self.contests.values().any(|c| c.hold_until.is_some_and(|t| now < t))
+    }
+
     /// The operation must not be applied at `now`.
     pub(super) fn held(&self, key: &str, now: Instant) -> bool {
         self.contests.get(key).and_then(|c| c.hold_until).is_some_and(|t| now < t)
@@ -239,18 +304,47 @@ impl FightGuard {
 mod tests {
     use super::*;
 
+    /// The guards' keys name an operation with the text they had when they were formatted.
+    #[test]
+    fn guard_keys_keep_their_text() {
+        let id = "inet4/10.0.0.1//1024";
+        assert_eq!(op_key("route", id, "add"), format!("route {id}: add"));
+        assert_eq!(
+            op_key("address", "eth0/10.0.0.5/24", "replace"),
+            "address eth0/10.0.0.5/24: replace"
+        );
+        let op = RouteOp::Delete(crate::resource::RouteStatus {
+            family: crate::resource::Family::Inet4,
+            dst: None,
+            src: None,
+            gateway: Some("10.0.0.1".parse().unwrap()),
+            out_link_index: 2,
+            out_link_name: "eth0".into(),
+            table: crate::resource::RoutingTable::MAIN,
+            priority: 1024,
+            scope: crate::resource::Scope::GLOBAL,
+            kind: crate::resource::RouteType::UNICAST,
+            flags: crate::resource::RouteFlags::default(),
+            protocol: crate::resource::RouteProtocol::STATIC,
+            mtu: 0,
+        });
+        assert_eq!(OpText::Route(op.clone()).to_string(), format!("{op:?}"));
+        assert_eq!(OpText::Text("add a".into()).to_string(), "add a");
+    }
+
     #[test]
     fn repeat_guard_trips_on_the_same_op_only() {
         let mut g = RepeatGuard::default();
+        let op = |s: &str| OpText::Text(s.to_owned());
         for _ in 0..REPEAT_LIMIT - 1 {
-            assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
+            assert!(g.check([op("add a")].into_iter()).is_empty());
         }
-        let errs = g.check(["add a".to_owned(), "add b".to_owned()].into_iter());
+        let errs = g.check([op("add a"), op("add b")].into_iter());
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].op, "add a");
         // Once the op is no longer issued, it starts from zero.
         assert!(g.check(std::iter::empty()).is_empty());
-        assert!(g.check(["add a".to_owned()].into_iter()).is_empty());
+        assert!(g.check([op("add a")].into_iter()).is_empty());
     }
 
     #[test]
@@ -336,16 +430,16 @@ mod tests {
 /// Splits `ops` into consecutive runs in which no object appears twice, in order: a run can
 /// go to the kernel as one batch, and an object's later operation is only sent after its
 /// earlier one has succeeded.
-pub(crate) fn batches<T>(ops: &[(String, T)]) -> Vec<&[(String, T)]> {
+pub(crate) fn batches<S: AsRef<str>, T>(ops: &[(S, T)]) -> Vec<&[(S, T)]> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     for (i, (id, _)) in ops.iter().enumerate() {
-        if !seen.insert(id.as_str()) {
+        if !seen.insert(id.as_ref()) {
             out.push(ops.get(start..i).unwrap_or_default());
             start = i;
             seen.clear();
-            seen.insert(id.as_str());
+            seen.insert(id.as_ref());
         }
     }
     if start < ops.len() {
@@ -366,6 +460,6 @@ mod batch_tests {
         let runs: Vec<Vec<u32>> =
             batches(&ops).iter().map(|run| run.iter().map(|(_, v)| *v).collect()).collect();
         assert_eq!(runs, [vec![1, 2], vec![3, 4], vec![5]]);
-        assert!(batches::<u32>(&[]).is_empty());
+        assert!(batches::<String, u32>(&[]).is_empty());
     }
 }

@@ -67,10 +67,9 @@ impl<S: SpecType> Controller for StatusController<S> {
             }
             _ => Next::Idle,
         };
-        let mut seen = BTreeSet::new();
-        for (id, status) in items {
-            // Two kernel objects can share a natural ID (ECMP routes); the first one is shown.
-            if seen.insert(id.clone()) {
+        let keep = firsts(&mut items.iter().map(|(id, _)| id.as_str()));
+        for ((id, status), first) in items.into_iter().zip(keep) {
+            if first {
                 ctx.put(Namespace::Network, &id, status)?;
             } else {
                 log::trace!(target: self.name, "duplicate id {id}");
@@ -79,6 +78,14 @@ impl<S: SpecType> Controller for StatusController<S> {
         ctx.cleanup_untouched(Namespace::Network, S::KIND)?;
         Ok(next)
     }
+}
+
+/// Whether each ID is the first with its value: two kernel objects can share a natural ID
+/// (ECMP routes), and the first one is shown. The set borrows the IDs (no copies), and the
+/// function is not generic: one copy serves every status kind.
+fn firsts(ids: &mut dyn Iterator<Item = &str>) -> Vec<bool> {
+    let mut seen = BTreeSet::new();
+    ids.map(|id| seen.insert(id)).collect()
 }
 
 /// Links, with the WireGuard state of WireGuard links. A device that cannot be read (the

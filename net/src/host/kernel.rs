@@ -358,12 +358,14 @@ impl Host for KernelHost {
         ops.iter()
             .zip(results)
             .map(|(op, r)| {
-                let text = match op {
-                    AddressOp::Add(c) => format!("add address {}", c.address.id()),
-                    AddressOp::Replace(c) => format!("replace address {}", c.address.id()),
-                    AddressOp::Delete(a) => format!("delete address {}", a.id()),
-                };
-                r.map_err(|e| host_error(text, &e))
+                r.map_err(|e| {
+                    let text = match op {
+                        AddressOp::Add(c) => format!("add address {}", c.address.id()),
+                        AddressOp::Replace(c) => format!("replace address {}", c.address.id()),
+                        AddressOp::Delete(a) => format!("delete address {}", a.id()),
+                    };
+                    host_error(text, &e)
+                })
             })
             .collect()
     }
@@ -380,14 +382,17 @@ impl Host for KernelHost {
             })
             .collect();
         let results = self.sock.route_batch(&changes);
+        // The error text (with the route's ID) only for the operations that failed.
         ops.iter()
             .zip(results)
             .map(|(op, r)| {
-                let text = match op {
-                    RouteOp::Add(r) => format!("add route {}", r.id()),
-                    RouteOp::Delete(r) => format!("delete route {}", r.id()),
-                };
-                r.map_err(|e| host_error(text, &e))
+                r.map_err(|e| {
+                    let text = match op {
+                        RouteOp::Add(r) => format!("add route {}", r.id()),
+                        RouteOp::Delete(r) => format!("delete route {}", r.id()),
+                    };
+                    host_error(text, &e)
+                })
             })
             .collect()
     }

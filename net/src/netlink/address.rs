@@ -75,7 +75,15 @@ impl KernelAddress {
     }
 
     fn target(&self) -> String {
-        format!("{}/{} dev #{}", self.local.unwrap_or(self.address), self.prefix_len, self.index)
+        self.to_string()
+    }
+}
+
+/// An address as errors name it (`10.0.0.5/24 dev #2`).
+impl std::fmt::Display for KernelAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let a = self;
+        write!(f, "{}/{} dev #{}", a.local.unwrap_or(a.address), a.prefix_len, a.index)
     }
 }
 
@@ -203,24 +211,24 @@ impl RouteSocket {
     /// Address changes, many per datagram: one result per change, as [`Self::address_add`],
     /// [`Self::address_replace`] and [`Self::address_delete`] would give.
     pub fn address_batch(&mut self, changes: &[AddressChangeKind]) -> Vec<Result<(), NlError>> {
-        let requests: Vec<BatchRequest<RouteNetlinkMessage>> = changes
+        let requests: Vec<BatchRequest<'_, RouteNetlinkMessage>> = changes
             .iter()
             .map(|change| match change {
                 AddressChangeKind::Add(a) => BatchRequest {
                     op: "address_add",
-                    target: a.target(),
+                    target: a,
                     msg: RouteNetlinkMessage::NewAddress(encode(a)),
                     flags: NLM_F_CREATE | NLM_F_EXCL,
                 },
                 AddressChangeKind::Replace(a) => BatchRequest {
                     op: "address_replace",
-                    target: a.target(),
+                    target: a,
                     msg: RouteNetlinkMessage::NewAddress(encode(a)),
                     flags: NLM_F_CREATE | NLM_F_REPLACE,
                 },
                 AddressChangeKind::Delete(a) => BatchRequest {
                     op: "address_delete",
-                    target: a.target(),
+                    target: a,
                     msg: RouteNetlinkMessage::DelAddress(delete_message(a)),
                     flags: 0,
                 },

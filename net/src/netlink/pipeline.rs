@@ -6,6 +6,8 @@
 //! gets its own result. `ip -batch` waits for each acknowledgement before sending the next
 //! request; this saves a round trip per object.
 
+use std::fmt::Display;
+
 use log::trace;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable, NLM_F_ACK, NLM_F_REQUEST,
@@ -23,23 +25,35 @@ const WINDOW: usize = 256;
 const WINDOW_BYTES: usize = 48 * 1024;
 
 /// One request of a batch.
-#[derive(Debug, Clone)]
-pub struct BatchRequest<M> {
+#[derive(Clone)]
+pub struct BatchRequest<'a, M> {
     /// The operation, for errors (`route_add`).
     pub op: &'static str,
-    /// The object, for errors.
-    pub target: String,
+    /// The object, for errors: written only when a request fails, so that a batch of
+    /// thousands does not format one text per request.
+    pub target: &'a dyn Display,
     /// The message.
     pub msg: M,
     /// Flags beyond `NLM_F_REQUEST | NLM_F_ACK`.
     pub flags: u16,
 }
 
+impl<M: std::fmt::Debug> std::fmt::Debug for BatchRequest<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchRequest")
+            .field("op", &self.op)
+            .field("target", &self.target.to_string())
+            .field("msg", &self.msg)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
 impl RouteSocket {
     /// Sends every request, many per datagram, and returns one result per request.
     pub fn batch(
         &mut self,
-        requests: &[BatchRequest<netlink_packet_route::RouteNetlinkMessage>],
+        requests: &[BatchRequest<'_, netlink_packet_route::RouteNetlinkMessage>],
     ) -> Vec<Result<(), NlError>> {
         self.inner.request_batch(requests)
     }
@@ -50,7 +64,7 @@ impl NlSocket {
     /// acknowledgements (there are none for changes) are ignored.
     pub(crate) fn request_batch<M>(
         &mut self,
-        requests: &[BatchRequest<M>],
+        requests: &[BatchRequest<'_, M>],
     ) -> Vec<Result<(), NlError>>
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
@@ -69,7 +83,7 @@ impl NlSocket {
 
     /// Serializes requests from the front of `requests` into one datagram: at least one, at
     /// most [`WINDOW`] or [`WINDOW_BYTES`]. Returns the bytes and how many went in.
-    fn pack<M>(&mut self, requests: &[BatchRequest<M>]) -> (Vec<u8>, usize)
+    fn pack<M>(&mut self, requests: &[BatchRequest<'_, M>]) -> (Vec<u8>, usize)
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
     {
@@ -101,7 +115,7 @@ impl NlSocket {
     /// Sends one datagram of `window` and collects their acknowledgements.
     fn exchange<M>(
         &mut self,
-        window: &[BatchRequest<M>],
+        window: &[BatchRequest<'_, M>],
         bytes: &[u8],
         first_seq: u32,
     ) -> Vec<Result<(), NlError>> {
@@ -139,10 +153,10 @@ impl NlSocket {
                 let outcome = match frame.outcome() {
                     Ok(Some(Outcome::Ack | Outcome::Done)) => Ok(()),
                     Ok(Some(Outcome::Refused(errno, message))) => {
-                        Err(kernel_error(request.op, &request.target, errno, message))
+                        Err(kernel_error(request.op, &request.target.to_string(), errno, message))
                     }
                     Ok(None) => continue,
-                    Err(e) => Err(NlError::decode(request.op, &request.target, e)),
+                    Err(e) => Err(NlError::decode(request.op, request.target.to_string(), e)),
                 };
                 if slot.is_none() {
                     pending -= 1;
@@ -155,7 +169,11 @@ impl NlSocket {
             .zip(window)
             .map(|(r, request)| {
                 r.unwrap_or_else(|| {
-                    Err(NlError::decode(request.op, &request.target, "no acknowledgement"))
+                    Err(NlError::decode(
+                        request.op,
+                        request.target.to_string(),
+                        "no acknowledgement",
+                    ))
                 })
             })
             .collect()
@@ -175,10 +193,10 @@ impl NlSocket {
 }
 
 /// The same I/O failure, for each request it hit.
-fn io_error<M>(request: &BatchRequest<M>, e: &std::io::Error) -> NlError {
+fn io_error<M>(request: &BatchRequest<'_, M>, e: &std::io::Error) -> NlError {
     let copy = match e.raw_os_error() {
         Some(errno) => std::io::Error::from_raw_os_error(errno),
         None => std::io::Error::new(e.kind(), e.to_string()),
     };
-    NlError::io(request.op, &request.target, copy)
+    NlError::io(request.op, request.target.to_string(), copy)
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! [`KernelRoute`]: routes in every table, their dump, add, replace and delete.
 
+use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -78,18 +79,25 @@ impl KernelRoute {
     }
 
     fn target(&self) -> String {
-        let mut s = match &self.dst {
-            Some(d) => d.to_string(),
-            None => "default".to_owned(),
-        };
-        if let Some(gw) = &self.gateway {
-            s.push_str(&format!(" via {gw}"));
+        self.to_string()
+    }
+}
+
+/// A route as errors name it (`10.1.0.0/16 via 10.0.0.1 dev #2 table main metric 1024`).
+impl fmt::Display for KernelRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self;
+        match &r.dst {
+            Some(d) => write!(f, "{d}")?,
+            None => f.write_str("default")?,
         }
-        if let Some(oif) = self.oif {
-            s.push_str(&format!(" dev #{oif}"));
+        if let Some(gw) = &r.gateway {
+            write!(f, " via {gw}")?;
         }
-        s.push_str(&format!(" table {} metric {}", self.table, self.priority));
-        s
+        if let Some(oif) = r.oif {
+            write!(f, " dev #{oif}")?;
+        }
+        write!(f, " table {} metric {}", r.table, r.priority)
     }
 }
 
@@ -227,18 +235,18 @@ impl RouteSocket {
     /// Adds (`true`) and deletes (`false`) routes, many per datagram: one result per change,
     /// as [`Self::route_add`] and [`Self::route_delete`] would give.
     pub fn route_batch(&mut self, changes: &[(bool, KernelRoute)]) -> Vec<Result<(), NlError>> {
-        let requests: Vec<BatchRequest<RouteNetlinkMessage>> = changes
+        let requests: Vec<BatchRequest<'_, RouteNetlinkMessage>> = changes
             .iter()
             .map(|(add, r)| match add {
                 true => BatchRequest {
                     op: "route_add",
-                    target: r.target(),
+                    target: r,
                     msg: RouteNetlinkMessage::NewRoute(encode(r, true)),
                     flags: NLM_F_CREATE | NLM_F_EXCL,
                 },
                 false => BatchRequest {
                     op: "route_delete",
-                    target: r.target(),
+                    target: r,
                     msg: RouteNetlinkMessage::DelRoute(encode(r, false)),
                     flags: 0,
                 },

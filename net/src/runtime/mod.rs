@@ -5,6 +5,11 @@
 //! - A change to a resource marks every controller with a matching input dirty; marking is a
 //!   flag, so a hundred changes still mean one reconcile (coalescing).
 //! - An equal write changes nothing and wakes nobody (enforced by the store).
+//! - A controller is not woken by the finalizers it put on or took off its own inputs: it made
+//!   that change knowing everything else it read, so a second pass would see the same inputs
+//!   and do nothing (a spec controller adding ten thousand finalizers would otherwise re-plan
+//!   all its specs once more). Other controllers are woken as usual, and so is an owner whose
+//!   resource became ready to destroy.
 //! - [`Runtime::run`] reconciles dirty and due controllers, in registration order, until none
 //!   is dirty, or until [`PASS_CAP`] reconciles in one call. When the cap is hit, the
 //!   controllers that ran more than once in that call are named in the log and backed off, so
@@ -206,7 +211,7 @@ impl Runtime {
         spec: AnySpec,
     ) -> Result<(), StoreError> {
         if let Some(ch) = self.store.put(source, namespace, id, spec)? {
-            self.notify(&ch);
+            self.notify(&ch, None);
             self.record(ch);
         }
         Ok(())
@@ -221,7 +226,7 @@ impl Runtime {
         id: &str,
     ) -> Result<(), StoreError> {
         if let Some(ch) = self.store.destroy(source, namespace, kind, id)? {
-            self.notify(&ch);
+            self.notify(&ch, None);
             self.record(ch);
         }
         Ok(())
@@ -358,13 +363,17 @@ impl Runtime {
             }
         }
         for ch in changes {
-            self.notify(&ch);
+            self.notify(&ch, Some(i));
             self.record(ch);
         }
     }
 
-    fn notify(&mut self, ch: &Change) {
-        for slot in &mut self.slots {
+    /// Wake the controllers `ch` concerns; `by` is the slot whose reconcile made it.
+    fn notify(&mut self, ch: &Change, by: Option<usize>) {
+        for (j, slot) in self.slots.iter_mut().enumerate() {
+            if by == Some(j) && ch.what == ChangeKind::Finalizers && !ch.destroy_ready {
+                continue;
+            }
             let wakes = slot.inputs.iter().any(|inp| {
                 inp.namespace == ch.namespace
                     && inp.kind == ch.kind

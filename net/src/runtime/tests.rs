@@ -330,6 +330,42 @@ fn finalizers_order_teardown() {
 }
 
 #[test]
+fn own_finalizer_changes_wake_only_others() {
+    let mut rt = Runtime::new();
+    let (owner, _) = ctrl(
+        "owner",
+        &[Input::weak(Namespace::Config, Kind::MachineConfig)],
+        &[HOST_NET_OUT],
+        |ctx| {
+            ctx.put(NET, "x", host("x"))?;
+            Ok(Next::Idle)
+        },
+    );
+    let (applier, applier_runs) =
+        ctrl("applier", &[Input::strong(NET, Kind::HostnameSpec)], &[], |ctx| {
+            ctx.add_finalizer(NET, Kind::HostnameSpec, "x")?;
+            Ok(Next::Idle)
+        });
+    let (watcher, watcher_runs) =
+        ctrl("watcher", &[Input::weak(NET, Kind::HostnameSpec)], &[], |_| Ok(Next::Idle));
+    rt.register(owner).unwrap();
+    rt.register(applier).unwrap();
+    rt.register(watcher).unwrap();
+    rt.run(Instant::now());
+    let x = rt.store().get(NET, Kind::HostnameSpec, "x").unwrap();
+    assert!(x.metadata.finalizers.contains("applier"));
+    // The applier ran for `x` and not again for its own finalizer; the watcher, registered
+    // after it, saw both changes in one run.
+    assert_eq!(applier_runs.get(), 1);
+    assert_eq!(watcher_runs.get(), 1);
+    // Someone else's finalizer still wakes the applier.
+    let ch = rt.store.add_finalizer(NET, Kind::HostnameSpec, "x", "other").unwrap().unwrap();
+    rt.notify(&ch, None);
+    rt.run(Instant::now());
+    assert_eq!(applier_runs.get(), 2);
+}
+
+#[test]
 fn input_changes_cut_a_backoff_short() {
     let mut rt = Runtime::new();
     let (c, runs) = ctrl("needs_input", &[HOST_IN], &[], |ctx| {

@@ -64,15 +64,16 @@ impl AddressSpec {
 
 /// `<link>/<addr>/<bits>`, e.g. `eth0/10.0.0.5/24`.
 pub fn address_id(link: &str, address: &IpNet) -> String {
-    let mut id = String::with_capacity(link.len() + 20);
+    let mut id = super::id_text::IdText::with_capacity(link.len() + 20);
     id.push_str(link);
-    id.push('/');
-    super::id_text::push_net(&mut id, address);
-    id
+    id.push_ascii(b'/');
+    id.push_net(address);
+    id.finish()
 }
 
-/// An address as the kernel reports it.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+/// An address as the kernel reports it. Ordered field by field, so that an operation on it
+/// can be a map key without being formatted.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AddressStatus {
     /// `IFA_ADDRESS` with the prefix length.

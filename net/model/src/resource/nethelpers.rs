@@ -51,12 +51,19 @@ macro_rules! named_number {
         pub struct $name(pub $int);
         impl $name {
             $( $(#[$cm])* pub const $cname: Self = Self($val); )*
+            /// The well-known name, `None` for a number without one (printed as a decimal).
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $( $val => Some($text), )*
+                    _ => None,
+                }
+            }
         }
         impl ::std::fmt::Display for $name {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                match self.0 {
-                    $( $val => f.write_str($text), )*
-                    n => write!(f, "{n}"),
+                match self.name() {
+                    Some(text) => f.write_str(text),
+                    None => write!(f, "{}", self.0),
                 }
             }
         }
@@ -115,12 +122,19 @@ impl Family {
     }
 }
 
-impl fmt::Display for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Family {
+    /// `inet4` or `inet6`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Family::Inet4 => "inet4",
             Family::Inet6 => "inet6",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -2,7 +2,6 @@
 //! Routes: [`RouteSpec`], [`RouteStatus`] and their ID, [`route_id`] (docs/talos.md: Resources and
 //! IDs).
 
-use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -130,30 +129,35 @@ pub fn route_id(
     priority: u32,
     out_link: &str,
 ) -> String {
-    use fmt::Write;
-    let mut id = String::with_capacity(40);
+    let mut id = id_text::IdText::with_capacity(40 + out_link.len());
     if table != RoutingTable::MAIN {
-        let _ = write!(id, "{table}/");
+        match table.name() {
+            Some(name) => id.push_str(name),
+            None => id.push_u32(table.0),
+        }
+        id.push_ascii(b'/');
     }
     if family == Family::Inet6 && !out_link.is_empty() {
         id.push_str(out_link);
-        id.push('/');
+        id.push_ascii(b'/');
     }
-    let _ = write!(id, "{family}/");
+    id.push_str(family.as_str());
+    id.push_ascii(b'/');
     if let Some(gw) = gateway.filter(|g| !g.is_unspecified()) {
-        id_text::push_ip(&mut id, gw);
+        id.push_ip(gw);
     }
-    id.push('/');
+    id.push_ascii(b'/');
     if let Some(dst) = dst.filter(|d| !(d.prefix_len() == 0 && d.addr().is_unspecified())) {
-        id_text::push_net(&mut id, dst);
+        id.push_net(dst);
     }
-    id.push('/');
-    id_text::push_u32(&mut id, priority);
-    id
+    id.push_ascii(b'/');
+    id.push_u32(priority);
+    id.finish()
 }
 
-/// A route as the kernel reports it (all tables are mirrored).
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+/// A route as the kernel reports it (all tables are mirrored). Ordered field by field, so
+/// that an operation on it can be a map key without being formatted.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteStatus {
     /// Address family.
@@ -212,5 +216,75 @@ impl LayeredSpec for RouteSpec {
     }
     fn layer(&self) -> ConfigLayer {
         self.layer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text `write!` produced before IDs were built as bytes.
+    fn with_fmt(
+        table: RoutingTable,
+        family: Family,
+        dst: Option<&IpNet>,
+        gateway: Option<&IpAddr>,
+        priority: u32,
+        out_link: &str,
+    ) -> String {
+        let mut id = String::new();
+        if table != RoutingTable::MAIN {
+            id += &format!("{table}/");
+        }
+        if family == Family::Inet6 && !out_link.is_empty() {
+            id += &format!("{out_link}/");
+        }
+        id += &format!("{family}/");
+        if let Some(gw) = gateway.filter(|g| !g.is_unspecified()) {
+            id += &gw.to_string();
+        }
+        id.push('/');
+        if let Some(dst) = dst.filter(|d| !(d.prefix_len() == 0 && d.addr().is_unspecified())) {
+            id += &dst.to_string();
+        }
+        format!("{id}/{priority}")
+    }
+
+    #[test]
+    fn route_id_text_is_unchanged() {
+        let tables = [RoutingTable::MAIN, RoutingTable::LOCAL, RoutingTable(180), RoutingTable(0)];
+        let cases: [(Family, Option<&str>, Option<&str>, &str); 7] = [
+            (Family::Inet4, Some("10.100.0.7/32"), Some("10.0.0.1"), "eth0"),
+            (Family::Inet4, None, Some("192.168.1.254"), "eth0"),
+            (Family::Inet4, Some("0.0.0.0/0"), Some("0.0.0.0"), ""),
+            (Family::Inet4, Some("172.16.0.0/12"), None, "eth1"),
+            (Family::Inet6, Some("2001:db8:1::/64"), Some("fe80::1"), "eth0"),
+            (Family::Inet6, None, Some("2001:db8::1"), ""),
+            (Family::Inet6, Some("::/0"), None, "br-lan"),
+        ];
+        for table in tables {
+            for (family, dst, gw, link) in cases {
+                let dst: Option<IpNet> = dst.map(|d| d.parse().unwrap());
+                let gw: Option<IpAddr> = gw.map(|g| g.parse().unwrap());
+                for priority in [0, 1, 1024, u32::MAX] {
+                    let args = (table, family, dst.as_ref(), gw.as_ref(), priority, link);
+                    assert_eq!(
+                        route_id(args.0, args.1, args.2, args.3, args.4, args.5),
+                        with_fmt(args.0, args.1, args.2, args.3, args.4, args.5),
+                    );
+                }
+            }
+        }
+        let v4 = route_id(
+            RoutingTable(180),
+            Family::Inet4,
+            Some(&"10.1.0.0/16".parse().unwrap()),
+            Some(&"10.0.0.1".parse().unwrap()),
+            1024,
+            "eth0",
+        );
+        assert_eq!(v4, "180/inet4/10.0.0.1/10.1.0.0/16/1024");
+        let v6 = route_id(RoutingTable::LOCAL, Family::Inet6, None, None, 0, "eth0");
+        assert_eq!(v6, "local/eth0/inet6///0");
     }
 }
