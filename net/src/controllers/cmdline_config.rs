@@ -6,14 +6,14 @@ use super::layer::{
     layered_outputs, link_identities, source_version, LayerCache, SourceVersion, LINKS_INPUT,
 };
 use crate::cmdline::{self, CmdlineNetwork};
-use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkIdentities, Namespace};
+use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 /// Writes `cmdline/…` specs from the `Cmdline` resource.
 #[derive(Debug, Default)]
 pub struct CmdlineConfigController {
     /// The command line's version and the links' identities the layer was written from.
-    cache: LayerCache<(Option<SourceVersion>, LinkIdentities)>,
+    cache: LayerCache<(Option<SourceVersion>, LinkDigest)>,
 }
 
 impl Controller for CmdlineConfigController {
@@ -31,15 +31,16 @@ impl Controller for CmdlineConfigController {
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
         let version = source_version(ctx, Namespace::Runtime, Kind::Cmdline, CMDLINE_ID);
-        let key = match version {
-            Some(_) => (version, link_identities(ctx)),
-            None => (None, LinkIdentities::default()),
+        let links = match version {
+            Some(_) => link_identities(ctx),
+            None => LinkIdentities::default(),
         };
+        let key = (version, links.digest());
         if self.cache.is_current(&key) {
             return Ok(Next::Idle);
         }
         let specs = match ctx.get::<CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID) {
-            Some(parsed) => cmdline::to_specs(parsed, &key.1.view()),
+            Some(parsed) => cmdline::to_specs(parsed, &links.view()),
             None => LayerSpecs::default(),
         };
         self.cache.write(ctx, ConfigLayer::Cmdline, key, specs)?;

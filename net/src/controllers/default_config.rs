@@ -24,8 +24,8 @@ use crate::cmdline::CmdlineNetwork;
 use crate::config::{AutoHostname, MachineConfig};
 use crate::resource::{
     AddressSpec, ClientIdentifier, ConfigLayer, HostnameSpec, HostnameStatus, Kind, LayerSpecs,
-    LinkIdentities, LinkSpec, LinkView, Namespace, NodeAddress, Operator, OperatorSpec,
-    ResolverSpec, Scope, TimeServerSpec, DEFAULT_ROUTE_METRIC, HOSTNAME_ID,
+    LinkDigest, LinkSpec, LinkView, Namespace, NodeAddress, Operator, OperatorSpec, ResolverSpec,
+    Scope, TimeServerSpec, DEFAULT_ROUTE_METRIC, HOSTNAME_ID,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -187,7 +187,7 @@ pub struct DefaultConfigController {
 struct DefaultKey {
     cmdline: Option<SourceVersion>,
     config: Option<SourceVersion>,
-    links: LinkIdentities,
+    links: LinkDigest,
     claimed_links: BTreeSet<String>,
     default_address: Option<IpAddr>,
     domainname: Option<String>,
@@ -229,10 +229,11 @@ impl Controller for DefaultConfigController {
             .get::<NodeAddress>(Namespace::Network, "default")
             .filter(|n| n.addresses.len() == 1)
             .and_then(|n| n.addresses.first().map(IpNet::addr));
+        let links = link_identities(ctx);
         let key = DefaultKey {
             cmdline: source_version(ctx, Namespace::Runtime, Kind::Cmdline, CMDLINE_ID),
             config: source_version(ctx, Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID),
-            links: link_identities(ctx),
+            links: links.digest(),
             claimed_links,
             default_address,
             domainname: ctx
@@ -245,7 +246,7 @@ impl Controller for DefaultConfigController {
         let specs = default_specs(&DefaultInputs {
             cmdline: ctx.get::<CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID),
             config: ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID),
-            links: key.links.view(),
+            links: links.view(),
             claimed_links: key.claimed_links.clone(),
             default_address: key.default_address,
             domainname: key.domainname.clone(),

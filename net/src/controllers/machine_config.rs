@@ -6,7 +6,7 @@ use super::layer::{
     layered_outputs, link_identities, source_version, LayerCache, SourceVersion, LINKS_INPUT,
 };
 use crate::config::{self, MachineConfig};
-use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkIdentities, Namespace};
+use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 /// Writes `configuration/…` specs from the `MachineConfig` resource.
@@ -14,7 +14,7 @@ use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 pub struct MachineConfigController {
     /// The configuration's version and the links' identities the layer was written from
     /// (none and no links without a configuration: the layer is then empty whatever the links).
-    cache: LayerCache<(Option<SourceVersion>, LinkIdentities)>,
+    cache: LayerCache<(Option<SourceVersion>, LinkDigest)>,
 }
 
 impl Controller for MachineConfigController {
@@ -33,15 +33,16 @@ impl Controller for MachineConfigController {
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
         let version =
             source_version(ctx, Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID);
-        let key = match version {
-            Some(_) => (version, link_identities(ctx)),
-            None => (None, LinkIdentities::default()),
+        let links = match version {
+            Some(_) => link_identities(ctx),
+            None => LinkIdentities::default(),
         };
+        let key = (version, links.digest());
         if self.cache.is_current(&key) {
             return Ok(Next::Idle);
         }
         let specs = match ctx.get::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID) {
-            Some(cfg) => config::to_specs(cfg, &key.1.view()),
+            Some(cfg) => config::to_specs(cfg, &links.view()),
             None => LayerSpecs::default(),
         };
         self.cache.write(ctx, ConfigLayer::Configuration, key, specs)?;

@@ -47,7 +47,7 @@ pub use kubespan::*;
 pub use layer::*;
 pub use link::*;
 pub use link_kinds::*;
-pub use links::{find_link, identity, LinkIdentities, LinkView};
+pub use links::{find_link, identity, LinkDigest, LinkIdentities, LinkView};
 pub use machine_status::*;
 pub use namespace::{Namespace, Phase};
 pub use nethelpers::{
