@@ -2,11 +2,9 @@
 //! Layer `cmdline`: specs from the parsed kernel command line (docs/talos.md: Kernel command line).
 
 use super::ids::CMDLINE_ID;
-use super::layer::{
-    layered_outputs, link_identities, source_version, LayerCache, SourceVersion, LINKS_INPUT,
-};
+use super::layer::{layered_outputs, sourced_key, LayerCache, SourceVersion, LINKS_INPUT};
 use crate::cmdline::{self, CmdlineNetwork};
-use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, Namespace};
+use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkDigest, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 /// Writes `cmdline/…` specs from the `Cmdline` resource.
@@ -30,12 +28,7 @@ impl Controller for CmdlineConfigController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let version = source_version(ctx, Namespace::Runtime, Kind::Cmdline, CMDLINE_ID);
-        let links = match version {
-            Some(_) => link_identities(ctx),
-            None => LinkIdentities::default(),
-        };
-        let key = (version, links.digest());
+        let (key, links) = sourced_key(ctx, Namespace::Runtime, Kind::Cmdline, CMDLINE_ID);
         if self.cache.is_current(&key) {
             return Ok(Next::Idle);
         }

@@ -5,7 +5,8 @@
 use std::time::SystemTime;
 
 use crate::resource::{
-    layered_id, ConfigLayer, Kind, LayerSpecs, LinkIdentities, LinkStatus, Namespace, Phase,
+    layered_id, ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, LinkStatus, Namespace,
+    Phase,
 };
 use crate::runtime::{ControllerError, Ctx, Input, Output};
 
@@ -41,6 +42,23 @@ pub(super) fn source_version(
 ) -> Option<SourceVersion> {
     ctx.resource(namespace, kind, id)
         .map(|r| SourceVersion { version: r.metadata.version, created: r.metadata.created })
+}
+
+/// The key of a layer derived from one source resource and the links, with the links it
+/// resolves against. Without the source there is nothing to resolve: the links are left out,
+/// so that their changes derive nothing.
+pub(super) fn sourced_key(
+    ctx: &Ctx<'_>,
+    namespace: Namespace,
+    kind: Kind,
+    id: &str,
+) -> ((Option<SourceVersion>, LinkDigest), LinkIdentities) {
+    let version = source_version(ctx, namespace, kind, id);
+    let links = match version {
+        Some(_) => link_identities(ctx),
+        None => LinkIdentities::default(),
+    };
+    ((version, links.digest()), links)
 }
 
 /// What a layer was last written from. The layer is a pure function of its key (the

@@ -2,11 +2,9 @@
 //! Layer `configuration`: specs from the machine configuration (docs/talos.md: Merge).
 
 use super::ids::MACHINE_CONFIG_ID;
-use super::layer::{
-    layered_outputs, link_identities, source_version, LayerCache, SourceVersion, LINKS_INPUT,
-};
+use super::layer::{layered_outputs, sourced_key, LayerCache, SourceVersion, LINKS_INPUT};
 use crate::config::{self, MachineConfig};
-use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, Namespace};
+use crate::resource::{ConfigLayer, Kind, LayerSpecs, LinkDigest, Namespace};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 /// Writes `configuration/…` specs from the `MachineConfig` resource.
@@ -31,13 +29,8 @@ impl Controller for MachineConfigController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let version =
-            source_version(ctx, Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID);
-        let links = match version {
-            Some(_) => link_identities(ctx),
-            None => LinkIdentities::default(),
-        };
-        let key = (version, links.digest());
+        let (key, links) =
+            sourced_key(ctx, Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID);
         if self.cache.is_current(&key) {
             return Ok(Next::Idle);
         }
