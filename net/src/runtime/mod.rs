@@ -323,6 +323,7 @@ impl Runtime {
         slot.runs += 1;
         slot.last_run = Some(now);
         slot.retry_early = false;
+        let started = log::log_enabled!(target: "runtime", log::Level::Trace).then(Instant::now);
         let result = {
             self.store.begin_pass();
             let mut ctx = Ctx {
@@ -361,6 +362,10 @@ impl Runtime {
                 }
                 slot.last_error = Some(text);
             }
+        }
+        if let Some(t) = started {
+            let (name, n) = (self.slots[i].name, changes.len());
+            log::trace!(target: "runtime", "{name}: {:?}, {n} changes", t.elapsed());
         }
         for ch in changes {
             self.notify(&ch, Some(i));
