@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Many requests in flight: [`NlSocket::request_batch`] packs requests into one datagram
-//! each window, sends it, and matches the acknowledgements back by sequence number. The
-//! kernel handles the messages of a datagram one after the other and acknowledges each
-//! (`netlink_rcv_skb`), so a failed request stops nothing but itself and every request still
-//! gets its own result. `ip -batch` waits for each acknowledgement before sending the next
-//! request; this saves a round trip per object.
+//! each window and sends it. The kernel handles the messages of a datagram one after the
+//! other, in the sender's context, and queues their replies in that order
+//! (`netlink_rcv_skb`): a failed request stops nothing but itself, and its error carries its
+//! sequence number. Only the last request of a window asks for an acknowledgement: a request
+//! that fails is answered whether it asked or not, so when the last one's reply arrives every
+//! earlier error is already queued, and a request with no reply succeeded. Each object still
+//! gets its own result, and the kernel writes and we read one reply per window instead of one
+//! per object. `ip -batch` waits for each acknowledgement before sending the next request.
 
 use std::fmt::Display;
 
@@ -17,8 +20,8 @@ use super::error::NlError;
 use super::frame::{frames, Outcome};
 use super::socket::{kernel_error, recv_datagram, NlSocket, RouteSocket};
 
-/// Requests per datagram. Their acknowledgements (capped: 36 bytes each, more with an error
-/// and its text) stay far below the receive buffer, so none is dropped.
+/// Requests per datagram. Were every one of them to fail, their errors (capped: 36 bytes each,
+/// more with the kernel's text) would stay far below the receive buffer, so none is dropped.
 const WINDOW: usize = 256;
 
 /// Bytes per datagram: below the default send buffer, so no `SO_SNDBUF` change is needed.
@@ -34,7 +37,7 @@ pub struct BatchRequest<'a, M> {
     pub target: &'a dyn Display,
     /// The message.
     pub msg: M,
-    /// Flags beyond `NLM_F_REQUEST | NLM_F_ACK`.
+    /// Flags beyond `NLM_F_REQUEST` (and `NLM_F_ACK`, which the window's last request gets).
     pub flags: u16,
 }
 
@@ -82,16 +85,18 @@ impl NlSocket {
     }
 
     /// Serializes requests from the front of `requests` into one datagram: at least one, at
-    /// most [`WINDOW`] or [`WINDOW_BYTES`]. Returns the bytes and how many went in.
+    /// most [`WINDOW`] or [`WINDOW_BYTES`], the last asking for an acknowledgement. Returns
+    /// the bytes and how many went in.
     fn pack<M>(&mut self, requests: &[BatchRequest<'_, M>]) -> (Vec<u8>, usize)
     where
         M: NetlinkSerializable + Clone + std::fmt::Debug,
     {
         let mut bytes = Vec::new();
         let mut count = 0;
+        let mut last_at = 0;
         for request in requests.iter().take(WINDOW) {
             let mut header = NetlinkHeader::default();
-            header.flags = NLM_F_REQUEST | NLM_F_ACK | request.flags;
+            header.flags = NLM_F_REQUEST | request.flags;
             header.sequence_number = self.seq.wrapping_add(1);
             let mut packet =
                 NetlinkMessage::new(header, NetlinkPayload::InnerMessage(request.msg.clone()));
@@ -102,6 +107,7 @@ impl NlSocket {
             }
             self.seq = self.seq.wrapping_add(1);
             let at = bytes.len();
+            last_at = at;
             bytes.resize(at + len, 0);
             if let Some(slot) = bytes.get_mut(at..) {
                 packet.serialize(slot);
@@ -109,10 +115,18 @@ impl NlSocket {
             trace!(target: "netlink", "batch seq {} {} {}", self.seq, request.op, request.target);
             count += 1;
         }
+        // Which request is last is known only once the next one does not fit: its header's
+        // flags (bytes 6..8, host order) get the acknowledgement bit here.
+        if let Some(flags) = bytes.get_mut(last_at + 6..last_at + 8) {
+            if let Ok(current) = <[u8; 2]>::try_from(&*flags) {
+                flags.copy_from_slice(&(u16::from_ne_bytes(current) | NLM_F_ACK).to_ne_bytes());
+            }
+        }
         (bytes, count)
     }
 
-    /// Sends one datagram of `window` and collects their acknowledgements.
+    /// Sends one datagram of `window` and collects the replies: errors as they come, and
+    /// success for every request without one once the last request's reply is in.
     fn exchange<M>(
         &mut self,
         window: &[BatchRequest<'_, M>],
@@ -127,13 +141,14 @@ impl NlSocket {
             return window.iter().map(|r| Err(io_error(r, &e))).collect();
         }
         let mut results: Vec<Option<Result<(), NlError>>> = window.iter().map(|_| None).collect();
-        let mut pending = window.len();
-        while pending > 0 {
+        let last = window.len() - 1;
+        let mut answered = false;
+        while !answered {
             let len = match recv_datagram(&self.sock, &mut self.buf) {
                 Ok(len) => len,
                 Err(e) => {
-                    // ENOBUFS: acknowledgements were dropped, the outcome of the rest is
-                    // unknown; they fail as transient and the controller retries them.
+                    // ENOBUFS: replies were dropped, the outcome of the requests without one
+                    // is unknown; they fail as transient and the controller retries them.
                     for (slot, request) in results.iter_mut().zip(window) {
                         if slot.is_none() {
                             *slot = Some(Err(io_error(request, &e)));
@@ -158,25 +173,12 @@ impl NlSocket {
                     Ok(None) => continue,
                     Err(e) => Err(NlError::decode(request.op, request.target.to_string(), e)),
                 };
-                if slot.is_none() {
-                    pending -= 1;
-                }
+                answered |= index == last;
                 *slot = Some(outcome);
             }
         }
-        results
-            .into_iter()
-            .zip(window)
-            .map(|(r, request)| {
-                r.unwrap_or_else(|| {
-                    Err(NlError::decode(
-                        request.op,
-                        request.target.to_string(),
-                        "no acknowledgement",
-                    ))
-                })
-            })
-            .collect()
+        // Every reply is in: a request without one succeeded.
+        results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect()
     }
 
     /// Sends one datagram to the kernel, retrying on EINTR.

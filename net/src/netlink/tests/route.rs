@@ -149,6 +149,43 @@ fn dump_10000_routes() {
     });
 }
 
+/// Only the last request of a window asks for an acknowledgement: when that one fails, or
+/// when every request of a window fails, each still gets its own result and the next window
+/// is not confused by replies to the previous one.
+#[test]
+fn a_window_whose_last_request_fails_is_answered() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        let route = |i: u32| {
+            let mut r = KernelRoute::new(
+                Family::Inet4,
+                Some(format!("10.{}.{}.0/24", i / 256, i % 256).parse().unwrap()),
+            );
+            r.gateway = Some("192.0.2.254".parse().unwrap());
+            r.oif = Some(ix);
+            r.priority = 1024;
+            r
+        };
+        // Window 1 (256 requests): its last is a duplicate. Window 2: all deletes of routes
+        // that do not exist. Window 3: one add, then the very last request fails.
+        let mut changes: Vec<(bool, KernelRoute)> = (0..255).map(|i| (true, route(i))).collect();
+        changes.push((true, route(0)));
+        changes.extend((1000..1256).map(|i| (false, route(i))));
+        changes.push((true, route(2000)));
+        changes.push((true, route(2000)));
+        let results = sock.route_batch(&changes);
+        assert_eq!(results.len(), changes.len());
+        for (i, r) in results.iter().enumerate() {
+            match i {
+                255 | 513 => assert_eq!(r.as_ref().unwrap_err().kind(), NlErrorKind::Exists),
+                256..=511 => assert_eq!(r.as_ref().unwrap_err().kind(), NlErrorKind::NotFound),
+                _ => assert!(r.is_ok(), "change {i}: {r:?}"),
+            }
+        }
+        assert!(find(sock, &route(2000)).is_some());
+    });
+}
+
 /// 700 changes, several datagrams' worth, with failures among them: every change gets its own
 /// result in order, a failure stops nothing else, and the kernel holds exactly the successes.
 #[test]
