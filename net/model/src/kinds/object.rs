@@ -106,5 +106,9 @@ impl Resource {
 }
 
 fn ser_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&Rfc3339(*t))
+    let t = Rfc3339(*t);
+    match t.to_array() {
+        Some(text) => s.serialize_str(std::str::from_utf8(&text).unwrap_or_default()),
+        None => s.collect_str(&t),
+    }
 }
