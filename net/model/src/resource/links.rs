@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::link::LinkStatus;
-use super::nethelpers::LinkType;
+use super::nethelpers::{HardwareAddr, LinkType};
 
 /// Links by name, sorted by name (COSI lists are ID-ordered and Talos relies on it), with
 /// an index of names, aliases and altnames so lookups stay cheap with thousands of links.
@@ -116,22 +116,26 @@ impl LinkIdentities {
     }
 
     /// What a controller keeps to tell whether the identities changed: a SHA-256 over every
-    /// name and identity (their `Debug` text, which names every field), instead of a copy of
-    /// each link's, which on a node with ten thousand links is megabytes per controller.
+    /// name and identity, instead of a copy of each link's, which on a node with ten thousand
+    /// links is megabytes per controller. The fields go in through `Hash`, whose encoding is
+    /// unambiguous (strings end with a byte UTF-8 never has, lists and addresses start with
+    /// their length), so equal digests mean equal identities.
     pub fn digest(&self) -> LinkDigest {
         use sha2::Digest;
-        use std::fmt::Write;
+        use std::hash::{Hash, Hasher};
         struct Feed(sha2::Sha256);
-        impl Write for Feed {
-            fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                self.0.update(s.as_bytes());
-                Ok(())
+        impl Hasher for Feed {
+            fn write(&mut self, bytes: &[u8]) {
+                self.0.update(bytes);
+            }
+            fn finish(&self) -> u64 {
+                0
             }
         }
         let mut feed = Feed(sha2::Sha256::new());
         for (name, status) in &self.0 {
-            // Lengths first, so that no two lists hash the same text.
-            let _ = write!(feed, "{}:{name}{status:?};", name.len());
+            name.hash(&mut feed);
+            identity_fields(status).hash(&mut feed);
         }
         LinkDigest(feed.0.finalize().into())
     }
@@ -151,9 +155,52 @@ pub struct LinkDigest([u8; 32]);
 /// carrier, master, slave kind, broadcast address, parent index) and the kind-specific
 /// settings, which no layer reads. MTU is kept although the configuration may set it (a
 /// selector may read it): a link whose MTU changes is derived once more. The destructuring
-/// names every field: a field added to [`LinkStatus`] does not compile here until it is
-/// sorted into one of these.
+/// in `identity_fields` names every field: a field added to [`LinkStatus`] does not compile
+/// there until it is sorted into one of these.
 pub fn identity(status: &LinkStatus) -> LinkStatus {
+    let IdentityFields {
+        link_type,
+        hardware_addr,
+        permanent_addr,
+        mtu,
+        kind,
+        alias,
+        alt_names,
+        driver,
+        bus_path,
+        pci_id,
+    } = identity_fields(status);
+    LinkStatus {
+        link_type,
+        hardware_addr: hardware_addr.clone(),
+        permanent_addr: permanent_addr.cloned(),
+        mtu,
+        kind: kind.to_owned(),
+        alias: alias.to_owned(),
+        alt_names: alt_names.to_vec(),
+        driver: driver.to_owned(),
+        bus_path: bus_path.to_owned(),
+        pci_id: pci_id.to_owned(),
+        ..LinkStatus::default()
+    }
+}
+
+/// The fields [`identity`] keeps, borrowed: what the digest reads.
+#[derive(Hash)]
+struct IdentityFields<'a> {
+    link_type: LinkType,
+    hardware_addr: &'a HardwareAddr,
+    permanent_addr: Option<&'a HardwareAddr>,
+    mtu: u32,
+    kind: &'a str,
+    alias: &'a str,
+    alt_names: &'a [String],
+    driver: &'a str,
+    bus_path: &'a str,
+    pci_id: &'a str,
+}
+
+fn identity_fields(status: &LinkStatus) -> IdentityFields<'_> {
     let LinkStatus {
         index: _,
         link_type,
@@ -179,18 +226,17 @@ pub fn identity(status: &LinkStatus) -> LinkStatus {
         vrf_master: _,
         wireguard: _,
     } = status;
-    LinkStatus {
+    IdentityFields {
         link_type: *link_type,
-        hardware_addr: hardware_addr.clone(),
-        permanent_addr: permanent_addr.clone(),
+        hardware_addr,
+        permanent_addr: permanent_addr.as_ref(),
         mtu: *mtu,
-        kind: kind.clone(),
-        alias: alias.clone(),
-        alt_names: alt_names.clone(),
-        driver: driver.clone(),
-        bus_path: bus_path.clone(),
-        pci_id: pci_id.clone(),
-        ..LinkStatus::default()
+        kind,
+        alias,
+        alt_names,
+        driver,
+        bus_path,
+        pci_id,
     }
 }
 
