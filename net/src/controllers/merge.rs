@@ -60,8 +60,10 @@ impl<S: SpecType> Controller for MergeController<S> {
         }
         self.logged = warnings;
 
+        // One walk instead of a lookup per output: outputs are seldom tearing down.
+        let tearing = ctx.any_tearing_down(Namespace::Network, S::KIND);
         for (id, m) in merged.specs {
-            if ctx.is_tearing_down(Namespace::Network, S::KIND, &id) {
+            if tearing && ctx.is_tearing_down(Namespace::Network, S::KIND, &id) {
                 // Destroys it now if its finalizers are gone; the next pass writes it fresh.
                 ctx.teardown(Namespace::Network, S::KIND, &id)?;
                 if ctx.resource(Namespace::Network, S::KIND, &id).is_some() {

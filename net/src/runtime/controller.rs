@@ -232,8 +232,13 @@ impl<'a> Ctx<'a> {
         spec: S,
         provenance: Provenance,
     ) -> Result<(), ControllerError> {
-        self.put(namespace, id, spec)?;
-        self.store.set_provenance(self.name, namespace, S::KIND, id, provenance)?;
+        self.check_output(namespace, S::KIND)?;
+        let spec = spec.into();
+        if let Some(ch) =
+            self.store.put_with_provenance(self.name, namespace, id, spec, provenance)?
+        {
+            self.changes.push(ch);
+        }
         Ok(())
     }
 
@@ -270,6 +275,12 @@ impl<'a> Ctx<'a> {
     /// Is this resource tearing down?
     pub fn is_tearing_down(&self, namespace: Namespace, kind: Kind, id: &str) -> bool {
         self.store.get(namespace, kind, id).is_some_and(|r| r.metadata.phase == Phase::TearingDown)
+    }
+
+    /// Is any resource of `kind` in `namespace` tearing down? When not, a caller about to
+    /// write many IDs can skip asking [`Ctx::is_tearing_down`] for each.
+    pub fn any_tearing_down(&self, namespace: Namespace, kind: Kind) -> bool {
+        self.store.any_tearing_down(namespace, kind)
     }
 
     /// One resource with its metadata.

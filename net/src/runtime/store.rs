@@ -197,8 +197,31 @@ impl Store {
         id: &str,
         spec: AnySpec,
     ) -> Result<Option<Change>, StoreError> {
+        self.write(owner, namespace, id, spec, None)
+    }
+
+    /// [`Store::put`], then [`Store::set_provenance`], in one lookup.
+    pub fn put_with_provenance(
+        &mut self,
+        owner: &'static str,
+        namespace: Namespace,
+        id: &str,
+        spec: AnySpec,
+        provenance: Provenance,
+    ) -> Result<Option<Change>, StoreError> {
+        self.write(owner, namespace, id, spec, Some(provenance))
+    }
+
+    /// Put `spec`, and replace the provenance when one is given.
+    fn write(
+        &mut self,
+        owner: &'static str,
+        namespace: Namespace,
+        id: &str,
+        spec: AnySpec,
+        provenance: Option<Provenance>,
+    ) -> Result<Option<Change>, StoreError> {
         let kind = spec.kind();
-        let now = SystemTime::now();
         let items = self.items.entry((namespace, kind)).or_default();
         match items.get_mut(id) {
             Some(entry) => {
@@ -208,15 +231,19 @@ impl Store {
                     return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
                 }
                 entry.written_in = self.pass;
+                if let Some(provenance) = provenance {
+                    set_provenance(existing, provenance);
+                }
                 if existing.spec == spec {
                     return Ok(None);
                 }
                 existing.spec = spec;
                 existing.metadata.version += 1;
-                existing.metadata.updated = now;
+                existing.metadata.updated = SystemTime::now();
                 Ok(Some(change(existing, ChangeKind::Updated)))
             }
             None => {
+                let now = SystemTime::now();
                 let resource = Resource {
                     metadata: Metadata {
                         namespace,
@@ -230,7 +257,7 @@ impl Store {
                         finalizers: Finalizers::default(),
                     },
                     spec,
-                    provenance: None,
+                    provenance: provenance.filter(|p| !p.is_empty()).map(Box::new),
                 };
                 let ch = change(&resource, ChangeKind::Created);
                 items.insert(id.to_owned(), Box::new(Entry { resource, written_in: self.pass }));
@@ -252,8 +279,14 @@ impl Store {
     ) -> Result<(), StoreError> {
         let r = self.get_mut(namespace, kind, id)?;
         check_owner(r, owner)?;
-        r.provenance = (!provenance.is_empty()).then(|| Box::new(provenance));
+        set_provenance(r, provenance);
         Ok(())
+    }
+
+    /// Is any resource of `kind` in `namespace` tearing down? One walk of the kind, for
+    /// callers that would otherwise look each of their IDs up.
+    pub fn any_tearing_down(&self, namespace: Namespace, kind: Kind) -> bool {
+        self.list(namespace, kind).any(|r| r.metadata.phase == Phase::TearingDown)
     }
 
     /// Start tearing a resource down. If it has no finalizers it is destroyed at once.
@@ -367,6 +400,15 @@ impl Store {
     }
 }
 
+/// The provenance of `r` becomes `provenance` (none when empty); the box is reused.
+fn set_provenance(r: &mut Resource, provenance: Provenance) {
+    match (&mut r.provenance, provenance.is_empty()) {
+        (_, true) => r.provenance = None,
+        (Some(held), false) => **held = provenance,
+        (None, false) => r.provenance = Some(Box::new(provenance)),
+    }
+}
+
 fn check_owner(r: &Resource, writer: &'static str) -> Result<(), StoreError> {
     if r.metadata.owner == writer {
         return Ok(());
@@ -421,6 +463,52 @@ mod tests {
             s.get(Namespace::Network, Kind::HostnameSpec, "hostname").unwrap().metadata.version,
             2
         );
+    }
+
+    /// The provenance a merge of one hostname input `id` records.
+    fn provenance_from(id: &str) -> Provenance {
+        let spec = HostnameSpec {
+            hostname: "x".into(),
+            domainname: String::new(),
+            layer: ConfigLayer::Default,
+        };
+        let merged = crate::merge::merge_hostnames(&[(id, &spec)]);
+        merged.specs.into_values().next().unwrap().provenance
+    }
+
+    /// One write of spec and provenance does what `put` then `set_provenance` did: the
+    /// provenance is replaced even when the spec is equal (which changes nothing else), an
+    /// empty one clears it, and the owner and tearing-down rules hold.
+    #[test]
+    fn put_with_provenance_is_put_then_set_provenance() {
+        let (ns, kind) = (Namespace::Network, Kind::HostnameSpec);
+        let (a, b) = (provenance_from("default/a"), provenance_from("default/b"));
+        let mut one = Store::new();
+        let mut two = Store::new();
+        let steps = [(host("x"), a.clone()), (host("x"), b.clone()), (host("y"), a.clone())];
+        for (spec, provenance) in steps.into_iter().chain([(host("y"), Provenance::default())]) {
+            let got = one.put_with_provenance("o", ns, "h", spec.clone(), provenance.clone());
+            let want = two.put("o", ns, "h", spec);
+            two.set_provenance("o", ns, kind, "h", provenance).unwrap();
+            assert_eq!(got, want);
+            let (r1, r2) = (one.get(ns, kind, "h").unwrap(), two.get(ns, kind, "h").unwrap());
+            assert_eq!((&r1.spec, &r1.provenance), (&r2.spec, &r2.provenance));
+            assert_eq!(r1.metadata.version, r2.metadata.version);
+        }
+        assert!(one.get(ns, kind, "h").unwrap().provenance.is_none());
+        let fresh = one.put_with_provenance("o", ns, "new", host("z"), b.clone()).unwrap();
+        assert_eq!(fresh.map(|c| c.what), Some(ChangeKind::Created));
+        assert_eq!(one.get(ns, kind, "new").unwrap().provenance.as_deref(), Some(&b));
+        let err = one.put_with_provenance("p", ns, "new", host("z"), a.clone()).unwrap_err();
+        assert!(matches!(err, StoreError::NotOwner { .. }), "{err}");
+        assert_eq!(one.get(ns, kind, "new").unwrap().provenance.as_deref(), Some(&b));
+
+        assert!(!one.any_tearing_down(ns, kind));
+        one.add_finalizer(ns, kind, "new", "spec").unwrap();
+        one.teardown("o", ns, kind, "new").unwrap();
+        assert!(one.any_tearing_down(ns, kind) && !one.any_tearing_down(ns, Kind::RouteSpec));
+        let err = one.put_with_provenance("o", ns, "new", host("z"), a).unwrap_err();
+        assert!(matches!(err, StoreError::TearingDown { .. }), "{err}");
     }
 
     #[test]

@@ -148,33 +148,48 @@ pub(super) fn by_natural_id<'a, S: Layered>(
 }
 
 /// The single winner of a group given in ID order: a strictly higher layer always replaces
-/// the current pick, an equal layer only under [`SameLayer::LaterWins`].
+/// the current pick, an equal layer only under [`SameLayer::LaterWins`]. The rule as written;
+/// [`merge_whole`] applies it run by run, and the tests hold the two to the same result.
+#[cfg(test)]
 pub(super) fn pick_winner<'a, S: Layered>(
     group: &[(&'a str, &'a S)],
     tie: SameLayer,
 ) -> Option<(&'a str, &'a S)> {
     group.iter().copied().fold(None, |best, candidate| match best {
-        Some(current) => {
-            let (new, old) = (candidate.1.layer(), current.1.layer());
-            let take = new > old || (new == old && tie == SameLayer::LaterWins);
-            Some(if take { candidate } else { current })
-        }
-        None => Some(candidate),
+        Some(current) if !replaces(candidate.1, current.1, tie) => Some(current),
+        _ => Some(candidate),
     })
+}
+
+/// Does `candidate`, later in ID order, take the place of the current pick `current`?
+fn replaces<S: Layered>(candidate: &S, current: &S, tie: SameLayer) -> bool {
+    let (new, old) = (candidate.layer(), current.layer());
+    new > old || (new == old && tie == SameLayer::LaterWins)
 }
 
 /// Whole-spec merge shared by every "one input wins outright" type. `finish` sees each winner
 /// as `(natural id, input id, spec, warnings)` and may fix it up before output.
+///
+/// The same result as [`pick_winner`] over each group of [`by_natural_id`], built without a
+/// map of groups: the inputs are sorted once by (natural ID, input ID), so each group is a run
+/// in ID order, and a natural ID one input provides (nearly every one) costs one clone.
 pub(super) fn merge_whole<S: Layered>(
     inputs: &[(&str, &S)],
     tie: SameLayer,
     mut finish: impl FnMut(&str, &str, &mut S, &mut Vec<String>),
 ) -> Merged<S> {
+    let mut keyed: Vec<(String, &str, &S)> = Vec::with_capacity(inputs.len());
+    keyed.extend(inputs.iter().map(|&(id, spec)| (spec.natural_id(), id, spec)));
+    // Stable, like `sorted_by_id`: inputs with equal IDs keep their order.
+    crate::sort::by(&mut keyed, |a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
     let mut merged = Merged::default();
-    for (natural, group) in by_natural_id(inputs) {
-        let Some((id, winner)) = pick_winner(&group, tie) else {
-            continue;
-        };
+    let mut rest = keyed.into_iter().peekable();
+    while let Some((natural, mut id, mut winner)) = rest.next() {
+        while let Some((_, next_id, next)) = rest.next_if(|n| n.0 == natural) {
+            if replaces(next, winner, tie) {
+                (id, winner) = (next_id, next);
+            }
+        }
         let mut spec = winner.clone();
         finish(&natural, id, &mut spec, &mut merged.warnings);
         let provenance = Provenance::whole(id);

@@ -155,6 +155,38 @@ mod tests {
         assert_eq!(pick_winner::<Toy>(&[], SameLayer::LaterWins), None);
     }
 
+    /// `merge_whole` gives what grouping by natural ID and picking each group's winner gives,
+    /// for both tie rules, on inputs with shared natural IDs, mixed layers, unsorted and
+    /// repeated input IDs.
+    #[test]
+    fn merge_whole_is_pick_winner_per_group() {
+        use ConfigLayer::*;
+        const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
+        const LAYERS: [ConfigLayer; 5] = [Default, Cmdline, Platform, Operator, Configuration];
+        const IDS: [&str; 7] = ["x/1", "c/2", "p/3", "x/1", "a/9", "o/4", "d/0"];
+        let mut x: u64 = 7;
+        let mut next = |m: usize| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            usize::try_from(x >> 33).unwrap() % m
+        };
+        for n in 0..40 {
+            let toys: Vec<(&str, Toy)> = (0..n)
+                .map(|_| (IDS[next(IDS.len())], toy(KEYS[next(KEYS.len())], LAYERS[next(5)])))
+                .collect();
+            let inputs: Vec<(&str, &Toy)> = toys.iter().map(|(id, t)| (*id, t)).collect();
+            for tie in [SameLayer::LaterWins, SameLayer::FirstWins] {
+                let mut want = Merged::default();
+                for (natural, group) in by_natural_id(&inputs) {
+                    let (id, spec) = pick_winner(&group, tie).unwrap();
+                    let provenance = Provenance::whole(id);
+                    want.specs.insert(natural, MergedSpec { spec: spec.clone(), provenance });
+                }
+                let got = merge_whole(&inputs, tie, |_, _, _, _| {});
+                assert_eq!(got, want, "{n} inputs, {tie:?}: {toys:?}");
+            }
+        }
+    }
+
     #[test]
     fn grouping_sorts_by_input_id() {
         use ConfigLayer::*;
