@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The kernel's network events into the runtime: each batch marks the status kinds it
-//! touched dirty; an overrun (events lost) or a read error re-reads everything.
+//! touched dirty (an overrun, events lost, counts as all of them); a read error re-reads
+//! everything.
 
 use std::os::fd::AsFd;
 
@@ -25,7 +26,9 @@ impl Netlink {
     /// Read what arrived and mark what it changed.
     pub fn drain(&mut self, rt: &mut Runtime) {
         match self.0.drain() {
-            Ok(c) if c.overrun => rt.mark_all_dirty(),
+            // An overrun marks all four kinds changed: the lost events can only have been of
+            // those, so this wakes whatever they would have woken, and not, say, the merges,
+            // which read no kernel state (applying a large config overruns the socket).
             Ok(c) => {
                 let kinds = [
                     (c.links, Kind::LinkStatus),

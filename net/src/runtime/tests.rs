@@ -431,3 +431,43 @@ fn the_journal_keeps_only_the_kinds_asked_for() {
     let kinds: Vec<Kind> = rt.take_changes().into_iter().map(|c| c.kind).collect();
     assert_eq!(kinds, [Kind::HostnameSpec]);
 }
+
+/// A reconcile's changes wake every controller any of them concerns, however they are
+/// interleaved: runs of alike changes are notified once, a change unlike the one before is
+/// notified again.
+#[test]
+fn every_change_of_a_reconcile_wakes_its_readers() {
+    let mut rt = Runtime::new();
+    let armed = Rc::new(Cell::new(false));
+    let arm = armed.clone();
+    let (w, _) = ctrl(
+        "writer",
+        &[Input::weak(Namespace::Config, Kind::MachineConfig)],
+        &[HOST_OUT, HOST_NET_OUT],
+        move |ctx| {
+            if arm.get() {
+                for id in ["a", "b", "c"] {
+                    ctx.put(NC, id, host(id))?;
+                }
+                ctx.put(NET, "n", host("n"))?;
+                ctx.put(NC, "d", host("d"))?;
+            }
+            Ok(Next::Idle)
+        },
+    );
+    let (r, reads) = reader("reader");
+    let (n, net_reads) =
+        ctrl("net-reader", &[Input::strong(NET, Kind::HostnameSpec)], &[], |_| Ok(Next::Idle));
+    rt.register(w).unwrap();
+    rt.register(r).unwrap();
+    rt.register(n).unwrap();
+    rt.run(Instant::now());
+    assert_eq!((reads.get(), net_reads.get()), (1, 1));
+    armed.set(true);
+    rt.mark_dirty(Kind::MachineConfig);
+    rt.run(Instant::now());
+    assert_eq!((reads.get(), net_reads.get()), (2, 2));
+    // Settled: nothing runs again.
+    rt.run(Instant::now());
+    assert_eq!((reads.get(), net_reads.get()), (2, 2));
+}

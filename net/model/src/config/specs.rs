@@ -2,6 +2,7 @@
 //! Machine configuration → layer-`configuration` specs (docs/talos.md: Merge, legacy v1alpha1
 //! rows).
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -83,10 +84,17 @@ struct Indexes {
 }
 
 fn upsert<T>(list: &mut Vec<T>, index: &mut BTreeMap<String, usize>, item: T, key: String) {
-    match index.get(&key).and_then(|&i| list.get_mut(i)) {
-        Some(slot) => *slot = item,
-        None => {
-            index.insert(key, list.len());
+    // One search of the index, not a lookup and then an insert.
+    match index.entry(key) {
+        Entry::Occupied(at) => match list.get_mut(*at.get()) {
+            Some(slot) => *slot = item,
+            None => {
+                *at.into_mut() = list.len();
+                list.push(item);
+            }
+        },
+        Entry::Vacant(at) => {
+            at.insert(list.len());
             list.push(item);
         }
     }
