@@ -118,7 +118,7 @@ macro_rules! kinds {
                     out.extend(items.into_iter().map(|s| (s.natural_id(), s.layer(), s.into())));
                 }
                 let Self { $( $( $field, )? )* } = self;
-                let mut out = Vec::new();
+                let mut out = Vec::with_capacity(0 $( $( + $field.len() )? )*);
                 $( $( add(&mut out, $field); )? )*
                 out
             }
