@@ -170,7 +170,7 @@ fn replaces<S: Layered>(candidate: &S, current: &S, tie: SameLayer) -> bool {
 /// Whole-spec merge shared by every "one input wins outright" type. `finish` sees each winner
 /// as `(natural id, input id, spec, warnings)` and may fix it up before output.
 ///
-/// The same result as [`pick_winner`] over each group of [`by_natural_id`], built without a
+/// The same result as `pick_winner` over each group of [`by_natural_id`], built without a
 /// map of groups: the inputs are sorted once by (natural ID, input ID), so each group is a run
 /// in ID order, and a natural ID one input provides (nearly every one) costs one clone.
 pub(super) fn merge_whole<S: Layered>(
