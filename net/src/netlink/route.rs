@@ -218,6 +218,32 @@ impl RouteSocket {
         Ok(out)
     }
 
+    /// Dumps the routes of one family in one table: the kernel walks only that table
+    /// (`RTA_TABLE` with `NETLINK_GET_STRICT_CHK`). A table that does not exist has no routes
+    /// (the kernel answers ENOENT).
+    pub fn dump_routes_in(
+        &mut self,
+        family: Family,
+        table: RoutingTable,
+    ) -> Result<Vec<KernelRoute>, NlError> {
+        let mut req = RouteMessage::default();
+        req.header.address_family = af(family);
+        req.attributes.push(RouteAttribute::Table(table.0));
+        match self.dump("dump_routes", RouteNetlinkMessage::GetRoute(req)) {
+            Ok(replies) => Ok(replies
+                .into_iter()
+                .filter_map(|m| match m {
+                    RouteNetlinkMessage::NewRoute(r) => decode(r),
+                    _ => None,
+                })
+                // Table 0 asks for every table; any other is what was asked for already.
+                .filter(|r| table.0 == 0 || r.table == table)
+                .collect()),
+            Err(e) if e.kind() == super::NlErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Adds a route (`NLM_F_CREATE | NLM_F_EXCL`). An unreachable gateway fails with
     /// [`Invalid`](super::NlErrorKind::Invalid) (ENETUNREACH) and the kernel's reason.
     pub fn route_add(&mut self, r: &KernelRoute) -> Result<(), NlError> {

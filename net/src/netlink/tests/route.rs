@@ -116,6 +116,37 @@ fn dump_covers_all_tables() {
     });
 }
 
+/// A dump of one family in one table holds exactly what the full dump holds there; a table
+/// that does not exist (or has none of that family) is empty, not an error.
+#[test]
+fn a_dump_of_one_table_is_that_part_of_the_full_dump() {
+    with_sock(|sock| {
+        let ix = setup(sock);
+        let mut r = KernelRoute::new(Family::Inet4, Some("198.51.100.0/24".parse().unwrap()));
+        r.oif = Some(ix);
+        r.scope = Scope::LINK;
+        r.table = RoutingTable(100);
+        sock.route_add(&r).unwrap();
+        let all = sock.dump_routes().unwrap();
+        for (family, table) in [
+            (Family::Inet4, RoutingTable::MAIN),
+            (Family::Inet4, RoutingTable::LOCAL),
+            (Family::Inet4, RoutingTable(100)),
+            (Family::Inet6, RoutingTable::MAIN),
+            (Family::Inet6, RoutingTable(100)),
+            (Family::Inet4, RoutingTable(4242)),
+            (Family::Inet6, RoutingTable(4242)),
+        ] {
+            let want: Vec<&KernelRoute> =
+                all.iter().filter(|k| k.family == family && k.table == table).collect();
+            let got = sock.dump_routes_in(family, table).unwrap();
+            assert_eq!(got.iter().collect::<Vec<_>>(), want, "{family:?} {table:?}");
+        }
+        assert_eq!(sock.dump_routes_in(Family::Inet4, RoutingTable(100)).unwrap().len(), 1);
+        assert!(sock.dump_routes_in(Family::Inet4, RoutingTable(4242)).unwrap().is_empty());
+    });
+}
+
 #[test]
 fn unreachable_gateway_is_invalid_with_reason() {
     with_sock(|sock| {
