@@ -10,8 +10,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::resource::{
-    AddressStatus, BondMasterSpec, BridgeMasterSpec, HardwareAddr, LinkStatus, RouteStatus,
-    RoutingRuleStatus, VlanSpec,
+    AddressStatus, BondMasterSpec, BridgeMasterSpec, Family, HardwareAddr, LinkStatus, RouteStatus,
+    RoutingRuleStatus, RoutingTable, VlanSpec,
 };
 use crate::runtime::{ControllerError, ErrorKind};
 
@@ -198,6 +198,21 @@ pub trait Host {
     fn addresses(&mut self) -> Result<Vec<AddressStatus>, HostError>;
     /// Every route, all tables.
     fn routes(&mut self) -> Result<Vec<RouteStatus>, HostError>;
+    /// The routes of these (family, table) pairs only, in that order: what a controller
+    /// managing routes there needs, without reading (and decoding) the rest, such as the
+    /// local table's entry for every address.
+    fn routes_in(
+        &mut self,
+        tables: &[(Family, RoutingTable)],
+    ) -> Result<Vec<RouteStatus>, HostError> {
+        let all = self.routes()?;
+        Ok(tables
+            .iter()
+            .flat_map(|(family, table)| {
+                all.iter().filter(move |r| r.family == *family && r.table == *table).cloned()
+            })
+            .collect())
+    }
     /// Every routing rule.
     fn rules(&mut self) -> Result<Vec<RoutingRuleStatus>, HostError>;
     /// Apply a link operation.

@@ -20,7 +20,9 @@ use crate::netlink::{
     NlErrorKind, RouteSocket, WireguardSocket, FOREVER,
 };
 use crate::resource::nethelpers::LinkFlags;
-use crate::resource::{AddressStatus, LinkStatus, RouteStatus, RoutingRuleStatus};
+use crate::resource::{
+    AddressStatus, Family, LinkStatus, RouteStatus, RoutingRuleStatus, RoutingTable,
+};
 
 /// The machine, over rtnetlink.
 #[derive(Debug)]
@@ -295,6 +297,26 @@ impl Host for KernelHost {
             .iter()
             .map(|r| kernel_route_to_status(r, r.oif.map(|i| self.name_of(i)).unwrap_or_default()))
             .collect())
+    }
+
+    fn routes_in(
+        &mut self,
+        tables: &[(Family, RoutingTable)],
+    ) -> Result<Vec<RouteStatus>, HostError> {
+        if self.names.is_empty() {
+            self.links()?;
+        }
+        let mut out = Vec::new();
+        for (family, table) in tables {
+            let routes = self
+                .sock
+                .dump_routes_in(*family, *table)
+                .map_err(|e| host_error("dump routes".into(), &e))?;
+            out.extend(routes.iter().map(|r| {
+                kernel_route_to_status(r, r.oif.map(|i| self.name_of(i)).unwrap_or_default())
+            }));
+        }
+        Ok(out)
     }
 
     fn rules(&mut self) -> Result<Vec<RoutingRuleStatus>, HostError> {
