@@ -151,7 +151,7 @@ pub enum LinkOp {
 }
 
 /// An address to add, replace or delete; `status` carries every attribute in kernel form.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AddressChange {
     /// The address, with `link_index` resolved.
     pub address: AddressStatus,
@@ -162,7 +162,7 @@ pub struct AddressChange {
 }
 
 /// An address operation.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AddressOp {
     /// `RTM_NEWADDR` with CREATE|EXCL.
     Add(AddressChange),
@@ -173,7 +173,7 @@ pub enum AddressOp {
 }
 
 /// A route operation; routes are in kernel form with `out_link_index` resolved.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RouteOp {
     /// `RTM_NEWROUTE` with CREATE|EXCL.
     Add(RouteStatus),

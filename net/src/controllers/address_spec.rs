@@ -12,11 +12,11 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::spec_common::{
-    batches, first_error, has_finalizer, op_key, FightGuard, OpText, RepeatGuard, WaitLog,
+    batches, first_error, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard, WaitLog,
 };
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
-    find_link, AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
+    AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -31,17 +31,17 @@ pub struct Desired<'a, S> {
     pub phase: Phase,
 }
 
-/// What to do for a set of address specs.
+/// What to do for a set of address specs; IDs borrow from the specs planned.
 #[derive(Debug, Default, PartialEq)]
-pub struct AddressPlan {
+pub struct AddressPlan<'a> {
     /// Operations in order, each with the ID of the spec it serves.
-    pub ops: Vec<(String, AddressOp)>,
+    pub ops: Vec<(&'a str, AddressOp)>,
     /// Running specs whose link does not exist (yet).
-    pub waiting: Vec<String>,
+    pub waiting: Vec<&'a str>,
     /// Specs that are in the kernel as wanted, or will be after `ops` (hold a finalizer).
-    pub applied: Vec<String>,
+    pub applied: Vec<&'a str>,
     /// Tearing-down specs whose kernel object is gone after `ops` (release the finalizer).
-    pub released: Vec<String>,
+    pub released: Vec<&'a str>,
 }
 
 /// The kernel form of an address spec on link `index`.
@@ -84,33 +84,36 @@ pub fn address_to_kernel(spec: &AddressSpec, link_name: &str, index: u32) -> Add
 /// Plan address changes. `last_applied` holds the specs applied before, by ID: lifetimes
 /// cannot be compared with the kernel (it reports what remains), so a lifetime change is
 /// detected against what we applied last.
-pub fn plan_addresses(
-    desired: &[Desired<'_, AddressSpec>],
+pub fn plan_addresses<'a>(
+    desired: &[Desired<'a, AddressSpec>],
     links: &[(String, LinkStatus)],
     kernel: &[AddressStatus],
     last_applied: &BTreeMap<String, AddressSpec>,
-) -> AddressPlan {
+) -> AddressPlan<'a> {
     let mut plan = AddressPlan::default();
     let by_key: HashMap<(u32, IpNet), &AddressStatus> =
         kernel.iter().map(|k| ((k.link_index, k.address), k)).collect();
+    plan.ops.reserve(desired.len());
+    plan.applied.reserve(desired.len());
+    let mut links = LinkCache::new(links);
     for d in desired {
-        let link = find_link(links, &d.spec.link_name);
+        let link = links.find(&d.spec.link_name);
         let existing = link.and_then(|(_, l)| by_key.get(&(l.index, d.spec.address)).copied());
         match d.phase {
             Phase::TearingDown => {
                 if let Some(k) = existing {
-                    plan.ops.push((d.id.to_owned(), AddressOp::Delete(k.clone())));
+                    plan.ops.push((d.id, AddressOp::Delete(k.clone())));
                 }
-                plan.released.push(d.id.to_owned());
+                plan.released.push(d.id);
             }
             Phase::Running => {
                 let Some((name, l)) = link else {
-                    plan.waiting.push(d.id.to_owned());
+                    plan.waiting.push(d.id);
                     continue;
                 };
                 let want = address_to_kernel(d.spec, name, l.index);
                 match existing {
-                    None => plan.ops.push((d.id.to_owned(), AddressOp::Add(want))),
+                    None => plan.ops.push((d.id, AddressOp::Add(want))),
                     // A scope change, or a flag change on IPv4 (whose replace keeps the old
                     // flags), needs a new address; anything else changes in place.
                     Some(k)
@@ -118,8 +121,8 @@ pub fn plan_addresses(
                             || (want.address.family == Family::Inet4
                                 && (k.flags & AddressFlags::MANAGED) != want.address.flags) =>
                     {
-                        plan.ops.push((d.id.to_owned(), AddressOp::Delete(k.clone())));
-                        plan.ops.push((d.id.to_owned(), AddressOp::Add(want)));
+                        plan.ops.push((d.id, AddressOp::Delete(k.clone())));
+                        plan.ops.push((d.id, AddressOp::Add(want)));
                     }
                     Some(k) => {
                         let kernel_flags = k.flags & AddressFlags::MANAGED;
@@ -131,25 +134,36 @@ pub fn plan_addresses(
                             || k.priority != want.address.priority
                             || lifetimes_changed
                         {
-                            plan.ops.push((d.id.to_owned(), AddressOp::Replace(want)));
+                            plan.ops.push((d.id, AddressOp::Replace(want)));
                         }
                     }
                 }
-                plan.applied.push(d.id.to_owned());
+                plan.applied.push(d.id);
             }
         }
     }
     plan
 }
 
-/// The fight guard's key of `op` for spec `id`: `address <id>: add`.
-fn fight_key(id: &str, op: &AddressOp) -> String {
-    let what = match op {
-        AddressOp::Add(_) => "add",
-        AddressOp::Delete(_) => "delete",
-        AddressOp::Replace(_) => "replace",
-    };
-    op_key("address", id, what)
+/// The names of the operations in fight keys, by [`OpKey`] tag.
+const WHAT: [&str; 3] = ["add", "delete", "replace"];
+
+/// The fight guard's key of `op` for spec `id`.
+fn fight_key(id: &str, op: &AddressOp) -> OpKey {
+    OpKey::new(id, what(op))
+}
+
+fn what(op: &AddressOp) -> u8 {
+    match op {
+        AddressOp::Add(_) => 0,
+        AddressOp::Delete(_) => 1,
+        AddressOp::Replace(_) => 2,
+    }
+}
+
+/// The text of a fight key, for the log and the condition: `address <id>: add`.
+fn fight_text(id: &str, op: &AddressOp) -> String {
+    op_text("address", id, WHAT.get(usize::from(what(op))).copied().unwrap_or_default())
 }
 
 /// The `AddressSpec` controller.
@@ -159,7 +173,7 @@ pub struct AddressSpecController {
     wait_log: WaitLog,
     repeat: RepeatGuard,
     /// Addresses something else keeps deleting or changing back.
-    fights: FightGuard,
+    fights: FightGuard<OpKey>,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -199,52 +213,60 @@ impl Controller for AddressSpecController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let name = self.name();
-        // With whether each already carries our finalizer: adding one it holds changes nothing.
-        let specs: Vec<(String, AddressSpec, Phase, bool)> = ctx
-            .store()
-            .list(Namespace::Network, Kind::AddressSpec)
-            .filter_map(|r| {
-                r.spec_as::<AddressSpec>().map(|s| {
-                    (r.metadata.id.clone(), s.clone(), r.metadata.phase, has_finalizer(r, name))
-                })
-            })
-            .collect();
-        let desired: Vec<Desired<'_, AddressSpec>> =
-            specs.iter().map(|(id, spec, phase, _)| Desired { id, spec, phase: *phase }).collect();
+        let (now, name) = (ctx.now(), self.name());
         let (links, kernel) = {
             let mut host = self.host.borrow_mut();
             (host.links()?, host.addresses()?)
         };
+        // Planned and applied while the specs are borrowed from the store; only the IDs whose
+        // finalizer changes are copied out for the writes after.
+        let store = ctx.store();
+        // In ID order, as the store lists them.
+        let mut lacking: Vec<&str> = Vec::new();
+        let mut desired: Vec<Desired<'_, AddressSpec>> = store
+            .list(Namespace::Network, Kind::AddressSpec)
+            .filter_map(|r| {
+                let spec = r.spec_as::<AddressSpec>()?;
+                if !r.metadata.finalizers.contains(name) {
+                    lacking.push(r.metadata.id.as_str());
+                }
+                Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
+            })
+            .collect();
+        if !lacking.is_sorted() {
+            crate::sort::by(&mut lacking, |a, b| a.cmp(b));
+        }
+        if !desired.is_sorted_by(|a, b| a.id <= b.id) {
+            crate::sort::by(&mut desired, |a, b| a.id.cmp(b.id));
+        }
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
 
-        let now = ctx.now();
-        let differing: BTreeSet<String> =
-            plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
+        let mut differing: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
+        crate::sort::by(&mut differing, Ord::cmp);
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
-        let mut succeeded = Vec::new();
+        let mut succeeded: Vec<&AddressOp> = Vec::with_capacity(plan.ops.len());
+        let any_held = self.fights.any_held(now);
         for run in batches(&plan.ops) {
-            let mut batch = Vec::new();
+            let mut batch = Vec::with_capacity(run.len());
             for (id, op) in run {
-                if failed.contains(id.as_str()) {
+                if failed.contains(id) {
                     continue;
                 }
-                let k = fight_key(id, op);
-                if self.fights.held(&k, now) {
+                if any_held && self.fights.held(&fight_key(id, op), now) {
                     // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
                     continue;
                 }
-                batch.push((id, k, op));
+                batch.push((*id, op));
             }
-            let ops: Vec<&AddressOp> = batch.iter().map(|(_, _, op)| *op).collect();
+            let ops: Vec<&AddressOp> = batch.iter().map(|(_, op)| *op).collect();
             let results = self.host.borrow_mut().addresses_apply(&ops);
-            for ((id, k, op), result) in batch.into_iter().zip(results) {
+            for ((id, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(OpText::Address(op.clone()));
-                        self.fights.applied(name, &k, now);
+                        succeeded.push(op);
+                        self.fights.applied(name, fight_key(id, op), now, |_| fight_text(id, op));
                     }
                     Err(e) => {
                         failed.insert(id);
@@ -253,27 +275,35 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        self.fights.settle(name, &differing, now);
-        errors.extend(self.repeat.check(succeeded.into_iter()));
-        let by_id: HashMap<&str, (&AddressSpec, bool)> =
-            specs.iter().map(|(id, spec, _, held)| (id.as_str(), (spec, *held))).collect();
-        for id in plan.applied.iter().filter(|id| !failed.contains(id.as_str())) {
-            let Some((spec, held)) = by_id.get(id.as_str()).copied() else {
-                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-                continue;
-            };
-            if !held {
-                ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+        self.fights.settle(name, |k| differing.binary_search(k).is_ok(), now);
+        errors.extend(self.repeat.check(succeeded.into_iter(), |op| format!("{op:?}")));
+        let mut add = Vec::new();
+        for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
+            if lacking.binary_search(id).is_ok() {
+                add.push(*id);
             }
-            if self.last_applied.get(id.as_str()) != Some(spec) {
-                self.last_applied.insert(id.clone(), spec.clone());
+            // `desired` is in ID order too.
+            let spec = desired.binary_search_by(|d| d.id.cmp(id)).ok().and_then(|i| desired.get(i));
+            if let Some(d) = spec {
+                if self.last_applied.get(*id) != Some(d.spec) {
+                    self.last_applied.insert((*id).to_owned(), d.spec.clone());
+                }
             }
         }
-        for id in plan.released.iter().filter(|id| !failed.contains(id.as_str())) {
-            ctx.remove_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+        let add: IdList = add.into_iter().collect();
+        let release: IdList = plan.released.iter().filter(|id| !failed.contains(*id)).collect();
+        for id in release.iter() {
             self.last_applied.remove(id);
         }
-        self.wait_log.report(ctx, "address", &plan.waiting);
+        let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
+        drop(plan);
+        for id in add.iter() {
+            ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+        }
+        for id in release.iter() {
+            ctx.remove_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
+        }
+        self.wait_log.report(ctx, "address", &waiting);
         let next = self.fights.report(ctx);
         first_error(self.name(), errors).map(|_| next)
     }
@@ -302,7 +332,7 @@ mod tests {
         Desired { id, spec, phase: Phase::Running }
     }
 
-    fn ops(plan: &AddressPlan) -> Vec<&AddressOp> {
+    fn ops<'p>(plan: &'p AddressPlan<'_>) -> Vec<&'p AddressOp> {
         plan.ops.iter().map(|(_, op)| op).collect()
     }
 
@@ -385,10 +415,7 @@ mod tests {
         s.link_name = "eth9".into();
         let plan =
             plan_addresses(&[running("eth9/10.9.0.5/24", &s)], &links(), &[], &BTreeMap::new());
-        assert_eq!(
-            (plan.ops.len(), plan.waiting.as_slice()),
-            (0, ["eth9/10.9.0.5/24".to_owned()].as_slice())
-        );
+        assert_eq!((plan.ops.len(), plan.waiting.as_slice()), (0, ["eth9/10.9.0.5/24"].as_slice()));
 
         let ours = spec("10.0.0.5/24");
         let foreign = address_to_kernel(&spec("10.0.0.6/24"), "eth0", 2).address;

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, FightGuard, OpText, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
     find_link, BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
@@ -608,7 +608,7 @@ impl Controller for LinkSpecController {
                 }
                 let key = op_key(id, op);
                 match self.host.borrow_mut().link(op) {
-                    Ok(()) => self.fights.applied(name, &key, now),
+                    Ok(()) => self.fights.applied(name, key, now, String::clone),
                     Err(e) => {
                         // Name the link and the attribute, not the kernel's index.
                         let e = HostError { op: key.clone(), ..e };
@@ -622,7 +622,7 @@ impl Controller for LinkSpecController {
                 }
             }
         };
-        self.fights.settle(name, &differing, now);
+        self.fights.settle(name, |k| differing.contains(k), now);
 
         let written = self.apply_wireguard(&specs, &kernel, &mut errors);
         if !written.is_empty() {
@@ -631,7 +631,9 @@ impl Controller for LinkSpecController {
             let refresh = LinkRefresh { generation: self.refreshes };
             ctx.put(Namespace::Network, LINK_REFRESH_WIREGUARD, refresh)?;
         }
-        errors.extend(self.wireguard_repeats.check(written.into_iter().map(OpText::Text)));
+        errors.extend(
+            self.wireguard_repeats.check(written.iter().map(String::as_str), str::to_owned),
+        );
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {

@@ -12,12 +12,11 @@ use std::net::IpAddr;
 
 use super::address_spec::Desired;
 use super::spec_common::{
-    batches, first_error, has_finalizer, op_key, FightGuard, OpText, RepeatGuard, WaitLog,
+    batches, first_error, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard, WaitLog,
 };
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
-    find_link, Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus,
-    Scope,
+    Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, Scope,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -137,11 +136,14 @@ pub fn plan_routes<'a>(
     // The sort is stable, so routes sharing a key stay in the kernel's order.
     let mut by_key: Vec<(RouteKey, &RouteStatus)> = kernel.iter().map(|k| (key_of(k), k)).collect();
     crate::sort::by(&mut by_key, |a, b| a.0.cmp(&b.0));
+    plan.ops.reserve(desired.len());
+    plan.applied.reserve(desired.len());
+    let mut links = LinkCache::new(links);
     for d in desired {
         let out_link = if d.spec.out_link_name.is_empty() {
             None
         } else {
-            match find_link(links, &d.spec.out_link_name) {
+            match links.find(&d.spec.out_link_name) {
                 Some((name, l)) => Some((name, l.index)),
                 None if d.phase == Phase::Running => {
                     plan.waiting.push(d.id);
@@ -180,13 +182,24 @@ pub fn plan_routes<'a>(
     plan
 }
 
-/// The fight guard's key of `op` for spec `id`: `route <id>: add`.
-fn fight_key(id: &str, op: &RouteOp) -> String {
-    let what = match op {
-        RouteOp::Add(_) => "add",
-        RouteOp::Delete(_) => "delete",
-    };
-    op_key("route", id, what)
+/// The names of the operations in fight keys, by [`OpKey`] tag.
+const WHAT: [&str; 2] = ["add", "delete"];
+
+/// The fight guard's key of `op` for spec `id`.
+fn fight_key(id: &str, op: &RouteOp) -> OpKey {
+    OpKey::new(id, what(op))
+}
+
+fn what(op: &RouteOp) -> u8 {
+    match op {
+        RouteOp::Add(_) => 0,
+        RouteOp::Delete(_) => 1,
+    }
+}
+
+/// The text of a fight key, for the log and the condition: `route <id>: add`.
+fn fight_text(id: &str, op: &RouteOp) -> String {
+    op_text("route", id, WHAT.get(usize::from(what(op))).copied().unwrap_or_default())
 }
 
 /// The `RouteSpec` controller.
@@ -195,7 +208,7 @@ pub struct RouteSpecController {
     wait_log: WaitLog,
     repeat: RepeatGuard,
     /// Routes something else keeps deleting or adding back.
-    fights: FightGuard,
+    fights: FightGuard<OpKey>,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -243,47 +256,48 @@ impl Controller for RouteSpecController {
         // Planned and applied while the specs are borrowed from the store; only the IDs whose
         // finalizer changes are copied out for the writes after.
         let store = ctx.store();
-        let mut lacking: BTreeSet<&str> = BTreeSet::new();
+        // In ID order, as the store lists them.
+        let mut lacking: Vec<&str> = Vec::new();
         let desired: Vec<Desired<'_, RouteSpec>> = store
             .list(Namespace::Network, Kind::RouteSpec)
             .filter_map(|r| {
                 let spec = r.spec_as::<RouteSpec>()?;
-                if !has_finalizer(r, name) {
-                    lacking.insert(r.metadata.id.as_str());
+                if !r.metadata.finalizers.contains(name) {
+                    lacking.push(r.metadata.id.as_str());
                 }
                 Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
             })
             .collect();
-        let plan = plan_routes(&desired, &links, &kernel);
-        let mut differing: BTreeSet<String> = BTreeSet::new();
-        for (id, op) in &plan.ops {
-            differing.insert(fight_key(id, op));
+        if !lacking.is_sorted() {
+            crate::sort::by(&mut lacking, |a, b| a.cmp(b));
         }
+        let plan = plan_routes(&desired, &links, &kernel);
+        let mut differing: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
+        crate::sort::by(&mut differing, Ord::cmp);
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
-        let mut succeeded = Vec::new();
+        let mut succeeded: Vec<&RouteOp> = Vec::with_capacity(plan.ops.len());
         let any_held = self.fights.any_held(now);
         for run in batches(&plan.ops) {
-            let mut batch = Vec::new();
+            let mut batch = Vec::with_capacity(run.len());
             for (id, op) in run {
                 if failed.contains(id) {
                     continue;
                 }
-                let k = fight_key(id, op);
-                if any_held && self.fights.held(&k, now) {
+                if any_held && self.fights.held(&fight_key(id, op), now) {
                     // Not applied: keep its bookkeeping (finalizer) as it was.
                     failed.insert(id);
                     continue;
                 }
-                batch.push((*id, k, op));
+                batch.push((*id, op));
             }
-            let ops: Vec<&RouteOp> = batch.iter().map(|(_, _, op)| *op).collect();
+            let ops: Vec<&RouteOp> = batch.iter().map(|(_, op)| *op).collect();
             let results = self.host.borrow_mut().routes_apply(&ops);
-            for ((id, k, op), result) in batch.into_iter().zip(results) {
+            for ((id, op), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
-                        succeeded.push(OpText::Route(op.clone()));
-                        self.fights.applied(name, &k, now);
+                        succeeded.push(op);
+                        self.fights.applied(name, fight_key(id, op), now, |_| fight_text(id, op));
                     }
                     Err(e) => {
                         failed.insert(id);
@@ -292,26 +306,20 @@ impl Controller for RouteSpecController {
                 }
             }
         }
-        self.fights.settle(name, &differing, now);
-        errors.extend(self.repeat.check(succeeded.into_iter()));
-        let add: Vec<String> = plan
+        self.fights.settle(name, |k| differing.binary_search(k).is_ok(), now);
+        errors.extend(self.repeat.check(succeeded.into_iter(), |op| format!("{op:?}")));
+        let add: IdList = plan
             .applied
             .iter()
-            .filter(|id| !failed.contains(*id) && lacking.contains(*id))
-            .map(|id| (*id).to_owned())
+            .filter(|id| !failed.contains(*id) && lacking.binary_search(*id).is_ok())
             .collect();
-        let release: Vec<String> = plan
-            .released
-            .iter()
-            .filter(|id| !failed.contains(*id))
-            .map(|id| (*id).to_owned())
-            .collect();
+        let release: IdList = plan.released.iter().filter(|id| !failed.contains(*id)).collect();
         let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
         drop(plan);
-        for id in &add {
+        for id in add.iter() {
             ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
-        for id in &release {
+        for id in release.iter() {
             ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
         }
         self.wait_log.report(ctx, "route", &waiting);

@@ -73,7 +73,7 @@ pub fn address_id(link: &str, address: &IpNet) -> String {
 
 /// An address as the kernel reports it. Ordered field by field, so that an operation on it
 /// can be a map key without being formatted.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AddressStatus {
     /// `IFA_ADDRESS` with the prefix length.
