@@ -173,7 +173,7 @@ pub enum AddressOp {
 }
 
 /// A route operation; routes are in kernel form with `out_link_index` resolved.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RouteOp {
     /// `RTM_NEWROUTE` with CREATE|EXCL.
     Add(RouteStatus),

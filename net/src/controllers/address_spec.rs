@@ -12,7 +12,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::spec_common::{
-    batches, first_error, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard, WaitLog,
+    batches, first_error, hash_of, op_text, pending, FightGuard, IdList, LinkCache, OpKey,
+    RepeatGuard, WaitLog,
 };
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
@@ -241,32 +242,34 @@ impl Controller for AddressSpecController {
         }
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
 
-        let mut differing: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
-        crate::sort::by(&mut differing, Ord::cmp);
+        // Each operation's fight key, in the order of `plan.ops`.
+        let keys: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
         let mut failed: BTreeSet<&str> = BTreeSet::new();
         let mut errors = Vec::new();
         let mut succeeded: Vec<&AddressOp> = Vec::with_capacity(plan.ops.len());
         let any_held = self.fights.any_held(now);
+        let mut at = 0;
         for run in batches(&plan.ops) {
             let mut batch = Vec::with_capacity(run.len());
-            for (id, op) in run {
+            for ((id, op), key) in run.iter().zip(keys.get(at..).unwrap_or_default()) {
                 if failed.contains(id) {
                     continue;
                 }
-                if any_held && self.fights.held(&fight_key(id, op), now) {
+                if any_held && self.fights.held(key, now) {
                     // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
                     failed.insert(id);
                     continue;
                 }
-                batch.push((*id, op));
+                batch.push((*id, op, *key));
             }
-            let ops: Vec<&AddressOp> = batch.iter().map(|(_, op)| *op).collect();
+            at += run.len();
+            let ops: Vec<&AddressOp> = batch.iter().map(|(_, op, _)| *op).collect();
             let results = self.host.borrow_mut().addresses_apply(&ops);
-            for ((id, op), result) in batch.into_iter().zip(results) {
+            for ((id, op, key), result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
                         succeeded.push(op);
-                        self.fights.applied(name, fight_key(id, op), now, |_| fight_text(id, op));
+                        self.fights.applied(name, key, now, |_| fight_text(id, op));
                     }
                     Err(e) => {
                         failed.insert(id);
@@ -275,8 +278,8 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        self.fights.settle(name, |k| differing.binary_search(k).is_ok(), now);
-        errors.extend(self.repeat.check(succeeded.into_iter(), |op| format!("{op:?}")));
+        self.fights.settle(name, pending(keys), now);
+        errors.extend(self.repeat.check(succeeded.into_iter(), hash_of, |op| format!("{op:?}")));
         let mut add = Vec::new();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
             if lacking.binary_search(id).is_ok() {

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, hash_of, FightGuard, RepeatGuard, WaitLog};
 use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
     find_link, BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
@@ -631,9 +631,11 @@ impl Controller for LinkSpecController {
             let refresh = LinkRefresh { generation: self.refreshes };
             ctx.put(Namespace::Network, LINK_REFRESH_WIREGUARD, refresh)?;
         }
-        errors.extend(
-            self.wireguard_repeats.check(written.iter().map(String::as_str), str::to_owned),
-        );
+        errors.extend(self.wireguard_repeats.check(
+            written.iter().map(String::as_str),
+            hash_of,
+            str::to_owned,
+        ));
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {

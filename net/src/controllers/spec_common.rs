@@ -39,7 +39,7 @@ impl OpKey {
 }
 
 /// A 64-bit hash with fixed keys (SipHash): equal on every run, so tests can rely on it.
-fn hash_of(value: &(impl std::hash::Hash + ?Sized)) -> u64 {
+pub(super) fn hash_of(value: &(impl std::hash::Hash + ?Sized)) -> u64 {
     use std::hash::Hasher;
     let mut h = std::hash::DefaultHasher::new();
     value.hash(&mut h);
@@ -153,12 +153,13 @@ pub(super) struct RepeatGuard {
 }
 
 impl RepeatGuard {
-    /// Record the operations that succeeded in this reconcile; returns an error, naming the
-    /// operation by `text`, for each one that hit the limit. Operations not issued this time
-    /// start again.
-    pub(super) fn check<'a, T: std::hash::Hash + ?Sized + 'a>(
+    /// Record the operations that succeeded in this reconcile, each counted by `hash` (equal
+    /// for equal operations, e.g. [`hash_of`]); returns an error, naming the operation by
+    /// `text`, for each one that hit the limit. Operations not issued this time start again.
+    pub(super) fn check<'a, T: ?Sized + 'a>(
         &mut self,
         ops: impl Iterator<Item = &'a T>,
+        hash: impl Fn(&T) -> u64,
         text: impl Fn(&T) -> String,
     ) -> Vec<HostError> {
         let mut previous = std::mem::take(&mut self.counts);
@@ -171,7 +172,7 @@ impl RepeatGuard {
                 self.counts.reserve(previous.len());
                 sorted = true;
             }
-            let hash = hash_of(op);
+            let hash = hash(op);
             let before = previous
                 .binary_search_by(|(k, _)| k.cmp(&hash))
                 .ok()
@@ -363,7 +364,12 @@ impl<K: Ord> FightGuard<K> {
     /// Forget what is over at `now`: a fight whose value stayed put for [`FIGHT_WINDOW`] (said
     /// once, at info level), and applies too old to count. `pending` tells the keys that
     /// still differ from the kernel.
-    pub(super) fn settle(&mut self, target: &str, pending: impl Fn(&K) -> bool, now: Instant) {
+    pub(super) fn settle(
+        &mut self,
+        target: &str,
+        mut pending: impl FnMut(&K) -> bool,
+        now: Instant,
+    ) {
         let quiet = |last: Instant| now.saturating_duration_since(last) >= FIGHT_WINDOW;
         self.once.retain(|key, last| !quiet(*last) || pending(key));
         self.contests.retain(|key, c| {
@@ -420,32 +426,27 @@ impl<K: Ord> FightGuard<K> {
     }
 }
 
+/// The keys of the operations that still differ from the kernel, as [`FightGuard::settle`]
+/// asks about them: sorted on the first question only. After a large apply nothing is quiet
+/// yet, and nothing is asked.
+pub(super) fn pending<K: Ord>(mut keys: Vec<K>) -> impl FnMut(&K) -> bool {
+    let mut sorted = false;
+    move |key| {
+        if !sorted {
+            crate::sort::by(&mut keys, K::cmp);
+            sorted = true;
+        }
+        keys.binary_search(key).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::RouteOp;
 
     /// An apply of a link-style operation, keyed by its text.
     fn apply(g: &mut FightGuard, key: &str, t: Instant) {
         g.applied("t", key.to_owned(), t, String::clone);
-    }
-
-    fn route_op(mtu: u32) -> RouteOp {
-        RouteOp::Delete(crate::resource::RouteStatus {
-            family: crate::resource::Family::Inet4,
-            dst: None,
-            src: None,
-            gateway: Some("10.0.0.1".parse().unwrap()),
-            out_link_index: 2,
-            out_link_name: "eth0".into(),
-            table: crate::resource::RoutingTable::MAIN,
-            priority: 1024,
-            scope: crate::resource::Scope::GLOBAL,
-            kind: crate::resource::RouteType::UNICAST,
-            flags: crate::resource::RouteFlags::default(),
-            protocol: crate::resource::RouteProtocol::STATIC,
-            mtu,
-        })
     }
 
     /// The guards name an operation with the text it had when keys were that text.
@@ -506,36 +507,52 @@ mod tests {
     }
 
     #[test]
+    fn id_list_gives_back_its_ids_in_order() {
+        let ids = ["b", "", "a/10.0.0.1//1024", "b"];
+        let list: IdList = ids.iter().collect();
+        assert_eq!(list.iter().collect::<Vec<_>>(), ids);
+        assert_eq!(IdList::from_iter(Vec::<String>::new()).iter().count(), 0);
+    }
+
+    /// The cache answers as [`find_link`] does, for names, aliases, altnames and unknown
+    /// names, asked once or again.
+    #[test]
+    fn link_cache_answers_as_find_link() {
+        let link = |index, alias: &str, alt: &[&str]| LinkStatus {
+            index,
+            alias: alias.into(),
+            alt_names: alt.iter().map(|a| (*a).to_owned()).collect(),
+            ..Default::default()
+        };
+        let links = vec![
+            ("lo".to_owned(), link(1, "", &[])),
+            ("eth0".to_owned(), link(2, "uplink", &["enp1s0"])),
+            ("eth1".to_owned(), link(3, "eth0", &[])),
+        ];
+        let mut cache = LinkCache::new(&links);
+        for _ in 0..2 {
+            for name in ["lo", "eth0", "uplink", "enp1s0", "eth1", "eth9", ""] {
+                let got = cache.find(name).map(|(n, l)| (n, l.index));
+                let want = find_link(&links, name).map(|(n, l)| (n, l.index));
+                assert_eq!(got, want, "{name}");
+            }
+        }
+    }
+
+    #[test]
     fn repeat_guard_trips_on_the_same_op_only() {
         let mut g = RepeatGuard::default();
         let text = |s: &str| s.to_owned();
+        let hash = |s: &str| hash_of(s);
         for _ in 0..REPEAT_LIMIT - 1 {
-            assert!(g.check(["add a"].into_iter(), text).is_empty());
+            assert!(g.check(["add a"].into_iter(), hash, text).is_empty());
         }
-        let errs = g.check(["add a", "add b"].into_iter(), text);
+        let errs = g.check(["add a", "add b"].into_iter(), hash, text);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].op, "add a");
         // Once the op is no longer issued, it starts from zero.
-        assert!(g.check(std::iter::empty::<&str>(), text).is_empty());
-        assert!(g.check(["add a"].into_iter(), text).is_empty());
-    }
-
-    /// Route operations are counted by value without being kept: one that differs in a single
-    /// attribute is another operation, and the error names the operation by its `Debug` text.
-    #[test]
-    fn repeat_guard_tells_route_ops_apart_by_value() {
-        let mut g = RepeatGuard::default();
-        let text = |op: &RouteOp| format!("{op:?}");
-        let (a, b) = (route_op(0), route_op(1400));
-        for i in 0..REPEAT_LIMIT - 1 {
-            // `b` is issued every other time: it never counts up to the limit.
-            let ops = if i % 2 == 0 { vec![&a, &b] } else { vec![&a] };
-            assert!(g.check(ops.into_iter(), text).is_empty());
-        }
-        let same = route_op(0);
-        let errs = g.check([&same, &b].into_iter(), text);
-        assert_eq!(errs.len(), 1);
-        assert_eq!(errs[0].op, format!("{a:?}"));
+        assert!(g.check(std::iter::empty::<&str>(), hash, text).is_empty());
+        assert!(g.check(["add a"].into_iter(), hash, text).is_empty());
     }
 
     #[test]

@@ -157,7 +157,7 @@ pub fn route_id(
 
 /// A route as the kernel reports it (all tables are mirrored). Ordered field by field, so
 /// that an operation on it can be a map key without being formatted.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteStatus {
     /// Address family.
