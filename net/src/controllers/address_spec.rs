@@ -13,7 +13,7 @@ use ipnet::IpNet;
 
 use super::spec_common::{
     batches, first_error, hash_of, op_text, pending, FightGuard, IdList, LinkCache, OpKey,
-    RepeatGuard, WaitLog,
+    RepeatGuard, SortedIds, WaitLog,
 };
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
@@ -234,9 +234,7 @@ impl Controller for AddressSpecController {
                 Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
             })
             .collect();
-        if !lacking.is_sorted() {
-            crate::sort::by(&mut lacking, |a, b| a.cmp(b));
-        }
+        let mut lacking = SortedIds::new(lacking);
         if !desired.is_sorted_by(|a, b| a.id <= b.id) {
             crate::sort::by(&mut desired, |a, b| a.id.cmp(b.id));
         }
@@ -282,7 +280,7 @@ impl Controller for AddressSpecController {
         errors.extend(self.repeat.check(succeeded.into_iter(), hash_of, |op| format!("{op:?}")));
         let mut add = Vec::new();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
-            if lacking.binary_search(id).is_ok() {
+            if lacking.contains(id) {
                 add.push(*id);
             }
             // `desired` is in ID order too.

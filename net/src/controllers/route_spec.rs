@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use super::address_spec::Desired;
 use super::spec_common::{
     batches, first_error, hash_of, op_text, pending, FightGuard, IdList, LinkCache, OpKey,
-    RepeatGuard, WaitLog,
+    RepeatGuard, SortedIds, WaitLog,
 };
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
@@ -294,9 +294,7 @@ impl Controller for RouteSpecController {
                 Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
             })
             .collect();
-        if !lacking.is_sorted() {
-            crate::sort::by(&mut lacking, |a, b| a.cmp(b));
-        }
+        let mut lacking = SortedIds::new(lacking);
         let plan = plan_routes(&desired, &links, &kernel);
         // Each operation's fight key, in the order of `plan.ops`.
         let keys: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
@@ -340,7 +338,7 @@ impl Controller for RouteSpecController {
         let add: IdList = plan
             .applied
             .iter()
-            .filter(|id| !failed.contains(*id) && lacking.binary_search(*id).is_ok())
+            .filter(|id| !failed.contains(*id) && lacking.contains(id))
             .collect();
         let release: IdList = plan.released.iter().filter(|id| !failed.contains(*id)).collect();
         let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
