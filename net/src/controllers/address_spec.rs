@@ -12,8 +12,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::spec_common::{
-    batches, first_error, hash_of, op_text, pending, FightGuard, IdList, LinkCache, OpKey,
-    RepeatGuard, SortedIds, WaitLog,
+    batches, first_error, hash_of, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard,
+    SortedIds, WaitLog,
 };
 use crate::host::{AddressChange, AddressOp, SharedHost};
 use crate::resource::{
@@ -174,7 +174,7 @@ pub struct AddressSpecController {
     wait_log: WaitLog,
     repeat: RepeatGuard,
     /// Addresses something else keeps deleting or changing back.
-    fights: FightGuard<OpKey>,
+    fights: FightGuard,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -267,7 +267,7 @@ impl Controller for AddressSpecController {
                 match result {
                     Ok(()) => {
                         succeeded.push(op);
-                        self.fights.applied(name, key, now, |_| fight_text(id, op));
+                        self.fights.applied(name, key, now, &|| fight_text(id, op));
                     }
                     Err(e) => {
                         failed.insert(id);
@@ -276,8 +276,10 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        self.fights.settle(name, pending(keys), now);
-        errors.extend(self.repeat.check(succeeded.into_iter(), hash_of, |op| format!("{op:?}")));
+        self.fights.settle(name, keys, now);
+        let hashes: Vec<u64> = succeeded.iter().map(hash_of).collect();
+        let text = |i: usize| succeeded.get(i).map(|op| format!("{op:?}")).unwrap_or_default();
+        errors.extend(self.repeat.check(&hashes, &text));
         let mut add = Vec::new();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
             if lacking.contains(id) {

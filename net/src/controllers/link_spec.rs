@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::address_spec::Desired;
-use super::spec_common::{first_error, hash_of, FightGuard, RepeatGuard, WaitLog};
+use super::spec_common::{first_error, hash_of, FightGuard, OpKey, RepeatGuard, WaitLog};
 use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
     find_link, BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
@@ -584,19 +584,21 @@ impl Controller for LinkSpecController {
         let mut failed: BTreeSet<String> = BTreeSet::new();
         // Attributes the kernel refused: the link's other settings still go ahead.
         let mut refused: BTreeSet<String> = BTreeSet::new();
-        let mut differing: BTreeSet<String>;
+        let mut differing: Vec<OpKey>;
         let mut errors = Vec::new();
         let mut rounds = 0;
         let mut kernel;
         let plan = loop {
             kernel = self.host.borrow_mut().links()?;
             let mut plan = plan_links(&desired, &kernel);
-            differing = plan.ops.iter().map(|(id, op)| op_key(id, op)).collect();
+            differing = plan.ops.iter().map(|(id, op)| OpKey::of_text(&op_key(id, op))).collect();
             // A spec or attribute that failed is retried by the next reconcile (with
             // backoff), not here; a contested one when its hold ends.
             plan.ops.retain(|(id, op)| {
                 let key = op_key(id, op);
-                !failed.contains(id) && !refused.contains(&key) && !self.fights.held(&key, now)
+                !failed.contains(id)
+                    && !refused.contains(&key)
+                    && !self.fights.held(&OpKey::of_text(&key), now)
             });
             if plan.ops.is_empty() || rounds == MAX_ROUNDS {
                 break plan;
@@ -608,7 +610,7 @@ impl Controller for LinkSpecController {
                 }
                 let key = op_key(id, op);
                 match self.host.borrow_mut().link(op) {
-                    Ok(()) => self.fights.applied(name, key, now, String::clone),
+                    Ok(()) => self.fights.applied(name, OpKey::of_text(&key), now, &|| key.clone()),
                     Err(e) => {
                         // Name the link and the attribute, not the kernel's index.
                         let e = HostError { op: key.clone(), ..e };
@@ -622,7 +624,7 @@ impl Controller for LinkSpecController {
                 }
             }
         };
-        self.fights.settle(name, |k| differing.contains(k), now);
+        self.fights.settle(name, differing, now);
 
         let written = self.apply_wireguard(&specs, &kernel, &mut errors);
         if !written.is_empty() {
@@ -631,11 +633,9 @@ impl Controller for LinkSpecController {
             let refresh = LinkRefresh { generation: self.refreshes };
             ctx.put(Namespace::Network, LINK_REFRESH_WIREGUARD, refresh)?;
         }
-        errors.extend(self.wireguard_repeats.check(
-            written.iter().map(String::as_str),
-            hash_of,
-            str::to_owned,
-        ));
+        let hashes: Vec<u64> = written.iter().map(|w| hash_of(w.as_str())).collect();
+        let text = |i: usize| written.get(i).cloned().unwrap_or_default();
+        errors.extend(self.wireguard_repeats.check(&hashes, &text));
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();
         for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {

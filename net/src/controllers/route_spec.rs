@@ -12,8 +12,8 @@ use std::net::IpAddr;
 
 use super::address_spec::Desired;
 use super::spec_common::{
-    batches, first_error, hash_of, op_text, pending, FightGuard, IdList, LinkCache, OpKey,
-    RepeatGuard, SortedIds, WaitLog,
+    batches, first_error, hash_of, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard,
+    SortedIds, WaitLog,
 };
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
@@ -234,7 +234,7 @@ pub struct RouteSpecController {
     wait_log: WaitLog,
     repeat: RepeatGuard,
     /// Routes something else keeps deleting or adding back.
-    fights: FightGuard<OpKey>,
+    fights: FightGuard,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -323,7 +323,7 @@ impl Controller for RouteSpecController {
                 match result {
                     Ok(()) => {
                         succeeded.push(op);
-                        self.fights.applied(name, key, now, |_| fight_text(id, op));
+                        self.fights.applied(name, key, now, &|| fight_text(id, op));
                     }
                     Err(e) => {
                         failed.insert(id);
@@ -332,9 +332,10 @@ impl Controller for RouteSpecController {
                 }
             }
         }
-        self.fights.settle(name, pending(keys), now);
-        errors
-            .extend(self.repeat.check(succeeded.into_iter(), repeat_hash, |op| format!("{op:?}")));
+        self.fights.settle(name, keys, now);
+        let hashes: Vec<u64> = succeeded.iter().map(|op| repeat_hash(op)).collect();
+        let text = |i: usize| succeeded.get(i).map(|op| format!("{op:?}")).unwrap_or_default();
+        errors.extend(self.repeat.check(&hashes, &text));
         let add: IdList = plan
             .applied
             .iter()
@@ -493,17 +494,20 @@ mod tests {
     #[test]
     fn repeat_guard_trips_on_a_route_op_issued_every_time() {
         let mut g = RepeatGuard::default();
-        let text = |op: &RouteOp| format!("{op:?}");
+        let mut check = |ops: &[&RouteOp]| {
+            let hashes: Vec<u64> = ops.iter().map(|op| repeat_hash(op)).collect();
+            g.check(&hashes, &|i| ops.get(i).map(|op| format!("{op:?}")).unwrap_or_default())
+        };
         let base = route_to_kernel(&default_via("10.0.0.1"), Some(("eth0", 2)));
         let a = RouteOp::Add(base.clone());
         let b = RouteOp::Add(RouteStatus { mtu: 1400, ..base });
         for i in 0..super::super::spec_common::REPEAT_LIMIT - 1 {
             // `b` is issued every other time: it never counts up to the limit.
             let ops = if i % 2 == 0 { vec![&a, &b] } else { vec![&a] };
-            assert!(g.check(ops.into_iter(), repeat_hash, text).is_empty());
+            assert!(check(&ops).is_empty());
         }
         let again = a.clone();
-        let errs = g.check([&again, &b].into_iter(), repeat_hash, text);
+        let errs = check(&[&again, &b]);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].op, format!("{a:?}"));
     }

@@ -2,7 +2,7 @@
 //! Helpers shared by the spec controllers.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::host::{HostError, HostErrorKind};
@@ -35,6 +35,11 @@ pub(super) struct OpKey {
 impl OpKey {
     pub(super) fn new(id: &str, what: u8) -> Self {
         Self { id: hash_of(id.as_bytes()), what }
+    }
+
+    /// The key of an operation named by its whole text (`link eth0: mtu 1400`).
+    pub(super) fn of_text(text: &str) -> Self {
+        Self::new(text, u8::MAX)
     }
 }
 
@@ -101,22 +106,28 @@ impl<'a> SortedIds<'a> {
     }
 }
 
-/// [`find_link`] with each name looked up once: ten thousand routes on one link would scan
-/// the links and compare names ten thousand times.
+/// [`find_link`] remembering the last name asked: ten thousand routes on one link would
+/// scan the links and compare names ten thousand times.
 pub(super) struct LinkCache<'a, 's> {
     links: &'a [(String, LinkStatus)],
-    found: BTreeMap<&'s str, Option<(&'a str, &'a LinkStatus)>>,
+    last: Option<(&'s str, Option<(&'a str, &'a LinkStatus)>)>,
 }
 
 impl<'a, 's> LinkCache<'a, 's> {
     pub(super) fn new(links: &'a [(String, LinkStatus)]) -> Self {
-        Self { links, found: BTreeMap::new() }
+        Self { links, last: None }
     }
 
     /// The link `name` refers to (see [`find_link`]).
     pub(super) fn find(&mut self, name: &'s str) -> Option<(&'a str, &'a LinkStatus)> {
-        let links = self.links;
-        *self.found.entry(name).or_insert_with(|| find_link(links, name))
+        match self.last {
+            Some((last, found)) if last == name => found,
+            _ => {
+                let found = find_link(self.links, name);
+                self.last = Some((name, found));
+                found
+            }
+        }
     }
 }
 
@@ -182,28 +193,22 @@ pub(super) struct RepeatGuard {
 }
 
 impl RepeatGuard {
-    /// Record the operations that succeeded in this reconcile, each counted by `hash` (equal
-    /// for equal operations, e.g. [`hash_of`]); returns an error, naming the operation by
-    /// `text`, for each one that hit the limit. Operations not issued this time start again.
-    pub(super) fn check<'a, T: ?Sized + 'a>(
-        &mut self,
-        ops: impl Iterator<Item = &'a T>,
-        hash: impl Fn(&T) -> u64,
-        text: impl Fn(&T) -> String,
-    ) -> Vec<HostError> {
+    /// Record the operations that succeeded in this reconcile, each as a hash of its value
+    /// (equal for equal operations, e.g. [`hash_of`]); returns an error, naming the operation
+    /// by `text` of its index, for each one that hit the limit. Operations not issued this
+    /// time start again.
+    pub(super) fn check(&mut self, ops: &[u64], text: &dyn Fn(usize) -> String) -> Vec<HostError> {
         let mut previous = std::mem::take(&mut self.counts);
-        let mut sorted = false;
+        if ops.is_empty() {
+            return Vec::new();
+        }
+        // Stable: duplicates of one operation carry the same count anyway.
+        crate::sort::by(&mut previous, |a, b| a.0.cmp(&b.0));
+        self.counts.reserve(ops.len());
         let mut errors = Vec::new();
-        for op in ops {
-            if !sorted {
-                // Stable: duplicates of one operation carry the same count anyway.
-                crate::sort::by(&mut previous, |a, b| a.0.cmp(&b.0));
-                self.counts.reserve(previous.len());
-                sorted = true;
-            }
-            let hash = hash(op);
+        for (i, hash) in ops.iter().enumerate() {
             let before = previous
-                .binary_search_by(|(k, _)| k.cmp(&hash))
+                .binary_search_by(|(k, _)| k.cmp(hash))
                 .ok()
                 .and_then(|i| previous.get(i))
                 .map_or(0, |(_, n)| *n);
@@ -213,11 +218,11 @@ impl RepeatGuard {
                     message: format!(
                         "applied {n} times in a row but the kernel keeps reporting a difference"
                     ),
-                    op: text(op),
+                    op: text(i),
                     kind: HostErrorKind::Invalid,
                 });
             }
-            self.counts.push((hash, n));
+            self.counts.push((*hash, n));
         }
         errors
     }
@@ -277,7 +282,7 @@ impl Contest {
     }
 
     /// Record an apply at `now`; holds the operation when it is being undone.
-    fn applied(&mut self, target: &str, now: Instant, text: impl FnOnce() -> String) {
+    fn applied(&mut self, target: &str, now: Instant, text: &dyn Fn() -> String) {
         while self
             .applies
             .front()
@@ -331,19 +336,13 @@ impl Contest {
 ///
 /// An operation applied once within the window is only its key and that time (`once`): a
 /// large apply records ten thousand of them, which are forgotten [`FIGHT_WINDOW`] later.
-#[derive(Debug)]
-pub(super) struct FightGuard<K = String> {
-    once: BTreeMap<K, Instant>,
-    contests: BTreeMap<K, Contest>,
+#[derive(Debug, Default)]
+pub(super) struct FightGuard {
+    once: BTreeMap<OpKey, Instant>,
+    contests: BTreeMap<OpKey, Contest>,
 }
 
-impl<K> Default for FightGuard<K> {
-    fn default() -> Self {
-        Self { once: BTreeMap::new(), contests: BTreeMap::new() }
-    }
-}
-
-impl<K: Ord> FightGuard<K> {
+impl FightGuard {
     /// Is any operation held at `now`? One pass without key comparisons, so that a
     /// reconcile with thousands of operations and no fight skips a lookup per operation.
     pub(super) fn any_held(&self, now: Instant) -> bool {
@@ -351,10 +350,7 @@ impl<K: Ord> FightGuard<K> {
     }
 
     /// The operation must not be applied at `now`.
-    pub(super) fn held<Q: Ord + ?Sized>(&self, key: &Q, now: Instant) -> bool
-    where
-        K: std::borrow::Borrow<Q>,
-    {
+    pub(super) fn held(&self, key: &OpKey, now: Instant) -> bool {
         self.contests.get(key).is_some_and(|c| c.held(now))
     }
 
@@ -364,12 +360,12 @@ impl<K: Ord> FightGuard<K> {
     pub(super) fn applied(
         &mut self,
         target: &str,
-        key: K,
+        key: OpKey,
         now: Instant,
-        text: impl FnOnce(&K) -> String,
+        text: &dyn Fn() -> String,
     ) {
         if let Some(c) = self.contests.get_mut(&key) {
-            c.applied(target, now, || text(&key));
+            c.applied(target, now, text);
             return;
         }
         match self.once.entry(key) {
@@ -384,21 +380,25 @@ impl<K: Ord> FightGuard<K> {
                 }
                 let (key, first) = e.remove_entry();
                 let mut c = Contest::new(first);
-                c.applied(target, now, || text(&key));
+                c.applied(target, now, text);
                 self.contests.insert(key, c);
             }
         }
     }
 
     /// Forget what is over at `now`: a fight whose value stayed put for [`FIGHT_WINDOW`] (said
-    /// once, at info level), and applies too old to count. `pending` tells the keys that
-    /// still differ from the kernel.
-    pub(super) fn settle(
-        &mut self,
-        target: &str,
-        mut pending: impl FnMut(&K) -> bool,
-        now: Instant,
-    ) {
+    /// once, at info level), and applies too old to count. `pending` holds the keys that
+    /// still differ from the kernel, in any order: they are sorted only if one is asked
+    /// about (after a large apply nothing is quiet yet).
+    pub(super) fn settle(&mut self, target: &str, mut pending: Vec<OpKey>, now: Instant) {
+        let mut sorted = false;
+        let mut pending = |key: &OpKey| {
+            if !sorted {
+                crate::sort::by(&mut pending, OpKey::cmp);
+                sorted = true;
+            }
+            pending.binary_search(key).is_ok()
+        };
         let quiet = |last: Instant| now.saturating_duration_since(last) >= FIGHT_WINDOW;
         self.once.retain(|key, last| !quiet(*last) || pending(key));
         self.contests.retain(|key, c| {
@@ -455,27 +455,23 @@ impl<K: Ord> FightGuard<K> {
     }
 }
 
-/// The keys of the operations that still differ from the kernel, as [`FightGuard::settle`]
-/// asks about them: sorted on the first question only. After a large apply nothing is quiet
-/// yet, and nothing is asked.
-pub(super) fn pending<K: Ord>(mut keys: Vec<K>) -> impl FnMut(&K) -> bool {
-    let mut sorted = false;
-    move |key| {
-        if !sorted {
-            crate::sort::by(&mut keys, K::cmp);
-            sorted = true;
-        }
-        keys.binary_search(key).is_ok()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// An apply of a link-style operation, keyed by its text.
     fn apply(g: &mut FightGuard, key: &str, t: Instant) {
-        g.applied("t", key.to_owned(), t, String::clone);
+        g.applied("t", OpKey::of_text(key), t, &|| key.to_owned());
+    }
+
+    fn held(g: &FightGuard, key: &str, t: Instant) -> bool {
+        g.held(&OpKey::of_text(key), t)
+    }
+
+    /// A repeat guard check of operations named by their text.
+    fn check(g: &mut RepeatGuard, ops: &[&str]) -> Vec<HostError> {
+        let hashes: Vec<u64> = ops.iter().map(|op| hash_of(*op)).collect();
+        g.check(&hashes, &|i| ops.get(i).map(|op| (*op).to_owned()).unwrap_or_default())
     }
 
     /// The guards name an operation with the text it had when keys were that text.
@@ -598,49 +594,48 @@ mod tests {
     #[test]
     fn repeat_guard_trips_on_the_same_op_only() {
         let mut g = RepeatGuard::default();
-        let text = |s: &str| s.to_owned();
-        let hash = |s: &str| hash_of(s);
         for _ in 0..REPEAT_LIMIT - 1 {
-            assert!(g.check(["add a"].into_iter(), hash, text).is_empty());
+            assert!(check(&mut g, &["add a"]).is_empty());
         }
-        let errs = g.check(["add a", "add b"].into_iter(), hash, text);
+        let errs = check(&mut g, &["add a", "add b"]);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].op, "add a");
         // Once the op is no longer issued, it starts from zero.
-        assert!(g.check(std::iter::empty::<&str>(), hash, text).is_empty());
-        assert!(g.check(["add a"].into_iter(), hash, text).is_empty());
+        assert!(check(&mut g, &[]).is_empty());
+        assert!(check(&mut g, &["add a"]).is_empty());
     }
 
     #[test]
     fn fight_guard_catches_a_flip_and_doubles_its_hold() {
         let t0 = Instant::now();
         let key = "link eth0: mtu 1400";
-        let pending: BTreeSet<String> = [key.to_owned()].into();
         let mut g = FightGuard::default();
         // Applies with reconciles in between that needed nothing: still counted.
         for i in 0..FIGHT_LIMIT as u32 - 1 {
             apply(&mut g, key, t0 + Duration::from_millis(100) * i);
             g.settle(
                 "t",
-                |_| false,
+                Vec::new(),
                 t0 + Duration::from_millis(100) * i + Duration::from_millis(50),
             );
-            assert!(!g.held(key, t0 + Duration::from_millis(100) * i));
+            assert!(!held(&g, key, t0 + Duration::from_millis(100) * i));
         }
         let t = t0 + Duration::from_secs(1);
         apply(&mut g, key, t);
-        assert!(g.held(key, t) && g.held(key, t + FIGHT_HOLD_INITIAL - Duration::from_millis(1)));
+        assert!(
+            held(&g, key, t) && held(&g, key, t + FIGHT_HOLD_INITIAL - Duration::from_millis(1))
+        );
         assert_eq!(g.contested(t), [key]);
         assert_eq!(g.next_wake(t), Some(t + FIGHT_HOLD_INITIAL));
         // After the hold one apply is expected; a second within the window is another undo.
         let t = t + FIGHT_HOLD_INITIAL;
-        assert!(!g.held(key, t));
+        assert!(!held(&g, key, t));
         apply(&mut g, key, t);
-        assert!(!g.held(key, t));
-        g.settle("t", |k| pending.contains(k), t);
+        assert!(!held(&g, key, t));
+        g.settle("t", vec![OpKey::of_text(key)], t);
         apply(&mut g, key, t + Duration::from_millis(10));
-        assert!(g.held(key, t + FIGHT_HOLD_INITIAL * 2));
-        assert!(!g.held(key, t + Duration::from_millis(10) + FIGHT_HOLD_INITIAL * 2));
+        assert!(held(&g, key, t + FIGHT_HOLD_INITIAL * 2));
+        assert!(!held(&g, key, t + Duration::from_millis(10) + FIGHT_HOLD_INITIAL * 2));
         // Capped.
         let mut t = t;
         for _ in 0..20 {
@@ -648,14 +643,14 @@ mod tests {
             apply(&mut g, key, t);
             apply(&mut g, key, t);
         }
-        assert!(g.held(key, t + FIGHT_HOLD_MAX - Duration::from_millis(1)));
-        assert!(!g.held(key, t + FIGHT_HOLD_MAX));
+        assert!(held(&g, key, t + FIGHT_HOLD_MAX - Duration::from_millis(1)));
+        assert!(!held(&g, key, t + FIGHT_HOLD_MAX));
         // Once the value stays put for the window, the fight is over and forgotten.
         let t = t + FIGHT_HOLD_MAX;
         apply(&mut g, key, t);
-        g.settle("t", |_| false, t + FIGHT_WINDOW - Duration::from_millis(1));
+        g.settle("t", Vec::new(), t + FIGHT_WINDOW - Duration::from_millis(1));
         assert!(g.next_wake(t).is_some());
-        g.settle("t", |_| false, t + FIGHT_WINDOW);
+        g.settle("t", Vec::new(), t + FIGHT_WINDOW);
         assert!(g.is_empty());
     }
 
@@ -665,9 +660,9 @@ mod tests {
         let mut g = FightGuard::default();
         for i in 0..20u32 {
             let t = t0 + FIGHT_WINDOW / 4 * i;
-            assert!(!g.held("k", t));
+            assert!(!held(&g, "k", t));
             apply(&mut g, "k", t);
-            assert!(!g.held("k", t), "apply {i}");
+            assert!(!held(&g, "k", t), "apply {i}");
         }
     }
 
@@ -679,15 +674,15 @@ mod tests {
         for i in 0..FIGHT_LIMIT as u32 {
             apply(&mut g, "k", t0 + ms(10) * i);
         }
-        assert!(g.held("k", t0 + ms(50)));
+        assert!(held(&g, "k", t0 + ms(50)));
         // The hold is over and the kernel happens to show our value: not over yet.
         let t = t0 + FIGHT_HOLD_INITIAL + ms(500);
-        g.settle("t", |_| false, t);
+        g.settle("t", Vec::new(), t);
         assert!(!g.is_empty(), "30 s have not passed since the last write");
         // Undone again: one apply, then the second means a doubled hold.
         apply(&mut g, "k", t);
         apply(&mut g, "k", t + ms(100));
-        assert!(g.held("k", t + ms(100) + FIGHT_HOLD_INITIAL * 2 - ms(1)));
+        assert!(held(&g, "k", t + ms(100) + FIGHT_HOLD_INITIAL * 2 - ms(1)));
     }
 
     /// Keys that are not text: the text is made once, when the fight is detected, and names
@@ -696,39 +691,39 @@ mod tests {
     fn fight_guard_with_compact_keys_makes_text_only_for_a_fight() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut g: FightGuard<OpKey> = FightGuard::default();
+        let mut g = FightGuard::default();
         let texts = std::cell::Cell::new(0);
-        let text = |_: &OpKey| {
+        let text = || {
             texts.set(texts.get() + 1);
             op_text("route", "inet4/10.0.0.1//1024", "add")
         };
         let (k, other) =
             (OpKey::new("inet4/10.0.0.1//1024", 0), OpKey::new("inet4/10.0.0.1//1024", 1));
-        g.applied("t", other, t0, text);
+        g.applied("t", other, t0, &text);
         for i in 0..FIGHT_LIMIT as u32 - 1 {
-            g.applied("t", k, t0 + ms(10) * i, text);
+            g.applied("t", k, t0 + ms(10) * i, &text);
             assert!(!g.held(&k, t0 + ms(10) * i));
         }
         assert_eq!(texts.get(), 0);
         let t = t0 + ms(100);
-        g.applied("t", k, t, text);
+        g.applied("t", k, t, &text);
         assert_eq!(texts.get(), 1);
         assert!(g.held(&k, t) && !g.held(&other, t));
         assert_eq!(g.contested(t), ["route inet4/10.0.0.1//1024: add"]);
         // Undone again: the text is not made again.
         let t = t + FIGHT_HOLD_INITIAL;
-        g.applied("t", k, t, text);
-        g.applied("t", k, t + ms(1), text);
+        g.applied("t", k, t, &text);
+        g.applied("t", k, t + ms(1), &text);
         assert!(g.held(&k, t + ms(1)));
         assert_eq!(texts.get(), 1);
         // The key applied once is forgotten after the window unless it still differs.
-        g.settle("t", |key| *key == other, t0 + FIGHT_WINDOW);
+        g.settle("t", vec![other], t0 + FIGHT_WINDOW);
         assert!(g.once.contains_key(&other));
-        g.settle("t", |_| false, t0 + FIGHT_WINDOW);
+        g.settle("t", Vec::new(), t0 + FIGHT_WINDOW);
         assert!(g.once.is_empty() && !g.contests.is_empty());
         // An apply after the window counts from one again.
         for i in 0..FIGHT_LIMIT as u32 {
-            g.applied("t", other, t0 + FIGHT_WINDOW * (i + 1), text);
+            g.applied("t", other, t0 + FIGHT_WINDOW * (i + 1), &text);
             assert!(!g.held(&other, t0 + FIGHT_WINDOW * (i + 1)));
         }
     }
@@ -745,9 +740,7 @@ pub(crate) fn batches<S: AsRef<str>, T>(ops: &[(S, T)]) -> Vec<&[(S, T)]> {
     }
     let mut out = Vec::new();
     let mut start = 0;
-    // Hashed: a tree of ten thousand IDs that share their first bytes costs a dozen string
-    // comparisons per insert.
-    let mut seen: HashSet<&str> = HashSet::with_capacity(ops.len());
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
     for (i, (id, _)) in ops.iter().enumerate() {
         if !seen.insert(id.as_ref()) {
             out.push(ops.get(start..i).unwrap_or_default());
