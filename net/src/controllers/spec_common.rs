@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helpers shared by the spec controllers.
 
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::host::{HostError, HostErrorKind};
@@ -26,7 +26,7 @@ pub(super) fn op_text(object: &str, id: &str, what: &str) -> String {
 /// controller, two keys are equal when the texts of [`op_text`] are (two IDs hash alike with
 /// odds of 2^-64 a pair), and building one allocates nothing: a large apply builds ten
 /// thousand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct OpKey {
     id: u64,
     what: u8,
@@ -338,7 +338,7 @@ impl Contest {
 /// large apply records ten thousand of them, which are forgotten [`FIGHT_WINDOW`] later.
 #[derive(Debug, Default)]
 pub(super) struct FightGuard {
-    once: BTreeMap<OpKey, Instant>,
+    once: HashMap<OpKey, Instant>,
     contests: BTreeMap<OpKey, Contest>,
 }
 
