@@ -24,8 +24,8 @@ pub(super) fn op_text(object: &str, id: &str, what: &str) -> String {
 /// The fight guard's key of an operation on a spec: the spec's ID hashed and which operation
 /// (`what`, an index into the controller's names of its operations). With one guard per
 /// controller, two keys are equal when the texts of [`op_text`] are (two IDs hash alike with
-/// odds of 2^-64 a pair), and building one allocates nothing: a large apply builds ten
-/// thousand.
+/// odds of 2^-64 a pair, and would then share one count), and building one allocates
+/// nothing: a large apply builds ten thousand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct OpKey {
     id: u64,
@@ -330,9 +330,10 @@ impl Contest {
 /// theirs, and each wakes the other at once. After [`FIGHT_LIMIT`] applies within
 /// [`FIGHT_WINDOW`] the operation is held, one warning names it, and each further undo
 /// doubles the hold up to [`FIGHT_HOLD_MAX`]; once the value has stayed put for
-/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys name the object, the attribute
-/// and our value: the operation's text (`link eth0: mtu 1400`), or an [`OpKey`] whose text is
-/// made only when a fight is detected.
+/// [`FIGHT_WINDOW`] an info line says the fight is over. Keys are [`OpKey`]s: a hash of the
+/// operation's text, which names the object, the attribute and our value (links: `link eth0:
+/// mtu 1400`), or of the spec's ID and which operation (addresses, routes); the text for the
+/// log and the condition is made only when a fight is detected.
 ///
 /// An operation applied once within the window is only its key and that time (`once`): a
 /// large apply records ten thousand of them, which are forgotten [`FIGHT_WINDOW`] later.
