@@ -17,7 +17,8 @@ use super::spec_common::{
 };
 use crate::host::{RouteOp, SharedHost};
 use crate::resource::{
-    Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, Scope,
+    Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, RoutingTable,
+    Scope,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -275,10 +276,7 @@ impl Controller for RouteSpecController {
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
         let (now, name) = (ctx.now(), self.name());
-        let (links, kernel) = {
-            let mut host = self.host.borrow_mut();
-            (host.links()?, host.routes()?)
-        };
+        let links = self.host.borrow_mut().links()?;
         // Planned and applied while the specs are borrowed from the store; only the IDs whose
         // finalizer changes are copied out for the writes after.
         let store = ctx.store();
@@ -295,6 +293,13 @@ impl Controller for RouteSpecController {
             })
             .collect();
         let mut lacking = SortedIds::new(lacking);
+        // Plans match kernel routes in the specs' own (family, table) pairs only, so only
+        // those are read: the local table alone holds an entry per address of the node.
+        let mut tables: Vec<(Family, RoutingTable)> =
+            desired.iter().map(|d| (d.spec.family, d.spec.table)).collect();
+        crate::sort::ascending(&mut tables);
+        tables.dedup();
+        let kernel = self.host.borrow_mut().routes_in(&tables)?;
         let plan = plan_routes(&desired, &links, &kernel);
         // Each operation's fight key, in the order of `plan.ops`.
         let keys: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
