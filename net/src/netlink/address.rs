@@ -180,11 +180,15 @@ impl RouteSocket {
         for family in [Family::Inet4, Family::Inet6] {
             let mut req = AddressMessage::default();
             req.header.family = af(family);
-            let replies = self.dump("dump_addresses", RouteNetlinkMessage::GetAddress(req))?;
-            out.extend(replies.into_iter().filter_map(|m| match m {
-                RouteNetlinkMessage::NewAddress(a) => decode(a),
-                _ => None,
-            }));
+            out.extend(self.inner.dump_into(
+                "dump_addresses",
+                "",
+                RouteNetlinkMessage::GetAddress(req),
+                |m| match m {
+                    RouteNetlinkMessage::NewAddress(a) => decode(a),
+                    _ => None,
+                },
+            )?);
         }
         Ok(out)
     }

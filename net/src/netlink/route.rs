@@ -152,6 +152,14 @@ fn encode(r: &KernelRoute, with_metrics: bool) -> RouteMessage {
     msg
 }
 
+/// A dump reply as a route, when it is one.
+fn decode_reply(m: RouteNetlinkMessage) -> Option<KernelRoute> {
+    match m {
+        RouteNetlinkMessage::NewRoute(r) => decode(r),
+        _ => None,
+    }
+}
+
 fn decode(msg: RouteMessage) -> Option<KernelRoute> {
     let h = &msg.header;
     let family = match u8::from(h.address_family) {
@@ -209,11 +217,12 @@ impl RouteSocket {
             // With NETLINK_GET_STRICT_CHK, a zero rtm_table and no RTA_TABLE means all tables;
             // the other header fields must be zero (`ip_valid_fib_dump_req`).
             req.header.address_family = af(family);
-            let replies = self.dump("dump_routes", RouteNetlinkMessage::GetRoute(req))?;
-            out.extend(replies.into_iter().filter_map(|m| match m {
-                RouteNetlinkMessage::NewRoute(r) => decode(r),
-                _ => None,
-            }));
+            out.extend(self.inner.dump_into(
+                "dump_routes",
+                "",
+                RouteNetlinkMessage::GetRoute(req),
+                decode_reply,
+            )?);
         }
         Ok(out)
     }
@@ -229,16 +238,10 @@ impl RouteSocket {
         let mut req = RouteMessage::default();
         req.header.address_family = af(family);
         req.attributes.push(RouteAttribute::Table(table.0));
-        match self.dump("dump_routes", RouteNetlinkMessage::GetRoute(req)) {
-            Ok(replies) => Ok(replies
-                .into_iter()
-                .filter_map(|m| match m {
-                    RouteNetlinkMessage::NewRoute(r) => decode(r),
-                    _ => None,
-                })
-                // Table 0 asks for every table; any other is what was asked for already.
-                .filter(|r| table.0 == 0 || r.table == table)
-                .collect()),
+        // Table 0 asks for every table; any other is what was asked for already.
+        let keep = |m| decode_reply(m).filter(|r: &KernelRoute| table.0 == 0 || r.table == table);
+        match self.inner.dump_into("dump_routes", "", RouteNetlinkMessage::GetRoute(req), keep) {
+            Ok(routes) => Ok(routes),
             Err(e) if e.kind() == super::NlErrorKind::NotFound => Ok(Vec::new()),
             Err(e) => Err(e),
         }

@@ -210,11 +210,27 @@ impl NlSocket {
     where
         M: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug + Clone,
     {
+        self.dump_into(op, target, msg, Some)
+    }
+
+    /// A dump whose replies are each turned into what the caller keeps as they are read
+    /// (`keep` returns `None` to skip one): a large dump is never held twice, as parsed
+    /// messages and as their decoded form.
+    pub(crate) fn dump_into<M, T>(
+        &mut self,
+        op: &'static str,
+        target: &str,
+        msg: M,
+        mut keep: impl FnMut(M) -> Option<T>,
+    ) -> Result<Vec<T>, NlError>
+    where
+        M: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug + Clone,
+    {
         for _ in 0..DUMP_ATTEMPTS {
             let seq = self.send(op, target, msg.clone(), NLM_F_DUMP)?;
             let mut replies = Vec::new();
             let interrupted = self.receive(op, target, seq, |f| {
-                replies.push(deserialize(op, target, f)?);
+                replies.extend(keep(deserialize(op, target, f)?));
                 Ok(())
             })?;
             if !interrupted {
