@@ -17,7 +17,7 @@ use super::{
 };
 use crate::netlink::{
     AddressChangeKind, KernelAddress, KernelLink, KernelRoute, KernelRule, NewLink, NlError,
-    NlErrorKind, RouteSocket, WireguardSocket, FOREVER,
+    NlErrorKind, RouteSocket, WireguardSocket, BATCH_WINDOW, FOREVER,
 };
 use crate::resource::nethelpers::LinkFlags;
 use crate::resource::{
@@ -368,15 +368,20 @@ impl Host for KernelHost {
         for op in ops {
             log::debug!(target: "host", "{op:?}");
         }
-        let changes: Vec<AddressChangeKind> = ops
-            .iter()
-            .map(|op| match op {
-                AddressOp::Add(c) => AddressChangeKind::Add(address_to_kernel(c)),
-                AddressOp::Replace(c) => AddressChangeKind::Replace(address_to_kernel(c)),
-                AddressOp::Delete(a) => AddressChangeKind::Delete(status_address_to_kernel(a)),
-            })
-            .collect();
-        let results = self.sock.address_batch(&changes);
+        // A window at a time: thousands of operations are never all converted and encoded
+        // at once.
+        let mut results = Vec::with_capacity(ops.len());
+        for chunk in ops.chunks(BATCH_WINDOW) {
+            let changes: Vec<AddressChangeKind> = chunk
+                .iter()
+                .map(|op| match op {
+                    AddressOp::Add(c) => AddressChangeKind::Add(address_to_kernel(c)),
+                    AddressOp::Replace(c) => AddressChangeKind::Replace(address_to_kernel(c)),
+                    AddressOp::Delete(a) => AddressChangeKind::Delete(status_address_to_kernel(a)),
+                })
+                .collect();
+            results.extend(self.sock.address_batch(&changes));
+        }
         ops.iter()
             .zip(results)
             .map(|(op, r)| {
@@ -396,14 +401,18 @@ impl Host for KernelHost {
         for op in ops {
             log::debug!(target: "host", "{op:?}");
         }
-        let changes: Vec<(bool, KernelRoute)> = ops
-            .iter()
-            .map(|op| match op {
-                RouteOp::Add(r) => (true, route_to_kernel(r)),
-                RouteOp::Delete(r) => (false, route_to_kernel(r)),
-            })
-            .collect();
-        let results = self.sock.route_batch(&changes);
+        // A window at a time, as for addresses.
+        let mut results = Vec::with_capacity(ops.len());
+        for chunk in ops.chunks(BATCH_WINDOW) {
+            let changes: Vec<(bool, KernelRoute)> = chunk
+                .iter()
+                .map(|op| match op {
+                    RouteOp::Add(r) => (true, route_to_kernel(r)),
+                    RouteOp::Delete(r) => (false, route_to_kernel(r)),
+                })
+                .collect();
+            results.extend(self.sock.route_batch(&changes));
+        }
         // The error text (with the route's ID) only for the operations that failed.
         ops.iter()
             .zip(results)

@@ -48,7 +48,7 @@ pub use address::{AddressChangeKind, KernelAddress, FOREVER};
 pub use error::{NlError, NlErrorKind};
 pub use link::{KernelLink, LinkRef};
 pub use link_ops::{LinkKind, NewLink};
-pub use pipeline::BatchRequest;
+pub use pipeline::{BatchRequest, WINDOW as BATCH_WINDOW};
 pub use raw::{BatchMsg, RawReply};
 pub use route::KernelRoute;
 pub use rule::KernelRule;

@@ -22,7 +22,7 @@ use super::socket::{kernel_error, recv_datagram, NlSocket, RouteSocket};
 
 /// Requests per datagram. Were every one of them to fail, their errors (capped: 36 bytes each,
 /// more with the kernel's text) would stay far below the receive buffer, so none is dropped.
-const WINDOW: usize = 256;
+pub const WINDOW: usize = 256;
 
 /// Bytes per datagram: below the default send buffer, so no `SO_SNDBUF` change is needed.
 const WINDOW_BYTES: usize = 48 * 1024;
