@@ -108,7 +108,7 @@ pub type Key = (Namespace, Kind, String);
 #[derive(Debug, Default)]
 pub struct Store {
     // Boxed: B-tree nodes filled in ID order stay about half full, so a slot should be small.
-    items: BTreeMap<(Namespace, Kind), BTreeMap<String, Box<Entry>>>,
+    items: BTreeMap<(Namespace, Kind), BTreeMap<Box<str>, Box<Entry>>>,
     len: usize,
     /// The current write pass (see [`Store::begin_pass`]).
     pass: u64,
@@ -225,7 +225,7 @@ impl Store {
         let items = self.items.entry((namespace, kind)).or_default();
         // An ID past the last one is new without a search: writers that go in ID order (the
         // merges, a layer written afresh) then pay for one search per resource, not two.
-        let past_the_end = items.last_key_value().is_none_or(|(last, _)| last.as_str() < id);
+        let past_the_end = items.last_key_value().is_none_or(|(last, _)| &**last < id);
         let found = if past_the_end { None } else { items.get_mut(id) };
         match found {
             Some(entry) => {
@@ -264,7 +264,7 @@ impl Store {
                     provenance: provenance.filter(|p| !p.is_empty()).map(Box::new),
                 };
                 let ch = change(&resource, ChangeKind::Created);
-                items.insert(id.to_owned(), Box::new(Entry { resource, written_in: self.pass }));
+                items.insert(Box::from(id), Box::new(Entry { resource, written_in: self.pass }));
                 self.len += 1;
                 Ok(Some(ch))
             }

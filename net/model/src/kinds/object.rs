@@ -40,11 +40,19 @@ pub struct Metadata {
     pub finalizers: Finalizers,
 }
 
-/// The controllers holding a resource, by name and in name order. A resource has one or
-/// two at most, so a sorted list beats a tree (which allocates a node for the first one).
-#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize)]
+/// The controllers holding a resource, by name and in name order.
+///
+/// Finalizer names are controller names (`&'static str`), so the lists that occur are few (a
+/// resource has one or two, from a fixed set of controllers). Each distinct list is made once
+/// and shared: a resource holds a reference to it and no allocation of its own, where a
+/// vector per resource cost an allocation for each of ten thousand routes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize)]
 #[serde(transparent)]
-pub struct Finalizers(Vec<&'static str>);
+pub struct Finalizers(&'static [&'static str]);
+
+/// Every finalizer list made so far. A list is added only for a combination of controller
+/// names not seen before, so this stays as small as the set of controllers allows.
+static LISTS: std::sync::Mutex<Vec<&'static [&'static str]>> = std::sync::Mutex::new(Vec::new());
 
 impl Finalizers {
     /// None left.
@@ -62,7 +70,9 @@ impl Finalizers {
         match self.0.binary_search(&name) {
             Ok(_) => false,
             Err(at) => {
-                self.0.insert(at, name);
+                let mut list = self.0.to_vec();
+                list.insert(at, name);
+                self.0 = shared(list);
                 true
             }
         }
@@ -72,7 +82,9 @@ impl Finalizers {
     pub fn remove(&mut self, name: &str) -> bool {
         match self.0.binary_search(&name) {
             Ok(at) => {
-                self.0.remove(at);
+                let mut list = self.0.to_vec();
+                list.remove(at);
+                self.0 = shared(list);
                 true
             }
             Err(_) => false,
@@ -83,6 +95,21 @@ impl Finalizers {
     pub fn iter(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.0.iter().copied()
     }
+}
+
+/// The one shared copy of `list`.
+fn shared(list: Vec<&'static str>) -> &'static [&'static str] {
+    if list.is_empty() {
+        return &[];
+    }
+    // A poisoned lock still holds a valid list: a panic elsewhere cannot corrupt it.
+    let mut lists = LISTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(found) = lists.iter().find(|l| **l == list.as_slice()) {
+        return found;
+    }
+    let made: &'static [&'static str] = Box::leak(list.into_boxed_slice());
+    lists.push(made);
+    made
 }
 
 /// A resource: metadata plus its spec.
@@ -110,5 +137,28 @@ fn ser_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     match t.to_array() {
         Some(text) => s.serialize_str(std::str::from_utf8(&text).unwrap_or_default()),
         None => s.collect_str(&t),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Finalizers;
+
+    #[test]
+    fn finalizers_stay_sorted_and_equal_lists_are_one_copy() {
+        let mut a = Finalizers::default();
+        assert!(a.insert("b.Controller") && a.insert("a.Controller"));
+        assert!(!a.insert("a.Controller"));
+        assert_eq!(a.iter().collect::<Vec<_>>(), ["a.Controller", "b.Controller"]);
+        assert!(a.contains("b.Controller") && !a.contains("c.Controller"));
+        let mut b = Finalizers::default();
+        assert!(b.insert("a.Controller") && b.insert("b.Controller"));
+        assert_eq!(a, b);
+        // Made once, then shared.
+        assert!(std::ptr::eq(a.0, b.0));
+        assert!(a.remove("a.Controller") && !a.remove("a.Controller"));
+        assert_eq!(a.iter().collect::<Vec<_>>(), ["b.Controller"]);
+        assert!(a.remove("b.Controller") && a.is_empty());
+        assert_eq!(serde_json::to_string(&b).unwrap(), r#"["a.Controller","b.Controller"]"#);
     }
 }
