@@ -12,7 +12,7 @@ use netlink_packet_route::route::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use super::error::NlError;
+use super::error::{NlError, NlErrorKind};
 use super::pipeline::BatchRequest;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{
@@ -242,7 +242,7 @@ impl RouteSocket {
         let keep = |m| decode_reply(m).filter(|r: &KernelRoute| table.0 == 0 || r.table == table);
         match self.inner.dump_into("dump_routes", "", RouteNetlinkMessage::GetRoute(req), keep) {
             Ok(routes) => Ok(routes),
-            Err(e) if e.kind() == super::NlErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) if e.kind() == NlErrorKind::NotFound => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     }
