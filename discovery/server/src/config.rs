@@ -25,7 +25,13 @@ pub const USAGE: &str = "usage: keelson-discovery-server [flags]
   --max-watchers N            watchers per cluster (default 4096)
   --max-connections N         connections in total (default 8192)
   --max-connections-per-ip N  connections per client address (default 1024)
+  --max-queued BYTES          response bytes one connection may hold unsent (default 8 MiB);
+                              answers past it are reset, repeated ones close the connection
 DUR is a number with ms, s, m or h (for example 500ms, 30s, 10m), at most 30 days.";
+
+/// The default per-connection budget: above the largest answer the default limits allow
+/// (1024 affiliates of at most about 4.5 KB: 4.6 MB), with room for a few small ones.
+pub const DEFAULT_MAX_QUEUED: usize = 8 << 20;
 
 /// Everything the flags set.
 #[derive(Debug, Clone)]
@@ -43,6 +49,9 @@ pub struct Config {
     pub limits: Limits,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    /// Bytes of response one connection may hold (queued behind its flow-control windows or
+    /// not yet written to its socket).
+    pub max_queued: usize,
 }
 
 impl Default for Config {
@@ -61,6 +70,7 @@ impl Default for Config {
             limits: Limits::default(),
             max_connections: 8192,
             max_connections_per_ip: 1024,
+            max_queued: DEFAULT_MAX_QUEUED,
         }
     }
 }
@@ -143,6 +153,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Confi
             Long("max-connections-per-ip") => {
                 c.max_connections_per_ip = value(&mut p, "--max-connections-per-ip", N)?
             }
+            Long("max-queued") => c.max_queued = value(&mut p, "--max-queued", N)?,
             Long("help") | lexopt::Arg::Short('h') => return Err(ConfigError::Help),
             other => return Err(other.unexpected().into()),
         }
