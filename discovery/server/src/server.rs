@@ -19,7 +19,7 @@ use discovery::h2::{self, code as h2code, field, Role};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{client_key, RateLimiter};
 use crate::registry::{LostUpdate, Registry, Totals, WatchId};
 use crate::rpc::{self, status, Outcome};
 use crate::{snapshot, stats};
@@ -471,7 +471,7 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                     );
                     continue;
                 }
-                if !sh.limiter.allow(ip, now) {
+                if !sh.limiter.allow(client_key(ip, sh.cfg.ipv6_prefix), now) {
                     send_status(h, stream, status::RESOURCE_EXHAUSTED, "rate limit exceeded");
                     continue;
                 }
@@ -672,6 +672,7 @@ pub struct Server {
     tls: Option<Arc<rustls::ServerConfig>>,
     conns: HashMap<u64, Conn>,
     next_conn: u64,
+    /// Connections per client key (an IPv4 address, an IPv6 prefix).
     per_ip: HashMap<IpAddr, usize>,
     sh: Shared,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -701,12 +702,18 @@ impl Server {
             .map_err(|err| ServerError::Listen { addr: cfg.addr, err })?;
         let mut reg = Registry::new(cfg.limits.clone());
         if let Some(path) = &cfg.snapshot {
-            match snapshot::load(path) {
+            match snapshot::load(path, &cfg.limits) {
                 Ok(Some(saved)) => {
-                    let (loaded, skipped) = reg.import(saved, Instant::now());
+                    let (loaded, skipped) = reg.import(saved.clusters, Instant::now());
                     log::info!(
-                        "snapshot {}: {loaded} affiliates loaded, {skipped} skipped",
-                        path.display()
+                        "snapshot {}: {loaded} affiliates loaded, {} skipped{}",
+                        path.display(),
+                        skipped + saved.skipped,
+                        if saved.truncated {
+                            "; the rest not read (over the memory budget of the file size limit)"
+                        } else {
+                            ""
+                        }
                     );
                 }
                 Ok(None) => log::info!("snapshot {}: none yet", path.display()),
@@ -762,7 +769,8 @@ impl Server {
                 }
             };
             let ip = addr.ip().to_canonical();
-            let count = self.per_ip.get(&ip).copied().unwrap_or(0);
+            let key = client_key(ip, self.sh.cfg.ipv6_prefix);
+            let count = self.per_ip.get(&key).copied().unwrap_or(0);
             if self.conns.len() >= self.sh.cfg.max_connections
                 || count >= self.sh.cfg.max_connections_per_ip
             {
@@ -775,7 +783,7 @@ impl Server {
             let _ = sock.set_nodelay(true);
             match Conn::new(sock, ip, self.tls.as_ref()) {
                 Ok(c) => {
-                    *self.per_ip.entry(ip).or_default() += 1;
+                    *self.per_ip.entry(key).or_default() += 1;
                     self.conns.insert(self.next_conn, c);
                     self.next_conn += 1;
                 }
@@ -794,10 +802,11 @@ impl Server {
                 self.sh.watches.remove(&w);
             }
         }
-        if let Some(n) = self.per_ip.get_mut(&c.peer) {
+        let key = client_key(c.peer, self.sh.cfg.ipv6_prefix);
+        if let Some(n) = self.per_ip.get_mut(&key) {
             *n -= 1;
             if *n == 0 {
-                self.per_ip.remove(&c.peer);
+                self.per_ip.remove(&key);
             }
         }
     }
