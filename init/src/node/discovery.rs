@@ -645,7 +645,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(CACHE_FILE);
         std::fs::write(&path, &text).unwrap();
-        let back = read_cache(&path).expect("the cache written is read back");
+        let back = read_cache(&path);
+        assert!(back.is_some(), "the cache written is read back");
+        let back = back.unwrap();
         assert!(!back.is_empty());
         assert_eq!(back.len() + left_out, learned.len());
         assert_eq!(back[0], learned.values().next().unwrap().clone());
