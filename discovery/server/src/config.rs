@@ -25,7 +25,15 @@ pub const USAGE: &str = "usage: keelson-discovery-server [flags]
   --max-watchers N            watchers per cluster (default 4096)
   --max-connections N         connections in total (default 8192)
   --max-connections-per-ip N  connections per client address (default 1024)
+  --ipv6-prefix N             IPv6 clients share rate limits and connection caps per /N
+                              (default 64); IPv4 clients per address
+  --max-queued BYTES          response bytes one connection may hold unsent (default 8 MiB);
+                              answers past it are reset, repeated ones close the connection
 DUR is a number with ms, s, m or h (for example 500ms, 30s, 10m), at most 30 days.";
+
+/// The default per-connection budget: above the largest answer the default limits allow
+/// (1024 affiliates of at most about 4.5 KB: 4.6 MB), with room for a few small ones.
+pub const DEFAULT_MAX_QUEUED: usize = 8 << 20;
 
 /// Everything the flags set.
 #[derive(Debug, Clone)]
@@ -43,6 +51,11 @@ pub struct Config {
     pub limits: Limits,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    /// Bytes of response one connection may hold (queued behind its flow-control windows or
+    /// not yet written to its socket).
+    pub max_queued: usize,
+    /// IPv6 clients are rate-limited and capped per prefix of this length.
+    pub ipv6_prefix: u8,
 }
 
 impl Default for Config {
@@ -61,6 +74,8 @@ impl Default for Config {
             limits: Limits::default(),
             max_connections: 8192,
             max_connections_per_ip: 1024,
+            max_queued: DEFAULT_MAX_QUEUED,
+            ipv6_prefix: crate::ratelimit::DEFAULT_V6_PREFIX,
         }
     }
 }
@@ -143,6 +158,17 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Confi
             Long("max-connections-per-ip") => {
                 c.max_connections_per_ip = value(&mut p, "--max-connections-per-ip", N)?
             }
+            Long("ipv6-prefix") => {
+                c.ipv6_prefix = value(&mut p, "--ipv6-prefix", "a prefix length of 1 to 128")?;
+                if !(1..=128).contains(&c.ipv6_prefix) {
+                    return Err(ConfigError::Value {
+                        flag: "--ipv6-prefix",
+                        value: c.ipv6_prefix.to_string(),
+                        what: "a prefix length of 1 to 128",
+                    });
+                }
+            }
+            Long("max-queued") => c.max_queued = value(&mut p, "--max-queued", N)?,
             Long("help") | lexopt::Arg::Short('h') => return Err(ConfigError::Help),
             other => return Err(other.unexpected().into()),
         }
@@ -181,5 +207,9 @@ mod tests {
         assert!(!c.trust_proxy_headers);
         assert!(matches!(parse(["--cert", "x"].map(Into::into)), Err(ConfigError::HalfTls)));
         assert!(parse(["--bogus"].map(Into::into)).is_err());
+        assert_eq!(Config::default().ipv6_prefix, 64);
+        assert_eq!(parse(["--ipv6-prefix", "56"].map(Into::into)).unwrap().ipv6_prefix, 56);
+        assert!(parse(["--ipv6-prefix", "0"].map(Into::into)).is_err());
+        assert!(parse(["--ipv6-prefix", "129"].map(Into::into)).is_err());
     }
 }

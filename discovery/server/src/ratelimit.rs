@@ -3,10 +3,30 @@
 //! and `burst` at once. A call with no token left is refused at once (ResourceExhausted)
 //! rather than parked until one is due: the single-threaded loop then holds no waiting calls,
 //! and a client told to slow down backs off, as Talos's does after any failed refresh.
+//!
+//! Buckets (and the per-address connection caps) are keyed by [`client_key`]: an IPv4 client
+//! by its address, an IPv6 client by its prefix, since one host is commonly handed a whole
+//! /64 (RFC 6177) and could otherwise take a fresh bucket for every call.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Instant;
+
+/// The IPv6 prefix length clients are keyed by unless configured.
+pub const DEFAULT_V6_PREFIX: u8 = 64;
+
+/// What limits are kept per: an IPv4 address (IPv4-mapped IPv6 included) as is, an IPv6
+/// address cut to its first `v6_prefix` bits (at most 128).
+pub fn client_key(ip: IpAddr, v6_prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let bits = u32::from(v6_prefix.min(128));
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -96,6 +116,35 @@ mod tests {
         assert_eq!(l.len(), 1, "b is full again, a is not");
         l.gc(t0 + Duration::from_secs(120));
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn ipv6_clients_are_keyed_by_prefix_ipv4_by_address() {
+        let k = |s: &str, p: u8| client_key(s.parse().unwrap(), p);
+        assert_eq!(k("2001:db8:1:2:aaaa::1", 64), k("2001:db8:1:2:ffff::9", 64));
+        assert_eq!(k("2001:db8:1:2:aaaa::1", 64), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        assert_ne!(k("2001:db8:1:2::1", 64), k("2001:db8:1:3::1", 64));
+        assert_eq!(k("2001:db8:1:2::1", 48), k("2001:db8:1:3::1", 48));
+        assert_ne!(k("2001:db8::1", 128), k("2001:db8::2", 128));
+        assert_eq!(k("2001:db8::1", 0), "::".parse::<IpAddr>().unwrap());
+        assert_eq!(k("2001:db8::1", 200), k("2001:db8::1", 128));
+        assert_eq!(k("192.0.2.1", 64), "192.0.2.1".parse::<IpAddr>().unwrap());
+        assert_ne!(k("192.0.2.1", 64), k("192.0.2.2", 64));
+        assert_eq!(k("::ffff:192.0.2.1", 64), k("192.0.2.1", 64));
+    }
+
+    #[test]
+    fn one_ipv6_64_shares_one_bucket() {
+        let mut l = RateLimiter::new(0.0, 60, 1000);
+        let t0 = Instant::now();
+        for i in 0..60u16 {
+            let ip = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 7, i, i, i, 1));
+            assert!(l.allow(client_key(ip, DEFAULT_V6_PREFIX), t0));
+        }
+        let next = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 7, 0xffff, 0, 0, 2));
+        assert!(!l.allow(client_key(next, DEFAULT_V6_PREFIX), t0), "the 61st call of the /64");
+        let other = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, 1));
+        assert!(l.allow(client_key(other, DEFAULT_V6_PREFIX), t0), "another /64");
     }
 
     #[test]

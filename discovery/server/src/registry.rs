@@ -50,6 +50,24 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// An upper bound on one affiliate as a List or Watch answer carries it: its ID, data
+    /// and endpoints with their protobuf tags and lengths (at most 3 bytes each for blobs
+    /// this small), the framing of the record, and the gRPC message prefix.
+    pub fn affiliate_wire_max(&self) -> usize {
+        let blob = |n: usize| n.saturating_add(1 + 3);
+        blob(self.id_max)
+            .saturating_add(blob(self.data_max))
+            .saturating_add(self.endpoints_per_affiliate.saturating_mul(blob(self.endpoint_max)))
+            .saturating_add(1 + 5 + 16)
+    }
+
+    /// An upper bound on a whole cluster as one answer (List, or a Watch's first message).
+    pub fn cluster_wire_max(&self) -> usize {
+        self.affiliates_per_cluster.saturating_mul(self.affiliate_wire_max()).saturating_add(16)
+    }
+}
+
 /// gRPC status codes this server returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {

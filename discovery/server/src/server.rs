@@ -19,7 +19,7 @@ use discovery::h2::{self, code as h2code, field, Role};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{client_key, RateLimiter};
 use crate::registry::{LostUpdate, Registry, Totals, WatchId};
 use crate::rpc::{self, status, Outcome};
 use crate::{snapshot, stats};
@@ -31,7 +31,12 @@ pub const MAX_REQUEST: usize = 64 * 1024;
 /// Streams one connection may have open at once.
 pub const MAX_STREAMS: u32 = 64;
 /// Bytes of response a connection may have waiting before the server stops reading from it.
+/// The hard bound is the connection's budget (`--max-queued`); this is the point where the
+/// server stops taking new requests from it until the client reads.
 const OUT_HIGH: usize = 1 << 20;
+/// Answers refused for the budget on one connection before it is closed (GOAWAY): a client
+/// that keeps its windows shut and asks again is not worth the loop's time.
+const MAX_REFUSED: u32 = 8;
 /// A watch stream is given more events only while less than this is waiting on it.
 const WATCH_HIGH: usize = 64 * 1024;
 /// Time to complete the TLS handshake and the first request.
@@ -93,6 +98,8 @@ struct Conn {
     /// Close once the output is flushed.
     closing: bool,
     dead: bool,
+    /// Answers reset because they did not fit the budget.
+    refused: u32,
 }
 
 /// State the calls share.
@@ -103,6 +110,8 @@ struct Shared {
     /// Which connection and stream each watch feeds.
     watches: HashMap<WatchId, (u64, u32)>,
     stats: Option<(Instant, Totals)>,
+    /// The largest watch event the limits allow, framed.
+    event_max: usize,
 }
 
 impl Shared {
@@ -116,6 +125,17 @@ impl Shared {
             }
         }
     }
+}
+
+/// What a connection holds for the client: `out` bytes on their way to the socket plus what
+/// its HTTP/2 engine holds.
+fn held(out: usize, h: &h2::Connection) -> usize {
+    out + h.output_len() + h.queued_total()
+}
+
+/// Whether `len` more bytes of answer fit a connection that holds `held` under `budget`.
+fn fits(held: usize, len: usize, budget: usize) -> bool {
+    held.saturating_add(len) <= budget
 }
 
 /// The one request message of a unary or server-streaming call.
@@ -197,15 +217,18 @@ impl Conn {
             started: false,
             closing: false,
             dead: false,
+            refused: 0,
         })
     }
 
+    /// Every byte of response the connection holds: frames not yet written to the socket and
+    /// DATA (with its trailers) queued behind the client's flow-control windows, on every
+    /// stream, including unary answers whose call is already done.
     fn waiting(&self) -> usize {
-        let queued = match &self.proto {
-            Proto::H2(h) => self.calls.keys().map(|s| h.queued(*s)).sum(),
-            _ => 0,
-        };
-        self.out.len() + queued
+        match &self.proto {
+            Proto::H2(h) => held(self.out.len(), h),
+            _ => self.out.len(),
+        }
     }
 
     fn wants_write(&self) -> bool {
@@ -403,7 +426,8 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                 if let Some(call) = c.calls.get(&stream) {
                     // Trailers from the client end its side of the call.
                     if end_stream && call.watch.is_none() {
-                        finish(id, h, &mut c.calls, stream, sh, now);
+                        let out = c.out.len();
+                        c.refused += finish(id, h, out, &mut c.calls, stream, sh, now);
                     }
                     continue;
                 }
@@ -414,6 +438,11 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                 if !grpc {
                     // Not gRPC: the landing text or the stats, as over HTTP/1.1.
                     let (code, ctype, body) = stats::answer(&path, &sh.totals(now));
+                    if !fits(held(c.out.len(), h), body.len(), sh.cfg.max_queued) {
+                        h.reset(stream, h2code::ENHANCE_YOUR_CALM);
+                        c.refused += 1;
+                        continue;
+                    }
                     let code = code.to_string();
                     let _ = h.send_headers(
                         stream,
@@ -442,13 +471,14 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                     );
                     continue;
                 }
-                if !sh.limiter.allow(ip, now) {
+                if !sh.limiter.allow(client_key(ip, sh.cfg.ipv6_prefix), now) {
                     send_status(h, stream, status::RESOURCE_EXHAUSTED, "rate limit exceeded");
                     continue;
                 }
                 c.calls.insert(stream, Call { path, grpc, ip, body: Vec::new(), watch: None });
                 if end_stream {
-                    finish(id, h, &mut c.calls, stream, sh, now);
+                    let out = c.out.len();
+                    c.refused += finish(id, h, out, &mut c.calls, stream, sh, now);
                 }
             }
             h2::Event::Data { stream, data, end_stream } => {
@@ -465,7 +495,8 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                 }
                 call.body.extend_from_slice(&data);
                 if end_stream {
-                    finish(id, h, &mut c.calls, stream, sh, now);
+                    let out = c.out.len();
+                    c.refused += finish(id, h, out, &mut c.calls, stream, sh, now);
                 }
             }
             h2::Event::Reset { stream, .. } => {
@@ -480,51 +511,81 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
             h2::Event::PingAck(_) => {}
         }
     }
+    if c.refused >= MAX_REFUSED && !c.closing {
+        log::info!(
+            "{}: closed: {} answers did not fit its {}-byte budget while it did not read",
+            c.peer,
+            c.refused,
+            sh.cfg.max_queued
+        );
+        h.go_away(h2code::ENHANCE_YOUR_CALM);
+        c.closing = true;
+    }
     if h.is_closed() {
         c.closing = true;
     }
 }
 
-/// The client sent the whole request: run the call.
+/// The client sent the whole request: run the call. `out` is what the connection holds
+/// outside its HTTP/2 engine. An answer that would take the connection past its budget is not
+/// queued: the stream is reset (ENHANCE_YOUR_CALM) and 1 is returned (else 0).
 fn finish(
     id: u64,
     h: &mut h2::Connection,
+    out: usize,
     calls: &mut HashMap<u32, Call>,
     stream: u32,
     sh: &mut Shared,
     now: Instant,
-) {
+) -> u32 {
     let Some(call) = calls.get_mut(&stream) else {
-        return;
+        return 0;
     };
     debug_assert!(call.grpc);
     let request = match request_message(&call.body) {
         Ok(r) => r,
         Err((code, msg)) => {
             calls.remove(&stream);
-            return send_status(h, stream, code, &msg);
+            send_status(h, stream, code, &msg);
+            return 0;
         }
     };
     let ctx = rpc::Context { client_ip: Some(call.ip), redirect: sh.cfg.redirect.as_deref(), now };
+    let budget = sh.cfg.max_queued;
     match rpc::call(&call.path, &request, &mut sh.reg, &ctx) {
         Outcome::Unary(msg) => {
             calls.remove(&stream);
+            let framed = grpc::frame_message(&msg);
+            // The head and trailers are small next to the message; the message is what a
+            // client with a shut window makes the server hold.
+            if !fits(held(out, h), framed.len(), budget) {
+                h.reset(stream, h2code::ENHANCE_YOUR_CALM);
+                return 1;
+            }
             let _ = h.send_headers(stream, &GRPC_HEAD, false);
-            let _ = h.send_data(stream, &grpc::frame_message(&msg), false);
+            let _ = h.send_data(stream, &framed, false);
             send_trailers(h, stream, status::OK, "");
         }
         Outcome::Watch(w, snapshot) => {
+            let framed = grpc::frame_message(&snapshot);
+            if !fits(held(out, h), framed.len(), budget) {
+                sh.reg.unwatch(w);
+                calls.remove(&stream);
+                h.reset(stream, h2code::ENHANCE_YOUR_CALM);
+                return 1;
+            }
             call.watch = Some(w);
             call.body = Vec::new();
             sh.watches.insert(w, (id, stream));
             let _ = h.send_headers(stream, &GRPC_HEAD, false);
-            let _ = h.send_data(stream, &grpc::frame_message(&snapshot), false);
+            let _ = h.send_data(stream, &framed, false);
         }
         Outcome::Status(code, msg) => {
             calls.remove(&stream);
             send_status(h, stream, code, &msg);
         }
     }
+    0
 }
 
 /// Give a connection's watch streams what their queues hold, while they keep up.
@@ -533,11 +594,14 @@ fn pump(c: &mut Conn, sh: &mut Shared) {
         return;
     };
     let mut ended = Vec::new();
+    // Events are taken only while one more of the largest size fits the budget; the rest wait
+    // in the watcher's queue (which drops a watcher that falls too far behind).
+    let room = sh.cfg.max_queued.saturating_sub(sh.event_max);
     for (&stream, call) in &c.calls {
         let Some(w) = call.watch else {
             continue;
         };
-        while h.queued(stream) < WATCH_HIGH {
+        while h.queued(stream) < WATCH_HIGH && held(c.out.len(), h) < room {
             match sh.reg.next_event(w) {
                 Some(Ok(ev)) => {
                     if h.send_data(stream, &grpc::frame_message(&rpc::watch_message(&ev)), false)
@@ -608,6 +672,7 @@ pub struct Server {
     tls: Option<Arc<rustls::ServerConfig>>,
     conns: HashMap<u64, Conn>,
     next_conn: u64,
+    /// Connections per client key (an IPv4 address, an IPv6 prefix).
     per_ip: HashMap<IpAddr, usize>,
     sh: Shared,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -637,12 +702,18 @@ impl Server {
             .map_err(|err| ServerError::Listen { addr: cfg.addr, err })?;
         let mut reg = Registry::new(cfg.limits.clone());
         if let Some(path) = &cfg.snapshot {
-            match snapshot::load(path) {
+            match snapshot::load(path, &cfg.limits) {
                 Ok(Some(saved)) => {
-                    let (loaded, skipped) = reg.import(saved, Instant::now());
+                    let (loaded, skipped) = reg.import(saved.clusters, Instant::now());
                     log::info!(
-                        "snapshot {}: {loaded} affiliates loaded, {skipped} skipped",
-                        path.display()
+                        "snapshot {}: {loaded} affiliates loaded, {} skipped{}",
+                        path.display(),
+                        skipped + saved.skipped,
+                        if saved.truncated {
+                            "; the rest not read (over the memory budget of the file size limit)"
+                        } else {
+                            ""
+                        }
                     );
                 }
                 Ok(None) => log::info!("snapshot {}: none yet", path.display()),
@@ -657,13 +728,22 @@ impl Server {
             }
         }
         let limiter = RateLimiter::new(cfg.rate, cfg.burst, 1 << 16);
+        let event_max = cfg.limits.affiliate_wire_max();
+        let answer_max = cfg.limits.cluster_wire_max();
+        if answer_max > cfg.max_queued {
+            log::warn!(
+                "--max-queued {} is below the largest List or Watch answer these limits allow \
+                 ({answer_max} bytes): such answers will be refused",
+                cfg.max_queued
+            );
+        }
         Ok(Server {
             listener,
             tls,
             conns: HashMap::new(),
             next_conn: 0,
             per_ip: HashMap::new(),
-            sh: Shared { cfg, reg, limiter, watches: HashMap::new(), stats: None },
+            sh: Shared { cfg, reg, limiter, watches: HashMap::new(), stats: None, event_max },
             writer: None,
             accept_paused: None,
         })
@@ -689,7 +769,8 @@ impl Server {
                 }
             };
             let ip = addr.ip().to_canonical();
-            let count = self.per_ip.get(&ip).copied().unwrap_or(0);
+            let key = client_key(ip, self.sh.cfg.ipv6_prefix);
+            let count = self.per_ip.get(&key).copied().unwrap_or(0);
             if self.conns.len() >= self.sh.cfg.max_connections
                 || count >= self.sh.cfg.max_connections_per_ip
             {
@@ -702,7 +783,7 @@ impl Server {
             let _ = sock.set_nodelay(true);
             match Conn::new(sock, ip, self.tls.as_ref()) {
                 Ok(c) => {
-                    *self.per_ip.entry(ip).or_default() += 1;
+                    *self.per_ip.entry(key).or_default() += 1;
                     self.conns.insert(self.next_conn, c);
                     self.next_conn += 1;
                 }
@@ -721,10 +802,11 @@ impl Server {
                 self.sh.watches.remove(&w);
             }
         }
-        if let Some(n) = self.per_ip.get_mut(&c.peer) {
+        let key = client_key(c.peer, self.sh.cfg.ipv6_prefix);
+        if let Some(n) = self.per_ip.get_mut(&key) {
             *n -= 1;
             if *n == 0 {
-                self.per_ip.remove(&c.peer);
+                self.per_ip.remove(&key);
             }
         }
     }

@@ -216,6 +216,28 @@ def scenario_ratelimit(addr, proxied=""):
         s.Hello(hello, timeout=10, metadata=[("x-real-ip", "5.6.7.8")])
 
 
+def scenario_snapshot_tiny(addr):
+    s = stub(addr)
+    check(listed(s, "many") == {"b": (b"", [])}, f"many: {listed(s, 'many')}")
+    check(listed(s, "fat") == {}, f"fat: {listed(s, 'fat')}")
+
+
+def scenario_ratelimit_v6(addr):
+    """Behind a trusted proxy: 60 calls from 60 addresses of one IPv6 /64 use up its bucket,
+    the 61st (yet another address of it) is refused, another /64 is not."""
+    s = stub(addr)
+    hello = pb.HelloRequest(cluster_id="c")
+    for i in range(60):
+        s.Hello(hello, timeout=10, metadata=[("x-real-ip", f"2001:db8:0:7::{i + 1:x}")])
+    msg = expect_code(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        lambda: s.Hello(hello, timeout=10, metadata=[("x-real-ip", "2001:db8:0:7:ffff::2")]),
+        "61st call from the same /64",
+    )
+    check(msg == "rate limit exceeded", f"message {msg!r}")
+    s.Hello(hello, timeout=10, metadata=[("x-real-ip", "2001:db8:0:8::1")])
+
+
 def scenario_expiry(addr):
     s = stub(addr)
     update(s, "t", "short", b"d", ttl=1)

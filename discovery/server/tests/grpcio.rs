@@ -137,6 +137,67 @@ fn behind_a_trusted_proxy_each_forwarded_address_has_its_own_bucket() {
     client("ratelimit", &s.addr, &["proxied"]);
 }
 
+fn pb_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// A length-delimited protobuf field.
+fn pb_field(out: &mut Vec<u8>, field: u32, payload: &[u8]) {
+    pb_varint(out, u64::from(field << 3 | 2));
+    pb_varint(out, payload.len() as u64);
+    out.extend_from_slice(payload);
+}
+
+#[test]
+fn a_snapshot_of_tiny_records_loads_within_the_limits() {
+    // Two million empty endpoint records in one affiliate, and half a million affiliates of
+    // a 1-byte ID in another cluster: 6.5 MB of file that, decoded whole, is hundreds of MB.
+    let mut fat = Vec::new();
+    pb_field(&mut fat, 1, b"a");
+    for _ in 0..2_000_000 {
+        pb_field(&mut fat, 4, b"");
+    }
+    let mut c1 = Vec::new();
+    pb_field(&mut c1, 1, b"fat");
+    pb_field(&mut c1, 2, &fat);
+    let mut c2 = Vec::new();
+    pb_field(&mut c2, 1, b"many");
+    for _ in 0..500_000 {
+        pb_field(&mut c2, 2, b"\x0a\x01b");
+    }
+    let mut file = Vec::new();
+    pb_field(&mut file, 1, &c1);
+    pb_field(&mut file, 1, &c2);
+    let dir = scratch("tiny");
+    let path = dir.join("state.binpb");
+    std::fs::write(&path, &file).unwrap();
+    let s = Server::start(&["--snapshot", path.to_str().unwrap()]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
+    let kib: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    eprintln!("peak RSS after loading {} bytes of tiny records: {kib} KiB", file.len());
+    assert!(kib < 40 * 1024, "peak RSS {kib} KiB loading a {}-byte snapshot", file.len());
+    // It serves, and holds what the limits allow: one affiliate of "many" (the same ID
+    // repeated), none of "fat" (too many endpoints).
+    client("snapshot_tiny", &s.addr, &[]);
+    drop(s);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ipv6_clients_share_a_bucket_per_64() {
+    let s = Server::start(&["--rate", "0.01", "--burst", "60", "--trust-proxy-headers"]);
+    client("ratelimit_v6", &s.addr, &[]);
+}
+
 #[test]
 fn affiliates_expire_after_their_ttl() {
     let s = Server::start(&["--gc-interval", "200ms"]);

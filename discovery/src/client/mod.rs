@@ -12,6 +12,7 @@
 
 pub mod backoff;
 pub mod driver;
+pub mod warn_limit;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -29,6 +30,7 @@ use crate::proto::{
 use crate::target::Target;
 use crate::vecmap::VecMap;
 use backoff::Backoff;
+use warn_limit::WarnLimit;
 
 /// The service's limits (they are also what Talos nodes respect).
 pub const MAX_DATA: usize = 2048;
@@ -40,6 +42,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 const PING_ACK_TIMEOUT: Duration = Duration::from_secs(20);
 const MIN_PING_INTERVAL: Duration = Duration::from_secs(10);
+/// Warnings about affiliates that cannot be used: a few per minute, then a count.
+const WARN_INTERVAL: Duration = Duration::from_secs(60);
+const WARN_BURST: u32 = 4;
 
 /// What the engine needs from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +129,10 @@ pub struct Engine {
     actions: VecDeque<Action>,
     /// Output of a connection just dropped (its GOAWAY), written before closing.
     tail: Vec<u8>,
+    /// Affiliates that could not be decrypted or decoded.
+    unreadable: WarnLimit,
+    /// Affiliates past [`MAX_AFFILIATES`].
+    too_many: WarnLimit,
 }
 
 impl Engine {
@@ -154,6 +163,8 @@ impl Engine {
             ping: Ping { next: now, outstanding: None, counter: 0 },
             actions: VecDeque::new(),
             tail: Vec::new(),
+            unreadable: WarnLimit::new(WARN_INTERVAL, WARN_BURST),
+            too_many: WarnLimit::new(WARN_INTERVAL, WARN_BURST),
         })
     }
 
@@ -194,6 +205,14 @@ impl Engine {
 
     /// When [`Engine::tick`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
+        let timers = self.phase_deadline();
+        if self.phase == Phase::Stopped {
+            return timers;
+        }
+        [timers, self.unreadable.due(), self.too_many.due()].into_iter().flatten().min()
+    }
+
+    fn phase_deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Waiting { until } => Some(until),
             Phase::Connecting { deadline } | Phase::Hello { deadline, .. } => Some(deadline),
@@ -210,6 +229,7 @@ impl Engine {
 
     /// Run the timers.
     pub fn tick(&mut self, now: Instant) {
+        self.warn_summaries(now);
         match self.phase {
             Phase::Waiting { until } if now >= until => {
                 self.phase = Phase::Connecting { deadline: now + HELLO_TIMEOUT };
@@ -472,7 +492,7 @@ impl Engine {
                 Err(e) => self.fail(now, format!("Hello response: {e}")),
             },
             CallKind::Watch => match WatchResponse::decode(m) {
-                Ok(w) => self.apply_watch(w),
+                Ok(w) => self.apply_watch(now, w),
                 Err(e) => self.fail(now, format!("Watch message: {e}")),
             },
             // AffiliateUpdate/Delete responses are empty.
@@ -598,7 +618,30 @@ impl Engine {
         }
     }
 
-    fn apply_watch(&mut self, w: WatchResponse) {
+    /// Say the summaries of warnings held back, once their interval is over.
+    fn warn_summaries(&mut self, now: Instant) {
+        let secs = WARN_INTERVAL.as_secs();
+        if let Some(n) = self.unreadable.summary(now) {
+            self.notify(Event::Error(format!(
+                "{n} more affiliate(s) that could not be decrypted or decoded in the last {secs} s"
+            )));
+        }
+        if let Some(n) = self.too_many.summary(now) {
+            self.notify(Event::Error(format!(
+                "{n} more affiliate(s) past the limit of {MAX_AFFILIATES} ignored in the last {secs} s"
+            )));
+        }
+    }
+
+    /// A warning about an affiliate, unless too many were said lately (then only counted).
+    fn warn_unreadable(&mut self, now: Instant, line: String) {
+        if self.unreadable.allow(now) {
+            self.notify(Event::Error(escape(&line)));
+        }
+    }
+
+    fn apply_watch(&mut self, now: Instant, w: WatchResponse) {
+        self.warn_summaries(now);
         if std::mem::take(&mut self.watch_first) {
             self.discovered.clear();
         }
@@ -617,20 +660,22 @@ impl Engine {
                 Ok(pt) => match Affiliate::decode(&pt) {
                     Ok(af) => af,
                     Err(e) => {
-                        self.notify(Event::Error(escape(&format!("affiliate {}: {e}", a.id))));
+                        self.warn_unreadable(now, format!("affiliate {}: {e}", a.id));
                         continue;
                     }
                 },
                 Err(e) => {
                     // A stale entry for this ID stays, as the reference client keeps it.
-                    self.notify(Event::Error(escape(&format!("affiliate {}: {e}", a.id))));
+                    self.warn_unreadable(now, format!("affiliate {}: {e}", a.id));
                     continue;
                 }
             };
             if !self.discovered.contains_key(&a.id) && self.discovered.len() >= MAX_AFFILIATES {
-                self.notify(Event::Error(format!(
-                    "more than {MAX_AFFILIATES} affiliates: the rest ignored"
-                )));
+                if self.too_many.allow(now) {
+                    self.notify(Event::Error(format!(
+                        "more than {MAX_AFFILIATES} affiliates: the rest ignored"
+                    )));
+                }
                 continue;
             }
             let endpoints = a

@@ -363,3 +363,46 @@ fn oversized_affiliate_is_not_published() {
         matches!(&actions(&mut e)[..], [Action::Notify(Event::Error(m))] if m.contains("2048-byte limit"))
     );
 }
+
+#[test]
+fn a_flood_of_unreadable_affiliates_is_said_a_few_times_then_counted() {
+    let (mut e, mut f, watch, now) = running();
+    let c = Cipher::new(&KEY).unwrap();
+    let stranger = Cipher::new(&[1; 32]).unwrap();
+    // 2,000 records sealed with another key, in each of three messages.
+    let junk: Vec<ServerAffiliate> =
+        (0..2000).map(|i| other(&stranger, &format!("x{i}"), "10.0.0.3:1")).collect();
+    let mut snap = WatchResponse { affiliates: junk.clone(), deleted: false };
+    snap.affiliates.push(other(&c, "a", "10.0.0.1:51820"));
+    f.watch_send(watch, &snap, true);
+    pump(&mut e, &mut f, now);
+    for _ in 0..2 {
+        f.watch_send(watch, &WatchResponse { affiliates: junk.clone(), deleted: false }, false);
+        pump(&mut e, &mut f, now);
+    }
+    let errors = |acts: &[Action]| -> Vec<String> {
+        acts.iter()
+            .filter_map(|a| match a {
+                Action::Notify(Event::Error(m)) => Some(m.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let acts = actions(&mut e);
+    let said = errors(&acts);
+    assert_eq!(said.len(), WARN_BURST as usize, "{said:?}");
+    assert!(said[0].contains("affiliate x0: authentication failed"), "{said:?}");
+    assert!(acts.iter().any(|a| matches!(a, Action::Notify(Event::Members(m)) if m.len() == 1)));
+    // The summary is due at the end of the interval and comes with the tick.
+    let later = now + WARN_INTERVAL;
+    assert!(e.next_deadline().is_some_and(|d| d <= later));
+    e.tick(later);
+    let said = errors(&actions(&mut e));
+    let held = 3 * 2000 - WARN_BURST as usize;
+    assert_eq!(
+        said,
+        vec![format!(
+            "{held} more affiliate(s) that could not be decrypted or decoded in the last 60 s"
+        )]
+    );
+}

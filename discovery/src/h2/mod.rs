@@ -404,6 +404,20 @@ impl Connection {
         self.streams.get(&stream).map_or(0, |s| s.pending.len())
     }
 
+    /// Bytes queued on every stream and not yet sent: DATA behind closed windows and the
+    /// trailers waiting for it. A server budgets a connection's memory by this.
+    pub fn queued_total(&self) -> usize {
+        self.streams
+            .values()
+            .map(|s| s.pending.len() + s.pending_trailers.as_ref().map_or(0, Vec::len))
+            .sum()
+    }
+
+    /// Bytes of frames made and not yet taken by [`Connection::take_output`].
+    pub fn output_len(&self) -> usize {
+        self.out.len()
+    }
+
     /// Abandon a stream (RST_STREAM).
     pub fn reset(&mut self, stream: u32, code: u32) {
         if self.streams.remove(&stream).is_some() {

@@ -254,3 +254,28 @@ fn byte_at_a_time_and_unknown_frames() {
         vec![Event::Headers { stream: 1, fields: vec![f(":path", "/")], end_stream: true }]
     );
 }
+
+#[test]
+fn queued_total_counts_every_stream_behind_a_closed_window() {
+    let client = Config { stream_window: 0, ..Config::default() };
+    let (mut c, mut s) = pair(client, Config::default());
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = c.open_stream(&[(":method", "POST"), (":path", "/x")], true).unwrap();
+        ids.push(id);
+    }
+    pump(&mut c, &mut s);
+    events(&mut s);
+    for &id in &ids {
+        s.send_headers(id, &[(":status", "200")], false).unwrap();
+        s.send_data(id, &[7; 1000], false).unwrap();
+        // Trailers wait behind the data; the call is done as far as the server cares.
+        s.send_headers(id, &[("grpc-status", "0")], true).unwrap();
+    }
+    assert_eq!(s.queued(ids[0]), 1000);
+    let total = s.queued_total();
+    assert!(total > 3000, "data and the trailers waiting behind it: {total}");
+    assert!(s.output_len() > 0, "the heads are not flow-controlled");
+    s.reset(ids[0], code::CANCEL);
+    assert!(s.queued_total() <= total - 1000, "a reset stream's queue is dropped");
+}

@@ -42,7 +42,9 @@ const TTL: Duration = Duration::from_secs(30 * 60);
 const GRACE: Duration = Duration::from_secs(60);
 /// The cache of the last affiliates learned, in the state directory.
 const CACHE_FILE: &str = "discovery-affiliates.yaml";
-/// The cache is a few KiB per node; anything much larger is not ours.
+/// The cache is a few KiB per node; anything much larger is not ours. The one bound for both
+/// sides: the writer leaves out what would take the file past it, so what is saved is always
+/// read back.
 const CACHE_LIMIT: u64 = 4 << 20;
 /// Bounds on what one discovered affiliate may bring (the service caps endpoints at 64).
 const MAX_LIST: usize = 64;
@@ -93,6 +95,8 @@ pub struct Discovery {
     /// The learned set came from the cache, not the service (yet).
     from_cache: bool,
     cache: Option<PathBuf>,
+    /// Affiliates the last cache write left out (said in the log when it changes).
+    cache_left_out: usize,
     roots: Vec<PathBuf>,
     /// The NodeID when this process made it (`keelson run`), else the state thread's.
     own_node_id: Option<String>,
@@ -140,6 +144,7 @@ impl Discovery {
             listed: None,
             from_cache: false,
             cache: state.map(|s| s.join(CACHE_FILE)),
+            cache_left_out: 0,
             roots,
             own_node_id,
             node_id_put: false,
@@ -151,14 +156,7 @@ impl Discovery {
 
     fn load_cache(&mut self, rt: &mut Runtime) {
         let Some(path) = &self.cache else { return };
-        let Ok(text) = net::bounded::read_text(path, CACHE_LIMIT) else { return };
-        let list: Vec<Affiliate> = match serde_yaml::from_str(&text) {
-            Ok(l) => l,
-            Err(e) => {
-                log::warn!(target: "discovery", "{}: not a list of affiliates ({e}); ignored", path.display());
-                return;
-            }
-        };
+        let Some(list) = read_cache(path) else { return };
         let list: BTreeMap<String, Affiliate> =
             list.into_iter().filter_map(sanitize).map(|a| (a.node_id.clone(), a)).collect();
         if list.is_empty() {
@@ -452,18 +450,61 @@ impl Discovery {
     }
 
     /// Keep the set for the next start (a small file in the state directory).
-    fn save_cache(&self) {
+    fn save_cache(&mut self) {
         let Some(path) = &self.cache else { return };
-        let list: Vec<&Affiliate> = self.learned.values().collect();
-        let text = match serde_yaml::to_string(&list) {
-            Ok(t) => t,
-            Err(e) => {
-                log::warn!(target: "discovery", "cache: {e}");
-                return;
+        let (text, left_out) = cache_text(&self.learned);
+        if left_out != self.cache_left_out {
+            if left_out > 0 {
+                log::warn!(target: "discovery", "{}: {left_out} affiliate(s) left out to keep the cache within {CACHE_LIMIT} bytes", path.display());
             }
-        };
+            self.cache_left_out = left_out;
+        }
         if let Err(e) = crate::api::trial::write_back(path, &text) {
             log::warn!(target: "discovery", "{}: {e}", path.display());
+        }
+    }
+}
+
+/// The cache file's text: as many affiliates (in ID order) as fit [`CACHE_LIMIT`], the bound
+/// it is read back with, and how many did not fit.
+fn cache_text(learned: &BTreeMap<String, Affiliate>) -> (String, usize) {
+    let mut text = String::new();
+    let mut left_out = 0;
+    for a in learned.values() {
+        // Each affiliate as a one-item YAML list: concatenated, the items make the list.
+        match serde_yaml::to_string(&[a]) {
+            Ok(item) if (text.len() + item.len()) as u64 <= CACHE_LIMIT => text.push_str(&item),
+            Ok(_) => left_out += 1,
+            Err(e) => {
+                log::warn!(target: "discovery", "cache: affiliate {}: {e}", a.node_id);
+                left_out += 1;
+            }
+        }
+    }
+    if text.is_empty() {
+        text.push_str("[]\n");
+    }
+    (text, left_out)
+}
+
+/// The affiliates of the cache file; None (with one log line unless there is no file) when
+/// it cannot be used.
+fn read_cache(path: &Path) -> Option<Vec<Affiliate>> {
+    let text = match net::bounded::read_text(path, CACHE_LIMIT) {
+        Ok(t) => t,
+        Err(net::bounded::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return None;
+        }
+        Err(e) => {
+            log::warn!(target: "discovery", "{}: {e}; ignored", path.display());
+            return None;
+        }
+    };
+    match serde_yaml::from_str(&text) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            log::warn!(target: "discovery", "{}: not a list of affiliates ({e}); ignored", path.display());
+            None
         }
     }
 }
@@ -571,6 +612,55 @@ mod tests {
         assert!(!a.hostname.contains('\u{1b}'), "{}", a.hostname);
         assert_eq!(a.addresses.len(), MAX_LIST);
         assert!(a.kubespan.is_none(), "a bad key makes no peer");
+    }
+
+    /// An affiliate as large as [`sanitize`] lets one be: 64 of every list.
+    fn big_affiliate(i: usize) -> Affiliate {
+        let v6 = |j: usize| {
+            IpAddr::from([0x2001, 0xdb8, 0x1234, i as u16, 0x5678, 0x9abc, 0xdef0, j as u16])
+        };
+        Affiliate {
+            node_id: format!("node-{i:04}-with-a-talos-sized-identifier-abcdefghij"),
+            addresses: (0..MAX_LIST).map(v6).collect(),
+            hostname: format!("host-{i}.a-long-domain-name.example.com"),
+            nodename: format!("host-{i}"),
+            kubespan: Some(AffiliateKubeSpan {
+                public_key: "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=".into(),
+                address: None,
+                additional_addresses: (0..MAX_LIST).map(|j| IpNet::from(v6(j))).collect(),
+                endpoints: (0..MAX_LIST).map(|j| SocketAddr::new(v6(j), 51820)).collect(),
+                exclude_advertised_networks: Vec::new(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_cache_written_is_always_read_back() {
+        let learned: BTreeMap<String, Affiliate> =
+            (0..1024).map(big_affiliate).map(|a| (a.node_id.clone(), a)).collect();
+        let (text, left_out) = cache_text(&learned);
+        assert!(text.len() as u64 <= CACHE_LIMIT, "{} bytes", text.len());
+        let dir = std::env::temp_dir().join(format!("keelson-dcache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(CACHE_FILE);
+        std::fs::write(&path, &text).unwrap();
+        let back = read_cache(&path);
+        assert!(back.is_some(), "the cache written is read back");
+        let back = back.unwrap();
+        assert!(!back.is_empty());
+        assert_eq!(back.len() + left_out, learned.len());
+        assert_eq!(back[0], learned.values().next().unwrap().clone());
+        // A small set is written whole; an empty one is an empty list.
+        let few: BTreeMap<String, Affiliate> =
+            (0..3).map(big_affiliate).map(|a| (a.node_id.clone(), a)).collect();
+        let (text, left_out) = cache_text(&few);
+        assert_eq!(left_out, 0);
+        let list: Vec<Affiliate> = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(list, few.values().cloned().collect::<Vec<_>>());
+        let (text, _) = cache_text(&BTreeMap::new());
+        assert!(serde_yaml::from_str::<Vec<Affiliate>>(&text).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
