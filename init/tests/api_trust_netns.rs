@@ -343,9 +343,8 @@ fn readers_cannot_lock_out_the_admin_or_the_local_socket() {
     let config = machine_config(&ours, "node.yaml", "10.7.0.2/24");
     let node = start_configured(&ns, &config, &[]);
     let mut reader = Client::start(&ns);
-    let opened = reader.run(
-        json!({"do": "watchers", "n": 256, "client": s(&ours.join("keelsonconfig.reader"))}),
-    );
+    let opened = reader
+        .run(json!({"do": "watchers", "n": 256, "client": s(&ours.join("keelsonconfig.reader"))}));
     let opened: usize = opened.parse().unwrap_or_else(|_| panic!("{opened}"));
     assert!(opened >= 150, "{opened} watches\n{}", node.log_text());
 
