@@ -280,7 +280,11 @@ impl Remote {
         if matches!(&self.state, State::Off { why: had } if *had == why) {
             return;
         }
-        log::error!(target: "api", "API: {why}: the TLS API is off (a node with a config is never in maintenance mode); only the local socket serves");
+        // A config that simply has no CA is a choice (a node managed locally); one whose CA
+        // cannot be used is a mistake.
+        let level =
+            if why.starts_with("machine.ca") { log::Level::Error } else { log::Level::Warn };
+        log::log!(target: "api", level, "API: {why}: the TLS API is off (a node with a config is never in maintenance mode); only the local socket serves");
         self.state = State::Off { why };
     }
 
