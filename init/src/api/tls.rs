@@ -253,3 +253,72 @@ impl Transport for TlsStream {
         let _ = self.flush_queued();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use rustls::ClientConnection;
+
+    use super::super::identity::{self, Sans};
+    use super::*;
+
+    /// A maintenance server connection and an `--insecure` client over loopback.
+    fn pair(trust: &Trust) -> (TlsStream, ClientConnection, TcpStream) {
+        let id = identity::self_signed(&Sans::default()).unwrap_or_else(|e| unreachable!("{e}"));
+        let config = maintenance_config(&id).unwrap_or_else(|e| unreachable!("{e}"));
+        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| unreachable!("{e}"));
+        let addr = l.local_addr().unwrap_or_else(|e| unreachable!("{e}"));
+        let ctcp = TcpStream::connect(addr).unwrap_or_else(|e| unreachable!("{e}"));
+        let (stcp, _) = l.accept().unwrap_or_else(|e| unreachable!("{e}"));
+        let _ = stcp.set_nonblocking(true);
+        let _ = ctcp.set_nonblocking(true);
+        let server = TlsStream::new(stcp, config, Mode::Maintenance, trust.clone())
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let cc =
+            super::super::connect::insecure_config(None).unwrap_or_else(|e| unreachable!("{e}"));
+        let name = "keelson".try_into().unwrap_or_else(|_| unreachable!());
+        let client = ClientConnection::new(cc, name).unwrap_or_else(|e| unreachable!("{e}"));
+        (server, client, ctcp)
+    }
+
+    /// Drive both ends until the handshake is done on both.
+    fn handshake(server: &mut TlsStream, client: &mut ClientConnection, ctcp: &mut TcpStream) {
+        let mut buf = [0u8; 1024];
+        for _ in 0..500 {
+            while client.wants_write() && client.write_tls(ctcp).is_ok() {}
+            let _ = server.read(&mut buf);
+            let _ = server.flush_queued();
+            if client.read_tls(ctcp).is_ok() {
+                let _ = client.process_new_packets();
+            }
+            if !client.is_handshaking() && !server.handshaking() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        unreachable!("the handshake did not end");
+    }
+
+    #[test]
+    fn access_is_decided_at_the_end_of_the_handshake_against_the_trust_then() {
+        // The trust stays: maintenance access.
+        let trust = Trust::default();
+        let (mut server, mut client, mut ctcp) = pair(&trust);
+        handshake(&mut server, &mut client, &mut ctcp);
+        assert_eq!(server.access(), Access::Maintenance);
+        // It moves on afterwards: the session has no rights any more.
+        trust.advance();
+        assert_eq!(server.access(), Access::Revoked);
+
+        // It moves on while the handshake is under way: no rights when it ends, even if the
+        // trust were to look the same again to the stream.
+        let trust = Trust::default();
+        let (mut server, mut client, mut ctcp) = pair(&trust);
+        trust.advance();
+        handshake(&mut server, &mut client, &mut ctcp);
+        assert_eq!(server.access, Access::Revoked);
+        assert_eq!(server.access(), Access::Revoked);
+    }
+}
