@@ -64,6 +64,16 @@ pub struct Server {
     effects: Effects,
 }
 
+/// Where a connection whose TLS handshake just ended goes.
+enum Placed {
+    /// Its slots (or it was placed before).
+    Kept,
+    /// Nowhere: no slot for its role; it gets an error line and is closed.
+    Refused,
+    /// Nowhere: it has no rights (the trust moved on during its handshake).
+    Gone,
+}
+
 /// What requests leave behind for the server and the loop.
 #[derive(Debug, Default)]
 struct Effects {
@@ -176,23 +186,34 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        let keep = serve(&mut conn, rt, machine, now, &mut self.effects);
-        let keep = keep && self.place(&mut conn);
-        if keep && conn.settle(token, reactor, now) {
-            self.conns.insert(token, conn);
+        if !serve(&mut conn, rt, machine, now, &mut self.effects) {
+            return;
+        }
+        match self.place(&mut conn) {
+            Placed::Kept => {
+                if conn.settle(token, reactor, now) {
+                    self.conns.insert(token, conn);
+                }
+            }
+            // Told why, as far as the socket takes it now; dropped either way, so it never
+            // holds a slot beyond its class's.
+            Placed::Refused => {
+                let _ = conn.settle(token, reactor, now);
+                conn.stream.close();
+            }
+            Placed::Gone => {}
         }
     }
 
     /// Once a TLS handshake is done, move the connection from the handshake pool to its
-    /// role's slots (without room there, it is told so and closed); false when it has no
-    /// right at all.
-    fn place(&mut self, conn: &mut Conn) -> bool {
+    /// role's slots.
+    fn place(&mut self, conn: &mut Conn) -> Placed {
         if conn.class != Class::Handshake || conn.stream.handshaking() {
-            return true;
+            return Placed::Kept;
         }
         let class = match conn.access() {
             Access::Admin => Class::Admin,
-            Access::Revoked | Access::Pending => return false,
+            Access::Revoked | Access::Pending => return Placed::Gone,
             Access::Operator | Access::Reader | Access::Maintenance => Class::Other,
         };
         if !self.make_room(class) {
@@ -200,12 +221,11 @@ impl Server {
             conn.send(&protocol::error(
                 "too many connections: every slot for this client's role is busy",
             ));
-            // Closed once the answer is written (at once, as a rule): counted meanwhile, but
-            // it reads nothing more.
             conn.finish();
+            return Placed::Refused;
         }
         conn.class = class;
-        true
+        Placed::Kept
     }
 
     fn counts(&self) -> Counts {
