@@ -284,7 +284,7 @@ impl Remote {
         // cannot be used is a mistake.
         let level =
             if why.starts_with("machine.ca") { log::Level::Error } else { log::Level::Warn };
-        log::log!(target: "api", level, "API: {why}: the TLS API is off (a node with a config is never in maintenance mode); only the local socket serves");
+        log::log!(target: "api", level, "API: {why}: the TLS API is off (a node with a config never falls back to maintenance); only the local socket serves");
         self.state = State::Off { why };
     }
 
