@@ -60,8 +60,9 @@ const COMMANDS: &[(&str, &str)] = &[
       leaves the kernel configured. --once exits as soon as everything is applied.
       --api-socket PATH serves the local API there (root only, mode 0600), to at most N
       clients at once (default 256). --api-listen serves it over TLS too (PID 1: [::]:50000):
-      maintenance mode (self-signed, --insecure) until the config has machine.ca, then
-      mutual TLS with client certificates from that CA. Time sync only measures the clock
+      maintenance mode (self-signed, --insecure) while the node has no config, then mutual
+      TLS with client certificates from the config's machine.ca (a config without a usable
+      machine.ca turns TLS off: only the local socket serves). Time sync only measures the clock
       (timestatus) unless --set-clock lets it step and slew it, as PID 1 does. --nts-ca FILE
       trusts the PEM certificates in FILE for NTS key exchange, beside
       /etc/ssl/certs/ca-certificates.crt.

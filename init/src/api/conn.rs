@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::protocol::{self, ProtocolError, Query, MAX_REQUEST};
+use super::slots::Class;
 use super::transport::{Access, Transport};
 use crate::reactor::Reactor;
 
@@ -50,11 +51,13 @@ pub struct Conn {
     closing: bool,
     /// What epoll watches for now (read, write).
     interest: (bool, bool),
+    /// The slots it counts in.
+    pub(super) class: Class,
 }
 
 impl Conn {
-    /// A connection just accepted (and registered for reading).
-    pub fn new(stream: Box<dyn Transport>, now: Instant) -> Self {
+    /// A connection just accepted (and registered for reading), counted as `class`.
+    pub fn new(stream: Box<dyn Transport>, class: Class, now: Instant) -> Self {
         Self {
             stream,
             rbuf: Vec::new(),
@@ -67,6 +70,7 @@ impl Conn {
             follow: None,
             closing: false,
             interest: (true, false),
+            class,
         }
     }
 
@@ -140,6 +144,14 @@ impl Conn {
     /// May make room for a new connection: nothing streams and no answer is waiting.
     pub fn evictable(&self) -> bool {
         !self.streaming() && self.pending() == 0
+    }
+
+    /// Its rights are gone (the node's TLS trust changed): nothing more is streamed to it, it
+    /// is read no more, and it closes once what is queued is written.
+    pub fn revoke(&mut self) {
+        self.watch = None;
+        self.follow = None;
+        self.finish();
     }
 
     /// Stop reading; close once what is queued is written.

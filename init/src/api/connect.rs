@@ -272,7 +272,8 @@ fn mutual_config(ctx: &Context) -> Result<Arc<ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
-fn insecure_config(pin: Option<&str>) -> Result<Arc<ClientConfig>, String> {
+/// `--insecure`'s client configuration (also what the server's tests connect with).
+pub(super) fn insecure_config(pin: Option<&str>) -> Result<Arc<ClientConfig>, String> {
     let pin = pin.map(|p| p.replace(':', "").to_ascii_lowercase());
     if pin.as_ref().is_some_and(|p| p.len() != 64 || !p.bytes().all(|b| b.is_ascii_hexdigit())) {
         return Err("--fingerprint wants the SHA-256 the node printed (64 hex digits)".into());

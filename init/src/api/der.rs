@@ -62,8 +62,8 @@ fn expect<'a>(
 const SEQUENCE: u8 = 0x30;
 const SET: u8 = 0x31;
 
-/// The subject of a DER certificate, attribute by attribute, in order.
-pub fn subject(cert: &[u8]) -> Result<Vec<Attribute>, DerError> {
+/// The TBSCertificate from its subject on (subject, subjectPublicKeyInfo, ...).
+fn from_subject(cert: &[u8]) -> Result<&[u8], DerError> {
     let (cert, _) = expect(cert, SEQUENCE, "not a SEQUENCE")?;
     let (tbs, _) = expect(cert, SEQUENCE, "no TBSCertificate")?;
     let mut rest = tbs;
@@ -75,7 +75,25 @@ pub fn subject(cert: &[u8]) -> Result<Vec<Attribute>, DerError> {
     for _ in 0..4 {
         rest = tlv(rest)?.2;
     }
-    let (name, _) = expect(rest, SEQUENCE, "no subject")?;
+    Ok(rest)
+}
+
+/// The public key a DER certificate certifies: the subjectPublicKey BIT STRING's bits (for
+/// Ed25519 the 32-byte key, for ECDSA the encoded point), to compare with a private key's.
+pub fn subject_public_key(cert: &[u8]) -> Result<Vec<u8>, DerError> {
+    let (_, _, rest) = tlv(from_subject(cert)?)?;
+    let (spki, _) = expect(rest, SEQUENCE, "no subjectPublicKeyInfo")?;
+    let (_, _, rest) = tlv(spki)?;
+    let (bits, _) = expect(rest, 0x03, "no subjectPublicKey")?;
+    match bits.split_first() {
+        Some((0, key)) => Ok(key.to_vec()),
+        _ => Err(DerError("bad subjectPublicKey")),
+    }
+}
+
+/// The subject of a DER certificate, attribute by attribute, in order.
+pub fn subject(cert: &[u8]) -> Result<Vec<Attribute>, DerError> {
+    let (name, _) = expect(from_subject(cert)?, SEQUENCE, "no subject")?;
     let mut attrs = Vec::new();
     let mut rdns = name;
     while !rdns.is_empty() {
@@ -116,6 +134,7 @@ mod tests {
         assert_eq!(organizations(cert.der()), Ok(vec!["os:reader".to_owned()]));
         let attrs = subject(cert.der()).unwrap_or_default();
         assert!(attrs.iter().any(|a| a.oid == OID_COMMON_NAME && a.value == b"someone"));
+        assert_eq!(subject_public_key(cert.der()).ok(), Some(key.public_key_raw().to_vec()));
     }
 
     #[test]
@@ -133,6 +152,7 @@ mod tests {
         let der = cert.der().to_vec();
         for n in 0..der.len() {
             let _ = subject(&der[..n]);
+            let _ = subject_public_key(&der[..n]);
         }
         assert!(subject(&der).is_ok());
     }

@@ -113,11 +113,14 @@ pub fn dmesg(kmsg: &Path) -> Value {
     json!({"ok": true, "lines": lines})
 }
 
-/// `PRI,SEQ,USEC,FLAGS;MESSAGE\n KEY=VALUE...` as `[ seconds] MESSAGE`.
+/// `PRI,SEQ,USEC,FLAGS;MESSAGE\n KEY=VALUE...` as `[ seconds] MESSAGE`, with what the node's
+/// own log redacts redacted (the kernel's `Command line:` record quotes `talos.config=` URLs
+/// with their tokens and inline configs; `dmesg` is open to `os:reader`).
 fn record(raw: &str) -> String {
     let (head, rest) = raw.split_once(';').unwrap_or(("", raw));
     let message = rest.lines().next().unwrap_or_default();
     let usec: u64 = head.split(',').nth(2).and_then(|t| t.parse().ok()).unwrap_or(0);
+    let message = crate::fetch::url::redact_cmdline(message);
     format!("[{:>5}.{:06}] {message}", usec / 1_000_000, usec % 1_000_000)
 }
 
@@ -132,6 +135,10 @@ mod tests {
             "[    5.140900] NET: Registered protocol family 10"
         );
         assert_eq!(record("garbage"), "[    0.000000] garbage");
+        assert_eq!(
+            record("5,0,0,-;Command line: console=ttyS0 talos.config=https://c/x?token=s3cret talos.config.inline=dmVyc2lvbg=="),
+            "[    0.000000] Command line: console=ttyS0 talos.config=https://c/x?… talos.config.inline=<12 bytes>"
+        );
     }
 
     #[test]

@@ -174,6 +174,14 @@ impl Ca {
             why: format!("not a PKCS#8 Ed25519 or ECDSA key ({e})"),
         })?;
         let subject = distinguished_name(&der::subject(&cert)?);
+        // A key that is not the certificate's would sign server certificates no client
+        // can verify: the node would lock everyone out.
+        if der::subject_public_key(&cert)? != key.public_key_raw() {
+            return Err(IdentityError::Pem {
+                what: "machine.ca.key",
+                why: "not the key of machine.ca.crt".into(),
+            });
+        }
         Ok(Self { cert_pem: pem("CERTIFICATE", &cert), cert, key_pem: key_pem(&key), key, subject })
     }
 
@@ -351,5 +359,16 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(e.contains("machine.ca.key"), "{e}");
+    }
+
+    #[test]
+    fn a_key_that_is_not_the_certificates_is_refused() {
+        let ca = Ca::generate("demo").unwrap_or_else(|e| unreachable!("{e}"));
+        let other = Ca::generate("other").unwrap_or_else(|e| unreachable!("{e}"));
+        let e = Ca::from_pem(&ca.cert_pem, other.key_pem())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("not the key of machine.ca.crt"), "{e}");
     }
 }

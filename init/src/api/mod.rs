@@ -15,6 +15,7 @@ pub mod identity;
 pub mod protocol;
 pub mod remote;
 pub mod server;
+mod slots;
 mod socket;
 pub mod tls;
 mod transport;

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The remote API: TCP listeners (port 50000 on the node, as Talos's apid) whose
 //! connections speak TLS, and the mode the node's TLS is in, followed from the store:
-//! - **maintenance**: no machine config, or one without `machine.ca`: a self-signed
-//!   certificate made once per start, its SHA-256 fingerprint and the addresses to reach the
-//!   node said loudly on the console; clients connect with `--insecure`;
+//! - **maintenance**: no machine config at all: a self-signed certificate made once per
+//!   start, its SHA-256 fingerprint and the addresses to reach the node said loudly on the
+//!   console; clients connect with `--insecure`;
 //! - **mutual TLS**: the config's `machine.ca` is the trust root; the node issues its own
 //!   server certificate from it with its hostname and addresses as SANs, again whenever they
-//!   change.
+//!   change;
+//! - **off**: a config without a usable `machine.ca`: a node that has a config is never in
+//!   maintenance mode, so TCP connections are closed at once and only the local socket
+//!   serves (said once in the log).
+//!
+//! Every change between these, and every change of `machine.ca`, moves the [`Trust`]
+//! generation on: connections accepted before have no rights any more and are closed.
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -20,7 +26,7 @@ use net::runtime::Runtime;
 use rustls::ServerConfig;
 
 use super::identity::{self, Ca, Identity, Sans};
-use super::tls::{self, Mode, TlsStream};
+use super::tls::{self, Mode, TlsStream, Trust};
 use crate::reactor::Reactor;
 
 /// The port Talos's API listens on, and keelson's.
@@ -68,6 +74,31 @@ enum State {
         ca: (String, Option<String>),
         sans: Sans,
     },
+    /// A config without a usable `machine.ca`: no TLS at all.
+    Off {
+        /// Why, as logged.
+        why: String,
+    },
+}
+
+/// What the trust rests on: when it changes, the [`Trust`] generation moves on.
+#[derive(PartialEq, Eq)]
+enum TrustKey {
+    Unset,
+    Maintenance,
+    Mutual((String, Option<String>)),
+    Off,
+}
+
+impl State {
+    fn trust_key(&self) -> TrustKey {
+        match self {
+            State::Unset => TrustKey::Unset,
+            State::Maintenance { .. } => TrustKey::Maintenance,
+            State::Mutual { ca, .. } => TrustKey::Mutual(ca.clone()),
+            State::Off { .. } => TrustKey::Off,
+        }
+    }
 }
 
 /// The TCP listeners and the TLS mode.
@@ -81,6 +112,10 @@ pub struct Remote {
     /// [`REISSUE_EVERY`] to pass.
     issued: Option<Instant>,
     reissue_due: Option<Instant>,
+    trust: Trust,
+    /// The unusable `machine.ca` TLS is off for (tried once, not again for each change of
+    /// the names).
+    off_for: Option<(String, Option<String>)>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -117,17 +152,14 @@ impl Remote {
             maintenance: None,
             issued: None,
             reissue_due: None,
+            trust: Trust::default(),
+            off_for: None,
         })
     }
 
     /// True when `token` is one of its listeners'.
     pub fn owns(&self, token: u64) -> bool {
         self.listeners.iter().any(|l| l.0 == token)
-    }
-
-    /// True in maintenance mode.
-    pub fn maintenance(&self) -> bool {
-        matches!(self.state, State::Maintenance { .. })
     }
 
     /// Take one waiting connection on the listener of `token`: `Ok(None)` when none waits.
@@ -143,14 +175,14 @@ impl Remote {
     }
 
     /// A TLS connection for an accepted socket, under the current mode; `None` before the
-    /// mode is known.
+    /// mode is known, and when TLS is off (the socket is then closed).
     pub fn wrap(&self, tcp: TcpStream) -> Option<TlsStream> {
         let (config, mode) = match &self.state {
-            State::Unset => return None,
+            State::Unset | State::Off { .. } => return None,
             State::Maintenance { config, .. } => (config.clone(), Mode::Maintenance),
             State::Mutual { config, .. } => (config.clone(), Mode::Mutual),
         };
-        match TlsStream::new(tcp, config, mode) {
+        match TlsStream::new(tcp, config, mode, self.trust.clone()) {
             Ok(s) => Some(s),
             Err(e) => {
                 log::warn!(target: "api", "TLS: {e}");
@@ -170,11 +202,22 @@ impl Remote {
         self.reissue_due
     }
 
-    /// Follow the store: the mode, and the server certificate's names. True when the mode
-    /// changed from maintenance to mutual TLS (maintenance clients are then let go).
+    /// Follow the store: the mode, and the server certificate's names. True when the trust
+    /// changed (the mode, or `machine.ca`): the connections accepted before have no rights
+    /// any more and are to be closed.
     pub fn refresh(&mut self, rt: &Runtime, now: Instant) -> bool {
+        let before = self.state.trust_key();
+        self.follow(rt, now);
+        let changed = self.state.trust_key() != before;
+        if changed {
+            self.trust.advance();
+        }
+        changed
+    }
+
+    fn follow(&mut self, rt: &Runtime, now: Instant) {
         if self.listeners.is_empty() {
-            return false;
+            return;
         }
         // Keys come from getrandom(2), which blocks until the kernel's pool is ready (a second
         // or two into a boot under QEMU): PID 1 asks again shortly instead of waiting.
@@ -183,48 +226,66 @@ impl Remote {
                 log::info!(target: "api", "waiting for the kernel's random pool before making TLS keys");
             }
             self.reissue_due = Some(now + ENTROPY_RETRY);
-            return false;
+            return;
         }
         let store = rt.store();
         let config = store.get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
         let sans = sans(rt);
-        match config.and_then(|c| c.machine.ca.as_ref()) {
-            Some(ca) => {
-                let key = (ca.crt.clone(), ca.key.clone());
-                if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
-                    if *had == key && *issued == sans {
-                        self.reissue_due = None;
-                        return false;
-                    }
-                    // Only the names changed: not more often than REISSUE_EVERY.
-                    let next = self.issued.map(|t| t + REISSUE_EVERY);
-                    if *had == key && next.is_some_and(|t| now < t) {
-                        self.reissue_due = next;
-                        return false;
-                    }
-                }
-                self.issued = Some(now);
+        let Some(config) = config else {
+            self.enter_maintenance(&sans, now);
+            return;
+        };
+        let Some(ca) = config.machine.ca.as_ref() else {
+            self.turn_off("the machine config has no machine.ca".into());
+            return;
+        };
+        let key = (ca.crt.clone(), ca.key.clone());
+        if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
+            if *had == key && *issued == sans {
                 self.reissue_due = None;
-                let was_maintenance = self.maintenance();
-                match mutual(&key, &sans) {
-                    Ok(config) => {
-                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate for {}", describe(&sans));
-                        self.state = State::Mutual { config, ca: key, sans };
-                        was_maintenance
-                    }
-                    Err(e) => {
-                        // A CA that cannot be used leaves no way in but maintenance.
-                        log::error!(target: "api", "machine.ca: {e}; the API stays in maintenance mode");
-                        self.enter_maintenance(&sans, now);
-                        false
-                    }
-                }
+                return;
             }
-            None => {
-                self.enter_maintenance(&sans, now);
-                false
+            // Only the names changed: not more often than REISSUE_EVERY.
+            let next = self.issued.map(|t| t + REISSUE_EVERY);
+            if *had == key && next.is_some_and(|t| now < t) {
+                self.reissue_due = next;
+                return;
             }
         }
+        if let State::Off { .. } = &self.state {
+            // Already refused: not tried (and logged) again for a change of names alone.
+            if self.off_for.as_ref() == Some(&key) {
+                self.reissue_due = None;
+                return;
+            }
+        }
+        self.issued = Some(now);
+        self.reissue_due = None;
+        match mutual(&key, &sans) {
+            Ok(config) => {
+                log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate for {}", describe(&sans));
+                self.off_for = None;
+                self.state = State::Mutual { config, ca: key, sans };
+            }
+            Err(e) => {
+                self.turn_off(format!("machine.ca: {e}"));
+                self.off_for = Some(key);
+            }
+        }
+    }
+
+    /// A config without a usable CA: no TLS, said once.
+    fn turn_off(&mut self, why: String) {
+        self.reissue_due = None;
+        if matches!(&self.state, State::Off { why: had } if *had == why) {
+            return;
+        }
+        // A config that simply has no CA is a choice (a node managed locally); one whose CA
+        // cannot be used is a mistake.
+        let level =
+            if why.starts_with("machine.ca") { log::Level::Error } else { log::Level::Warn };
+        log::log!(target: "api", level, "API: {why}: the TLS API is off (a node with a config never falls back to maintenance); only the local socket serves");
+        self.state = State::Off { why };
     }
 
     fn enter_maintenance(&mut self, sans: &Sans, now: Instant) {
@@ -346,6 +407,14 @@ fn describe(sans: &Sans) -> String {
     let mut names: Vec<String> = sans.hostname.iter().cloned().collect();
     names.extend(sans.addresses.iter().map(IpAddr::to_string));
     names.join(", ")
+}
+
+/// Can the node serve mutual TLS with this `machine.ca`: both parts decode, the
+/// certificate is DER a TLS stack accepts as a trust root, the key is the certificate's and
+/// issues a server certificate. Exactly what the switch to mutual TLS will do, so a config
+/// this accepts cannot leave the node without a way in.
+pub fn check_ca(ca: &net::config::PemKeyPair) -> Result<(), String> {
+    mutual(&(ca.crt.clone(), ca.key.clone()), &Sans::default()).map(|_| ())
 }
 
 /// Mutual TLS from `machine.ca` (base64 of PEM) with a server certificate for `sans`.

@@ -6,10 +6,16 @@
 //! [`super::remote`]. The local socket and TLS connections share the same connection code
 //! and bounds; what a client may call depends on how it connected ([`allowed`]).
 //!
-//! At most [`MAX_CONNECTIONS`]. When the table is full, a new connection takes the place of
-//! the oldest one that has no stream open and no answer waiting (that one gets an error line
-//! and is closed), so a new client always gets an answer; only when every connection streams
-//! does the new one get `too many connections`.
+//! At most [`MAX_CONNECTIONS`], split into slots per class ([`super::slots`]: a pool for TLS
+//! handshakes, reserves for the local socket and for `os:admin`). When a class's slots are
+//! full, a new connection takes the place of the oldest one of that class that has no stream
+//! open and no answer waiting (that one gets an error line and is closed), so a new client
+//! always gets an answer; only when every such connection streams does the new one get
+//! `too many connections`.
+//!
+//! When the node's TLS trust changes (maintenance ends, `machine.ca` changes, TLS is turned
+//! off), every TLS connection accepted before loses its rights and is closed, whether its
+//! handshake finished or not.
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -29,7 +35,8 @@ use serde_json::{json, Value};
 use super::conn::Conn;
 use super::diff::{self, Specs};
 use super::protocol::{self, ApplyMode, Query, Request};
-use super::remote::{Remote, MAX_LISTENERS};
+use super::remote::{self, Remote, MAX_LISTENERS};
+use super::slots::{self, Class, Counts, Limits};
 pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
@@ -51,10 +58,20 @@ pub struct Server {
     token: u64,
     next_token: u64,
     conns: BTreeMap<u64, Conn>,
-    max_connections: usize,
+    limits: Limits,
     /// What requests did beyond their answer: a reboot or shutdown for the loop to take, a
     /// config on trial.
     effects: Effects,
+}
+
+/// Where a connection whose TLS handshake just ended goes.
+enum Placed {
+    /// Its slots (or it was placed before).
+    Kept,
+    /// Nowhere: no slot for its role; it gets an error line and is closed.
+    Refused,
+    /// Nowhere: it has no rights (the trust moved on during its handshake).
+    Gone,
 }
 
 /// What requests leave behind for the server and the loop.
@@ -122,7 +139,7 @@ impl Server {
             token,
             next_token: token + 1 + MAX_LISTENERS as u64,
             conns: BTreeMap::new(),
-            max_connections,
+            limits: Limits::new(max_connections),
             effects: Effects::default(),
         })
     }
@@ -169,10 +186,71 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        let keep = serve(&mut conn, rt, machine, now, &mut self.effects);
-        if keep && conn.settle(token, reactor, now) {
-            self.conns.insert(token, conn);
+        if !serve(&mut conn, rt, machine, now, &mut self.effects) {
+            return;
         }
+        match self.place(&mut conn) {
+            Placed::Kept => {
+                if conn.settle(token, reactor, now) {
+                    self.conns.insert(token, conn);
+                }
+            }
+            // Told why, as far as the socket takes it now; dropped either way, so it never
+            // holds a slot beyond its class's.
+            Placed::Refused => {
+                let _ = conn.settle(token, reactor, now);
+                conn.stream.close();
+            }
+            Placed::Gone => {}
+        }
+    }
+
+    /// Once a TLS handshake is done, move the connection from the handshake pool to its
+    /// role's slots.
+    fn place(&mut self, conn: &mut Conn) -> Placed {
+        if conn.class != Class::Handshake || conn.stream.handshaking() {
+            return Placed::Kept;
+        }
+        let class = match conn.access() {
+            Access::Admin => Class::Admin,
+            Access::Revoked | Access::Pending => return Placed::Gone,
+            Access::Operator | Access::Reader | Access::Maintenance => Class::Other,
+        };
+        if !self.make_room(class) {
+            log::debug!(target: "api", "no slot left for a {:?} TLS client", conn.access());
+            conn.send(&protocol::error(
+                "too many connections: every slot for this client's role is busy",
+            ));
+            conn.finish();
+            return Placed::Refused;
+        }
+        conn.class = class;
+        Placed::Kept
+    }
+
+    fn counts(&self) -> Counts {
+        let mut counts = Counts::default();
+        for c in self.conns.values() {
+            counts.add(c.class);
+        }
+        counts
+    }
+
+    /// Room for one more connection of `class`, closing an idle one if need be; false when
+    /// there is none.
+    fn make_room(&mut self, class: Class) -> bool {
+        // One close makes room for any class (see `slots::fits`); twice for safety.
+        for _ in 0..2 {
+            match slots::fits(&self.limits, &self.counts(), class) {
+                Ok(()) => return true,
+                Err(victims) => {
+                    if !self.evict_oldest(victims) {
+                        return false;
+                    }
+                }
+            }
+        }
+        slots::fits(&self.limits, &self.counts(), class).is_ok()
     }
 
     /// Before the runtime runs: say which changes [`Api::after_run`] will read, and roll a
@@ -202,10 +280,7 @@ impl Server {
             .as_mut()
             .is_some_and(|r| r.wants_refresh(now, relevant) && r.refresh(rt, now))
         {
-            // Configured now: maintenance clients finish what they asked and go.
-            for conn in self.conns.values_mut().filter(|c| c.access() == Access::Maintenance) {
-                conn.finish();
-            }
+            self.revoke_stale();
         }
         let (log_lines, log_next) = if self.conns.values().any(|c| c.follow.is_some()) {
             logring::since(0)
@@ -236,6 +311,31 @@ impl Server {
         }
     }
 
+    /// The TLS trust changed: every connection accepted under the old one goes. One still in
+    /// its handshake is closed now; one that has a session finishes writing what it was
+    /// answered (the `apply-config` that ended maintenance gets its answer) and is read no
+    /// more.
+    fn revoke_stale(&mut self) {
+        let stale: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.access() == Access::Revoked)
+            .map(|(t, _)| *t)
+            .collect();
+        if !stale.is_empty() {
+            log::info!(target: "api", "the TLS trust changed: closing {} connection(s) made before", stale.len());
+        }
+        for token in stale {
+            let Some(mut conn) = self.conns.remove(&token) else { continue };
+            if conn.stream.handshaking() {
+                conn.stream.close();
+                continue;
+            }
+            conn.revoke();
+            self.conns.insert(token, conn);
+        }
+    }
+
     fn accept_local(&mut self, reactor: &Reactor, now: Instant) {
         loop {
             let Some(socket) = &self.socket else { return };
@@ -252,7 +352,7 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            self.admit(Box::new(stream), reactor, now);
+            self.admit(Box::new(stream), Class::Local, reactor, now);
         }
     }
 
@@ -269,14 +369,20 @@ impl Server {
                 }
             };
             if let Some(stream) = remote.wrap(tcp) {
-                self.admit(Box::new(stream), reactor, now);
+                self.admit(Box::new(stream), Class::Handshake, reactor, now);
             }
         }
     }
 
-    /// Take a new connection, making room if the table is full.
-    fn admit(&mut self, mut stream: Box<dyn Transport>, reactor: &Reactor, now: Instant) {
-        if self.conns.len() >= self.max_connections && !self.evict_oldest() {
+    /// Take a new connection, making room if its class's slots are full.
+    fn admit(
+        &mut self,
+        mut stream: Box<dyn Transport>,
+        class: Class,
+        reactor: &Reactor,
+        now: Instant,
+    ) {
+        if !self.make_room(class) {
             let mut line = protocol::error("too many connections").to_string();
             line.push('\n');
             stream.refuse_raw(&line);
@@ -288,16 +394,16 @@ impl Server {
             log::warn!(target: "api", "{e}");
             return;
         }
-        self.conns.insert(token, Conn::new(stream, now));
+        self.conns.insert(token, Conn::new(stream, class, now));
     }
 
-    /// Close the oldest connection that neither streams nor has an answer waiting, to make
-    /// room for a new one; false when there is none.
-    fn evict_oldest(&mut self) -> bool {
+    /// Close the oldest connection of one of `classes` that neither streams nor has an answer
+    /// waiting, to make room for a new one; false when there is none.
+    fn evict_oldest(&mut self, classes: &[Class]) -> bool {
         let oldest = self
             .conns
             .iter()
-            .filter(|(_, c)| c.evictable())
+            .filter(|(_, c)| classes.contains(&c.class) && c.evictable())
             .min_by_key(|(_, c)| c.accepted)
             .map(|(t, _)| *t);
         let Some(mut conn) = oldest.and_then(|t| self.conns.remove(&t)) else { return false };
@@ -348,7 +454,7 @@ fn handle(
         conn.send(&protocol::error("this connection is streaming; open another for new requests"));
         return;
     }
-    if let Err(why) = allowed(conn.access(), &request) {
+    if let Err(why) = allowed(access(conn, rt), &request) {
         conn.send(&protocol::error(&why));
         return;
     }
@@ -404,7 +510,7 @@ fn handle(
             "ok": true,
             "node": node,
             "version": env!("CARGO_PKG_VERSION"),
-            "maintenance": conn.access() == Access::Maintenance,
+            "maintenance": access(conn, rt) == Access::Maintenance,
         }),
         Request::Disks => super::hostinfo::disks(Path::new("/sys/block")),
         Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
@@ -433,6 +539,23 @@ fn request_is_reboot(r: &Request) -> bool {
     matches!(r, Request::Reboot { .. })
 }
 
+/// What the client may do now. Maintenance ends the moment a config is in the store, before
+/// the listener follows it (later in the loop iteration): a maintenance client's next
+/// request, even in the same batch of reads, has no rights.
+fn access(conn: &Conn, rt: &Runtime) -> Access {
+    match conn.access() {
+        Access::Maintenance
+            if rt
+                .store()
+                .get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
+                .is_some() =>
+        {
+            Access::Revoked
+        }
+        a => a,
+    }
+}
+
 /// May a client with `access` make this request? Err: why not, for the client.
 fn allowed(access: Access, request: &Request) -> Result<(), String> {
     let changes_config = matches!(request, Request::ApplyConfig { .. } | Request::ConfirmConfig);
@@ -457,6 +580,7 @@ fn allowed(access: Access, request: &Request) -> Result<(), String> {
             _ => Err("not available in maintenance mode: apply a machine config with machine.ca first (maintenance allows version, disks, get/list of network resources and machinestatus, apply-config)".into()),
         },
         Access::Pending => Err("not authenticated".into()),
+        Access::Revoked => Err("this connection was made under a TLS trust the node no longer has (maintenance ended, or machine.ca changed): reconnect with a certificate from the node's CA".into()),
     }
 }
 
@@ -638,6 +762,10 @@ fn stage(rt: &mut Runtime, text: &str, dry_run: bool, effects: &Effects) -> Resu
 /// Validate, diff against the live merged specs, and apply unless `dry_run`.
 fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, String> {
     let cfg = net::config::parse(text).map_err(|e| format!("invalid config: {e}"))?;
+    // A CA the node cannot serve with would leave it with no way in over the network.
+    if let Some(ca) = &cfg.machine.ca {
+        remote::check_ca(ca).map_err(|e| format!("invalid config: machine.ca: {e}"))?;
+    }
     if !dry_run {
         crate::state::check_install(&cfg).map_err(|e| {
             log::error!(target: "api", "config refused: {e}");
@@ -772,6 +900,8 @@ mod tests {
             (Access::Maintenance, Request::Reboot { staged: false }, false),
             (Access::Maintenance, Request::MachineStatus, false),
             (Access::Pending, Request::Version, false),
+            (Access::Revoked, Request::Version, false),
+            (Access::Revoked, apply.clone(), false),
         ];
         for (access, request, ok) in cases {
             assert_eq!(allowed(access, &request).is_ok(), ok, "{access:?} {request:?}");

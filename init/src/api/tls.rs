@@ -10,6 +10,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
@@ -37,6 +38,28 @@ pub enum Mode {
     Maintenance,
     /// Mutual TLS: the client's certificate says what it may do.
     Mutual,
+}
+
+/// What the node's TLS trust rests on, as a generation number shared by the listener and
+/// every TLS connection: the listener moves it on whenever the trust changes (maintenance
+/// begins or ends, `machine.ca` changes, the TCP API is turned off). A connection keeps the
+/// generation of the server configuration it was accepted under; its rights are decided when
+/// its handshake ends, and only if the generation is still the same then (a handshake begun
+/// in maintenance and finished after a config arrived gets nothing), and they end when the
+/// generation moves on (sessions verified by a CA that was rotated away).
+#[derive(Debug, Clone, Default)]
+pub struct Trust(Arc<AtomicU64>);
+
+impl Trust {
+    /// The generation in force.
+    pub fn current(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The trust changed: every connection made before has no rights from now on.
+    pub fn advance(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Maintenance mode's server: any client, no client certificate.
@@ -83,17 +106,22 @@ pub struct TlsStream {
     conn: ServerConnection,
     mode: Mode,
     access: Access,
+    /// The trust in force, and the generation this connection's configuration belongs to.
+    trust: Trust,
+    generation: u64,
     peer: Option<SocketAddr>,
     /// The client closed its side of TCP.
     eof: bool,
 }
 
 impl TlsStream {
-    /// A connection just accepted, under `config`.
+    /// A connection just accepted, under `config`, which is `mode`'s in `trust`'s current
+    /// generation.
     pub fn new(
         tcp: TcpStream,
         config: Arc<ServerConfig>,
         mode: Mode,
+        trust: Trust,
     ) -> Result<Self, rustls::Error> {
         let peer = tcp.peer_addr().ok();
         let _ = tcp.set_nodelay(true);
@@ -102,14 +130,27 @@ impl TlsStream {
             conn: ServerConnection::new(config)?,
             mode,
             access: Access::Pending,
+            generation: trust.current(),
+            trust,
             peer,
             eof: false,
         })
     }
 
-    /// Once the handshake is done, what the client may do.
+    /// The trust changed since this connection was accepted.
+    fn stale(&self) -> bool {
+        self.trust.current() != self.generation
+    }
+
+    /// Once the handshake is done, what the client may do: decided now, against the trust
+    /// in force now, not the one the connection was accepted under.
     fn note_handshake(&mut self) {
         if self.access != Access::Pending || self.conn.is_handshaking() {
+            return;
+        }
+        if self.stale() {
+            self.access = Access::Revoked;
+            log::info!(target: "api", "TLS client {}: handshake ended after the node's trust changed (maintenance ended or machine.ca changed); no access", self.peer_text());
             return;
         }
         self.access = match self.mode {
@@ -192,7 +233,11 @@ impl Transport for TlsStream {
     }
 
     fn access(&self) -> Access {
-        self.access
+        if self.stale() {
+            Access::Revoked
+        } else {
+            self.access
+        }
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
@@ -206,5 +251,74 @@ impl Transport for TlsStream {
     fn close(&mut self) {
         self.conn.send_close_notify();
         let _ = self.flush_queued();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use rustls::ClientConnection;
+
+    use super::super::identity::{self, Sans};
+    use super::*;
+
+    /// A maintenance server connection and an `--insecure` client over loopback.
+    fn pair(trust: &Trust) -> (TlsStream, ClientConnection, TcpStream) {
+        let id = identity::self_signed(&Sans::default()).unwrap_or_else(|e| unreachable!("{e}"));
+        let config = maintenance_config(&id).unwrap_or_else(|e| unreachable!("{e}"));
+        let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| unreachable!("{e}"));
+        let addr = l.local_addr().unwrap_or_else(|e| unreachable!("{e}"));
+        let ctcp = TcpStream::connect(addr).unwrap_or_else(|e| unreachable!("{e}"));
+        let (stcp, _) = l.accept().unwrap_or_else(|e| unreachable!("{e}"));
+        let _ = stcp.set_nonblocking(true);
+        let _ = ctcp.set_nonblocking(true);
+        let server = TlsStream::new(stcp, config, Mode::Maintenance, trust.clone())
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let cc =
+            super::super::connect::insecure_config(None).unwrap_or_else(|e| unreachable!("{e}"));
+        let name = "keelson".try_into().unwrap_or_else(|_| unreachable!());
+        let client = ClientConnection::new(cc, name).unwrap_or_else(|e| unreachable!("{e}"));
+        (server, client, ctcp)
+    }
+
+    /// Drive both ends until the handshake is done on both.
+    fn handshake(server: &mut TlsStream, client: &mut ClientConnection, ctcp: &mut TcpStream) {
+        let mut buf = [0u8; 1024];
+        for _ in 0..500 {
+            while client.wants_write() && client.write_tls(ctcp).is_ok() {}
+            let _ = server.read(&mut buf);
+            let _ = server.flush_queued();
+            if client.read_tls(ctcp).is_ok() {
+                let _ = client.process_new_packets();
+            }
+            if !client.is_handshaking() && !server.handshaking() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        unreachable!("the handshake did not end");
+    }
+
+    #[test]
+    fn access_is_decided_at_the_end_of_the_handshake_against_the_trust_then() {
+        // The trust stays: maintenance access.
+        let trust = Trust::default();
+        let (mut server, mut client, mut ctcp) = pair(&trust);
+        handshake(&mut server, &mut client, &mut ctcp);
+        assert_eq!(server.access(), Access::Maintenance);
+        // It moves on afterwards: the session has no rights any more.
+        trust.advance();
+        assert_eq!(server.access(), Access::Revoked);
+
+        // It moves on while the handshake is under way: no rights when it ends, even if the
+        // trust were to look the same again to the stream.
+        let trust = Trust::default();
+        let (mut server, mut client, mut ctcp) = pair(&trust);
+        trust.advance();
+        handshake(&mut server, &mut client, &mut ctcp);
+        assert_eq!(server.access, Access::Revoked);
+        assert_eq!(server.access(), Access::Revoked);
     }
 }

@@ -21,6 +21,9 @@ pub enum Access {
     Maintenance,
     /// Not known yet (a TLS handshake in progress).
     Pending,
+    /// None: a TLS connection accepted under a trust the node no longer has (maintenance
+    /// ended, `machine.ca` changed); it is closed.
+    Revoked,
 }
 
 /// A non-blocking byte stream to one client.

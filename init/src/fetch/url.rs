@@ -225,16 +225,20 @@ fn split_host_port(authority: &str) -> Result<(String, Option<u16>), UrlError> {
 }
 
 /// The command line as logged: `talos.config=`'s query elided and `talos.config.inline=`
-/// replaced by its length, since both may carry secrets.
+/// replaced by its length, since both may carry secrets. Also for any text that may quote
+/// the command line (the kernel's `Command line:` record): the keys are found anywhere in a
+/// word (after a quote, say).
 pub fn redact_cmdline(cmdline: &str) -> String {
+    const INLINE: &str = "talos.config.inline=";
+    const URL: &str = "talos.config=";
     cmdline
         .split(' ')
         .map(|word| {
-            if let Some(v) = word.strip_prefix("talos.config.inline=") {
-                format!("talos.config.inline=<{} bytes>", v.len())
-            } else if let Some(v) = word.strip_prefix("talos.config=") {
+            if let Some((before, v)) = word.split_once(INLINE) {
+                format!("{before}{INLINE}<{} bytes>", v.len())
+            } else if let Some((before, v)) = word.split_once(URL) {
                 match v.split_once('?') {
-                    Some((before, _)) => format!("talos.config={before}?…"),
+                    Some((url, _)) => format!("{before}{URL}{url}?…"),
                     None => word.to_owned(),
                 }
             } else {
@@ -332,5 +336,9 @@ mod tests {
             "console=ttyS0 talos.config=https://x/c?… talos.config.inline=<12 bytes>"
         );
         assert_eq!(redact_cmdline("talos.config=/etc/c.yaml"), "talos.config=/etc/c.yaml");
+        assert_eq!(
+            redact_cmdline("params \"talos.config=http://x/c?t=s3cret\","),
+            "params \"talos.config=http://x/c?…"
+        );
     }
 }
