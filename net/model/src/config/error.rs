@@ -37,6 +37,10 @@ pub struct ConfigError {
     pub position: Option<Position>,
     /// What is wrong.
     pub message: String,
+    /// What was left out for it, when the rest of the configuration still applies: the
+    /// path of the dropped field or list item, or `the whole document`. Not part of
+    /// [`Display`](fmt::Display); see [`ConfigError::dropped_line`].
+    pub dropped: Option<String>,
 }
 
 impl ConfigError {
@@ -51,6 +55,16 @@ impl ConfigError {
             path: excerpt_path(&path.into()),
             position,
             message: excerpt_quotes(&message.into()),
+            dropped: None,
+        }
+    }
+
+    /// The error and what was dropped for it: `PATH (line L, column C): MESSAGE (dropped
+    /// UNIT)`, or the error alone when nothing was.
+    pub fn dropped_line(&self) -> String {
+        match &self.dropped {
+            Some(unit) => format!("{self} (dropped {unit})"),
+            None => self.to_string(),
         }
     }
 

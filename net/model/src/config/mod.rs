@@ -51,6 +51,7 @@ mod machine;
 mod migrate;
 mod migrate_links;
 mod network;
+mod prune;
 mod scalar;
 mod select;
 mod specs;
@@ -67,6 +68,8 @@ mod tests_hostile;
 mod tests_legacy;
 #[cfg(test)]
 mod tests_links;
+#[cfg(test)]
+mod tests_partial;
 #[cfg(test)]
 mod tests_specs;
 
@@ -100,11 +103,15 @@ pub use stream::{check, Report};
 /// mapping, or that aliases expand beyond one node per byte of text plus a fixed allowance,
 /// is refused before anything of it is deserialized or quoted. The first problem is
 /// returned; [`check`] returns them all.
+/// Nothing is dropped: this is the all-or-nothing reading (an `apply-config` without
+/// `--allow-partial`); [`check`] keeps what is valid.
 pub fn parse(yaml: &str) -> Result<MachineConfig, ConfigError> {
     let mut report = stream::check(yaml);
     if report.errors.is_empty() {
         Ok(report.config)
     } else {
-        Err(report.errors.swap_remove(0))
+        let mut e = report.errors.swap_remove(0);
+        e.dropped = None;
+        Err(e)
     }
 }
