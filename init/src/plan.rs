@@ -216,13 +216,14 @@ fn plan(args: &Args) -> Result<bool, PlanError> {
             eprintln!("warning: {shown}: {w}");
         }
         for e in &report.errors {
-            eprintln!("error: {shown}: {}", e.dropped_line());
+            match report.kept {
+                true => eprintln!("error: {shown}: {}", e.dropped_line()),
+                false => eprintln!("error: {shown}: {e}; planning without it"),
+            }
             rejected = true;
         }
         if report.kept {
             rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, report.config)?;
-        } else {
-            eprintln!("error: {shown}: nothing of it is valid; planning without it");
         }
     }
 

@@ -867,9 +867,12 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(addrs, ["10.0.0.3/24", "10.0.1.1/24"]);
         // Nothing valid at all: refused even when partial, and no hint.
-        let e = apply_config(&mut rt, Apply { text: "\u{1}\u{2}garbage", dry_run: false, partial: true })
-            .err()
-            .unwrap_or_default();
+        let e = apply_config(
+            &mut rt,
+            Apply { text: "\u{1}\u{2}garbage", dry_run: false, partial: true },
+        )
+        .err()
+        .unwrap_or_default();
         assert!(e.contains("not YAML") && !e.contains("--allow-partial"), "{e}");
     }
 }
