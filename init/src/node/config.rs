@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The machine configuration as the node's input: loaded at start, re-read on SIGHUP and
-//! when the watch sees the file (or what it resolves to) change. A config that cannot be
-//! read or parsed is logged and the running one kept.
+//! when the watch sees the file (or what it resolves to) change. Invalid entries are dropped
+//! and logged, the rest applies; a config that cannot be read, or of which nothing is valid,
+//! is logged and the running one kept.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,11 @@
 //!
 //! # Contract
 //!
-//! * [`parse`] accepts a YAML stream (one v1alpha1 document, typed documents, or both; see
-//!   `documents`) or rejects it whole with a [`ConfigError`] naming the document, YAML path,
-//!   line and column of the first problem. Nothing half-applies. [`check`] reports every
-//!   problem.
+//! * [`check`] reads a YAML stream (one v1alpha1 document, typed documents, or both; see
+//!   `documents`), drops each invalid entry at the narrowest unit that holds it (the field,
+//!   else the list item; `prune`) and keeps the rest, with one [`ConfigError`] per drop naming
+//!   the document, YAML path, line and column, and what was dropped (docs/config.md).
+//! * [`parse`] is the all-or-nothing reading: the configuration, or the first problem.
 //! * Unknown keys are errors at every depth, except a fixed list of Talos keys keelson has
 //!   no use for (PKI, install, etcd, Kubernetes control plane, kubelet image...). Those are
 //!   accepted, their content is ignored, and each present one adds a line to
