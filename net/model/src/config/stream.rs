@@ -173,7 +173,7 @@ fn legacy_document(yaml: &str) -> (Option<MachineConfig>, Vec<ConfigError>) {
     let loaded = prune::load(
         yaml,
         |t| serde_yaml::from_str::<MachineConfig>(t),
-        |cfg, source| validate::check(cfg, source).err().into_iter().collect(),
+        |cfg, source| validate::check(cfg, source),
     );
     let Some(mut cfg) = loaded.value else { return (None, loaded.errors) };
     cfg.warnings = known::warnings(&cfg, yaml);

@@ -26,32 +26,37 @@ const MIN_MTU_IPV6: u32 = 1280;
 /// The only document version there is.
 pub(crate) const VERSION: &str = "v1alpha1";
 
-/// The first problem found, in document order: its path and message. `yaml` is the
-/// document's text, for the line of a second place an error names.
-pub(crate) fn check(cfg: &MachineConfig, yaml: &Source<'_>) -> Result<(), (YamlPath, String)> {
+/// The problems found, in document order: at most one per device (the first), then the
+/// checks across devices (only when every device passed), discovery and KubeSpan peers.
+/// Each is a path and a message; `yaml` is the document's text, for the line of a second
+/// place an error names. The first is what the all-or-nothing reading reports.
+pub(crate) fn check(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<(YamlPath, String)> {
     if cfg.version != VERSION {
-        return Err((
+        return vec![(
             YamlPath::keys("version"),
             format!("unsupported version {:?} (expected {VERSION})", cfg.version),
-        ));
+        )];
     }
+    let mut out = Vec::new();
     let devices = YamlPath::keys("machine.network.interfaces");
     for (i, device) in cfg.machine.network.interfaces.iter().enumerate() {
-        check_device(device, &devices.index(i))?;
+        out.extend(check_device(device, &devices.index(i)).err());
     }
-    check_ports(&cfg.machine.network.interfaces, &devices, yaml)?;
-    check_discovery(cfg)?;
+    if out.is_empty() {
+        out.extend(check_ports(&cfg.machine.network.interfaces, &devices, yaml).err());
+    }
+    out.extend(check_discovery(cfg).err());
     let peers = YamlPath::keys("machine.network.kubespan.peers");
     let mut keys = BTreeSet::new();
     for (i, peer) in cfg.machine.network.kubespan.peers.iter().enumerate() {
         if !keys.insert(peer.public_key.as_str()) {
-            return Err((
+            out.push((
                 peers.index(i).key("publicKey"),
                 format!("peer {} is listed twice", peer.public_key),
             ));
         }
     }
-    Ok(())
+    out
 }
 
 /// `path (line N)`, or the bare path when it is not in the text.
