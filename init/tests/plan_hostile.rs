@@ -249,6 +249,15 @@ fn one_invalid_entry_costs_its_entry_and_plan_exits_1() {
             stdout.contains("eth9/10.42.0.9/24"),
             "{name}: the good address is planned: {stdout}"
         );
+        // `config validate` says the same and exits 1 too.
+        let out = Command::new(env!("CARGO_BIN_EXE_keelson"))
+            .args(["config", "validate"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(line) && err.contains("(dropped "), "{name}: {err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -258,8 +258,9 @@ fn record<T>(out: &mut Loaded<'_, T>, problem: &Problem, unit: &YamlPath) -> usi
     let earlier = out.source.removed.iter().position(|r| r.within(&path));
     if let Some(i) = earlier.and_then(|i| out.said_by.get(i).copied()) {
         if let Some(e) = out.errors.get_mut(i) {
+            let at = if path.is_root() { "the document".to_owned() } else { path.to_string() };
             e.message = super::error::excerpt_quotes(&format!(
-                "{}; without it, {path}: {}",
+                "{}; without it, {at}: {}",
                 e.message, problem.message
             ));
             e.dropped = Some(dropped);

@@ -355,3 +355,17 @@ fn an_empty_file_is_still_empty() {
         assert_eq!(report.errors[0].message, "the configuration is empty");
     }
 }
+
+#[test]
+fn a_typed_document_that_needs_the_dropped_field_goes_with_it_and_says_why() {
+    let yaml = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: -bad-\n---\napiVersion: v1alpha1\nkind: TimeSyncConfig\nntp:\n  servers: [time.example]\n";
+    let report = check(yaml);
+    assert!(report.kept);
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    let e = &report.errors[0];
+    assert_eq!((e.path.as_str(), e.line()), ("hostname", Some(3)));
+    assert_eq!(e.dropped.as_deref(), Some("the whole document"));
+    assert!(e.message.contains("; without it, the document: either auto or hostname"), "{e}");
+    assert_eq!(report.config.machine.time.servers, ["time.example"]);
+    assert_eq!(report.config.machine.network.hostname, None);
+}
