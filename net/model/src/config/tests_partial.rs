@@ -369,3 +369,33 @@ fn a_typed_document_that_needs_the_dropped_field_goes_with_it_and_says_why() {
     assert_eq!(report.config.machine.time.servers, ["time.example"]);
     assert_eq!(report.config.machine.network.hostname, None);
 }
+
+#[test]
+fn a_bad_time_server_in_a_document_drops_that_server_only() {
+    let yaml =
+        "apiVersion: v1alpha1\nkind: TimeSyncConfig\nntp:\n  servers: [/dev/ptp0, time.example]\n";
+    let report = check(yaml);
+    assert!(report.kept);
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    let e = &report.errors[0];
+    assert_eq!((e.path.as_str(), e.line()), ("ntp.servers[0]", Some(4)));
+    assert_eq!(e.dropped.as_deref(), Some("ntp.servers[0]"));
+    assert_eq!(report.config.machine.time.servers, ["time.example"]);
+}
+
+#[test]
+fn a_bad_selector_field_drops_the_selector_never_widens_it() {
+    // Without its MAC the selector would match every e1000 link; the whole selector goes,
+    // and with it the device it was all of.
+    let yaml = format!(
+        "{HEAD}      - deviceSelector:\n          hardwareAddr: 'zz:*'\n          driver: e1000\n        addresses: [10.0.5.1/24]\n"
+    );
+    let cfg = dropped_one(
+        &yaml,
+        "machine.network.interfaces[1].deviceSelector.hardwareAddr",
+        8,
+        "machine.network.interfaces[1]",
+    );
+    eth9_kept(&cfg);
+    assert_eq!(cfg.machine.network.interfaces.len(), 1);
+}
