@@ -150,23 +150,23 @@ impl Sizes {
 }
 
 /// One libyaml event, as much of it as the scan needs.
-struct Event {
-    kind: unsafe_libyaml::yaml_event_type_t,
-    anchor: Option<Vec<u8>>,
+pub(super) struct Event {
+    pub(super) kind: unsafe_libyaml::yaml_event_type_t,
+    pub(super) anchor: Option<Vec<u8>>,
     /// A scalar's value, when it is at most [`MAX_HEADER_VALUE`] bytes.
-    scalar: Option<Vec<u8>>,
-    position: Position,
+    pub(super) scalar: Option<Vec<u8>>,
+    pub(super) position: Position,
 }
 
 /// A libyaml parser over borrowed text, deleted on drop. Boxed: libyaml keeps pointers into
 /// its own state, so it must not move once initialized.
-struct Parser<'t> {
+pub(super) struct Parser<'t> {
     sys: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
     _text: &'t [u8],
 }
 
 impl<'t> Parser<'t> {
-    fn new(text: &'t [u8]) -> Option<Self> {
+    pub(super) fn new(text: &'t [u8]) -> Option<Self> {
         let mut sys = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
         let p = sys.as_mut_ptr();
         // SAFETY: `p` points to writable memory for a parser; initialize fills it in.
@@ -209,7 +209,7 @@ impl<'t> Parser<'t> {
     /// The next event; `None` on a syntax error (the caller stops there: libyaml must not be
     /// asked again after an error). A scalar's value is copied only when `want_scalar`: the
     /// scan reads the root mapping's, and a large config has a hundred thousand others.
-    fn next(&mut self, want_scalar: bool) -> Option<Event> {
+    pub(super) fn next(&mut self, want_scalar: bool) -> Option<Event> {
         let p = self.sys.as_mut_ptr();
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         let e = event.as_mut_ptr();

@@ -52,6 +52,7 @@ mod machine;
 mod migrate;
 mod migrate_links;
 mod network;
+mod positions;
 mod prune;
 mod scalar;
 mod select;

@@ -24,9 +24,15 @@ use super::locate::{Seg, YamlPath};
 /// document is dropped as a whole: each round parses the document again.
 pub(crate) const MAX_ROUNDS: usize = 64;
 
-/// The most text parsed again, summed over rounds: bounds the time a large document with
-/// many invalid entries can cost.
-const REPARSE_BUDGET: usize = 64 << 20;
+/// The most text parsed again (each round, and each position looked up: both parse the whole
+/// document), summed over rounds: bounds the time a large document with many invalid
+/// entries can cost. At least this much, and four times the document's length (a 16 MiB
+/// document: its first reading, its tree, the lines of one round's problems, one more round).
+const REPARSE_BUDGET: usize = 32 << 20;
+
+/// The most problems handled in one round (each one's position costs a parse); the others
+/// are found again in the next round.
+const PER_ROUND: usize = 16;
 
 /// Units dropped whole when anything inside them is invalid (see the module docs).
 const WHOLE_UNITS: [&str; 7] = [
@@ -107,6 +113,8 @@ pub(crate) struct Loaded<'a, T> {
     pub source: Source<'a>,
     /// For each of `source.removed`, the error that says so.
     said_by: Vec<usize>,
+    /// Bytes of text still to be parsed (see [`REPARSE_BUDGET`]).
+    budget: usize,
 }
 
 /// A problem found in one round, in the pruned document's coordinates.
@@ -123,14 +131,18 @@ pub(crate) fn load<'a, T>(
     deser: impl Fn(&str) -> Result<T, serde_yaml::Error>,
     check: impl Fn(&T, &Source<'_>) -> Vec<(YamlPath, String)>,
 ) -> Loaded<'a, T> {
-    let mut out =
-        Loaded { value: None, errors: Vec::new(), source: Source::new(text), said_by: Vec::new() };
+    let mut out = Loaded {
+        value: None,
+        errors: Vec::new(),
+        source: Source::new(text),
+        said_by: Vec::new(),
+        budget: REPARSE_BUDGET.max(text.len().saturating_mul(4)),
+    };
     let mut tree: Option<Value> = None;
     let mut pruned: Option<String> = None;
-    let mut parsed = 0usize;
     for round in 0..=MAX_ROUNDS {
         let current = pruned.as_deref().unwrap_or(text);
-        parsed = parsed.saturating_add(current.len());
+        let spent = spend(&mut out.budget, current.len());
         let problems = match deser(current) {
             Err(e) => {
                 let e = ConfigError::from_yaml(&e);
@@ -151,7 +163,7 @@ pub(crate) fn load<'a, T>(
                     .collect()
             }
         };
-        if round == MAX_ROUNDS || parsed > REPARSE_BUDGET {
+        if round == MAX_ROUNDS || !spent {
             let first = problems.into_iter().next();
             let (path, message) = first.map_or((String::new(), String::new()), |p| {
                 (out.source.original(&p.path).to_string(), p.message)
@@ -163,10 +175,15 @@ pub(crate) fn load<'a, T>(
                 format!("{message}; too many invalid entries, so the whole document is dropped"),
             );
             e.dropped = Some(DOCUMENT.into());
+            // Nothing of the document is kept: no line may say that only its entry went.
+            for earlier in &mut out.errors {
+                earlier.dropped = Some(DOCUMENT.into());
+            }
             out.errors.push(e);
             return out;
         }
         if tree.is_none() {
+            spend(&mut out.budget, text.len());
             match serde_yaml::from_str::<Value>(text) {
                 Ok(v) => tree = Some(v),
                 Err(_) => {
@@ -181,6 +198,8 @@ pub(crate) fn load<'a, T>(
         let Some(doc) = tree.as_mut() else { return out };
         let mut units: Vec<(YamlPath, usize)> = Vec::new();
         let mut root = false;
+        let mut problems: Vec<Problem> = problems.into_iter().take(PER_ROUND).collect();
+        place(&mut problems, &mut out);
         for problem in problems {
             let unit = unit_of(doc, &problem.path);
             if unit.is_root() {
@@ -227,17 +246,61 @@ pub(crate) const DOCUMENT: &str = "the whole document";
 /// The first problem of a document that cannot be pruned.
 fn whole(source: &Source<'_>, p: Problem) -> ConfigError {
     let path = source.original(&p.path);
-    let position = p.position.or_else(|| nearest(&path, source.text));
+    let position = p.position.or_else(|| path.locate(source.text));
     let mut e = ConfigError::new(path.to_string(), position, p.message);
     e.dropped = Some(DOCUMENT.into());
     e
 }
 
+/// Find the lines of a round's problems in one pass over the original text: each one's path,
+/// else its closest enclosing node there (a check may name a key left out). What the pass
+/// cannot see (a path through an alias) is left to [`nearest`].
+fn place<T>(problems: &mut [Problem], out: &mut Loaded<'_, T>) {
+    let originals: Vec<Option<YamlPath>> = problems
+        .iter()
+        .map(|p| p.position.is_none().then(|| out.source.original(&p.path)))
+        .collect();
+    let mut wanted: Vec<YamlPath> = Vec::new();
+    for path in originals.iter().flatten() {
+        let mut at = path.clone();
+        while !at.is_root() {
+            let up = at.parent();
+            wanted.push(at);
+            at = up;
+        }
+    }
+    if wanted.is_empty() || !spend(&mut out.budget, out.source.text.len()) {
+        return;
+    }
+    let found = super::positions::locate_all(out.source.text, &wanted);
+    let at: Vec<(YamlPath, Position)> =
+        wanted.into_iter().zip(found).filter_map(|(w, f)| f.map(|f| (w, f))).collect();
+    for (problem, original) in problems.iter_mut().zip(&originals) {
+        let Some(path) = original else { continue };
+        let mut step = path.clone();
+        while !step.is_root() && problem.position.is_none() {
+            problem.position = at.iter().find(|(w, _)| *w == step).map(|(_, p)| *p);
+            step = step.parent();
+        }
+    }
+}
+
+/// Take `bytes` of parsing from `budget`; false when it is spent.
+fn spend(budget: &mut usize, bytes: usize) -> bool {
+    match budget.checked_sub(bytes) {
+        Some(left) => {
+            *budget = left;
+            true
+        }
+        None => false,
+    }
+}
+
 /// Where `path` is, or else the closest enclosing node that is in the text (a check may name
-/// a key left out, whose default is wrong).
-fn nearest(path: &YamlPath, text: &str) -> Option<Position> {
+/// a key left out, whose default is wrong); `None` once the budget is spent.
+fn nearest(path: &YamlPath, text: &str, budget: &mut usize) -> Option<Position> {
     let mut at = path.clone();
-    loop {
+    while spend(budget, text.len()) {
         if let Some(p) = at.locate(text) {
             return Some(p);
         }
@@ -246,6 +309,7 @@ fn nearest(path: &YamlPath, text: &str) -> Option<Position> {
         }
         at = at.parent();
     }
+    None
 }
 
 /// One line per dropped unit: a problem that only follows from an earlier drop (its path
@@ -267,7 +331,7 @@ fn record<T>(out: &mut Loaded<'_, T>, problem: &Problem, unit: &YamlPath) -> usi
             return i;
         }
     }
-    let position = problem.position.or_else(|| nearest(&path, out.source.text));
+    let position = problem.position.or_else(|| nearest(&path, out.source.text, &mut out.budget));
     let mut e = ConfigError::new(path.to_string(), position, problem.message.clone());
     e.dropped = Some(dropped);
     out.errors.push(e);

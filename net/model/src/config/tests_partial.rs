@@ -399,3 +399,26 @@ fn a_bad_selector_field_drops_the_selector_never_widens_it() {
     eth9_kept(&cfg);
     assert_eq!(cfg.machine.network.interfaces.len(), 1);
 }
+
+#[test]
+fn too_many_invalid_entries_cost_the_document_in_bounded_work() {
+    // Every one of 1,100 devices invalid: 16 a round, the re-reads stop after 64 rounds and
+    // the document is dropped whole, every line saying so.
+    let mut yaml = String::from("version: v1alpha1\nmachine:\n  network:\n    interfaces:\n");
+    for i in 0..1100 {
+        yaml += &format!("      - interface: eth{i}\n        mtu: 65536\n");
+    }
+    let started = std::time::Instant::now();
+    let report = check(&yaml);
+    assert!(!report.kept);
+    assert!(
+        report.errors.len() > 1 && report.errors.len() <= 64 * 16 + 1,
+        "{}",
+        report.errors.len()
+    );
+    assert!(report.errors.iter().all(|e| e.dropped.as_deref() == Some("the whole document")));
+    let last = report.errors.last().map(ToString::to_string).unwrap_or_default();
+    assert!(last.contains("too many invalid entries"), "{last}");
+    // A guard against runaway re-reads, not a speed check (debug builds are slow).
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
+}
