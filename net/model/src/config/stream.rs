@@ -170,11 +170,7 @@ fn classify(span: &DocSpan) -> Class<'_> {
 
 /// The v1alpha1 document without its invalid entries, and one error per dropped entry.
 fn legacy_document(yaml: &str) -> (Option<MachineConfig>, Vec<ConfigError>) {
-    let loaded = prune::load(
-        yaml,
-        |t| serde_yaml::from_str::<MachineConfig>(t),
-        |cfg, source| validate::check(cfg, source),
-    );
+    let loaded = prune::load(yaml, |t| serde_yaml::from_str::<MachineConfig>(t), validate::check);
     let Some(mut cfg) = loaded.value else { return (None, loaded.errors) };
     cfg.warnings = known::warnings(&cfg, yaml);
     cfg.warnings.extend(validate::warnings(&cfg, &loaded.source));
