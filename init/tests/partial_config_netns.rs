@@ -123,6 +123,12 @@ fn run_applies_the_rest_and_machinestatus_names_what_was_dropped() {
         },
         || node.log_text(),
     );
+    // Swapped for garbage: the file and the parse error's position, and what runs stays.
+    std::fs::write(&path, b"\x01\x02\x7fELF\x00garbage").unwrap();
+    let said = format!("{file}: (document) (line 1, column 1): not YAML: ");
+    wait_for("garbage reported", T, || node.log_text().contains(&said), || node.log_text());
+    assert!(!node.log_text().contains("configuration is empty"));
+    assert!(ns.addresses().contains(&"eth0/10.8.0.3/24".to_owned()));
     node.stop();
 }
 
