@@ -137,6 +137,8 @@ pub fn check(yaml: &str) -> Report {
             report.config.documents.push(doc);
         }
     }
+    // Nothing refused (documents keelson only warns about, say) is a configuration too.
+    report.kept |= report.errors.is_empty();
     if report.kept && report.config.version.is_empty() {
         // Typed documents alone: the configuration they make is still v1alpha1's shape.
         report.config.version = validate::VERSION.to_owned();

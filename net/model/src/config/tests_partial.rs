@@ -422,3 +422,10 @@ fn too_many_invalid_entries_cost_the_document_in_bounded_work() {
     // A guard against runaway re-reads, not a speed check (debug builds are slow).
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_config_of_documents_keelson_only_warns_about_is_kept() {
+    let report = check("apiVersion: v1alpha1\nkind: VethConfig\nname: veth0\n");
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert!(report.kept, "{:?}", report.config.warnings);
+}
