@@ -662,7 +662,13 @@ fn load_applied(text: &str, partial: bool) -> Result<net::config::MachineConfig,
         }
         return Ok(report.config);
     }
-    let lines: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    // Every invalid entry, up to a bound: the answer is one line.
+    const SHOWN: usize = 16;
+    let mut lines: Vec<String> =
+        report.errors.iter().take(SHOWN).map(ToString::to_string).collect();
+    if report.errors.len() > SHOWN {
+        lines.push(format!("and {} more", report.errors.len() - SHOWN));
+    }
     let hint = if report.kept { "; --allow-partial applies the rest" } else { "" };
     Err(format!("invalid config: {}; nothing applied{hint}", lines.join("; ")))
 }
