@@ -169,18 +169,13 @@ pub(crate) fn load<'a, T>(
                 (out.source.original(&p.path).to_string(), p.message)
             });
             let position = YamlPath::parse(&path).locate(text);
-            let mut e = ConfigError::new(
+            let e = ConfigError::new(
                 path,
                 position,
                 format!("{message}; too many invalid entries, so the whole document is dropped"),
             );
-            e.dropped = Some(DOCUMENT.into());
-            // Nothing of the document is kept: no line may say that only its entry went.
-            for earlier in &mut out.errors {
-                earlier.dropped = Some(DOCUMENT.into());
-            }
             out.errors.push(e);
-            return out;
+            return abandon(out);
         }
         if tree.is_none() {
             spend(&mut out.budget, text.len());
@@ -191,7 +186,7 @@ pub(crate) fn load<'a, T>(
                     for p in problems.into_iter().take(1) {
                         out.errors.push(whole(&out.source, p));
                     }
-                    return out;
+                    return abandon(out);
                 }
             }
         }
@@ -209,7 +204,7 @@ pub(crate) fn load<'a, T>(
             units.push((unit, said));
         }
         if root {
-            return out;
+            return abandon(out);
         }
         // Remove the deepest and last first, so the other paths stay valid; a unit inside
         // another one goes with it.
@@ -227,9 +222,20 @@ pub(crate) fn load<'a, T>(
         }
         match serde_yaml::to_string(doc) {
             Ok(t) => pruned = Some(t),
-            Err(_) => return out,
+            Err(_) => return abandon(out),
         }
     }
+    abandon(out)
+}
+
+/// The document is dropped whole: every line says so (none may say that only its entry
+/// went), in the order of the text.
+fn abandon<T>(mut out: Loaded<'_, T>) -> Loaded<'_, T> {
+    out.value = None;
+    for e in &mut out.errors {
+        e.dropped = Some(DOCUMENT.into());
+    }
+    sort(&mut out);
     out
 }
 

@@ -429,3 +429,16 @@ fn a_config_of_documents_keelson_only_warns_about_is_kept() {
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(report.kept, "{:?}", report.config.warnings);
 }
+
+#[test]
+fn when_the_document_goes_every_line_says_so() {
+    // An invalid MTU and a wrong version found together: the version costs the document, so
+    // the MTU's line must not claim that only the MTU went.
+    let report = check("version: v1alpha2\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        mtu: 65536\n");
+    assert!(!report.kept);
+    assert!(
+        report.errors.iter().all(|e| e.dropped.as_deref() == Some("the whole document")),
+        "{:?}",
+        report.errors
+    );
+}
