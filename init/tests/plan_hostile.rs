@@ -259,6 +259,20 @@ fn one_invalid_entry_costs_its_entry_and_plan_exits_1() {
         assert_eq!(out.status.code(), Some(1), "{name}: {err}");
         assert!(err.contains(line) && err.contains("(dropped "), "{name}: {err}");
     }
+    // The multi-document shape: a typed document's bad MTU costs that field, a second
+    // document for the same link costs that document; the first link's address is planned.
+    let path = dir.join("documents.yaml");
+    let docs = "apiVersion: v1alpha1\nkind: LinkConfig\nname: eth9\nmtu: 65536\naddresses:\n  - address: 10.42.0.9/24\n---\napiVersion: v1alpha1\nkind: LinkConfig\nname: eth9\naddresses:\n  - address: 10.42.0.10/24\n";
+    std::fs::write(&path, docs).unwrap();
+    let (code, stdout, stderr) = plan_output(&path);
+    assert_eq!(code, Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].contains("document 1 (LinkConfig eth9): mtu (line 4"), "{stderr}");
+    assert!(lines[0].ends_with("(dropped mtu)"), "{stderr}");
+    assert!(lines[1].contains("document 2 (LinkConfig eth9): (document) (line 7"), "{stderr}");
+    assert!(lines[1].ends_with("(dropped the whole document)"), "{stderr}");
+    assert!(stdout.contains("eth9/10.42.0.9/24") && !stdout.contains("10.42.0.10"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
