@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! [`ConfigError`]: the first problem in a machine configuration, with its YAML path and
+//! [`ConfigError`]: a problem in a machine configuration, with its YAML path and
 //! position.
 
 use std::fmt;
@@ -19,8 +19,9 @@ impl From<serde_yaml::Location> for Position {
     }
 }
 
-/// Why a machine configuration was rejected. The whole document is rejected: nothing of it
-/// applies.
+/// A problem in a machine configuration. [`check`](super::check) drops the entry that
+/// holds it ([`ConfigError::dropped`]) and keeps the rest; [`parse`](super::parse) refuses
+/// the configuration with its first problem.
 ///
 /// Displays as `machine.network.interfaces[1].routes[0].gateway (line 14, column 22): invalid
 /// IP address "10.0.0.x"`.
