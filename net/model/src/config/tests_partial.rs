@@ -442,3 +442,34 @@ fn when_the_document_goes_every_line_says_so() {
         report.errors
     );
 }
+
+#[test]
+fn a_second_master_through_bridge_port_drops_that_bridge_port() {
+    let yaml = format!(
+        "{HEAD}      - interface: br0\n        bridge:\n          interfaces: [eth1]\n      - interface: eth1\n        bridgePort:\n          master: br1\n"
+    );
+    let cfg = dropped_one(
+        &yaml,
+        "machine.network.interfaces[2].bridgePort.master",
+        12,
+        "machine.network.interfaces[2].bridgePort",
+    );
+    eth9_kept(&cfg);
+    assert!(device(&cfg, "eth1").bridge_port.is_none());
+    assert_eq!(device(&cfg, "br0").bridge.map(|b| b.interfaces), Some(vec!["eth1".into()]));
+}
+
+#[test]
+fn discovery_without_the_cluster_identity_drops_discovery_only() {
+    let yaml = format!(
+        "{HEAD}cluster:\n  discovery:\n    enabled: true\n  network:\n    podSubnets: [10.244.0.0/16]\n"
+    );
+    let report = check(&yaml);
+    assert!(report.kept);
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    let e = &report.errors[0];
+    assert_eq!((e.path.as_str(), e.line()), ("cluster.discovery.enabled", Some(9)));
+    eth9_kept(&report.config);
+    let discovery = report.config.cluster.as_ref().and_then(|c| c.discovery.as_ref());
+    assert!(discovery.is_none_or(|d| !d.enabled), "{discovery:?}");
+}
