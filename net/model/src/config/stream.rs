@@ -75,7 +75,10 @@ pub fn check(yaml: &str) -> Report {
                     report.errors.push(e);
                 }
                 if let Some(cfg) = cfg {
+                    // Warnings of the documents before it stay, ahead of its own.
+                    let earlier = std::mem::take(&mut report.config.warnings);
                     report.config = cfg;
+                    report.config.warnings.splice(0..0, earlier);
                     report.kept = true;
                     legacy = Some((number, padded));
                 } else {

@@ -473,3 +473,15 @@ fn discovery_without_the_cluster_identity_drops_discovery_only() {
     let discovery = report.config.cluster.as_ref().and_then(|c| c.discovery.as_ref());
     assert!(discovery.is_none_or(|d| !d.enabled), "{discovery:?}");
 }
+
+#[test]
+fn warnings_of_documents_ahead_of_the_v1alpha1_one_are_kept() {
+    let yaml = "apiVersion: v1alpha1\nkind: VethConfig\nname: veth0\n---\nversion: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n";
+    let report = check(yaml);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert!(
+        report.config.warnings.iter().any(|w| w.contains("document 1 (VethConfig)")),
+        "{:?}",
+        report.config.warnings
+    );
+}
