@@ -225,8 +225,11 @@ impl ConfigUrl {
             refuse("the body is empty".into());
             return None;
         }
-        if let Err(e) = net::config::parse(&text) {
-            refuse(e.to_string());
+        // The rule of a config file: invalid entries are dropped (logged when it is loaded)
+        // and the rest runs; only a config of which nothing is valid is refused.
+        let report = net::config::check(&text);
+        if !report.kept {
+            refuse(report.errors.first().map(ToString::to_string).unwrap_or_default());
             return None;
         }
         log::info!(

@@ -313,13 +313,14 @@ impl Keeper {
     /// One comparison: write a changed state, or install when a config asks for it.
     fn step(&mut self) {
         let mut files = snapshot(&self.dir, self.config_source.as_deref());
-        // A changed config that does not parse (broken) is not what the node runs: the last
-        // good one stays. Parsed only when it changed.
+        // A changed config of which nothing is valid (broken) is not what the node runs: the
+        // last good one stays. One with some invalid entries runs without them, so it is
+        // kept. Parsed only when it changed.
         let before = self.store.as_ref().and_then(|s| s.last.get(CONFIG_FILE));
         let config = files.get(CONFIG_FILE);
         if config != before && config != self.seen_config.as_ref() {
             self.seen_config = config.cloned();
-            self.config_ok = config.is_some_and(|t| parse_config(t).is_some());
+            self.config_ok = config.is_some_and(|t| runs(t));
         }
         if config.is_some() && config != before && !self.config_ok {
             match before {
@@ -429,7 +430,13 @@ fn write(store: &mut Store, files: Files) -> Result<(), StateError> {
     Ok(())
 }
 
-/// A config's text parsed, if it parses (a config that does not is not kept).
+/// The node runs this config text, if only in part (docs/config.md).
+fn runs(text: &[u8]) -> bool {
+    std::str::from_utf8(text).is_ok_and(|t| net::config::check(t).kept)
+}
+
+/// A config's text parsed, if it is valid as a whole: a disk is prepared only for a config
+/// with no entry dropped.
 fn parse_config(text: &[u8]) -> Option<net::config::MachineConfig> {
     std::str::from_utf8(text).ok().and_then(|t| net::config::parse(t).ok())
 }
