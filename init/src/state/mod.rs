@@ -253,10 +253,7 @@ impl Keeper {
 
     /// Open the state partition on `name`, read the newest state into the directory.
     fn open_store(&mut self, name: &str) -> Result<Files, StateError> {
-        let d = Disk::open(Path::new("/dev"), Path::new("/sys/block"), name, true)?;
-        let offset =
-            d.state_offset().ok_or_else(|| std::io::Error::other("state partition gone"))?;
-        let mut medium = d.medium(offset)?;
+        let mut medium = disk::open_state(Path::new("/dev"), Path::new("/sys/block"), name)?;
         let loaded = slots::load(&mut medium)?;
         let (current, files) = match loaded {
             Some(l) => {
