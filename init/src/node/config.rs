@@ -6,6 +6,7 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::Namespace;
 use net::runtime::Runtime;
@@ -25,10 +26,23 @@ fn read(path: &Path) -> Option<String> {
     }
 }
 
-/// Parse and apply the config text; on any error, log it and keep what runs.
+/// Parse and apply the config text; on any error, log it and keep what runs. A config whose
+/// `machine.install` is refused is not applied, exactly as `apply-config` refuses it: without
+/// a running config the node stays in maintenance mode.
 pub fn load(rt: &mut Runtime, path: &Path, text: &str) {
     match net::config::parse(text) {
         Ok(cfg) => {
+            if let Err(e) = crate::state::check_install(&cfg) {
+                let running =
+                    rt.store().get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
+                let then = if running.is_some() {
+                    "keeping the running configuration"
+                } else {
+                    "maintenance mode: the node waits for `keelson apply-config --insecure`"
+                };
+                log::error!(target: "config", "{}: config refused: {e}; {then}", path.display());
+                return;
+            }
             for w in &cfg.warnings {
                 log::warn!(target: "config", "{}: {w}", path.display());
             }
