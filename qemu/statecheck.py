@@ -91,7 +91,9 @@ def all_bytes(path, start, end, byte):
         f.seek(start)
         data = f.read(end - start)
     bad = next((i for i, b in enumerate(data) if b != byte), None)
-    return None if bad is None and len(data) == end - start else start + (bad or len(data))
+    if bad is None and len(data) == end - start:
+        return None
+    return start + (len(data) if bad is None else bad)
 
 
 def sha256(path):
