@@ -7,6 +7,7 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::Namespace;
 use net::runtime::Runtime;
@@ -28,11 +29,24 @@ fn read(path: &Path) -> Option<String> {
 
 /// Parse and apply the config text. An invalid entry is dropped and logged, and the rest
 /// applies (the dropped entries show in `machinestatus`); a config of which nothing is valid
-/// is logged and the running one kept.
+/// is logged and the running one kept. A config whose `machine.install` is refused is not
+/// applied, exactly as `apply-config` refuses it: without a running config the node stays in
+/// maintenance mode.
 pub fn load(rt: &mut Runtime, path: &Path, text: &str) {
     let report = net::config::check(text);
     match report.kept.then_some(report.config) {
         Some(cfg) => {
+            if let Err(e) = crate::state::check_install(&cfg) {
+                let running =
+                    rt.store().get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
+                let then = if running.is_some() {
+                    "keeping the running configuration"
+                } else {
+                    "maintenance mode: the node waits for `keelson apply-config --insecure`"
+                };
+                log::error!(target: "config", "{}: config refused: {e}; {then}", path.display());
+                return;
+            }
             for line in &cfg.dropped {
                 log::error!(target: "config", "{}: {line}", path.display());
             }
