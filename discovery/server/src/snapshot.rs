@@ -30,7 +30,7 @@ pub enum SnapshotError {
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("{0}")]
-    Read(#[from] net::bounded::ReadError),
+    Read(#[from] base::bounded::ReadError),
     #[error("not a state snapshot: {0}")]
     Decode(#[from] ProtoError),
 }
@@ -183,9 +183,9 @@ pub fn decode(bytes: &[u8], limits: &Limits, budget: usize) -> Result<Decoded, P
 /// Read a snapshot file within `limits` (and [`READ_LIMIT`] bytes, both of the file and of
 /// what it is charged in memory); `Ok(None)` when there is none yet.
 pub fn load(path: &Path, limits: &Limits) -> Result<Option<Decoded>, SnapshotError> {
-    match net::bounded::read_file(path, READ_LIMIT) {
+    match base::bounded::read_file(path, READ_LIMIT) {
         Ok(bytes) => Ok(Some(decode(&bytes, limits, READ_LIMIT as usize)?)),
-        Err(net::bounded::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(base::bounded::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

@@ -19,7 +19,7 @@ pub mod ifnames;
 mod kind_table;
 pub mod kinds;
 pub mod merge;
-pub mod names;
+pub use base::names;
 pub mod resource;
 pub mod sort;
 pub mod wgkey;

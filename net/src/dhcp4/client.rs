@@ -8,7 +8,7 @@ use dhcproto::{Decodable, Encodable};
 
 use super::lease::Lease;
 use super::time::{backoff_delay, renewal_retransmit_at, renewal_times};
-use crate::hex::decode_hex;
+use base::hex::decode_hex;
 use crate::resource::{ClientIdentifier, DEFAULT_ROUTE_METRIC};
 
 /// How many REQUESTs REQUESTING and REBOOTING send before giving up (the first plus three

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The client's identity: its DUID (RFC 8415 §11) and the IAID of its IA_NA (§12).
 
-use crate::hex::decode_hex;
+use base::hex::decode_hex;
 use crate::resource::ClientIdentifier;
 
 /// DUID-LLT (RFC 8415 §11.2).
