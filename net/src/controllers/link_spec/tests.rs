@@ -632,12 +632,12 @@ fn an_mtu_undone_within_one_reconcile_is_held_not_retried_every_round() {
     let mut rt = runtime(&host, &[spec]);
     let t0 = Instant::now();
     rt.run(t0);
-    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+    assert_eq!(count(&host, "SetMtu"), super::super::apply::FIGHT_LIMIT);
     assert!(host.borrow().links["eth0"].is_up(), "{:?}", host.borrow().log);
     // Woken by events during the hold, it writes nothing.
     for i in 1..10 {
         rt.mark_dirty(Kind::LinkStatus);
         rt.run(t0 + Duration::from_millis(100) * i);
     }
-    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+    assert_eq!(count(&host, "SetMtu"), super::super::apply::FIGHT_LIMIT);
 }
