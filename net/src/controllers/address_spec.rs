@@ -11,9 +11,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::apply::{
-    self, first_error, hash_of, op_text, LinkCache, OpKey, Outcome, SpecApply, SpecOps,
-};
+use super::apply::{self, first_error, hash_of, LinkCache, Outcome, SpecApply, SpecOps};
 use crate::host::{AddressChange, AddressOp, Host, HostError, SharedHost};
 use crate::resource::{
     AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
@@ -145,15 +143,6 @@ pub fn plan_addresses<'a>(
     plan
 }
 
-/// An address operation as the guard keys and names it (`address <id>: add`).
-fn what(op: &AddressOp) -> (u8, &'static str) {
-    match op {
-        AddressOp::Add(_) => (0, "add"),
-        AddressOp::Delete(_) => (1, "delete"),
-        AddressOp::Replace(_) => (2, "replace"),
-    }
-}
-
 /// Addresses, to the apply loop.
 #[derive(Debug)]
 struct Addresses;
@@ -163,12 +152,12 @@ impl SpecOps for Addresses {
     type Op = AddressOp;
     const OBJECT: &'static str = "address";
 
-    fn key(id: &str, op: &AddressOp) -> OpKey {
-        OpKey::new(id, what(op).0)
-    }
-
-    fn name(id: &str, op: &AddressOp) -> String {
-        op_text("address", id, what(op).1)
+    fn what(op: &AddressOp) -> (u8, &'static str) {
+        match op {
+            AddressOp::Add(_) => (0, "add"),
+            AddressOp::Delete(_) => (1, "delete"),
+            AddressOp::Replace(_) => (2, "replace"),
+        }
     }
 
     fn value(op: &AddressOp) -> Option<u64> {

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use super::address_spec::Desired;
 use super::apply::{
-    self, first_error, hash_of, Applied, ApplyGuard, IdList, OpKey, Outcome, SpecApply, SpecOps,
+    self, first_error, hash_of, op_text, Applied, ApplyGuard, IdList, OpKey, Outcome, SpecApply,
+    SpecOps,
 };
 use crate::host::{Host, HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
@@ -408,19 +409,13 @@ impl<'a> Planner<'a> {
 /// An operation as the link, the attribute and our value (`link eth0: mtu 1400`): what the
 /// log says and what the guard counts.
 fn op_key(id: &str, op: &LinkOp) -> String {
-    let what = match op {
-        LinkOp::Create { .. } => "create".to_owned(),
-        LinkOp::Delete { .. } => "delete".to_owned(),
-        LinkOp::SetUp { up: true, .. } => "up".to_owned(),
-        LinkOp::SetUp { up: false, .. } => "down".to_owned(),
-        LinkOp::SetMtu { mtu, .. } => format!("mtu {mtu}"),
-        LinkOp::SetMac { mac, .. } => format!("mac {mac}"),
-        LinkOp::SetMaster { master: Some(m), .. } => format!("master index {m}"),
-        LinkOp::SetMaster { master: None, .. } => "no master".to_owned(),
-        LinkOp::SetBond { .. } => "bond settings".to_owned(),
-        LinkOp::SetBridge { .. } => "bridge settings".to_owned(),
-    };
-    format!("link {id}: {what}")
+    let what = Links::what(op).1;
+    match op {
+        LinkOp::SetMtu { mtu, .. } => format!("link {id}: {what} {mtu}"),
+        LinkOp::SetMac { mac, .. } => format!("link {id}: {what} {mac}"),
+        LinkOp::SetMaster { master: Some(m), .. } => format!("link {id}: {what} index {m}"),
+        _ => op_text("link", id, what),
+    }
 }
 
 /// A setting the kernel may refuse on its own (a value the device cannot take) while the
@@ -439,6 +434,22 @@ impl SpecOps for Links {
     type Spec = LinkSpec;
     type Op = LinkOp;
     const OBJECT: &'static str = "link";
+
+    /// The attribute, without our value.
+    fn what(op: &LinkOp) -> (u8, &'static str) {
+        match op {
+            LinkOp::Create { .. } => (0, "create"),
+            LinkOp::Delete { .. } => (1, "delete"),
+            LinkOp::SetUp { up: true, .. } => (2, "up"),
+            LinkOp::SetUp { up: false, .. } => (3, "down"),
+            LinkOp::SetMtu { .. } => (4, "mtu"),
+            LinkOp::SetMac { .. } => (5, "mac"),
+            LinkOp::SetMaster { master: Some(_), .. } => (6, "master"),
+            LinkOp::SetMaster { master: None, .. } => (7, "no master"),
+            LinkOp::SetBond { .. } => (8, "bond settings"),
+            LinkOp::SetBridge { .. } => (9, "bridge settings"),
+        }
+    }
 
     fn key(id: &str, op: &LinkOp) -> OpKey {
         OpKey::of_text(&op_key(id, op))

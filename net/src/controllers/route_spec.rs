@@ -10,9 +10,7 @@
 use std::net::IpAddr;
 
 use super::address_spec::Desired;
-use super::apply::{
-    self, first_error, hash_of, op_text, LinkCache, OpKey, Outcome, SpecApply, SpecOps,
-};
+use super::apply::{self, first_error, hash_of, LinkCache, Outcome, SpecApply, SpecOps};
 use crate::host::{Host, HostError, RouteOp, SharedHost};
 use crate::resource::{
     Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, RoutingTable,
@@ -207,14 +205,6 @@ pub fn plan_routes<'a>(
     plan
 }
 
-/// A route operation as the guard keys and names it (`route <id>: add`).
-fn what(op: &RouteOp) -> (u8, &'static str) {
-    match op {
-        RouteOp::Add(_) => (0, "add"),
-        RouteOp::Delete(_) => (1, "delete"),
-    }
-}
-
 /// Routes, to the apply loop.
 #[derive(Debug)]
 struct Routes;
@@ -224,12 +214,11 @@ impl SpecOps for Routes {
     type Op = RouteOp;
     const OBJECT: &'static str = "route";
 
-    fn key(id: &str, op: &RouteOp) -> OpKey {
-        OpKey::new(id, what(op).0)
-    }
-
-    fn name(id: &str, op: &RouteOp) -> String {
-        op_text("route", id, what(op).1)
+    fn what(op: &RouteOp) -> (u8, &'static str) {
+        match op {
+            RouteOp::Add(_) => (0, "add"),
+            RouteOp::Delete(_) => (1, "delete"),
+        }
     }
 
     fn value(op: &RouteOp) -> Option<u64> {

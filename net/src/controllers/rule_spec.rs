@@ -5,7 +5,7 @@
 //! deleted, so rules of other software (and the kernel's 0/32766/32767) are never touched.
 
 use super::address_spec::Desired;
-use super::apply::{self, first_error, hash_of, op_text, OpKey, Outcome, SpecApply, SpecOps};
+use super::apply::{self, first_error, hash_of, Outcome, SpecApply, SpecOps};
 use crate::host::{Host, HostError, RuleOp, SharedHost};
 use crate::resource::{Kind, Namespace, Phase, RouteProtocol, RoutingRuleSpec, RoutingRuleStatus};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
@@ -68,14 +68,6 @@ pub fn plan_rules(
     (ops, applied, released)
 }
 
-/// A rule operation as the guard keys and names it (`rule <id>: add`).
-fn what(op: &RuleOp) -> (u8, &'static str) {
-    match op {
-        RuleOp::Add(_) => (0, "add"),
-        RuleOp::Delete(_) => (1, "delete"),
-    }
-}
-
 /// Rules, to the apply loop.
 #[derive(Debug)]
 struct Rules;
@@ -85,12 +77,11 @@ impl SpecOps for Rules {
     type Op = RuleOp;
     const OBJECT: &'static str = "rule";
 
-    fn key(id: &str, op: &RuleOp) -> OpKey {
-        OpKey::new(id, what(op).0)
-    }
-
-    fn name(id: &str, op: &RuleOp) -> String {
-        op_text("rule", id, what(op).1)
+    fn what(op: &RuleOp) -> (u8, &'static str) {
+        match op {
+            RuleOp::Add(_) => (0, "add"),
+            RuleOp::Delete(_) => (1, "delete"),
+        }
     }
 
     fn value(op: &RuleOp) -> Option<u64> {

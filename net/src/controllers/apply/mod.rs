@@ -40,10 +40,17 @@ pub(crate) trait SpecOps {
     /// The object, as the wait log names it (`route`).
     const OBJECT: &'static str;
 
-    /// The guard's key of `op` for spec `id` (see [`ApplyGuard`]'s rule 1).
-    fn key(id: &str, op: &Self::Op) -> OpKey;
+    /// Which operation `op` is, as a tag and a name (`(0, "add")`).
+    fn what(op: &Self::Op) -> (u8, &'static str);
+    /// The guard's key of `op` for spec `id` (see [`ApplyGuard`]'s rule 1): the ID and
+    /// which operation.
+    fn key(id: &str, op: &Self::Op) -> OpKey {
+        OpKey::new(id, Self::what(op).0)
+    }
     /// The guard's name of `op` for spec `id` (`route <id>: add`), made only for a fight.
-    fn name(id: &str, op: &Self::Op) -> String;
+    fn name(id: &str, op: &Self::Op) -> String {
+        op_text(Self::OBJECT, id, Self::what(op).1)
+    }
     /// A hash of the whole of `op` for the guard's rule 2; `None`: not counted.
     fn value(op: &Self::Op) -> Option<u64>;
     /// Apply `ops`, no two on one spec, in order: one result each.
