@@ -263,3 +263,122 @@ pub(crate) fn first_error(
         None => Ok(next),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::host::fake::FakeHost;
+    use crate::host::HostErrorKind;
+    use crate::resource::AddressSpec;
+
+    /// A test operation: its text, and how the host answers it.
+    #[derive(Debug)]
+    struct Op {
+        text: &'static str,
+        fails: bool,
+        alone: bool,
+    }
+
+    const fn ok(text: &'static str) -> Op {
+        Op { text, fails: false, alone: false }
+    }
+
+    thread_local! {
+        /// The batches sent to the host, by operation text.
+        static SENT: RefCell<Vec<Vec<&'static str>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    struct TestOps;
+
+    impl SpecOps for TestOps {
+        type Spec = AddressSpec;
+        type Op = Op;
+        const OBJECT: &'static str = "test";
+
+        fn what(_op: &Op) -> (u8, &'static str) {
+            (0, "apply")
+        }
+
+        fn value(op: &Op) -> Option<u64> {
+            Some(hash_of(op.text))
+        }
+
+        fn apply(_host: &mut dyn Host, ops: &[&Op]) -> Vec<Result<(), HostError>> {
+            SENT.with(|s| s.borrow_mut().push(ops.iter().map(|op| op.text).collect()));
+            let fail = |op: &Op| HostError {
+                op: op.text.to_owned(),
+                message: "refused".into(),
+                kind: HostErrorKind::Invalid,
+            };
+            ops.iter().map(|op| if op.fails { Err(fail(op)) } else { Ok(()) }).collect()
+        }
+
+        fn refused_alone(op: &Op) -> bool {
+            op.alone
+        }
+
+        fn error(id: &str, op: &Op, e: HostError) -> HostError {
+            HostError { op: format!("{id}: {}", op.text), ..e }
+        }
+    }
+
+    fn sent() -> Vec<Vec<&'static str>> {
+        SENT.with(|s| std::mem::take(&mut *s.borrow_mut()))
+    }
+
+    /// Batches hold a spec once; a failed spec's later operations are not sent, a setting
+    /// refused alone leaves its spec's others going; errors come out as the object words them.
+    #[test]
+    fn the_loop_batches_skips_failed_specs_and_lets_a_refused_setting_fail_alone() {
+        let host: SharedHost = Rc::new(RefCell::new(FakeHost::new()));
+        let mut apply = SpecApply::<TestOps>::new();
+        let ops = [
+            ("a", ok("a1")),
+            ("a", Op { fails: true, ..ok("a2") }),
+            ("a", ok("a3")),
+            ("b", Op { fails: true, alone: true, ..ok("b1") }),
+            ("b", ok("b2")),
+            ("c", ok("c1")),
+        ];
+        let mut out = Outcome::default();
+        apply.apply("t", &host, Instant::now(), &ops, &mut out);
+        assert_eq!(sent(), [vec!["a1"], vec!["a2"], vec!["b1"], vec!["b2", "c1"]]);
+        assert_eq!(out.failed.iter().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(out.refused.iter().collect::<Vec<_>>(), [&TestOps::key("b", &ops[3].1)]);
+        let errors: Vec<&str> = out.errors.iter().map(|e| e.op.as_str()).collect();
+        assert_eq!(errors, ["a: a2", "b: b1"]);
+        // Finalizers: only specs that did not fail; a pending one is not released.
+        let mut lacking = SortedIds::new(vec!["a", "c"]);
+        assert_eq!(out.to_add(&["a", "b", "c"], &mut lacking).iter().collect::<Vec<_>>(), ["c"]);
+        let release = out.to_release(&["a", "b", "c"], |id| id == "c");
+        assert_eq!(release.iter().collect::<Vec<_>>(), ["b"]);
+    }
+
+    /// An operation the guard holds is not sent, and its spec counts as failed (its
+    /// finalizer stays as it was); the guard's rule 2 errors join the reconcile's.
+    #[test]
+    fn a_held_operation_is_not_sent_and_fails_its_spec() {
+        let host: SharedHost = Rc::new(RefCell::new(FakeHost::new()));
+        let mut apply = SpecApply::<TestOps>::new();
+        let t0 = Instant::now();
+        let ops = [("a", ok("a1")), ("b", ok("b1"))];
+        for i in 0..REPEAT_LIMIT {
+            let now = t0 + Duration::from_millis(10) * i;
+            let mut out = Outcome::default();
+            apply.apply("t", &host, now, &ops[..1], &mut out);
+            apply.settle("t", SpecApply::<TestOps>::keys(&ops[..1]), now, &mut out);
+            assert_eq!(out.errors.len(), usize::from(i + 1 == REPEAT_LIMIT), "reconcile {i}");
+        }
+        sent();
+        let now = t0 + Duration::from_millis(100);
+        assert!(apply.held("a", &ops[0].1, now));
+        let mut out = Outcome::default();
+        apply.apply("t", &host, now, &ops, &mut out);
+        assert_eq!(sent(), [vec!["b1"]]);
+        assert!(out.failed("a") && !out.failed("b") && out.errors.is_empty());
+    }
+}
