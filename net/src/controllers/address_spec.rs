@@ -18,16 +18,7 @@ use crate::resource::{
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-/// A merged spec to apply, with its phase.
-#[derive(Debug, Clone, Copy)]
-pub struct Desired<'a, S> {
-    /// Natural ID.
-    pub id: &'a str,
-    /// The spec.
-    pub spec: &'a S,
-    /// Running or tearing down.
-    pub phase: Phase,
-}
+use super::apply::Desired;
 
 /// What to do for a set of address specs; IDs borrow from the specs planned.
 #[derive(Debug, Default, PartialEq)]

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::address_spec::Desired;
+use super::apply::Desired;
 use super::apply::{
     self, first_error, hash_of, op_text, Applied, ApplyGuard, IdList, OpKey, Outcome, SpecApply,
     SpecOps,

@@ -19,9 +19,8 @@ mod route_spec;
 mod rule_spec;
 mod status;
 
-pub use address_spec::{
-    address_to_kernel, plan_addresses, AddressPlan, AddressSpecController, Desired,
-};
+pub use address_spec::{address_to_kernel, plan_addresses, AddressPlan, AddressSpecController};
+pub use apply::Desired;
 pub use cmdline_config::CmdlineConfigController;
 pub use default_config::{default_specs, DefaultConfigController, DefaultInputs};
 pub use derived::{

@@ -9,7 +9,7 @@
 
 use std::net::IpAddr;
 
-use super::address_spec::Desired;
+use super::apply::Desired;
 use super::apply::{self, first_error, hash_of, LinkCache, Outcome, SpecApply, SpecOps};
 use crate::host::{Host, HostError, RouteOp, SharedHost};
 use crate::resource::{

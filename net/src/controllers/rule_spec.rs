@@ -4,7 +4,7 @@
 //! Rules are stamped with [`RULE_PROTOCOL`]; only rules carrying it are ever replaced or
 //! deleted, so rules of other software (and the kernel's 0/32766/32767) are never touched.
 
-use super::address_spec::Desired;
+use super::apply::Desired;
 use super::apply::{self, first_error, hash_of, Outcome, SpecApply, SpecOps};
 use crate::host::{Host, HostError, RuleOp, SharedHost};
 use crate::resource::{Kind, Namespace, Phase, RouteProtocol, RoutingRuleSpec, RoutingRuleStatus};

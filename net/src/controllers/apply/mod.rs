@@ -26,10 +26,20 @@ pub(crate) use id_sets::{IdList, SortedIds};
 pub(crate) use link_cache::LinkCache;
 pub(crate) use wait_log::WaitLog;
 
-use super::address_spec::Desired;
 use crate::host::{Host, HostError, SharedHost};
-use crate::resource::{Kind, Namespace, SpecType};
+use crate::resource::{Kind, Namespace, Phase, SpecType};
 use crate::runtime::{ControllerError, Ctx, Next, Store};
+
+/// A merged spec to apply, with its phase.
+#[derive(Debug, Clone, Copy)]
+pub struct Desired<'a, S> {
+    /// Natural ID.
+    pub id: &'a str,
+    /// The spec.
+    pub spec: &'a S,
+    /// Running or tearing down.
+    pub phase: Phase,
+}
 
 /// What the apply loop needs to know about one kind of kernel object's operations.
 pub(crate) trait SpecOps {
