@@ -25,6 +25,8 @@ pub mod dhcp6;
 mod dhcp_fuzz;
 pub mod dns;
 pub mod etcfiles;
+#[cfg(test)]
+mod fuzz;
 mod hex;
 pub mod host;
 pub mod netlink;

@@ -15,7 +15,11 @@
 //! - [`configmap_swap`]: replace a config file the way Kubernetes' atomic writer does.
 //!
 //! Never the host namespace, never fixed names: every named namespace carries [`tag`].
+//!
+//! - [`fuzzkit`]: the structured mutation fuzzer every crate's parser fuzz targets share.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod fuzzkit;
 
 use std::fs::File;
 use std::panic;
