@@ -102,14 +102,7 @@ impl Disk {
 
     /// The state partition's byte offset, if the disk has one.
     pub fn state_offset(&self) -> Option<u64> {
-        self.gpt()?
-            .into_iter()
-            .find(Partition::is_state)
-            .map(|p| p.first_lba * self.geometry.sector)
-            .filter(|off| {
-                off.checked_add(gpt::STATE_BYTES)
-                    .is_some_and(|end| end <= self.geometry.sectors * self.geometry.sector)
-            })
+        gpt::state_offset(&self.gpt()?, self.geometry)
     }
 
     /// Write a fresh GPT with the state partition, its slots empty; the partition's offset.

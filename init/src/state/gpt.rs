@@ -279,6 +279,21 @@ pub fn parse_entries(h: &Header, entries: &[u8]) -> Result<Vec<Partition>, GptEr
         .collect())
 }
 
+/// The byte offset of keelson's state partition among `parts`, if there is one and all of it
+/// lies on the disk.
+pub fn state_offset(parts: &[Partition], g: Geometry) -> Option<u64> {
+    parts
+        .iter()
+        .find(|p| p.is_state())
+        // The LBA is the disk's word: a product that does not fit is no offset (wrapped, it
+        // could land inside the disk).
+        .and_then(|p| p.first_lba.checked_mul(g.sector))
+        .filter(|off| {
+            off.checked_add(STATE_BYTES)
+                .is_some_and(|end| end <= g.sectors.saturating_mul(g.sector))
+        })
+}
+
 /// Does LBA 0 hold an MBR with a partition in use (a protective one included)?
 pub fn mbr_in_use(lba0: &[u8]) -> bool {
     lba0.len() >= 512
