@@ -126,3 +126,12 @@ fn fuzz_target_http1() {
         Ok(Verdict::Accepted)
     });
 }
+
+/// Found by `fuzz_target_http1` (corpus file `health-signed-status.hex`): the health probe
+/// read `+04` as status 4, as `str::parse` takes a sign.
+#[test]
+fn the_health_probe_takes_only_three_digits_as_a_status() {
+    assert_eq!(status_code(b"HTTP/1.1 +04 No Content\r\n"), None);
+    assert_eq!(status_code(b"HTTP/1.1 +20 OK\r\n"), None);
+    assert_eq!(status_code(b"HTTP/1.1 204 No Content\r\n"), Some(204));
+}

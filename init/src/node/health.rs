@@ -55,7 +55,8 @@ pub(crate) fn status_code(head: &[u8]) -> Option<u16> {
         return None;
     }
     let code = parts.next()?;
-    if code.len() != 3 {
+    // Three digits: `parse` alone would also take a sign (`+04` as 4).
+    if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     code.parse().ok()
