@@ -162,3 +162,24 @@ fn fuzz_target_modules() {
         Ok(if any { Verdict::Accepted } else { Verdict::Refused })
     });
 }
+
+/// Found while writing `fuzz_target_modules` (its inputs are too short to build it): a
+/// `modules.dep` whose every line depends on the next made the load order recurse once per
+/// line; 200,000 lines overflowed a loader thread's stack (2 MiB, the default) and took the
+/// process down. Dependencies are now followed `DEP_DEPTH` deep.
+#[test]
+fn a_dependency_chain_as_long_as_the_file_does_not_overflow_the_stack() {
+    use crate::pid1::modules::DEP_DEPTH;
+    let n = 200_000;
+    let dep: String = (0..n).map(|i| format!("m{i}.ko: m{}.ko\n", i + 1)).collect();
+    let t = Tables::from_texts(PathBuf::from("/lib/modules/x"), &dep, "", "");
+    let order = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || t.chain("m0"))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(order.last().map(String::as_str), Some("m0.ko"));
+    assert!(order.len() <= DEP_DEPTH + 1, "{} files", order.len());
+}
