@@ -106,7 +106,7 @@ fn fuzz_target_modules() {
             lengths: None,
             max_len: 4096,
         },
-        default_iters: 3_000,
+        default_iters: 5_000,
     };
     run(target, |b| {
         let text = String::from_utf8_lossy(b);
@@ -182,4 +182,14 @@ fn a_dependency_chain_as_long_as_the_file_does_not_overflow_the_stack() {
         .unwrap();
     assert_eq!(order.last().map(String::as_str), Some("m0.ko"));
     assert!(order.len() <= DEP_DEPTH + 1, "{} files", order.len());
+}
+
+/// Found by `fuzz_target_modules` (corpus file `dep-name-untrimmed.hex`): a `modules.dep` line
+/// with a blank before its path named its module ` b` but kept the trimmed path `b.ko`, so
+/// ` b` and `b` shared one file and ` b`'s load order listed it twice.
+#[test]
+fn one_file_is_one_module_whatever_the_blanks_around_its_path() {
+    let t = Tables::from_texts(PathBuf::from("/m"), " b.ko: b.ko\nb.ko: a.ko\na.ko:\n", "", "");
+    assert_eq!(t.chain(" b"), None);
+    assert_eq!(t.chain("b"), Some(vec!["a.ko".to_string(), "b.ko".to_string()]));
 }

@@ -32,8 +32,10 @@ pub fn module_name(path: &str) -> String {
 pub fn parse_modules_dep(text: &str) -> BTreeMap<String, (String, Vec<String>)> {
     net::sort::into_map(text.lines().filter_map(|line| {
         let (path, deps) = line.split_once(':')?;
+        // The name from the trimmed path too: one file, one name (and one load).
+        let path = path.trim();
         let deps = deps.split_whitespace().map(str::to_owned).collect();
-        Some((module_name(path), (path.trim().to_owned(), deps)))
+        Some((module_name(path), (path.to_owned(), deps)))
     }))
 }
 
