@@ -64,7 +64,7 @@ fn fuzz_target_stats() {
             lengths: None,
             max_len: 2 * HEAD_LIMIT,
         },
-        default_iters: 20_000,
+        default_iters: 100_000,
     };
     let totals = Totals { clusters: 1, affiliates: 2, endpoints: 3, watchers: 4, bytes: 5 };
     run(target, |b| {

@@ -204,7 +204,7 @@ fn fuzz_target_h2server() {
         crate_dir: super::CRATE_DIR,
         seeds: client_streams(),
         mutator: Mutator { dict: DICT, lengths: Some(frame_lengths), max_len: 64 << 10 },
-        default_iters: 4_000,
+        default_iters: 20_000,
     };
     run(target, |b| check(b, || Connection::new(Role::Server, CFG)));
 }
@@ -216,7 +216,7 @@ fn fuzz_target_h2client() {
         crate_dir: super::CRATE_DIR,
         seeds: server_streams(),
         mutator: Mutator { dict: DICT, lengths: Some(frame_lengths), max_len: 64 << 10 },
-        default_iters: 6_000,
+        default_iters: 20_000,
     };
     run(target, |b| check(b, client));
 }
@@ -245,7 +245,7 @@ fn fuzz_target_hpack() {
         crate_dir: super::CRATE_DIR,
         seeds: hpack_seeds(),
         mutator: Mutator { dict: &DICT[20..], lengths: None, max_len: 16 << 10 },
-        default_iters: 40_000,
+        default_iters: 150_000,
     };
     run(target, |b| {
         // Twice through one decoder: the second pass sees the table the first one built.

@@ -171,7 +171,7 @@ fn fuzz_target_proto() {
             lengths: Some(field_lengths),
             max_len: 8192,
         },
-        default_iters: 10_000,
+        default_iters: 40_000,
     };
     run(target, |b| {
         let mut any = false;

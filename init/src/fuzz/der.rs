@@ -116,7 +116,7 @@ fn fuzz_target_der() {
             lengths: Some(lengths),
             max_len: 8192,
         },
-        default_iters: 20_000,
+        default_iters: 50_000,
     };
     run(target, |b| {
         let Ok(attrs) = subject(b) else {

@@ -80,7 +80,7 @@ fn fuzz_target_http1() {
         crate_dir: super::CRATE_DIR,
         seeds: seeds(),
         mutator: Mutator { dict: DICT, lengths: None, max_len: 4096 },
-        default_iters: 6_000,
+        default_iters: 15_000,
     };
     run(target, |b| {
         let whole = parse(&[b]);

@@ -292,7 +292,7 @@ fn fuzz_target_slots() {
             lengths: Some(slot_lengths),
             max_len: 16 << 10,
         },
-        default_iters: 5_000,
+        default_iters: 10_000,
     };
     run(target, |b| {
         let payload = b.get(HEADER_BYTES..).unwrap_or_default();

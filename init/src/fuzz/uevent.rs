@@ -60,7 +60,7 @@ fn fuzz_target_uevent() {
             lengths: None,
             max_len: 8192,
         },
-        default_iters: 40_000,
+        default_iters: 150_000,
     };
     run(target, |b| {
         let Some(ev) = parse(b) else { return Ok(Verdict::Refused) };

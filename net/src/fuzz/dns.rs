@@ -94,7 +94,7 @@ fn fuzz_target_dns() {
         crate_dir: super::CRATE_DIR,
         seeds: corpus,
         mutator: Mutator { dict: DICT, lengths: Some(lengths), max_len: 4096 },
-        default_iters: 20_000,
+        default_iters: 100_000,
     };
     run(target, |b| {
         let mut accepted = false;

@@ -85,7 +85,7 @@ fn fuzz_target_ntske() {
         crate_dir: super::CRATE_DIR,
         seeds: ke_seeds(),
         mutator: Mutator { dict: KE_DICT, lengths: Some(record_lengths), max_len: 16 << 10 },
-        default_iters: 50_000,
+        default_iters: 200_000,
     };
     run(target, |b| {
         let Ok(Some(r)) = parse_response(b) else { return Ok(Verdict::Refused) };

@@ -32,7 +32,7 @@ pub const MAX_INPUT: usize = 1 << 20;
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -45,7 +45,7 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.next_u64() % n as u64) as usize
         }
     }
 
@@ -55,7 +55,7 @@ impl Rng {
     }
 
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
+        (0..n).map(|_| self.next_u64() as u8).collect()
     }
 }
 
@@ -129,7 +129,7 @@ impl Mutator<'_> {
 
     fn once(&self, p: &mut Vec<u8>, corpus: &[Vec<u8>], rng: &mut Rng) {
         if p.is_empty() {
-            p.push(rng.next() as u8);
+            p.push(rng.next_u64() as u8);
         }
         match rng.below(12) {
             0 => {
@@ -166,7 +166,7 @@ impl Mutator<'_> {
                     3 => old.wrapping_add(1 + rng.below(16) as u64),
                     4 => old.wrapping_sub(1 + rng.below(16) as u64),
                     5 => u64::MAX,
-                    _ => rng.next(),
+                    _ => rng.next_u64(),
                 };
                 f.set(p, new);
             }
@@ -201,7 +201,7 @@ impl Mutator<'_> {
             _ => {
                 if self.dict.is_empty() {
                     let i = rng.below(p.len());
-                    p[i] = rng.next() as u8;
+                    p[i] = rng.next_u64() as u8;
                     return;
                 }
                 let token = self.dict[rng.below(self.dict.len())];
@@ -333,11 +333,8 @@ fn check(
 pub fn run(t: Target<'_>, mut oracle: impl FnMut(&[u8]) -> Result<Verdict, String>) -> Stats {
     let seed = env_u64("KEELSON_FUZZ_SEED").unwrap_or(DEFAULT_SEED);
     let secs = env_u64("KEELSON_FUZZ_SECS");
-    let iters = env_u64("KEELSON_FUZZ_ITERS").unwrap_or(if secs.is_some() {
-        u64::MAX
-    } else {
-        t.default_iters
-    });
+    let default = if secs.is_some() { u64::MAX } else { t.default_iters };
+    let iters = env_u64("KEELSON_FUZZ_ITERS").unwrap_or(default);
     let deadline = secs.map(|s| Instant::now() + Duration::from_secs(s));
     let mut seeds = t.seeds;
     for (file, bytes) in corpus(t.crate_dir, t.name) {
@@ -353,7 +350,7 @@ pub fn run(t: Target<'_>, mut oracle: impl FnMut(&[u8]) -> Result<Verdict, Strin
     let start = Instant::now();
     while stats.executions < iters {
         // The clock is read every 256 executions: cheap next to any parser.
-        if stats.executions % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if stats.executions.is_multiple_of(256) && deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
         let base = &seeds[rng.below(seeds.len())];
