@@ -6,6 +6,7 @@
 //! runs one long, in release mode.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+mod api;
 mod der;
 mod http;
 mod modules;
