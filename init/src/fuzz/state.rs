@@ -337,3 +337,39 @@ fn a_state_partition_whose_byte_offset_does_not_fit_is_not_found() {
     assert_eq!(gpt::state_offset(&[part(u64::MAX)], g), None);
     assert_eq!(gpt::state_offset(&[part(2048)], g), Some(1 << 20));
 }
+
+/// The node identity file kept in the state (`state::identity::parse`): an accepted NodeID is
+/// the canonical base62 of its 32 bytes, decodes back to them, and the file written for it
+/// (`render`) parses to the same identity.
+#[test]
+fn fuzz_target_identity() {
+    use crate::state::identity::{decode, encode, machine_id, parse, render};
+    let seeds = vec![
+        render(&encode(&[7; 32])).into_bytes(),
+        b"# kept by keelson\nnodeId: \"0000zZ\"\n".to_vec(),
+        render(&encode(&[0xff; 32])).into_bytes(),
+    ];
+    let target = Target {
+        name: "identity",
+        crate_dir: super::CRATE_DIR,
+        seeds,
+        mutator: Mutator {
+            dict: &[b"nodeId:", b"\"", b"0", b"z", b"\n", b" "],
+            lengths: None,
+            max_len: 512,
+        },
+        default_iters: 20_000,
+    };
+    run(target, |b| {
+        let Some((id, raw)) = parse(&String::from_utf8_lossy(b)) else {
+            return Ok(Verdict::Refused);
+        };
+        if decode(&id) != Some(raw) || encode(&raw) != id || id.len() > 64 {
+            return Err(format!("NodeID {id:?} does not round-trip"));
+        }
+        if parse(&render(&id)) != Some((id.clone(), raw)) || machine_id(&raw).len() != 32 {
+            return Err(format!("the file for {id:?} does not parse back"));
+        }
+        Ok(Verdict::Accepted)
+    });
+}
