@@ -46,7 +46,7 @@ fn request(target: &HealthzTarget) -> String {
 }
 
 /// The status code of an answer's first line, once it is complete.
-fn status_code(head: &[u8]) -> Option<u16> {
+pub(crate) fn status_code(head: &[u8]) -> Option<u16> {
     let end = head.iter().position(|b| *b == b'\n')?;
     let line = std::str::from_utf8(&head[..end]).ok()?;
     let mut parts = line.split_ascii_whitespace();
@@ -55,7 +55,8 @@ fn status_code(head: &[u8]) -> Option<u16> {
         return None;
     }
     let code = parts.next()?;
-    if code.len() != 3 {
+    // Three digits: `parse` alone would also take a sign (`+04` as 4).
+    if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     code.parse().ok()
