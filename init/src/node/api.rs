@@ -17,7 +17,8 @@ pub struct Api(Option<Server>);
 
 impl Api {
     /// Serve on `socket` and over TLS on `listen` (if asked), the listeners reported as
-    /// `token` and the few after it, their connections as the tokens above those.
+    /// `token` and the few after it, their connections as the tokens above those. `token` is
+    /// key 0 of the API's tag: its keys (2^48 of them) outlast any number of connections.
     pub fn bind(
         socket: Option<&Path>,
         listen: &[SocketAddr],
