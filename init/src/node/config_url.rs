@@ -160,7 +160,7 @@ impl ConfigUrl {
         let deadline = now + retry::ATTEMPT;
         let (thread_url, roots) = (url.clone(), self.roots.clone());
         let spawned = self.wake_tx.try_clone().and_then(|mut wake| {
-            std::thread::Builder::new().name("config-fetch".into()).spawn(move || {
+            evloop::spawn_worker("config-fetch", move || {
                 let result = client::fetch(&thread_url, &roots, deadline);
                 let _ = tx.send(result);
                 let _ = wake.write(&[1]);

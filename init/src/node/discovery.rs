@@ -283,7 +283,7 @@ impl Discovery {
         let wake = self.wake_tx.try_clone();
         let started = wake.and_then(|wake| {
             // Trust roots are files: read them here, not in the loop.
-            std::thread::Builder::new().name("discovery-start".into()).spawn(move || {
+            evloop::spawn_worker("discovery-start", move || {
                 let roots = Arc::new(net::tls_roots::load(&roots, CA_LIMIT).store);
                 let (cluster_id, affiliate_id, key, ttl) = cfg;
                 let config = discovery::Config {

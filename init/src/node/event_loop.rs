@@ -451,7 +451,7 @@ mod tests {
     #[test]
     fn every_source_has_its_own_tag_and_the_reactors_tokens_are_nobodys() {
         let mut tokens = Tokens::new();
-        let tags = Tags::new(&mut tokens).unwrap();
+        let tags = Tags::new(&mut tokens).unwrap_or_else(|e| unreachable!("{e}"));
         let all = [
             (tags.netlink, Source::Netlink),
             (tags.config, Source::Config),

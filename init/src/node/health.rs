@@ -154,7 +154,7 @@ fn spawn() -> std::io::Result<Worker> {
     ours.set_nonblocking(true)?;
     let (probes, rx) = mpsc::channel::<Probe>();
     let (tx, outcomes) = mpsc::channel::<Outcome>();
-    std::thread::Builder::new().name("healthz".into()).spawn(move || {
+    evloop::spawn_worker("healthz", move || {
         let mut wake = theirs;
         // Ends when the loop drops its sender.
         for p in rx {
@@ -193,6 +193,7 @@ mod tests {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| unreachable!("{e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        #[allow(clippy::disallowed_methods)] // A test's stand-in kubelet, not a PID-1 thread.
         let server = std::thread::spawn(move || {
             for (i, conn) in listener.incoming().take(2).enumerate() {
                 let Ok(mut c) = conn else { continue };

@@ -274,21 +274,13 @@ impl Exchanges {
     /// Start `req` on a new thread; its result comes back from [`Exchanges::finished`].
     pub fn start(&mut self, id: u64, req: Request) -> Result<(), ExchangeError> {
         let (tx, ring) = (self.tx.clone(), self.ring.clone());
-        // Threads inherit the signal mask: with every signal blocked here, a signal meant for
-        // the loop's signalfd can never land on this thread.
-        let old = nix::sys::signal::SigSet::all()
-            .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
-            .ok();
-        let spawned = std::thread::Builder::new().name("nts-ke".into()).spawn(move || {
+        let spawned = evloop::spawn_worker("nts-ke", move || {
             let result = std::panic::catch_unwind(|| run(&req))
                 .unwrap_or_else(|_| Err(ExchangeError::Thread("the exchange panicked".into())));
             let _ = tx.send((id, result));
             // A full socket buffer already means "look": losing this byte is harmless.
             let _ = ring.send(&[1]);
         });
-        if let Some(old) = old {
-            let _ = old.thread_set_mask();
-        }
         spawned.map_err(|e| ExchangeError::Thread(e.to_string()))?;
         self.running += 1;
         Ok(())
