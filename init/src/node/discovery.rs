@@ -592,6 +592,25 @@ fn sanitize(mut a: Affiliate) -> Option<Affiliate> {
     Some(a)
 }
 
+/// The reports' socket pair, watched from the start (key 0).
+impl evloop::EventSource<Runtime> for Discovery {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn fd(&self, key: u64) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (key == 0).then(|| self.wake.as_fd())
+    }
+
+    fn ready(&mut self, _key: u64, rt: &mut Runtime, now: Instant) {
+        Discovery::ready(self, rt, now);
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        Discovery::poll_at(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -25,7 +25,6 @@ use super::netlink::Netlink;
 use crate::machine::Machine;
 use crate::pid1::uevent::Hotplug;
 use crate::reactor::{Reactor, ReactorError};
-use crate::supervisor::Stream;
 
 /// The sources the node registers with the reactor. Each is handed a [`Tag`] by the loop's
 /// [`Tokens`]; a source numbers its own fds under it (keys), so no numbers are picked by hand
@@ -36,14 +35,10 @@ pub enum Source {
     Netlink,
     /// The config file's inotify watch.
     Config,
-    /// The kubelet's stdout.
-    KubeletOut,
-    /// The kubelet's stderr.
-    KubeletErr,
+    /// The kubelet's stdout and stderr, and its health check's answers.
+    Kubelet,
     /// Kernel uevents (PID 1: drivers for devices that appear).
     Uevent,
-    /// The kubelet's health check answered.
-    Health,
     /// The config fetch's reports.
     ConfigUrl,
     /// The discovery client's reports.
@@ -63,14 +58,10 @@ pub struct Tags {
     pub netlink: Tag,
     /// See [`Source::Config`].
     pub config: Tag,
-    /// See [`Source::KubeletOut`].
-    pub kubelet_out: Tag,
-    /// See [`Source::KubeletErr`].
-    pub kubelet_err: Tag,
+    /// See [`Source::Kubelet`].
+    pub kubelet: Tag,
     /// See [`Source::Uevent`].
     pub uevent: Tag,
-    /// See [`Source::Health`].
-    pub health: Tag,
     /// See [`Source::ConfigUrl`].
     pub config_url: Tag,
     /// See [`Source::Discovery`].
@@ -89,10 +80,8 @@ impl Tags {
         Ok(Self {
             netlink: tokens.tag(Source::Netlink)?,
             config: tokens.tag(Source::Config)?,
-            kubelet_out: tokens.tag(Source::KubeletOut)?,
-            kubelet_err: tokens.tag(Source::KubeletErr)?,
+            kubelet: tokens.tag(Source::Kubelet)?,
             uevent: tokens.tag(Source::Uevent)?,
-            health: tokens.tag(Source::Health)?,
             config_url: tokens.tag(Source::ConfigUrl)?,
             discovery: tokens.tag(Source::Discovery)?,
             time: tokens.tag(Source::Time)?,
@@ -101,21 +90,28 @@ impl Tags {
         })
     }
 
-    fn output(&self, stream: Stream) -> Tag {
-        if stream == Stream::Out {
-            self.kubelet_out
-        } else {
-            self.kubelet_err
+    /// The tag of `source`.
+    pub fn of(&self, source: Source) -> Tag {
+        match source {
+            Source::Netlink => self.netlink,
+            Source::Config => self.config,
+            Source::Kubelet => self.kubelet,
+            Source::Uevent => self.uevent,
+            Source::ConfigUrl => self.config_url,
+            Source::Discovery => self.discovery,
+            Source::Time => self.time,
+            Source::Operators => self.operators,
+            Source::Api => self.api,
         }
     }
 }
 
 /// Watch the fds `source` opened since the last call, as `tag`'s tokens.
-fn watch_new<S: EventSource<Runtime>>(reactor: &Reactor, tag: Tag, source: &mut S, what: &str) {
+fn watch_new(reactor: &Reactor, tag: Tag, name: Source, source: &mut dyn EventSource<Runtime>) {
     for key in source.take_new_keys() {
         if let Some(fd) = source.fd(key) {
             if let Err(e) = reactor.add(fd, tag.token(key)) {
-                log::warn!(target: "run", "watch {what}: {e}");
+                log::warn!(target: "run", "watch {name:?} fd {key}: {e}");
             }
         }
     }
@@ -227,16 +223,7 @@ impl EventLoop {
             let changes = self.rt.take_changes();
             self.api.after_run(&self.rt, &changes, &self.reactor, now);
 
-            let deadline = evloop::earliest([
-                self.rt.poll_at(),
-                self.kubelet.poll_at(),
-                p.stopping.map(|(_, d)| d),
-                self.api.poll_at(),
-                EventSource::poll_at(&self.operators),
-                EventSource::poll_at(&self.time),
-                self.config_url.as_ref().and_then(ConfigUrl::poll_at),
-                self.discovery.poll_at(),
-            ]);
+            let deadline = self.watch_and_deadline(&p);
             self.reactor.arm(deadline, now)?;
             let ready = self.reactor.wait()?;
             let now = Instant::now();
@@ -247,6 +234,31 @@ impl EventLoop {
                 self.dispatch(&mut p, token, now);
             }
         }
+    }
+
+    /// Watch what every source opened this iteration; the earliest deadline of them all
+    /// (the runtime's, the sources', the stop grace's).
+    fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 7] = [
+            (Source::Netlink, &mut self.netlink),
+            (Source::Config, &mut self.config),
+            (Source::Kubelet, &mut self.kubelet),
+            (Source::Uevent, &mut self.hotplug),
+            (Source::Discovery, &mut self.discovery),
+            (Source::Time, &mut self.time),
+            (Source::Operators, &mut self.operators),
+        ];
+        let mut deadline = evloop::earliest([
+            self.rt.poll_at(),
+            p.stopping.map(|(_, d)| d),
+            self.api.poll_at(),
+            self.config_url.as_ref().and_then(ConfigUrl::poll_at),
+        ]);
+        for (name, source) in sources {
+            watch_new(&self.reactor, self.tags.of(name), name, source);
+            deadline = evloop::earliest([deadline, source.poll_at()]);
+        }
+        deadline
     }
 
     /// Run the operators and the runtime until nothing is dirty; the reconciles it took.
@@ -275,8 +287,6 @@ impl EventLoop {
                 reconciles += rt.run(now).reconciles;
             }
         }
-        watch_new(&self.reactor, self.tags.time, &mut self.time, "NTP socket");
-        watch_new(&self.reactor, self.tags.operators, &mut self.operators, "operator socket");
         reconciles
     }
 
@@ -321,17 +331,7 @@ impl EventLoop {
             }
             None => self.kubelet.follow(&self.rt, now),
         }
-        let polled = self.kubelet.poll(now);
-        for (fd, stream) in polled.outputs {
-            if let Err(e) = self.reactor.add(fd, self.tags.output(stream).token(0)) {
-                log::warn!(target: "pid1", "watch kubelet output: {e}");
-            }
-        }
-        if let Some(fd) = polled.health {
-            if let Err(e) = self.reactor.add(fd, self.tags.health.token(0)) {
-                log::warn!(target: "pid1", "watch the kubelet's health check: {e}");
-            }
-        }
+        self.kubelet.poll(now);
         self.kubelet.publish(&mut self.rt);
         None
     }
@@ -412,25 +412,17 @@ impl EventLoop {
             log::debug!(target: "run", "epoll token {token:#x} belongs to no source; ignored");
             return;
         };
-        match source {
-            Source::Netlink => self.netlink.drain(&mut self.rt),
-            Source::Config => {
-                if let Some(config) = &mut self.config {
-                    config.changed(&mut self.rt);
-                }
-            }
-            Source::ConfigUrl => self.config_fetched(now),
-            Source::Discovery => self.discovery.ready(&mut self.rt, now),
-            Source::KubeletOut => self.kubelet.drain(Stream::Out),
-            Source::KubeletErr => self.kubelet.drain(Stream::Err),
-            Source::Health => self.kubelet.health_ready(),
-            Source::Time => EventSource::ready(&mut self.time, key, &mut self.rt, now),
-            Source::Uevent => {
-                if let Some(h) = &self.hotplug {
-                    h.drain();
-                }
-            }
-            Source::Operators => EventSource::ready(&mut self.operators, key, &mut self.rt, now),
+        let ready: &mut dyn EventSource<Runtime> = match source {
+            Source::Netlink => &mut self.netlink,
+            Source::Config => &mut self.config,
+            Source::Kubelet => &mut self.kubelet,
+            Source::Uevent => &mut self.hotplug,
+            Source::Discovery => &mut self.discovery,
+            Source::Time => &mut self.time,
+            Source::Operators => &mut self.operators,
+            // These two need more of the loop than the runtime: a fetched config is written
+            // back and followed; the API reads the machine and may stop it.
+            Source::ConfigUrl => return self.config_fetched(now),
             Source::Api => {
                 let machine = Machine { started: p.started, settled: p.settled };
                 if !self.api.ready(token, &mut self.rt, machine, &self.reactor, now) {
@@ -439,8 +431,10 @@ impl EventLoop {
                 if let Some(what) = self.api.take_power() {
                     self.power(p, what, now);
                 }
+                return;
             }
-        }
+        };
+        ready.ready(key, &mut self.rt, now);
     }
 }
 
@@ -455,10 +449,8 @@ mod tests {
         let all = [
             (tags.netlink, Source::Netlink),
             (tags.config, Source::Config),
-            (tags.kubelet_out, Source::KubeletOut),
-            (tags.kubelet_err, Source::KubeletErr),
+            (tags.kubelet, Source::Kubelet),
             (tags.uevent, Source::Uevent),
-            (tags.health, Source::Health),
             (tags.config_url, Source::ConfigUrl),
             (tags.discovery, Source::Discovery),
             (tags.time, Source::Time),
@@ -466,6 +458,7 @@ mod tests {
             (tags.api, Source::Api),
         ];
         for (i, (tag, source)) in all.iter().enumerate() {
+            assert_eq!(tags.of(*source), *tag);
             for key in [0, 1, 40] {
                 assert_eq!(tokens.owner(tag.token(key)), Some((*source, key)));
             }
