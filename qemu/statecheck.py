@@ -1,5 +1,5 @@
-"""Helpers for the state-disk boots (scripts/test-boot install, install-refused;
-scripts/test-power-cut): raw disk images, the machine configs they apply, DHCP in a QEMU
+"""Helpers for the state-disk boots (scripts/test-boot install, install-refused,
+install-refused-url, state-small; scripts/test-power-cut): raw disk images, the machine configs they apply, DHCP in a QEMU
 packet capture, and the keelson client on the host.
 
 A node with a disk boots with `-drive file=DISK,if=virtio,format=raw` (virtio-blk, /dev/vda
@@ -10,6 +10,8 @@ it sends and receives.
 import hashlib
 import struct
 import subprocess
+import uuid
+import zlib
 from pathlib import Path
 
 import vm
@@ -35,6 +37,63 @@ def mbr_disk(path, mib=DISK_MIB):
         f.seek(510)
         f.write(b"\x55\xaa")
     return Path(path)
+
+
+# keelson's state partition: its type GUID and label (init/src/state/gpt.rs).
+STATE_TYPE = uuid.UUID("dcac0c02-f3be-4d89-b748-1c949b7f981a")
+STATE_LABEL = "KEELSON-STATE"
+LINUX_TYPE = uuid.UUID("0fc63daf-8483-4772-8e79-3d69d8477de4")
+
+
+def gpt_disk(path, parts, mib=DISK_MIB):
+    """A raw image with a GPT (protective MBR, primary and backup headers, 128 entries), as
+    another partitioning tool would write it: `parts` are (type UUID, first LBA, last LBA,
+    label) with 512-byte sectors."""
+    blank_disk(path, mib)
+    sectors = (mib << 20) // 512
+    entries = bytearray(128 * 128)
+    for i, (kind, first, last, label) in enumerate(parts):
+        name = label.encode("utf-16-le").ljust(72, b"\0")
+        entries[i * 128:(i + 1) * 128] = struct.pack(
+            "<16s16sQQQ72s", kind.bytes_le, uuid.uuid4().bytes_le, first, last, 0, name)
+    entries_crc = zlib.crc32(entries)
+    disk_guid = uuid.uuid4().bytes_le
+
+    def header(mine, alternate, entries_lba):
+        h = bytearray(struct.pack("<8sIIIIQQQQ16sQIII", b"EFI PART", 0x10000, 92, 0, 0, mine,
+                                  alternate, 34, sectors - 34, disk_guid, entries_lba, 128, 128,
+                                  entries_crc))
+        h[16:20] = struct.pack("<I", zlib.crc32(h))
+        return bytes(h).ljust(512, b"\0")
+
+    mbr = bytearray(512)
+    mbr[446:462] = struct.pack("<B3sB3sII", 0, b"\x00\x02\x00", 0xEE, b"\xff\xff\xff", 1,
+                               min(sectors - 1, 0xFFFFFFFF))
+    mbr[510:512] = b"\x55\xaa"
+    with open(path, "r+b") as f:
+        f.write(bytes(mbr) + header(1, sectors - 1, 2) + entries)
+        f.seek((sectors - 33) * 512)
+        f.write(entries + header(sectors - 1, 1, sectors - 33))
+    return Path(path)
+
+
+def fill(path, start, end, byte):
+    """Fill bytes [start, end) of an image with `byte`."""
+    with open(path, "r+b") as f:
+        f.seek(start)
+        f.write(bytes([byte]) * (end - start))
+
+
+def all_bytes(path, start, end, byte):
+    """Are bytes [start, end) of an image all `byte`? The offset of the first that is not, or
+    None."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    bad = next((i for i, b in enumerate(data) if b != byte), None)
+    if bad is None and len(data) == end - start:
+        return None
+    return start + (len(data) if bad is None else bad)
 
 
 def sha256(path):

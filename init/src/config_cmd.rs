@@ -82,7 +82,7 @@ fn validate(raw: Vec<OsString>) -> Result<ExitCode, CmdError> {
         eprintln!("warning: {shown}: {w}");
     }
     for e in &report.errors {
-        eprintln!("error: {shown}: {e}");
+        eprintln!("error: {shown}: {}", e.dropped_line());
     }
     if report.errors.is_empty() {
         println!("{shown}: valid");

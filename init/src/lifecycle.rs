@@ -44,6 +44,8 @@ pub struct Facts {
     pub installing: bool,
     /// A machine config is loaded.
     pub configured: bool,
+    /// The entries left out of it because they were invalid, one line each.
+    pub dropped: Vec<String>,
     /// Why the network is not ready (`None`: it is).
     pub network: Option<String>,
     /// Why the clock is not trusted (`None`: it is).
@@ -90,6 +92,8 @@ pub fn unmet(f: &Facts) -> Vec<UnmetCondition> {
     };
     if !f.configured {
         add("config", "no machine config (maintenance mode)");
+    } else if !f.dropped.is_empty() {
+        add("config", &dropped_reason(&f.dropped));
     }
     if let Some(why) = &f.network {
         add("network", why);
@@ -101,6 +105,21 @@ pub fn unmet(f: &Facts) -> Vec<UnmetCondition> {
         add("kubelet", &f.kubelet.reason);
     }
     out
+}
+
+/// The most dropped entries a `config` condition quotes; the node's log has them all.
+const DROPPED_SHOWN: usize = 8;
+
+/// `N invalid entries dropped: LINE; LINE; ... (M more in the log)`.
+fn dropped_reason(lines: &[String]) -> String {
+    let n = lines.len();
+    let shown: Vec<&str> = lines.iter().take(DROPPED_SHOWN).map(String::as_str).collect();
+    let more = match n.saturating_sub(DROPPED_SHOWN) {
+        0 => String::new(),
+        m => format!(" ({m} more in the log)"),
+    };
+    let entries = if n == 1 { "entry" } else { "entries" };
+    format!("{n} invalid {entries} dropped, the rest applies: {}{more}", shown.join("; "))
 }
 
 /// The machine status after `prev`, given `f`.
@@ -208,5 +227,20 @@ mod tests {
         let s = status(Booting, &facts(false, KubeletFacts::default()));
         assert_eq!((s.stage, s.status.ready), (Maintenance, false));
         assert_eq!(s.status.unmet_conditions[0].name, "config");
+    }
+
+    #[test]
+    fn dropped_entries_are_an_unmet_config_condition() {
+        let mut f = facts(true, KubeletFacts::default());
+        f.dropped = vec!["machine.network.interfaces[1].mtu (line 8, column 14): 65536 is outside 68..65535 (dropped machine.network.interfaces[1].mtu)".into()];
+        let s = status(Booting, &f);
+        assert_eq!((s.stage, s.status.ready), (Running, false));
+        assert_eq!(s.status.unmet_conditions.len(), 1);
+        let c = &s.status.unmet_conditions[0];
+        assert_eq!(c.name, "config");
+        assert!(c.reason.starts_with("1 invalid entry dropped, the rest applies: machine.network.interfaces[1].mtu (line 8"), "{}", c.reason);
+        f.dropped = (0..10).map(|i| format!("e{i}")).collect();
+        let reason = &status(Running, &f).status.unmet_conditions[0].reason;
+        assert!(reason.ends_with("e7 (2 more in the log)"), "{reason}");
     }
 }

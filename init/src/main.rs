@@ -82,12 +82,13 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "apply-config",
         "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|staged|try]
-               [--timeout 1m]
+               [--timeout 1m] [--allow-partial]
                [NODE OPTIONS]
       Validate a machine config, print what it adds, changes and removes, apply it. --mode
       try rolls it back after --timeout (default 1m) unless `keelson config confirm` comes
       first; reboot applies it, then reboots; staged keeps it beside the config file, and
-      the next start boots into it.
+      the next start boots into it. A config with an invalid entry is refused whole;
+      --allow-partial drops the invalid entries (each printed) and applies the rest.
 ",
     ),
     (

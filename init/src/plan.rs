@@ -4,7 +4,8 @@
 //! dry run: "what will my node do with this command line and config?"
 //!
 //! Exit code: 0 when everything parsed, 1 when an entry or the config was rejected (the rest
-//! is still planned and printed), 2 for usage errors.
+//! is still planned and printed, as the node would run it: docs/config.md), 2 for usage
+//! errors.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -208,17 +209,21 @@ fn plan(args: &Args) -> Result<bool, PlanError> {
     if let Some(path) = &args.config {
         let text = net::bounded::read_text(Path::new(path), net::bounded::CONFIG_LIMIT)
             .map_err(|source| PlanError::Read { path: path.clone(), source })?;
-        match net::config::parse(&text) {
-            Ok(cfg) => {
-                for w in &cfg.warnings {
-                    eprintln!("warning: {path}: {w}");
-                }
-                rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)?;
+        // One rule with the node: an invalid entry is dropped and named, the rest planned.
+        let report = net::config::check(&text);
+        let shown = net::names::escape(path, 256);
+        for w in &report.config.warnings {
+            eprintln!("warning: {shown}: {w}");
+        }
+        for e in &report.errors {
+            match report.kept {
+                true => eprintln!("error: {shown}: {}", e.dropped_line()),
+                false => eprintln!("error: {shown}: {e}; planning without it"),
             }
-            Err(e) => {
-                eprintln!("error: {path}: {e}; planning without it");
-                rejected = true;
-            }
+            rejected = true;
+        }
+        if report.kept {
+            rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, report.config)?;
         }
     }
 

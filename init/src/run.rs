@@ -3,8 +3,9 @@
 //!
 //! Files go under `--root`; the kernel is configured for real. SIGTERM/SIGINT stop the loop
 //! and leave the kernel as it is, so the next `run` adopts that state without changing it.
-//! The config file is re-read when it changes (inotify on its directory) or on SIGHUP; a bad
-//! new config is reported and the running one kept.
+//! The config file is re-read when it changes (inotify on its directory) or on SIGHUP; its
+//! invalid entries are dropped and reported and the rest applies (docs/config.md); a new config
+//! of which nothing is valid is reported and the running one kept.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

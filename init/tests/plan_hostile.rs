@@ -187,3 +187,112 @@ fn hostile_configs_are_refused_quickly_and_small() {
     assert!(peak < RSS_LIMIT_KIB, "a plan child peaked at {peak} KiB");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A directory of one test's own: the hostile test removes [`scratch`] when it ends.
+fn own_scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("keelson-plan-{name}-{}", std::process::id()))
+}
+
+/// `keelson plan --config PATH --link eth9 --link eth1`: exit code, stdout, stderr.
+fn plan_output(path: &Path) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["plan", "--link", "eth9", "--link", "eth1", "-o", "json", "--config"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// A good device, then one bad entry of each class the finding named: each costs its own
+/// entry, `plan` shows the rest (the good address among it) and exits 1, one line per drop.
+#[test]
+fn one_invalid_entry_costs_its_entry_and_plan_exits_1() {
+    let dir = own_scratch("partial");
+    std::fs::create_dir_all(&dir).unwrap();
+    let head = "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth9\n        addresses: [10.42.0.9/24]\n";
+    let cases: [(&str, &str, &str); 5] = [
+        (
+            "long-name",
+            "      - interface: averyveryverylongname0\n        dummy: true\n",
+            "machine.network.interfaces[1].interface (line 7",
+        ),
+        ("mtu", "      - interface: eth1\n        mtu: 65536\n", "machine.network.interfaces[1].mtu (line 8"),
+        (
+            "gateway",
+            "        routes:\n          - network: 10.50.0.0/16\n            gateway: fd00::1\n",
+            "machine.network.interfaces[0].routes[0].gateway (line 9",
+        ),
+        (
+            "bridge-name",
+            "      - interface: br/x\n        bridge:\n          interfaces: [eth1]\n",
+            "machine.network.interfaces[1].interface (line 7",
+        ),
+        (
+            "second-master",
+            "      - interface: bond0\n        bond:\n          mode: active-backup\n          interfaces: [eth1]\n      - interface: br0\n        bridge:\n          interfaces: [eth1]\n",
+            "machine.network.interfaces[2].bridge.interfaces[0] (line 13",
+        ),
+    ];
+    for (name, tail, line) in cases {
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(&path, format!("{head}{tail}")).unwrap();
+        let (code, stdout, stderr) = plan_output(&path);
+        assert_eq!(code, Some(1), "{name}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{name}: one line: {stderr}");
+        assert!(lines[0].starts_with(&format!("error: {}: ", path.display())), "{name}: {stderr}");
+        assert!(lines[0].contains(line), "{name}: {line:?} not in {stderr}");
+        assert!(lines[0].contains("(dropped machine.network.interfaces["), "{name}: {stderr}");
+        assert!(!stderr.contains("planning without it"), "{name}: {stderr}");
+        assert!(
+            stdout.contains("eth9/10.42.0.9/24"),
+            "{name}: the good address is planned: {stdout}"
+        );
+        // `config validate` says the same and exits 1 too.
+        let out = Command::new(env!("CARGO_BIN_EXE_keelson"))
+            .args(["config", "validate"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(line) && err.contains("(dropped "), "{name}: {err}");
+    }
+    // The multi-document shape: a typed document's bad MTU costs that field, a second
+    // document for the same link costs that document; the first link's address is planned.
+    let path = dir.join("documents.yaml");
+    let docs = "apiVersion: v1alpha1\nkind: LinkConfig\nname: eth9\nmtu: 65536\naddresses:\n  - address: 10.42.0.9/24\n---\napiVersion: v1alpha1\nkind: LinkConfig\nname: eth9\naddresses:\n  - address: 10.42.0.10/24\n";
+    std::fs::write(&path, docs).unwrap();
+    let (code, stdout, stderr) = plan_output(&path);
+    assert_eq!(code, Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].contains("document 1 (LinkConfig eth9): mtu (line 4"), "{stderr}");
+    assert!(lines[0].ends_with("(dropped mtu)"), "{stderr}");
+    assert!(lines[1].contains("document 2 (LinkConfig eth9): (document) (line 7"), "{stderr}");
+    assert!(lines[1].ends_with("(dropped the whole document)"), "{stderr}");
+    assert!(stdout.contains("eth9/10.42.0.9/24") && !stdout.contains("10.42.0.10"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file that is not YAML at all names the file, line and column of the parse error.
+#[test]
+fn garbage_is_reported_with_its_position_not_as_empty() {
+    let dir = own_scratch("garbage");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("garbage.yaml");
+    std::fs::write(&path, b"\x01\x02\x7fELF garbage\n").unwrap();
+    let (code, _, stderr) = plan_output(&path);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(!stderr.contains("empty"), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: (document) (line 1, column 1): not YAML: ",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -132,9 +132,26 @@ fn config_file_routes_tables_mtu_and_hot_changes() {
     assert!(has_route(&ns, "main", |r| r["dst"] == "10.70.0.0/16"), "foreign route kept");
     assert!(has_route(&ns, "100", |r| r["dst"] == "10.60.0.0/16"), "unchanged route kept");
 
-    // A broken config is reported and changes nothing.
-    std::fs::write(&config, "version: v1alpha1\nmachine:\n  network:\n    bogus: 1\n").unwrap();
-    wait_for("rejection logged", t(), || node.log_text().contains("bogus"), || node.log_text());
+    // An invalid entry is reported with its line and dropped; the rest of the file applies,
+    // so what it still says stays.
+    let with_bogus = format!("    bogus: 1\n{second}");
+    write_config(&dir, &with_bogus);
+    wait_for(
+        "invalid entry logged",
+        t(),
+        || node.log_text().contains("machine.network.bogus (line 4"),
+        || node.log_text(),
+    );
+    assert!(ns.addresses().contains(&"eth0/10.0.0.4/24".to_owned()));
+    assert!(has_route(&ns, "main", |r| r["dst"] == "10.51.0.0/16"));
+    // A file of which nothing is valid is reported and changes nothing.
+    std::fs::write(&config, "version: v1alpha1\nmachine: [bogus\n").unwrap();
+    wait_for(
+        "rejection logged",
+        t(),
+        || node.log_text().contains("keeping the running configuration"),
+        || node.log_text(),
+    );
     assert!(ns.addresses().contains(&"eth0/10.0.0.4/24".to_owned()));
     node.stop();
 }

@@ -329,7 +329,7 @@ fn logs_one(target: &Target, follow: bool, out: &mut dyn Write) -> Result<(), St
     }
 }
 
-/// `keelson apply-config FILE [--dry-run] [--socket PATH]`
+/// `keelson apply-config FILE [--dry-run] [--allow-partial] [--socket PATH]`
 pub fn apply_main(raw: Vec<OsString>) -> ExitCode {
     finish("apply-config", apply(raw))
 }
@@ -339,6 +339,7 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     let mut p = lexopt::Parser::from_args(raw);
     let (mut common, mut dry, mut file) = (Common::default(), false, None);
     let (mut mode, mut timeout) = (None::<String>, None::<u64>);
+    let mut allow_partial = false;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         if let Some(opt) = connect::option(&arg) {
             common.set(opt, &mut p)?;
@@ -346,6 +347,7 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
         }
         match arg {
             Long("dry-run") => dry = true,
+            Long("allow-partial") => allow_partial = true,
             Short('m') | Long("mode") => mode = Some(text(p.value().map_err(|e| e.to_string())?)?),
             Long("timeout") => {
                 timeout = Some(seconds(&text(p.value().map_err(|e| e.to_string())?)?)?)
@@ -362,6 +364,7 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let request = line(&json!({
         "op": "apply-config", "config": config, "dryRun": dry, "mode": mode, "timeoutSeconds": timeout,
+        "allowPartial": allow_partial,
     }));
     drop(config);
     each(&common, |target, out| {
@@ -376,6 +379,9 @@ fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String>
     let mut text = String::new();
     for w in v["warnings"].as_array().into_iter().flatten() {
         text.push_str(&format!("warning: {}\n", w.as_str().unwrap_or_default()));
+    }
+    for d in v["dropped"].as_array().into_iter().flatten() {
+        text.push_str(&format!("dropped: {}\n", d.as_str().unwrap_or_default()));
     }
     let changes = v["changes"].as_array().cloned().unwrap_or_default();
     for ch in &changes {

@@ -86,6 +86,10 @@ pub enum Wire {
         /// How long a `try` lasts.
         #[serde(default, rename = "timeoutSeconds")]
         timeout_seconds: Option<u64>,
+        /// Apply what is valid when some entries are not (otherwise such a config is refused
+        /// whole).
+        #[serde(default, rename = "allowPartial")]
+        allow_partial: bool,
     },
     /// Keep the config on trial.
     ConfirmConfig,
@@ -140,6 +144,8 @@ pub enum Request {
         dry_run: bool,
         /// How it takes effect.
         mode: ApplyMode,
+        /// Drop invalid entries and apply the rest.
+        allow_partial: bool,
     },
     /// See [`Wire::ConfirmConfig`].
     ConfirmConfig,
@@ -183,12 +189,15 @@ pub fn parse(line: &[u8]) -> Result<Request, ProtocolError> {
             Request::Watch(query(&kind, namespace.as_deref(), id)?)
         }
         Wire::Logs { follow } => Request::Logs { follow },
-        Wire::ApplyConfig { config, dry_run, mode, timeout_seconds } => Request::ApplyConfig {
-            config,
-            dry_run,
-            mode: ApplyMode::parse(mode.as_deref(), timeout_seconds)
-                .map_err(ProtocolError::Mode)?,
-        },
+        Wire::ApplyConfig { config, dry_run, mode, timeout_seconds, allow_partial } => {
+            Request::ApplyConfig {
+                config,
+                dry_run,
+                mode: ApplyMode::parse(mode.as_deref(), timeout_seconds)
+                    .map_err(ProtocolError::Mode)?,
+                allow_partial,
+            }
+        }
         Wire::ConfirmConfig => Request::ConfirmConfig,
         Wire::MachineStatus => Request::MachineStatus,
         Wire::Version => Request::Version,
@@ -240,8 +249,15 @@ mod tests {
         let r = parse(br#"{"op":"apply-config","config":"x","dryRun":true}"#);
         assert_eq!(
             r.ok(),
-            Some(Request::ApplyConfig { config: "x".into(), dry_run: true, mode: ApplyMode::Auto })
+            Some(Request::ApplyConfig {
+                config: "x".into(),
+                dry_run: true,
+                mode: ApplyMode::Auto,
+                allow_partial: false
+            })
         );
+        let r = parse(br#"{"op":"apply-config","config":"x","allowPartial":true}"#);
+        assert!(matches!(r, Ok(Request::ApplyConfig { allow_partial: true, .. })), "{r:?}");
         let r = parse(br#"{"op":"apply-config","config":"x","mode":"try","timeoutSeconds":5}"#);
         assert!(matches!(r, Ok(Request::ApplyConfig { mode: ApplyMode::Try(_), .. })), "{r:?}");
         assert!(matches!(

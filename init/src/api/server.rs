@@ -492,8 +492,9 @@ fn handle(
             }
             json!({"ok": true, "lines": lines})
         }
-        Request::ApplyConfig { config, dry_run, mode } => {
-            match apply_with_mode(rt, &config, dry_run, mode, effects, now) {
+        Request::ApplyConfig { config, dry_run, mode, allow_partial } => {
+            let apply = Apply { text: &config, dry_run, partial: allow_partial };
+            match apply_with_mode(rt, apply, mode, effects, now) {
                 Ok(v) => v,
                 Err(e) => protocol::error(&e),
             }
@@ -702,14 +703,14 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
 /// `apply_config`, then what the mode asks: a trial to roll back, a reboot.
 fn apply_with_mode(
     rt: &mut Runtime,
-    text: &str,
-    dry_run: bool,
+    apply: Apply<'_>,
     mode: ApplyMode,
     effects: &mut Effects,
     now: Instant,
 ) -> Result<Value, String> {
+    let Apply { text, dry_run, .. } = apply;
     if mode == ApplyMode::Staged {
-        return stage(rt, text, dry_run, effects);
+        return stage(rt, apply, effects);
     }
     let trial = match mode {
         ApplyMode::Try(t) if !dry_run => {
@@ -717,7 +718,7 @@ fn apply_with_mode(
         }
         _ => None,
     };
-    let mut v = apply_config(rt, text, dry_run)?;
+    let mut v = apply_config(rt, apply)?;
     if dry_run {
         return Ok(v);
     }
@@ -743,11 +744,12 @@ fn apply_with_mode(
 
 /// `--mode staged`: validate and diff, then keep the config beside the config file for the
 /// next start, which boots into it; nothing changes now.
-fn stage(rt: &mut Runtime, text: &str, dry_run: bool, effects: &Effects) -> Result<Value, String> {
+fn stage(rt: &mut Runtime, apply: Apply<'_>, effects: &Effects) -> Result<Value, String> {
+    let Apply { text, dry_run, .. } = apply;
     let Some(config) = &effects.config_path else {
         return Err("--mode staged: the node has no config file to stage a config beside".into());
     };
-    let mut v = apply_config(rt, text, true)?;
+    let mut v = apply_config(rt, Apply { dry_run: true, ..apply })?;
     v["dryRun"] = json!(dry_run);
     if dry_run {
         return Ok(v);
@@ -759,9 +761,46 @@ fn stage(rt: &mut Runtime, text: &str, dry_run: bool, effects: &Effects) -> Resu
     Ok(v)
 }
 
+/// An `apply-config` request's config and how to take it.
+#[derive(Clone, Copy)]
+struct Apply<'a> {
+    /// The YAML text.
+    text: &'a str,
+    /// Only report the diff.
+    dry_run: bool,
+    /// `--allow-partial`: drop invalid entries and apply the rest.
+    partial: bool,
+}
+
+/// The config an apply brings. Any invalid entry refuses it whole and the running config
+/// stays (Talos's rule for applies), unless the caller allowed a partial apply: then the
+/// invalid entries are dropped, each logged, and the rest applies.
+fn load_applied(text: &str, partial: bool) -> Result<net::config::MachineConfig, String> {
+    let report = net::config::check(text);
+    if report.errors.is_empty() {
+        return Ok(report.config);
+    }
+    if partial && report.kept {
+        for line in &report.config.dropped {
+            log::warn!(target: "api", "applied config: {line}");
+        }
+        return Ok(report.config);
+    }
+    // Every invalid entry, up to a bound: the answer is one line.
+    const SHOWN: usize = 16;
+    let mut lines: Vec<String> =
+        report.errors.iter().take(SHOWN).map(ToString::to_string).collect();
+    if report.errors.len() > SHOWN {
+        lines.push(format!("and {} more", report.errors.len() - SHOWN));
+    }
+    let hint = if report.kept { "; --allow-partial applies the rest" } else { "" };
+    Err(format!("invalid config: {}; nothing applied{hint}", lines.join("; ")))
+}
+
 /// Validate, diff against the live merged specs, and apply unless `dry_run`.
-fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, String> {
-    let cfg = net::config::parse(text).map_err(|e| format!("invalid config: {e}"))?;
+fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
+    let Apply { text, dry_run, partial } = apply;
+    let cfg = load_applied(text, partial)?;
     // A CA the node cannot serve with would leave it with no way in over the network.
     if let Some(ca) = &cfg.machine.ca {
         remote::check_ca(ca).map_err(|e| format!("invalid config: machine.ca: {e}"))?;
@@ -776,17 +815,25 @@ fn apply_config(rt: &mut Runtime, text: &str, dry_run: bool) -> Result<Value, St
     let live = merged_specs(rt.store().iter());
     let changes = diff::diff(&live, &planned);
     let warnings = cfg.warnings.clone();
+    let dropped = cfg.dropped.clone();
     if !dry_run {
         rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
             .map_err(|e| e.to_string())?;
         log::info!(target: "api", "applied a new machine config ({} resource changes)", changes.len());
     }
-    Ok(json!({"ok": true, "dryRun": dry_run, "changes": changes, "warnings": warnings}))
+    Ok(
+        json!({"ok": true, "dryRun": dry_run, "changes": changes, "warnings": warnings, "dropped": dropped}),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An all-or-nothing apply of `text`.
+    fn strict(text: &str, dry_run: bool) -> Apply<'_> {
+        Apply { text, dry_run, partial: false }
+    }
 
     fn config(addr: &str) -> String {
         format!(
@@ -835,11 +882,11 @@ mod tests {
     #[test]
     fn apply_config_diffs_then_applies() {
         let mut rt = live("10.0.0.2/24");
-        let same = apply_config(&mut rt, &config("10.0.0.2/24"), true)
+        let same = apply_config(&mut rt, strict(&config("10.0.0.2/24"), true))
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(same["changes"], json!([]), "{same}");
 
-        let dry = apply_config(&mut rt, &config("10.0.0.3/24"), true)
+        let dry = apply_config(&mut rt, strict(&config("10.0.0.3/24"), true))
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(ids(&dry, "added"), ["AddressSpec eth0/10.0.0.3/24"], "{dry}");
         assert_eq!(ids(&dry, "removed"), ["AddressSpec eth0/10.0.0.2/24"], "{dry}");
@@ -850,7 +897,7 @@ mod tests {
             .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
             .is_some());
 
-        let applied = apply_config(&mut rt, &config("10.0.0.3/24"), false)
+        let applied = apply_config(&mut rt, strict(&config("10.0.0.3/24"), false))
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(applied["changes"], dry["changes"]);
         while rt.has_work() {
@@ -869,8 +916,12 @@ mod tests {
     #[test]
     fn who_may_do_what() {
         let q = |ns: Namespace| Query { kind: Kind::AddressStatus, namespace: ns, id: None };
-        let apply =
-            Request::ApplyConfig { config: String::new(), dry_run: false, mode: ApplyMode::Auto };
+        let apply = Request::ApplyConfig {
+            config: String::new(),
+            dry_run: false,
+            mode: ApplyMode::Auto,
+            allow_partial: false,
+        };
         let cases = [
             (Access::Admin, apply.clone(), true),
             (Access::Admin, Request::Reboot { staged: false }, true),
@@ -913,12 +964,51 @@ mod tests {
         let mut rt = live("10.0.0.2/24");
         let e = apply_config(
             &mut rt,
-            "version: v1alpha1\nmachine:\n  network:\n    interfaces: 3\n",
-            false,
+            strict("version: v1alpha1\nmachine:\n  network:\n    interfaces: 3\n", false),
         )
         .err()
         .unwrap_or_default();
         assert!(e.contains("line"), "{e}");
         assert!(!rt.has_work());
+    }
+
+    #[test]
+    fn apply_config_with_an_invalid_entry_is_refused_whole_unless_partial_is_asked() {
+        let mut rt = live("10.0.0.2/24");
+        let text = format!(
+            "{}        mtu: 65536\n      - interface: eth1\n        addresses: [10.0.1.1/24]\n",
+            config("10.0.0.3/24")
+        );
+        let e = apply_config(&mut rt, strict(&text, false)).err().unwrap_or_default();
+        assert!(e.contains("machine.network.interfaces[0].mtu (line 7"), "{e}");
+        assert!(e.contains("nothing applied; --allow-partial applies the rest"), "{e}");
+        assert!(!rt.has_work(), "the running config stays");
+        let v = apply_config(&mut rt, Apply { text: &text, dry_run: false, partial: true })
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let dropped = v["dropped"].as_array().cloned().unwrap_or_default();
+        assert_eq!(dropped.len(), 1, "{v}");
+        assert!(dropped[0].as_str().unwrap_or_default().contains("interfaces[0].mtu"), "{v}");
+        assert!(rt.has_work(), "the rest is applied");
+        let cfg =
+            rt.store().get_spec::<net::config::MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
+        let addrs: Vec<String> = cfg
+            .map(|c| {
+                c.machine
+                    .network
+                    .interfaces
+                    .iter()
+                    .flat_map(|d| d.addresses.iter().map(ToString::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(addrs, ["10.0.0.3/24", "10.0.1.1/24"]);
+        // Nothing valid at all: refused even when partial, and no hint.
+        let e = apply_config(
+            &mut rt,
+            Apply { text: "\u{1}\u{2}garbage", dry_run: false, partial: true },
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(e.contains("not YAML") && !e.contains("--allow-partial"), "{e}");
     }
 }

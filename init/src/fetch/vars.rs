@@ -115,21 +115,48 @@ pub fn encode(value: &str) -> String {
     out
 }
 
-/// `template` with every variable it uses substituted; `Err` lists those not known yet.
-pub fn substitute(template: &str, values: &Values) -> Result<String, Vec<Var>> {
+/// Why a URL cannot be made from its template yet, or at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubstError {
+    /// These variables have no value yet: wait.
+    #[error("waiting for URL variables")]
+    Missing(Vec<Var>),
+    /// The value of this variable would make a dot-segment (`.` or `..`) of the URL's path,
+    /// as it is or once percent-decoded: a server that normalises the path would serve
+    /// another file. Refused, not encoded: `%2E` is `.` (RFC 3986 section 2.3), and servers
+    /// decode it before removing dot-segments.
+    #[error("the value of ${{{}}} would make a dot-segment (. or ..) in the URL's path", .0.name())]
+    DotSegment(Var),
+}
+
+/// `template` with every variable it uses substituted.
+pub fn substitute(template: &str, values: &Values) -> Result<String, SubstError> {
     let vars = used(template).unwrap_or_default();
     let missing: Vec<Var> = vars.iter().copied().filter(|v| values.get(*v).is_empty()).collect();
     if !missing.is_empty() {
-        return Err(missing);
+        return Err(SubstError::Missing(missing));
     }
-    let mut out = template.to_owned();
-    for v in vars {
-        let value = encode(values.get(v));
-        // From the end, so earlier offsets stay valid.
-        let len = v.name().len() + 3;
-        for i in find_all(&out, v).into_iter().rev() {
-            out.replace_range(i..i + len, &value);
-        }
+    // Where each variable lands, in template order (names do not overlap: each starts with
+    // `${` and ends with `}`).
+    let mut at: Vec<(usize, Var)> = vars
+        .iter()
+        .flat_map(|v| find_all(template, *v).into_iter().map(move |i| (i, *v)))
+        .collect();
+    at.sort_unstable();
+    let mut out = String::with_capacity(template.len());
+    // For each substituted value: its byte range in `out` and its variable.
+    let mut placed: Vec<(std::ops::Range<usize>, Var)> = Vec::new();
+    let mut from = 0;
+    for (i, v) in at {
+        out.push_str(template.get(from..i).unwrap_or_default());
+        let start = out.len();
+        out.push_str(&encode(values.get(v)));
+        placed.push((start..out.len(), v));
+        from = i + v.name().len() + 3;
+    }
+    out.push_str(template.get(from..).unwrap_or_default());
+    if let Some(v) = dot_segment(&out, &placed) {
+        return Err(SubstError::DotSegment(v));
     }
     if legacy_uuid(&out) {
         if let Some((base, q)) = out.split_once('?') {
@@ -149,6 +176,63 @@ pub fn substitute(template: &str, values: &Values) -> Result<String, Vec<Var>> {
         }
     }
     Ok(out)
+}
+
+/// The variable whose value makes a segment of `url`'s path (before `?` or `#`) a
+/// dot-segment: the segment holds substituted bytes and, percent-decoded as often as it
+/// decodes, is `.` or `..`, or has one between `/` or `\` (a server that decodes `%2F` before
+/// normalising splits there). Segments the template wrote alone are the operator's.
+fn dot_segment(url: &str, placed: &[(std::ops::Range<usize>, Var)]) -> Option<Var> {
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let mut start = 0;
+    for segment in url.get(..end).unwrap_or_default().split('/') {
+        let range = start..start + segment.len();
+        start = range.end + 1;
+        let Some((_, var)) =
+            placed.iter().find(|(r, _)| r.start < range.end && range.start < r.end)
+        else {
+            continue;
+        };
+        let decoded = decode_fully(segment.as_bytes());
+        if decoded.split(|b| *b == b'/' || *b == b'\\').any(|p| p == b"." || p == b"..") {
+            return Some(*var);
+        }
+    }
+    None
+}
+
+/// Percent-decode until nothing changes (each round shortens the text, so this ends; bounded
+/// anyway). A `%` not followed by two hex digits stays as it is.
+fn decode_fully(s: &[u8]) -> Vec<u8> {
+    let mut cur = s.to_vec();
+    for _ in 0..8 {
+        let next = decode_once(&cur);
+        if next == cur {
+            break;
+        }
+        cur = next;
+    }
+    cur
+}
+
+fn decode_once(s: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| char::from(b).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while let Some(&b) = s.get(i) {
+        let pair = (s.get(i + 1).copied().and_then(hex), s.get(i + 2).copied().and_then(hex));
+        match (b, pair) {
+            (b'%', (Some(h), Some(l))) => {
+                out.push((h << 4) | l);
+                i += 3;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -202,8 +286,14 @@ mod tests {
     #[test]
     fn waits_for_unknown_values() {
         let v = Values { hostname: String::new(), ..values() };
-        assert_eq!(substitute("http://x/?h=${hostname}&m=${mac}", &v), Err(vec![Var::Hostname]));
-        assert_eq!(substitute("http://x/?uuid=", &Values::default()), Err(vec![Var::Uuid]));
+        assert_eq!(
+            substitute("http://x/?h=${hostname}&m=${mac}", &v),
+            Err(SubstError::Missing(vec![Var::Hostname]))
+        );
+        assert_eq!(
+            substitute("http://x/?uuid=", &Values::default()),
+            Err(SubstError::Missing(vec![Var::Uuid]))
+        );
     }
 
     #[test]
@@ -219,8 +309,63 @@ mod tests {
     fn values_cannot_inject() {
         let v = Values { hostname: "a?b=c#d/../e%".into(), ..values() };
         assert_eq!(
+            substitute("http://x/?h=${hostname}", &v),
+            Ok("http://x/?h=a%3Fb%3Dc%23d%2F..%2Fe%25".into())
+        );
+        // In the path, `%2F..%2F` is `/../` to a server that decodes before normalising.
+        assert_eq!(
             substitute("http://x/${hostname}", &v),
-            Ok("http://x/a%3Fb%3Dc%23d%2F..%2Fe%25".into())
+            Err(SubstError::DotSegment(Var::Hostname))
+        );
+    }
+
+    /// A serial of `.` or `..` (or one that decodes to it) never becomes a path segment of
+    /// its own: a server that normalises the path would serve another machine's config.
+    #[test]
+    fn values_never_make_dot_segments() {
+        let with = |serial: &str| Values { serial: serial.into(), ..values() };
+        for serial in ["..", ".", "%2E%2E", "%2e.", "%252E%252E", "./..", "..\\x", "a/../b"] {
+            for template in [
+                "http://x/configs/${serial}/node.yaml",
+                "http://x/configs/${serial}",
+                "http://x/${SERIAL}?a=b",
+                "http://x/a/${serial}#f",
+            ] {
+                assert_eq!(
+                    substitute(template, &with(serial)),
+                    Err(SubstError::DotSegment(Var::Serial)),
+                    "{serial:?} in {template}"
+                );
+            }
+        }
+        // With the template's own text a value can still make one.
+        assert_eq!(
+            substitute("http://x/.${serial}/n.yaml", &with(".")),
+            Err(SubstError::DotSegment(Var::Serial))
+        );
+        // Dots that make no dot-segment, and dot values in the query, are fine.
+        for (serial, template, want) in [
+            ("...", "http://x/${serial}/n.yaml", "http://x/.../n.yaml"),
+            ("..", "http://x/c/${serial}.yaml", "http://x/c/...yaml"),
+            ("1.2", "http://x/${serial}", "http://x/1.2"),
+            ("..", "http://x/c.yaml?serial=${serial}", "http://x/c.yaml?serial=.."),
+            ("..", "http://x/c.yaml?a=1#${serial}", "http://x/c.yaml?a=1#.."),
+        ] {
+            assert_eq!(
+                substitute(template, &with(serial)),
+                Ok(want.into()),
+                "{serial:?} in {template}"
+            );
+        }
+        // The template's own dot-segments are the operator's.
+        assert_eq!(
+            substitute("http://x/a/../${serial}", &with("SN1")),
+            Ok("http://x/a/../SN1".into())
+        );
+        let e = SubstError::DotSegment(Var::Serial).to_string();
+        assert_eq!(
+            e,
+            "the value of ${serial} would make a dot-segment (. or ..) in the URL's path"
         );
     }
 }

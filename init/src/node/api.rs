@@ -26,6 +26,15 @@ impl Api {
         token: u64,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
+        // A path no Unix socket can have is the operator's typo, not a reason to leave the
+        // network unconfigured: said once, and the rest runs without the socket.
+        let socket = socket.filter(|path| match socket_path_problem(path) {
+            Some(why) => {
+                log::error!(target: "api", "api socket {}: {why}; the API is not served on it", path.display());
+                false
+            }
+            None => true,
+        });
         if socket.is_none() && listen.is_empty() {
             return Ok(Self(None));
         }
@@ -109,5 +118,32 @@ impl Api {
             }
             None => false,
         }
+    }
+}
+
+/// The most bytes of a Unix socket path (`sun_path` holds 108 with its NUL, unix(7)).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Why `path` cannot name a Unix socket, if it cannot.
+fn socket_path_problem(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let len = path.as_os_str().as_bytes().len();
+    (len > MAX_SOCKET_PATH).then(|| {
+        format!("{len} bytes long, longer than the {MAX_SOCKET_PATH} a Unix socket path may be")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_paths_longer_than_sun_path_are_told_apart() {
+        assert_eq!(socket_path_problem(Path::new("/run/keelson/api.sock")), None);
+        let at_most = format!("/{}", "a".repeat(MAX_SOCKET_PATH - 1));
+        assert_eq!(socket_path_problem(Path::new(&at_most)), None);
+        let over = format!("/{}", "a".repeat(MAX_SOCKET_PATH));
+        let why = socket_path_problem(Path::new(&over)).unwrap_or_default();
+        assert!(why.starts_with("108 bytes long"), "{why}");
     }
 }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The machine configuration as the node's input: loaded at start, re-read on SIGHUP and
-//! when the watch sees the file (or what it resolves to) change. A config that cannot be
-//! read or parsed is logged and the running one kept.
+//! when the watch sees the file (or what it resolves to) change. Invalid entries are dropped
+//! and logged, the rest applies; a config that cannot be read, or of which nothing is valid,
+//! is logged and the running one kept.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::Namespace;
 use net::runtime::Runtime;
@@ -25,23 +27,48 @@ fn read(path: &Path) -> Option<String> {
     }
 }
 
-/// Parse and apply the config text; on any error, log it and keep what runs.
+/// Parse and apply the config text. An invalid entry is dropped and logged, and the rest
+/// applies (the dropped entries show in `machinestatus`); a config of which nothing is valid
+/// is logged and the running one kept. A config whose `machine.install` is refused is not
+/// applied, exactly as `apply-config` refuses it: without a running config the node stays in
+/// maintenance mode.
 pub fn load(rt: &mut Runtime, path: &Path, text: &str) {
-    match net::config::parse(text) {
-        Ok(cfg) => {
+    let report = net::config::check(text);
+    match report.kept.then_some(report.config) {
+        Some(cfg) => {
+            if let Err(e) = crate::state::check_install(&cfg) {
+                let running =
+                    rt.store().get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
+                let then = if running.is_some() {
+                    "keeping the running configuration"
+                } else {
+                    "maintenance mode: the node waits for `keelson apply-config --insecure`"
+                };
+                log::error!(target: "config", "{}: config refused: {e}; {then}", path.display());
+                return;
+            }
+            for line in &cfg.dropped {
+                log::error!(target: "config", "{}: {line}", path.display());
+            }
             for w in &cfg.warnings {
                 log::warn!(target: "config", "{}: {w}", path.display());
             }
+            let dropped = cfg.dropped.len();
             if cfg.debug {
                 log::set_max_level(log::LevelFilter::Debug);
             }
             match rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg) {
+                Ok(()) if dropped > 0 => {
+                    log::warn!(target: "config", "loaded {} without its {dropped} invalid entries (machinestatus: config)", path.display())
+                }
                 Ok(()) => log::info!(target: "config", "loaded {}", path.display()),
                 Err(e) => log::error!(target: "config", "{e}"),
             }
         }
-        Err(e) => {
-            log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display())
+        None => {
+            for e in &report.errors {
+                log::error!(target: "config", "{}: {e}; keeping the running configuration", path.display());
+            }
         }
     }
 }

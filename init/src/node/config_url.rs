@@ -23,7 +23,7 @@ use net::runtime::Runtime;
 use crate::fetch::client::{self, FetchError, Fetched};
 use crate::fetch::retry::{self, Next};
 use crate::fetch::url::Url;
-use crate::fetch::vars::{self, Values, Var};
+use crate::fetch::vars::{self, SubstError, Values, Var};
 use crate::fetch::{escaped_prefix, sha256_prefix};
 use crate::reactor::{Reactor, ReactorError};
 
@@ -133,12 +133,17 @@ impl ConfigUrl {
         }
         let url = match vars::substitute(&self.template, &values(rt)) {
             Ok(u) => u,
-            Err(missing) => {
+            Err(SubstError::Missing(missing)) => {
                 if said.as_ref() != Some(&missing) {
                     let names: Vec<&str> = missing.iter().map(|v| v.name()).collect();
                     log::info!(target: "config", "waiting for URL variables: {}", names.join(", "));
                     self.phase = Phase::Waiting(Some(missing));
                 }
+                return;
+            }
+            Err(e @ SubstError::DotSegment(_)) => {
+                log::error!(target: "config", "talos.config: {e}; not fetched; maintenance mode: the node waits for `keelson apply-config --insecure`");
+                self.phase = Phase::Done;
                 return;
             }
         };
@@ -225,8 +230,11 @@ impl ConfigUrl {
             refuse("the body is empty".into());
             return None;
         }
-        if let Err(e) = net::config::parse(&text) {
-            refuse(e.to_string());
+        // The rule of a config file: invalid entries are dropped (logged when it is loaded)
+        // and the rest runs; only a config of which nothing is valid is refused.
+        let report = net::config::check(&text);
+        if !report.kept {
+            refuse(report.errors.first().map(ToString::to_string).unwrap_or_default());
             return None;
         }
         log::info!(

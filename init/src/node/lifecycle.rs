@@ -60,13 +60,12 @@ impl Lifecycle {
     /// Decide the stage from the store, the kubelet and whether the node is going down;
     /// publish and log what changed.
     pub fn update(&mut self, rt: &mut Runtime, kubelet: &Kubelet, going: Option<Going>) {
+        let config = rt.store().get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
         let facts = Facts {
             going,
             installing: crate::machine::installing(),
-            configured: rt
-                .store()
-                .get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
-                .is_some(),
+            configured: config.is_some(),
+            dropped: config.map(|c| c.dropped.clone()).unwrap_or_default(),
             network: network(rt),
             time: time(rt),
             kubelet: kubelet.facts(),

@@ -9,7 +9,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::error::StateError;
-use super::gpt::{self, Geometry, Guid, Partition};
+use super::gpt::{self, Extent, Geometry, GptError, Guid, Partition};
 use super::select::DiskInfo;
 use super::slots::{self, Medium};
 
@@ -100,55 +100,60 @@ impl Disk {
         }
     }
 
-    /// The state partition's byte offset, if the disk has one.
-    pub fn state_offset(&self) -> Option<u64> {
-        self.gpt()?
-            .into_iter()
-            .find(Partition::is_state)
-            .map(|p| p.first_lba * self.geometry.sector)
-            .filter(|off| {
-                off.checked_add(gpt::STATE_BYTES)
-                    .is_some_and(|end| end <= self.geometry.sectors * self.geometry.sector)
-            })
+    /// The state partition's extent: `None` if the disk has none, an error if its entry
+    /// does not lie within the disk or is too small for the slots.
+    pub fn state_extent(&self) -> Option<Result<Extent, GptError>> {
+        let p = self.gpt()?.into_iter().find(Partition::is_state)?;
+        Some(gpt::partition_extent(&p, self.geometry))
     }
 
-    /// Write a fresh GPT with the state partition, its slots empty; the partition's offset.
+    /// Write a fresh GPT with the state partition, its slots empty; the partition's extent.
     /// With `wipe`, the first and last MiB are zeroed first (old tables and signatures).
-    pub fn install(&self, wipe: bool, disk: Guid, part: Guid) -> Result<u64, StateError> {
+    pub fn install(&self, wipe: bool, disk: Guid, part: Guid) -> Result<Extent, StateError> {
         let g = self.geometry;
         let writes = gpt::layout(g, disk, part)?;
+        let extent = Extent { offset: gpt::STATE_OFFSET, len: gpt::STATE_BYTES };
         if wipe {
             let mib = 1u64 << 20;
             let end = g.sectors * g.sector;
             self.file.write_all_at(&vec![0u8; mib as usize], 0)?;
             self.file.write_all_at(&vec![0u8; mib as usize], end.saturating_sub(mib))?;
         }
-        let mut medium = self.medium(gpt::STATE_OFFSET)?;
+        let mut medium = self.medium(extent)?;
         slots::clear(&mut medium)?;
         for (offset, bytes) in writes {
             self.file.write_all_at(&bytes, offset)?;
         }
         self.file.sync_all()?;
-        Ok(gpt::STATE_OFFSET)
+        Ok(extent)
     }
 
-    /// The state partition at `offset` as a medium (a second handle on the disk).
-    pub fn medium(&self, offset: u64) -> std::io::Result<StatePartition> {
-        Ok(StatePartition { file: self.file.try_clone()?, offset })
+    /// The state partition at `extent` as a medium (a second handle on the disk).
+    pub fn medium(&self, extent: Extent) -> std::io::Result<StatePartition> {
+        Ok(StatePartition { file: self.file.try_clone()?, extent })
     }
 }
 
-/// The state partition: reads and writes relative to its start, bounded to its size.
+/// Open the state partition of `/dev/NAME` for reading and writing: refused (with the
+/// reason) when the disk has none or its partition is too small for the slots.
+pub fn open_state(dev: &Path, sys_block: &Path, name: &str) -> Result<StatePartition, StateError> {
+    let d = Disk::open(dev, sys_block, name, true)?;
+    let extent = d.state_extent().ok_or_else(|| std::io::Error::other("no state partition"))??;
+    Ok(d.medium(extent)?)
+}
+
+/// The state partition: reads and writes relative to its start, bounded to its real extent
+/// (never past its end, whatever the slots ask for).
 #[derive(Debug)]
 pub struct StatePartition {
     file: File,
-    offset: u64,
+    extent: Extent,
 }
 
 impl StatePartition {
     fn check(&self, offset: u64, len: usize) -> std::io::Result<u64> {
         match offset.checked_add(len as u64) {
-            Some(end) if end <= gpt::STATE_BYTES => Ok(self.offset + offset),
+            Some(end) if end <= self.extent.len => Ok(self.extent.offset + offset),
             _ => Err(std::io::Error::other("outside the state partition")),
         }
     }
@@ -180,7 +185,9 @@ pub fn inventory(dev: &Path, sys_block: &Path) -> Vec<DiskInfo> {
             let sys: PathBuf = sys_block.join(&name);
             let opened = Disk::open(dev, sys_block, &name, false);
             let (table, state) = match &opened {
-                Ok(d) => (d.table(), d.state_offset().is_some()),
+                // A state partition too small to use still counts as found: the boot then
+                // says why it is not used, instead of "no state partition".
+                Ok(d) => (d.table(), d.state_extent().is_some()),
                 Err(_) => (String::new(), false),
             };
             let target =
@@ -233,10 +240,10 @@ mod tests {
     fn install_then_find_then_store_and_load() {
         let (path, d) = image("install");
         assert_eq!(d.table(), "");
-        assert_eq!(d.state_offset(), None);
+        assert_eq!(d.state_extent(), None);
         let off = d.install(false, Guid::random([1; 16]), Guid::random([2; 16])).unwrap();
         assert_eq!(d.table(), "gpt");
-        assert_eq!(d.state_offset(), Some(off));
+        assert_eq!(d.state_extent(), Some(Ok(off)));
         let mut m = d.medium(off).unwrap();
         assert_eq!(slots::load(&mut m).unwrap(), None);
         let mut files = slots::Files::new();
@@ -248,7 +255,7 @@ mod tests {
         assert!(m.write_at(gpt::STATE_BYTES - 1, &[0, 0]).is_err());
         // A damaged primary header: the backup still finds the partition.
         d.file.write_all_at(&[0u8; 8], 512).unwrap();
-        assert_eq!(d.state_offset(), Some(off));
+        assert_eq!(d.state_extent(), Some(Ok(off)));
         let _ = std::fs::remove_file(path);
     }
 
@@ -263,7 +270,109 @@ mod tests {
         assert_eq!(d.table(), "mbr");
         d.install(true, Guid::random([3; 16]), Guid::random([4; 16])).unwrap();
         assert_eq!(d.table(), "gpt");
-        assert!(d.state_offset().is_some());
+        assert!(matches!(d.state_extent(), Some(Ok(_))));
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// On a disk image: a state at generation 2^64 − 1, then one more write. The next boot
+    /// (a fresh open and load) reads the newer one, generation 0.
+    #[test]
+    fn the_generation_after_the_last_is_read_back_as_newest() {
+        let (path, d) = image("wrap");
+        let extent = d.install(false, Guid::random([6; 16]), Guid::random([7; 16])).unwrap();
+        let mut m = d.medium(extent).unwrap();
+        let mut old = slots::Files::new();
+        old.insert("config.yaml".into(), b"# old\n".to_vec());
+        let top = slots::store(&mut m, Some((0, u64::MAX - 1)), &old).unwrap();
+        let mut new = old.clone();
+        new.insert("node-id".into(), b"kept".to_vec());
+        slots::store(&mut m, Some(top), &new).unwrap();
+        drop(m);
+        let mut reopened = d.medium(d.state_extent().unwrap().unwrap()).unwrap();
+        let got = slots::load(&mut reopened).unwrap().unwrap();
+        assert_eq!((got.slot, got.generation), (0, 0));
+        assert_eq!(got.files, new);
+        let _ = std::fs::remove_file(path);
+    }
+
+    const SENTINEL: u8 = 0xA5;
+
+    /// A GPT (written as another tool would) with a 4 KiB state partition at LBA 2048 and a
+    /// sentinel partition right after it, filled with a pattern, up to 48 MiB.
+    fn small_state_disk(name: &str) -> (PathBuf, Disk, std::ops::Range<u64>) {
+        let (path, d) = image(name);
+        let part = |type_guid, first_lba, last_lba, name: &str| Partition {
+            type_guid,
+            unique: Guid::random([first_lba as u8; 16]),
+            first_lba,
+            last_lba,
+            name: name.into(),
+        };
+        let parts = [
+            part(gpt::STATE_TYPE, 2048, 2055, gpt::STATE_LABEL),
+            part(Guid::random([0x0f; 16]), 2056, (48 << 20) / 512 - 1, "sentinel"),
+        ];
+        for (at, bytes) in gpt::table(d.geometry, Guid::random([5; 16]), &parts) {
+            d.file.write_all_at(&bytes, at).unwrap();
+        }
+        let sentinel = 2056 * 512..48 << 20;
+        d.file
+            .write_all_at(&vec![SENTINEL; (sentinel.end - sentinel.start) as usize], sentinel.start)
+            .unwrap();
+        (path, d, sentinel)
+    }
+
+    fn sentinel_intact(d: &Disk, r: &std::ops::Range<u64>) -> bool {
+        let mut buf = vec![0u8; (r.end - r.start) as usize];
+        d.file.read_exact_at(&mut buf, r.start).unwrap();
+        buf.iter().all(|b| *b == SENTINEL)
+    }
+
+    /// The partition's extent comes from its GPT entry: one smaller than the slots need is
+    /// refused with the reason, and is still found (so the boot can say why it is not used).
+    #[test]
+    fn a_state_partition_smaller_than_the_slots_is_refused() {
+        let (path, d, sentinel) = small_state_disk("small");
+        assert_eq!(d.table(), "gpt");
+        let got = d.state_extent();
+        assert!(matches!(got, Some(Err(GptError::PartitionTooSmall(4096, 2048, 2055)))), "{got:?}");
+        // Opened as the boot opens it (by name under /dev and /sys/block), the same refusal,
+        // and the disk still counts as holding a state partition.
+        let root = std::env::temp_dir().join(format!("keelson-disk-root-{}", std::process::id()));
+        let (dev, sys) = (root.join("dev"), root.join("sys/block"));
+        std::fs::create_dir_all(sys.join("vdz/queue")).unwrap();
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::copy(&path, dev.join("vdz")).unwrap();
+        std::fs::write(sys.join("vdz/size"), format!("{}\n", (64u64 << 20) / 512)).unwrap();
+        std::fs::write(sys.join("vdz/queue/logical_block_size"), "512\n").unwrap();
+        let e = open_state(&dev, &sys, "vdz").unwrap_err().to_string();
+        assert!(
+            e.contains("the state partition is too small: 4096 bytes (LBA 2048..=2055)"),
+            "{e}"
+        );
+        let inv = inventory(&dev, &sys);
+        assert_eq!(
+            (inv[0].name.as_str(), inv[0].table.as_str(), inv[0].state),
+            ("vdz", "gpt", true)
+        );
+        let copy = Disk::open(&dev, &sys, "vdz", false).unwrap();
+        assert!(sentinel_intact(&copy, &sentinel));
+        let _ = std::fs::remove_dir_all(root);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Even handed a partition smaller than the slots, the medium never writes past its end:
+    /// a store fails and the next partition keeps its bytes.
+    #[test]
+    fn the_medium_stops_at_the_partitions_end() {
+        let (path, d, sentinel) = small_state_disk("bounded");
+        let mut m = d.medium(Extent { offset: 2048 * 512, len: 4096 }).unwrap();
+        let mut files = slots::Files::new();
+        files.insert("config.yaml".into(), b"version: v1alpha1\n".to_vec());
+        assert!(slots::store(&mut m, None, &files).is_err());
+        assert!(slots::store(&mut m, Some((0, 1)), &files).is_err());
+        assert!(m.write_at(4095, &[0, 0]).is_err());
+        assert!(sentinel_intact(&d, &sentinel));
         let _ = std::fs::remove_file(path);
     }
 }

@@ -20,6 +20,7 @@ pub const STATE_LABEL: &str = "KEELSON-STATE";
 /// Where the state partition starts and how long it is, in bytes.
 pub const STATE_OFFSET: u64 = 1 << 20;
 pub const STATE_BYTES: u64 = 16 << 20;
+const STATE_MIB: u64 = STATE_BYTES >> 20;
 
 const SIGNATURE: &[u8; 8] = b"EFI PART";
 const REVISION: u32 = 0x0001_0000;
@@ -44,6 +45,39 @@ pub enum GptError {
     BadHeader(&'static str),
     #[error("GPT partition entries: checksum mismatch")]
     BadEntries,
+    #[error(
+        "the state partition's entry (LBA {0}..={1}) does not lie within the disk ({2} sectors)"
+    )]
+    OutsideDisk(u64, u64, u64),
+    #[error("the state partition is too small: {0} bytes (LBA {1}..={2}); keelson needs at least {STATE_BYTES} bytes ({STATE_MIB} MiB)")]
+    PartitionTooSmall(u64, u64, u64),
+}
+
+/// Where a partition lies on the disk, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// The state partition's real extent, from its entry's first and last LBA, checked: it lies
+/// within the disk (after the primary table, before the backup) and holds the two slots.
+/// The entry comes from the disk, so it is input: a partition made by another tool may be
+/// smaller than the 16 MiB keelson makes, and the slots must never reach past its end.
+pub fn partition_extent(p: &Partition, g: Geometry) -> Result<Extent, GptError> {
+    let (first, last) = (p.first_lba, p.last_lba);
+    let inside = first >= 2 && first <= last && last < g.sectors.saturating_sub(1);
+    if !inside {
+        return Err(GptError::OutsideDisk(first, last, g.sectors));
+    }
+    let span = |n: u64| n.checked_mul(g.sector);
+    let (Some(offset), Some(len)) = (span(first), span(last - first + 1)) else {
+        return Err(GptError::OutsideDisk(first, last, g.sectors));
+    };
+    if len < STATE_BYTES {
+        return Err(GptError::PartitionTooSmall(len, first, last));
+    }
+    Ok(Extent { offset, len })
 }
 
 /// A GUID in its on-disk byte order (the first three fields little-endian).
@@ -164,14 +198,29 @@ pub fn state_extent(g: Geometry) -> Result<(u64, u64), GptError> {
 /// partition's unique GUIDs come from the caller (random).
 pub fn layout(g: Geometry, disk: Guid, part: Guid) -> Result<Vec<(u64, Vec<u8>)>, GptError> {
     let (first, last) = state_extent(g)?;
+    let state = Partition {
+        type_guid: STATE_TYPE,
+        unique: part,
+        first_lba: first,
+        last_lba: last,
+        name: STATE_LABEL.into(),
+    };
+    Ok(table(g, disk, std::slice::from_ref(&state)))
+}
+
+/// The writes of a table holding `parts` (at most 128; `layout` passes one, tests more) on a
+/// disk whose geometry `state_extent` accepted.
+pub(crate) fn table(g: Geometry, disk: Guid, parts: &[Partition]) -> Vec<(u64, Vec<u8>)> {
     let sector = g.sector as usize;
     let mut entries = vec![0u8; (ENTRIES * ENTRY_SIZE) as usize];
-    entries[0..16].copy_from_slice(&STATE_TYPE.0);
-    entries[16..32].copy_from_slice(&part.0);
-    put_u64(&mut entries, 32, first);
-    put_u64(&mut entries, 40, last);
-    for (i, unit) in STATE_LABEL.encode_utf16().take(NAME_UNITS).enumerate() {
-        entries[56 + 2 * i..58 + 2 * i].copy_from_slice(&unit.to_le_bytes());
+    for (e, p) in entries.chunks_exact_mut(ENTRY_SIZE as usize).zip(parts) {
+        e[0..16].copy_from_slice(&p.type_guid.0);
+        e[16..32].copy_from_slice(&p.unique.0);
+        put_u64(e, 32, p.first_lba);
+        put_u64(e, 40, p.last_lba);
+        for (i, unit) in p.name.encode_utf16().take(NAME_UNITS).enumerate() {
+            e[56 + 2 * i..58 + 2 * i].copy_from_slice(&unit.to_le_bytes());
+        }
     }
     let entries_crc = crc32(&entries);
     let es = g.entries_sectors();
@@ -212,7 +261,7 @@ pub fn layout(g: Geometry, disk: Guid, part: Guid) -> Result<Vec<(u64, Vec<u8>)>
     let mut backup = entries;
     backup.resize(es as usize * sector, 0);
     backup.extend(header(last_lba, 1, last_lba - es));
-    Ok(vec![(0, primary), ((last_lba - es) * g.sector, backup)])
+    vec![(0, primary), ((last_lba - es) * g.sector, backup)]
 }
 
 /// Parse a GPT header sector read at `lba`.
@@ -340,6 +389,54 @@ mod tests {
         let h = parse_header(&d[512..1024], 1).unwrap();
         assert_eq!(parse_entries(&h, &d[1024..1024 + 16384]), Err(GptError::BadEntries));
         assert_eq!(parse_header(&[0u8; 512], 1), Err(GptError::NoSignature));
+    }
+
+    fn entry(first_lba: u64, last_lba: u64) -> Partition {
+        Partition {
+            type_guid: STATE_TYPE,
+            unique: Guid::default(),
+            first_lba,
+            last_lba,
+            name: STATE_LABEL.into(),
+        }
+    }
+
+    #[test]
+    fn the_extent_is_the_entrys_and_must_hold_the_slots() {
+        let g = Geometry { sector: 512, sectors: (64 << 20) / 512 };
+        // The partition keelson writes.
+        let (first, last) = state_extent(g).unwrap();
+        assert_eq!(
+            partition_extent(&entry(first, last), g),
+            Ok(Extent { offset: STATE_OFFSET, len: STATE_BYTES })
+        );
+        // A larger one (made by another tool) is used as it is.
+        assert_eq!(
+            partition_extent(&entry(first, last + 2048), g).unwrap().len,
+            STATE_BYTES + (1 << 20)
+        );
+        // One sector short, and a 4 KiB one: refused, saying so.
+        let short = partition_extent(&entry(first, last - 1), g);
+        assert_eq!(short, Err(GptError::PartitionTooSmall(STATE_BYTES - 512, first, last - 1)));
+        let tiny = partition_extent(&entry(2048, 2055), g).unwrap_err();
+        assert!(tiny.to_string().contains("state partition is too small: 4096 bytes"), "{tiny}");
+        // Entries that do not lie within the disk.
+        for (f, l) in [
+            (0, 100_000),
+            (5000, 4000),
+            (2048, g.sectors - 1),
+            (2048, u64::MAX),
+            (u64::MAX / 2, u64::MAX - 2),
+        ] {
+            assert!(
+                matches!(partition_extent(&entry(f, l), g), Err(GptError::OutsideDisk(..))),
+                "{f}..={l}"
+            );
+        }
+        // 4Kn: the same bytes in fewer, larger sectors.
+        let g4 = Geometry { sector: 4096, sectors: (64 << 20) / 4096 };
+        let (f4, l4) = state_extent(g4).unwrap();
+        assert_eq!(partition_extent(&entry(f4, l4), g4).unwrap().len, STATE_BYTES);
     }
 
     #[test]

@@ -110,12 +110,20 @@ enum Request {
     ConfigSource(PathBuf),
 }
 
-/// May a config be applied, as far as its `machine.install` goes? On a node keeping its
-/// state in RAM, a config naming a disk that does not exist or already has a partition
-/// table (without `wipe`) is refused, so the node stays in maintenance and the disk is left
-/// alone. Decided from the disks found at boot: no I/O.
+/// May a config run on this node, as far as its `machine.install` goes? The one decision
+/// every way a config arrives goes through: `apply-config`, and the node loop loading its
+/// config file (from the image, `talos.config=URL`, `talos.config.inline=`, the state disk),
+/// so a config one of them refuses is refused by all, and the node stays in maintenance.
+/// Decided from the disks found at boot: no I/O.
 pub fn check_install(cfg: &net::config::MachineConfig) -> Result<(), String> {
-    let st = status();
+    install_allowed(&status(), cfg)
+}
+
+/// [`check_install`] on a given status. On a node keeping its state in RAM, a config naming
+/// a disk that does not exist or already has a partition table (without `wipe`) is refused;
+/// on a node with a state disk (or no state thread, `keelson run`) `machine.install` is not
+/// acted on, so nothing is refused.
+pub fn install_allowed(st: &StateStatus, cfg: &net::config::MachineConfig) -> Result<(), String> {
     if st.medium != "ram" {
         return Ok(());
     }
@@ -248,10 +256,7 @@ impl Keeper {
 
     /// Open the state partition on `name`, read the newest state into the directory.
     fn open_store(&mut self, name: &str) -> Result<Files, StateError> {
-        let d = Disk::open(Path::new("/dev"), Path::new("/sys/block"), name, true)?;
-        let offset =
-            d.state_offset().ok_or_else(|| std::io::Error::other("state partition gone"))?;
-        let mut medium = d.medium(offset)?;
+        let mut medium = disk::open_state(Path::new("/dev"), Path::new("/sys/block"), name)?;
         let loaded = slots::load(&mut medium)?;
         let (current, files) = match loaded {
             Some(l) => {
@@ -309,13 +314,14 @@ impl Keeper {
     /// One comparison: write a changed state, or install when a config asks for it.
     fn step(&mut self) {
         let mut files = snapshot(&self.dir, self.config_source.as_deref());
-        // A changed config that does not parse (broken) is not what the node runs: the last
-        // good one stays. Parsed only when it changed.
+        // A changed config of which nothing is valid (broken) is not what the node runs: the
+        // last good one stays. One with some invalid entries runs without them, so it is
+        // kept. Parsed only when it changed.
         let before = self.store.as_ref().and_then(|s| s.last.get(CONFIG_FILE));
         let config = files.get(CONFIG_FILE);
         if config != before && config != self.seen_config.as_ref() {
             self.seen_config = config.cloned();
-            self.config_ok = config.is_some_and(|t| parse_config(t).is_some());
+            self.config_ok = config.is_some_and(|t| runs(t));
         }
         if config.is_some() && config != before && !self.config_ok {
             match before {
@@ -425,7 +431,13 @@ fn write(store: &mut Store, files: Files) -> Result<(), StateError> {
     Ok(())
 }
 
-/// A config's text parsed, if it parses (a config that does not is not kept).
+/// The node runs this config text, if only in part (docs/config.md).
+fn runs(text: &[u8]) -> bool {
+    std::str::from_utf8(text).is_ok_and(|t| net::config::check(t).kept)
+}
+
+/// A config's text parsed, if it is valid as a whole: a disk is prepared only for a config
+/// with no entry dropped.
 fn parse_config(text: &[u8]) -> Option<net::config::MachineConfig> {
     std::str::from_utf8(text).ok().and_then(|t| net::config::parse(t).ok())
 }
@@ -560,6 +572,26 @@ mod tests {
         for d in [dir, back] {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+
+    #[test]
+    fn an_install_on_a_partitioned_disk_is_refused_only_in_ram() {
+        let cfg = |wipe: bool| {
+            let text = format!(
+                "version: v1alpha1\nmachine:\n  install:\n    disk: /dev/vda\n    wipe: {wipe}\n"
+            );
+            net::config::parse(&text).unwrap()
+        };
+        let vda = DiskInfo { name: "vda".into(), table: "gpt".into(), ..DiskInfo::default() };
+        let mut st =
+            StateStatus { medium: "ram".into(), disks: vec![vda], ..StateStatus::default() };
+        let e = install_allowed(&st, &cfg(false)).unwrap_err();
+        assert!(e.contains("/dev/vda already has a partition table (gpt)"), "{e}");
+        assert!(install_allowed(&st, &cfg(true)).is_ok());
+        let plain = net::config::parse("version: v1alpha1\n").unwrap();
+        assert!(install_allowed(&st, &plain).is_ok());
+        st.medium = "disk".into();
+        assert!(install_allowed(&st, &cfg(false)).is_ok());
     }
 
     #[test]

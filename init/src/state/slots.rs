@@ -2,7 +2,12 @@
 //! The state partition's format: two slots, each a header sector and a payload, written in
 //! turn. A write goes to the slot that does not hold the newest state: the payload first,
 //! flushed, then the header (a generation one higher, the payload's length and CRC-32, its
-//! own CRC-32), flushed. A reader takes the valid slot with the highest generation.
+//! own CRC-32), flushed. A reader takes the valid slot with the newest generation.
+//!
+//! Generations are compared in serial-number arithmetic (RFC 1982, for 64-bit numbers): the
+//! one after 2^64 − 1 is 0, and 0 is newer than 2^64 − 1. The two slots' generations differ by
+//! one when keelson wrote them, far inside the half of the number space in which the
+//! comparison is defined, so a wrap never lets the older slot win.
 //!
 //! Why a power cut never leaves a torn state: until the new header is on the medium, the
 //! slot being written has either its old header, which no longer matches the payload being
@@ -183,12 +188,19 @@ fn read_slot(m: &mut impl Medium, slot: usize) -> Result<Option<(u64, Files)>, S
     Ok(decode(&payload).ok().map(|f| (h.generation, f)))
 }
 
+/// Is generation `a` newer than `b`? Serial-number arithmetic: `a` is ahead of `b` by less
+/// than half the number space. Two generations exactly half the space apart are neither
+/// (keelson never writes such a pair; the reader then keeps slot A).
+pub fn newer(a: u64, b: u64) -> bool {
+    a != b && a.wrapping_sub(b) < 1 << 63
+}
+
 /// The newest state that checks, if any slot holds one.
 pub fn load(m: &mut impl Medium) -> Result<Option<Loaded>, SlotError> {
     let mut best: Option<Loaded> = None;
     for slot in 0..2 {
         if let Some((generation, files)) = read_slot(m, slot)? {
-            if best.as_ref().is_none_or(|b| generation > b.generation) {
+            if best.as_ref().is_none_or(|b| newer(generation, b.generation)) {
                 best = Some(Loaded { slot, generation, files });
             }
         }
@@ -205,7 +217,7 @@ pub fn store(
 ) -> Result<(usize, u64), SlotError> {
     let payload = encode(files)?;
     let (slot, generation) = match current {
-        Some((s, g)) => (1 - s, g + 1),
+        Some((s, g)) => (1 - s, g.wrapping_add(1)),
         None => (0, 1),
     };
     m.write_at(slot_offset(slot) + HEADER_ROOM, &payload)?;
@@ -339,6 +351,39 @@ mod tests {
             let got = load(&mut m).unwrap().unwrap();
             assert!(got.files == files("older", 4000));
         }
+    }
+
+    /// Past 2^64 − 1 the generation wraps to 0, and that write is the newest: the old slot
+    /// never wins again.
+    #[test]
+    fn generations_wrap_and_the_newest_still_wins() {
+        let mut m = fresh();
+        let top = store(&mut m, Some((0, u64::MAX - 1)), &files("top", 100)).unwrap();
+        assert_eq!(top, (1, u64::MAX));
+        assert_eq!(load(&mut m).unwrap().unwrap().generation, u64::MAX);
+        let wrapped = store(&mut m, Some(top), &files("wrapped", 100)).unwrap();
+        assert_eq!(wrapped, (0, 0));
+        let got = load(&mut m).unwrap().unwrap();
+        assert_eq!((got.slot, got.generation, got.files), (0, 0, files("wrapped", 100)));
+        let next = store(&mut m, Some(wrapped), &files("next", 100)).unwrap();
+        let got = load(&mut m).unwrap().unwrap();
+        assert_eq!((got.slot, got.generation, got.files), (next.0, 1, files("next", 100)));
+    }
+
+    #[test]
+    fn serial_number_comparison() {
+        for (a, b) in
+            [(1, 0), (0, u64::MAX), (5, u64::MAX - 5), (1 << 62, 0), (u64::MAX, u64::MAX - 1)]
+        {
+            assert!(newer(a, b) && !newer(b, a), "{a} after {b}");
+        }
+        assert!(!newer(7, 7));
+        // Half the space apart: neither; the reader keeps slot A.
+        assert!(!newer(1 << 63, 0) && !newer(0, 1 << 63));
+        let mut m = fresh();
+        store(&mut m, Some((1, (1 << 63) - 1)), &files("a", 10)).unwrap();
+        store(&mut m, Some((0, u64::MAX)), &files("b", 10)).unwrap();
+        assert_eq!(load(&mut m).unwrap().unwrap().slot, 0);
     }
 
     #[test]

@@ -62,6 +62,11 @@ impl Node {
         Self::spawn(ns, cmdline, config, root, true, &[])
     }
 
+    /// Like [`Node::start`], with more `run` arguments.
+    pub fn start_args(ns: &Netns, cmdline: &str, config: Option<&Path>, args: &[&str]) -> Self {
+        Self::spawn(ns, cmdline, config, TempDir::new(), false, args)
+    }
+
     /// Like [`Node::start_api`], with more `run` arguments.
     pub fn start_api_args(ns: &Netns, cmdline: &str, config: Option<&Path>, args: &[&str]) -> Self {
         Self::spawn(ns, cmdline, config, TempDir::new(), true, args)

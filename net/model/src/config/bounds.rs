@@ -66,6 +66,8 @@ enum Refusal {
     TooDeep,
     NotMapping(&'static str),
     TooManyDocuments,
+    /// Not YAML before any document started: what libyaml says.
+    Syntax(&'static str),
 }
 
 /// One node event of the stream, as much as the scan needs.
@@ -98,6 +100,7 @@ pub(crate) fn check(yaml: &str) -> Result<Vec<DocSpan>, ConfigError> {
              `machine:`, or `apiVersion: v1alpha1` and `kind:`)"
         ),
         Refusal::TooManyDocuments => format!("more than {MAX_DOCUMENTS} YAML documents"),
+        Refusal::Syntax(problem) => format!("not YAML: {problem}"),
     };
     Err(ConfigError::new("", Some(position), message))
 }
@@ -147,23 +150,23 @@ impl Sizes {
 }
 
 /// One libyaml event, as much of it as the scan needs.
-struct Event {
-    kind: unsafe_libyaml::yaml_event_type_t,
-    anchor: Option<Vec<u8>>,
+pub(super) struct Event {
+    pub(super) kind: unsafe_libyaml::yaml_event_type_t,
+    pub(super) anchor: Option<Vec<u8>>,
     /// A scalar's value, when it is at most [`MAX_HEADER_VALUE`] bytes.
-    scalar: Option<Vec<u8>>,
-    position: Position,
+    pub(super) scalar: Option<Vec<u8>>,
+    pub(super) position: Position,
 }
 
 /// A libyaml parser over borrowed text, deleted on drop. Boxed: libyaml keeps pointers into
 /// its own state, so it must not move once initialized.
-struct Parser<'t> {
+pub(super) struct Parser<'t> {
     sys: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
     _text: &'t [u8],
 }
 
 impl<'t> Parser<'t> {
-    fn new(text: &'t [u8]) -> Option<Self> {
+    pub(super) fn new(text: &'t [u8]) -> Option<Self> {
         let mut sys = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
         let p = sys.as_mut_ptr();
         // SAFETY: `p` points to writable memory for a parser; initialize fills it in.
@@ -179,10 +182,34 @@ impl<'t> Parser<'t> {
         Some(Self { sys, _text: text })
     }
 
+    /// What libyaml found wrong and where, after `next` returned `None`: a fixed text of
+    /// libyaml's (never the document's own bytes).
+    fn problem(&self) -> Option<(&'static str, Position)> {
+        // SAFETY: the parser is initialized; `problem` is NULL or one of libyaml's static
+        // NUL-terminated messages.
+        unsafe {
+            let p = &*self.sys.as_ptr();
+            if p.problem.is_null() {
+                return None;
+            }
+            let text = CStr::from_ptr(p.problem).to_str().ok()?;
+            let mark = p.problem_mark;
+            let position = Position {
+                line: usize::try_from(mark.line).unwrap_or(usize::MAX).saturating_add(1),
+                column: usize::try_from(mark.column).unwrap_or(usize::MAX).saturating_add(1),
+            };
+            // The message is static in libyaml: keep it as such.
+            Some((
+                KNOWN_PROBLEMS.iter().find(|k| **k == text).copied().unwrap_or("syntax error"),
+                position,
+            ))
+        }
+    }
+
     /// The next event; `None` on a syntax error (the caller stops there: libyaml must not be
     /// asked again after an error). A scalar's value is copied only when `want_scalar`: the
     /// scan reads the root mapping's, and a large config has a hundred thousand others.
-    fn next(&mut self, want_scalar: bool) -> Option<Event> {
+    pub(super) fn next(&mut self, want_scalar: bool) -> Option<Event> {
         let p = self.sys.as_mut_ptr();
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         let e = event.as_mut_ptr();
@@ -241,6 +268,22 @@ enum HeaderKey {
     ApiVersion,
     Kind,
 }
+
+/// libyaml's messages for text that is not YAML at all, quoted as they are.
+const KNOWN_PROBLEMS: [&str; 12] = [
+    "control characters are not allowed",
+    "invalid leading UTF-8 octet",
+    "incomplete UTF-8 octet sequence",
+    "invalid trailing UTF-8 octet",
+    "invalid Unicode character",
+    "found character that cannot start any token",
+    "did not find expected node content",
+    "did not find expected <document start>",
+    "mapping values are not allowed in this context",
+    "found unexpected end of stream",
+    "did not find expected ',' or '}'",
+    "did not find expected ',' or ']'",
+];
 
 fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
     let mut docs = Vec::new();
@@ -324,6 +367,13 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
             }
         }
         sizes.event(node, anchor).map_err(|r| (r, at))?;
+    }
+    // A syntax error. Once a document started, serde_yaml reports it with that document's
+    // position; before any, nothing would, and the text would look empty.
+    if docs.is_empty() {
+        if let Some((problem, at)) = parser.problem() {
+            return Err((Refusal::Syntax(problem), at));
+        }
     }
     Ok(docs)
 }

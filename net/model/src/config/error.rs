@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! [`ConfigError`]: the first problem in a machine configuration, with its YAML path and
+//! [`ConfigError`]: a problem in a machine configuration, with its YAML path and
 //! position.
 
 use std::fmt;
@@ -19,8 +19,9 @@ impl From<serde_yaml::Location> for Position {
     }
 }
 
-/// Why a machine configuration was rejected. The whole document is rejected: nothing of it
-/// applies.
+/// A problem in a machine configuration. [`check`](super::check) drops the entry that
+/// holds it ([`ConfigError::dropped`]) and keeps the rest; [`parse`](super::parse) refuses
+/// the configuration with its first problem.
 ///
 /// Displays as `machine.network.interfaces[1].routes[0].gateway (line 14, column 22): invalid
 /// IP address "10.0.0.x"`.
@@ -37,6 +38,10 @@ pub struct ConfigError {
     pub position: Option<Position>,
     /// What is wrong.
     pub message: String,
+    /// What was left out for it, when the rest of the configuration still applies: the
+    /// path of the dropped field or list item, or `the whole document`. Not part of
+    /// [`Display`](fmt::Display); see [`ConfigError::dropped_line`].
+    pub dropped: Option<String>,
 }
 
 impl ConfigError {
@@ -51,6 +56,16 @@ impl ConfigError {
             path: excerpt_path(&path.into()),
             position,
             message: excerpt_quotes(&message.into()),
+            dropped: None,
+        }
+    }
+
+    /// The error and what was dropped for it: `PATH (line L, column C): MESSAGE (dropped
+    /// UNIT)`, or the error alone when nothing was.
+    pub fn dropped_line(&self) -> String {
+        match &self.dropped {
+            Some(unit) => format!("{self} (dropped {unit})"),
+            None => self.to_string(),
         }
     }
 

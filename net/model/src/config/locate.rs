@@ -7,6 +7,7 @@
 //! error's `location()` is then the target's position. Checks that need context (run after
 //! parsing) and the known-Talos-key warnings use this.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -14,10 +15,10 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use super::error::Position;
 
 /// One step of a YAML path.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Seg {
-    /// A map key.
-    Key(&'static str),
+    /// A map key (fixed in the code, or read from an error's path).
+    Key(Cow<'static, str>),
     /// A list index.
     Index(usize),
 }
@@ -29,13 +30,13 @@ pub(crate) struct YamlPath(Vec<Seg>);
 impl YamlPath {
     /// Parse `a.b.c` (keys only); used for the fixed known-key list.
     pub(crate) fn keys(dotted: &'static str) -> Self {
-        Self(dotted.split('.').map(Seg::Key).collect())
+        Self(dotted.split('.').map(|k| Seg::Key(Cow::Borrowed(k))).collect())
     }
 
     /// This path plus a key.
     pub(crate) fn key(&self, key: &'static str) -> Self {
         let mut p = self.clone();
-        p.0.push(Seg::Key(key));
+        p.0.push(Seg::Key(Cow::Borrowed(key)));
         p
     }
 
@@ -44,6 +45,72 @@ impl YamlPath {
         let mut p = self.clone();
         p.0.push(Seg::Index(i));
         p
+    }
+
+    /// A path as serde_yaml's errors write it (`a.b[3].c`; empty or `.` for the root).
+    /// Keys holding `.` or `[` cannot be told apart from steps; such a path is then simply
+    /// not found where it is looked up.
+    pub(crate) fn parse(text: &str) -> Self {
+        let mut segs = Vec::new();
+        let mut key = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '.' => {
+                    if !key.is_empty() {
+                        segs.push(Seg::Key(Cow::Owned(std::mem::take(&mut key))));
+                    }
+                }
+                '[' => {
+                    if !key.is_empty() {
+                        segs.push(Seg::Key(Cow::Owned(std::mem::take(&mut key))));
+                    }
+                    let mut digits = String::new();
+                    for d in chars.by_ref() {
+                        if d == ']' {
+                            break;
+                        }
+                        digits.push(d);
+                    }
+                    match digits.parse() {
+                        Ok(n) => segs.push(Seg::Index(n)),
+                        Err(_) => segs.push(Seg::Key(Cow::Owned(format!("[{digits}]")))),
+                    }
+                }
+                c => key.push(c),
+            }
+        }
+        if !key.is_empty() {
+            segs.push(Seg::Key(Cow::Owned(key)));
+        }
+        Self(segs)
+    }
+
+    /// A path made of these steps.
+    pub(crate) fn from_segs(segs: Vec<Seg>) -> Self {
+        Self(segs)
+    }
+
+    /// The steps of the path.
+    pub(crate) fn segs(&self) -> &[Seg] {
+        &self.0
+    }
+
+    /// The path of the document itself.
+    pub(crate) fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The path one step up (the root stays the root).
+    pub(crate) fn parent(&self) -> Self {
+        let mut p = self.clone();
+        p.0.pop();
+        p
+    }
+
+    /// `self` is `other` or lies inside it.
+    pub(crate) fn within(&self, other: &Self) -> bool {
+        self.0.starts_with(&other.0)
     }
 
     /// Where the path's last step is in `yaml`; `None` when the path is not present.
@@ -105,6 +172,7 @@ impl<'de> Visitor<'de> for Probe<'_> {
             return Ok(());
         };
         let last = rest.is_empty();
+        let target: &str = target;
         while let Some(hit) = map.next_key_seed(KeyProbe { target, last })? {
             if hit {
                 map.next_value_seed(Probe { rest })?;

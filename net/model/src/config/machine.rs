@@ -32,6 +32,10 @@ pub struct MachineConfig {
     /// One line per ignored Talos key, with its position.
     #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// One line per entry left out because it was invalid (file position, path, why, what
+    /// was dropped); empty when the whole configuration applies.
+    #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
     /// Typed documents that add specs of their own (links, DHCP, rules, blackhole routes);
     /// the others are folded into the fields above.
     #[serde(skip_deserializing, skip_serializing_if = "Vec::is_empty")]

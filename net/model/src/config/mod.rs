@@ -4,10 +4,11 @@
 //!
 //! # Contract
 //!
-//! * [`parse`] accepts a YAML stream (one v1alpha1 document, typed documents, or both; see
-//!   `documents`) or rejects it whole with a [`ConfigError`] naming the document, YAML path,
-//!   line and column of the first problem. Nothing half-applies. [`check`] reports every
-//!   problem.
+//! * [`check`] reads a YAML stream (one v1alpha1 document, typed documents, or both; see
+//!   `documents`), drops each invalid entry at the narrowest unit that holds it (the field,
+//!   else the list item; `prune`) and keeps the rest, with one [`ConfigError`] per drop naming
+//!   the document, YAML path, line and column, and what was dropped (docs/config.md).
+//! * [`parse`] is the all-or-nothing reading: the configuration, or the first problem.
 //! * Unknown keys are errors at every depth, except a fixed list of Talos keys keelson has
 //!   no use for (PKI, install, etcd, Kubernetes control plane, kubelet image...). Those are
 //!   accepted, their content is ignored, and each present one adds a line to
@@ -51,6 +52,8 @@ mod machine;
 mod migrate;
 mod migrate_links;
 mod network;
+mod positions;
+mod prune;
 mod scalar;
 mod select;
 mod specs;
@@ -67,6 +70,8 @@ mod tests_hostile;
 mod tests_legacy;
 #[cfg(test)]
 mod tests_links;
+#[cfg(test)]
+mod tests_partial;
 #[cfg(test)]
 mod tests_specs;
 
@@ -100,11 +105,15 @@ pub use stream::{check, Report};
 /// mapping, or that aliases expand beyond one node per byte of text plus a fixed allowance,
 /// is refused before anything of it is deserialized or quoted. The first problem is
 /// returned; [`check`] returns them all.
+/// Nothing is dropped: this is the all-or-nothing reading (an `apply-config` without
+/// `--allow-partial`); [`check`] keeps what is valid.
 pub fn parse(yaml: &str) -> Result<MachineConfig, ConfigError> {
     let mut report = stream::check(yaml);
     if report.errors.is_empty() {
         Ok(report.config)
     } else {
-        Err(report.errors.swap_remove(0))
+        let mut e = report.errors.swap_remove(0);
+        e.dropped = None;
+        Err(e)
     }
 }

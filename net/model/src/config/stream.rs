@@ -5,26 +5,30 @@
 //! (`pkg/machinery/config/container`: unique `Kind/name`, kinds that exclude each other,
 //! and typed documents that would set what the v1alpha1 document already sets).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::bounds::{self, DocSpan};
 use super::documents::{self, Document, Legacy, NetworkDocument, Problems, API_VERSION};
 use super::error::{ConfigError, Position};
 use super::locate::YamlPath;
 use super::machine::MachineConfig;
-use super::{known, validate};
+use super::{known, prune, validate};
 
-/// Everything found in a configuration: the configuration as far as it loaded, every
-/// error (each naming its document, path and line) and every warning.
+/// Everything found in a configuration: what of it is valid, and every entry dropped
+/// (each naming its document, path and line, and what was left out for it).
 #[derive(Debug, Default)]
 pub struct Report {
-    /// The configuration; meaningful only when `errors` is empty.
+    /// The configuration without the dropped entries: meaningful when `kept` is true.
     pub config: MachineConfig,
-    /// Every problem, in stream order (a document stops at its first shape error).
+    /// Every problem, in stream order; each one's [`ConfigError::dropped`] says what was
+    /// left out for it (nothing of the configuration is kept when `kept` is false).
     pub errors: Vec<ConfigError>,
+    /// At least one document (or part of one) was kept.
+    pub kept: bool,
 }
 
-/// Check the whole stream, collecting every problem.
+/// Check the whole stream: drop each invalid entry at the narrowest unit that holds it
+/// (`prune`), keep the rest, and report every drop.
 pub fn check(yaml: &str) -> Report {
     let yaml = yaml.strip_prefix('\u{feff}').unwrap_or(yaml);
     let mut report = Report::default();
@@ -63,46 +67,56 @@ pub fn check(yaml: &str) -> Report {
                 }
                 // Padded so that positions, warnings included, are the file's own lines.
                 let padded = format!("{}{text}", "\n".repeat(span.line_offset));
-                match legacy_document(&padded) {
-                    Ok(cfg) => report.config = cfg,
-                    Err(mut e) => {
-                        if many {
-                            e.document = Some(documents::label(number, "v1alpha1", None));
-                        }
-                        report.errors.push(e);
+                let (cfg, errors) = legacy_document(&padded);
+                for mut e in errors {
+                    if many {
+                        e.document = Some(documents::label(number, "v1alpha1", None));
                     }
+                    report.errors.push(e);
                 }
-                legacy = Some((number, padded));
+                if let Some(cfg) = cfg {
+                    // Warnings of the documents before it stay, ahead of its own.
+                    let earlier = std::mem::take(&mut report.config.warnings);
+                    report.config = cfg;
+                    report.config.warnings.splice(0..0, earlier);
+                    report.kept = true;
+                    legacy = Some((number, padded));
+                } else {
+                    // Counted, so that a second one is still refused, but not checked against.
+                    legacy = Some((number, String::new()));
+                }
             }
-            Class::Typed(kind) => match Document::parse(kind, text) {
-                Some(Ok(doc)) => {
-                    let line = span.line_offset + 1;
-                    let doc = NetworkDocument { number, line, doc };
-                    let mut problems = Problems::default();
-                    doc.doc.body().check(&mut problems);
-                    report_problems(&mut report, &doc, problems, text, span.line_offset);
-                    typed.push(doc);
+            Class::Typed(kind) if Document::KINDS.contains(&kind) => {
+                let line = span.line_offset + 1;
+                let (doc, errors, warnings) = typed_document(kind, text);
+                let label = match &doc {
+                    Some(doc) => documents::label(number, kind, doc.body().name().as_deref()),
+                    None => documents::label(number, kind, None),
+                };
+                for e in errors {
+                    report.errors.push(e.in_document(&label, span.line_offset));
                 }
-                Some(Err(e)) => {
-                    let label = documents::label(number, kind, None);
-                    report
-                        .errors
-                        .push(ConfigError::from_yaml(&e).in_document(&label, span.line_offset));
+                for (path, line_in, message) in warnings {
+                    let at = line_in.map_or(line, |l| l + span.line_offset);
+                    report.config.warnings.push(format!("{label}: {path} (line {at}): {message}"));
                 }
-                None if documents::NOT_IMPLEMENTED.contains(&kind) => {
-                    report.config.warnings.push(format!(
-                        "{} (line {}): a Talos document keelson does not implement yet; ignored",
-                        documents::label(number, kind, None),
-                        span.line_offset + 1,
-                    ));
+                if let Some(doc) = doc {
+                    typed.push(NetworkDocument { number, line, doc });
                 }
-                None => {
-                    // The kinds are listed by `keelson config validate --help`, not here: the
-                    // list outgrows a message.
-                    let message = format!("unknown kind {:?}", crate::names::escape(kind, 32));
-                    report.errors.push(at_key(number, kind, span, text, "kind", message));
-                }
-            },
+            }
+            Class::Typed(kind) if documents::NOT_IMPLEMENTED.contains(&kind) => {
+                report.config.warnings.push(format!(
+                    "{} (line {}): a Talos document keelson does not implement yet; ignored",
+                    documents::label(number, kind, None),
+                    span.line_offset + 1,
+                ));
+            }
+            Class::Typed(kind) => {
+                // The kinds are listed by `keelson config validate --help`, not here: the
+                // list outgrows a message.
+                let message = format!("unknown kind {:?}", crate::names::escape(kind, 32));
+                report.errors.push(at_key(number, kind, span, text, "kind", message));
+            }
             Class::WrongApiVersion => {
                 let kind = span.kind.as_deref().unwrap_or("?");
                 let message = format!("apiVersion must be {API_VERSION}");
@@ -115,14 +129,30 @@ pub fn check(yaml: &str) -> Report {
             }
         }
     }
-    cross_check(&mut report, &typed, legacy.as_ref().map(|(_, text)| text.as_str()));
-    if report.errors.is_empty() {
-        for doc in typed {
-            if !doc.doc.body().fold_into(&mut report.config) {
-                report.config.documents.push(doc);
-            }
+    let legacy_text = legacy.as_ref().map(|(_, text)| text.as_str()).filter(|t| !t.is_empty());
+    let refused = cross_check(&mut report, &typed, legacy_text);
+    for (i, doc) in typed.into_iter().enumerate() {
+        if refused.contains(&i) {
+            continue;
+        }
+        report.kept = true;
+        if !doc.doc.body().fold_into(&mut report.config) {
+            report.config.documents.push(doc);
         }
     }
+    // Nothing refused (documents keelson only warns about, say) is a configuration too.
+    report.kept |= report.errors.is_empty();
+    if report.kept && report.config.version.is_empty() {
+        // Typed documents alone: the configuration they make is still v1alpha1's shape.
+        report.config.version = validate::VERSION.to_owned();
+    }
+    for e in &mut report.errors {
+        // Whatever no unit was named for cost its document.
+        if e.dropped.is_none() {
+            e.dropped = Some(prune::DOCUMENT.to_owned());
+        }
+    }
+    report.config.dropped = report.errors.iter().map(ConfigError::dropped_line).collect();
     report
 }
 
@@ -143,17 +173,41 @@ fn classify(span: &DocSpan) -> Class<'_> {
     }
 }
 
-/// The v1alpha1 document: parsed, checked across values, and its warnings gathered.
-fn legacy_document(yaml: &str) -> Result<MachineConfig, ConfigError> {
-    let mut cfg: MachineConfig =
-        serde_yaml::from_str(yaml).map_err(|e| ConfigError::from_yaml(&e))?;
-    validate::check(&cfg, yaml).map_err(|(path, message)| {
-        let position = path.locate(yaml);
-        ConfigError::new(path.to_string(), position, message)
-    })?;
+/// The v1alpha1 document without its invalid entries, and one error per dropped entry.
+fn legacy_document(yaml: &str) -> (Option<MachineConfig>, Vec<ConfigError>) {
+    let loaded = prune::load(yaml, |t| serde_yaml::from_str::<MachineConfig>(t), validate::check);
+    let Some(mut cfg) = loaded.value else { return (None, loaded.errors) };
     cfg.warnings = known::warnings(&cfg, yaml);
-    cfg.warnings.extend(validate::warnings(&cfg, yaml));
-    Ok(cfg)
+    cfg.warnings.extend(validate::warnings(&cfg, &loaded.source));
+    (Some(cfg), loaded.errors)
+}
+
+/// A typed document without its invalid entries; its errors (positions in `text`) and its
+/// warnings (path, line in `text`, message).
+type Typed = (Option<Document>, Vec<ConfigError>, Vec<(String, Option<usize>, String)>);
+
+fn typed_document(kind: &str, text: &str) -> Typed {
+    let deser = |t: &str| {
+        Document::parse(kind, t).unwrap_or_else(|| {
+            Err(<serde_yaml::Error as serde::de::Error>::custom("not a document kind"))
+        })
+    };
+    let problems = |doc: &Document| {
+        let mut p = Problems::default();
+        doc.body().check(&mut p);
+        p
+    };
+    let loaded = prune::load(text, deser, |doc, _| problems(doc).errors);
+    let Some(doc) = loaded.value else { return (None, loaded.errors, Vec::new()) };
+    let warnings = problems(&doc)
+        .warnings
+        .into_iter()
+        .map(|(path, message)| {
+            let line = loaded.source.locate(&path).map(|p| p.line);
+            (loaded.source.original(&path).to_string(), line, message)
+        })
+        .collect();
+    (Some(doc), loaded.errors, warnings)
 }
 
 /// An error about a whole document, at its first line.
@@ -178,44 +232,31 @@ fn at_key(
         .in_document(&documents::label(number, kind, None), span.line_offset)
 }
 
-/// A typed document's own errors and warnings, located in its text.
-fn report_problems(
-    report: &mut Report,
-    doc: &NetworkDocument,
-    problems: Problems,
-    text: &str,
-    line_offset: usize,
-) {
-    let label = doc.label();
-    for (path, message) in problems.errors {
-        let position = path.locate(text);
-        report.errors.push(
-            ConfigError::new(path.to_string(), position, message).in_document(&label, line_offset),
-        );
-    }
-    for (path, message) in problems.warnings {
-        let line = path.locate(text).map_or(doc.line, |p| p.line + line_offset);
-        report.config.warnings.push(format!("{label}: {path} (line {line}): {message}"));
-    }
-}
-
 /// Checks between documents: one document per `Kind/name`, no two kinds that exclude each
-/// other for one name, nothing set both by a typed document and by the v1alpha1 one.
-fn cross_check(report: &mut Report, typed: &[NetworkDocument], legacy: Option<&str>) {
+/// other for one name, nothing set both by a typed document and by the v1alpha1 one. Returns
+/// the indices (in `typed`) of the documents refused: the later of two that clash.
+fn cross_check(
+    report: &mut Report,
+    typed: &[NetworkDocument],
+    legacy: Option<&str>,
+) -> BTreeSet<usize> {
+    let mut refused = BTreeSet::new();
     let mut seen: BTreeMap<String, &NetworkDocument> = BTreeMap::new();
-    for doc in typed {
+    for (i, doc) in typed.iter().enumerate() {
         let id = doc.doc.id();
         if let Some(first) = seen.get(&id) {
             report.errors.push(doc_error(
                 doc,
                 format!("{id} is configured twice (also {}, line {})", first.label(), first.line),
             ));
+            refused.insert(i);
             continue;
         }
         let body = doc.doc.body();
         if let Some(name) = body.name() {
             for kind in body.conflicts_with() {
                 if let Some(other) = seen.get(&format!("{kind}/{name}")) {
+                    refused.insert(i);
                     report.errors.push(doc_error(
                         doc,
                         format!(
@@ -229,11 +270,12 @@ fn cross_check(report: &mut Report, typed: &[NetworkDocument], legacy: Option<&s
         }
         seen.insert(id, doc);
     }
-    let Some(text) = legacy else { return };
+    let Some(text) = legacy else { return refused };
     let legacy = Legacy { cfg: &report.config, text };
     let mut conflicts = Vec::new();
-    for doc in typed {
+    for (i, doc) in typed.iter().enumerate() {
         if let Some((path, why)) = doc.doc.body().legacy_conflict(&legacy) {
+            refused.insert(i);
             let line = legacy.line_of(path).map(|l| format!(" (line {l})")).unwrap_or_default();
             conflicts.push(doc_error(
                 doc,
@@ -242,6 +284,7 @@ fn cross_check(report: &mut Report, typed: &[NetworkDocument], legacy: Option<&s
         }
     }
     report.errors.extend(conflicts);
+    refused
 }
 
 fn doc_error(doc: &NetworkDocument, message: String) -> ConfigError {

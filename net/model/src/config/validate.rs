@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use super::locate::YamlPath;
 use super::machine::MachineConfig;
 use super::network::{Bond, Device, DhcpOptions, Route};
+use super::prune::Source;
 use crate::resource::BondMode;
 use crate::resource::{link_name_problem, MAX_LINK_NAME_LEN, MAX_LINK_REF_LEN};
 
@@ -25,46 +26,48 @@ const MIN_MTU_IPV6: u32 = 1280;
 /// The only document version there is.
 pub(crate) const VERSION: &str = "v1alpha1";
 
-/// The first problem found, in document order: its path and message. `yaml` is the
-/// document's text, for the line of a second place an error names.
-pub(crate) fn check(cfg: &MachineConfig, yaml: &str) -> Result<(), (YamlPath, String)> {
+/// The problems found, in document order: at most one per device (the first), then the
+/// checks across devices (only when every device passed), discovery and KubeSpan peers.
+/// Each is a path and a message; `yaml` is the document's text, for the line of a second
+/// place an error names. The first is what the all-or-nothing reading reports.
+pub(crate) fn check(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<(YamlPath, String)> {
     if cfg.version != VERSION {
-        return Err((
+        return vec![(
             YamlPath::keys("version"),
             format!("unsupported version {:?} (expected {VERSION})", cfg.version),
-        ));
+        )];
     }
+    let mut out = Vec::new();
     let devices = YamlPath::keys("machine.network.interfaces");
     for (i, device) in cfg.machine.network.interfaces.iter().enumerate() {
-        check_device(device, &devices.index(i))?;
+        out.extend(check_device(device, &devices.index(i)).err());
     }
-    check_ports(&cfg.machine.network.interfaces, &devices, yaml)?;
-    check_discovery(cfg)?;
+    if out.is_empty() {
+        out.extend(check_ports(&cfg.machine.network.interfaces, &devices, yaml).err());
+    }
+    out.extend(check_discovery(cfg).err());
     let peers = YamlPath::keys("machine.network.kubespan.peers");
     let mut keys = BTreeSet::new();
     for (i, peer) in cfg.machine.network.kubespan.peers.iter().enumerate() {
         if !keys.insert(peer.public_key.as_str()) {
-            return Err((
+            out.push((
                 peers.index(i).key("publicKey"),
                 format!("peer {} is listed twice", peer.public_key),
             ));
         }
     }
-    Ok(())
+    out
 }
 
 /// `path (line N)`, or the bare path when it is not in the text.
-fn at_line(path: &YamlPath, yaml: &str) -> String {
-    match path.locate(yaml) {
-        Some(p) => format!("{path} (line {})", p.line),
-        None => path.to_string(),
-    }
+fn at_line(path: &YamlPath, yaml: &Source<'_>) -> String {
+    yaml.at_line(path)
 }
 
 /// Settings that parse but are deprecated or cannot do what they say, one line each. The
 /// deprecated `cidr` gets one line for devices and one for VLANs, at the first use (each
 /// line costs a pass over the text, so not one per use).
-pub(crate) fn warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
+pub(crate) fn warnings(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<String> {
     let mut out = kubespan_warnings(cfg, yaml);
     let devices = YamlPath::keys("machine.network.interfaces");
     let mut on_devices = Vec::new();
@@ -92,7 +95,7 @@ pub(crate) fn warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
 }
 
 /// KubeSpan settings that parse but cannot do what they say, one line each.
-fn kubespan_warnings(cfg: &MachineConfig, yaml: &str) -> Vec<String> {
+fn kubespan_warnings(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<String> {
     let ks = &cfg.machine.network.kubespan;
     let at = |path: &'static str| at_line(&YamlPath::keys(path), yaml);
     let mut out = Vec::new();
@@ -389,7 +392,11 @@ fn check_bond(bond: &Bond, at: &YamlPath) -> Result<(), (YamlPath, String)> {
 /// Bond and bridge ports, by name as written: a link is a port of one bond or bridge only
 /// (Talos refuses a name under two devices' `interfaces`; keelson also counts `bridgePort`),
 /// and a port takes no addresses, DHCP or VIP of its own (its master does).
-fn check_ports(devices: &[Device], at: &YamlPath, yaml: &str) -> Result<(), (YamlPath, String)> {
+fn check_ports(
+    devices: &[Device],
+    at: &YamlPath,
+    yaml: &Source<'_>,
+) -> Result<(), (YamlPath, String)> {
     // member -> (its master, where it was listed)
     let mut masters: BTreeMap<&str, (&str, YamlPath)> = BTreeMap::new();
     // Ports named in a bond's or bridge's `interfaces` (Talos checks these for addressing).
