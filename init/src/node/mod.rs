@@ -100,7 +100,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         opts.api_socket.as_deref(),
         &opts.api_listen,
         &reactor,
-        tags.api.token(0),
+        tags.api,
         opts.api_max_connections,
     )?;
     api.keep_config_in(opts.keep_config.clone());
