@@ -5,7 +5,7 @@
 //!   its own fds under its tag, and a token nobody was given is ignored, never guessed at.
 //! - [`source`]: what a source implements once: its fds, its readiness, its deadline.
 //! - [`worker`]: the one way to start a thread (signal mask, name), for the few blocking
-//!   jobs the loop hands off.
+//!   jobs the loop hands off, and the [`Bell`] they wake the loop with.
 //!
 //! A crate of its own because `net` (time sync, the operators), `discovery` (its client
 //! thread) and `init` (the loop) all need it, and `discovery` does not depend on `net`.
@@ -16,4 +16,4 @@ pub mod worker;
 
 pub use source::{earliest, EventSource};
 pub use tokens::{Exhausted, Tag, Tokens};
-pub use worker::spawn_worker;
+pub use worker::{spawn_worker, Bell, Ringer};
