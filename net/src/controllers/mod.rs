@@ -6,6 +6,7 @@
 //! into one spec per natural ID in `network`. Each wraps a pure function that has its own tests.
 
 mod address_spec;
+mod apply;
 mod cmdline_config;
 mod default_config;
 mod derived;
@@ -16,7 +17,6 @@ mod machine_config;
 mod merge;
 mod route_spec;
 mod rule_spec;
-mod spec_common;
 mod status;
 
 pub use address_spec::{
