@@ -111,7 +111,7 @@ pub struct Fetched {
 
 /// The TLS client configuration: TLS 1.3, the roots from `paths` (those that exist).
 pub fn tls_config(paths: &[PathBuf]) -> Result<Arc<ClientConfig>, FetchError> {
-    let roots = net::tls_roots::load(paths, ROOTS_LIMIT);
+    let roots = base::tls_roots::load(paths, ROOTS_LIMIT);
     for p in &roots.problems {
         log::warn!(target: "config", "trust roots: {p}");
     }

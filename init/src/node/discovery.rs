@@ -280,7 +280,7 @@ impl Discovery {
         // Trust roots are files: read them here, not in the loop.
         let started = {
             evloop::spawn_worker("discovery-start", move || {
-                let roots = Arc::new(net::tls_roots::load(&roots, CA_LIMIT).store);
+                let roots = Arc::new(base::tls_roots::load(&roots, CA_LIMIT).store);
                 let (cluster_id, affiliate_id, key, ttl) = cfg;
                 let config = discovery::Config {
                     target,

@@ -12,8 +12,8 @@ use net::controllers::NETWORK_STATUS_ID;
 use net::operator::Operators;
 use net::resource::{Namespace, NetworkStatus};
 use net::runtime::Runtime;
-use net::timesync::TimeSync;
 use nix::sys::signal::Signal;
+use timesync::TimeSync;
 
 use super::api::Api;
 use super::config::ConfigInput;

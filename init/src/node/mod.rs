@@ -32,7 +32,7 @@ use net::host::SharedHost;
 use net::operator::Operators;
 use net::resource::{Namespace, SYSTEM_INFORMATION_ID};
 use net::runtime::Runtime;
-use net::timesync::TimeSync;
+use timesync::TimeSync;
 
 use self::api::Api;
 use self::config::ConfigInput;
@@ -191,8 +191,8 @@ fn own_node_id(opts: &Options) -> Option<String> {
 }
 
 /// NTS-KE trust roots: the image's CA bundle, then `--nts-ca`.
-fn trust(opts: &Options) -> net::nts::Trust {
-    let mut trust = net::nts::Trust::default();
+fn trust(opts: &Options) -> timesync::nts::Trust {
+    let mut trust = timesync::nts::Trust::default();
     trust.files.extend(opts.nts_ca.clone());
     trust
 }

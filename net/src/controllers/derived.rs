@@ -344,8 +344,8 @@ impl Controller for NodeAddressController {
 #[derive(Debug, Default)]
 pub struct NetworkStatusController;
 
-/// The ID of the network status resource.
-pub const NETWORK_STATUS_ID: &str = "status";
+/// The ID of the network status resource (the model owns it).
+pub use model::resource::NETWORK_STATUS_ID;
 
 impl Controller for NetworkStatusController {
     fn name(&self) -> &'static str {

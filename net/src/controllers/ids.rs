@@ -8,5 +8,6 @@ pub const HOSTNAME_FILE: &str = "hostname";
 /// ID of the parsed kernel command line (namespace `runtime`).
 pub const CMDLINE_ID: &str = "cmdline";
 
-/// ID of the machine configuration (namespace `config`).
-pub const MACHINE_CONFIG_ID: &str = "v1alpha1";
+/// ID of the machine configuration (namespace `config`); the model owns it, so time sync can
+/// read the config without this crate.
+pub use model::config::MACHINE_CONFIG_ID;

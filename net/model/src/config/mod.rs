@@ -99,6 +99,9 @@ pub use scalar::CidrFilter;
 pub use specs::to_specs;
 pub use stream::{check, Report};
 
+/// ID of the machine configuration in the `config` namespace.
+pub const MACHINE_CONFIG_ID: &str = "v1alpha1";
+
 /// Parse and validate a machine configuration: one YAML document, or a stream of them (a
 /// v1alpha1 machine configuration and typed documents). A leading byte-order mark is
 /// dropped (editors on Windows write one; YAML 1.2 allows it). A document that is not a

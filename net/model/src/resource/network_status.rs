@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The ID of the network status resource.
+pub const NETWORK_STATUS_ID: &str = "status";
+
 /// Readiness of the network (docs/talos.md: Statuses and readiness).
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -18,27 +18,26 @@
 //! fails is not used: one log line, the reason in `TimeStatus.ntsErrors`, retries backing off
 //! from 16 s to 1024 s.
 
-pub mod clock;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use crate::config::MachineConfig;
-use crate::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use model::config::{MachineConfig, MACHINE_CONFIG_ID};
+use model::names;
+use model::resource::{
+    Namespace, NetworkStatus, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus,
+    NETWORK_STATUS_ID, RESOLVER_ID, TIMESERVER_ID, TIME_STATUS_ID,
+};
+use runtime::Runtime;
+
+use crate::clock;
 use crate::dns::{Event, Stub};
-use crate::names;
 use crate::ntp::{ClientConfig, Input, NtpClient, Output, Unsynced, NTP_PORT};
 use crate::nts::exchange::{ExchangeError, Outcome};
 use crate::nts::ke::KE_PORT;
 use crate::nts::{verify, Exchanges, Request, Session, Trust};
-use crate::resource::{
-    Namespace, NetworkStatus, ResolverStatus, Rfc3339, TimeServerStatus, TimeStatus, RESOLVER_ID,
-    TIMESERVER_ID, TIME_STATUS_ID,
-};
-use crate::runtime::Runtime;
 
 /// The owner of the time status.
 pub const SOURCE: &str = "timesync";

@@ -6,7 +6,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::resource::{ConfigLayer, HostnameSpec, Kind, Namespace, Phase};
+use model::kinds::Kind;
+use model::resource::{ConfigLayer, HostnameSpec, Namespace, Phase};
 
 type Body = Box<dyn FnMut(&mut Ctx<'_>) -> Result<Next, ControllerError>>;
 
@@ -84,7 +85,7 @@ fn equal_writes_wake_nobody() {
     rt.run(now);
     let after_first = reads.get();
     // Wake the writer again: it writes the same spec, so the reader must stay asleep.
-    rt.put_input("test", Namespace::Config, "v1alpha1", crate::config::MachineConfig::default())
+    rt.put_input("test", Namespace::Config, "v1alpha1", model::config::MachineConfig::default())
         .unwrap();
     let report = rt.run(now);
     assert_eq!(report.reconciles, 1, "only the writer ran");
@@ -306,7 +307,7 @@ fn finalizers_order_teardown() {
     assert!(x.metadata.finalizers.contains("applier"));
 
     want.set(false);
-    rt.put_input("test", Namespace::Config, "v1alpha1", crate::config::MachineConfig::default())
+    rt.put_input("test", Namespace::Config, "v1alpha1", model::config::MachineConfig::default())
         .unwrap();
     let before = applier_runs.get();
     rt.run(now);
@@ -380,7 +381,7 @@ fn input_changes_cut_a_backoff_short() {
         &[Input::weak(Namespace::Config, Kind::MachineConfig)],
         &[HOST_OUT],
         |ctx| {
-            if ctx.get::<crate::config::MachineConfig>(Namespace::Config, "x").is_some() {
+            if ctx.get::<model::config::MachineConfig>(Namespace::Config, "x").is_some() {
                 ctx.put(NC, "h", host("h"))?;
             }
             Ok(Next::Idle)
@@ -391,7 +392,7 @@ fn input_changes_cut_a_backoff_short() {
     let t0 = Instant::now();
     rt.run(t0);
     assert!(rt.poll_at().is_some(), "in backoff");
-    rt.put_input("test", Namespace::Config, "x", crate::config::MachineConfig::default()).unwrap();
+    rt.put_input("test", Namespace::Config, "x", model::config::MachineConfig::default()).unwrap();
     rt.run(t0 + Duration::from_millis(1));
     assert_eq!(runs.get(), 1, "never sooner than BACKOFF_INITIAL after the last run");
     assert_eq!(rt.poll_at(), Some(t0 + BACKOFF_INITIAL));
@@ -421,7 +422,7 @@ fn the_journal_keeps_only_the_kinds_asked_for() {
     let mut rt = Runtime::new();
     rt.journal_only(Some(vec![Kind::MachineConfig]));
     rt.put_input("test", NET, "hostname", host("a")).unwrap();
-    rt.put_input("test", Namespace::Config, "v1alpha1", crate::config::MachineConfig::default())
+    rt.put_input("test", Namespace::Config, "v1alpha1", model::config::MachineConfig::default())
         .unwrap();
     let kinds: Vec<Kind> = rt.take_changes().into_iter().map(|c| c.kind).collect();
     assert_eq!(kinds, [Kind::MachineConfig]);

@@ -8,8 +8,9 @@
 use std::time::Instant;
 
 use super::store::{Change, Store, StoreError};
-use crate::merge::Provenance;
-use crate::resource::{AnySpec, Kind, Namespace, Phase, Resource, SpecType};
+use model::kinds::{AnySpec, Kind, Resource, SpecType};
+use model::merge::Provenance;
+use model::resource::{Namespace, Phase};
 
 /// How an input wakes the controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

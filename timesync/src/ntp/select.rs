@@ -141,7 +141,7 @@ pub fn select(candidates: &[Candidate]) -> Selection {
             [(lo, -1i8), (hi, 1i8)]
         })
         .collect();
-    crate::sort::ascending(&mut edges);
+    model::sort::ascending(&mut edges);
     let (mut depth, mut best, mut at) = (0i64, 0i64, 0i64);
     for (value, kind) in &edges {
         depth -= i64::from(*kind);

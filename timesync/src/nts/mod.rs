@@ -8,7 +8,7 @@
 //!
 //! The NTP engine ([`crate::ntp`]) stays sans-IO: it holds a [`session::Session`] per NTS
 //! server, asks for a new key exchange when the cookies run out or the server refuses them,
-//! and [`crate::timesync`] runs the exchanges.
+//! and [`crate::TimeSync`] runs the exchanges.
 
 pub mod exchange;
 pub mod fields;

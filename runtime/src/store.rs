@@ -12,8 +12,9 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use crate::merge::Provenance;
-use crate::resource::{AnySpec, Finalizers, Kind, Metadata, Namespace, Phase, Resource, SpecType};
+use model::kinds::{AnySpec, Finalizers, Kind, Metadata, Resource, SpecType};
+use model::merge::Provenance;
+use model::resource::{Namespace, Phase};
 
 /// Why the store refused an operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -440,7 +441,7 @@ fn change(r: &Resource, what: ChangeKind) -> Change {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{ConfigLayer, HostnameSpec};
+    use model::resource::{ConfigLayer, HostnameSpec};
 
     fn host(name: &str) -> AnySpec {
         HostnameSpec {
@@ -476,7 +477,7 @@ mod tests {
             domainname: String::new(),
             layer: ConfigLayer::Default,
         };
-        let merged = crate::merge::merge_hostnames(&[(id, &spec)]);
+        let merged = model::merge::merge_hostnames(&[(id, &spec)]);
         merged.specs.into_values().next().unwrap().provenance
     }
 

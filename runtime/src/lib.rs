@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The single-threaded resource runtime (a small COSI).
 //!
+//! This crate owns the resource store ([`store`]), the controller contract ([`controller`]) and
+//! the reconcile loop ([`Runtime`]) that the network pipeline, time sync, KubeSpan and the node
+//! wiring all run on. It knows resources only through the `model` crate and must not depend on
+//! the network stack (`net`), on netlink, nix or libc, or on anything that does I/O: the loop
+//! never reads a socket or the clock, so every rule below is tested with plain values.
+//!
 //! Rules (each has a unit test below):
 //! - A change to a resource marks every controller with a matching input dirty; marking is a
 //!   flag, so a hundred changes still mean one reconcile (coalescing).
@@ -26,6 +32,7 @@
 //!
 //! The runtime never reads the clock: callers pass `now` and ask [`Runtime::poll_at`] when to
 //! call again, so it fits a sans-IO event loop and tests drive time explicitly.
+#![warn(missing_docs)]
 
 pub mod controller;
 pub mod store;
@@ -39,7 +46,8 @@ pub use controller::{
 };
 pub use store::{Change, ChangeKind, Store, StoreError};
 
-use crate::resource::{AnySpec, Kind, Namespace, SpecType};
+use model::kinds::{AnySpec, Kind, SpecType};
+use model::resource::Namespace;
 
 /// Most reconciles one [`Runtime::run`] call performs before it declares a loop.
 pub const PASS_CAP: usize = 1000;
