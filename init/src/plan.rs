@@ -16,7 +16,7 @@ use std::time::Instant;
 use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID};
 use net::resource::nethelpers::{HardwareAddr, LinkType};
 use net::resource::{LinkStatus, Namespace, Resource};
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use crate::output::{self, Format};
 
@@ -53,10 +53,10 @@ enum PlanError {
     },
     /// A controller could not be registered.
     #[error(transparent)]
-    Runtime(#[from] net::runtime::RuntimeError),
+    Runtime(#[from] runtime::RuntimeError),
     /// An input could not be written.
     #[error(transparent)]
-    Store(#[from] net::runtime::StoreError),
+    Store(#[from] runtime::StoreError),
     /// The plan could not be printed.
     #[error(transparent)]
     Output(#[from] output::OutputError),

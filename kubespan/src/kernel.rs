@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use net::host::{HostErrorKind, SharedHost};
-use net::runtime::Controller;
 use net::wireguard_keys::{public_key, random_private_key, Key};
+use runtime::Controller;
 
 use crate::controller::{IdentityController, Manager, PeerSpecController};
 use crate::firewall::{Firewall, FirewallError};

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::{AddressStatus, HostnameStatus, Namespace, HOSTNAME_ID};
-use net::runtime::Runtime;
+use runtime::Runtime;
 use rustls::ServerConfig;
 
 use super::identity::{self, Ca, Identity, Sans};

@@ -30,7 +30,7 @@ use net::resource::{
     HostnameStatus, Kind, LinkStatus, MachineStatus, Namespace, NetworkStatus, Resource,
     ServiceStatus, TimeStatus, HOSTNAME_ID, MACHINE_STATUS_ID, TIME_STATUS_ID,
 };
-use net::runtime::{Change, ChangeKind, Runtime};
+use runtime::{Change, ChangeKind, Runtime};
 use serde_json::{json, Value};
 
 use super::conn::Conn;
@@ -685,7 +685,7 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
         ours.push(c.name());
         rt.register(c).map_err(|e| e.to_string())?;
     }
-    let err = |e: net::runtime::StoreError| e.to_string();
+    let err = |e: runtime::StoreError| e.to_string();
     let store = live.store();
     // Layers the config does not produce (DHCP and other operators) stay as they are: copy
     // them, or the diff would report their addresses and routes as removed.
@@ -874,7 +874,7 @@ mod tests {
             hardware_addr: net::resource::nethelpers::HardwareAddr(vec![2, 0, 0, 0, 0, 2]),
             ..LinkStatus::default()
         };
-        let put = |rt: &mut Runtime| -> Result<(), net::runtime::StoreError> {
+        let put = |rt: &mut Runtime| -> Result<(), runtime::StoreError> {
             rt.put_input("test", Namespace::Runtime, CMDLINE_ID, net::cmdline::parse(""))?;
             rt.put_input("test", Namespace::Network, "eth0", link)?;
             let cfg = net::config::parse(&config(addr)).unwrap_or_else(|e| unreachable!("{e}"));

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::Namespace;
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 /// The default `--timeout` of `--mode try` (Talos's).
 pub const DEFAULT_TRY: Duration = Duration::from_secs(60);

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
-use net::runtime::{Change, Runtime};
+use runtime::{Change, Runtime};
 
 use crate::api::server::{Server, ServerError};
 use crate::machine::Machine;

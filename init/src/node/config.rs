@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::Namespace;
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use crate::config_watch::{self, ConfigWatch, Seen};
 use crate::machine::SOURCE;

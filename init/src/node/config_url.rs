@@ -18,7 +18,7 @@ use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::{
     HostnameStatus, LinkStatus, Namespace, SystemInformation, HOSTNAME_ID, SYSTEM_INFORMATION_ID,
 };
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use crate::fetch::client::{self, FetchError, Fetched};
 use crate::fetch::retry::{self, Next};

@@ -24,7 +24,7 @@ use net::resource::{
     Affiliate, AffiliateKubeSpan, ControlPlane, KubeSpanPeerStatus, Namespace, NodeAddress,
     NodeIdentity, PeerState, DISCOVERED_PUBLIC_ID, NODE_IDENTITY_ID, SERVICE_AFFILIATE_PREFIX,
 };
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use crate::reactor::{Reactor, ReactorError};
 

@@ -22,8 +22,8 @@ pub enum NodeError {
     Api(#[from] ServerError),
     /// A controller could not be registered.
     #[error(transparent)]
-    Runtime(#[from] net::runtime::RuntimeError),
+    Runtime(#[from] runtime::RuntimeError),
     /// An input could not be written.
     #[error(transparent)]
-    Store(#[from] net::runtime::StoreError),
+    Store(#[from] runtime::StoreError),
 }

@@ -11,8 +11,8 @@ use evloop::{EventSource, Tag, Tokens};
 use net::controllers::NETWORK_STATUS_ID;
 use net::operator::Operators;
 use net::resource::{Namespace, NetworkStatus};
-use net::runtime::Runtime;
 use nix::sys::signal::Signal;
+use runtime::Runtime;
 use timesync::TimeSync;
 
 use super::api::Api;

@@ -18,10 +18,10 @@ use net::resource::{
     HostnameStatus, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus, TimeStatus,
     HOSTNAME_ID, TIME_STATUS_ID,
 };
-use net::runtime::Runtime;
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use runtime::Runtime;
 
 use super::health::Prober;
 use crate::lifecycle::KubeletFacts;

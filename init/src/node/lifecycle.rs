@@ -8,7 +8,7 @@ use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::resource::{
     MachineStatus, Namespace, NetworkStatus, TimeStatus, MACHINE_STATUS_ID, TIME_STATUS_ID,
 };
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use super::kubelet::Kubelet;
 use crate::lifecycle::{self, Facts, Going};

@@ -31,7 +31,7 @@ use net::host::kernel::KernelHost;
 use net::host::SharedHost;
 use net::operator::Operators;
 use net::resource::{Namespace, SYSTEM_INFORMATION_ID};
-use net::runtime::Runtime;
+use runtime::Runtime;
 use timesync::TimeSync;
 
 use self::api::Api;

@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 
 use net::netlink::Watcher;
 use net::resource::Kind;
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use super::error::NodeError;
 use crate::reactor::Reactor;

@@ -144,7 +144,7 @@ impl AsFd for Uevents {
 }
 
 /// The uevent socket, watched from the start (key 0); the runtime is not involved.
-impl evloop::EventSource<net::runtime::Runtime> for Hotplug {
+impl evloop::EventSource<runtime::Runtime> for Hotplug {
     fn take_new_keys(&mut self) -> Vec<u64> {
         Vec::new()
     }
@@ -153,7 +153,7 @@ impl evloop::EventSource<net::runtime::Runtime> for Hotplug {
         (key == 0).then(|| self.uevents.as_fd())
     }
 
-    fn ready(&mut self, _key: u64, _rt: &mut net::runtime::Runtime, _now: std::time::Instant) {
+    fn ready(&mut self, _key: u64, _rt: &mut runtime::Runtime, _now: std::time::Instant) {
         self.drain();
     }
 

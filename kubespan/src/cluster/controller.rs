@@ -12,7 +12,7 @@ use net::resource::{
     Affiliate, HostnameStatus, Kind, KubeSpanIdentity, Member, Namespace, NodeAddress,
     NodeIdentity, DISCOVERED_PUBLIC_ID, HOSTNAME_ID, KUBESPAN_IDENTITY_ID, NODE_IDENTITY_ID,
 };
-use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
+use runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 use super::local::{local_affiliate, service_enabled, LocalInputs};
 

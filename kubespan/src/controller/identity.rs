@@ -10,8 +10,8 @@ use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::{
     Kind, KubeSpanIdentity, LinkStatus, LinkType, Namespace, KUBESPAN_IDENTITY_ID,
 };
-use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 use net::wireguard_keys::Key;
+use runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 use crate::identity::{
     eui64_address, private_key, ula_subnet, IdentityError, KeyOps, KeyOpsError,

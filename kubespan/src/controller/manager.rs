@@ -18,7 +18,7 @@ use net::resource::{
     layered_id, ConfigLayer, Kind, KubeSpanIdentity, KubeSpanPeerSpec, KubeSpanPeerStatus,
     Namespace, PeerState, KUBESPAN_IDENTITY_ID,
 };
-use net::runtime::{Controller, ControllerError, Ctx, ErrorKind, Input, Next, Output};
+use runtime::{Controller, ControllerError, Ctx, ErrorKind, Input, Next, Output};
 
 use crate::firewall::Firewall;
 use crate::nft::NftPlan;

@@ -8,7 +8,7 @@ use net::resource::{
     Affiliate, Kind, KubeSpanIdentity, Namespace, NodeIdentity, KUBESPAN_IDENTITY_ID,
     NODE_IDENTITY_ID,
 };
-use net::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
+use runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
 use crate::peers::{merged_peers, peer_specs};
 

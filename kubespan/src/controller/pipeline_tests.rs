@@ -11,7 +11,7 @@ use net::controllers::{pipeline, MACHINE_CONFIG_ID, MIRRORED};
 use net::host::fake::FakeHost;
 use net::host::SharedHost;
 use net::resource::{LinkType, Namespace};
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use super::*;
 use crate::firewall::FakeFirewall;

@@ -14,7 +14,7 @@ use net::resource::{
     LinkSpec, LinkStatus, LinkType, Namespace, PeerState, RouteSpec, RoutingRuleSpec,
     KUBESPAN_IDENTITY_ID,
 };
-use net::runtime::Runtime;
+use runtime::Runtime;
 
 use super::*;
 use crate::firewall::FakeFirewall;
