@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Fuzz targets for the parsers `net` writes by hand, on the shared mutator of
-//! `testkit::fuzzkit` (DHCP has its own, older harness in `dhcp_fuzz`). Each is a `cargo test`
-//! with a short default run; `scripts/fuzz TARGET` runs one long, in release mode.
+//! Fuzz targets for the parsers time sync writes by hand (DNS replies, NTP packets, NTS records
+//! and fields), on the shared mutator of `testkit::fuzzkit`. Each is a `cargo test` with a
+//! short default run; `scripts/fuzz TARGET` runs one long, in release mode.
 
 mod dns;
 mod ntp;
