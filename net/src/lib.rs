@@ -8,6 +8,7 @@
 //! either; kernel adapters live in `host::kernel`, `netlink` and the operators' sockets.
 #![warn(missing_docs)]
 
+pub mod atomic_file;
 pub mod bounded;
 pub use model::{cmdline, config, ifnames, kinds, merge, names, sort, wgkey};
 
