@@ -8,8 +8,8 @@
 //! either; kernel adapters live in `host::kernel`, `netlink` and the operators' sockets.
 #![warn(missing_docs)]
 
-pub mod atomic_file;
-pub mod bounded;
+// Moved to `base`; the paths stay for the many callers in `init` and `kubespan`.
+pub use base::{atomic_file, bounded, random, tls_roots};
 pub use model::{cmdline, config, ifnames, kinds, merge, names, sort, wgkey};
 
 /// Resource kinds and the resource object under one path: `model::resource`'s specs and
@@ -26,15 +26,12 @@ pub mod dhcp6;
 mod dhcp_fuzz;
 pub mod dns;
 pub mod etcfiles;
-mod hex;
 pub mod host;
 pub mod netlink;
 pub mod nodeaddress;
 pub mod ntp;
 pub mod nts;
 pub mod operator;
-pub mod random;
 pub mod runtime;
 pub mod timesync;
-pub mod tls_roots;
 pub mod wireguard_keys;

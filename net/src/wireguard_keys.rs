@@ -18,7 +18,7 @@ pub fn generate_private_key(seed: [u8; KEY_LEN]) -> Key {
 /// A new private key from the kernel's random source (`getrandom(2)`, blocking only until the
 /// pool is initialized at boot).
 pub fn random_private_key() -> std::io::Result<Key> {
-    crate::random::random().map(generate_private_key)
+    base::random::random().map(generate_private_key)
 }
 
 /// The public key of a private key: X25519(private, 9).

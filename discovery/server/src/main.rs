@@ -91,8 +91,8 @@ impl log::Log for Stderr {
             let line =
                 format!("{} {}", record.level().as_str().to_ascii_lowercase(), record.args());
             // Addresses and paths come from outside: one line of plain text each.
-            let line = if line.chars().any(net::names::needs_escape) {
-                net::names::escape(&line, usize::MAX)
+            let line = if line.chars().any(base::names::needs_escape) {
+                base::names::escape(&line, usize::MAX)
             } else {
                 line
             };

@@ -635,7 +635,7 @@ pub fn tls_config(
 ) -> Result<Arc<rustls::ServerConfig>, ServerError> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let read = |p: &std::path::Path| {
-        net::bounded::read_file(p, 1 << 20)
+        base::bounded::read_file(p, 1 << 20)
             .map_err(|e| ServerError::Tls(format!("{}: {e}", p.display())))
     };
     let chain: Vec<CertificateDer<'static>> = pem::parse_many(read(cert)?)

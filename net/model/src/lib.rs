@@ -6,7 +6,8 @@
 //! Nothing here touches the kernel: the crate depends on no netlink, `nix` or `libc` crate
 //! (CI checks its `cargo tree`), so it builds and tests anywhere.
 //!
-//! Modules, bottom up (each imports only modules listed before it): `names`; `sort` (the
+//! Modules, bottom up (each imports only modules listed before it): `names` (from `base`, which
+//! without features is pure std); `sort` (the
 //! shared stable sort); `resource` (the
 //! kinds as plain data); `cmdline` and `config` (parsers that emit resource specs); `merge`
 //! (the folds); `kinds` ([`kinds::Kind`], `AnySpec`, the resource object), generated from the
@@ -19,7 +20,7 @@ pub mod ifnames;
 mod kind_table;
 pub mod kinds;
 pub mod merge;
-pub mod names;
+pub use base::names;
 pub mod resource;
 pub mod sort;
 pub mod wgkey;

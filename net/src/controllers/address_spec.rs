@@ -6,31 +6,19 @@
 //!   in place; only a scope change deletes and re-adds (a DHCP renewal never drops the address);
 //! - kernel addresses we did not create are never touched.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::spec_common::{
-    batches, first_error, hash_of, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard,
-    SortedIds, WaitLog,
-};
-use crate::host::{AddressChange, AddressOp, SharedHost};
+use super::apply::{self, first_error, hash_of, LinkCache, Outcome, SpecApply, SpecOps};
+use crate::host::{AddressChange, AddressOp, Host, HostError, SharedHost};
 use crate::resource::{
     AddressFlags, AddressSpec, AddressStatus, Family, Kind, LinkStatus, Namespace, Phase,
 };
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
-/// A merged spec to apply, with its phase.
-#[derive(Debug, Clone, Copy)]
-pub struct Desired<'a, S> {
-    /// Natural ID.
-    pub id: &'a str,
-    /// The spec.
-    pub spec: &'a S,
-    /// Running or tearing down.
-    pub phase: Phase,
-}
+use super::apply::Desired;
 
 /// What to do for a set of address specs; IDs borrow from the specs planned.
 #[derive(Debug, Default, PartialEq)]
@@ -146,35 +134,39 @@ pub fn plan_addresses<'a>(
     plan
 }
 
-/// The names of the operations in fight keys, by [`OpKey`] tag.
-const WHAT: [&str; 3] = ["add", "delete", "replace"];
+/// Addresses, to the apply loop.
+#[derive(Debug)]
+struct Addresses;
 
-/// The fight guard's key of `op` for spec `id`.
-fn fight_key(id: &str, op: &AddressOp) -> OpKey {
-    OpKey::new(id, what(op))
-}
+impl SpecOps for Addresses {
+    type Spec = AddressSpec;
+    type Op = AddressOp;
+    const OBJECT: &'static str = "address";
 
-fn what(op: &AddressOp) -> u8 {
-    match op {
-        AddressOp::Add(_) => 0,
-        AddressOp::Delete(_) => 1,
-        AddressOp::Replace(_) => 2,
+    fn what(op: &AddressOp) -> (u8, &'static str) {
+        match op {
+            AddressOp::Add(_) => (0, "add"),
+            AddressOp::Delete(_) => (1, "delete"),
+            AddressOp::Replace(_) => (2, "replace"),
+        }
     }
-}
 
-/// The text of a fight key, for the log and the condition: `address <id>: add`.
-fn fight_text(id: &str, op: &AddressOp) -> String {
-    op_text("address", id, WHAT.get(usize::from(what(op))).copied().unwrap_or_default())
+    fn value(op: &AddressOp) -> Option<u64> {
+        Some(hash_of(op))
+    }
+
+    fn apply(host: &mut dyn Host, ops: &[&AddressOp]) -> Vec<Result<(), HostError>> {
+        host.addresses_apply(ops)
+    }
 }
 
 /// The `AddressSpec` controller.
 pub struct AddressSpecController {
     host: SharedHost,
     last_applied: BTreeMap<String, AddressSpec>,
-    wait_log: WaitLog,
-    repeat: RepeatGuard,
-    /// Addresses something else keeps deleting or changing back.
-    fights: FightGuard,
+    /// Batches, the guard (addresses something else keeps deleting or changing back) and
+    /// the wait log.
+    apply: SpecApply<Addresses>,
 }
 
 impl std::fmt::Debug for AddressSpecController {
@@ -186,13 +178,7 @@ impl std::fmt::Debug for AddressSpecController {
 impl AddressSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self {
-            host,
-            last_applied: BTreeMap::new(),
-            wait_log: WaitLog::default(),
-            repeat: RepeatGuard::default(),
-            fights: FightGuard::default(),
-        }
+        Self { host, last_applied: BTreeMap::new(), apply: SpecApply::new() }
     }
 }
 
@@ -221,70 +207,13 @@ impl Controller for AddressSpecController {
         };
         // Planned and applied while the specs are borrowed from the store; only the IDs whose
         // finalizer changes are copied out for the writes after.
-        let store = ctx.store();
-        // In ID order, as the store lists them.
-        let mut lacking: Vec<&str> = Vec::new();
-        let mut desired: Vec<Desired<'_, AddressSpec>> = store
-            .list(Namespace::Network, Kind::AddressSpec)
-            .filter_map(|r| {
-                let spec = r.spec_as::<AddressSpec>()?;
-                if !r.metadata.finalizers.contains(name) {
-                    lacking.push(r.metadata.id.as_str());
-                }
-                Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
-            })
-            .collect();
-        let mut lacking = SortedIds::new(lacking);
-        if !desired.is_sorted_by(|a, b| a.id <= b.id) {
-            crate::sort::by(&mut desired, |a, b| a.id.cmp(b.id));
-        }
+        let (desired, mut lacking) = apply::desired::<Addresses>(ctx.store(), name);
         let plan = plan_addresses(&desired, &links, &kernel, &self.last_applied);
-
-        // Each operation's fight key, in the order of `plan.ops`.
-        let keys: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
-        let mut failed: BTreeSet<&str> = BTreeSet::new();
-        let mut errors = Vec::new();
-        let mut succeeded: Vec<&AddressOp> = Vec::with_capacity(plan.ops.len());
-        let any_held = self.fights.any_held(now);
-        let mut at = 0;
-        for run in batches(&plan.ops) {
-            let mut batch = Vec::with_capacity(run.len());
-            for ((id, op), key) in run.iter().zip(keys.get(at..).unwrap_or_default()) {
-                if failed.contains(id) {
-                    continue;
-                }
-                if any_held && self.fights.held(key, now) {
-                    // Not applied: keep its bookkeeping (finalizer, last applied) as it was.
-                    failed.insert(id);
-                    continue;
-                }
-                batch.push((*id, op, *key));
-            }
-            at += run.len();
-            let ops: Vec<&AddressOp> = batch.iter().map(|(_, op, _)| *op).collect();
-            let results = self.host.borrow_mut().addresses_apply(&ops);
-            for ((id, op, key), result) in batch.into_iter().zip(results) {
-                match result {
-                    Ok(()) => {
-                        succeeded.push(op);
-                        self.fights.applied(name, key, now, &|| fight_text(id, op));
-                    }
-                    Err(e) => {
-                        failed.insert(id);
-                        errors.push(e);
-                    }
-                }
-            }
-        }
-        self.fights.settle(name, keys, now);
-        let hashes: Vec<u64> = succeeded.iter().map(hash_of).collect();
-        let text = |i: usize| succeeded.get(i).map(|op| format!("{op:?}")).unwrap_or_default();
-        errors.extend(self.repeat.check(&hashes, &text));
-        let mut add = Vec::new();
-        for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
-            if lacking.contains(id) {
-                add.push(*id);
-            }
+        let mut out = Outcome::default();
+        self.apply.apply(name, &self.host, now, &plan.ops, &mut out);
+        self.apply.settle(name, SpecApply::<Addresses>::keys(&plan.ops), now, &mut out);
+        let add = out.to_add(&plan.applied, &mut lacking);
+        for id in plan.applied.iter().filter(|id| !out.failed(id)) {
             // `desired` is in ID order too.
             let spec = desired.binary_search_by(|d| d.id.cmp(id)).ok().and_then(|i| desired.get(i));
             if let Some(d) = spec {
@@ -293,22 +222,15 @@ impl Controller for AddressSpecController {
                 }
             }
         }
-        let add: IdList = add.into_iter().collect();
-        let release: IdList = plan.released.iter().filter(|id| !failed.contains(*id)).collect();
+        let release = out.to_release(&plan.released, |_| false);
         for id in release.iter() {
             self.last_applied.remove(id);
         }
         let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
         drop(plan);
-        for id in add.iter() {
-            ctx.add_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-        }
-        for id in release.iter() {
-            ctx.remove_finalizer(Namespace::Network, Kind::AddressSpec, id)?;
-        }
-        self.wait_log.report(ctx, "address", &waiting);
-        let next = self.fights.report(ctx);
-        first_error(self.name(), errors).map(|_| next)
+        apply::write_finalizers(ctx, Kind::AddressSpec, &add, &release)?;
+        let next = self.apply.report(ctx, &waiting);
+        first_error(name, out.errors, next)
     }
 }
 

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use super::apply::first_error;
 use super::ids::{HOSTNAME_FILE, MACHINE_CONFIG_ID};
-use super::spec_common::first_error;
 use crate::config::MachineConfig;
 use crate::etcfiles::{self, HostEntry};
 use crate::host::{HostError, SharedHost};
@@ -288,7 +288,7 @@ impl Controller for EtcFilesController {
                 None => log_skipped("/etc/hostname", &["an invalid hostname".to_owned()]),
             }
         }
-        first_error(self.name(), errors)
+        first_error(self.name(), errors, Next::Idle)
     }
 }
 

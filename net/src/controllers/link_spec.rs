@@ -19,9 +19,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::address_spec::Desired;
-use super::spec_common::{first_error, hash_of, FightGuard, OpKey, RepeatGuard, WaitLog};
-use crate::host::{HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
+use super::apply::Desired;
+use super::apply::{
+    self, first_error, hash_of, op_text, Applied, ApplyGuard, IdList, OpKey, Outcome, SpecApply,
+    SpecOps,
+};
+use crate::host::{Host, HostError, HostErrorKind, LinkOp, NewLinkKind, SharedHost, WgUpdate};
 use crate::resource::{
     find_link, BondMasterSpec, Kind, LinkRefresh, LinkSpec, LinkStatus, LinkType, Namespace, Phase,
     VlanProtocol, VlanSpec, LINK_REFRESH_WIREGUARD,
@@ -404,27 +407,74 @@ impl<'a> Planner<'a> {
 }
 
 /// An operation as the link, the attribute and our value (`link eth0: mtu 1400`): what the
-/// log says and what [`FightGuard`] counts.
+/// log says and what the guard counts.
 fn op_key(id: &str, op: &LinkOp) -> String {
-    let what = match op {
-        LinkOp::Create { .. } => "create".to_owned(),
-        LinkOp::Delete { .. } => "delete".to_owned(),
-        LinkOp::SetUp { up: true, .. } => "up".to_owned(),
-        LinkOp::SetUp { up: false, .. } => "down".to_owned(),
-        LinkOp::SetMtu { mtu, .. } => format!("mtu {mtu}"),
-        LinkOp::SetMac { mac, .. } => format!("mac {mac}"),
-        LinkOp::SetMaster { master: Some(m), .. } => format!("master index {m}"),
-        LinkOp::SetMaster { master: None, .. } => "no master".to_owned(),
-        LinkOp::SetBond { .. } => "bond settings".to_owned(),
-        LinkOp::SetBridge { .. } => "bridge settings".to_owned(),
-    };
-    format!("link {id}: {what}")
+    let what = Links::what(op).1;
+    match op {
+        LinkOp::SetMtu { mtu, .. } => format!("link {id}: {what} {mtu}"),
+        LinkOp::SetMac { mac, .. } => format!("link {id}: {what} {mac}"),
+        LinkOp::SetMaster { master: Some(m), .. } => format!("link {id}: {what} index {m}"),
+        _ => op_text("link", id, what),
+    }
 }
 
 /// A setting the kernel may refuse on its own (a value the device cannot take) while the
 /// link's other settings still make sense: its failure does not stop them.
 fn is_attribute(op: &LinkOp) -> bool {
     matches!(op, LinkOp::SetMtu { .. } | LinkOp::SetMac { .. })
+}
+
+/// Links, to the apply loop: one operation at a time, keyed by its text (which holds our
+/// value), and not counted by the guard's rule 2 (the rounds of one reconcile re-plan
+/// against the kernel; rule 1 catches a value that does not stick).
+#[derive(Debug)]
+struct Links;
+
+impl SpecOps for Links {
+    type Spec = LinkSpec;
+    type Op = LinkOp;
+    const OBJECT: &'static str = "link";
+
+    /// The attribute, without our value.
+    fn what(op: &LinkOp) -> (u8, &'static str) {
+        match op {
+            LinkOp::Create { .. } => (0, "create"),
+            LinkOp::Delete { .. } => (1, "delete"),
+            LinkOp::SetUp { up: true, .. } => (2, "up"),
+            LinkOp::SetUp { up: false, .. } => (3, "down"),
+            LinkOp::SetMtu { .. } => (4, "mtu"),
+            LinkOp::SetMac { .. } => (5, "mac"),
+            LinkOp::SetMaster { master: Some(_), .. } => (6, "master"),
+            LinkOp::SetMaster { master: None, .. } => (7, "no master"),
+            LinkOp::SetBond { .. } => (8, "bond settings"),
+            LinkOp::SetBridge { .. } => (9, "bridge settings"),
+        }
+    }
+
+    fn key(id: &str, op: &LinkOp) -> OpKey {
+        OpKey::of_text(&op_key(id, op))
+    }
+
+    fn name(id: &str, op: &LinkOp) -> String {
+        op_key(id, op)
+    }
+
+    fn value(_op: &LinkOp) -> Option<u64> {
+        None
+    }
+
+    fn apply(host: &mut dyn Host, ops: &[&LinkOp]) -> Vec<Result<(), HostError>> {
+        ops.iter().map(|op| host.link(op)).collect()
+    }
+
+    fn refused_alone(op: &LinkOp) -> bool {
+        is_attribute(op)
+    }
+
+    fn error(id: &str, op: &LinkOp, e: HostError) -> HostError {
+        // Name the link and the attribute, not the kernel's index.
+        HostError { op: op_key(id, op), ..e }
+    }
 }
 
 /// What a WireGuard update changes, for the log (never key material).
@@ -462,14 +512,15 @@ fn describe(u: &WgUpdate) -> String {
 /// The `LinkSpec` controller.
 pub struct LinkSpecController {
     host: SharedHost,
-    wait_log: WaitLog,
+    /// The guard (operations something else keeps undoing: another writer on the link) and
+    /// the wait log.
+    apply: SpecApply<Links>,
     /// WireGuard changes produce no netlink event, but the status poll wakes us: a device
-    /// that never takes an update must not be written every poll.
-    wireguard_repeats: RepeatGuard,
+    /// that never takes an update must not be written every poll (the guard's rule 2 only:
+    /// one device's updates share a name whatever they change).
+    wireguard_repeats: ApplyGuard,
     /// The peer endpoints written per WireGuard link, so a roam is not written back over.
     wireguard_endpoints: BTreeMap<String, wireguard::WrittenEndpoints>,
-    /// Operations something else keeps undoing (another writer on the link).
-    fights: FightGuard,
     /// The last [`LinkRefresh`] generation written.
     refreshes: u64,
 }
@@ -485,10 +536,9 @@ impl LinkSpecController {
     pub fn new(host: SharedHost) -> Self {
         Self {
             host,
-            wait_log: WaitLog::default(),
-            wireguard_repeats: RepeatGuard::default(),
+            apply: SpecApply::new(),
+            wireguard_repeats: ApplyGuard::without_holds(),
             wireguard_endpoints: BTreeMap::new(),
-            fights: FightGuard::default(),
             refreshes: 0,
         }
     }
@@ -581,50 +631,30 @@ impl Controller for LinkSpecController {
         // Each round applies what the kernel allows now; the next dump shows the result.
         let now = ctx.now();
         let name = self.name();
-        let mut failed: BTreeSet<String> = BTreeSet::new();
-        // Attributes the kernel refused: the link's other settings still go ahead.
-        let mut refused: BTreeSet<String> = BTreeSet::new();
+        // Failed specs, and attributes the kernel refused (the link's other settings still
+        // go ahead), across the rounds.
+        let mut out = Outcome::default();
         let mut differing: Vec<OpKey>;
-        let mut errors = Vec::new();
         let mut rounds = 0;
         let mut kernel;
         let plan = loop {
             kernel = self.host.borrow_mut().links()?;
             let mut plan = plan_links(&desired, &kernel);
-            differing = plan.ops.iter().map(|(id, op)| OpKey::of_text(&op_key(id, op))).collect();
+            differing = SpecApply::<Links>::keys(&plan.ops);
             // A spec or attribute that failed is retried by the next reconcile (with
             // backoff), not here; a contested one when its hold ends.
             plan.ops.retain(|(id, op)| {
-                let key = op_key(id, op);
-                !failed.contains(id)
-                    && !refused.contains(&key)
-                    && !self.fights.held(&OpKey::of_text(&key), now)
+                let key = Links::key(id, op);
+                !out.failed(id) && !out.refused.contains(&key) && !self.apply.held(id, op, now)
             });
             if plan.ops.is_empty() || rounds == MAX_ROUNDS {
                 break plan;
             }
             rounds += 1;
-            for (id, op) in &plan.ops {
-                if failed.contains(id) {
-                    continue;
-                }
-                let key = op_key(id, op);
-                match self.host.borrow_mut().link(op) {
-                    Ok(()) => self.fights.applied(name, OpKey::of_text(&key), now, &|| key.clone()),
-                    Err(e) => {
-                        // Name the link and the attribute, not the kernel's index.
-                        let e = HostError { op: key.clone(), ..e };
-                        if is_attribute(op) {
-                            refused.insert(key);
-                        } else {
-                            failed.insert(id.clone());
-                        }
-                        errors.push(e);
-                    }
-                }
-            }
+            self.apply.apply(name, &self.host, now, &plan.ops, &mut out);
         };
-        self.fights.settle(name, differing, now);
+        self.apply.settle(name, differing, now, &mut out);
+        let mut errors = std::mem::take(&mut out.errors);
 
         let written = self.apply_wireguard(&specs, &kernel, &mut errors);
         if !written.is_empty() {
@@ -633,25 +663,22 @@ impl Controller for LinkSpecController {
             let refresh = LinkRefresh { generation: self.refreshes };
             ctx.put(Namespace::Network, LINK_REFRESH_WIREGUARD, refresh)?;
         }
-        let hashes: Vec<u64> = written.iter().map(|w| hash_of(w.as_str())).collect();
-        let text = |i: usize| written.get(i).cloned().unwrap_or_default();
-        errors.extend(self.wireguard_repeats.check(&hashes, &text));
+        for w in &written {
+            let text = || w.clone();
+            let key = OpKey::of_text(w);
+            let applied =
+                Applied { key, value: Some(hash_of(w.as_str())), name: &text, detail: &text };
+            self.wireguard_repeats.applied(name, applied, now);
+        }
+        errors.extend(self.wireguard_repeats.settle(name, Vec::new(), now));
 
         let pending: BTreeSet<&str> = plan.ops.iter().map(|(id, _)| id.as_str()).collect();
-        for id in plan.applied.iter().filter(|id| !failed.contains(*id)) {
-            ctx.add_finalizer(Namespace::Network, Kind::LinkSpec, id)?;
-        }
-        for id in plan
-            .released
-            .iter()
-            .filter(|id| !failed.contains(*id) && !pending.contains(id.as_str()))
-        {
-            ctx.remove_finalizer(Namespace::Network, Kind::LinkSpec, id)?;
-        }
+        let add: IdList = plan.applied.iter().filter(|id| !out.failed(id)).collect();
+        let release = out.to_release(&plan.released, |id| pending.contains(id));
+        apply::write_finalizers(ctx, Kind::LinkSpec, &add, &release)?;
         let waiting: Vec<String> =
             plan.waiting.iter().map(|(id, why)| format!("{id} ({why})")).collect();
-        self.wait_log.report(ctx, "link", &waiting);
-        let mut next = self.fights.report(ctx);
+        let mut next = self.apply.report(ctx, &waiting);
         if !pending.is_empty() {
             let list = pending.iter().copied().collect::<Vec<_>>().join(", ");
             let message = format!("not converged after {MAX_ROUNDS} rounds: {list}");
@@ -663,7 +690,7 @@ impl Controller for LinkSpecController {
                 Next::Idle => Next::At(retry),
             };
         }
-        first_error(self.name(), errors).map(|_| next)
+        first_error(self.name(), errors, next)
     }
 }
 

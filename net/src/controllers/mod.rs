@@ -6,6 +6,7 @@
 //! into one spec per natural ID in `network`. Each wraps a pure function that has its own tests.
 
 mod address_spec;
+mod apply;
 mod cmdline_config;
 mod default_config;
 mod derived;
@@ -16,12 +17,10 @@ mod machine_config;
 mod merge;
 mod route_spec;
 mod rule_spec;
-mod spec_common;
 mod status;
 
-pub use address_spec::{
-    address_to_kernel, plan_addresses, AddressPlan, AddressSpecController, Desired,
-};
+pub use address_spec::{address_to_kernel, plan_addresses, AddressPlan, AddressSpecController};
+pub use apply::Desired;
 pub use cmdline_config::CmdlineConfigController;
 pub use default_config::{default_specs, DefaultConfigController, DefaultInputs};
 pub use derived::{

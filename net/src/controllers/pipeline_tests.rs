@@ -167,7 +167,7 @@ fn a_diff_that_never_settles_is_reported_and_backed_off() {
     // guard this never returns.
     settle_with(&mut rt, &fake);
     let adds = fake.borrow().log.iter().filter(|l| l.starts_with("add route")).count();
-    assert!(adds <= super::spec_common::REPEAT_LIMIT as usize, "{adds} adds");
+    assert!(adds <= super::apply::REPEAT_LIMIT as usize, "{adds} adds");
     let route_ctrl =
         rt.controllers().into_iter().find(|c| c.name == "network.RouteSpecController").unwrap();
     assert!(route_ctrl.last_error.unwrap().contains("keeps reporting a difference"));

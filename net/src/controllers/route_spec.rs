@@ -7,15 +7,11 @@
 //! Kernel routes are matched on (family, table, destination, gateway, metric); a match with
 //! different attributes is replaced (deleted, then added). Other routes are never touched.
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use super::address_spec::Desired;
-use super::spec_common::{
-    batches, first_error, hash_of, op_text, FightGuard, IdList, LinkCache, OpKey, RepeatGuard,
-    SortedIds, WaitLog,
-};
-use crate::host::{RouteOp, SharedHost};
+use super::apply::Desired;
+use super::apply::{self, first_error, hash_of, LinkCache, Outcome, SpecApply, SpecOps};
+use crate::host::{Host, HostError, RouteOp, SharedHost};
 use crate::resource::{
     Family, Kind, LinkStatus, Namespace, Phase, RouteFlags, RouteSpec, RouteStatus, RoutingTable,
     Scope,
@@ -209,33 +205,37 @@ pub fn plan_routes<'a>(
     plan
 }
 
-/// The names of the operations in fight keys, by [`OpKey`] tag.
-const WHAT: [&str; 2] = ["add", "delete"];
+/// Routes, to the apply loop.
+#[derive(Debug)]
+struct Routes;
 
-/// The fight guard's key of `op` for spec `id`.
-fn fight_key(id: &str, op: &RouteOp) -> OpKey {
-    OpKey::new(id, what(op))
-}
+impl SpecOps for Routes {
+    type Spec = RouteSpec;
+    type Op = RouteOp;
+    const OBJECT: &'static str = "route";
 
-fn what(op: &RouteOp) -> u8 {
-    match op {
-        RouteOp::Add(_) => 0,
-        RouteOp::Delete(_) => 1,
+    fn what(op: &RouteOp) -> (u8, &'static str) {
+        match op {
+            RouteOp::Add(_) => (0, "add"),
+            RouteOp::Delete(_) => (1, "delete"),
+        }
     }
-}
 
-/// The text of a fight key, for the log and the condition: `route <id>: add`.
-fn fight_text(id: &str, op: &RouteOp) -> String {
-    op_text("route", id, WHAT.get(usize::from(what(op))).copied().unwrap_or_default())
+    fn value(op: &RouteOp) -> Option<u64> {
+        Some(repeat_hash(op))
+    }
+
+    fn apply(host: &mut dyn Host, ops: &[&RouteOp]) -> Vec<Result<(), HostError>> {
+        host.routes_apply(ops)
+    }
 }
 
 /// The `RouteSpec` controller.
 pub struct RouteSpecController {
     host: SharedHost,
-    wait_log: WaitLog,
-    repeat: RepeatGuard,
-    /// Routes something else keeps deleting or adding back.
-    fights: FightGuard,
+    /// Batches, the guard (routes something else keeps deleting or adding back) and the
+    /// wait log.
+    apply: SpecApply<Routes>,
 }
 
 impl std::fmt::Debug for RouteSpecController {
@@ -247,12 +247,7 @@ impl std::fmt::Debug for RouteSpecController {
 impl RouteSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self {
-            host,
-            wait_log: WaitLog::default(),
-            repeat: RepeatGuard::default(),
-            fights: FightGuard::default(),
-        }
+        Self { host, apply: SpecApply::new() }
     }
 }
 
@@ -279,20 +274,7 @@ impl Controller for RouteSpecController {
         let links = self.host.borrow_mut().links()?;
         // Planned and applied while the specs are borrowed from the store; only the IDs whose
         // finalizer changes are copied out for the writes after.
-        let store = ctx.store();
-        // In ID order, as the store lists them.
-        let mut lacking: Vec<&str> = Vec::new();
-        let desired: Vec<Desired<'_, RouteSpec>> = store
-            .list(Namespace::Network, Kind::RouteSpec)
-            .filter_map(|r| {
-                let spec = r.spec_as::<RouteSpec>()?;
-                if !r.metadata.finalizers.contains(name) {
-                    lacking.push(r.metadata.id.as_str());
-                }
-                Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
-            })
-            .collect();
-        let mut lacking = SortedIds::new(lacking);
+        let (desired, mut lacking) = apply::desired::<Routes>(ctx.store(), name);
         // Plans match kernel routes in the specs' own (family, table) pairs only, so only
         // those are read: the local table alone holds an entry per address of the node.
         let mut tables: Vec<(Family, RoutingTable)> =
@@ -301,63 +283,16 @@ impl Controller for RouteSpecController {
         tables.dedup();
         let kernel = self.host.borrow_mut().routes_in(&tables)?;
         let plan = plan_routes(&desired, &links, &kernel);
-        // Each operation's fight key, in the order of `plan.ops`.
-        let keys: Vec<OpKey> = plan.ops.iter().map(|(id, op)| fight_key(id, op)).collect();
-        let mut failed: BTreeSet<&str> = BTreeSet::new();
-        let mut errors = Vec::new();
-        let mut succeeded: Vec<&RouteOp> = Vec::with_capacity(plan.ops.len());
-        let any_held = self.fights.any_held(now);
-        let mut at = 0;
-        for run in batches(&plan.ops) {
-            let mut batch = Vec::with_capacity(run.len());
-            for ((id, op), key) in run.iter().zip(keys.get(at..).unwrap_or_default()) {
-                if failed.contains(id) {
-                    continue;
-                }
-                if any_held && self.fights.held(key, now) {
-                    // Not applied: keep its bookkeeping (finalizer) as it was.
-                    failed.insert(id);
-                    continue;
-                }
-                batch.push((*id, op, *key));
-            }
-            at += run.len();
-            let ops: Vec<&RouteOp> = batch.iter().map(|(_, op, _)| *op).collect();
-            let results = self.host.borrow_mut().routes_apply(&ops);
-            for ((id, op, key), result) in batch.into_iter().zip(results) {
-                match result {
-                    Ok(()) => {
-                        succeeded.push(op);
-                        self.fights.applied(name, key, now, &|| fight_text(id, op));
-                    }
-                    Err(e) => {
-                        failed.insert(id);
-                        errors.push(e);
-                    }
-                }
-            }
-        }
-        self.fights.settle(name, keys, now);
-        let hashes: Vec<u64> = succeeded.iter().map(|op| repeat_hash(op)).collect();
-        let text = |i: usize| succeeded.get(i).map(|op| format!("{op:?}")).unwrap_or_default();
-        errors.extend(self.repeat.check(&hashes, &text));
-        let add: IdList = plan
-            .applied
-            .iter()
-            .filter(|id| !failed.contains(*id) && lacking.contains(id))
-            .collect();
-        let release: IdList = plan.released.iter().filter(|id| !failed.contains(*id)).collect();
+        let mut out = Outcome::default();
+        self.apply.apply(name, &self.host, now, &plan.ops, &mut out);
+        self.apply.settle(name, SpecApply::<Routes>::keys(&plan.ops), now, &mut out);
+        let add = out.to_add(&plan.applied, &mut lacking);
+        let release = out.to_release(&plan.released, |_| false);
         let waiting: Vec<String> = plan.waiting.iter().map(|id| (*id).to_owned()).collect();
         drop(plan);
-        for id in add.iter() {
-            ctx.add_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
-        }
-        for id in release.iter() {
-            ctx.remove_finalizer(Namespace::Network, Kind::RouteSpec, id)?;
-        }
-        self.wait_log.report(ctx, "route", &waiting);
-        let next = self.fights.report(ctx);
-        first_error(self.name(), errors).map(|_| next)
+        apply::write_finalizers(ctx, Kind::RouteSpec, &add, &release)?;
+        let next = self.apply.report(ctx, &waiting);
+        first_error(name, out.errors, next)
     }
 }
 
@@ -498,15 +433,25 @@ mod tests {
     /// The repeat guard trips on a route operation issued again and again, and names it.
     #[test]
     fn repeat_guard_trips_on_a_route_op_issued_every_time() {
-        let mut g = RepeatGuard::default();
+        let mut g = super::super::apply::ApplyGuard::default();
+        let now = std::time::Instant::now();
         let mut check = |ops: &[&RouteOp]| {
-            let hashes: Vec<u64> = ops.iter().map(|op| repeat_hash(op)).collect();
-            g.check(&hashes, &|i| ops.get(i).map(|op| format!("{op:?}")).unwrap_or_default())
+            for op in ops {
+                let (name, detail) = (|| Routes::name("r", op), || format!("{op:?}"));
+                let applied = super::super::apply::Applied {
+                    key: Routes::key("r", op),
+                    value: Routes::value(op),
+                    name: &name,
+                    detail: &detail,
+                };
+                g.applied("t", applied, now);
+            }
+            g.settle("t", Vec::new(), now)
         };
         let base = route_to_kernel(&default_via("10.0.0.1"), Some(("eth0", 2)));
         let a = RouteOp::Add(base.clone());
         let b = RouteOp::Add(RouteStatus { mtu: 1400, ..base });
-        for i in 0..super::super::spec_common::REPEAT_LIMIT - 1 {
+        for i in 0..super::super::apply::REPEAT_LIMIT - 1 {
             // `b` is issued every other time: it never counts up to the limit.
             let ops = if i % 2 == 0 { vec![&a, &b] } else { vec![&a] };
             assert!(check(&ops).is_empty());

@@ -4,11 +4,9 @@
 //! Rules are stamped with [`RULE_PROTOCOL`]; only rules carrying it are ever replaced or
 //! deleted, so rules of other software (and the kernel's 0/32766/32767) are never touched.
 
-use std::collections::BTreeSet;
-
-use super::address_spec::Desired;
-use super::spec_common::first_error;
-use crate::host::{RuleOp, SharedHost};
+use super::apply::Desired;
+use super::apply::{self, first_error, hash_of, Outcome, SpecApply, SpecOps};
+use crate::host::{Host, HostError, RuleOp, SharedHost};
 use crate::resource::{Kind, Namespace, Phase, RouteProtocol, RoutingRuleSpec, RoutingRuleStatus};
 use crate::runtime::{Controller, ControllerError, Ctx, Input, Next, Output};
 
@@ -70,9 +68,37 @@ pub fn plan_rules(
     (ops, applied, released)
 }
 
+/// Rules, to the apply loop.
+#[derive(Debug)]
+struct Rules;
+
+impl SpecOps for Rules {
+    type Spec = RoutingRuleSpec;
+    type Op = RuleOp;
+    const OBJECT: &'static str = "rule";
+
+    fn what(op: &RuleOp) -> (u8, &'static str) {
+        match op {
+            RuleOp::Add(_) => (0, "add"),
+            RuleOp::Delete(_) => (1, "delete"),
+        }
+    }
+
+    fn value(op: &RuleOp) -> Option<u64> {
+        // Rules are few; their text is their value.
+        Some(hash_of(&format!("{op:?}")))
+    }
+
+    fn apply(host: &mut dyn Host, ops: &[&RuleOp]) -> Vec<Result<(), HostError>> {
+        ops.iter().map(|op| host.rule(op)).collect()
+    }
+}
+
 /// The `RoutingRuleSpec` controller.
 pub struct RuleSpecController {
     host: SharedHost,
+    /// The guard (rules something else keeps deleting or changing back).
+    apply: SpecApply<Rules>,
 }
 
 impl std::fmt::Debug for RuleSpecController {
@@ -84,7 +110,7 @@ impl std::fmt::Debug for RuleSpecController {
 impl RuleSpecController {
     /// A controller applying through `host`.
     pub fn new(host: SharedHost) -> Self {
-        Self { host }
+        Self { host, apply: SpecApply::new() }
     }
 }
 
@@ -105,33 +131,18 @@ impl Controller for RuleSpecController {
     }
 
     fn reconcile(&mut self, ctx: &mut Ctx<'_>) -> Result<Next, ControllerError> {
-        let specs: Vec<(String, RoutingRuleSpec, Phase)> = ctx
-            .store()
-            .list(Namespace::Network, Kind::RoutingRuleSpec)
-            .filter_map(|r| {
-                r.spec_as::<RoutingRuleSpec>()
-                    .map(|s| (r.metadata.id.clone(), s.clone(), r.metadata.phase))
-            })
-            .collect();
-        let desired: Vec<Desired<'_, RoutingRuleSpec>> =
-            specs.iter().map(|(id, spec, phase)| Desired { id, spec, phase: *phase }).collect();
+        let (now, name) = (ctx.now(), self.name());
         let kernel = self.host.borrow_mut().rules()?;
+        let (desired, mut lacking) = apply::desired::<Rules>(ctx.store(), name);
         let (ops, applied, released) = plan_rules(&desired, &kernel);
-        let mut failed: BTreeSet<&str> = BTreeSet::new();
-        let mut errors = Vec::new();
-        for (id, op) in &ops {
-            if let Err(e) = self.host.borrow_mut().rule(op) {
-                failed.insert(id);
-                errors.push(e);
-            }
-        }
-        for id in applied.iter().filter(|id| !failed.contains(id.as_str())) {
-            ctx.add_finalizer(Namespace::Network, Kind::RoutingRuleSpec, id)?;
-        }
-        for id in released.iter().filter(|id| !failed.contains(id.as_str())) {
-            ctx.remove_finalizer(Namespace::Network, Kind::RoutingRuleSpec, id)?;
-        }
-        first_error(self.name(), errors)
+        let mut out = Outcome::default();
+        self.apply.apply(name, &self.host, now, &ops, &mut out);
+        self.apply.settle(name, SpecApply::<Rules>::keys(&ops), now, &mut out);
+        let add = out.to_add(&applied, &mut lacking);
+        let release = out.to_release(&released, |_| false);
+        apply::write_finalizers(ctx, Kind::RoutingRuleSpec, &add, &release)?;
+        let next = self.apply.report(ctx, &[] as &[&str]);
+        first_error(name, out.errors, next)
     }
 }
 

@@ -8,8 +8,8 @@ use dhcproto::{Decodable, Encodable};
 
 use super::lease::Lease;
 use super::time::{backoff_delay, renewal_retransmit_at, renewal_times};
-use crate::hex::decode_hex;
 use crate::resource::{ClientIdentifier, DEFAULT_ROUTE_METRIC};
+use base::hex::decode_hex;
 
 /// How many REQUESTs REQUESTING and REBOOTING send before giving up (the first plus three
 /// retransmissions, 4 + 8 + 16 s ≈ half a minute at the RFC 2131 §4.1 backoff).

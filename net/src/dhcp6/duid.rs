@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The client's identity: its DUID (RFC 8415 §11) and the IAID of its IA_NA (§12).
 
-use crate::hex::decode_hex;
 use crate::resource::ClientIdentifier;
+use base::hex::decode_hex;
 
 /// DUID-LLT (RFC 8415 §11.2).
 const DUID_LLT: u16 = 1;

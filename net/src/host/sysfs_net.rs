@@ -29,7 +29,7 @@ pub struct DeviceInfo {
 }
 
 fn attr(path: &Path) -> Option<String> {
-    crate::bounded::read_text(path, ATTR_LIMIT).ok().map(|s| s.trim().to_owned())
+    base::bounded::read_text(path, ATTR_LIMIT).ok().map(|s| s.trim().to_owned())
 }
 
 fn parse_int(text: &str) -> Option<u64> {
@@ -92,7 +92,7 @@ pub fn pci_facts(sys: &Path, name: &str) -> Option<PciFacts> {
     let (domain, bus, slot, function) = parse_pci_address(&name_of(&pci))?;
     let index = |a: &str| attr(&pci.join(a)).and_then(|v| parse_int(&v));
     // Header type, byte 0x0e of the config space: bit 7 says "several functions".
-    let multifunction = crate::bounded::read_file(&pci.join("config"), 4096)
+    let multifunction = base::bounded::read_file(&pci.join("config"), 4096)
         .ok()
         .and_then(|c| c.get(0x0e).copied())
         .is_some_and(|h| h & 0x80 != 0);

@@ -138,7 +138,7 @@ fn io_error(e: io::Error) -> ExchangeError {
 
 /// Read the trust roots; bundles that are missing or unreadable are skipped.
 fn roots(trust: &Trust) -> Result<RootCertStore, ExchangeError> {
-    let roots = crate::tls_roots::load(&trust.files, MAX_ROOTS_FILE);
+    let roots = base::tls_roots::load(&trust.files, MAX_ROOTS_FILE);
     if roots.store.is_empty() {
         let missing = roots.missing.iter().map(|p| format!("{}: not found", p.display()));
         let problems: Vec<String> = missing.chain(roots.problems).collect();

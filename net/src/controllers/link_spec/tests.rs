@@ -632,12 +632,42 @@ fn an_mtu_undone_within_one_reconcile_is_held_not_retried_every_round() {
     let mut rt = runtime(&host, &[spec]);
     let t0 = Instant::now();
     rt.run(t0);
-    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+    assert_eq!(count(&host, "SetMtu"), super::super::apply::FIGHT_LIMIT);
     assert!(host.borrow().links["eth0"].is_up(), "{:?}", host.borrow().log);
     // Woken by events during the hold, it writes nothing.
     for i in 1..10 {
         rt.mark_dirty(Kind::LinkStatus);
         rt.run(t0 + Duration::from_millis(100) * i);
     }
-    assert_eq!(count(&host, "SetMtu"), super::super::spec_common::FIGHT_LIMIT);
+    assert_eq!(count(&host, "SetMtu"), super::super::apply::FIGHT_LIMIT);
+}
+
+/// The guard's text of a link operation names the link, the attribute and our value, as the
+/// log and the condition have always said it.
+#[test]
+fn op_key_names_the_link_the_attribute_and_our_value() {
+    let mac: HardwareAddr = "02:00:00:00:00:01".parse().unwrap();
+    let create =
+        LinkOp::Create { name: "br0".into(), kind: NewLinkKind::Dummy, mtu: None, mac: None };
+    let cases = [
+        (create, "create"),
+        (LinkOp::Delete { index: 3, name: "br0".into() }, "delete"),
+        (LinkOp::SetUp { index: 3, up: true }, "up"),
+        (LinkOp::SetUp { index: 3, up: false }, "down"),
+        (LinkOp::SetMtu { index: 3, mtu: 1400 }, "mtu 1400"),
+        (LinkOp::SetMac { index: 3, mac: mac.clone() }, &format!("mac {mac}")),
+        (LinkOp::SetMaster { index: 3, master: Some(7) }, "master index 7"),
+        (LinkOp::SetMaster { index: 3, master: None }, "no master"),
+        (LinkOp::SetBond { index: 3, bond: BondMasterSpec::default() }, "bond settings"),
+        (LinkOp::SetBridge { index: 3, bridge: BridgeMasterSpec::default() }, "bridge settings"),
+    ];
+    let mut keys = std::collections::BTreeSet::new();
+    for (op, what) in cases {
+        assert_eq!(op_key("eth0", &op), format!("link eth0: {what}"));
+        assert_eq!(Links::key("eth0", &op), OpKey::of_text(&op_key("eth0", &op)));
+        keys.insert(Links::key("eth0", &op));
+    }
+    assert_eq!(keys.len(), 10);
+    let other = LinkOp::SetMtu { index: 3, mtu: 1500 };
+    assert!(!keys.contains(&Links::key("eth0", &other)), "our value is part of the key");
 }

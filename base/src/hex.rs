@@ -1,7 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Hex text as configs write DUIDs and client identifiers (`00:03:00:01:...` or `000300...`).
 
 /// Hex (with optional `:` separators) to bytes; `None` when it is not whole bytes of hex.
-pub(crate) fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+pub fn decode_hex(hex: &str) -> Option<Vec<u8>> {
     let hex: Vec<u8> = hex.bytes().filter(|b| *b != b':').collect();
     if !hex.len().is_multiple_of(2) {
         return None;
