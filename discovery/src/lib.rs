@@ -8,6 +8,8 @@
 pub mod client;
 pub mod crypto;
 mod escape;
+#[cfg(test)]
+mod fuzz;
 pub mod grpc;
 pub mod h2;
 mod interface;

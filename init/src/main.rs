@@ -9,6 +9,8 @@ mod api;
 mod config_cmd;
 mod config_watch;
 mod fetch;
+#[cfg(test)]
+mod fuzz;
 mod ifnames_cmd;
 mod lifecycle;
 mod logger;

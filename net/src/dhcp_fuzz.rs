@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A deterministic mutation fuzzer for both DHCP parse boundaries and engines, run by
-//! `cargo test` (`scripts/fuzz-dhcp` runs it long, in release mode).
+//! `cargo test` (`scripts/fuzz dhcp` runs it long, in release mode), on the mutator shared by
+//! every fuzz target (`testkit::fuzzkit`, see docs/fuzzing.md).
 //!
 //! Seeds are valid server messages for a client in SELECTING/SOLICIT and one in RENEWING
 //! (DHCPv4: OFFER, ACK with options 119/121, NAK, an ACK with option overload; DHCPv6:
 //! ADVERTISE, REPLY with every option the client reads, Rapid Commit REPLY, status-code
-//! REPLYs). Each iteration mutates one (bit flips, interesting bytes, truncation, length-field
-//! corruption found by walking the TLVs, splices between seeds, insertions, deletions,
-//! duplications) and checks:
+//! REPLYs). Each iteration mutates one (bit flips, interesting bytes and integers, truncation,
+//! length-field corruption found by walking the TLVs, splices between seeds, insertions,
+//! deletions, duplications) and checks:
 //! * the parse boundary never reports that the decoder panicked (its TLV walk must refuse
 //!   every shape `dhcproto` panics on), and nothing panics in our code;
 //! * a packet that is not a well-formed message for the client's transaction (xid, chaddr or
@@ -32,6 +33,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use dhcproto::{v4, v6, Decodable, Encodable, Name};
+use testkit::fuzzkit::{hex, LenField, Mutator, Rng};
 
 use crate::resource::{HostnameStatus, LayerSpecs, ResolverStatus};
 use crate::{dhcp4, dhcp6, etcfiles, names};
@@ -48,43 +50,16 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// splitmix64, as the engines use.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
 /// Report a failing mutant so that it reproduces (and can become a regression test).
 fn fail(proto: &str, i: u64, seed: u64, p: &[u8], what: &str) -> ! {
     panic!("{proto} fuzz iteration {i} (seed {seed:#x}): {what}\n{}", hex(p))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 // ---------------------------------------------------------------------------------------
 // Mutations
 
-/// Where the length fields are: `(offset, width)` with width 1 (DHCPv4) or 2 (DHCPv6).
-type LengthFields = fn(&[u8]) -> Vec<(usize, usize)>;
-
-fn v4_length_fields(p: &[u8]) -> Vec<(usize, usize)> {
+/// The option lengths (one byte) of options, `file` and `sname`.
+fn v4_length_fields(p: &[u8]) -> Vec<LenField> {
     let mut fields = Vec::new();
     for (start, end) in [(240, p.len()), (108, 236.min(p.len())), (44, 108.min(p.len()))] {
         let mut pos = start;
@@ -93,7 +68,7 @@ fn v4_length_fields(p: &[u8]) -> Vec<(usize, usize)> {
                 0 => pos += 1,
                 255 => break,
                 _ => {
-                    fields.push((pos + 1, 1));
+                    fields.push(LenField::be(pos + 1, 1));
                     pos += 2 + usize::from(p[pos + 1]);
                 }
             }
@@ -102,13 +77,14 @@ fn v4_length_fields(p: &[u8]) -> Vec<(usize, usize)> {
     fields
 }
 
-fn v6_length_fields(p: &[u8]) -> Vec<(usize, usize)> {
-    fn walk(p: &[u8], start: usize, end: usize, depth: u8, out: &mut Vec<(usize, usize)>) {
+/// The option lengths (two bytes), walking into the options that nest options.
+fn v6_length_fields(p: &[u8]) -> Vec<LenField> {
+    fn walk(p: &[u8], start: usize, end: usize, depth: u8, out: &mut Vec<LenField>) {
         let mut pos = start;
         while pos + 4 <= end {
             let code = u16::from_be_bytes([p[pos], p[pos + 1]]);
             let len = usize::from(u16::from_be_bytes([p[pos + 2], p[pos + 3]]));
-            out.push((pos + 2, 2));
+            out.push(LenField::be(pos + 2, 2));
             let body = pos + 4;
             if body + len > end {
                 break;
@@ -132,76 +108,11 @@ fn v6_length_fields(p: &[u8]) -> Vec<(usize, usize)> {
     out
 }
 
-const INTERESTING: [u8; 8] = [0, 1, 2, 3, 0x7f, 0x80, 0xfe, 0xff];
-
-fn mutate(seed: &[u8], corpus: &[Vec<u8>], rng: &mut Rng, lengths: LengthFields) -> Vec<u8> {
-    let mut p = seed.to_vec();
-    for _ in 0..1 + rng.below(3) {
-        if p.is_empty() {
-            p.push(rng.next() as u8);
-        }
-        match rng.below(8) {
-            0 => {
-                let i = rng.below(p.len());
-                p[i] ^= 1 << rng.below(8);
-            }
-            1 => {
-                let i = rng.below(p.len());
-                p[i] = INTERESTING[rng.below(INTERESTING.len())];
-            }
-            2 => p.truncate(rng.below(p.len() + 1)),
-            3 => {
-                let fields = lengths(&p);
-                if fields.is_empty() {
-                    continue;
-                }
-                let (at, width) = fields[rng.below(fields.len())];
-                let old = if width == 1 {
-                    usize::from(p[at])
-                } else {
-                    usize::from(u16::from_be_bytes([p[at], p[at + 1]]))
-                };
-                let new = match rng.below(5) {
-                    0 => 0,
-                    1 => old + 1,
-                    2 => old.saturating_sub(1),
-                    3 => rng.below(8),
-                    _ => rng.next() as usize,
-                };
-                if width == 1 {
-                    p[at] = new as u8;
-                } else {
-                    p[at..at + 2].copy_from_slice(&(new as u16).to_be_bytes());
-                }
-            }
-            4 => {
-                let other = &corpus[rng.below(corpus.len())];
-                let cut = rng.below(p.len() + 1);
-                let from = rng.below(other.len() + 1);
-                p.truncate(cut);
-                p.extend_from_slice(&other[from..]);
-            }
-            5 => {
-                let at = rng.below(p.len() + 1);
-                let junk: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
-                p.splice(at..at, junk);
-            }
-            6 => {
-                let at = rng.below(p.len());
-                let n = 1 + rng.below(16.min(p.len() - at));
-                p.drain(at..at + n);
-            }
-            _ => {
-                let at = rng.below(p.len());
-                let n = 1 + rng.below(32.min(p.len() - at));
-                let chunk = p[at..at + n].to_vec();
-                let to = rng.below(p.len() + 1);
-                p.splice(to..to, chunk);
-            }
-        }
-    }
-    p
-}
+/// The shared mutator (`testkit::fuzzkit`) with each protocol's length fields.
+const MUTATE4: Mutator<'static> =
+    Mutator { dict: &[], lengths: Some(v4_length_fields), max_len: 0 };
+const MUTATE6: Mutator<'static> =
+    Mutator { dict: &[], lengths: Some(v6_length_fields), max_len: 0 };
 
 // ---------------------------------------------------------------------------------------
 // DHCPv4
@@ -343,7 +254,7 @@ fn fuzz_v4(iters: u64, seed: u64) -> Stats {
     for i in 0..iters {
         let target = &targets[rng.below(targets.len())];
         let base = &target.seeds[rng.below(target.seeds.len())];
-        let p = mutate(base, &corpus, &mut rng, v4_length_fields);
+        let p = MUTATE4.mutate(base, &corpus, &mut rng);
         let fail = |what: &str| -> ! { fail("dhcp4", i, seed, &p, what) };
 
         let parsed = catch_unwind(|| dhcp4::wire::decode(&p));
@@ -613,7 +524,7 @@ fn fuzz_v6(iters: u64, seed: u64) -> Stats {
     for i in 0..iters {
         let target = &targets[rng.below(targets.len())];
         let base = &target.seeds[rng.below(target.seeds.len())];
-        let p = mutate(base, &corpus, &mut rng, v6_length_fields);
+        let p = MUTATE6.mutate(base, &corpus, &mut rng);
         let fail = |what: &str| -> ! { fail("dhcp6", i, seed, &p, what) };
 
         match catch_unwind(|| dhcp6::wire::decode(&p)) {

@@ -26,6 +26,8 @@ pub mod dhcp6;
 mod dhcp_fuzz;
 pub mod dns;
 pub mod etcfiles;
+#[cfg(test)]
+mod fuzz;
 pub mod host;
 pub mod netlink;
 pub mod nodeaddress;

@@ -4,6 +4,8 @@
 //! with a TTL, merges endpoint sets by their bytes and streams changes to watchers.
 
 pub mod config;
+#[cfg(test)]
+mod fuzz;
 pub mod ratelimit;
 pub mod registry;
 pub mod rpc;

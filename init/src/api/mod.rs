@@ -7,7 +7,7 @@ pub mod aliases;
 pub mod client;
 mod conn;
 pub mod connect;
-mod der;
+pub(crate) mod der;
 pub mod diff;
 pub mod gen;
 mod hostinfo;

@@ -18,8 +18,9 @@ pub const MAX_REQUEST: usize = 1 << 20;
 /// Why a request line was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
-    /// Not JSON, or not a known request shape.
-    #[error("bad request: {0}")]
+    /// Not JSON, or not a known request shape. serde quotes what it could not match (an
+    /// unknown `op`, decoded from its JSON escapes), so the text is escaped for a terminal.
+    #[error("bad request: {}", net::names::escape(&.0.to_string(), 256))]
     Json(#[from] serde_json::Error),
     /// An unknown type name.
     #[error(transparent)]

@@ -15,7 +15,7 @@ mod discovery;
 mod error;
 mod event_loop;
 mod hardware;
-mod health;
+pub(crate) mod health;
 mod kubelet;
 mod lifecycle;
 mod netlink;

@@ -16,6 +16,11 @@ use super::alias::{normalize, Aliases};
 const TABLE_LIMIT: u64 = 16 << 20;
 /// How deep softdeps may chain (they can name each other; kmod stops cycles the same way).
 const SOFTDEP_DEPTH: usize = 8;
+/// How deep dependencies are followed while ordering them. Real chains are a few modules deep,
+/// and `modules.dep` lists every transitive dependency on the module's own line anyway; without
+/// a bound a crafted file (one line per link of a long chain) would recurse once per line and
+/// overflow the loader thread's stack.
+pub const DEP_DEPTH: usize = 64;
 
 /// A module's name from its path: `kernel/net/8021q/8021q.ko` is `8021q`.
 pub fn module_name(path: &str) -> String {
@@ -27,8 +32,10 @@ pub fn module_name(path: &str) -> String {
 pub fn parse_modules_dep(text: &str) -> BTreeMap<String, (String, Vec<String>)> {
     net::sort::into_map(text.lines().filter_map(|line| {
         let (path, deps) = line.split_once(':')?;
+        // The name from the trimmed path too: one file, one name (and one load).
+        let path = path.trim();
         let deps = deps.split_whitespace().map(str::to_owned).collect();
-        Some((module_name(path), (path.trim().to_owned(), deps)))
+        Some((module_name(path), (path.to_owned(), deps)))
     }))
 }
 
@@ -122,7 +129,7 @@ impl Tables {
         self.dep.get(&module)?;
         let mut order = Vec::new();
         let mut seen = BTreeSet::new();
-        self.visit(&module, &mut order, &mut seen, 0);
+        self.visit(&module, &mut order, &mut seen, 0, 0);
         Some(order)
     }
 
@@ -132,8 +139,12 @@ impl Tables {
         order: &mut Vec<String>,
         seen: &mut BTreeSet<String>,
         depth: usize,
+        nest: usize,
     ) {
         let Some((path, deps)) = self.dep.get(module) else { return };
+        if nest > DEP_DEPTH {
+            return;
+        }
         if !seen.insert(module.to_owned()) {
             return;
         }
@@ -141,19 +152,19 @@ impl Tables {
         if depth < SOFTDEP_DEPTH {
             for pre in soft.map(|s| s.pre.as_slice()).unwrap_or_default() {
                 for m in self.resolve(pre) {
-                    self.visit(&m, order, seen, depth + 1);
+                    self.visit(&m, order, seen, depth + 1, nest + 1);
                 }
             }
         }
         // The last listed dependency loads first; each one's own softdeps come with it.
         for d in deps.iter().rev() {
-            self.visit(&module_name(d), order, seen, depth);
+            self.visit(&module_name(d), order, seen, depth, nest + 1);
         }
         order.push(path.clone());
         if depth < SOFTDEP_DEPTH {
             for post in soft.map(|s| s.post.as_slice()).unwrap_or_default() {
                 for m in self.resolve(post) {
-                    self.visit(&m, order, seen, depth + 1);
+                    self.visit(&m, order, seen, depth + 1, nest + 1);
                 }
             }
         }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! keelson's one test helper for tests against a real kernel, used (as a dev-dependency) by
-//! the tests of `net`, `kubespan` and `keelson`:
+//! the tests of `net`, `kubespan` and `keelson` (and, for [`fuzzkit`] only, `discovery` and
+//! `discovery-server`):
 //!
 //! - [`in_netns`]: run a closure on a thread of its own inside a fresh, private network
 //!   namespace that disappears with the thread;
@@ -15,7 +16,11 @@
 //! - [`configmap_swap`]: replace a config file the way Kubernetes' atomic writer does.
 //!
 //! Never the host namespace, never fixed names: every named namespace carries [`tag`].
+//!
+//! - [`fuzzkit`]: the structured mutation fuzzer every crate's parser fuzz targets share.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod fuzzkit;
 
 use std::fs::File;
 use std::panic;
