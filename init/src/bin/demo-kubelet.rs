@@ -365,7 +365,8 @@ enum HeadError {
     Io,
 }
 
-/// Reads up to the blank line that ends the request head.
+/// Reads up to the blank line that ends the request head (the server's side: a request, not a
+/// response, so not the included response parser's job).
 fn read_head(stream: &mut impl Read) -> Result<Vec<u8>, HeadError> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
