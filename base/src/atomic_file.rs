@@ -59,13 +59,18 @@ fn write_and_rename(tmp: &Path, path: &Path, data: &[u8], mode: u32, sync: Sync)
     drop(f);
     std::fs::rename(tmp, path)?;
     if sync == Sync::FileAndDir {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()?;
+        sync_parent(path)?;
     }
     Ok(())
+}
+
+/// fsync the directory holding `path`, so a rename into it survives a power cut.
+pub fn sync_parent(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
