@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// How durable a write is once [`write`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sync {
+pub enum Durability {
     /// No fsync: a crash may leave the old file (or, on some filesystems, an empty new one).
     Nothing,
     /// The new file's bytes are on disk before the rename.
@@ -33,7 +33,7 @@ pub fn tmp_path(path: &Path) -> PathBuf {
 
 /// Replace `path` with `data`, mode `mode` exactly (not masked by the umask), as durable as
 /// `sync` says. On error the temporary is removed and `path` is unchanged.
-pub fn write(path: &Path, data: &[u8], mode: u32, sync: Sync) -> io::Result<()> {
+pub fn write(path: &Path, data: &[u8], mode: u32, sync: Durability) -> io::Result<()> {
     let tmp = tmp_path(path);
     let result = write_and_rename(&tmp, path, data, mode, sync);
     if result.is_err() {
@@ -42,7 +42,13 @@ pub fn write(path: &Path, data: &[u8], mode: u32, sync: Sync) -> io::Result<()> 
     result
 }
 
-fn write_and_rename(tmp: &Path, path: &Path, data: &[u8], mode: u32, sync: Sync) -> io::Result<()> {
+fn write_and_rename(
+    tmp: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    sync: Durability,
+) -> io::Result<()> {
     // O_NOFOLLOW: a symlink planted at the temporary's name is refused, not written through.
     let mut f = OpenOptions::new()
         .write(true)
@@ -53,12 +59,12 @@ fn write_and_rename(tmp: &Path, path: &Path, data: &[u8], mode: u32, sync: Sync)
         .open(tmp)?;
     f.write_all(data)?;
     f.set_permissions(Permissions::from_mode(mode))?;
-    if sync != Sync::Nothing {
+    if sync != Durability::Nothing {
         f.sync_all()?;
     }
     drop(f);
     std::fs::rename(tmp, path)?;
-    if sync == Sync::FileAndDir {
+    if sync == Durability::FileAndDir {
         sync_parent(path)?;
     }
     Ok(())
@@ -83,8 +89,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("a.conf");
         std::fs::write(&file, "old").unwrap();
-        for (mode, sync) in [(0o600, Sync::Nothing), (0o644, Sync::File), (0o640, Sync::FileAndDir)]
-        {
+        for (mode, sync) in [
+            (0o600, Durability::Nothing),
+            (0o644, Durability::File),
+            (0o640, Durability::FileAndDir),
+        ] {
             write(&file, b"new", mode, sync).unwrap();
             assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
             let meta = std::fs::metadata(&file).unwrap();
@@ -95,11 +104,11 @@ mod tests {
         // A symlink at the temporary's name is refused; the target keeps its bytes.
         let elsewhere = dir.join("elsewhere");
         std::os::unix::fs::symlink(&elsewhere, tmp_path(&file)).unwrap();
-        assert!(write(&file, b"evil", 0o600, Sync::Nothing).is_err());
+        assert!(write(&file, b"evil", 0o600, Durability::Nothing).is_err());
         assert!(!elsewhere.exists());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         // A write into a directory that is not there fails and leaves nothing behind.
-        assert!(write(&dir.join("no/such"), b"x", 0o600, Sync::File).is_err());
+        assert!(write(&dir.join("no/such"), b"x", 0o600, Durability::File).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -140,7 +140,7 @@ fn parse_key_file(text: &str) -> Option<Key> {
 
 fn write_key_file(path: &Path, key: &Key) -> Result<(), IdentityError> {
     let text = format!("privateKey: {}\n", key.to_base64());
-    net::atomic_file::write(path, text.as_bytes(), 0o600, net::atomic_file::Sync::File)
+    net::atomic_file::write(path, text.as_bytes(), 0o600, net::atomic_file::Durability::File)
         .map_err(|source| IdentityError::Io { path: path.to_owned(), source })
 }
 

@@ -190,7 +190,7 @@ pub fn load(path: &Path, limits: &Limits) -> Result<Option<Decoded>, SnapshotErr
 
 /// Write `bytes` to `path` crash-safely (temporary file, fsync, rename, directory fsync).
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
-    Ok(base::atomic_file::write(path, bytes, 0o600, base::atomic_file::Sync::FileAndDir)?)
+    Ok(base::atomic_file::write(path, bytes, 0o600, base::atomic_file::Durability::FileAndDir)?)
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ impl Trial {
 /// written beside the file (or what its symlink points to) and renamed over it, mode 0600.
 pub fn write_back(path: &std::path::Path, text: &str) -> Result<(), String> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    net::atomic_file::write(&target, text.as_bytes(), 0o600, net::atomic_file::Sync::File)
+    net::atomic_file::write(&target, text.as_bytes(), 0o600, net::atomic_file::Durability::File)
         .map_err(|e| format!("{}: {e}", target.display()))
 }
 

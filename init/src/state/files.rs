@@ -8,5 +8,5 @@ pub fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    net::atomic_file::write(path, data, 0o600, net::atomic_file::Sync::Nothing)
+    net::atomic_file::write(path, data, 0o600, net::atomic_file::Durability::Nothing)
 }

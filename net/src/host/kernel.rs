@@ -498,7 +498,7 @@ impl Host for KernelHost {
             &full,
             content.as_bytes(),
             mode,
-            crate::atomic_file::Sync::Nothing,
+            crate::atomic_file::Durability::Nothing,
         )
         .map_err(|e| io_error(op(), &e))?;
         Ok(true)

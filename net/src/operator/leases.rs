@@ -63,7 +63,7 @@ pub fn save(dir: &Path, link: &str, mac: &[u8; 6], lease: &Lease) -> io::Result<
         &path(dir, link),
         text.as_bytes(),
         0o644,
-        crate::atomic_file::Sync::Nothing,
+        crate::atomic_file::Durability::Nothing,
     )
 }
 
