@@ -4,6 +4,7 @@
 //! KubeSpan one (three addresses, a KubeSpan part, two endpoints), then changes its hostname
 //! ROUNDS times. Each change is one refresh (Talos's periodic refresh sends the same bytes:
 //! the data is re-encrypted to the same length). Prints the connect cost and each refresh.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};

@@ -2,6 +2,7 @@
 //! Size baseline: what the static keelson binary links anyway (the rustls client with ring, AES
 //! blocks, ipnet, signal masks, threads and channels). `size_client` adds the discovery client;
 //! the difference of the two release builds is the client's cost (docs/dependencies.md).
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 use std::io::{Read, Write};
 use std::sync::Arc;
 fn main() {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The size baseline (`size_baseline`) plus a running discovery client.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 use std::io::{Read, Write};
 use std::sync::Arc;
 fn main() {

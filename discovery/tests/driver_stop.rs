@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The driver honours Stop promptly whatever it is waiting for: a server that accepts the TCP
 //! connection and never answers Hello, and a target whose connection attempt hangs.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -4,6 +4,7 @@
 //! loopback. Two clients must see each other's decrypted affiliates and endpoints, including
 //! endpoints reported on another's behalf; a client sent to a redirecting server must follow
 //! the redirect and meet a peer on the other server.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -27,18 +27,20 @@ pub enum ReactorError {
         /// The error.
         errno: Errno,
     },
+    /// More event sources than there are tokens.
+    #[error(transparent)]
+    Tokens(#[from] evloop::Exhausted),
 }
 
 fn sys(what: &'static str) -> impl Fn(Errno) -> ReactorError {
     move |errno| ReactorError::Sys { what, errno }
 }
 
-/// Tokens of the sources the reactor itself owns; modes number theirs from [`FIRST_USER_TOKEN`].
+/// Tokens of the fds the reactor itself owns. Every other source's tokens come from an
+/// [`evloop::Tokens`], whose tags never make a token this small.
 pub const SIGNAL_TOKEN: u64 = 0;
 /// See [`SIGNAL_TOKEN`].
 pub const TIMER_TOKEN: u64 = 1;
-/// The first token free for other sources.
-pub const FIRST_USER_TOKEN: u64 = 2;
 
 /// The signals the loop handles; they are blocked so they arrive only through the signalfd.
 pub fn handled_signals() -> SigSet {
@@ -180,6 +182,6 @@ pub struct Ready {
     pub signals: Vec<Signal>,
     /// The timer fired.
     pub timer: bool,
-    /// Other sources that are readable.
+    /// Other sources that are readable (their tokens, for the mode's [`evloop::Tokens`]).
     pub tokens: Vec<u64>,
 }

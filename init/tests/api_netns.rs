@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The local API against `keelson run --api-socket` in namespaces these tests create: the CLI
 //! and raw socket clients, checked against the kernel's own view (`ip -j`).
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

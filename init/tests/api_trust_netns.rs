@@ -6,6 +6,7 @@
 //! is refused by apply-config; a node with a config is never in maintenance mode; readers
 //! cannot take the admin's or the local socket's connection slots; `dmesg` redacts the
 //! command line.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

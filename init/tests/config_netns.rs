@@ -2,6 +2,7 @@
 //! The config file of `keelson run` replaced by hostile things (a FIFO, `/dev/zero`, an alias
 //! bomb through the API) and by a ConfigMap-style `..data` swap, in namespaces these tests
 //! create. The node must keep serving its API, honour SIGTERM and stay small.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -4,6 +4,7 @@
 //! of its own, across a veth: retries while the server is down or answers 503, variables,
 //! chunked bodies, redirects, https with a test CA, and every refusal (404, a body that is not
 //! a config, a body too large, an untrusted certificate, a redirect from https to http).
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -2,6 +2,7 @@
 //! The DHCPv4 operator against real servers: `keelson run` in one namespace, dnsmasq or Kea
 //! in another, joined by a veth pair. What crossed the wire is read from tcpdump on the
 //! server side; what happened to the address from `ip monitor` on the client side.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -3,6 +3,7 @@
 //! virtme-ng): `keelson-discovery-server` on a bridge in its own namespace and three
 //! `keelson run` nodes with KubeSpan on and no `peers:` in their configs. Checked through each
 //! node's API, `ping` through the tunnel, and the server's process memory and snapshot file.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

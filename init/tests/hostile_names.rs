@@ -2,6 +2,7 @@
 //! Names that reach `/etc` and the terminal: a rogue DHCPv4 server sending newlines and
 //! escape sequences in options 12, 15 and 119 against `keelson run` over a veth, and a corpus
 //! of hostile configs for `keelson plan`.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

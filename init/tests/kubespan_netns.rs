@@ -3,6 +3,7 @@
 //! `keelson run` nodes, each in its own namespace, joined by a bridge in a fourth; every config
 //! names the other nodes as peers. Checked through each node's API and the kernel's own tools
 //! (`wg show`, `ip route get`, `nft -j`).
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

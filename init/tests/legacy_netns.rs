@@ -3,6 +3,7 @@
 //! create: a `deviceSelector` configures every link it matches, and a bond's
 //! `deviceSelectors` enslave every match and never the bond (which takes its first port's
 //! MAC, and so matches a MAC glob too). Verified with the kernel's own view (`ip -j`).
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

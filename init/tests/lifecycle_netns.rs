@@ -4,6 +4,7 @@
 //! is `running → upgrading → running` (the old process gets SIGTERM and is reaped), and a new
 //! command that fails keeps `upgrading`, names its exit status and restarts no faster than the
 //! backoff.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

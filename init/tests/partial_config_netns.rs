@@ -4,6 +4,7 @@
 //! (an unmet `config` condition); `apply-config` over the local API socket refuses such a
 //! config whole unless `--allow-partial` is given; an over-long `--api-socket` does not keep
 //! the network from being configured.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -2,6 +2,7 @@
 //! `keelson plan --config` over hostile inputs: the files under `tests/data/hostile/`, and
 //! generated ones (alias bombs, a FIFO, devices, an oversized file). Each must end quickly
 //! with one precise line, quote nothing long or secret, and stay small.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

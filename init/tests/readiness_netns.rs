@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Network readiness, and the kubelet behind it, against the real kernel and file system, in
 //! namespaces these tests create.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `keelson run` against the real kernel, in namespaces these tests create. Verified with the
 //! kernel's own view (`ip -j`), never only with our resources.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -2,6 +2,7 @@
 //! Time sync against real NTP servers: chrony (`-x`: it never touches the clock) in one
 //! namespace, `keelson run` in another joined by a veth pair. keelson runs without
 //! `--set-clock`, so it only measures: nothing in these tests changes this machine's clock.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -2,6 +2,7 @@
 //! The API over TLS against `keelson run --api-listen` in namespaces these tests create:
 //! maintenance mode (`--insecure`), the move to mutual TLS when a config with `machine.ca`
 //! is applied, roles, refusals at the handshake, and hostile clients on the TCP port.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

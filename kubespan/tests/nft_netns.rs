@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `kubespan::nft` against the real kernel, each test in a network namespace of its own,
 //! checked with the kernel's view through `nft -j` (nft 1.0.6 is used for checking only).
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

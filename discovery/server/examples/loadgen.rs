@@ -4,6 +4,7 @@
 //!   loadgen updates ADDR SECONDS CONNECTIONS   updates per second, pipelined
 //!   loadgen fill ADDR AFFILIATES               that many affiliates, 1,000 per cluster
 //!   loadgen watch ADDR WATCHERS EVENTS         event latency seen by that many watchers
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -820,11 +820,14 @@ impl Server {
             return;
         }
         let bytes = snapshot::encode(&self.sh.reg, now);
-        self.writer = Some(std::thread::spawn(move || {
+        // The discovery server is its own process, not PID 1: a plain thread writes snapshots.
+        #[allow(clippy::disallowed_methods)]
+        let writer = std::thread::spawn(move || {
             if let Err(e) = snapshot::write(&path, &bytes) {
                 log::error!("snapshot {}: {e}", path.display());
             }
-        }));
+        });
+        self.writer = Some(writer);
     }
 
     /// Serve until SIGTERM or SIGINT, then end the watches, save the snapshot and return.

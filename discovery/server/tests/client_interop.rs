@@ -3,6 +3,7 @@
 //! keelson-discovery-server: two nodes see each other's decrypted affiliates and endpoints
 //! (including one reported on another's behalf), a deletion reaches the peer, and a client
 //! sent to a redirecting server meets a peer on the other one.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -4,6 +4,7 @@
 //! SETTINGS_INITIAL_WINDOW_SIZE to 0 and open many List or Watch streams. The server must keep
 //! what it queues for each connection within its budget (`--max-queued`), reset the streams
 //! past it and close connections that keep asking.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -2,6 +2,7 @@
 //! The real keelson-discovery-server binary, driven over loopback by a client keelson did not
 //! write: Python grpcio with stubs compiled from discovery/proto (tests/grpc_client.py).
 //! `scripts/setup` installs grpcio, grpcio-tools and cryptography.
+#![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

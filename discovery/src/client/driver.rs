@@ -9,7 +9,6 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, SigmaskHow};
 use rustls::pki_types::ServerName;
 
 use super::{Action, Engine, Settings};
@@ -58,17 +57,11 @@ pub fn spawn(cfg: Config, mut notify: Box<dyn FnMut(Event) + Send>) -> io::Resul
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let (tx, rx) = mpsc::channel();
     let roots = cfg.roots.clone();
-    // With every signal blocked the thread inherits a full mask: a signal meant for PID 1 can
-    // only reach its signalfd, never this thread, where its default action could end the
-    // process.
-    let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
-    let spawned = std::thread::Builder::new().name("discovery".into()).spawn(move || {
+    // spawn_worker blocks every signal in the thread: a signal meant for PID 1 can only reach
+    // its signalfd, never this thread, where its default action could end the process.
+    evloop::spawn_worker("discovery", move || {
         Driver { engine, roots, transport: None, connecting: None }.run(&rx, &mut *notify)
-    });
-    if let Some(old) = old {
-        let _ = old.thread_set_mask();
-    }
-    spawned?;
+    })?;
     Ok(Handle { tx })
 }
 
@@ -195,6 +188,7 @@ impl Driver {
                 continue;
             }
             let Some(t) = self.transport.as_mut() else {
+                #[allow(clippy::disallowed_methods)] // The client's own thread, not the loop.
                 std::thread::sleep(wait);
                 continue;
             };
@@ -216,14 +210,9 @@ impl Driver {
         let (tx, rx) = mpsc::channel();
         self.connecting = Some(rx);
         let roots = self.roots.clone();
-        let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
-        let spawned =
-            std::thread::Builder::new().name("discovery-connect".into()).spawn(move || {
-                let _ = tx.send(open(&target, roots));
-            });
-        if let Some(old) = old {
-            let _ = old.thread_set_mask();
-        }
+        let spawned = evloop::spawn_worker("discovery-connect", move || {
+            let _ = tx.send(open(&target, roots));
+        });
         if let Err(e) = spawned {
             self.connecting = None;
             self.engine.connect_failed(Instant::now(), &format!("connecting thread: {e}"));

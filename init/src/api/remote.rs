@@ -367,7 +367,7 @@ fn entropy_ready() -> bool {
         return true;
     }
     if !NUDGED.swap(true, Ordering::Relaxed) {
-        let spawned = std::thread::Builder::new().name("entropy".into()).spawn(|| {
+        let spawned = evloop::spawn_worker("entropy", || {
             let mut b = [0u8; 1];
             // SAFETY: as above; without GRND_NONBLOCK this waits until the pool is ready.
             unsafe { libc::getrandom(b.as_mut_ptr().cast(), 1, 0) };

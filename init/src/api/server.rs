@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use evloop::Tag;
 use net::config::MachineConfig;
 use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::resource::{
@@ -51,12 +52,24 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// The kinds the TLS mode and certificate follow (the config, addresses and hostname).
 const TLS_FOLLOWS: [Kind; 3] = [Kind::AddressStatus, Kind::HostnameStatus, Kind::MachineConfig];
 
+/// The key (under the API's tag) of the local socket; the TLS listeners' follow it.
+const KEY_SOCKET: u64 = 0;
+/// The first connection's key, above every listener's.
+const FIRST_CONN_KEY: u64 = 1 + MAX_LISTENERS as u64;
+
+/// The key after `key` for the next connection: keys (2^48 of them) outlast any number of
+/// connections, and should they wrap, they skip the listeners'.
+fn next_conn_key(key: u64) -> u64 {
+    let next = key.wrapping_add(1) & evloop::tokens::KEY_MASK;
+    next.max(FIRST_CONN_KEY)
+}
+
 /// The listening sockets and their connections.
 pub struct Server {
     socket: Option<Socket>,
     remote: Option<Remote>,
-    token: u64,
-    next_token: u64,
+    tag: Tag,
+    next_key: u64,
     conns: BTreeMap<u64, Conn>,
     limits: Limits,
     /// What requests did beyond their answer: a reboot or shutdown for the loop to take, a
@@ -119,25 +132,25 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Listen on `path` (mode 0600: only root may connect) as `token`, and over TLS on each
-    /// of `listen` as the tokens after it; connections get tokens above those.
+    /// Listen on `path` (mode 0600: only root may connect) and over TLS on each of
+    /// `listen`, their fds reported as tokens of `tag`, the connections' too.
     pub fn bind(
         path: Option<&Path>,
         listen: &[SocketAddr],
         reactor: &Reactor,
-        token: u64,
+        tag: Tag,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
-        let socket = path.map(|p| Socket::bind(p, reactor, token)).transpose()?;
+        let socket = path.map(|p| Socket::bind(p, reactor, tag.token(KEY_SOCKET))).transpose()?;
         let remote = match listen {
             [] => None,
-            addrs => Some(Remote::bind(addrs, reactor, token + 1)?),
+            addrs => Some(Remote::bind(addrs, reactor, tag.token(KEY_SOCKET + 1))?),
         };
         Ok(Self {
             socket,
             remote,
-            token,
-            next_token: token + 1 + MAX_LISTENERS as u64,
+            tag,
+            next_key: FIRST_CONN_KEY,
             conns: BTreeMap::new(),
             limits: Limits::new(max_connections),
             effects: Effects::default(),
@@ -156,7 +169,7 @@ impl Server {
 
     /// True when `token` is a listener's or a connection's.
     pub fn owns(&self, token: u64) -> bool {
-        (token == self.token && self.socket.is_some())
+        (token == self.tag.token(KEY_SOCKET) && self.socket.is_some())
             || self.remote.as_ref().is_some_and(|r| r.owns(token))
             || self.conns.contains_key(&token)
     }
@@ -177,7 +190,7 @@ impl Server {
         reactor: &Reactor,
         now: Instant,
     ) {
-        if token == self.token {
+        if token == self.tag.token(KEY_SOCKET) {
             self.accept_local(reactor, now);
             return;
         }
@@ -388,8 +401,8 @@ impl Server {
             stream.refuse_raw(&line);
             return;
         }
-        let token = self.next_token;
-        self.next_token += 1;
+        let token = self.tag.token(self.next_key);
+        self.next_key = next_conn_key(self.next_key);
         if let Err(e) = reactor.add(stream.fd(), token) {
             log::warn!(target: "api", "{e}");
             return;
@@ -829,6 +842,13 @@ fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_keys_stay_above_the_listeners_even_when_they_wrap() {
+        assert_eq!(next_conn_key(FIRST_CONN_KEY), FIRST_CONN_KEY + 1);
+        assert_eq!(next_conn_key(evloop::tokens::KEY_MASK), FIRST_CONN_KEY);
+        assert!(FIRST_CONN_KEY > KEY_SOCKET + MAX_LISTENERS as u64);
+    }
 
     /// An all-or-nothing apply of `text`.
     fn strict(text: &str, dry_run: bool) -> Apply<'_> {

@@ -296,6 +296,7 @@ mod tests {
             if !client.is_handshaking() && !server.handshaking() {
                 return;
             }
+            #[allow(clippy::disallowed_methods)] // A test waits for its peer.
             std::thread::sleep(Duration::from_millis(2));
         }
         unreachable!("the handshake did not end");

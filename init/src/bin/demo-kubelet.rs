@@ -18,6 +18,7 @@
 //!
 //! The child and grandchild are this same binary re-executed with an internal first argument,
 //! so the image needs no shell. Bad requests get a 4xx answer and never stop the server.
+#![allow(clippy::disallowed_methods)] // A stand-in kubelet for tests, run as a child process, never as PID 1: threads and sleeps are its job.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;

@@ -173,6 +173,8 @@ fn a_dependency_chain_as_long_as_the_file_does_not_overflow_the_stack() {
     let n = 200_000;
     let dep: String = (0..n).map(|i| format!("m{i}.ko: m{}.ko\n", i + 1)).collect();
     let t = Tables::from_texts(PathBuf::from("/lib/modules/x"), &dep, "", "");
+    // A thread of the loader's stack size, as the loader runs it (a test, not a PID-1 thread).
+    #[allow(clippy::disallowed_methods)]
     let order = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(move || t.chain("m0"))

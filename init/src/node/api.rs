@@ -16,13 +16,13 @@ use crate::reactor::Reactor;
 pub struct Api(Option<Server>);
 
 impl Api {
-    /// Serve on `socket` and over TLS on `listen` (if asked), the listeners reported as
-    /// `token` and the few after it, their connections as the tokens above those.
+    /// Serve on `socket` and over TLS on `listen` (if asked), the listeners and their
+    /// connections reported as tokens of `tag`.
     pub fn bind(
         socket: Option<&Path>,
         listen: &[SocketAddr],
         reactor: &Reactor,
-        token: u64,
+        tag: evloop::Tag,
         max_connections: usize,
     ) -> Result<Self, ServerError> {
         // A path no Unix socket can have is the operator's typo, not a reason to leave the
@@ -40,7 +40,7 @@ impl Api {
         // PID 1 never dies: without its API it still runs the network, so a bind failure (say,
         // another node answering on the socket) is logged, and what can be served is. `run`
         // was asked for its API: it refuses to start without it.
-        match Server::bind(socket, listen, reactor, token, max_connections) {
+        match Server::bind(socket, listen, reactor, tag, max_connections) {
             Ok(server) => Ok(Self(Some(server))),
             Err(e) if std::process::id() == 1 => {
                 log::error!(target: "api", "{e}");
@@ -55,9 +55,9 @@ impl Api {
                         _ => *a,
                     })
                     .collect();
-                let fallback = Server::bind(socket, &v4, reactor, token, max_connections)
-                    .or_else(|_| Server::bind(socket, &[], reactor, token, max_connections))
-                    .or_else(|_| Server::bind(None, listen, reactor, token, max_connections));
+                let fallback = Server::bind(socket, &v4, reactor, tag, max_connections)
+                    .or_else(|_| Server::bind(socket, &[], reactor, tag, max_connections))
+                    .or_else(|_| Server::bind(None, listen, reactor, tag, max_connections));
                 match fallback {
                     Ok(server) => Ok(Self(Some(server))),
                     Err(e) => {

@@ -129,3 +129,22 @@ impl ConfigInput {
         }
     }
 }
+
+/// The inotify watch, watched from the start (key 0) when there is one.
+impl evloop::EventSource<Runtime> for ConfigInput {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn fd(&self, key: u64) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.watch.as_ref().filter(|_| key == 0).map(AsFd::as_fd)
+    }
+
+    fn ready(&mut self, _key: u64, rt: &mut Runtime, _now: std::time::Instant) {
+        self.changed(rt);
+    }
+
+    fn poll_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+}

@@ -6,13 +6,13 @@
 //! fetch stops.
 
 use std::hash::BuildHasher;
-use std::io::{Read, Write};
+
 use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
+use evloop::Bell;
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
 use net::resource::{
@@ -57,9 +57,8 @@ pub struct ConfigUrl {
     started: Instant,
     attempt: u32,
     phase: Phase,
-    /// The loop watches this end; threads write a byte to the other when they report.
-    wake: UnixStream,
-    wake_tx: UnixStream,
+    /// The loop watches it; threads ring it when they report.
+    wake: Bell,
     /// Whether "waiting for the network" was said.
     said_network: bool,
 }
@@ -75,8 +74,7 @@ impl ConfigUrl {
         now: Instant,
     ) -> Result<Self, ReactorError> {
         let sys = |errno| ReactorError::Sys { what: "config fetch socketpair", errno };
-        let (wake, wake_tx) = UnixStream::pair().map_err(|e| sys(io_errno(&e)))?;
-        wake.set_nonblocking(true).map_err(|e| sys(io_errno(&e)))?;
+        let wake = Bell::new().map_err(|e| sys(io_errno(&e)))?;
         reactor.add(wake.as_fd(), token)?;
         Ok(Self {
             template: template.to_owned(),
@@ -85,7 +83,6 @@ impl ConfigUrl {
             attempt: 0,
             phase: Phase::Waiting(None),
             wake,
-            wake_tx,
             said_network: false,
         })
     }
@@ -164,12 +161,11 @@ impl ConfigUrl {
         let (tx, rx) = mpsc::channel();
         let deadline = now + retry::ATTEMPT;
         let (thread_url, roots) = (url.clone(), self.roots.clone());
-        let spawned = self.wake_tx.try_clone().and_then(|mut wake| {
-            std::thread::Builder::new().name("config-fetch".into()).spawn(move || {
-                let result = client::fetch(&thread_url, &roots, deadline);
-                let _ = tx.send(result);
-                let _ = wake.write(&[1]);
-            })
+        let ring = self.wake.ringer();
+        let spawned = evloop::spawn_worker("config-fetch", move || {
+            let result = client::fetch(&thread_url, &roots, deadline);
+            let _ = tx.send(result);
+            ring.ring();
         });
         match spawned {
             Ok(_) => {
@@ -182,8 +178,7 @@ impl ConfigUrl {
 
     /// The wake socket is readable: the config text when an attempt brought a valid one.
     pub fn ready(&mut self, rt: &Runtime, now: Instant) -> Option<String> {
-        let mut sink = [0u8; 64];
-        while matches!(self.wake.read(&mut sink), Ok(n) if n > 0) {}
+        self.wake.drain();
         let Phase::Running { rx, url, since, .. } = &self.phase else {
             return None;
         };

@@ -8,16 +8,15 @@
 //! node that restarts while the service is away still finds its peers.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use discovery::{Command, Discovered, Event, Handle, LocalData, Target};
+use evloop::Bell;
 use ipnet::IpNet;
 use net::config::MachineConfig;
 use net::controllers::MACHINE_CONFIG_ID;
@@ -78,8 +77,7 @@ enum Msg {
 
 /// The discovery side of the node.
 pub struct Discovery {
-    wake: UnixStream,
-    wake_tx: UnixStream,
+    wake: Bell,
     rx: Receiver<Msg>,
     tx: Sender<Msg>,
     /// The running client: what it was started with, its generation, its handle once up.
@@ -127,13 +125,11 @@ impl Discovery {
             what: "discovery socketpair",
             errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
         };
-        let (wake, wake_tx) = UnixStream::pair().map_err(sys)?;
-        wake.set_nonblocking(true).map_err(sys)?;
+        let wake = Bell::new().map_err(sys)?;
         reactor.add(wake.as_fd(), token)?;
         let (tx, rx) = mpsc::channel();
         let mut d = Self {
             wake,
-            wake_tx,
             rx,
             tx,
             client: None,
@@ -280,10 +276,10 @@ impl Discovery {
         let generation = self.generation;
         let (tx, roots) = (self.tx.clone(), self.roots.clone());
         let cfg = (w.cluster_id.clone(), w.node_id.clone(), w.key, w.ttl);
-        let wake = self.wake_tx.try_clone();
-        let started = wake.and_then(|wake| {
-            // Trust roots are files: read them here, not in the loop.
-            std::thread::Builder::new().name("discovery-start".into()).spawn(move || {
+        let ring = self.wake.ringer();
+        // Trust roots are files: read them here, not in the loop.
+        let started = {
+            evloop::spawn_worker("discovery-start", move || {
                 let roots = Arc::new(net::tls_roots::load(&roots, CA_LIMIT).store);
                 let (cluster_id, affiliate_id, key, ttl) = cfg;
                 let config = discovery::Config {
@@ -295,22 +291,16 @@ impl Discovery {
                     ttl,
                     roots,
                 };
-                let (etx, wake2) = (tx.clone(), wake.try_clone());
-                let notify: Box<dyn FnMut(Event) + Send> = match wake2 {
-                    Ok(mut wake2) => Box::new(move |e| {
-                        let _ = etx.send(Msg::Event(generation, e));
-                        let _ = wake2.write(&[1]);
-                    }),
-                    Err(_) => Box::new(move |e| {
-                        let _ = etx.send(Msg::Event(generation, e));
-                    }),
-                };
+                let (etx, ring2) = (tx.clone(), ring.clone());
+                let notify: Box<dyn FnMut(Event) + Send> = Box::new(move |e| {
+                    let _ = etx.send(Msg::Event(generation, e));
+                    ring2.ring();
+                });
                 let handle = discovery::spawn(config, notify);
                 let _ = tx.send(Msg::Started(generation, handle));
-                let mut wake = wake;
-                let _ = wake.write(&[1]);
+                ring.ring();
             })
-        });
+        };
         match started {
             Ok(_) => {
                 log::info!(target: "discovery", "client for {} starting", w.endpoint);
@@ -365,8 +355,7 @@ impl Discovery {
 
     /// The socket pair is readable: take the reports.
     pub fn ready(&mut self, rt: &mut Runtime, now: Instant) {
-        let mut sink = [0u8; 64];
-        while matches!(self.wake.read(&mut sink), Ok(n) if n > 0) {}
+        self.wake.drain();
         while let Ok(msg) = self.rx.try_recv() {
             let current = self.client.as_ref().map(|c| c.1);
             match msg {
@@ -590,6 +579,25 @@ fn sanitize(mut a: Affiliate) -> Option<Affiliate> {
         }
     }
     Some(a)
+}
+
+/// The reports' socket pair, watched from the start (key 0).
+impl evloop::EventSource<Runtime> for Discovery {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn fd(&self, key: u64) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (key == 0).then(|| self.wake.as_fd())
+    }
+
+    fn ready(&mut self, _key: u64, rt: &mut Runtime, now: Instant) {
+        Discovery::ready(self, rt, now);
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        Discovery::poll_at(self)
+    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,11 @@
 //! The node's event loop: one iteration reconciles (the runtime never blocks), decides what
 //! the kubelet should run, hands store changes to the API, arms the timer for the earliest
 //! deadline and sleeps in epoll; then it dispatches signals (stop, reload, reap) and each
-//! ready source by its [`Token`].
+//! ready source by the [`Source`] its token was handed to.
 
 use std::time::{Duration, Instant};
+
+use evloop::{EventSource, Tag, Tokens};
 
 use net::controllers::NETWORK_STATUS_ID;
 use net::operator::Operators;
@@ -22,61 +24,95 @@ use super::lifecycle::Lifecycle;
 use super::netlink::Netlink;
 use crate::machine::Machine;
 use crate::pid1::uevent::Hotplug;
-use crate::reactor::{Reactor, ReactorError, FIRST_USER_TOKEN};
-use crate::supervisor::Stream;
+use crate::reactor::{Reactor, ReactorError};
 
-/// The sources the node registers with the reactor, numbered from [`FIRST_USER_TOKEN`].
-/// Operator sockets number theirs from `net::operator::manager::FIRST_TOKEN`, far above.
+/// The sources the node registers with the reactor. Each is handed a [`Tag`] by the loop's
+/// [`Tokens`]; a source numbers its own fds under it (keys), so no numbers are picked by hand
+/// and a token no source was given is ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Token {
+pub enum Source {
     /// The rtnetlink watcher.
     Netlink,
     /// The config file's inotify watch.
     Config,
-    /// The kubelet's stdout.
-    KubeletOut,
-    /// The kubelet's stderr.
-    KubeletErr,
+    /// The kubelet's stdout and stderr, and its health check's answers.
+    Kubelet,
     /// Kernel uevents (PID 1: drivers for devices that appear).
     Uevent,
-    /// The kubelet's health check answered.
-    Health,
     /// The config fetch's reports.
     ConfigUrl,
     /// The discovery client's reports.
     Discovery,
-    /// The API listener; its connections take the tokens above it, so it comes last.
+    /// NTP sockets and the NTS key exchanges' bell.
+    Time,
+    /// DHCP and the other operators' sockets.
+    Operators,
+    /// The API's listeners and connections.
     Api,
 }
 
-impl Token {
-    const ALL: [Self; 9] = [
-        Self::Netlink,
-        Self::Config,
-        Self::KubeletOut,
-        Self::KubeletErr,
-        Self::Uevent,
-        Self::Health,
-        Self::ConfigUrl,
-        Self::Discovery,
-        Self::Api,
-    ];
+/// The tag of every source, handed out once at start.
+#[derive(Debug, Clone, Copy)]
+pub struct Tags {
+    /// See [`Source::Netlink`].
+    pub netlink: Tag,
+    /// See [`Source::Config`].
+    pub config: Tag,
+    /// See [`Source::Kubelet`].
+    pub kubelet: Tag,
+    /// See [`Source::Uevent`].
+    pub uevent: Tag,
+    /// See [`Source::ConfigUrl`].
+    pub config_url: Tag,
+    /// See [`Source::Discovery`].
+    pub discovery: Tag,
+    /// See [`Source::Time`].
+    pub time: Tag,
+    /// See [`Source::Operators`].
+    pub operators: Tag,
+    /// See [`Source::Api`].
+    pub api: Tag,
+}
 
-    /// The number epoll reports for this source.
-    pub const fn id(self) -> u64 {
-        FIRST_USER_TOKEN + self as u64
+impl Tags {
+    /// A tag for each source from `tokens`.
+    pub fn new(tokens: &mut Tokens<Source>) -> Result<Self, evloop::Exhausted> {
+        Ok(Self {
+            netlink: tokens.tag(Source::Netlink)?,
+            config: tokens.tag(Source::Config)?,
+            kubelet: tokens.tag(Source::Kubelet)?,
+            uevent: tokens.tag(Source::Uevent)?,
+            config_url: tokens.tag(Source::ConfigUrl)?,
+            discovery: tokens.tag(Source::Discovery)?,
+            time: tokens.tag(Source::Time)?,
+            operators: tokens.tag(Source::Operators)?,
+            api: tokens.tag(Source::Api)?,
+        })
     }
 
-    /// The source behind an epoll number, if it is one of these.
-    fn of(id: u64) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.id() == id)
+    /// The tag of `source`.
+    pub fn of(&self, source: Source) -> Tag {
+        match source {
+            Source::Netlink => self.netlink,
+            Source::Config => self.config,
+            Source::Kubelet => self.kubelet,
+            Source::Uevent => self.uevent,
+            Source::ConfigUrl => self.config_url,
+            Source::Discovery => self.discovery,
+            Source::Time => self.time,
+            Source::Operators => self.operators,
+            Source::Api => self.api,
+        }
     }
+}
 
-    fn output(stream: Stream) -> Self {
-        if stream == Stream::Out {
-            Self::KubeletOut
-        } else {
-            Self::KubeletErr
+/// Watch the fds `source` opened since the last call, as `tag`'s tokens.
+fn watch_new(reactor: &Reactor, tag: Tag, name: Source, source: &mut dyn EventSource<Runtime>) {
+    for key in source.take_new_keys() {
+        if let Some(fd) = source.fd(key) {
+            if let Err(e) = reactor.add(fd, tag.token(key)) {
+                log::warn!(target: "run", "watch {name:?} fd {key}: {e}");
+            }
         }
     }
 }
@@ -98,6 +134,10 @@ pub enum Ending {
 pub struct EventLoop {
     /// epoll, the signalfd and the timer.
     pub reactor: Reactor,
+    /// Whose each epoll token is.
+    pub tokens: Tokens<Source>,
+    /// Each source's tag.
+    pub tags: Tags,
     /// The controllers and their store.
     pub rt: Runtime,
     /// DHCP and the other operators.
@@ -183,19 +223,7 @@ impl EventLoop {
             let changes = self.rt.take_changes();
             self.api.after_run(&self.rt, &changes, &self.reactor, now);
 
-            let deadline = [
-                self.rt.poll_at(),
-                self.kubelet.poll_at(),
-                p.stopping.map(|(_, d)| d),
-                self.api.poll_at(),
-                self.operators.poll_at(),
-                self.time.poll_at(),
-                self.config_url.as_ref().and_then(ConfigUrl::poll_at),
-                self.discovery.poll_at(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let deadline = self.watch_and_deadline(&p);
             self.reactor.arm(deadline, now)?;
             let ready = self.reactor.wait()?;
             let now = Instant::now();
@@ -206,6 +234,31 @@ impl EventLoop {
                 self.dispatch(&mut p, token, now);
             }
         }
+    }
+
+    /// Watch what every source opened this iteration; the earliest deadline of them all
+    /// (the runtime's, the sources', the stop grace's).
+    fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 7] = [
+            (Source::Netlink, &mut self.netlink),
+            (Source::Config, &mut self.config),
+            (Source::Kubelet, &mut self.kubelet),
+            (Source::Uevent, &mut self.hotplug),
+            (Source::Discovery, &mut self.discovery),
+            (Source::Time, &mut self.time),
+            (Source::Operators, &mut self.operators),
+        ];
+        let mut deadline = evloop::earliest([
+            self.rt.poll_at(),
+            p.stopping.map(|(_, d)| d),
+            self.api.poll_at(),
+            self.config_url.as_ref().and_then(ConfigUrl::poll_at),
+        ]);
+        for (name, source) in sources {
+            watch_new(&self.reactor, self.tags.of(name), name, source);
+            deadline = evloop::earliest([deadline, source.poll_at()]);
+        }
+        deadline
     }
 
     /// Run the operators and the runtime until nothing is dirty; the reconciles it took.
@@ -232,20 +285,6 @@ impl EventLoop {
         if self.time.tick(rt, now) {
             while rt.has_work() {
                 reconciles += rt.run(now).reconciles;
-            }
-        }
-        for token in self.time.take_new_tokens() {
-            if let Some(fd) = self.time.fd(token) {
-                if let Err(e) = self.reactor.add(fd, token) {
-                    log::warn!(target: "run", "watch NTP socket: {e}");
-                }
-            }
-        }
-        for token in operators.take_new_tokens() {
-            if let Some(fd) = operators.fd(token) {
-                if let Err(e) = self.reactor.add(fd, token) {
-                    log::warn!(target: "run", "watch operator socket: {e}");
-                }
             }
         }
         reconciles
@@ -292,17 +331,7 @@ impl EventLoop {
             }
             None => self.kubelet.follow(&self.rt, now),
         }
-        let polled = self.kubelet.poll(now);
-        for (fd, stream) in polled.outputs {
-            if let Err(e) = self.reactor.add(fd, Token::output(stream).id()) {
-                log::warn!(target: "pid1", "watch kubelet output: {e}");
-            }
-        }
-        if let Some(fd) = polled.health {
-            if let Err(e) = self.reactor.add(fd, Token::Health.id()) {
-                log::warn!(target: "pid1", "watch the kubelet's health check: {e}");
-            }
-        }
+        self.kubelet.poll(now);
         self.kubelet.publish(&mut self.rt);
         None
     }
@@ -360,7 +389,12 @@ impl EventLoop {
         match crate::api::trial::write_back(&path, &text) {
             Ok(()) => {
                 log::info!(target: "config", "the fetched config is kept in {}", path.display());
-                match ConfigInput::start(&path, &mut self.rt, &self.reactor, Token::Config.id()) {
+                match ConfigInput::start(
+                    &path,
+                    &mut self.rt,
+                    &self.reactor,
+                    self.tags.config.token(0),
+                ) {
                     Ok(input) => self.config = Some(input),
                     Err(e) => log::warn!(target: "config", "{e}"),
                 }
@@ -373,37 +407,34 @@ impl EventLoop {
     }
 
     fn dispatch(&mut self, p: &mut Progress, token: u64, now: Instant) {
-        match Token::of(token) {
-            Some(Token::Netlink) => self.netlink.drain(&mut self.rt),
-            Some(Token::Config) => {
-                if let Some(config) = &mut self.config {
-                    config.changed(&mut self.rt);
-                }
-            }
-            Some(Token::ConfigUrl) => self.config_fetched(now),
-            Some(Token::Discovery) => self.discovery.ready(&mut self.rt, now),
-            Some(Token::KubeletOut) => self.kubelet.drain(Stream::Out),
-            Some(Token::KubeletErr) => self.kubelet.drain(Stream::Err),
-            Some(Token::Health) => self.kubelet.health_ready(),
-            _ if self.time.owns(token) => {
-                self.time.ready(token, &mut self.rt, now);
-            }
-            Some(Token::Uevent) => {
-                if let Some(h) = &self.hotplug {
-                    h.drain();
-                }
-            }
-            _ if self.operators.owns(token) => {
-                self.operators.ready(token, &mut self.rt, now);
-            }
-            _ => {
+        let Some((source, key)) = self.tokens.owner(token) else {
+            // Nothing registers an fd without a tag; an unknown token is nobody's to handle.
+            log::debug!(target: "run", "epoll token {token:#x} belongs to no source; ignored");
+            return;
+        };
+        let ready: &mut dyn EventSource<Runtime> = match source {
+            Source::Netlink => &mut self.netlink,
+            Source::Config => &mut self.config,
+            Source::Kubelet => &mut self.kubelet,
+            Source::Uevent => &mut self.hotplug,
+            Source::Discovery => &mut self.discovery,
+            Source::Time => &mut self.time,
+            Source::Operators => &mut self.operators,
+            // These two need more of the loop than the runtime: a fetched config is written
+            // back and followed; the API reads the machine and may stop it.
+            Source::ConfigUrl => return self.config_fetched(now),
+            Source::Api => {
                 let machine = Machine { started: p.started, settled: p.settled };
-                self.api.ready(token, &mut self.rt, machine, &self.reactor, now);
+                if !self.api.ready(token, &mut self.rt, machine, &self.reactor, now) {
+                    log::debug!(target: "run", "epoll token {token:#x}: no such API socket; ignored");
+                }
                 if let Some(what) = self.api.take_power() {
                     self.power(p, what, now);
                 }
+                return;
             }
-        }
+        };
+        ready.ready(key, &mut self.rt, now);
     }
 }
 
@@ -412,17 +443,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_are_distinct_and_the_api_listener_is_last() {
-        let ids: Vec<u64> = Token::ALL.iter().map(|t| t.id()).collect();
-        assert_eq!(ids, [2, 3, 4, 5, 6, 7, 8, 9, 10]);
-        assert!(ids.iter().all(|id| *id >= FIRST_USER_TOKEN));
-        assert!(ids.iter().all(|id| *id <= Token::Api.id()));
-        assert!(Token::Api.id() < net::operator::manager::FIRST_TOKEN);
-        assert!(Token::Api.id() < net::timesync::TOKEN_V4);
-        const { assert!(net::timesync::TOKEN_KE < net::operator::manager::FIRST_TOKEN) };
-        for t in Token::ALL {
-            assert_eq!(Token::of(t.id()), Some(t));
+    fn every_source_has_its_own_tag_and_the_reactors_tokens_are_nobodys() {
+        let mut tokens = Tokens::new();
+        let tags = Tags::new(&mut tokens).unwrap_or_else(|e| unreachable!("{e}"));
+        let all = [
+            (tags.netlink, Source::Netlink),
+            (tags.config, Source::Config),
+            (tags.kubelet, Source::Kubelet),
+            (tags.uevent, Source::Uevent),
+            (tags.config_url, Source::ConfigUrl),
+            (tags.discovery, Source::Discovery),
+            (tags.time, Source::Time),
+            (tags.operators, Source::Operators),
+            (tags.api, Source::Api),
+        ];
+        for (i, (tag, source)) in all.iter().enumerate() {
+            assert_eq!(tags.of(*source), *tag);
+            for key in [0, 1, 40] {
+                assert_eq!(tokens.owner(tag.token(key)), Some((*source, key)));
+            }
+            for (other, _) in &all[i + 1..] {
+                assert_ne!(tag, other);
+            }
         }
-        assert_eq!(Token::of(Token::Api.id() + 1), None);
+        for reactor_token in [crate::reactor::SIGNAL_TOKEN, crate::reactor::TIMER_TOKEN] {
+            assert_eq!(tokens.owner(reactor_token), None);
+        }
     }
 }

@@ -8,10 +8,10 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::time::Duration;
 
+use evloop::Bell;
 use net::config::HealthzTarget;
 
 /// Connect, write and read each get this long.
@@ -83,7 +83,7 @@ fn check(target: &HealthzTarget) -> Result<(), String> {
 struct Worker {
     probes: Sender<Probe>,
     outcomes: Receiver<Outcome>,
-    wake: UnixStream,
+    wake: Bell,
 }
 
 /// Probes sent to the helper thread, and their answers.
@@ -119,8 +119,7 @@ impl Prober {
     /// The answers that are in.
     pub fn take(&mut self) -> Vec<Outcome> {
         let Some(w) = &mut self.worker else { return Vec::new() };
-        let mut drain = [0u8; 64];
-        while matches!((&w.wake).read(&mut drain), Ok(n) if n > 0) {}
+        w.wake.drain();
         let mut out = Vec::new();
         loop {
             match w.outcomes.try_recv() {
@@ -140,22 +139,21 @@ impl Prober {
 }
 
 fn spawn() -> std::io::Result<Worker> {
-    let (ours, theirs) = UnixStream::pair()?;
-    ours.set_nonblocking(true)?;
+    let wake = Bell::new()?;
+    let ring = wake.ringer();
     let (probes, rx) = mpsc::channel::<Probe>();
     let (tx, outcomes) = mpsc::channel::<Outcome>();
-    std::thread::Builder::new().name("healthz".into()).spawn(move || {
-        let mut wake = theirs;
+    evloop::spawn_worker("healthz", move || {
         // Ends when the loop drops its sender.
         for p in rx {
             let result = check(&p.target);
             if tx.send(Outcome { generation: p.generation, result }).is_err() {
                 return;
             }
-            let _ = wake.write(&[1]);
+            ring.ring();
         }
     })?;
-    Ok(Worker { probes, outcomes, wake: ours })
+    Ok(Worker { probes, outcomes, wake })
 }
 
 #[cfg(test)]
@@ -200,6 +198,7 @@ mod tests {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| unreachable!("{e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        #[allow(clippy::disallowed_methods)] // A test's stand-in kubelet, not a PID-1 thread.
         let server = std::thread::spawn(move || {
             for (i, conn) in listener.incoming().take(2).enumerate() {
                 let Ok(mut c) = conn else { continue };

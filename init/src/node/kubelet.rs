@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
+use evloop::EventSource;
 use net::config::{HealthzTarget, MachineConfig, DEFAULT_HEALTHZ};
 use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::nodeaddress;
@@ -27,13 +28,12 @@ use crate::lifecycle::KubeletFacts;
 use crate::machine::SOURCE;
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
-/// What [`Kubelet::poll`] opened, for the loop to watch.
-pub struct Polled<'a> {
-    /// The new process's output pipes.
-    pub outputs: Vec<(BorrowedFd<'a>, Stream)>,
-    /// The health check's wake-up socket, once, when its thread started.
-    pub health: Option<BorrowedFd<'a>>,
-}
+/// The key of the kubelet's stdout (see [`evloop::EventSource`]).
+pub const KEY_STDOUT: u64 = 0;
+/// The key of its stderr.
+pub const KEY_STDERR: u64 = 1;
+/// The key of the health check's wake-up socket.
+pub const KEY_HEALTH: u64 = 2;
 
 /// The command the kubelet should run now, or why none (not configured, network not ready,
 /// the clock not trusted yet).
@@ -183,6 +183,8 @@ pub struct Kubelet {
     /// The health check and what it found.
     health: Health,
     prober: Prober,
+    /// Keys of fds opened since [`EventSource::take_new_keys`] was last called.
+    new_keys: Vec<u64>,
 }
 
 impl Kubelet {
@@ -198,6 +200,7 @@ impl Kubelet {
             configured: None,
             health: Health::default(),
             prober: Prober::default(),
+            new_keys: Vec::new(),
         }
     }
 
@@ -217,14 +220,17 @@ impl Kubelet {
         }
     }
 
-    /// Start, restart or kill as due, and probe its health when due; the output pipes it
-    /// opened and the health check's wake-up socket (when new), to be watched.
-    pub fn poll(&mut self, now: Instant) -> Polled<'_> {
-        let started = self.service.poll(now);
-        let probing = self.probe(now);
-        Polled {
-            outputs: if started { self.service.fds() } else { Vec::new() },
-            health: if probing { self.prober.wake_fd() } else { None },
+    /// Start, restart or kill as due, and probe its health when due. The output pipes of a
+    /// new process and the health check's wake-up socket (when its thread started) are new
+    /// keys for the loop to watch.
+    pub fn poll(&mut self, now: Instant) {
+        if self.service.poll(now) {
+            for (_, stream) in self.service.fds() {
+                self.new_keys.push(if stream == Stream::Out { KEY_STDOUT } else { KEY_STDERR });
+            }
+        }
+        if self.probe(now) && self.prober.wake_fd().is_some() {
+            self.new_keys.push(KEY_HEALTH);
         }
     }
 
@@ -393,6 +399,36 @@ fn reap(kubelet: &mut Service, now: Instant) -> u32 {
                 return orphans;
             }
         }
+    }
+}
+
+/// The kubelet's output pipes and its health check's wake-up socket.
+impl EventSource<Runtime> for Kubelet {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.new_keys)
+    }
+
+    fn fd(&self, key: u64) -> Option<BorrowedFd<'_>> {
+        let stream = match key {
+            KEY_HEALTH => return self.prober.wake_fd(),
+            KEY_STDOUT => Stream::Out,
+            KEY_STDERR => Stream::Err,
+            _ => return None,
+        };
+        self.service.fds().into_iter().find(|(_, s)| *s == stream).map(|(fd, _)| fd)
+    }
+
+    fn ready(&mut self, key: u64, _rt: &mut Runtime, _now: Instant) {
+        match key {
+            KEY_STDOUT => self.drain(Stream::Out),
+            KEY_STDERR => self.drain(Stream::Err),
+            KEY_HEALTH => self.health_ready(),
+            _ => {}
+        }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        Kubelet::poll_at(self)
     }
 }
 

@@ -3,7 +3,7 @@
 //! mode and init mode (PID 1) both drive it; they differ in where files go, whether the
 //! hostname is set, and what happens after the loop ends (exit, or power off).
 //!
-//! The parts: [`event_loop`] (the epoll wait and dispatch, the tokens), [`kubelet`] (its
+//! The parts: [`event_loop`] (the epoll wait and dispatch, the sources' tags), [`kubelet`] (its
 //! desired command, status and reaping), [`config`] (the config file loaded and followed),
 //! [`api`] (the local API's wiring), [`netlink`] (kernel events into the runtime), [`health`]
 //! (the kubelet's health check) and [`lifecycle`] (the machine's stage as a resource).
@@ -39,7 +39,7 @@ use self::config::ConfigInput;
 use self::config_url::ConfigUrl;
 pub use self::error::NodeError;
 pub use self::event_loop::Ending;
-use self::event_loop::{EventLoop, Token};
+use self::event_loop::{EventLoop, Tags};
 use self::kubelet::Kubelet;
 use self::netlink::Netlink;
 use crate::machine::SOURCE;
@@ -90,20 +90,22 @@ pub struct Options {
 /// Run the node until a stop signal (or, with `once`, until settled).
 pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let reactor = Reactor::new()?;
+    let mut tokens = evloop::Tokens::new();
+    let tags = Tags::new(&mut tokens).map_err(crate::reactor::ReactorError::from)?;
     let kernel = KernelHost::new(&opts.root, opts.hostname)?;
     let host: SharedHost =
         Rc::new(RefCell::new(kernel.with_predictable_names(opts.predictable_names)));
-    let netlink = Netlink::watch(&reactor, Token::Netlink.id())?;
+    let netlink = Netlink::watch(&reactor, tags.netlink.token(0))?;
     let mut api = Api::bind(
         opts.api_socket.as_deref(),
         &opts.api_listen,
         &reactor,
-        Token::Api.id(),
+        tags.api,
         opts.api_max_connections,
     )?;
     api.keep_config_in(opts.keep_config.clone());
     if let Some(h) = &opts.hotplug {
-        reactor.add(h.uevents.as_fd(), Token::Uevent.id())?;
+        reactor.add(h.uevents.as_fd(), tags.uevent.token(0))?;
     }
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
@@ -120,32 +122,34 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     let (config, config_url) = match (&opts.config, &opts.config_url) {
         (Some(path), Some(_)) if path.is_file() => {
             log::info!(target: "config", "using the config fetched before, kept in {}", path.display());
-            (Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?), None)
+            (Some(ConfigInput::start(path, &mut rt, &reactor, tags.config.token(0))?), None)
         }
         (_, Some(url)) => {
             let fetch = ConfigUrl::start(
                 url,
                 opts.config_roots.clone(),
                 &reactor,
-                Token::ConfigUrl.id(),
+                tags.config_url.token(0),
                 now,
             )?;
             (None, Some(fetch))
         }
         (Some(path), None) => {
-            (Some(ConfigInput::start(path, &mut rt, &reactor, Token::Config.id())?), None)
+            (Some(ConfigInput::start(path, &mut rt, &reactor, tags.config.token(0))?), None)
         }
         (None, None) => (None, None),
     };
     let discovery = discovery::Discovery::start(
         &reactor,
-        Token::Discovery.id(),
+        tags.discovery.token(0),
         opts.state.as_deref(),
         opts.config_roots.clone(),
         own_node_id(opts),
         &mut rt,
     )?;
     let node = EventLoop {
+        tokens,
+        tags,
         discovery,
         reactor,
         rt,

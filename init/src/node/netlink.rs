@@ -47,3 +47,22 @@ impl Netlink {
         }
     }
 }
+
+/// One fd, watched from the start (key 0).
+impl evloop::EventSource<Runtime> for Netlink {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn fd(&self, key: u64) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (key == 0).then(|| self.0.as_fd())
+    }
+
+    fn ready(&mut self, _key: u64, rt: &mut Runtime, _now: std::time::Instant) {
+        self.drain(rt);
+    }
+
+    fn poll_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+}

@@ -13,7 +13,6 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use nix::kmod::{finit_module, ModuleInitFlags};
-use nix::sys::signal::{SigSet, SigmaskHow};
 
 use super::modules::{module_name, Tables};
 
@@ -83,21 +82,16 @@ impl Loader {
             seen_aliases: Mutex::new(BTreeSet::new()),
         });
         let rx = Arc::new(Mutex::new(rx));
-        // Threads inherit the signal mask: with every signal blocked, a signal meant for PID 1
+        // spawn_worker blocks every signal in the thread: a signal meant for PID 1
         // (ctrl-alt-del's SIGINT, SIGCHLD) can only reach the loop's signalfd, never a loader
         // thread where its default action would end the process.
-        let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
         for i in 0..threads.max(1) {
             let (shared, rx, tx) = (shared.clone(), rx.clone(), tx.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("modload{i}"))
-                .spawn(move || worker(&shared, &rx, &tx));
+            let spawned =
+                evloop::spawn_worker(&format!("modload{i}"), move || worker(&shared, &rx, &tx));
             if let Err(e) = spawned {
                 log::error!(target: "pid1", "module loader thread: {e}");
             }
-        }
-        if let Some(old) = old {
-            let _ = old.thread_set_mask();
         }
         Self { tx }
     }

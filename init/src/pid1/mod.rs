@@ -173,6 +173,7 @@ pub fn main() -> ! {
                 )
                 .is_ok_and(|s| s != nix::sys::wait::WaitStatus::StillAlive)
                 {}
+                #[allow(clippy::disallowed_methods)] // The loop has ended; nothing else runs.
                 std::thread::sleep(Duration::from_secs(5));
             }
         }
@@ -188,6 +189,7 @@ fn power_off(reason: Signal) -> ! {
     // Only reached if the kernel refused: stay alive, PID 1 must not exit.
     log::error!(target: "pid1", "reboot(RB_POWER_OFF) failed: {err:?}; halting here");
     loop {
+        #[allow(clippy::disallowed_methods)] // Halted: the loop is gone, PID 1 must not exit.
         std::thread::sleep(Duration::from_secs(3600));
     }
 }
@@ -200,6 +202,7 @@ fn restart() -> ! {
     let err = reboot(RebootMode::RB_AUTOBOOT).err();
     log::error!(target: "pid1", "reboot(RB_AUTOBOOT) failed: {err:?}; halting here");
     loop {
+        #[allow(clippy::disallowed_methods)] // Halted: the loop is gone, PID 1 must not exit.
         std::thread::sleep(Duration::from_secs(3600));
     }
 }
@@ -209,6 +212,7 @@ fn restart() -> ! {
 fn finish_processes() {
     crate::state::flush(FLUSH_GRACE);
     let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+    #[allow(clippy::disallowed_methods)] // Shutting down after the loop ended: the grace to exit.
     std::thread::sleep(Duration::from_millis(500));
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     sync();

@@ -143,6 +143,25 @@ impl AsFd for Uevents {
     }
 }
 
+/// The uevent socket, watched from the start (key 0); the runtime is not involved.
+impl evloop::EventSource<net::runtime::Runtime> for Hotplug {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn fd(&self, key: u64) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (key == 0).then(|| self.uevents.as_fd())
+    }
+
+    fn ready(&mut self, _key: u64, _rt: &mut net::runtime::Runtime, _now: std::time::Instant) {
+        self.drain();
+    }
+
+    fn poll_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -29,7 +29,6 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, SigmaskHow};
 use serde::Serialize;
 use sha2::Digest;
 
@@ -167,16 +166,12 @@ pub fn start(dir: &Path, can_load: CanLoad) -> Option<PathBuf> {
     let _ = REQUESTS.set(Mutex::new(tx));
     update(|s| s.medium = "ram".into());
     let thread_dir = dir.to_owned();
-    // Threads inherit the signal mask: with every signal blocked, a signal meant for PID 1
-    // (ctrl-alt-del's SIGINT) reaches the loop's signalfd, never this thread, where its
-    // default action would end the process.
-    let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
-    let spawned = std::thread::Builder::new()
-        .name("state".into())
-        .spawn(move || Keeper::boot(thread_dir, &can_load, &ready_tx).run(&requests));
-    if let Some(old) = old {
-        let _ = old.thread_set_mask();
-    }
+    // spawn_worker blocks every signal in the thread: a signal meant for PID 1 (ctrl-alt-del's
+    // SIGINT) reaches the loop's signalfd, never this thread, where its default action would
+    // end the process.
+    let spawned = evloop::spawn_worker("state", move || {
+        Keeper::boot(thread_dir, &can_load, &ready_tx).run(&requests)
+    });
     if let Err(e) = spawned {
         log::error!(target: "state", "cannot start the state thread: {e}; state is kept in RAM only");
         return None;
@@ -301,6 +296,7 @@ impl Keeper {
                 }
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => {
+                    #[allow(clippy::disallowed_methods)] // The state thread, not the loop.
                     std::thread::sleep(POLL);
                     None
                 }
@@ -507,6 +503,7 @@ fn wait_for_disks(deadline: Instant, can_load: &CanLoad) -> Vec<DiskInfo> {
         {
             return disks;
         }
+        #[allow(clippy::disallowed_methods)] // The state thread waits for disks, not the loop.
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -4,6 +4,7 @@
 //! other as its peer, as the KubeSpan manager will write it. Checked through our statuses and
 //! through `wg show` where wireguard-tools is installed. Debian's kernel only
 //! (`KEELSON_FULL_KERNEL=1`: the development kernel has no WireGuard).
+#![allow(clippy::disallowed_methods)] // Tests wait for the kernel.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

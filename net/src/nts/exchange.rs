@@ -7,7 +7,6 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -246,19 +245,16 @@ pub type Finished = (u64, Result<Outcome, ExchangeError>);
 pub struct Exchanges {
     tx: Sender<Finished>,
     rx: Receiver<Finished>,
-    bell: UnixDatagram,
-    ring: Arc<UnixDatagram>,
+    bell: evloop::Bell,
     running: usize,
 }
 
 impl Exchanges {
     /// The channel and the wake-up socket pair.
     pub fn new() -> io::Result<Self> {
-        let (bell, ring) = UnixDatagram::pair()?;
-        bell.set_nonblocking(true)?;
-        ring.set_nonblocking(true)?;
+        let bell = evloop::Bell::new()?;
         let (tx, rx) = channel();
-        Ok(Self { tx, rx, bell, ring: Arc::new(ring), running: 0 })
+        Ok(Self { tx, rx, bell, running: 0 })
     }
 
     /// The socket that becomes readable when an exchange finishes.
@@ -273,22 +269,13 @@ impl Exchanges {
 
     /// Start `req` on a new thread; its result comes back from [`Exchanges::finished`].
     pub fn start(&mut self, id: u64, req: Request) -> Result<(), ExchangeError> {
-        let (tx, ring) = (self.tx.clone(), self.ring.clone());
-        // Threads inherit the signal mask: with every signal blocked here, a signal meant for
-        // the loop's signalfd can never land on this thread.
-        let old = nix::sys::signal::SigSet::all()
-            .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
-            .ok();
-        let spawned = std::thread::Builder::new().name("nts-ke".into()).spawn(move || {
+        let (tx, ring) = (self.tx.clone(), self.bell.ringer());
+        let spawned = evloop::spawn_worker("nts-ke", move || {
             let result = std::panic::catch_unwind(|| run(&req))
                 .unwrap_or_else(|_| Err(ExchangeError::Thread("the exchange panicked".into())));
             let _ = tx.send((id, result));
-            // A full socket buffer already means "look": losing this byte is harmless.
-            let _ = ring.send(&[1]);
+            ring.ring();
         });
-        if let Some(old) = old {
-            let _ = old.thread_set_mask();
-        }
         spawned.map_err(|e| ExchangeError::Thread(e.to_string()))?;
         self.running += 1;
         Ok(())
@@ -296,8 +283,7 @@ impl Exchanges {
 
     /// Results of exchanges that finished; never blocks.
     pub fn finished(&mut self) -> Vec<Finished> {
-        let mut b = [0u8; 64];
-        while matches!(self.bell.recv(&mut b), Ok(n) if n > 0) {}
+        self.bell.drain();
         let done: Vec<Finished> = self.rx.try_iter().collect();
         self.running = self.running.saturating_sub(done.len());
         done

@@ -26,8 +26,6 @@ use crate::runtime::Runtime;
 
 /// The owner of every resource operators write.
 pub const SOURCE: &str = "operator";
-/// Tokens for operator sockets start here, far above the node's own.
-pub const FIRST_TOKEN: u64 = 1 << 40;
 /// How long to wait before retrying an operator whose socket could not be opened.
 const START_RETRY: Duration = Duration::from_secs(5);
 /// The largest datagram read: an Ethernet MTU; larger DHCP messages are not accepted.
@@ -38,7 +36,8 @@ const KINDS: [Operator; 2] = [Operator::Dhcp4, Operator::Dhcp6];
 #[derive(Debug)]
 struct Running {
     want: Want,
-    token: u64,
+    /// Its socket's key (see [`evloop::EventSource`]).
+    key: u64,
     engine: Engine,
     /// `(kind, id)` of every spec written for the current lease.
     written: BTreeSet<(Kind, String)>,
@@ -52,9 +51,9 @@ pub struct Operators {
     running: BTreeMap<String, Running>,
     /// Operators whose start failed, and when to try again.
     retry: BTreeMap<String, Instant>,
-    next_token: u64,
-    /// Tokens of sockets opened since [`Operators::take_new_tokens`] was last called.
-    new_tokens: Vec<u64>,
+    next_key: u64,
+    /// Keys of sockets opened since [`Operators::take_new_keys`] was last called.
+    new_keys: Vec<u64>,
 }
 
 /// The log target of an operator: its protocol.
@@ -84,8 +83,8 @@ impl Operators {
             state_dir,
             running: BTreeMap::new(),
             retry: BTreeMap::new(),
-            next_token: FIRST_TOKEN,
-            new_tokens: Vec::new(),
+            next_key: 0,
+            new_keys: Vec::new(),
         }
     }
 
@@ -205,9 +204,11 @@ impl Operators {
             }
         };
         self.retry.remove(&want.id);
-        let token = self.next_token;
-        self.next_token += 1;
-        self.new_tokens.push(token);
+        // Keys are never reused while the loop may still hold an old one for a closed socket;
+        // wrapping takes 2^64 starts.
+        let key = self.next_key;
+        self.next_key = self.next_key.wrapping_add(1);
+        self.new_keys.push(key);
         let how = if engine.rebooting() { "INIT-REBOOT with the saved lease" } else { "INIT" };
         log::info!(target: target(&want), "{}: started ({how})", want.id);
         let id = want.id.clone();
@@ -218,7 +219,7 @@ impl Operators {
             ..OperatorStatus::default()
         };
         self.running
-            .insert(id.clone(), Running { want, token, engine, written: BTreeSet::new(), status });
+            .insert(id.clone(), Running { want, key, engine, written: BTreeSet::new(), status });
         let mut wrote = true;
         if !up {
             wrote |= self.step(rt, &id, Input::LinkDown, now);
@@ -234,19 +235,14 @@ impl Operators {
         self.retry.values().any(|at| *at <= now)
     }
 
-    /// Tokens of newly opened sockets, to add to the event loop with [`Operators::fd`].
-    pub fn take_new_tokens(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.new_tokens)
+    /// Keys of newly opened sockets, to add to the event loop with [`Operators::fd`].
+    pub fn take_new_keys(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.new_keys)
     }
 
-    /// The socket behind `token`.
-    pub fn fd(&self, token: u64) -> Option<BorrowedFd<'_>> {
-        self.running.values().find(|r| r.token == token).map(|r| r.engine.fd())
-    }
-
-    /// Whether `token` is an operator socket's.
-    pub fn owns(&self, token: u64) -> bool {
-        token >= FIRST_TOKEN
+    /// The socket behind `key`.
+    pub fn fd(&self, key: u64) -> Option<BorrowedFd<'_>> {
+        self.running.values().find(|r| r.key == key).map(|r| r.engine.fd())
     }
 
     /// The earliest engine deadline or start retry.
@@ -270,10 +266,9 @@ impl Operators {
         wrote
     }
 
-    /// Read everything queued on the socket behind `token`.
-    pub fn ready(&mut self, token: u64, rt: &mut Runtime, now: Instant) -> bool {
-        let Some(id) =
-            self.running.iter().find(|(_, r)| r.token == token).map(|(id, _)| id.clone())
+    /// Read everything queued on the socket behind `key` (a closed socket's: nothing).
+    pub fn ready(&mut self, key: u64, rt: &mut Runtime, now: Instant) -> bool {
+        let Some(id) = self.running.iter().find(|(_, r)| r.key == key).map(|(id, _)| id.clone())
         else {
             return false;
         };
@@ -453,6 +448,24 @@ fn forget_all(rt: &mut Runtime, id: &str, written: BTreeSet<(Kind, String)>) -> 
         }
     }
     removed
+}
+
+impl evloop::EventSource<Runtime> for Operators {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        Operators::take_new_keys(self)
+    }
+
+    fn fd(&self, key: u64) -> Option<BorrowedFd<'_>> {
+        Operators::fd(self, key)
+    }
+
+    fn ready(&mut self, key: u64, rt: &mut Runtime, now: Instant) {
+        Operators::ready(self, key, rt, now);
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        Operators::poll_at(self)
+    }
 }
 
 #[cfg(test)]

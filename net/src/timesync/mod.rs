@@ -42,12 +42,12 @@ use crate::runtime::Runtime;
 
 /// The owner of the time status.
 pub const SOURCE: &str = "timesync";
-/// The IPv4 socket's event loop token (below the operators' range, above the node's own).
-pub const TOKEN_V4: u64 = 1 << 39;
-/// The IPv6 socket's token.
-pub const TOKEN_V6: u64 = TOKEN_V4 + 1;
-/// The token of the socket NTS key exchanges ring when they finish.
-pub const TOKEN_KE: u64 = TOKEN_V4 + 2;
+/// The IPv4 socket's key (see [`evloop::EventSource`]; the loop gives the epoll token).
+pub const KEY_V4: u64 = 0;
+/// The IPv6 socket's key.
+pub const KEY_V6: u64 = 1;
+/// The key of the socket NTS key exchanges ring when they finish.
+pub const KEY_KE: u64 = 2;
 /// The first retry after a failed key exchange; it doubles up to [`KE_RETRY_MAX`].
 const KE_RETRY: Duration = Duration::from_secs(16);
 /// The longest wait between key exchange attempts.
@@ -65,7 +65,7 @@ pub struct TimeSync {
     v4: Option<UdpSocket>,
     v6: Option<UdpSocket>,
     sockets_tried: bool,
-    new_tokens: Vec<u64>,
+    new_keys: Vec<u64>,
     engine: Option<NtpClient>,
     disabled: bool,
     boot_timeout: Option<Duration>,
@@ -204,7 +204,7 @@ impl TimeSync {
             v4: None,
             v6: None,
             sockets_tried: false,
-            new_tokens: Vec::new(),
+            new_keys: Vec::new(),
             engine: None,
             disabled: false,
             boot_timeout: None,
@@ -249,17 +249,21 @@ impl TimeSync {
         self.publish(rt)
     }
 
-    /// A socket is readable: feed what it holds to the engine.
-    pub fn ready(&mut self, token: u64, rt: &mut Runtime, now: Instant) -> bool {
-        if token == TOKEN_KE {
+    /// The socket behind `key` is readable: feed what it holds to the engine. A key that is
+    /// none of these sockets' changes nothing.
+    pub fn ready(&mut self, key: u64, rt: &mut Runtime, now: Instant) -> bool {
+        if key == KEY_KE {
             self.exchanges_finished(now);
             self.follow(rt, now);
             return self.publish(rt);
         }
+        if key != KEY_V4 && key != KEY_V6 {
+            return false;
+        }
         let mut buf = [0u8; RECV_BUF];
         let mut resolved = false;
         for _ in 0..MAX_READS {
-            let socket = if token == TOKEN_V6 { self.v6.as_ref() } else { self.v4.as_ref() };
+            let socket = if key == KEY_V6 { self.v6.as_ref() } else { self.v4.as_ref() };
             let Some(socket) = socket else { break };
             match socket.recv_from(&mut buf) {
                 Ok((n, from)) => {
@@ -320,24 +324,19 @@ impl TimeSync {
             .min()
     }
 
-    /// Whether `token` is one of these sockets.
-    pub fn owns(&self, token: u64) -> bool {
-        token == TOKEN_V4 || token == TOKEN_V6 || token == TOKEN_KE
-    }
-
-    /// The socket behind `token`.
-    pub fn fd(&self, token: u64) -> Option<BorrowedFd<'_>> {
-        match token {
-            TOKEN_V4 => self.v4.as_ref().map(|s| s.as_fd()),
-            TOKEN_V6 => self.v6.as_ref().map(|s| s.as_fd()),
-            TOKEN_KE => self.exchanges.as_ref().map(Exchanges::fd),
+    /// The socket behind `key`.
+    pub fn fd(&self, key: u64) -> Option<BorrowedFd<'_>> {
+        match key {
+            KEY_V4 => self.v4.as_ref().map(|s| s.as_fd()),
+            KEY_V6 => self.v6.as_ref().map(|s| s.as_fd()),
+            KEY_KE => self.exchanges.as_ref().map(Exchanges::fd),
             _ => None,
         }
     }
 
-    /// Tokens of sockets opened since the last call, to add to the event loop.
-    pub fn take_new_tokens(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.new_tokens)
+    /// Keys of sockets opened since the last call, to add to the event loop.
+    pub fn take_new_keys(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.new_keys)
     }
 
     fn open_sockets(&mut self) {
@@ -348,14 +347,14 @@ impl TimeSync {
         match bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))) {
             Ok(s) => {
                 self.v4 = Some(s);
-                self.new_tokens.push(TOKEN_V4);
+                self.new_keys.push(KEY_V4);
             }
             Err(e) => log::warn!(target: "time", "IPv4 NTP socket: {e}"),
         }
         match bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))) {
             Ok(s) => {
                 self.v6 = Some(s);
-                self.new_tokens.push(TOKEN_V6);
+                self.new_keys.push(KEY_V6);
             }
             Err(e) => log::info!(target: "time", "IPv6 NTP socket: {e} (IPv6 servers unused)"),
         }
@@ -506,7 +505,7 @@ impl TimeSync {
             match Exchanges::new() {
                 Ok(x) => {
                     self.exchanges = Some(x);
-                    self.new_tokens.push(TOKEN_KE);
+                    self.new_keys.push(KEY_KE);
                 }
                 Err(e) => log::warn!(target: "time", "NTS: cannot set up key exchanges: {e}"),
             }
@@ -784,6 +783,24 @@ fn nts_failed(src: &mut NtsSource, e: &ExchangeError, now: Instant) {
         log::warn!(target: "time", "NTS server {}: key exchange failed: {why}; not used, retrying in {} s", src.host, src.backoff().as_secs());
     }
     src.error = Some(why);
+}
+
+impl evloop::EventSource<Runtime> for TimeSync {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        TimeSync::take_new_keys(self)
+    }
+
+    fn fd(&self, key: u64) -> Option<BorrowedFd<'_>> {
+        TimeSync::fd(self, key)
+    }
+
+    fn ready(&mut self, key: u64, rt: &mut Runtime, now: Instant) {
+        TimeSync::ready(self, key, rt, now);
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        TimeSync::poll_at(self)
+    }
 }
 
 #[cfg(test)]

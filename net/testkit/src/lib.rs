@@ -93,6 +93,7 @@ fn is_root() -> bool {
 /// holds the namespace open: it disappears with the thread, links and all. The host namespace
 /// is never touched.
 pub fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    #[allow(clippy::disallowed_methods)] // Test support: a namespace per thread, not PID 1.
     let handle = thread::spawn(move || match unshare(CloneFlags::CLONE_NEWNET) {
         Ok(()) => Some(f()),
         Err(e) => {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Real-kernel tests of the netlink layer. Each test runs in its own network namespace
 //! (`testkit::in_netns`) and asserts by re-dumping through this layer.
+#![allow(clippy::disallowed_methods)] // Tests wait for the kernel.
 
 mod address;
 mod full_kernel;
