@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::ServerName;
 
 use super::{Action, Engine, Settings};
-use crate::escape::escape;
 use crate::interface::{Command, Config, Event};
 use crate::target::Target;
+use grpc::escape::escape;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
