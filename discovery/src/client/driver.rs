@@ -9,12 +9,12 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use grpc::escape::escape;
 use rustls::pki_types::ServerName;
 
 use super::{Action, Engine, Settings};
 use crate::interface::{Command, Config, Event};
 use crate::target::Target;
-use grpc::escape::escape;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
