@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Assertions on a booted node, shared by scripts/boot --check and the boot tests (tests/boot/).
 
 Each check prints one `ok`/`FAIL` line; a Report collects the failures, and at the end prints

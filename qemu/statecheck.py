@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the state-disk boots (tests/boot/cases.py: install, install-refused,
 install-refused-url, state-small; scripts/test-power-cut): raw disk images, the machine configs they apply, DHCP in a QEMU
 packet capture, and the keelson client on the host.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Boot a keelson node under QEMU (TCG) and watch its serial console.
 
 Shared by qemu/node (interactive), scripts/boot (--check), the boot tests (tests/boot/) and
