@@ -36,7 +36,7 @@ use sha2::Digest;
 use self::disk::{Disk, StatePartition};
 pub use self::error::StateError;
 use self::files::write_file;
-use self::notice::{Notices, Woken};
+use self::notice::{Notices, Schedule, Woken};
 use self::select::DiskInfo;
 use self::slots::Files;
 use net::random::random;
@@ -319,7 +319,7 @@ impl Keeper {
         if notices.watching() {
             log::debug!(target: "state", "watching {} for changes", self.dir.display());
         }
-        let mut woken = Woken { changed: true, request: false };
+        let mut plan = Schedule::new();
         loop {
             let mut flushes = Vec::new();
             loop {
@@ -328,23 +328,26 @@ impl Keeper {
                     Ok(Request::ConfigSource(path)) => {
                         self.config_source = (path != self.dir.join(CONFIG_FILE)).then_some(path);
                         notices.follow(self.config_source.as_deref());
-                        woken.changed = true;
+                        plan.changed();
                     }
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
             let now = Instant::now();
-            let due = !flushes.is_empty() || self.next_try.map_or(woken.changed, |t| now >= t);
-            if due {
+            if plan.due(now, !flushes.is_empty(), self.next_try) {
                 self.step();
+                plan.stepped(now);
             }
             for done in flushes {
                 let _ = done.send(());
             }
-            let wait = self.next_try.map_or(FALLBACK, |t| t.saturating_duration_since(now));
-            woken = notices.wait(wait.min(FALLBACK));
-            // Nothing noticed for the whole wait: look anyway.
-            woken.changed |= woken == Woken::default();
+            let wake = plan.wake_at(now, self.next_try, FALLBACK);
+            let woken = notices.wait(wake.saturating_duration_since(Instant::now()));
+            // Nothing noticed for the whole wait (the fallback, a retry, the end of the gap
+            // after the last write): look anyway.
+            if woken.changed || woken == Woken::default() {
+                plan.changed();
+            }
         }
     }
 

@@ -60,6 +60,55 @@ pub fn relevant(mask: AddWatchFlags, name: Option<&OsStr>) -> bool {
     mask.intersects(FLAGS)
 }
 
+/// When the state thread compares next (pure: the rules without a disk or a clock).
+///
+/// A change is compared at once, but not sooner than [`POLL`] after the last comparison, so
+/// a writer that never stops costs at most one generation per [`POLL`], as the old poll did;
+/// during a failed write's backoff only the retry (or a flush) compares; a flush always does.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    /// A change was noticed since the last comparison (the first look counts as one: files
+    /// written before the watch existed).
+    pending: bool,
+    last: Option<Instant>,
+}
+
+impl Schedule {
+    /// Nothing compared yet, one look due.
+    pub fn new() -> Self {
+        Self { pending: true, last: None }
+    }
+
+    /// A change was noticed.
+    pub fn changed(&mut self) {
+        self.pending = true;
+    }
+
+    /// Compare now?
+    pub fn due(&self, now: Instant, flush: bool, retry_at: Option<Instant>) -> bool {
+        match retry_at {
+            _ if flush => true,
+            Some(t) => now >= t,
+            None => self.pending && self.last.is_none_or(|l| now >= l + POLL),
+        }
+    }
+
+    /// A comparison ran at `now`.
+    pub fn stepped(&mut self, now: Instant) {
+        self.pending = false;
+        self.last = Some(now);
+    }
+
+    /// When to look again if nothing is noticed: the retry during a backoff, else the end of
+    /// the gap after the last comparison when a change waits for it; at most `fallback` from
+    /// now.
+    pub fn wake_at(&self, now: Instant, retry_at: Option<Instant>, fallback: Duration) -> Instant {
+        // During a backoff a pending change waits for the retry, not for the gap.
+        let next = retry_at.or_else(|| self.last.filter(|_| self.pending).map(|l| l + POLL));
+        next.map_or(now + fallback, |t| t.min(now + fallback))
+    }
+}
+
 /// The watches and the bell.
 pub struct Notices {
     dir: PathBuf,
@@ -260,6 +309,45 @@ mod tests {
     const LONG: Duration = Duration::from_secs(30);
 
     #[test]
+    fn a_change_after_a_quiet_time_is_compared_at_once() {
+        let t0 = Instant::now();
+        let mut plan = Schedule::new();
+        assert!(plan.due(t0, false, None), "the first look");
+        plan.stepped(t0);
+        assert!(!plan.due(t0 + Duration::from_secs(5), false, None), "nothing changed");
+        assert_eq!(plan.wake_at(t0, None, Duration::from_secs(60)), t0 + Duration::from_secs(60));
+        // A write long after the last comparison: due the moment it is noticed, no period.
+        let t1 = t0 + Duration::from_secs(10);
+        plan.changed();
+        assert!(plan.due(t1, false, None));
+        plan.stepped(t1);
+        // Another right after: held until a quarter second after the last, then due.
+        let t2 = t1 + Duration::from_millis(10);
+        plan.changed();
+        assert!(!plan.due(t2, false, None));
+        assert_eq!(plan.wake_at(t2, None, Duration::from_secs(60)), t1 + POLL);
+        assert!(plan.due(t1 + POLL, false, None));
+        // A flush does not wait.
+        assert!(plan.due(t2, true, None));
+    }
+
+    #[test]
+    fn a_backoff_holds_changes_until_the_retry() {
+        let t0 = Instant::now();
+        let mut plan = Schedule::new();
+        plan.stepped(t0);
+        let retry = t0 + Duration::from_secs(4);
+        plan.changed();
+        assert!(!plan.due(t0 + Duration::from_secs(1), false, Some(retry)));
+        assert_eq!(
+            plan.wake_at(t0 + Duration::from_secs(1), Some(retry), Duration::from_secs(60)),
+            retry
+        );
+        assert!(plan.due(retry, false, Some(retry)));
+        assert!(plan.due(t0 + Duration::from_secs(1), true, Some(retry)));
+    }
+
+    #[test]
     fn the_events_that_matter() {
         let f = |m: AddWatchFlags, n: &str| relevant(m, Some(OsStr::new(n)));
         assert!(f(AddWatchFlags::IN_CLOSE_WRITE, "dhcp4-eth0.json"));
@@ -304,7 +392,7 @@ mod tests {
         let mut n = Notices::new(&dir, Some(Bell::new().unwrap()));
         std::fs::write(dir.join("lease.json.tmp"), "partial").unwrap();
         std::fs::write(dir.join(".hidden"), "x").unwrap();
-        let woken = n.wait(Duration::from_millis(300));
+        let woken = n.wait(Duration::from_millis(600));
         assert_eq!(woken, Woken::default());
         let _ = std::fs::remove_dir_all(dir);
     }
