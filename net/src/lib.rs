@@ -9,7 +9,7 @@
 #![warn(missing_docs)]
 
 // Moved to `base`; the paths stay for the many callers in `init` and `kubespan`.
-pub use base::{bounded, random, tls_roots};
+pub use base::{atomic_file, bounded, random, tls_roots};
 pub use model::{cmdline, config, ifnames, kinds, merge, names, sort, wgkey};
 
 /// Resource kinds and the resource object under one path: `model::resource`'s specs and

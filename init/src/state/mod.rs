@@ -594,6 +594,9 @@ mod tests {
         std::fs::write(dir.join("dhcp4-eth0.json"), "{}").unwrap();
         std::fs::write(dir.join(".config.yaml.keelson-new"), "partial").unwrap();
         std::fs::write(dir.join("dhcp4-eth0.json.tmp"), "partial").unwrap();
+        // What a write cut short by a crash leaves: never taken as a state file.
+        let torn = net::atomic_file::tmp_path(&dir.join("node-identity.yaml"));
+        std::fs::write(torn, "partial").unwrap();
         std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
         std::fs::write(dir.join("sub/key"), "k").unwrap();
         std::fs::write(dir.join("sub/deeper/x"), "too deep").unwrap();
