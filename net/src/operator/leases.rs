@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! DHCPv4 leases kept under the state directory, so the next start (a restart of keelson, or
 //! a reboot when the state directory is on disk) asks for the same address in INIT-REBOOT
 //! (RFC 2131 §3.2). A lease is tied to the MAC it was leased to: a different NIC under the
