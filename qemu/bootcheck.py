@@ -1,4 +1,5 @@
-"""Assertions on a booted node, shared by scripts/boot --check and scripts/test-boot.
+# SPDX-License-Identifier: Apache-2.0
+"""Assertions on a booted node, shared by scripts/boot --check and the boot tests (tests/boot/).
 
 Each check prints one `ok`/`FAIL` line; a Report collects the failures, and at the end prints
 the console log's path (and its tail when something failed). Every check can fail: each one

@@ -1,4 +1,5 @@
-"""Helpers for the state-disk boots (scripts/test-boot install, install-refused,
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers for the state-disk boots (tests/boot/cases.py: install, install-refused,
 install-refused-url, state-small; scripts/test-power-cut): raw disk images, the machine configs they apply, DHCP in a QEMU
 packet capture, and the keelson client on the host.
 

@@ -1,6 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
 """Boot a keelson node under QEMU (TCG) and watch its serial console.
 
-Shared by qemu/node (interactive), scripts/boot (--check), scripts/test-boot and
+Shared by qemu/node (interactive), scripts/boot (--check), the boot tests (tests/boot/) and
 scripts/bench-boot. Stdlib only. A node is Debian's kernel plus an initramfs, one virtio NIC
 on QEMU's user network with a host port forwarded to the demo workload (guest port 8080), the
 serial console on stdout (captured to a log file when checking), and an HMP monitor on a unix

@@ -24,9 +24,8 @@ pub fn promote(config: &Path) -> Result<bool, String> {
         Err(e) => return Err(format!("{}: {e}", staged.display())),
     }
     std::fs::rename(&staged, config).map_err(|e| format!("{}: {e}", staged.display()))?;
-    if let Some(dir) = config.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-    }
+    // Best effort: the move is done; a failed directory sync only weakens its durability.
+    let _ = net::atomic_file::sync_parent(config);
     Ok(true)
 }
 

@@ -390,3 +390,38 @@ fn dmesg_redacts_the_command_line() {
     assert!(line.contains("talos.config.inline=<"), "{line}");
     node.stop();
 }
+
+/// A client flooding the handshake pool (32 of the 256 slots) from one address closes only
+/// its own pending handshakes: the admin's, older than all of them, still completes.
+#[test]
+fn a_handshake_flood_from_one_address_cannot_close_the_admins() {
+    if !require_root("a_handshake_flood_from_one_address_cannot_close_the_admins") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let ours = gen(&dir, "ours");
+    let config = machine_config(&ours, "node.yaml", "10.7.0.2/24");
+    let node = start_configured(&ns, &config, &[]);
+    let mut client = Client::start(&ns);
+
+    assert_eq!(client.run(json!({"do": "connect", "id": "admin"})), "ok");
+    // The node takes the admin's connection before the flood's (accepted first: the oldest).
+    std::thread::sleep(Duration::from_millis(300));
+    let flooded = client.run(json!({"do": "flood", "n": 48, "from": "127.0.0.2"}));
+    assert_eq!(flooded, "48", "{}", node.log_text());
+    std::thread::sleep(Duration::from_millis(300));
+
+    let admin = s(&ours.join("keelsonconfig"));
+    let shook = client.run(json!({"do": "tls", "id": "admin", "client": admin}));
+    assert_eq!(shook, "ok", "{}", node.log_text());
+    let v = client.run(json!({"do": "send", "id": "admin", "req": {"op": "version"}}));
+    assert!(
+        v.contains("\"ok\":true"),
+        "the admin's handshake after a flood: {v}\n{}",
+        node.log_text()
+    );
+    assert_eq!(client.run(json!({"do": "close"})), "ok");
+    node.stop();
+}

@@ -139,20 +139,9 @@ fn parse_key_file(text: &str) -> Option<Key> {
 }
 
 fn write_key_file(path: &Path, key: &Key) -> Result<(), IdentityError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| IdentityError::Io { path: path.to_owned(), source };
-    let tmp = path.with_extension("yaml.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io)?;
-    f.write_all(format!("privateKey: {}\n", key.to_base64()).as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    let text = format!("privateKey: {}\n", key.to_base64());
+    net::atomic_file::write(path, text.as_bytes(), 0o600, net::atomic_file::Durability::File)
+        .map_err(|source| IdentityError::Io { path: path.to_owned(), source })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 #![warn(missing_docs)]
 
 // Moved to `base`; the paths stay for the many callers in `init` and `kubespan`.
-pub use base::{bounded, random};
+pub use base::{atomic_file, bounded, random};
 pub use model::{cmdline, config, ifnames, kinds, merge, names, sort, wgkey};
 // The resource runtime is its own crate; `net::runtime` stays for the controllers here and the
 // callers in `init` and `kubespan`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The kernel clock: the wall time the NTP engine reads, and `adjtimex(2)` to step it, slew
 //! it through the kernel PLL and mark it synchronised (Documentation/admin-guide of the
 //! kernel's NTP interface; `man 2 adjtimex`).

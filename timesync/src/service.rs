@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Time sync in the event loop: follows the merged time servers and `machine.time`, drives
 //! the NTP engine ([`crate::ntp`]) over two non-blocking UDP sockets, steps and slews the
 //! clock when it may, and publishes [`TimeStatus`].

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use discovery::h2::{field, Config, Connection, Event, Role};
 use discovery::proto::{
     AffiliateUpdateRequest, Duration as PbDuration, Message, WatchRequest, WatchResponse,
 };
+use grpc::h2::{field, Config, Connection, Event, Role};
 
 struct Client {
     sock: TcpStream,
@@ -39,7 +39,7 @@ impl Client {
     }
 
     fn start(&mut self, method: &str, msg: &[u8]) -> u32 {
-        let path = discovery::grpc::path(method);
+        let path = discovery::service::path(method);
         let stream = self
             .h
             .open_stream(
@@ -54,7 +54,7 @@ impl Client {
                 false,
             )
             .expect("open stream");
-        let framed = discovery::grpc::frame_message(msg);
+        let framed = grpc::frame_message(msg);
         self.h.send_data(stream, &framed, true).expect("send");
         stream
     }

@@ -12,7 +12,7 @@ use discovery::proto::{
 
 use crate::registry::{Event, Registry, RegistryError, Update, WatchId};
 
-pub use discovery::grpc::code as status;
+pub use grpc::code as status;
 
 const PREFIX: &str = "/sidero.discovery.server.Cluster/";
 
@@ -219,7 +219,7 @@ mod tests {
             Outcome::Status(status::UNIMPLEMENTED, "unknown method Nope".into())
         );
         assert!(!known("/other.Service/Hello"));
-        assert!(known(&discovery::grpc::path("Watch")));
+        assert!(known(&discovery::service::path("Watch")));
         assert!(matches!(
             call(&format!("{PREFIX}List"), b"\xff", &mut reg, &ctx),
             Outcome::Status(status::INVALID_ARGUMENT, _)

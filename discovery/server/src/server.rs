@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use discovery::grpc;
-use discovery::h2::{self, code as h2code, field, Role};
+use grpc::h2::{self, code as h2code, field, Role};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;

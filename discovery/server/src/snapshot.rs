@@ -7,10 +7,8 @@
 //! Writing is crash-safe: a temporary file is written and fsynced, renamed over the old one,
 //! and the directory fsynced, so a power cut leaves either the old or the new file.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use discovery::proto::storage::{
@@ -190,36 +188,9 @@ pub fn load(path: &Path, limits: &Limits) -> Result<Option<Decoded>, SnapshotErr
     }
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
-
 /// Write `bytes` to `path` crash-safely (temporary file, fsync, rename, directory fsync).
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
-    let tmp = tmp_path(path);
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    Ok(result?)
+    Ok(base::atomic_file::write(path, bytes, 0o600, base::atomic_file::Durability::FileAndDir)?)
 }
 
 #[cfg(test)]
@@ -250,7 +221,7 @@ mod tests {
         let limits = Limits::default();
         assert!(load(&path, &limits).unwrap().is_none());
         write(&path, &encode(&r, now)).unwrap();
-        assert!(!tmp_path(&path).exists());
+        assert!(!base::atomic_file::tmp_path(&path).exists());
         let saved = load(&path, &limits).unwrap().unwrap();
         assert_eq!(saved.clusters, r.export(now));
         assert_eq!((saved.skipped, saved.truncated), (0, false));

@@ -41,7 +41,9 @@ pub enum Head {
     Bad(u16),
 }
 
-/// Parse the head of an HTTP/1.1 request from the bytes read so far.
+/// Parse the head of an HTTP/1.1 request from the bytes read so far. A request line, not a
+/// status line: keelson's response parser (`init/src/fetch/http.rs`) does the client's job and
+/// is not shared with this server, which links no node code.
 pub fn parse_head(buf: &[u8]) -> Head {
     let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
         return if buf.len() >= HEAD_LIMIT { Head::Bad(431) } else { Head::Partial };

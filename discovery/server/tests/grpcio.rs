@@ -280,14 +280,14 @@ fn tls_with_alpn_h2() {
 /// A raw HTTP/2 client (the discovery crate's engine) that can stop reading on purpose.
 struct RawWatch {
     sock: TcpStream,
-    h: discovery::h2::Connection,
+    h: grpc::h2::Connection,
     stream: u32,
 }
 
 impl RawWatch {
     fn open(addr: &str, cluster: &str) -> RawWatch {
-        use discovery::h2::{Config, Connection, Role};
         use discovery::proto::{Message, WatchRequest};
+        use grpc::h2::{Config, Connection, Role};
         let sock = TcpStream::connect(addr).expect("connect");
         sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         // A small window: the server can send little before the client must read.
@@ -309,7 +309,7 @@ impl RawWatch {
             )
             .expect("open stream");
         let msg = WatchRequest { cluster_id: cluster.into() }.encode();
-        let framed = discovery::grpc::frame_message(&msg);
+        let framed = grpc::frame_message(&msg);
         h.send_data(stream, &framed, true).expect("send");
         let mut w = RawWatch { sock, h, stream };
         w.write();
@@ -324,8 +324,8 @@ impl RawWatch {
     /// Read until `done` says so; returns every event seen.
     fn read_until(
         &mut self,
-        mut done: impl FnMut(&discovery::h2::Event) -> bool,
-    ) -> Vec<discovery::h2::Event> {
+        mut done: impl FnMut(&grpc::h2::Event) -> bool,
+    ) -> Vec<grpc::h2::Event> {
         let mut seen = Vec::new();
         let mut buf = [0u8; 16384];
         loop {
@@ -346,7 +346,7 @@ impl RawWatch {
 
 #[test]
 fn a_watcher_that_stops_reading_is_dropped_with_aborted_and_others_go_on() {
-    use discovery::h2::{field, Event};
+    use grpc::h2::{field, Event};
     let s = Server::start(&["--rate", "100000", "--burst", "100000"]);
     let mut slow = RawWatch::open(&s.addr, "slow");
     let stream = slow.stream;

@@ -9,10 +9,10 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use grpc::escape::escape;
 use rustls::pki_types::ServerName;
 
 use super::{Action, Engine, Settings};
-use crate::escape::escape;
 use crate::interface::{Command, Config, Event};
 use crate::target::Target;
 

@@ -18,18 +18,19 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::crypto::{Cipher, GCM_OVERHEAD};
-use crate::escape::escape;
-use crate::grpc::{self, Response, ResponseReader, Status};
-use crate::h2::{self, Connection, Role};
 use crate::interface::{Command, Discovered, Event, LocalData};
 use crate::proto::Affiliate;
 use crate::proto::{
     AffiliateDeleteRequest, AffiliateUpdateRequest, HelloRequest, HelloResponse, Message,
     WatchRequest, WatchResponse,
 };
+use crate::service;
 use crate::target::Target;
-use crate::vecmap::VecMap;
 use backoff::Backoff;
+use grpc::escape::escape;
+use grpc::h2::{self, Connection, Role};
+use grpc::vecmap::VecMap;
+use grpc::{Response, ResponseReader, Status};
 use warn_limit::WarnLimit;
 
 /// The service's limits (they are also what Talos nodes respect).
@@ -284,7 +285,8 @@ impl Engine {
         let left = deadline.saturating_duration_since(now);
         match self.open_call(&mut conn, "Hello", &req.encode(), Some(left)) {
             Ok(stream) => {
-                self.calls.insert(stream, (CallKind::Hello, ResponseReader::default()));
+                self.calls
+                    .insert(stream, (CallKind::Hello, ResponseReader::new(service::MAX_MESSAGE)));
                 self.conn = Some(conn);
                 self.phase = Phase::Hello { stream, deadline };
             }
@@ -402,7 +404,7 @@ impl Engine {
         timeout: Option<Duration>,
     ) -> Result<u32, String> {
         let head =
-            grpc::request_headers(self.target.tls, &self.target.authority(), method, timeout);
+            service::request_headers(self.target.tls, &self.target.authority(), method, timeout);
         let stream = conn.open_stream(&head, false).map_err(|e| format!("{method}: {e}"))?;
         conn.send_data(stream, &grpc::frame_message(body), true)
             .map_err(|e| format!("{method}: {e}"))?;
@@ -543,7 +545,7 @@ impl Engine {
         self.conn = Some(conn);
         match opened {
             Ok(w) => {
-                self.calls.insert(w, (CallKind::Watch, ResponseReader::default()));
+                self.calls.insert(w, (CallKind::Watch, ResponseReader::new(service::MAX_MESSAGE)));
                 self.watch_first = true;
                 self.phase = Phase::Running;
                 self.refresh.pending = true;
@@ -611,7 +613,8 @@ impl Engine {
         self.conn = Some(conn);
         match opened {
             Ok(s) => {
-                self.calls.insert(s, (CallKind::Refresh, ResponseReader::default()));
+                self.calls
+                    .insert(s, (CallKind::Refresh, ResponseReader::new(service::MAX_MESSAGE)));
                 self.refresh.in_flight = Some(s);
             }
             Err(e) => self.fail(now, e),

@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Fuzz targets for the discovery protocol stack, on the shared mutator of
-//! `testkit::fuzzkit`: HTTP/2 frames in both roles, HPACK blocks, gRPC message framing and the
-//! protobuf messages. Each is a `cargo test` with a short default run; `scripts/fuzz TARGET`
+//! Fuzz targets for the discovery protocol's messages, on the shared mutator of
+//! `testkit::fuzzkit`: every protobuf message. (HTTP/2, HPACK and gRPC framing are fuzzed in
+//! the `grpc` crate.) Each is a `cargo test` with a short default run; `scripts/fuzz TARGET`
 //! runs one long, in release mode.
 
-mod grpc;
-mod h2;
 mod proto;
 
 /// The crate directory, where `fuzz-corpus/<target>/` lives.

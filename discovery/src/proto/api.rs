@@ -2,7 +2,7 @@
 //! The server API, package `sidero.discovery.server`: what travels in the clear between a
 //! client and the service (cluster and affiliate IDs, opaque blobs).
 
-use super::wire::{
+use grpc::protobuf::{
     put_bytes, put_bytes_nz, put_message, put_uint_nz, Duration, Message, ProtoError, Reader,
 };
 

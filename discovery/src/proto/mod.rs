@@ -13,8 +13,7 @@
 pub mod api;
 pub mod payload;
 pub mod storage;
-mod wire;
 
 pub use api::*;
+pub use grpc::protobuf::*;
 pub use payload::{Affiliate, ControlPlane, KubeSpan};
-pub use wire::*;

@@ -7,7 +7,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use ipnet::IpNet;
 
-use super::wire::{put_bytes, put_bytes_nz, put_message, put_uint_nz, Message, ProtoError, Reader};
+use grpc::protobuf::{
+    put_bytes, put_bytes_nz, put_message, put_uint_nz, Message, ProtoError, Reader,
+};
 
 /// What a node says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

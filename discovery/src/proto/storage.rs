@@ -2,7 +2,7 @@
 //! The server's snapshot file (`sidero.discovery.storage`): a whole state as one
 //! `StateSnapshot`, so that a snapshot written by one server loads in another.
 
-use super::wire::{put_bytes_nz, put_message, Duration, Message, ProtoError, Reader, Timestamp};
+use grpc::protobuf::{put_bytes_nz, put_message, Duration, Message, ProtoError, Reader, Timestamp};
 
 /// Every cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

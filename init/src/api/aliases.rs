@@ -8,13 +8,17 @@ use net::resource::{Kind, Namespace};
 
 /// An unknown type name; the message lists the names that are known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown type {name:?}; known types: {known}")]
+#[error("unknown type \"{name}\"; known types: {known}")]
 pub struct UnknownType {
-    /// What was asked for.
+    /// What was asked for, escaped and cut to [`SHOWN_NAME`] characters: it goes back to the
+    /// client and into the log, and a request may carry a megabyte of it.
     pub name: String,
     /// The canonical names, comma-separated.
     pub known: String,
 }
+
+/// How much of an unknown type name an answer repeats.
+const SHOWN_NAME: usize = 64;
 
 /// English plural of a lowercase type word (`address` → `addresses`, `status` → `statuses`).
 fn plural(word: &str) -> String {
@@ -45,7 +49,7 @@ pub fn names(kind: Kind) -> Vec<String> {
 pub fn resolve(name: &str) -> Result<Kind, UnknownType> {
     let lower = name.to_ascii_lowercase();
     Kind::ALL.iter().copied().find(|k| names(*k).contains(&lower)).ok_or_else(|| UnknownType {
-        name: name.to_owned(),
+        name: net::names::escape(name, SHOWN_NAME),
         known: Kind::ALL.iter().map(|k| k.short_name()).collect::<Vec<_>>().join(", "),
     })
 }
@@ -103,6 +107,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_unknown_name_is_repeated_escaped_and_short() {
+        let long = format!("\u{1b}[2J{}", "x".repeat(1 << 20));
+        let e = resolve(&long).err().unwrap_or_else(|| unreachable!()).to_string();
+        assert!(!e.contains('\u{1b}'), "{e}");
+        assert!(e.contains("\\u{1b}[2J"), "{e}");
+        assert!(e.len() < 1024, "{} bytes", e.len());
     }
 
     #[test]

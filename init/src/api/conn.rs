@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::protocol::{self, ProtocolError, Query, MAX_REQUEST};
-use super::slots::Class;
+use super::slots::{Class, Source};
 use super::transport::{Access, Transport};
 use crate::reactor::Reactor;
 
@@ -53,6 +53,8 @@ pub struct Conn {
     interest: (bool, bool),
     /// The slots it counts in.
     pub(super) class: Class,
+    /// Where a TLS connection comes from (none for the local socket).
+    pub(super) source: Option<Source>,
 }
 
 impl Conn {
@@ -71,6 +73,7 @@ impl Conn {
             closing: false,
             interest: (true, false),
             class,
+            source: None,
         }
     }
 

@@ -37,7 +37,7 @@ use super::conn::Conn;
 use super::diff::{self, Specs};
 use super::protocol::{self, ApplyMode, Query, Request};
 use super::remote::{self, Remote, MAX_LISTENERS};
-use super::slots::{self, Class, Counts, Limits};
+use super::slots::{self, Class, Counts, Limits, Source};
 pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
@@ -365,7 +365,7 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            self.admit(Box::new(stream), Class::Local, reactor, now);
+            self.admit(Box::new(stream), Class::Local, None, reactor, now);
         }
     }
 
@@ -381,8 +381,9 @@ impl Server {
                     return;
                 }
             };
+            let source = tcp.peer_addr().ok().map(|a| Source::of(a.ip()));
             if let Some(stream) = remote.wrap(tcp) {
-                self.admit(Box::new(stream), Class::Handshake, reactor, now);
+                self.admit(Box::new(stream), Class::Handshake, source, reactor, now);
             }
         }
     }
@@ -392,6 +393,7 @@ impl Server {
         &mut self,
         mut stream: Box<dyn Transport>,
         class: Class,
+        source: Option<Source>,
         reactor: &Reactor,
         now: Instant,
     ) {
@@ -407,18 +409,32 @@ impl Server {
             log::warn!(target: "api", "{e}");
             return;
         }
-        self.conns.insert(token, Conn::new(stream, class, now));
+        let mut conn = Conn::new(stream, class, now);
+        conn.source = source;
+        self.conns.insert(token, conn);
     }
 
     /// Close the oldest connection of one of `classes` that neither streams nor has an answer
     /// waiting, to make room for a new one; false when there is none.
+    /// A full handshake pool closes the oldest handshake of the busiest source instead (see
+    /// [`slots::handshake_victim`]).
     fn evict_oldest(&mut self, classes: &[Class]) -> bool {
-        let oldest = self
-            .conns
-            .iter()
-            .filter(|(_, c)| classes.contains(&c.class) && c.evictable())
-            .min_by_key(|(_, c)| c.accepted)
-            .map(|(t, _)| *t);
+        let evictable = |c: &Conn| classes.contains(&c.class) && c.evictable();
+        let oldest = if classes == [Class::Handshake] {
+            let pending: Vec<_> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| evictable(c))
+                .map(|(t, c)| (*t, c.source, c.accepted))
+                .collect();
+            slots::handshake_victim(&pending)
+        } else {
+            self.conns
+                .iter()
+                .filter(|(_, c)| evictable(c))
+                .min_by_key(|(_, c)| c.accepted)
+                .map(|(t, _)| *t)
+        };
         let Some(mut conn) = oldest.and_then(|t| self.conns.remove(&t)) else { return false };
         log::debug!(target: "api", "closing the oldest idle connection to make room for a new one");
         let mut line = protocol::error("too many connections: closed to make room").to_string();

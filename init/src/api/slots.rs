@@ -15,6 +15,48 @@
 //! (no stream open, no answer waiting) of a class whose limit is reached makes room (as
 //! before: a new client always gets an answer); a reader only ever makes room by closing
 //! another reader or a handshake, never an admin's or the local socket's connection.
+//!
+//! When the handshake pool is full, the handshake closed is the oldest of the [`Source`]
+//! (an IPv4 address, or an IPv6 /64) that holds the most: a client that floods the pool from
+//! one address or one /64 only ever closes its own handshakes, never an admin's.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+/// Where a TLS connection comes from, as the handshake pool counts it: an IPv4 address
+/// (IPv4-mapped IPv6 included), or the /64 of an IPv6 address (one host usually holds a whole
+/// /64, so counting by address would let it open as many sources as it likes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source(u128);
+
+impl Source {
+    /// The source of a peer address.
+    pub fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => Self(v4.to_ipv6_mapped().to_bits()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Self::of(IpAddr::V4(v4)),
+                None => Self(v6.to_bits() & !u128::from(u64::MAX)),
+            },
+        }
+    }
+}
+
+/// Which pending handshake to close when their pool is full: of the source holding the most
+/// (a connection of unknown source counts as a source of its own), the oldest. `pending`:
+/// (key, source, accepted) of every handshake that may be closed.
+pub fn handshake_victim<K: Copy>(pending: &[(K, Option<Source>, Instant)]) -> Option<K> {
+    // At most `N/8` handshakes (32 by default): counting pairs is cheaper than a map.
+    let held = |source: Option<Source>| match source {
+        Some(s) => pending.iter().filter(|p| p.1 == Some(s)).count(),
+        None => 1,
+    };
+    pending
+        .iter()
+        .map(|p| (held(p.1), p))
+        .max_by(|(a, p), (b, q)| a.cmp(b).then(q.2.cmp(&p.2)))
+        .map(|(_, p)| p.0)
+}
 
 /// What a connection counts as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +170,34 @@ pub fn fits(limits: &Limits, counts: &Counts, class: Class) -> Result<(), &'stat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flood_from_one_source_closes_its_own_handshakes() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let admin = Some(Source::of("192.0.2.1".parse().unwrap_or_else(|_| unreachable!())));
+        let flood = |host: u16| {
+            let ip = format!("2001:db8:0:1::{host:x}");
+            Some(Source::of(ip.parse().unwrap_or_else(|_| unreachable!())))
+        };
+        // The admin's handshake is the oldest; 31 from one /64, each from its own address.
+        let mut pending = vec![(0usize, admin, at(0))];
+        pending.extend((1..32).map(|i| (i, flood(i as u16), at(i as u64))));
+        assert_eq!(handshake_victim(&pending), Some(1), "the flood's oldest goes first");
+        // With the flood gone, the oldest of equals goes.
+        let two = [(7usize, admin, at(5)), (8, flood(1), at(3))];
+        assert_eq!(handshake_victim(&two), Some(8));
+        assert_eq!(handshake_victim::<usize>(&[]), None);
+    }
+
+    #[test]
+    fn sources_are_ipv4_addresses_and_ipv6_64s() {
+        let s = |ip: &str| Source::of(ip.parse().unwrap_or_else(|_| unreachable!()));
+        assert_eq!(s("2001:db8::1"), s("2001:db8::ffff:1"));
+        assert_ne!(s("2001:db8::1"), s("2001:db8:0:1::1"));
+        assert_ne!(s("192.0.2.1"), s("192.0.2.2"));
+        assert_eq!(s("::ffff:192.0.2.1"), s("192.0.2.1"));
+    }
 
     #[test]
     fn the_default_split() {

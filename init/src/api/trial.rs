@@ -107,23 +107,9 @@ impl Trial {
 /// Keep an applied config where the node reads its config from, so a restart runs it too:
 /// written beside the file (or what its symlink points to) and renamed over it, mode 0600.
 pub fn write_back(path: &std::path::Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = target.with_file_name(format!(".{name}.keelson-new"));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, &target));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{}: {e}", target.display())
-    })
+    net::atomic_file::write(&target, text.as_bytes(), 0o600, net::atomic_file::Durability::File)
+        .map_err(|e| format!("{}: {e}", target.display()))
 }
 
 #[cfg(test)]

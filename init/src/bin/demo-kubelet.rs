@@ -30,6 +30,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+// keelson's HTTP/1 response parser (bounded), shared by inclusion: the demo is its own binary
+// and keelson has no library target. Only the parser is used here.
+#[allow(dead_code)]
+#[path = "../fetch/http.rs"]
+mod http;
+
 /// First argument of the re-executed child that starts the grandchild and exits.
 const ORPHAN_PARENT: &str = "--demo-internal-orphan-parent";
 /// First argument of the re-executed grandchild that lives briefly, as an orphan.
@@ -201,14 +207,7 @@ fn accept(listener: &TcpListener, argv: &Arc<Vec<String>>, spawned: &Arc<AtomicU
 fn probe(target: SocketAddr) {
     let mut last: Option<bool> = None;
     loop {
-        let result = (|| -> std::io::Result<usize> {
-            let mut s = std::net::TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
-            s.set_read_timeout(Some(IO_TIMEOUT))?;
-            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
-            let mut body = Vec::new();
-            s.read_to_end(&mut body)?;
-            Ok(body.len())
-        })();
+        let result = get_root(target).map(|r| r.body.len());
         let ok = result.is_ok();
         if last != Some(ok) {
             match result {
@@ -219,6 +218,22 @@ fn probe(target: SocketAddr) {
         }
         std::thread::sleep(Duration::from_secs(2));
     }
+}
+
+/// `GET /` from `target`: the whole response, bounded by the parser's limits.
+fn get_root(target: SocketAddr) -> Result<http::Response, String> {
+    let mut s = TcpStream::connect_timeout(&target, IO_TIMEOUT).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut parser = http::ResponseParser::default();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 || parser.feed(buf.get(..n).unwrap_or_default()).map_err(|e| e.to_string())? {
+            break;
+        }
+    }
+    parser.finish().map_err(|e| e.to_string())
 }
 
 /// Parses the options the demo understands; everything else (the kubelet flags keelson adds)
@@ -351,7 +366,8 @@ enum HeadError {
     Io,
 }
 
-/// Reads up to the blank line that ends the request head.
+/// Reads up to the blank line that ends the request head (the server's side: a request, not a
+/// response, so not the included response parser's job).
 fn read_head(stream: &mut impl Read) -> Result<Vec<u8>, HeadError> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
@@ -592,6 +608,29 @@ mod tests {
         assert_eq!(route(b"GET / FTP/1.0\r\n\r\n", &argv, 0).0, 400);
         assert_eq!(route(b"GET / HTTP/1.0 extra\r\n\r\n", &argv, 0).0, 400);
         assert_eq!(route(b"\xff\xfe / HTTP/1.0\r\n\r\n", &argv, 0).0, 405);
+    }
+
+    #[test]
+    fn the_probe_reads_an_http_answer_and_refuses_anything_else() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            for (i, conn) in listener.incoming().take(2).enumerate() {
+                let mut c = conn.unwrap();
+                let mut buf = [0u8; 256];
+                let _ = c.read(&mut buf);
+                let answer: &[u8] = if i == 0 {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiEXTRA"
+                } else {
+                    b"SSH-2.0-OpenSSH\r\n\r\n"
+                };
+                c.write_all(answer).unwrap();
+            }
+        });
+        assert_eq!(get_root(addr).unwrap().body, b"hi");
+        let err = get_root(addr).unwrap_err();
+        assert!(err.contains("status line"), "{err}");
+        server.join().unwrap();
     }
 
     #[test]

@@ -5,6 +5,11 @@
 //! by chunked transfer coding, or by the end of the connection. Everything a server chooses
 //! is bounded: the header section, the number of interim (1xx) responses, each chunk-size
 //! line, and the body.
+//!
+//! This is keelson's one HTTP/1 response parser: the kubelet health probe
+//! (`node::health`) reads only the status line, through [`status_line`], and the demo
+//! workload's probe includes this file. The servers (the demo workload, the discovery
+//! server's stats page) parse request heads, a different grammar, and keep their own.
 
 /// The header section's limit (status line, headers, and a chunked body's trailers).
 pub const MAX_HEADER: usize = 16 << 10;
@@ -129,7 +134,7 @@ impl Default for ResponseParser {
 }
 
 /// The position after the first CRLF (or bare LF) in `buf`, and the line without it.
-fn take_line(buf: &[u8]) -> Option<(usize, &[u8])> {
+pub fn take_line(buf: &[u8]) -> Option<(usize, &[u8])> {
     let i = buf.iter().position(|b| *b == b'\n')?;
     let line = &buf[..i];
     Some((i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
@@ -376,6 +381,14 @@ fn short(s: &str) -> String {
     s.chars().take(32).collect()
 }
 
+/// The status code and reason of the status line that starts `buf`, once its line end is in
+/// (`None` before that).
+pub fn status_line(buf: &[u8]) -> Option<Result<(u16, String), HttpError>> {
+    take_line(buf).map(|(_, line)| parse_status(line))
+}
+
+/// `HTTP/1.0` or `HTTP/1.1`, one space, three digits in 100..=599, then an optional reason
+/// (kept as printable ASCII, at most 64 characters).
 fn parse_status(line: &[u8]) -> Result<(u16, String), HttpError> {
     let line = std::str::from_utf8(line).map_err(|_| HttpError::StatusLine)?;
     let rest = line

@@ -45,21 +45,10 @@ fn request(target: &HealthzTarget) -> String {
     )
 }
 
-/// The status code of an answer's first line, once it is complete.
+/// The status code of an answer's first line, once it is complete (the fetch's parser:
+/// `HTTP/1.0` or `HTTP/1.1` and three digits).
 pub(crate) fn status_code(head: &[u8]) -> Option<u16> {
-    let end = head.iter().position(|b| *b == b'\n')?;
-    let line = std::str::from_utf8(&head[..end]).ok()?;
-    let mut parts = line.split_ascii_whitespace();
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    let code = parts.next()?;
-    // Three digits: `parse` alone would also take a sign (`+04` as 4).
-    if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    code.parse().ok()
+    crate::fetch::http::status_line(head)?.ok().map(|(code, _)| code)
 }
 
 /// One probe, blocking (on the helper thread).
@@ -185,6 +174,23 @@ mod tests {
         assert_eq!(status_code(b"SSH-2.0-OpenSSH\r\n"), None);
         assert_eq!(status_code(b"HTTP/1.1 2000 OK\r\n"), None);
         assert_eq!(status_code(b"\xff\xfe\n"), None);
+    }
+
+    #[test]
+    fn the_status_is_the_fetch_parsers() {
+        // One grammar for both clients: a line the fetch refuses is no status here either.
+        for line in [
+            &b"HTTP/1.1 200 OK\r\n"[..],
+            b"HTTP/1.0 204\n",
+            b"HTTP/1.1  200 OK\r\n",
+            b"HTTP/1.2 200 OK\r\n",
+            b"HTTP/1.1 099 Low\r\n",
+            b"HTTP/1.1 +04 No\r\n",
+        ] {
+            let mut p = crate::fetch::http::ResponseParser::default();
+            let fetch = p.feed(&[line, &b"\r\n"[..]].concat()).and_then(|_| p.finish());
+            assert_eq!(status_code(line), fetch.ok().map(|r| r.status), "{line:?}");
+        }
     }
 
     #[test]

@@ -20,12 +20,13 @@ mod error;
 mod files;
 pub mod gpt;
 pub mod identity;
+mod notice;
 pub mod select;
 pub mod slots;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,7 @@ use sha2::Digest;
 use self::disk::{Disk, StatePartition};
 pub use self::error::StateError;
 use self::files::write_file;
+use self::notice::{Notices, Schedule, Woken};
 use self::select::DiskInfo;
 use self::slots::Files;
 use net::random::random;
@@ -43,8 +45,10 @@ use net::random::random;
 pub const CONFIG_FILE: &str = "config.yaml";
 /// Where the machine ID goes.
 const MACHINE_ID: &str = "/etc/machine-id";
-/// How often the state directory is compared with what was last written.
-const POLL: Duration = Duration::from_millis(250);
+/// The longest wait between two comparisons of the state directory with what was last
+/// written, when nothing was noticed: a change notice may be missed (a writer that keeps its
+/// file open; a subdirectory that could not be watched).
+const FALLBACK: Duration = Duration::from_secs(60);
 /// The longest wait for storage controllers to show their disks at boot.
 const DISK_WAIT: Duration = Duration::from_secs(5);
 /// Backoff after a failed write, doubled up to the maximum.
@@ -90,7 +94,23 @@ static STATUS: Mutex<StateStatus> = Mutex::new(StateStatus {
     last_write_ms: None,
     disks: Vec::new(),
 });
-static REQUESTS: OnceLock<Mutex<Sender<Request>>> = OnceLock::new();
+static REQUESTS: OnceLock<Mutex<Requests>> = OnceLock::new();
+
+/// The node's way to the state thread: a request on the channel, then a ring of its bell.
+struct Requests {
+    tx: Sender<Request>,
+    ring: Option<evloop::Ringer>,
+}
+
+impl Requests {
+    fn send(&self, r: Request) -> bool {
+        let sent = self.tx.send(r).is_ok();
+        if let Some(ring) = &self.ring {
+            ring.ring();
+        }
+        sent
+    }
+}
 
 /// The state as last known (a copy; no I/O).
 pub fn status() -> StateStatus {
@@ -140,7 +160,7 @@ pub fn flush(timeout: Duration) {
     let Some(tx) = REQUESTS.get() else { return };
     let (done, wait) = mpsc::channel();
     let sent = tx.lock().unwrap_or_else(PoisonError::into_inner).send(Request::Flush(done));
-    if sent.is_ok() && wait.recv_timeout(timeout).is_err() {
+    if sent && wait.recv_timeout(timeout).is_err() {
         log::warn!(target: "state", "the state was not flushed within {} s", timeout.as_secs());
     }
 }
@@ -163,14 +183,18 @@ pub fn follow_config(path: PathBuf) {
 pub fn start(dir: &Path, can_load: CanLoad) -> Option<PathBuf> {
     let (ready_tx, ready) = mpsc::channel();
     let (tx, requests) = mpsc::channel();
-    let _ = REQUESTS.set(Mutex::new(tx));
+    let bell = evloop::Bell::new()
+        .inspect_err(|e| log::warn!(target: "state", "no bell for the state thread: {e}; requests are looked for every {} ms", notice::POLL.as_millis()))
+        .ok();
+    let _ =
+        REQUESTS.set(Mutex::new(Requests { tx, ring: bell.as_ref().map(evloop::Bell::ringer) }));
     update(|s| s.medium = "ram".into());
     let thread_dir = dir.to_owned();
     // spawn_worker blocks every signal in the thread: a signal meant for PID 1 (ctrl-alt-del's
     // SIGINT) reaches the loop's signalfd, never this thread, where its default action would
     // end the process.
     let spawned = evloop::spawn_worker("state", move || {
-        Keeper::boot(thread_dir, &can_load, &ready_tx).run(&requests)
+        Keeper::boot(thread_dir, &can_load, &ready_tx).run(&requests, bell)
     });
     if let Err(e) = spawned {
         log::error!(target: "state", "cannot start the state thread: {e}; state is kept in RAM only");
@@ -286,27 +310,43 @@ impl Keeper {
         Ok(files)
     }
 
-    fn run(mut self, requests: &Receiver<Request>) {
+    /// Compare whenever a change is noticed, a request asks for it, a failed write is due
+    /// again, or [`FALLBACK`] passed; otherwise wait ([`notice`]).
+    fn run(mut self, requests: &Receiver<Request>, bell: Option<evloop::Bell>) {
+        // Watched before the first comparison: a file written before the watch existed is
+        // seen by that comparison, one written after by the watch.
+        let mut notices = Notices::new(&self.dir, bell);
+        if notices.watching() {
+            log::debug!(target: "state", "watching {} for changes", self.dir.display());
+        }
+        let mut plan = Schedule::new();
         loop {
-            let flush = match requests.recv_timeout(POLL) {
-                Ok(Request::Flush(done)) => Some(done),
-                Ok(Request::ConfigSource(path)) => {
-                    self.config_source = (path != self.dir.join(CONFIG_FILE)).then_some(path);
-                    None
+            let mut flushes = Vec::new();
+            loop {
+                match requests.try_recv() {
+                    Ok(Request::Flush(done)) => flushes.push(done),
+                    Ok(Request::ConfigSource(path)) => {
+                        self.config_source = (path != self.dir.join(CONFIG_FILE)).then_some(path);
+                        notices.follow(self.config_source.as_deref());
+                        plan.changed();
+                    }
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    #[allow(clippy::disallowed_methods)] // The state thread, not the loop.
-                    std::thread::sleep(POLL);
-                    None
-                }
-            };
-            let due = flush.is_some() || self.next_try.is_none_or(|t| Instant::now() >= t);
-            if due {
-                self.step();
             }
-            if let Some(done) = flush {
+            let now = Instant::now();
+            if plan.due(now, !flushes.is_empty(), self.next_try) {
+                self.step();
+                plan.stepped(now);
+            }
+            for done in flushes {
                 let _ = done.send(());
+            }
+            let wake = plan.wake_at(now, self.next_try, FALLBACK);
+            let woken = notices.wait(wake.saturating_duration_since(Instant::now()));
+            // Nothing noticed for the whole wait (the fallback, a retry, the end of the gap
+            // after the last write): look anyway.
+            if woken.changed || woken == Woken::default() {
+                plan.changed();
             }
         }
     }
@@ -554,6 +594,9 @@ mod tests {
         std::fs::write(dir.join("dhcp4-eth0.json"), "{}").unwrap();
         std::fs::write(dir.join(".config.yaml.keelson-new"), "partial").unwrap();
         std::fs::write(dir.join("dhcp4-eth0.json.tmp"), "partial").unwrap();
+        // What a write cut short by a crash leaves: never taken as a state file.
+        let torn = net::atomic_file::tmp_path(&dir.join("node-identity.yaml"));
+        std::fs::write(torn, "partial").unwrap();
         std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
         std::fs::write(dir.join("sub/key"), "k").unwrap();
         std::fs::write(dir.join("sub/deeper/x"), "too deep").unwrap();

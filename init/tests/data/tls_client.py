@@ -4,6 +4,8 @@ answer line per command on stdout. Connections are named, so a test can open one
 things, and finish its handshake later.
 
   {"do": "connect", "id": "a"}                      TCP only, no ClientHello yet
+  {"do": "flood", "n": N, "from": ADDR}             N TCP connections from ADDR (kept open,
+                                                    no ClientHello): how many connected
   {"do": "tls", "id": "a", "client": PATH|null}     handshake: with PATH (a keelsonconfig)
                                                     its CA is trusted and its certificate
                                                     shown; without, nothing is checked and
@@ -48,8 +50,9 @@ def context(client):
     return ctx
 
 
-def connect():
-    s = socket.create_connection(("127.0.0.1", PORT), timeout=20)
+def connect(source=None):
+    bind = (source, 0) if source else None
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=20, source_address=bind)
     return s
 
 
@@ -81,6 +84,15 @@ def run(cmd):
         return "ok"
     if what == "send":
         return ask(conns[cmd["id"]], cmd["req"])
+    if what == "flood":
+        n = 0
+        for _ in range(cmd["n"]):
+            try:
+                kept.append(connect(cmd["from"]))
+                n += 1
+            except OSError:
+                pass
+        return str(n)
     if what == "watchers":
         ctx = context(cmd["client"])
         n = 0

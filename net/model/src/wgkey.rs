@@ -5,8 +5,8 @@
 //! Public keys are kept as validated base64 strings where they are shown or used as resource
 //! IDs, and converted to [`Key`] only at the netlink edge.
 //!
-//! The base64 codec is ours (standard alphabet, padded, RFC 4648 §4): keys are always 32
-//! bytes, 44 characters, so a general-purpose crate would add nothing. Key generation and the
+//! The base64 is the `base64` crate's (already linked through `pem`), configured for the
+//! form keys take: standard alphabet, padded (RFC 4648 §4), 32 bytes in 44 characters. Key generation and the
 //! X25519 public key live in `net::wireguard_keys` (they need the kernel's random source and a
 //! curve crate, which this pure crate does not take).
 
@@ -108,62 +108,36 @@ pub fn opt_or_redacted<'de, D: Deserializer<'de>>(
     }
 }
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// Standard alphabet, padding written and required, and (as `wg(8)` does) the unused low bits
+/// of the last character not checked.
+const ENGINE: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireCanonical)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// Standard base64 with padding (RFC 4648 §4).
 pub fn base64_encode(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [chunk.first(), chunk.get(1), chunk.get(2)].map(|b| b.copied().unwrap_or(0));
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                let sextet = ((n >> shift) & 63) as usize;
-                out.push(char::from(ALPHABET.get(sextet).copied().unwrap_or(b'=')));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn sextet(c: u8) -> Option<u32> {
-    let v = match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        b'/' => 63,
-        _ => return None,
-    };
-    Some(u32::from(v))
+    use base64::Engine as _;
+    ENGINE.encode(data)
 }
 
 /// Decode standard padded base64 (RFC 4648 §4); the length must be a multiple of 4 and
 /// padding may only end the input.
 pub fn base64_decode(s: &str) -> Result<Vec<u8>, KeyError> {
-    let bytes = s.as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        return Err(KeyError::Length(bytes.len()));
+    use base64::Engine as _;
+    if !s.len().is_multiple_of(4) {
+        return Err(KeyError::Length(s.len()));
     }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for (q, quad) in bytes.chunks(4).enumerate() {
-        let last = (q + 1) * 4 == bytes.len();
-        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return Err(KeyError::Character(q * 4 + 4 - pad));
+    ENGINE.decode(s).map_err(|e| match e {
+        base64::DecodeError::InvalidByte(at, _) => KeyError::Character(at),
+        base64::DecodeError::InvalidLastSymbol { offset, .. } => KeyError::Character(offset),
+        // Too much padding: the position of the first `=`.
+        base64::DecodeError::InvalidLength(_) | base64::DecodeError::InvalidPadding => {
+            KeyError::Character(s.find('=').unwrap_or(s.len()))
         }
-        let mut n = 0u32;
-        for (i, &c) in quad.iter().enumerate() {
-            let v =
-                if i >= 4 - pad { 0 } else { sextet(c).ok_or(KeyError::Character(q * 4 + i))? };
-            n = (n << 6) | v;
-        }
-        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(decoded.get(..3 - pad).unwrap_or_default());
-    }
-    Ok(out)
+    })
 }
 
 #[cfg(test)]
@@ -209,5 +183,13 @@ mod tests {
         assert_eq!(Key::from_base64("Zm9v"), Err(KeyError::Length(4)));
         let shown = format!("{:?}", Key([7; 32]));
         assert!(shown.contains("<redacted>") && !shown.contains(&Key([7; 32]).to_base64()));
+    }
+
+    #[test]
+    fn unused_low_bits_are_not_checked_as_wg_does() {
+        // `Zh==`: `h` carries four bits no byte uses; wg(8) and the keys already written take it.
+        assert_eq!(base64_decode("Zh==").unwrap(), b"f");
+        let key = "B".repeat(43) + "=";
+        assert!(Key::from_base64(&key).is_ok());
     }
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The DHCPv4 client state machine (RFC 2131 §4.4, Figure 5; messages per state in Table 5).
 
 use std::net::Ipv4Addr;

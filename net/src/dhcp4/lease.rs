@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The lease a DHCPv4 exchange yields, and its translation into operator-layer specs
 //! (docs/talos.md: DHCPv4).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! A sans-IO DHCPv4 client engine (RFC 2131, RFC 2132, RFC 3442, RFC 4361).
 //!
 //! [`Dhcp4Client`] is a pure state machine and sans-IO: the event loop

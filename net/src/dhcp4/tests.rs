@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Unit tests: server messages are built with `dhcproto`, client messages decoded with it.
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Pure timer arithmetic: retransmission backoff (RFC 2131 §4.1) and the RENEWING and
 //! REBINDING retransmission interval (RFC 2131 §4.4.5).
 

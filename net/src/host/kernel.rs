@@ -4,9 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write;
 use std::net::IpAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
@@ -495,12 +493,14 @@ impl Host for KernelHost {
             fs::create_dir_all(dir).map_err(|e| io_error(op(), &e))?;
         }
         // Write a sibling and rename over: readers never see a half-written resolv.conf.
-        let tmp = full.with_extension("keelson-tmp");
-        let mut f = fs::File::create(&tmp).map_err(|e| io_error(op(), &e))?;
-        f.write_all(content.as_bytes()).map_err(|e| io_error(op(), &e))?;
-        f.set_permissions(fs::Permissions::from_mode(mode)).map_err(|e| io_error(op(), &e))?;
-        drop(f);
-        fs::rename(&tmp, &full).map_err(|e| io_error(op(), &e))?;
+        // No fsync: these files are rewritten from the resources at every boot.
+        crate::atomic_file::write(
+            &full,
+            content.as_bytes(),
+            mode,
+            crate::atomic_file::Durability::Nothing,
+        )
+        .map_err(|e| io_error(op(), &e))?;
         Ok(true)
     }
 }

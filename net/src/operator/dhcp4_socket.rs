@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The DHCPv4 client's sockets (kernel adapter).
 //!
 //! Until it has an address the client speaks through an `AF_PACKET` socket bound to its link:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The DHCPv6 client's socket (kernel adapter): UDP on the link-local address, port 546,
 //! to `ff02::1:2` port 547 (RFC 8415 §7.1, §13.1). Unlike DHCPv4 an ordinary UDP socket
 //! serves from the start, because the client always has its link-local address first.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! One DHCP client with its sockets, DHCPv4 or DHCPv6 behind one interface, so the manager
 //! treats both alike: feed an [`Input`], get [`Event`]s, send what they say.
 

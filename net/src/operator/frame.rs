@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! IPv4/UDP framing for DHCPv4 before the client has an address (RFC 2131 §4.1): the packet
 //! socket carries whole IP datagrams, so keelson writes and checks the IP and UDP headers
 //! itself. Pure, so malformed frames are unit-tested without a socket.

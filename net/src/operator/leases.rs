@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! DHCPv4 leases kept under the state directory, so the next start (a restart of keelson, or
 //! a reboot when the state directory is on disk) asks for the same address in INIT-REBOOT
 //! (RFC 2131 §3.2). A lease is tied to the MAC it was leased to: a different NIC under the
@@ -58,10 +59,13 @@ pub fn load(dir: &Path, link: &str, mac: &[u8; 6]) -> Option<Lease> {
 pub fn save(dir: &Path, link: &str, mac: &[u8; 6], lease: &Lease) -> io::Result<()> {
     let saved = Saved { mac: mac_text(mac), lease: lease.clone() };
     let text = serde_json::to_string_pretty(&saved).map_err(io::Error::other)?;
-    let file = path(dir, link);
-    let tmp = file.with_extension("json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &file)
+    // A lease is a cache: losing the last one to a power cut costs one DHCP exchange.
+    crate::atomic_file::write(
+        &path(dir, link),
+        text.as_bytes(),
+        0o644,
+        crate::atomic_file::Durability::Nothing,
+    )
 }
 
 /// Forget the lease of `link` (it expired or was refused).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The operator manager: starts and stops DHCP clients as the merged operator specs and the
 //! links change, moves packets between their sockets and their engines, and writes what the
 //! engines learn into `network-config` at the operator layer, where the merge picks it up like

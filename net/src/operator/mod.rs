@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Operators: the protocol clients that turn what they learn into operator-layer specs
 //! (docs/talos.md: DHCPv4). The engines (`crate::dhcp4`) are sans-IO; this module owns their
 //! sockets and drives them from the event loop (one epoll, nothing blocks).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Which operators should run, from the merged operator specs and the links the kernel has.
 //! Pure: the manager diffs this against what runs.
 

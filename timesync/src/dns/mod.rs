@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! A small sans-IO DNS stub resolver: A and AAAA lookups over UDP to the node's resolvers,
 //! for the few names keelson itself needs (time servers). No libc resolver exists in a static
 //! musl binary that PID 1 could use without blocking, so this one runs in the event loop.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! DNS messages, only as much as an A/AAAA lookup needs (RFC 1035 §4, RFC 3596): a query, and
 //! a reply read with every length and offset checked and name compression bounded.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The NTP client engine (RFC 5905 client mode): polls, validation, selection and the clock
 //! decisions. Sans-IO: the caller passes the monotonic time, the wall clock and packets in,
 //! and sends, steps and slews as told.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! A sans-IO NTP client (RFC 5905 client mode).
 //!
 //! [`NtpClient`] polls several servers in parallel, each on its own schedule (a 4-request

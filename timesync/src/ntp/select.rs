@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Sample filtering per server and server selection across servers.
 //!
 //! * Per server ([`SampleFilter`]): the last [`FILTER_LEN`] samples are kept and the one with

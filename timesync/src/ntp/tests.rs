@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The engine as a table of (time, packet) -> action, against simulated servers.
 
 use std::net::SocketAddr;

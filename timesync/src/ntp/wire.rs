@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The NTP packet header (RFC 5905 §7.3, Figure 8) and NTP timestamps (§6).
 //!
 //! Only the 48-byte header is read; extension fields after it (RFC 7822, used by NTS, RFC 8915)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The NTS-KE exchange itself (RFC 8915 §4): TCP and TLS 1.3 to port 4460 with ALPN
 //! `ntske/1`, the request, the response, the exported keys. It blocks (connect, handshake,
 //! reading the trust roots), so each exchange runs on a thread of its own ([`Exchanges`]), which

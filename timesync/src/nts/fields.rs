@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! NTP extension fields (RFC 7822 §3) and the four NTS uses them (RFC 8915 §5): a 16-bit type,
 //! a 16-bit length counting the 4-byte head and the padding to a 4-byte boundary, the value.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! NTS Key Establishment records (RFC 8915 §4): the request keelson sends and a bounded,
 //! incremental parse of the server's response. Pure: the TLS exchange lives in
 //! [`super::exchange`].

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Network Time Security for NTP (RFC 8915).
 //!
 //! - [`ke`]: the key establishment records (request, bounded response parse).

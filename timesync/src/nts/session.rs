@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! One server's NTS association after key establishment: the two AEAD keys, the cookie jar,
 //! and the authenticated requests and replies of RFC 8915 §5.
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The NTS-KE server certificate check: the usual WebPKI chain and name check against the
 //! trust roots, with one concession to a clock that is not yet known to be right.
 //!

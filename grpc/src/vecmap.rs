@@ -76,6 +76,10 @@ impl<K: Ord, V> VecMap<K, V> {
         self.0.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.0.clear();
     }
@@ -96,6 +100,7 @@ mod tests {
         assert_eq!(m.remove(&1), Some(10));
         assert!(!m.contains_key(&1));
         assert_eq!(m.len(), 2);
+        assert!(!m.is_empty());
         let mut s: VecMap<String, u8> = VecMap::new();
         s.insert("b".into(), 2);
         s.insert("a".into(), 1);

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Protobuf wire primitives: the field reader, the writers, and `Duration`.
+//! Protobuf (proto3) wire primitives: the field reader, the writers, and `Duration`. Writers
+//! put fields in the order called with minimal varints, so messages built on them in ascending
+//! field order match Go's `proto.Marshal` byte for byte; the reader skips unknown fields
+//! (groups to a bounded depth) and rejects truncated or malformed input. The caller bounds the
+//! input size (the gRPC layer caps each message).
 
 /// Why a message did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

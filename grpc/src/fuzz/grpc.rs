@@ -9,7 +9,7 @@
 
 use testkit::fuzzkit::{run, LenField, Mutator, Target, Verdict};
 
-use crate::grpc::{frame_message, percent_decode, MessageDecoder, Response, ResponseReader};
+use crate::call::{frame_message, percent_decode, MessageDecoder, Response, ResponseReader};
 
 const MAX: usize = 1024;
 

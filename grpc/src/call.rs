@@ -1,18 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! gRPC over HTTP/2: length-prefixed messages, the request head, and the call's outcome from
 //! the response head and trailers (including Trailers-Only responses). No compression: we
-//! never send `grpc-encoding`, and a compressed message from the peer is an error.
+//! never send `grpc-encoding`, and a compressed message from the peer is an error. The service
+//! (its paths) and the message limit are the caller's: each service bounds its own messages.
 
 use std::time::Duration;
 
 use crate::h2::{field, Field};
-
-/// The discovery service.
-pub const SERVICE: &str = "sidero.discovery.server.Cluster";
-
-/// The largest message accepted. A full cluster (1,024 affiliates at their size limits) lists
-/// at about 4.6 MB, above gRPC's usual 4 MiB default, so the bound is 16 MiB.
-pub const MAX_MESSAGE: usize = 16 << 20;
 
 /// gRPC status codes used here.
 pub mod code {
@@ -26,11 +20,6 @@ pub mod code {
     pub const UNIMPLEMENTED: u32 = 12;
     pub const INTERNAL: u32 = 13;
     pub const UNAVAILABLE: u32 = 14;
-}
-
-/// The HTTP/2 path of a method of the discovery service.
-pub fn path(method: &str) -> String {
-    format!("/{SERVICE}/{method}")
 }
 
 /// A call's outcome.
@@ -132,21 +121,23 @@ impl MessageDecoder {
     }
 }
 
-/// The request head of a call to `method`. `timeout` becomes `grpc-timeout`.
+/// The request head of a call to `path` (`/package.Service/Method`). `timeout` becomes
+/// `grpc-timeout`.
 pub fn request_headers(
     tls: bool,
     authority: &str,
-    method: &str,
+    path: &str,
+    user_agent: &str,
     timeout: Option<Duration>,
 ) -> Vec<(String, String)> {
     let mut h = vec![
         (":method".to_string(), "POST".to_string()),
         (":scheme".to_string(), if tls { "https" } else { "http" }.to_string()),
-        (":path".to_string(), path(method)),
+        (":path".to_string(), path.to_string()),
         (":authority".to_string(), authority.to_string()),
         ("content-type".to_string(), "application/grpc".to_string()),
         ("te".to_string(), "trailers".to_string()),
-        ("user-agent".to_string(), format!("keelson-discovery/{}", env!("CARGO_PKG_VERSION"))),
+        ("user-agent".to_string(), user_agent.to_string()),
     ];
     if let Some(t) = timeout {
         h.push((
@@ -219,12 +210,6 @@ pub struct ResponseReader {
     head_seen: bool,
     done: bool,
     messages: MessageDecoder,
-}
-
-impl Default for ResponseReader {
-    fn default() -> Self {
-        Self::new(MAX_MESSAGE)
-    }
 }
 
 impl ResponseReader {
@@ -335,6 +320,9 @@ impl ResponseReader {
 mod tests {
     use super::*;
 
+    /// The message limit of these tests.
+    const MAX: usize = 16 << 20;
+
     fn fields(p: &[(&str, &str)]) -> Vec<Field> {
         p.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
     }
@@ -360,7 +348,7 @@ mod tests {
 
     #[test]
     fn unary_and_trailers_only() {
-        let mut r = ResponseReader::default();
+        let mut r = ResponseReader::new(MAX);
         let mut out = Vec::new();
         r.on_headers(
             &fields(&[(":status", "200"), ("content-type", "application/grpc+proto")]),
@@ -375,7 +363,7 @@ mod tests {
         );
         assert!(r.is_done());
 
-        let mut r = ResponseReader::default();
+        let mut r = ResponseReader::new(MAX);
         let mut out = Vec::new();
         let head = [
             (":status", "200"),
@@ -395,7 +383,7 @@ mod tests {
     #[test]
     fn broken_responses() {
         let run = |steps: &dyn Fn(&mut ResponseReader, &mut Vec<Response>)| {
-            let mut r = ResponseReader::default();
+            let mut r = ResponseReader::new(MAX);
             let mut out = Vec::new();
             steps(&mut r, &mut out);
             match out.last() {
@@ -438,7 +426,13 @@ mod tests {
 
     #[test]
     fn request_head_and_trailers() {
-        let h = request_headers(false, "127.0.0.1:3000", "Hello", Some(Duration::from_secs(10)));
+        let h = request_headers(
+            false,
+            "127.0.0.1:3000",
+            "/sidero.discovery.server.Cluster/Hello",
+            "keelson-discovery/0.1.0",
+            Some(Duration::from_secs(10)),
+        );
         assert_eq!(h[2], (":path".into(), "/sidero.discovery.server.Cluster/Hello".into()));
         assert_eq!(h[1].1, "http");
         assert!(h.contains(&("te".into(), "trailers".into())));
