@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{require_root, wait_for, Netns, Node, TempDir};
+use common::{keelson, require_root, wait_for, Netns, Node, TempDir};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -30,15 +30,6 @@ fn write_config(dir: &TempDir, name: &str, addrs: &str) -> PathBuf {
     std::fs::write(&tmp, body).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
     path
-}
-
-fn keelson(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keelson")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn sock(node: &Node) -> String {

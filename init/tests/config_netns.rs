@@ -14,10 +14,9 @@ mod common;
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{require_root, sh, wait_for, Netns, Node, TempDir};
+use common::{keelson, require_root, sh, wait_for, Netns, Node, TempDir};
 use testkit::configmap_swap;
 
 const T: Duration = Duration::from_secs(15);
@@ -39,15 +38,6 @@ fn replace(path: &Path, body: &str) {
 
 fn mkfifo(path: &Path) {
     sh(&["mkfifo", path.to_str().unwrap()]);
-}
-
-fn keelson(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keelson")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The API answers (`machine-status` through the CLI).

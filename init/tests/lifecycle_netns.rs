@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{require_root, wait_for, Netns, Node, TempDir};
+use common::{keelson, require_root, wait_for, Netns, Node, TempDir};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -36,15 +36,6 @@ fn replace(path: &Path, body: &str) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, body).unwrap();
     std::fs::rename(&tmp, path).unwrap();
-}
-
-fn keelson(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keelson")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The `MachineStatus` resource's spec, through `keelson get machinestatus`.

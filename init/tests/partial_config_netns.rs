@@ -14,10 +14,9 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{require_root, wait_for, Netns, Node, TempDir};
+use common::{keelson, require_root, wait_for, Netns, Node, TempDir};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -38,15 +37,6 @@ machine:
       - interface: averyveryverylongname0
         dummy: true
 "
-    )
-}
-
-fn keelson(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keelson")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 

@@ -18,36 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{require_root, wait_for, Netns, Node, TempDir};
+use common::{
+    gen_config as gen, keelson_in as keelson, require_root, wait_for, Netns, Node, TempDir,
+};
 
 const T: Duration = Duration::from_secs(20);
 const PORT: &str = "50000";
-
-/// `keelson ARGS` inside `ns`: (success, stdout, stderr).
-fn keelson(ns: &Netns, args: &[&str]) -> (bool, String, String) {
-    let mut all = vec![env!("CARGO_BIN_EXE_keelson")];
-    all.extend_from_slice(args);
-    let out = ns.exec(&all);
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// `keelson gen config NAME` into `dir/NAME`.
-fn gen(dir: &TempDir, name: &str) -> PathBuf {
-    let out = dir.path().join(name);
-    let status = Command::new(env!("CARGO_BIN_EXE_keelson"))
-        .args(["gen", "config", name, "--output"])
-        .arg(&out)
-        .args(["--endpoints", "127.0.0.1"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    out
-}
 
 /// The generated machine config with eth0's address added.
 fn machine_config(gen: &Path, addr: &str) -> PathBuf {

@@ -208,3 +208,40 @@ impl Drop for Background {
         self.stop();
     }
 }
+
+/// What a command said: (success, stdout, stderr).
+pub type Said = (bool, String, String);
+
+fn said(out: std::process::Output) -> Said {
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `keelson ARGS` in this namespace (the client of a node's socket).
+pub fn keelson(args: &[&str]) -> Said {
+    said(Command::new(env!("CARGO_BIN_EXE_keelson")).args(args).output().unwrap())
+}
+
+/// `keelson ARGS` inside `ns` (the client of a node's TCP API).
+pub fn keelson_in(ns: &Netns, args: &[&str]) -> Said {
+    let mut all = vec![env!("CARGO_BIN_EXE_keelson")];
+    all.extend_from_slice(args);
+    said(ns.exec(&all))
+}
+
+/// `keelson gen config NAME` into `dir/NAME`, with 127.0.0.1 as the endpoint.
+pub fn gen_config(dir: &TempDir, name: &str) -> PathBuf {
+    let out = dir.path().join(name);
+    let status = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["gen", "config", name, "--output"])
+        .arg(&out)
+        .args(["--endpoints", "127.0.0.1"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    out
+}
