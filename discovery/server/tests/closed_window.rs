@@ -12,9 +12,13 @@
     clippy::tests_outside_test_module
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+use common::Server;
 
 /// The budget the test gives the server, per connection.
 const BUDGET: usize = 2 << 20;
@@ -22,57 +26,6 @@ const BUDGET: usize = 2 << 20;
 const SLACK: usize = 12 << 20;
 /// Affiliates of 2 KiB: each List or Watch answer is about 420 KiB.
 const AFFILIATES: usize = 200;
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_keelson-discovery-server"))
-            .args(["--addr", "127.0.0.1:0"])
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start keelson-discovery-server");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let line =
-                lines.next().expect("the server exited before it listened").expect("read stderr");
-            eprintln!("server: {line}");
-            if let Some(rest) = line.split("serving on ").nth(1) {
-                break rest.split(' ').next().unwrap_or_default().to_owned();
-            }
-        };
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                eprintln!("server: {line}");
-            }
-        });
-        Server { child, addr }
-    }
-
-    /// A `Vm*` figure of /proc/PID/status, in bytes.
-    fn vm(&self, what: &str) -> usize {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("read /proc/PID/status");
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(&format!("{what}:")))
-            .unwrap_or_else(|| panic!("no {what} in /proc/PID/status"));
-        let kb: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kb * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn script() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h2_flood.py")

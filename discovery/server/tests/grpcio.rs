@@ -10,64 +10,15 @@
     clippy::tests_outside_test_module
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_keelson-discovery-server"))
-            .args(["--addr", "127.0.0.1:0"])
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start keelson-discovery-server");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let line =
-                lines.next().expect("the server exited before it listened").expect("read stderr");
-            eprintln!("server: {line}");
-            if let Some(rest) = line.split("serving on ").nth(1) {
-                break rest.split(' ').next().unwrap_or_default().to_owned();
-            }
-        };
-        // Keep draining the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                eprintln!("server: {line}");
-            }
-        });
-        Server { child, addr }
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-
-    /// SIGTERM, and the exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
-        let status = self.child.wait().expect("wait");
-        std::mem::forget(self);
-        status
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Server;
 
 fn client(scenario: &str, addr: &str, args: &[&str]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc_client.py");
