@@ -8,7 +8,7 @@
 //! mutates seeds for `KEELSON_FUZZ_ITERS` iterations (the target's short default otherwise) or
 //! `KEELSON_FUZZ_SECS` seconds, from the random seed `KEELSON_FUZZ_SEED` (a fixed default, so a
 //! CI failure reproduces). The oracle runs under `catch_unwind`: a panic or an `Err` fails the
-//! test with the target, the iteration, the seed and the input in hex; the hex goes into
+//! test with the target, the iteration, its seed and the input in hex; the hex goes into
 //! `fuzz-corpus/<target>/` as a new file (see [`unhex`]) once the parser is fixed.
 //!
 //! Mutations: bit flips, interesting bytes and 16/32-bit integers (both byte orders),
