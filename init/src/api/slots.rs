@@ -23,22 +23,18 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
+use base::client_key::{client_key, DEFAULT_V6_PREFIX};
+
 /// Where a TLS connection comes from, as the handshake pool counts it: an IPv4 address
-/// (IPv4-mapped IPv6 included), or the /64 of an IPv6 address (one host usually holds a whole
-/// /64, so counting by address would let it open as many sources as it likes).
+/// (IPv4-mapped IPv6 included), or the /64 of an IPv6 address, as the discovery server keys
+/// its limits ([`base::client_key`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Source(u128);
+pub struct Source(IpAddr);
 
 impl Source {
     /// The source of a peer address.
     pub fn of(ip: IpAddr) -> Self {
-        match ip {
-            IpAddr::V4(v4) => Self(v4.to_ipv6_mapped().to_bits()),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => Self::of(IpAddr::V4(v4)),
-                None => Self(v6.to_bits() & !u128::from(u64::MAX)),
-            },
-        }
+        Self(client_key(ip, DEFAULT_V6_PREFIX))
     }
 }
 
