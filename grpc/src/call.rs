@@ -61,7 +61,7 @@ impl std::fmt::Display for Status {
             16 => "Unauthenticated",
             _ => "code",
         };
-        write!(f, "{name} ({}): {}", self.code, crate::escape::escape(&self.message))
+        write!(f, "{name} ({}): {}", self.code, base::names::escape(&self.message, 512))
     }
 }
 

@@ -11,7 +11,6 @@
 //! API can link it without the network stack.
 
 pub mod call;
-pub mod escape;
 #[cfg(test)]
 mod fuzz;
 pub mod h2;

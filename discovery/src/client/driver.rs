@@ -9,7 +9,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use grpc::escape::escape;
+use base::names::escape;
 use rustls::pki_types::ServerName;
 
 use super::{Action, Engine, Settings};
@@ -199,7 +199,7 @@ impl Driver {
                 Err(e)
                     if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.engine.closed(Instant::now(), &escape(&e.to_string())),
+                Err(e) => self.engine.closed(Instant::now(), &escape(&e.to_string(), 512)),
             }
         }
     }
@@ -224,7 +224,7 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let addrs: Vec<_> = (target.host.as_str(), target.port)
         .to_socket_addrs()
-        .map_err(|e| format!("resolving {}: {}", target.host, escape(&e.to_string())))?
+        .map_err(|e| format!("resolving {}: {}", target.host, escape(&e.to_string(), 512)))?
         .collect();
     let mut last = format!("{} resolves to no address", target.host);
     let mut sock = None;
@@ -266,7 +266,7 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
         }
         sock.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
         conn.complete_io(&mut sock)
-            .map_err(|e| format!("TLS handshake: {}", escape(&e.to_string())))?;
+            .map_err(|e| format!("TLS handshake: {}", escape(&e.to_string(), 512)))?;
     }
     if conn.alpn_protocol() != Some(b"h2") {
         return Err("TLS: the server did not agree to HTTP/2 (ALPN h2)".into());

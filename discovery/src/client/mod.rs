@@ -27,7 +27,7 @@ use crate::proto::{
 use crate::service;
 use crate::target::Target;
 use backoff::Backoff;
-use grpc::escape::escape;
+use base::names::escape;
 use grpc::h2::{self, Connection, Role};
 use grpc::vecmap::VecMap;
 use grpc::{Response, ResponseReader, Status};
@@ -429,7 +429,7 @@ impl Engine {
         if self.phase == Phase::Stopped {
             return;
         }
-        self.notify(Event::Error(escape(&why)));
+        self.notify(Event::Error(escape(&why, 512)));
         self.drop_connection();
         // Everything is published again on the next connection.
         self.refresh.pending = true;
@@ -531,11 +531,11 @@ impl Engine {
                 Ok(t) => {
                     log::info!(target: "discovery", "redirected from {} to {}", self.target.authority(), t.authority());
                     self.target = t;
-                    return self.fail(now, format!("redirected to {}", escape(&r.endpoint)));
+                    return self.fail(now, format!("redirected to {}", escape(&r.endpoint, 512)));
                 }
                 Err(e) => {
                     return self
-                        .fail(now, format!("redirect to {:?} refused: {e}", escape(&r.endpoint)))
+                        .fail(now, format!("redirect to {:?} refused: {e}", escape(&r.endpoint, 512)))
                 }
             }
         }
@@ -639,7 +639,7 @@ impl Engine {
     /// A warning about an affiliate, unless too many were said lately (then only counted).
     fn warn_unreadable(&mut self, now: Instant, line: String) {
         if self.unreadable.allow(now) {
-            self.notify(Event::Error(escape(&line)));
+            self.notify(Event::Error(escape(&line, 512)));
         }
     }
 
