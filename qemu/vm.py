@@ -269,7 +269,7 @@ class Node:
 
 
 def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
-                    ca_bundle=None, add=()):
+                    ca_bundle=None, add=(), binary=None):
     """Runs scripts/build-initramfs; returns the image path. `add`: (source, path in the
     image) pairs of extra files."""
     cmd = [str(ROOT / "scripts/build-initramfs")]
@@ -287,6 +287,8 @@ def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_
         cmd += ["--fixed-all"]
     if ca_bundle:
         cmd += ["--ca-bundle", str(ca_bundle)]
+    if binary:
+        cmd += ["--binary", str(binary)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")
