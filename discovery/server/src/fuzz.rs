@@ -95,7 +95,7 @@ fn fuzz_target_stats() {
                 return Err(format!("the answer {head:?} depends on bytes after the head"));
             }
         }
-        match respond(b, &totals) {
+        match respond(b, &totals, &crate::metrics::Metrics::default()) {
             None if head == Head::Partial => Ok(Verdict::Refused),
             None => Err(format!("no response to {head:?}")),
             Some(r) => {

@@ -6,6 +6,7 @@
 pub mod config;
 #[cfg(test)]
 mod fuzz;
+pub mod metrics;
 pub mod ratelimit;
 pub mod registry;
 pub mod rpc;

@@ -14,7 +14,7 @@ use crate::registry::{Event, Registry, RegistryError, Update, WatchId};
 
 pub use grpc::code as status;
 
-const PREFIX: &str = "/sidero.discovery.server.Cluster/";
+pub const PREFIX: &str = "/sidero.discovery.server.Cluster/";
 
 /// What a call comes to.
 #[derive(Debug, PartialEq, Eq)]

@@ -18,6 +18,7 @@ use grpc::h2::{self, code as h2code, field, Role};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::ratelimit::{client_key, RateLimiter};
 use crate::registry::{LostUpdate, Registry, Totals, WatchId};
 use crate::rpc::{self, status, Outcome};
@@ -109,6 +110,8 @@ struct Shared {
     /// Which connection and stream each watch feeds.
     watches: HashMap<WatchId, (u64, u32)>,
     stats: Option<(Instant, Totals)>,
+    /// What `/metrics` reports.
+    metrics: Metrics,
     /// The largest watch event the limits allow, framed.
     event_max: usize,
 }
@@ -408,7 +411,7 @@ fn http1(c: &mut Conn, data: &[u8], sh: &mut Shared, now: Instant) {
     let room = stats::HEAD_LIMIT.saturating_sub(buf.len());
     buf.extend_from_slice(&data[..data.len().min(room)]);
     let totals = sh.totals(now);
-    if let Some(resp) = stats::respond(buf, &totals) {
+    if let Some(resp) = stats::respond(buf, &totals, &sh.metrics) {
         c.out.extend_from_slice(&resp);
         c.closing = true;
     }
@@ -436,10 +439,13 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                     .is_some_and(|v| v.starts_with(b"application/grpc"));
                 if !grpc {
                     // Not gRPC: the landing text or the stats, as over HTTP/1.1.
-                    let (code, ctype, body) = stats::answer(&path, &sh.totals(now));
+                    let totals = sh.totals(now);
+                    let format = base::metrics::Format::from_accept(field(&fields, "accept"));
+                    let (code, ctype, body) = stats::answer(&path, format, &totals, &sh.metrics);
                     if !fits(held(c.out.len(), h), body.len(), sh.cfg.max_queued) {
                         h.reset(stream, h2code::ENHANCE_YOUR_CALM);
                         c.refused += 1;
+                        sh.metrics.refused_answers += 1;
                         continue;
                     }
                     let code = code.to_string();
@@ -458,10 +464,12 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                     sh.cfg.trust_proxy_headers,
                 );
                 if field(&fields, ":method") != Some(b"POST") {
+                    sh.metrics.call(&path, status::UNIMPLEMENTED);
                     send_status(h, stream, status::UNIMPLEMENTED, "gRPC calls are POSTs");
                     continue;
                 }
                 if !rpc::known(&path) {
+                    sh.metrics.call(&path, status::UNIMPLEMENTED);
                     send_status(
                         h,
                         stream,
@@ -471,6 +479,8 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                     continue;
                 }
                 if !sh.limiter.allow(client_key(ip, sh.cfg.ipv6_prefix), now) {
+                    sh.metrics.call(&path, status::RESOURCE_EXHAUSTED);
+                    sh.metrics.rate_limited += 1;
                     send_status(h, stream, status::RESOURCE_EXHAUSTED, "rate limit exceeded");
                     continue;
                 }
@@ -488,6 +498,7 @@ fn events(id: u64, c: &mut Conn, sh: &mut Shared, now: Instant) {
                     continue;
                 }
                 if call.body.len() + data.len() > MAX_REQUEST + 5 {
+                    sh.metrics.call(&call.path, status::RESOURCE_EXHAUSTED);
                     c.calls.remove(&stream);
                     send_status(h, stream, status::RESOURCE_EXHAUSTED, "request message too large");
                     continue;
@@ -544,6 +555,7 @@ fn finish(
     let request = match request_message(&call.body) {
         Ok(r) => r,
         Err((code, msg)) => {
+            sh.metrics.call(&call.path, code);
             calls.remove(&stream);
             send_status(h, stream, code, &msg);
             return 0;
@@ -551,7 +563,13 @@ fn finish(
     };
     let ctx = rpc::Context { client_ip: Some(call.ip), redirect: sh.cfg.redirect.as_deref(), now };
     let budget = sh.cfg.max_queued;
-    match rpc::call(&call.path, &request, &mut sh.reg, &ctx) {
+    let outcome = rpc::call(&call.path, &request, &mut sh.reg, &ctx);
+    let code = match &outcome {
+        Outcome::Status(code, _) => *code,
+        Outcome::Unary(_) | Outcome::Watch(..) => status::OK,
+    };
+    sh.metrics.call(&call.path, code);
+    match outcome {
         Outcome::Unary(msg) => {
             calls.remove(&stream);
             let framed = grpc::frame_message(&msg);
@@ -559,6 +577,7 @@ fn finish(
             // client with a shut window makes the server hold.
             if !fits(held(out, h), framed.len(), budget) {
                 h.reset(stream, h2code::ENHANCE_YOUR_CALM);
+                sh.metrics.refused_answers += 1;
                 return 1;
             }
             let _ = h.send_headers(stream, &GRPC_HEAD, false);
@@ -571,6 +590,7 @@ fn finish(
                 sh.reg.unwatch(w);
                 calls.remove(&stream);
                 h.reset(stream, h2code::ENHANCE_YOUR_CALM);
+                sh.metrics.refused_answers += 1;
                 return 1;
             }
             call.watch = Some(w);
@@ -742,7 +762,15 @@ impl Server {
             conns: HashMap::new(),
             next_conn: 0,
             per_ip: HashMap::new(),
-            sh: Shared { cfg, reg, limiter, watches: HashMap::new(), stats: None, event_max },
+            sh: Shared {
+                cfg,
+                reg,
+                limiter,
+                watches: HashMap::new(),
+                stats: None,
+                metrics: Metrics::default(),
+                event_max,
+            },
             writer: None,
             accept_paused: None,
         })
@@ -774,6 +802,7 @@ impl Server {
                 || count >= self.sh.cfg.max_connections_per_ip
             {
                 log::debug!("{ip}: connection refused (limit)");
+                self.sh.metrics.rejected += 1;
                 continue;
             }
             if sock.set_nonblocking(true).is_err() {
@@ -785,6 +814,8 @@ impl Server {
                     *self.per_ip.entry(key).or_default() += 1;
                     self.conns.insert(self.next_conn, c);
                     self.next_conn += 1;
+                    self.sh.metrics.accepted += 1;
+                    self.sh.metrics.open = self.conns.len() as u64;
                 }
                 Err(e) => log::warn!("{ip}: {e}"),
             }
@@ -795,6 +826,7 @@ impl Server {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
+        self.sh.metrics.open = self.conns.len() as u64;
         for call in c.calls.values() {
             if let Some(w) = call.watch {
                 self.sh.reg.unwatch(w);
@@ -819,10 +851,15 @@ impl Server {
             return;
         }
         let bytes = snapshot::encode(&self.sh.reg, now);
+        let counts = self.sh.metrics.snapshots.clone();
         // The discovery server is its own process, not PID 1: a plain thread writes snapshots.
         #[allow(clippy::disallowed_methods)]
-        let writer = std::thread::spawn(move || {
-            if let Err(e) = snapshot::write(&path, &bytes) {
+        let writer = std::thread::spawn(move || match snapshot::write(&path, &bytes) {
+            Ok(()) => {
+                counts.written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => {
+                counts.failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 log::error!("snapshot {}: {e}", path.display());
             }
         });

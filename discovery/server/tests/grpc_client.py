@@ -355,6 +355,82 @@ def scenario_flood(addr, cluster, count):
         update(s, cluster, f"af{i % 500}", os.urandom(2000))
 
 
+def scrape(addr, accept=None):
+    import urllib.request
+
+    req = urllib.request.Request(f"http://{addr}/metrics")
+    if accept:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.headers.get("content-type"), r.read().decode()
+
+
+def scenario_metrics(addr):
+    """Calls of known outcome, then /metrics read by parsers keelson did not write: the
+    prometheus_client text and OpenMetrics parsers, and promtool's linter."""
+    import subprocess
+
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+    from prometheus_client.parser import text_string_to_metric_families as prom_parse
+
+    s = stub(addr)
+    update(s, "c1", "af1", b"d1", [b"e1", b"e2"])
+    update(s, "c1", "af2", b"d2", [b"e3"])
+    listed(s, "c1")
+    expect_code(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        lambda: s.Hello(pb.HelloRequest(cluster_id=""), timeout=10),
+        "empty cluster ID",
+    )
+    s.Hello(pb.HelloRequest(cluster_id="c1"), timeout=10)
+    # The server runs with a burst of 5: the sixth call is refused.
+    expect_code(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        lambda: s.Hello(pb.HelloRequest(cluster_id="c1"), timeout=10),
+        "sixth call",
+    )
+    want_calls = {
+        ("AffiliateUpdate", "OK"): 2,
+        ("List", "OK"): 1,
+        ("Hello", "InvalidArgument"): 1,
+        ("Hello", "OK"): 1,
+        ("Hello", "ResourceExhausted"): 1,
+    }
+    want = {
+        "discovery_clusters": 1,
+        "discovery_affiliates": 2,
+        "discovery_endpoints": 3,
+        "discovery_rate_limited_total": 1,
+        "discovery_connections_open": 1,
+    }
+    for accept, parse, ctype in [
+        (None, prom_parse, "text/plain; version=0.0.4"),
+        ("application/openmetrics-text; version=1.0.0", om_parse, "application/openmetrics-text"),
+    ]:
+        got_type, text = scrape(addr, accept)
+        check(got_type.startswith(ctype), f"content type {got_type!r} for Accept {accept!r}")
+        samples = {}
+        calls = {}
+        for fam in parse(text):
+            for smp in fam.samples:
+                if smp.name == "discovery_calls_total":
+                    calls[(smp.labels["method"], smp.labels["code"])] = smp.value
+                else:
+                    samples[smp.name] = smp.value
+        check(calls == want_calls, f"calls {calls} want {want_calls}")
+        for name, value in want.items():
+            # The scrape's own connection is open too, and grpcio's channel.
+            if name == "discovery_connections_open":
+                check(samples.get(name, 0) >= value, f"{name} {samples.get(name)}")
+            else:
+                check(samples.get(name) == value, f"{name} {samples.get(name)} want {value}")
+        if accept is None:
+            # promtool reads the Prometheus text format only.
+            lint = subprocess.run(["promtool", "check", "metrics"], input=text,
+                                  capture_output=True, text=True)
+            check(lint.returncode == 0, f"promtool: {lint.stdout}{lint.stderr}")
+
+
 SCENARIOS = {
     name[len("scenario_") :]: fn for name, fn in globals().items() if name.startswith("scenario_")
 }

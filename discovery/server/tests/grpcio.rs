@@ -84,6 +84,12 @@ fn the_rate_limit_refuses_the_61st_call() {
 }
 
 #[test]
+fn metrics_count_calls_by_method_and_code_for_prometheus_parsers_and_promtool() {
+    let s = Server::start(&["--rate", "0.01", "--burst", "5"]);
+    client("metrics", &s.addr, &[]);
+}
+
+#[test]
 fn behind_a_trusted_proxy_each_forwarded_address_has_its_own_bucket() {
     let s = Server::start(&["--rate", "0.01", "--burst", "60", "--trust-proxy-headers"]);
     client("ratelimit", &s.addr, &["proxied"]);

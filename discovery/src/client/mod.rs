@@ -534,8 +534,10 @@ impl Engine {
                     return self.fail(now, format!("redirected to {}", escape(&r.endpoint, 512)));
                 }
                 Err(e) => {
-                    return self
-                        .fail(now, format!("redirect to {:?} refused: {e}", escape(&r.endpoint, 512)))
+                    return self.fail(
+                        now,
+                        format!("redirect to {:?} refused: {e}", escape(&r.endpoint, 512)),
+                    )
                 }
             }
         }
