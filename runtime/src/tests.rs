@@ -220,6 +220,28 @@ fn errors_back_off_exponentially_and_success_resets() {
 }
 
 #[test]
+fn each_reconcile_is_counted_with_its_duration_and_failures_as_errors() {
+    let mut rt = Runtime::new();
+    let fail = Rc::new(Cell::new(true));
+    let f = fail.clone();
+    let (c, _) = ctrl("counted", &[], &[], move |_| {
+        if f.get() {
+            Err(ControllerError::transient("no"))
+        } else {
+            Ok(Next::Idle)
+        }
+    });
+    rt.register(c).unwrap();
+    let t0 = Instant::now();
+    rt.run(t0);
+    fail.set(false);
+    rt.run(t0 + BACKOFF_INITIAL);
+    let state = &rt.controllers()[0];
+    assert_eq!((state.runs, state.errors), (2, 1));
+    assert_eq!(state.durations.count(), 2);
+}
+
+#[test]
 fn backoff_is_capped() {
     let mut rt = Runtime::new();
     let (c, _) = ctrl("broken", &[], &[], |_| Err(ControllerError::transient("no")));
