@@ -90,12 +90,17 @@ impl Lease {
         }
     }
 
-    /// The operator-layer specs this lease gives.
-    pub fn specs(&self, link: &str, route_metric: u32, now: Instant) -> LayerSpecs {
-        match self {
+    /// The operator-layer specs this lease gives; none of its routes with `skip_routes`
+    /// (Talos's `DHCPv4Config.ignoreRoutes`: the address, DNS and NTP still apply).
+    pub fn specs(&self, link: &str, route_metric: u32, skip_routes: bool, now: Instant) -> LayerSpecs {
+        let mut specs = match self {
             Lease::V4(l) => dhcp4::lease_to_specs(l, link, route_metric, now),
             Lease::V6(l) => dhcp6::lease_to_specs(l, link, now),
+        };
+        if skip_routes {
+            specs.routes.clear();
         }
+        specs
     }
 }
 

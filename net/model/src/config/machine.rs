@@ -156,6 +156,9 @@ pub struct Machine {
     pub(crate) node_annotations: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) node_taints: Option<TalosKey>,
+    /// Deprecated in Talos (`UserVolumeConfig` replaces it) but still in its schema.
+    #[serde(default, skip_serializing)]
+    pub(crate) disks: Option<TalosKey>,
 }
 
 /// `machine.install`: keelson does not copy itself to the disk (it boots from its
@@ -365,6 +368,9 @@ pub struct Cluster {
     pub(crate) inline_manifests: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) allow_scheduling_on_control_planes: Option<TalosKey>,
+    /// The deprecated spelling of `allowSchedulingOnControlPlanes`, still in Talos's schema.
+    #[serde(default, skip_serializing)]
+    pub(crate) allow_scheduling_on_masters: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) admin_kubeconfig: Option<TalosKey>,
 }

@@ -131,6 +131,8 @@ pub fn check(yaml: &str) -> Report {
     }
     let legacy_text = legacy.as_ref().map(|(_, text)| text.as_str()).filter(|t| !t.is_empty());
     let refused = cross_check(&mut report, &typed, legacy_text);
+    let kept = typed.iter().enumerate().filter(|(i, _)| !refused.contains(i)).map(|(_, d)| d);
+    report.config.warnings.extend(documents::extra_services(kept));
     for (i, doc) in typed.into_iter().enumerate() {
         if refused.contains(&i) {
             continue;
