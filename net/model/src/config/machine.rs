@@ -301,8 +301,8 @@ pub struct NodeIpConfig {
     pub valid_subnets: Vec<CidrFilter>,
 }
 
-/// `cluster`.
-#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+/// `cluster`. `Debug` shows the secret as `<redacted>` (a config may be logged whole).
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cluster {
     /// Cluster ID (base64), KubeSpan's and discovery's cluster identity.
@@ -373,6 +373,17 @@ pub struct Cluster {
     pub(crate) allow_scheduling_on_masters: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) admin_kubeconfig: Option<TalosKey>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Only what keelson uses: the keys it ignores have no content to show.
+        f.debug_struct("Cluster")
+            .field("id", &self.id)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("discovery", &self.discovery)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `cluster.discovery`.

@@ -74,6 +74,8 @@ mod tests_links;
 mod tests_partial;
 #[cfg(test)]
 mod tests_specs;
+#[cfg(test)]
+mod tests_talos_kinds;
 
 pub use documents::{
     AliasSelector, AutoHostname, BondConfig, BridgeConfig, BridgeStpConfig, BridgeVlanConfig,

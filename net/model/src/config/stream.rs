@@ -43,10 +43,14 @@ pub fn check(yaml: &str) -> Report {
         report.errors.push(ConfigError::new("", None, "the configuration is empty"));
         return report;
     }
-    let many = spans.len() > 1;
+    let many = spans.iter().filter(|s| s.null_at.is_none()).count() > 1;
     let mut legacy: Option<(usize, String)> = None;
     let mut typed: Vec<NetworkDocument> = Vec::new();
     for (i, span) in spans.iter().enumerate() {
+        if span.null_at.is_some() {
+            // An empty document (a stream ending in `---`): Talos skips it, so does keelson.
+            continue;
+        }
         let end = spans.get(i + 1).map_or(yaml.len(), |next| next.start);
         let text = yaml.get(span.start..end).unwrap_or_default();
         let number = i + 1;

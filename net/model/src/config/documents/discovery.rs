@@ -50,7 +50,9 @@ impl Body for DiscoveryServiceConfig {
     fn legacy_conflict(&self, legacy: &Legacy<'_>) -> Option<(&'static str, String)> {
         // Talos: the mere presence of `cluster.discovery` conflicts, whatever it says.
         let path = "cluster.discovery";
-        legacy.line_of(path).map(|_| (path, "the discovery service is configured in both places".into()))
+        legacy
+            .line_of(path)
+            .map(|_| (path, "the discovery service is configured in both places".into()))
     }
 
     fn fold_into(&self, cfg: &mut MachineConfig) -> bool {
@@ -156,9 +158,10 @@ impl Body for DiscoveryIdentityConfig {
     }
 
     fn legacy_conflict(&self, legacy: &Legacy<'_>) -> Option<(&'static str, String)> {
-        ["cluster.id", "cluster.secret"].into_iter().find(|p| legacy.line_of(p).is_some()).map(
-            |path| (path, "the cluster identity is configured in both places".to_owned()),
-        )
+        ["cluster.id", "cluster.secret"]
+            .into_iter()
+            .find(|p| legacy.line_of(p).is_some())
+            .map(|path| (path, "the cluster identity is configured in both places".to_owned()))
     }
 
     fn fold_into(&self, cfg: &mut MachineConfig) -> bool {
