@@ -74,10 +74,12 @@ pub fn migrate(yaml: &str) -> Result<String, MigrateError> {
 }
 
 /// Typed documents that are neither network documents rebuilt above nor kept as documents:
-/// the discovery documents (folded into `cluster`) and the kinds keelson does not implement.
+/// the discovery documents and `KubeNodeConfig` (folded into `cluster` and `machine.kubelet`)
+/// and the kinds keelson does not implement.
 /// They are copied as they were, so the output says everything the input did.
 fn copied_documents(yaml: &str) -> Result<Vec<String>, MigrateError> {
-    const FOLDED: [&str; 2] = ["DiscoveryServiceConfig", "DiscoveryIdentityConfig"];
+    const FOLDED: [&str; 3] =
+        ["DiscoveryServiceConfig", "DiscoveryIdentityConfig", "KubeNodeConfig"];
     let mut out = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(yaml) {
         let value = <Value as serde::Deserialize>::deserialize(doc)?;

@@ -238,13 +238,15 @@ fn a_talos_1_14_generated_configuration_loads_and_its_discovery_applies() {
         (6, "FilesystemTrimConfig", 34),
         (7, "SecurityProfileConfig", 38),
         (9, "KubeClusterConfig", 46),
-        (10, "KubeNodeConfig", 51),
         (11, "KubeletConfig", 55),
         (12, "KubePrismConfig", 60),
     ] {
         let w = format!("document {n} ({kind}) (line {line}): a Talos document keelson does not implement yet; ignored");
         assert_eq!(cfg.warnings.iter().filter(|x| **x == w).count(), 1, "{w}: {:?}", cfg.warnings);
     }
+    // `KubeNodeConfig` with an empty `nodeIP` is read, and says nothing.
+    assert!(cfg.warnings.iter().all(|w| !w.contains("KubeNodeConfig")), "{:?}", cfg.warnings);
+    assert_eq!(cfg.machine.kubelet.node_ip, None);
     // The secret is in no warning, and not in what the configuration shows of itself.
     assert!(cfg.warnings.iter().all(|w| !w.contains(SECRET)), "{:?}", cfg.warnings);
     assert!(!serde_yaml::to_string(cfg).unwrap().contains(SECRET));
@@ -508,4 +510,47 @@ fn empty_documents_in_a_stream_are_skipped_as_talos_skips_them() {
     // Nor is a null with a value.
     let e = errors(&format!("{V1}---\nnull-ish\n"));
     assert!(e[0].contains("the document is a scalar"), "{e:?}");
+}
+
+#[test]
+fn kube_node_config_valid_subnets_pick_the_node_ip_and_the_rest_is_warned_about() {
+    // Talos's example document.
+    let yaml = "apiVersion: v1alpha1\nkind: KubeNodeConfig\nregisterWithFQDN: true\nnodeIP:\n    validSubnets:\n\
+                \x20       - 10.0.0.0/8\n        - '!10.0.0.3/32'\n        - fdc7::/16\n\
+                labels:\n    examplelabel: examplevalue\nannotations:\n    customer.io/rack: r13a25\n\
+                taints:\n    exampletaint: examplevalue:NoSchedule\n";
+    let cfg = ok(yaml);
+    let subnets: Vec<String> = cfg
+        .machine
+        .kubelet
+        .node_ip
+        .as_ref()
+        .unwrap()
+        .valid_subnets
+        .iter()
+        .map(|f| format!("{}{}", if f.exclude { "!" } else { "" }, f.network))
+        .collect();
+    assert_eq!(subnets, ["10.0.0.0/8", "!10.0.0.3/32", "fdc7::/16"]);
+    let at: Vec<&str> =
+        cfg.warnings.iter().map(|w| w.split(" (line").next().unwrap_or_default()).collect();
+    assert_eq!(
+        at,
+        [
+            "document 1 (KubeNodeConfig): registerWithFQDN",
+            "document 1 (KubeNodeConfig): labels",
+            "document 1 (KubeNodeConfig): annotations",
+            "document 1 (KubeNodeConfig): taints",
+        ]
+    );
+    // No value is quoted.
+    assert!(cfg.warnings.iter().all(|w| !w.contains("r13a25")), "{:?}", cfg.warnings);
+    let e = errors(
+        "apiVersion: v1alpha1\nkind: KubeNodeConfig\nnodeIP:\n  validSubnets: [10.0.0.0/33]\n",
+    );
+    assert!(e[0].contains("nodeIP.validSubnets[0] (line 4"), "{e:?}");
+    // Talos: set in one place only.
+    let e = errors(&format!(
+        "{V1}  nodeLabels:\n    a: b\n---\napiVersion: v1alpha1\nkind: KubeNodeConfig\nnodeIP: {{}}\n"
+    ));
+    assert!(e[0].contains("machine.nodeLabels (line 4) in the v1alpha1 document"), "{e:?}");
 }

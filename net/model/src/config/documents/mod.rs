@@ -18,6 +18,7 @@ mod discovery;
 mod dummy;
 mod ethernet;
 mod hostname;
+mod kube_node;
 mod kubespan;
 mod layer2_vip;
 mod link;
@@ -46,6 +47,7 @@ pub use discovery::{DiscoveryIdentityConfig, DiscoveryServiceConfig};
 pub use dummy::DummyLinkConfig;
 pub use ethernet::EthernetConfig;
 pub use hostname::{AutoHostname, HostnameConfig};
+pub use kube_node::KubeNodeConfig;
 pub use kubespan::KubeSpanDocumentFilters;
 pub use kubespan::{KubeSpanDocument, KubeSpanEndpointsConfig};
 pub use layer2_vip::Layer2VipConfig;
@@ -141,7 +143,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "KubeInlineManifestConfig",
     "KubeletConfig",
     "KubeNetworkConfig",
-    "KubeNodeConfig",
     "KubePrismConfig",
     "KubeProxyConfig",
     "KubeSchedulerConfig",
@@ -319,6 +320,7 @@ kinds! {
     Ethernet(EthernetConfig) = "EthernetConfig",
     DiscoveryService(DiscoveryServiceConfig) = "DiscoveryServiceConfig",
     DiscoveryIdentity(DiscoveryIdentityConfig) = "DiscoveryIdentityConfig",
+    KubeNode(KubeNodeConfig) = "KubeNodeConfig",
 }
 
 impl Document {
