@@ -134,7 +134,15 @@ pub fn check(yaml: &str) -> Report {
         }
     }
     let legacy_text = legacy.as_ref().map(|(_, text)| text.as_str()).filter(|t| !t.is_empty());
-    let refused = cross_check(&mut report, &typed, legacy_text);
+    let mut refused = cross_check(&mut report, &typed, legacy_text);
+    for i in documents::without_identity(&typed, &refused, &report.config) {
+        if let Some(doc) = typed.get(i) {
+            let message = "the discovery service needs the cluster's identity: a \
+                           DiscoveryIdentityConfig document, or cluster.id and cluster.secret";
+            report.errors.push(doc_error(doc, message.to_owned()));
+            refused.insert(i);
+        }
+    }
     let kept = typed.iter().enumerate().filter(|(i, _)| !refused.contains(i)).map(|(_, d)| d);
     report.config.warnings.extend(documents::extra_services(kept));
     for (i, doc) in typed.into_iter().enumerate() {

@@ -266,7 +266,27 @@ fn discovery_service_config_folds_into_cluster_discovery() {
     assert!(cfg.documents.is_empty(), "folded, not kept: {:?}", cfg.documents);
     assert_eq!((cluster.id.as_deref(), cluster.secret.as_deref()), (Some(ID), Some(SECRET)));
     // Talos accepts a path on a document's endpoint (the client ignores it).
-    ok("apiVersion: v1alpha1\nkind: DiscoveryServiceConfig\nname: b\nendpoint: https://d.example/path\n");
+    ok(&format!(
+        "apiVersion: v1alpha1\nkind: DiscoveryServiceConfig\nname: b\nendpoint: https://d.example/path\n---\n{}",
+        identity()
+    ));
+    // The identity may be v1alpha1's.
+    let cfg = ok(&format!(
+        "{V1}cluster:\n  id: {ID}\n  secret: {SECRET}\n---\napiVersion: v1alpha1\nkind: DiscoveryServiceConfig\nname: b\nendpoint: http://d.example:3000\n"
+    ));
+    assert!(cfg.cluster.and_then(|c| c.discovery).is_some_and(|d| d.enabled));
+    // Without one, the service document is refused (Talos refuses the configuration), and
+    // the rest applies.
+    let report = check(&format!(
+        "{V1}  network:\n    hostname: n1\n---\napiVersion: v1alpha1\nkind: DiscoveryServiceConfig\nname: b\nendpoint: https://d.example/\n"
+    ));
+    let [e] = report.errors.as_slice() else { panic!("{:?}", report.errors) };
+    assert!(
+        e.to_string().starts_with("document 2 (DiscoveryServiceConfig b): (document) (line 6, column 1): the discovery service needs the cluster's identity"),
+        "{e}"
+    );
+    assert!(report.config.cluster.is_none_or(|c| c.discovery.is_none()));
+    assert_eq!(report.config.machine.network.hostname.as_deref(), Some("n1"));
     // Without any: discovery stays off.
     assert!(ok(V1).cluster.is_none_or(|c| c.discovery.is_none()));
 }
@@ -295,9 +315,10 @@ fn discovery_service_config_rules() {
     );
     // Two services: keelson runs one client, for the first, and says so for the second.
     let two = format!(
-        "{}---\n{}",
+        "{}---\n{}---\n{}",
         doc("name: primary\nendpoint: https://one.example/\n"),
-        doc("name: secondary\nendpoint: https://two.example/\n")
+        doc("name: secondary\nendpoint: https://two.example/\n"),
+        identity()
     );
     let cfg = ok(&two);
     let d = cfg.cluster.as_ref().and_then(|c| c.discovery.as_ref()).unwrap();

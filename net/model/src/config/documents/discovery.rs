@@ -103,6 +103,23 @@ pub(crate) fn extra_services<'a>(
     warnings
 }
 
+/// The `DiscoveryServiceConfig` documents (indices in `docs`) to refuse because no cluster
+/// identity comes with them: Talos refuses such a configuration, and the service's payloads
+/// are encrypted with the cluster secret. `cfg` is the v1alpha1 document, before any folding.
+pub(crate) fn without_identity(
+    docs: &[NetworkDocument],
+    refused: &std::collections::BTreeSet<usize>,
+    cfg: &MachineConfig,
+) -> Vec<usize> {
+    let kept = || docs.iter().enumerate().filter(|(i, _)| !refused.contains(i));
+    let legacy = cfg.cluster.as_ref().is_some_and(|c| c.id.is_some() && c.secret.is_some());
+    let document = kept().any(|(_, d)| matches!(d.doc, Document::DiscoveryIdentity(_)));
+    if legacy || document {
+        return Vec::new();
+    }
+    kept().filter(|(_, d)| matches!(d.doc, Document::DiscoveryService(_))).map(|(i, _)| i).collect()
+}
+
 /// `kind: DiscoveryIdentityConfig`: the cluster's identity for the discovery service and
 /// KubeSpan. The secret is never shown: serialized as `<redacted>`, left out of `Debug`.
 #[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -42,7 +42,7 @@ pub use blackhole_route::BlackholeRouteConfig;
 pub use bond::BondConfig;
 pub use bridge::{BridgeConfig, BridgeStpConfig, BridgeVlanConfig};
 pub use dhcp::{Dhcp4Config, Dhcp6Config, DhcpConfig, IdentifierKind};
-pub(crate) use discovery::extra_services;
+pub(crate) use discovery::{extra_services, without_identity};
 pub use discovery::{DiscoveryIdentityConfig, DiscoveryServiceConfig};
 pub use dummy::DummyLinkConfig;
 pub use ethernet::EthernetConfig;
