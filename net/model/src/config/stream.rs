@@ -44,6 +44,11 @@ pub fn check(yaml: &str) -> Report {
         return report;
     }
     let many = spans.iter().filter(|s| s.null_at.is_none()).count() > 1;
+    let has = |kind: &str| spans.iter().any(|s| s.kind.as_deref() == Some(kind));
+    let beside = validate::Beside {
+        discovery: has("DiscoveryServiceConfig"),
+        identity: has("DiscoveryIdentityConfig"),
+    };
     let mut legacy: Option<(usize, String)> = None;
     let mut typed: Vec<NetworkDocument> = Vec::new();
     for (i, span) in spans.iter().enumerate() {
@@ -71,7 +76,7 @@ pub fn check(yaml: &str) -> Report {
                 }
                 // Padded so that positions, warnings included, are the file's own lines.
                 let padded = format!("{}{text}", "\n".repeat(span.line_offset));
-                let (cfg, errors) = legacy_document(&padded);
+                let (cfg, errors) = legacy_document(&padded, beside);
                 for mut e in errors {
                     if many {
                         e.document = Some(documents::label(number, "v1alpha1", None));
@@ -188,11 +193,14 @@ fn classify(span: &DocSpan) -> Class<'_> {
 }
 
 /// The v1alpha1 document without its invalid entries, and one error per dropped entry.
-fn legacy_document(yaml: &str) -> (Option<MachineConfig>, Vec<ConfigError>) {
+fn legacy_document(
+    yaml: &str,
+    beside: validate::Beside,
+) -> (Option<MachineConfig>, Vec<ConfigError>) {
     let loaded = prune::load(yaml, |t| serde_yaml::from_str::<MachineConfig>(t), validate::check);
     let Some(mut cfg) = loaded.value else { return (None, loaded.errors) };
     cfg.warnings = known::warnings(&cfg, yaml);
-    cfg.warnings.extend(validate::warnings(&cfg, &loaded.source));
+    cfg.warnings.extend(validate::warnings(&cfg, &loaded.source, beside));
     (Some(cfg), loaded.errors)
 }
 

@@ -575,3 +575,22 @@ fn kube_node_config_valid_subnets_pick_the_node_ip_and_the_rest_is_warned_about(
     ));
     assert!(e[0].contains("machine.nodeLabels (line 4) in the v1alpha1 document"), "{e:?}");
 }
+
+#[test]
+fn v1alpha1_kubespan_beside_the_discovery_documents_is_not_warned_about_as_alone() {
+    let kubespan = format!(
+        "{V1}  network:\n    kubespan:\n      enabled: true\n      harvestExtraEndpoints: true\n"
+    );
+    // Alone, the v1alpha1 document has neither the service nor the identity: both said.
+    let alone = ok(&kubespan);
+    assert_eq!(alone.warnings.len(), 2, "{:?}", alone.warnings);
+    // With Talos 1.14's documents, neither is missing.
+    let cfg = ok(&format!(
+        "{kubespan}---\napiVersion: v1alpha1\nkind: DiscoveryServiceConfig\nname: default\n\
+         endpoint: https://discovery.talos.dev/\n---\n{}",
+        identity()
+    ));
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    assert!(cfg.machine.network.kubespan.enabled);
+    assert_eq!(cfg.cluster.and_then(|c| c.id).as_deref(), Some(ID));
+}
