@@ -3,6 +3,7 @@
 //! writes: the v1alpha1 document without `cluster.discovery`, the discovery documents, link
 //! documents with the fields 1.14 added, kinds keelson ignores, and a trailing `---`. It used
 //! to be refused (an unknown kind, unknown fields); it loads with one warning per ignored kind.
+#![allow(clippy::unwrap_used, clippy::tests_outside_test_module)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -287,6 +287,12 @@ fn discovery_service_config_folds_into_cluster_discovery() {
     );
     assert!(report.config.cluster.is_none_or(|c| c.discovery.is_none()));
     assert_eq!(report.config.machine.network.hostname.as_deref(), Some("n1"));
+    // v1alpha1's endpoint takes `grpc://` too, as the client does.
+    let cfg = ok(&format!(
+        "{V1}cluster:\n  id: {ID}\n  secret: {SECRET}\n  discovery:\n    enabled: true\n    registries:\n      service:\n        endpoint: grpc://d.example:6443\n"
+    ));
+    let d = cfg.cluster.and_then(|c| c.discovery).unwrap();
+    assert_eq!(d.registries.service.endpoint.as_deref(), Some("grpc://d.example:6443"));
     // Without any: discovery stays off.
     assert!(ok(V1).cluster.is_none_or(|c| c.discovery.is_none()));
 }

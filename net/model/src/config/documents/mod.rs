@@ -2,7 +2,8 @@
 //! Typed documents: the multi-document configuration Talos introduced in 1.12, where each
 //! part of the network configuration is its own YAML document (`apiVersion: v1alpha1`,
 //! `kind: LinkConfig`, ...) beside, or instead of, the v1alpha1 machine configuration
-//! (Talos's `pkg/machinery/config/types/network`).
+//! (Talos's `pkg/machinery/config/types/network`; since 1.14 also the discovery documents of
+//! `types/cluster` and `KubeNodeConfig` of `types/k8s`).
 //!
 //! One file per kind holds its shape, its checks, and what it becomes: a kind whose content
 //! the v1alpha1 shape can hold (hostname, resolvers, time, KubeSpan, static hosts) is folded
