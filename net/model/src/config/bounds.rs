@@ -314,8 +314,8 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
     let mut root_seen = false;
     let mut expect_key = true;
     let mut pending: Option<HeaderKey> = None;
-    // Only nodes directly in a root mapping (one collection open) have values the scan reads.
-    // Scalars are read at the root (a null document) and directly in a root mapping.
+    // The scan reads the values of a document's root (a null document) and of the nodes
+    // directly in a root mapping (one collection open), and no others.
     while let Some(Event { kind, anchor, scalar, plain, position: at }) =
         parser.next(sizes.open.len() <= 1)
     {

@@ -6,10 +6,10 @@
 //! `types/cluster` and `KubeNodeConfig` of `types/k8s`).
 //!
 //! One file per kind holds its shape, its checks, and what it becomes: a kind whose content
-//! the v1alpha1 shape can hold (hostname, resolvers, time, KubeSpan, static hosts) is folded
-//! into it, so every consumer reads one place; the others (links, DHCP, rules, blackhole
-//! routes) are kept and add their specs at layer `configuration`. Adding a kind is one file
-//! and one row of [`kinds!`].
+//! the v1alpha1 shape can hold (hostname, resolvers, time, KubeSpan, static hosts, discovery,
+//! the node IP) is folded into it, so every consumer reads one place; the others (links,
+//! DHCP, rules, blackhole routes) are kept and add their specs at layer `configuration`.
+//! Adding a kind is one file and one row of [`kinds!`].
 
 mod blackhole_route;
 mod bond;
