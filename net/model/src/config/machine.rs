@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
+use super::args::ArgValue;
 use super::network::NetworkConfig;
 use super::scalar::CidrFilter;
 use super::scalar::{self, Base64, DiscoveryTtl, Filter, GoDuration, Url};
@@ -256,9 +257,9 @@ pub struct KubeletConfig {
     /// keelson addition: the kubelet command line (`argv[0]` first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Extra `--key=value` flags.
+    /// Extra `--key=value` flags; a list value is one flag per item (Talos 1.14).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra_args: BTreeMap<String, String>,
+    pub extra_args: BTreeMap<String, ArgValue>,
     /// How the node IP is picked.
     #[serde(default, rename = "nodeIP", skip_serializing_if = "Option::is_none")]
     pub node_ip: Option<NodeIpConfig>,

@@ -600,3 +600,35 @@ fn v1alpha1_kubespan_beside_the_discovery_documents_is_not_warned_about_as_alone
     assert!(cfg.machine.network.kubespan.enabled);
     assert_eq!(cfg.cluster.and_then(|c| c.id).as_deref(), Some(ID));
 }
+
+#[test]
+fn kubelet_extra_args_take_talos_1_14_list_values_one_flag_each() {
+    let cfg = ok(&format!(
+        "{V1}  kubelet:\n    command: [/usr/bin/kubelet]\n    extraArgs:\n      v: 2\n      rotate-server-certificates: true\n\
+         \x20     feature-gates: [A=true, B=false]\n      node-labels: zone=a\n"
+    ));
+    let args = &cfg.machine.kubelet.extra_args;
+    let flags: Vec<String> = args.iter().flat_map(|(k, v)| v.flags(k)).collect();
+    assert_eq!(
+        flags,
+        [
+            "--feature-gates=A=true",
+            "--feature-gates=B=false",
+            "--node-labels=zone=a",
+            "--rotate-server-certificates=true",
+            "--v=2",
+        ]
+    );
+    // Written back in the same shape.
+    let yaml = serde_yaml::to_string(&cfg.machine.kubelet).unwrap();
+    assert!(yaml.contains("feature-gates:\n  - A=true\n  - B=false\n"), "{yaml}");
+    // Anything else is still refused at its path.
+    let e = errors(&format!("{V1}  kubelet:\n    extraArgs:\n      v: {{a: 1}}\n"));
+    assert!(
+        e[0].contains("machine.kubelet.extraArgs.v (line 6")
+            && e[0].contains("a string or a list of strings"),
+        "{e:?}"
+    );
+    let e = errors(&format!("{V1}  kubelet:\n    extraArgs:\n      v: [[1]]\n"));
+    assert!(e[0].contains("machine.kubelet.extraArgs.v"), "{e:?}");
+}
