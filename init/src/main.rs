@@ -43,9 +43,8 @@ const COMMANDS: &[(&str, &str)] = &[
         "config",
         "  keelson config validate FILE [--mode metal|cloud]
       Check a configuration (a v1alpha1 document, typed documents, or both): every problem,
-      each with its document, path and line; exit 1 if there is any. Typed kinds read:
-      HostnameConfig ResolverConfig StaticHostConfig TimeSyncConfig RoutingRuleConfig
-      BlackholeRouteConfig KubeSpanConfig KubeSpanEndpointsConfig.
+      each with its document, path and line; exit 1 if there is any. Every document kind
+      of Talos v1.14 loads, acted on or with a warning (docs/machine-config.md).
   keelson config migrate FILE
       Print the configuration with machine.network and machine.time as typed documents.
   keelson config confirm [NODE OPTIONS]
