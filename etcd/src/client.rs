@@ -438,8 +438,9 @@ impl Client {
         Ok(h.health == "true")
     }
 
-    /// Open a watch on a connection of its own. Returns once etcd confirmed it (or refused
-    /// it: a compacted start revision is [`Error::Compacted`]).
+    /// Open a watch on a connection of its own. Returns once etcd confirmed it; a compacted
+    /// start revision comes next, from [`Watch::next`], as [`Error::Compacted`] (etcd
+    /// confirms such a watch, then cancels it).
     pub fn watch(&mut self, w: &WatchCreateRequest) -> Result<Watch, Error> {
         let mut conn = self.connect()?;
         conn.write_all(&request::watch(w).to_http(&self.authority()))?;
