@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_frame_closed_by_a_bracket_is_not_an_object() {
-        // Found by the fuzz target: `{"a":\{"b":[1]}]` balanced its nesting with `]`.
+        // Found by the fuzz target: an object whose nesting was balanced by a closing `]`.
         let mut s = FrameSplitter::default();
         s.push(br#"{"a":[{"b":1}]]"#);
         assert_eq!(s.next_frame(), Err(DecodeError::Frame(14)));
