@@ -33,7 +33,9 @@ fn decode(parts: &[&[u8]]) -> (Option<u16>, Vec<u8>, Result<bool, HttpError>) {
 }
 
 fn chunked(frames: &[&str]) -> Vec<u8> {
-    let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
     for f in frames {
         out.extend_from_slice(format!("{:x}\r\n{f}\n\r\n", f.len() + 1).as_bytes());
     }
@@ -42,8 +44,11 @@ fn chunked(frames: &[&str]) -> Vec<u8> {
 }
 
 fn unary_response(status: &str, body: &str) -> Vec<u8> {
-    format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
-        .into_bytes()
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 fn payload_bytes(kv: &KeyValue) -> usize {
@@ -58,7 +63,9 @@ fn seeds() -> Vec<Vec<u8>> {
             r#"{"result":{"header":{},"canceled":true,"compact_revision":"9"}}"#,
             r#"{"error":{"grpc_code":14,"http_code":503,"message":"transport is closing","http_status":"Service Unavailable"}}"#,
         ]),
-        chunked(&[r#"{"result":{"header":{"revision":"3"},"ID":"2324035544147999527","TTL":"60"}}"#]),
+        chunked(&[
+            r#"{"result":{"header":{"revision":"3"},"ID":"2324035544147999527","TTL":"60"}}"#,
+        ]),
         unary_response(
             "200 OK",
             r#"{"header":{"revision":"30"},"succeeded":true,"responses":[{"response_range":{"header":{"revision":"30"},"kvs":[]}},{"response_range":{"header":{"revision":"30"},"kvs":[{"key":"ZS8x","create_revision":"28","mod_revision":"28","version":"1","value":"YQ==","lease":"1"}],"count":"1"}}]}"#,
@@ -71,7 +78,10 @@ fn seeds() -> Vec<Vec<u8>> {
             "404 Not Found",
             r#"{"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5}"#,
         ),
-        unary_response("400 Bad Request", r#"{"code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#),
+        unary_response(
+            "400 Bad Request",
+            r#"{"code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#,
+        ),
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\n{\"header\":{}}".to_vec(),
     ]
 }

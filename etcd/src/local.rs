@@ -124,6 +124,9 @@ impl LocalEtcd {
             cmd.args(["--auto-compaction-mode", "periodic", "--auto-compaction-retention", r]);
         }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        // Its own process group: a terminal's Ctrl-C reaches the caller, which stops etcd
+        // in order, instead of both at once.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().map_err(|source| LocalError::Spawn {
             binary: opts.binary.display().to_string(),
             source,
@@ -158,8 +161,11 @@ impl LocalEtcd {
 
     /// A client of this etcd.
     pub fn client(&self) -> Client {
-        let mut config = Config::new(&[&self.client_url], None)
-            .unwrap_or_else(|_| Config { endpoints: Vec::new(), tls: None, timeout: READY });
+        let mut config = Config::new(&[&self.client_url], None).unwrap_or_else(|_| Config {
+            endpoints: Vec::new(),
+            tls: None,
+            timeout: READY,
+        });
         config.timeout = Duration::from_secs(5);
         Client::new(config)
     }
