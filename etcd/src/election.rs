@@ -249,7 +249,7 @@ impl Election {
                     self.state = State::Done;
                     return Step::Lost(Lost::BadAnswer);
                 };
-                if !own.kvs.first().is_some_and(|kv| kv.create_revision == self.rev) {
+                if own.kvs.first().is_none_or(|kv| kv.create_revision != self.rev) {
                     self.state = State::Done;
                     return Step::Lost(Lost::KeyGone);
                 }

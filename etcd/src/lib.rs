@@ -21,7 +21,7 @@ pub mod wire;
 #[cfg(test)]
 mod fuzz;
 
-pub use client::{Client, Config, Endpoint, Error, Watch};
+pub use client::{Client, ClientError, Config, Endpoint, Watch};
 pub use decode::DecodeError;
 pub use election::{Election, Leader};
 pub use session::Session;

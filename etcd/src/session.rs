@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Error};
+use crate::client::{Client, ClientError};
 use crate::election::{self, Election, Leader, Lost, Step};
 use crate::lease::{KeepAlive, LeaseState};
 use crate::wire::{EventType, RangeResponse, TxnResponse, WatchCreateRequest};
@@ -30,7 +30,7 @@ pub enum CampaignError {
     #[error("stopped")]
     Stopped,
     #[error("{0}")]
-    Client(#[from] Error),
+    Client(#[from] ClientError),
 }
 
 /// A lease and the thread renewing it.
@@ -46,7 +46,7 @@ pub struct Session {
 impl Session {
     /// Grant a lease of `ttl_secs` and keep it alive; it is trusted until `margin` before its
     /// TTL runs out since the last good renewal.
-    pub fn grant(client: &Client, ttl_secs: i64, margin: Duration) -> Result<Self, Error> {
+    pub fn grant(client: &Client, ttl_secs: i64, margin: Duration) -> Result<Self, ClientError> {
         let mut client = client.clone();
         let granted = client.lease_grant(ttl_secs)?;
         let keep =
@@ -80,7 +80,7 @@ impl Session {
     }
 
     /// Stop renewing and revoke the lease: every key bound to it goes at once.
-    pub fn close(mut self, client: &mut Client) -> Result<(), Error> {
+    pub fn close(mut self, client: &mut Client) -> Result<(), ClientError> {
         self.halt();
         client.lease_revoke(self.id).map(|_| ())
     }
@@ -179,7 +179,7 @@ fn wait_deleted(
     let req = WatchCreateRequest { key: key.to_vec(), start_revision, ..Default::default() };
     let mut w = match client.watch(&req) {
         Ok(w) => w,
-        Err(Error::Compacted(_)) => return Ok(()),
+        Err(ClientError::Compacted(_)) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     let until = Instant::now() + RECHECK;
@@ -207,13 +207,13 @@ fn wait_deleted(
 }
 
 /// Resign: delete this campaign's key if it is still its own.
-pub fn resign(client: &mut Client, e: &mut Election) -> Result<bool, Error> {
+pub fn resign(client: &mut Client, e: &mut Election) -> Result<bool, ClientError> {
     let r: TxnResponse = client.call("txn", &e.resign())?;
     Ok(r.succeeded)
 }
 
 /// Who leads election `name` now.
-pub fn leader(client: &mut Client, name: &[u8]) -> Result<Option<Leader>, Error> {
+pub fn leader(client: &mut Client, name: &[u8]) -> Result<Option<Leader>, ClientError> {
     let r: RangeResponse = client.call("range", &election::leader_query(name))?;
     Ok(election::leader_of(&r))
 }

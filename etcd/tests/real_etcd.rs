@@ -2,7 +2,13 @@
 //! The client against a real etcd (Debian's etcd-server), one private member per test on free
 //! loopback ports with its data in a temporary directory. Without the `etcd` binary a test is
 //! skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods)] // Tests drive the client from outside: plain threads and sleeps are fine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -13,7 +19,7 @@ use etcd::local::{LocalEtcd, Options};
 use etcd::request::{range_key, range_prefix};
 use etcd::session::{self, CampaignError, Session};
 use etcd::wire::*;
-use etcd::Error;
+use etcd::ClientError;
 
 struct Dir(PathBuf);
 
@@ -226,12 +232,12 @@ fn a_compacted_start_revision_is_reported() {
     // etcd confirms the watch, then cancels it: the stream reports the compaction.
     let mut w = c.watch(&req).unwrap();
     match w.next(Duration::from_secs(5)) {
-        Err(Error::Compacted(rev)) => assert_eq!(rev, third),
+        Err(ClientError::Compacted(rev)) => assert_eq!(rev, third),
         other => panic!("expected a compaction error, got {other:?}"),
     }
     let e = c.range(&RangeRequest { revision: first, ..range_key(b"/c") }).unwrap_err();
     match &e {
-        Error::Decode(d) => assert!(d.is_compacted(), "{d}"),
+        ClientError::Decode(d) => assert!(d.is_compacted(), "{d}"),
         other => panic!("expected a server error, got {other:?}"),
     }
     // From the compaction revision on, watching works.

@@ -77,19 +77,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    loop {
-        match signals.wait() {
-            Ok(Signal::SIGUSR1) => break,
-            Ok(sig) => {
-                log::info!("{sig}: stopping");
-                stop.store(true, Ordering::Relaxed);
-                break;
-            }
-            Err(e) => {
-                log::error!("sigwait: {e}");
-                stop.store(true, Ordering::Relaxed);
-                break;
-            }
+    match signals.wait() {
+        Ok(Signal::SIGUSR1) => {}
+        Ok(sig) => {
+            log::info!("{sig}: stopping");
+            stop.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            log::error!("sigwait: {e}");
+            stop.store(true, Ordering::Relaxed);
         }
     }
     match worker.join() {

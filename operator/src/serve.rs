@@ -29,7 +29,7 @@ pub enum ServeError {
     #[error("private etcd: {0}")]
     Local(#[from] LocalError),
     #[error("etcd: {0}")]
-    Etcd(#[from] etcd::Error),
+    Etcd(#[from] etcd::ClientError),
 }
 
 fn display(text: &str) -> String {
@@ -93,7 +93,7 @@ pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
         let status = etcd.stop();
         log::info!(
             "private etcd (pid {pid}) stopped ({}); data kept in {}",
-            status.map_or("not running".into(), |s| s.to_string()),
+            status.map_or_else(|| "not running".into(), |s| s.to_string()),
             etcd.data_dir.display()
         );
     }

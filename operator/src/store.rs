@@ -48,7 +48,7 @@ pub enum StoreError {
     #[error("stored value at {key}: {detail}")]
     Corrupt { key: String, detail: String },
     #[error("etcd: {0}")]
-    Etcd(#[from] etcd::Error),
+    Etcd(#[from] etcd::ClientError),
 }
 
 impl StoreError {
@@ -377,7 +377,7 @@ impl Store {
     }
 
     /// Watch a kind from `from_revision` (inclusive; a bookmark plus one). A compacted
-    /// revision is `etcd::Error::Compacted` from [`KindWatch::next`]: list again and watch
+    /// revision is `etcd::ClientError::Compacted` from [`KindWatch::next`]: list again and watch
     /// from there.
     pub fn watch_kind(
         &mut self,

@@ -2,7 +2,13 @@
 //! `keelson-operator serve` as a process: its private etcd comes and goes with it (no etcd
 //! left behind, the data kept), and replicas on one etcd elect one leader. Without the `etcd`
 //! binary a test is skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods)] // Tests drive the client from outside: plain threads and sleeps are fine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

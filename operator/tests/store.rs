@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The resource store on a real etcd (a private member per test, loopback, temp dir). Without
 //! the `etcd` binary a test is skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods)] // Tests drive the client from outside: plain threads and sleeps are fine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
