@@ -196,7 +196,7 @@ impl Election {
             limit: 1,
             sort_order: SortOrder::Descend,
             sort_target: SortTarget::Create,
-            max_create_revision: self.rev - 1,
+            max_create_revision: self.rev.saturating_sub(1),
             ..Default::default()
         };
         Step::Send(request::txn(&TxnRequest {

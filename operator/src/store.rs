@@ -393,7 +393,11 @@ impl Store {
             prev_kv: true,
             ..Default::default()
         })?;
-        Ok(KindWatch { watch: w, layout: self.layout.clone(), after: from_revision - 1 })
+        Ok(KindWatch {
+            watch: w,
+            layout: self.layout.clone(),
+            after: from_revision.saturating_sub(1),
+        })
     }
 }
 
