@@ -285,6 +285,8 @@ impl Client {
                     self.current = at;
                     return Ok(c);
                 }
+                // A configuration mistake is the same on every endpoint.
+                Err(e @ ClientError::TlsConfig(_)) => return Err(e),
                 Err(e) => why.push(format!("{ep}: {e}")),
             }
         }

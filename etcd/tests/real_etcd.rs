@@ -19,7 +19,7 @@ use etcd::local::{LocalEtcd, Options};
 use etcd::request::{range_key, range_prefix};
 use etcd::session::{self, CampaignError, Session};
 use etcd::wire::*;
-use etcd::ClientError;
+use etcd::{Client, ClientError};
 
 struct Dir(PathBuf);
 
@@ -324,4 +324,88 @@ fn a_resign_hands_over_at_once_and_a_lost_lease_ends_a_waiting_campaign() {
     }
     assert_eq!(session::leader(&mut c, name).unwrap(), None);
     drop(a);
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files in `dir`.
+fn certificates(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf, PathBuf, PathBuf) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, SanType,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "keelson test etcd CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, &ca_key);
+    let issue = |usage: Vec<ExtendedKeyUsagePurpose>, name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.subject_alt_names = vec![SanType::IpAddress("127.0.0.1".parse().unwrap())];
+        p.extended_key_usages = usage;
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    // etcd's gateway dials etcd's own gRPC port with the server certificate as its client
+    // certificate, so with --client-cert-auth that certificate needs clientAuth too (without
+    // it every gateway call answers 503 "connection closed" while /health says true).
+    let both = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    let (server_pem, server_key) = issue(both, "etcd");
+    let (client_pem, client_key) = issue(vec![ExtendedKeyUsagePurpose::ClientAuth], "operator");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    (
+        write("ca.pem", &ca_cert.pem()),
+        write("server.pem", &server_pem),
+        write("server-key.pem", &server_key),
+        write("client.pem", &client_pem),
+        write("client-key.pem", &client_key),
+    )
+}
+
+#[test]
+fn tls_with_a_client_certificate_and_without_one() {
+    if !etcd_available() {
+        testkit::skip_or_fail("tls: no etcd binary (Debian: etcd-server)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("keelson-etcd-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = Dir(dir.clone());
+    let (ca, cert, key, client, client_key) = certificates(&dir);
+    let with_cert = etcd::client::tls_config(&ca, Some((&client, &client_key))).unwrap();
+    let mut opts = Options::new(&dir.join("data"), &dir.join("etcd.log"));
+    opts.no_fsync = true;
+    opts.tls = Some(etcd::local::ServerTls { cert, key, client_ca: ca.clone() });
+    opts.client_tls = Some(with_cert);
+    let etcd = LocalEtcd::start(&opts).unwrap();
+    assert!(etcd.client_url.starts_with("https://127.0.0.1:"));
+
+    let mut c = etcd.client();
+    c.put(b"/tls", b"yes", 0).unwrap();
+    assert_eq!(c.get(b"/tls").unwrap().unwrap().value, b"yes");
+    let mut w = c
+        .watch(&WatchCreateRequest {
+            key: b"/tls".to_vec(),
+            start_revision: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    let r = w.next(Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(r.events[0].kv.value, b"yes");
+
+    // Without a client certificate etcd refuses the handshake.
+    let no_cert = etcd::client::tls_config(&ca, None).unwrap();
+    let mut c = Client::new(etcd::Config::new(&[&etcd.client_url], Some(no_cert)).unwrap());
+    assert!(c.get(b"/tls").is_err());
+    // Plain HTTP to a TLS port, and TLS without a CA, are errors too.
+    let plain = etcd.client_url.replace("https://", "http://");
+    assert!(Client::new(etcd::Config::new(&[&plain], None).unwrap()).get(b"/tls").is_err());
+    let mut c = Client::new(etcd::Config::new(&[&etcd.client_url], None).unwrap());
+    assert!(matches!(c.get(b"/tls"), Err(ClientError::TlsConfig(_))));
 }
