@@ -297,69 +297,75 @@ impl Client {
         self.config.endpoints.get(self.current).map(Endpoint::authority).unwrap_or_default()
     }
 
-    /// Send `req` and read one whole response (status, body ≤ `limit`).
+    /// Send `req` and read one whole response (status, body ≤ `limit`). On an error, whether
+    /// any byte of an answer had come.
     fn exchange_on(
         &self,
         conn: &mut Conn,
         req: &[u8],
         limit: usize,
-    ) -> Result<(u16, Vec<u8>, bool), ClientError> {
-        conn.write_all(req)?;
-        conn.flush()?;
-        conn.set_read_timeout(Some(self.config.timeout))?;
+    ) -> Result<(u16, Vec<u8>, bool), (ClientError, bool)> {
+        let mut received = false;
+        let fail = |e: ClientError, received: bool| (e, received);
+        conn.write_all(req).and_then(|()| conn.flush()).map_err(|e| fail(e.into(), false))?;
+        conn.set_read_timeout(Some(self.config.timeout)).map_err(|e| fail(e.into(), false))?;
         let mut d = ResponseDecoder::new(limit);
         let mut body = Vec::new();
         let mut buf = [0u8; 16 << 10];
         let deadline = Instant::now() + self.config.timeout;
+        let timeout = ClientError::Timeout(self.config.timeout);
         loop {
             let n = match conn.read(&mut buf) {
                 Ok(n) => n,
-                Err(e) if is_timeout(&e) => return Err(ClientError::Timeout(self.config.timeout)),
-                Err(e) => return Err(e.into()),
+                Err(e) if is_timeout(&e) => return Err(fail(timeout, received)),
+                Err(e) => return Err(fail(e.into(), received)),
             };
             if n == 0 {
-                d.finish()?;
+                d.finish().map_err(|e| fail(e.into(), received))?;
                 break;
             }
-            if d.feed(buf.get(..n).unwrap_or(&[]), &mut body)? {
+            received = true;
+            if d.feed(buf.get(..n).unwrap_or(&[]), &mut body).map_err(|e| fail(e.into(), true))? {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(ClientError::Timeout(self.config.timeout));
+                return Err(fail(timeout, true));
             }
         }
         Ok((d.status().unwrap_or(0), body, d.reusable()))
     }
 
     /// One request, on the idle connection when there is one. A kept-alive connection the
-    /// server closed meanwhile fails before any answer byte; that one case is retried on a
-    /// fresh connection (the request was never read).
+    /// server closed meanwhile ends (or resets) before any byte of an answer; that one case is
+    /// retried on a fresh connection. Once an answer started, or on a fresh connection, an
+    /// error is returned: the request may have been applied, and only the caller knows
+    /// whether it may be sent again.
     fn exchange(
         &mut self,
         req_of: impl Fn(&str) -> Vec<u8>,
     ) -> Result<(u16, Vec<u8>), ClientError> {
-        let idle = self.idle.take();
-        if let Some(mut conn) = idle {
+        if let Some(mut conn) = self.idle.take() {
             let req = req_of(&self.authority());
             match self.exchange_on(&mut conn, &req, MAX_BODY) {
                 Ok((status, body, reusable)) => {
                     self.keep(conn, reusable);
                     return Ok((status, body));
                 }
-                Err(ClientError::Http(HttpError::Truncated)) => {}
-                Err(ClientError::Io(e))
+                Err((ClientError::Http(HttpError::Truncated), false)) => {}
+                Err((ClientError::Io(e), false))
                     if matches!(
                         e.kind(),
                         io::ErrorKind::BrokenPipe
                             | io::ErrorKind::ConnectionReset
                             | io::ErrorKind::ConnectionAborted
                     ) => {}
-                Err(e) => return Err(e),
+                Err((e, _)) => return Err(e),
             }
         }
         let mut conn = self.connect()?;
         let req = req_of(&self.authority());
-        let (status, body, reusable) = self.exchange_on(&mut conn, &req, MAX_BODY)?;
+        let (status, body, reusable) =
+            self.exchange_on(&mut conn, &req, MAX_BODY).map_err(|(e, _)| e)?;
         self.keep(conn, reusable);
         Ok((status, body))
     }
@@ -551,6 +557,104 @@ impl Watch {
                 }
             }
             self.splitter.push(&self.body);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::disallowed_methods)] // A plain thread plays the server.
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A server answering request n (counted over all connections) with `answer(n)`; it
+    /// closes the connection after each answer unless `keep`, and always after a short one.
+    fn server(keep: bool, answer: fn(usize) -> Vec<u8>) -> (String, Arc<AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let seen = Arc::new(AtomicUsize::new(0));
+        let count = seen.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let mut s = s.unwrap();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        let mut body = vec![0; len];
+                        r.read_exact(&mut body).unwrap();
+                        let n = count.fetch_add(1, Ordering::SeqCst);
+                        let a = answer(n);
+                        let _ = s.write_all(&a);
+                        if !keep || a.len() < ok().len() {
+                            break;
+                        }
+                        len = 0;
+                    }
+                }
+            }
+        });
+        (url, seen)
+    }
+
+    fn ok() -> Vec<u8> {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{\"header\":{}}".to_vec()
+    }
+
+    #[test]
+    fn a_kept_connection_closed_by_the_server_is_retried_once_on_a_fresh_one() {
+        let (url, seen) = server(false, |_| ok());
+        let mut c = Client::new(Config::new(&[&url], None).unwrap());
+        c.put(b"k", b"v", 0).unwrap();
+        // The server closed the kept connection: the second call finds it dead before any
+        // answer byte, and goes again on a new connection.
+        c.put(b"k", b"v", 0).unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_request_whose_answer_broke_off_is_not_sent_again() {
+        let (url, seen) = server(true, |n| {
+            if n == 0 {
+                ok()
+            } else {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{\"hea".to_vec()
+            }
+        });
+        let mut c = Client::new(Config::new(&[&url], None).unwrap());
+        c.put(b"k", b"v", 0).unwrap();
+        // Same connection; the answer starts, then the server goes: the put may have been
+        // applied, so it is an error for the caller, not a silent second put.
+        assert!(c.idle.is_some());
+        let e = c.put(b"k", b"v", 0).unwrap_err();
+        assert!(matches!(e, ClientError::Http(HttpError::Truncated)), "{e}");
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn endpoints_parse_and_refuse() {
+        let e = Endpoint::parse("https://[fd00::1]:2379/").unwrap();
+        assert_eq!((e.tls, e.host.as_str(), e.port), (true, "fd00::1", 2379));
+        assert_eq!(e.to_string(), "https://[fd00::1]:2379");
+        for bad in [
+            "127.0.0.1:2379",
+            "http://:2379",
+            "http://a:0",
+            "http://a:b",
+            "http://u@a:1",
+            "unix:///x",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
     }
 }
