@@ -217,3 +217,43 @@ pub fn leader(client: &mut Client, name: &[u8]) -> Result<Option<Leader>, Client
     let r: RangeResponse = client.call("range", &election::leader_query(name))?;
     Ok(election::leader_of(&r))
 }
+
+/// Watch election `name` until its leader (key, value or create revision) differs from
+/// `known`, or `wait` passes; returns the leader then (`None`: nobody campaigns). One range,
+/// then a watch on the prefix from the revision read, so no change between the two is missed.
+pub fn observe(
+    client: &mut Client,
+    name: &[u8],
+    known: Option<&Leader>,
+    wait: Duration,
+) -> Result<Option<Leader>, ClientError> {
+    let until = Instant::now() + wait;
+    loop {
+        let r: RangeResponse = client.call("range", &election::leader_query(name))?;
+        let now = election::leader_of(&r);
+        if now.as_ref() != known || Instant::now() >= until {
+            return Ok(now);
+        }
+        let p = election::prefix(name);
+        let req = WatchCreateRequest {
+            range_end: crate::request::prefix_end(&p),
+            key: p,
+            start_revision: r.header.revision.saturating_add(1),
+            ..Default::default()
+        };
+        let mut w = client.watch(&req)?;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match w.next(left) {
+                Ok(Some(r)) if !r.events.is_empty() => break,
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                // Compacted or ended: read again.
+                Err(_) => break,
+            }
+        }
+    }
+}

@@ -306,8 +306,22 @@ fn a_resign_hands_over_at_once_and_a_lost_lease_ends_a_waiting_campaign() {
     let waiting = campaign_in_thread(&etcd, b.clone(), name, b"b");
     std::thread::sleep(Duration::from_millis(500));
     assert!(!waiting.is_finished());
+    // An observer sees the change of leader as it happens.
+    let before = session::leader(&mut c, name).unwrap().unwrap();
+    assert_eq!(before.value, b"a");
+    let observer = {
+        let mut o = etcd.client();
+        let known = before.clone();
+        std::thread::spawn(move || {
+            session::observe(&mut o, name, Some(&known), Duration::from_secs(10)).unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
     let resigned = Instant::now();
     assert!(session::resign(&mut c, &mut ea).unwrap());
+    let seen = observer.join().unwrap().unwrap();
+    assert_eq!(seen.value, b"b");
+    assert!(resigned.elapsed() < Duration::from_secs(2), "{:?}", resigned.elapsed());
     let eb = waiting.join().unwrap().unwrap();
     assert!(resigned.elapsed() < Duration::from_secs(2), "{:?}", resigned.elapsed());
     assert!(eb.is_leader());
