@@ -82,10 +82,12 @@ pub fn prefix(name: &[u8]) -> Vec<u8> {
     p
 }
 
-/// The candidate key of `lease` in election `name` (Go's `%x` of the lease ID).
+/// The candidate key of `lease` in election `name` (Go's `%x` of the int64 lease ID: a
+/// sign and the magnitude, though etcd only grants positive IDs).
 pub fn candidate_key(name: &[u8], lease: i64) -> Vec<u8> {
     let mut k = prefix(name);
-    k.extend_from_slice(format!("{lease:x}").as_bytes());
+    let sign = if lease < 0 { "-" } else { "" };
+    k.extend_from_slice(format!("{sign}{:x}", lease.unsigned_abs()).as_bytes());
     k
 }
 
@@ -321,6 +323,7 @@ mod tests {
             candidate_key(name, 0x2040a2039e52bb27),
             b"talos:v1:vip:election:10.0.0.100/2040a2039e52bb27"
         );
+        assert_eq!(candidate_key(b"e", -31), b"e/-1f");
         let q: serde_json::Value = serde_json::from_slice(&leader_query(name).body).unwrap();
         assert_eq!(q["sort_order"], "ASCEND");
         assert_eq!(q["sort_target"], "CREATE");
