@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use crate::decode::{self, DecodeError, FrameSplitter, MAX_BODY};
 use crate::http::{HttpError, ResponseDecoder};
 use crate::request::{self, Call};
+use crate::stream::{StreamError, StreamReader};
 use crate::wire::*;
 
 /// PEM files (certificates, keys) are small; anything larger is not one.
@@ -48,6 +49,16 @@ pub enum ClientError {
     WatchCanceled(String),
     #[error("the stream ended")]
     StreamEnded,
+}
+
+impl From<StreamError> for ClientError {
+    fn from(e: StreamError) -> Self {
+        match e {
+            StreamError::Http(h) => Self::Http(h),
+            StreamError::Decode(d) => Self::Decode(d),
+            StreamError::Ended => Self::StreamEnded,
+        }
+    }
 }
 
 impl ClientError {
@@ -427,9 +438,8 @@ impl Client {
         let c = request::lease_keep_alive(id);
         let (status, body) = self.exchange(|host| c.to_http(host))?;
         if !(200..300).contains(&status) {
-            return Err(decode::unary::<HeaderOnly>("keepalive", status, &body)
-                .err()
-                .map_or(ClientError::StreamEnded, ClientError::Decode));
+            let e = decode::unary::<HeaderOnly>("keepalive", status, &body).err();
+            return Err(e.map_or(ClientError::StreamEnded, ClientError::Decode));
         }
         let mut s = FrameSplitter::default();
         s.push(&body);
@@ -464,14 +474,7 @@ impl Client {
         let mut conn = self.connect()?;
         conn.write_all(&request::watch(w).to_http(&self.authority()))?;
         conn.flush()?;
-        let mut watch = Watch {
-            conn,
-            decoder: ResponseDecoder::new(usize::MAX),
-            splitter: FrameSplitter::default(),
-            body: Vec::new(),
-            ended: false,
-            timeout: self.config.timeout,
-        };
+        let mut watch = Watch { conn, reader: StreamReader::new("watch") };
         let first =
             watch.next(self.config.timeout)?.ok_or(ClientError::Timeout(self.config.timeout))?;
         if !first.created {
@@ -488,11 +491,7 @@ impl Client {
 #[derive(Debug)]
 pub struct Watch {
     conn: Conn,
-    decoder: ResponseDecoder,
-    splitter: FrameSplitter,
-    body: Vec<u8>,
-    ended: bool,
-    timeout: Duration,
+    reader: StreamReader<WatchResponse>,
 }
 
 impl Watch {
@@ -502,61 +501,27 @@ impl Watch {
         let deadline = Instant::now() + wait;
         let mut buf = [0u8; 16 << 10];
         loop {
-            if let Some(f) = self.splitter.next_frame()? {
-                let r: WatchResponse = decode::frame("watch", &f)?;
+            if let Some(r) = self.reader.next_frame()? {
                 if r.canceled {
                     if r.compact_revision > 0 {
                         return Err(ClientError::Compacted(r.compact_revision));
                     }
-                    return Err(ClientError::WatchCanceled(base::names::escape(
-                        &r.cancel_reason,
-                        256,
-                    )));
+                    let why = base::names::escape(&r.cancel_reason, 256);
+                    return Err(ClientError::WatchCanceled(why));
                 }
                 return Ok(Some(r));
-            }
-            if self.ended {
-                return Err(ClientError::StreamEnded);
             }
             let now = Instant::now();
             if now >= deadline {
                 return Ok(None);
             }
             self.conn.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))?;
-            let n = match self.conn.read(&mut buf) {
-                Ok(n) => n,
+            match self.conn.read(&mut buf) {
+                Ok(0) => self.reader.eof()?,
+                Ok(n) => self.reader.feed(buf.get(..n).unwrap_or(&[]))?,
                 Err(e) if is_timeout(&e) => return Ok(None),
                 Err(e) => return Err(e.into()),
-            };
-            if n == 0 {
-                self.decoder.finish()?;
-                self.ended = true;
-                continue;
             }
-            self.body.clear();
-            if self.decoder.feed(buf.get(..n).unwrap_or(&[]), &mut self.body)? {
-                self.ended = true;
-            }
-            if let Some(status) = self.decoder.status() {
-                if !(200..300).contains(&status) {
-                    // An error answer is one short message: read it whole (bounded).
-                    let mut all = std::mem::take(&mut self.body);
-                    let mut rest = self.splitter.pending();
-                    while !self.decoder.done() && rest < MAX_BODY {
-                        self.conn.set_read_timeout(Some(self.timeout))?;
-                        let n = self.conn.read(&mut buf)?;
-                        if n == 0 {
-                            break;
-                        }
-                        rest += n;
-                        self.decoder.feed(buf.get(..n).unwrap_or(&[]), &mut all)?;
-                    }
-                    return Err(decode::unary::<HeaderOnly>("watch", status, &all)
-                        .err()
-                        .map_or(ClientError::StreamEnded, ClientError::Decode));
-                }
-            }
-            self.splitter.push(&self.body);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! keep-alive, range and txn answers, and the election machine fed the decoded answer.
 //!
 //! Oracles: no panic; one read, three, or a byte at a time give the same status, body and
-//! outcome; the body is never longer than the input; frames are whole JSON objects, at most
+//! outcome (and the same frames from [`StreamReader`]); the body is never longer than the input; frames are whole JSON objects, at most
 //! `MAX_FRAME`, and frames plus what is pending never exceed the body; decoded keys and values
 //! hold no more bytes than their frame; a non-2xx status is always an error whose text holds no
 //! control character; the election never reports leading unless the answer held its own key
@@ -15,6 +15,7 @@ use testkit::fuzzkit::{run, Mutator, Target, Verdict};
 use crate::decode::{frame, unary, FrameSplitter, MAX_FRAME};
 use crate::election::{Election, Step};
 use crate::http::{HttpError, ResponseDecoder};
+use crate::stream::{StreamError, StreamReader};
 use crate::wire::*;
 
 const LIMIT: usize = 64 << 10;
@@ -49,6 +50,23 @@ fn unary_response(status: &str, body: &str) -> Vec<u8> {
         body.len()
     )
     .into_bytes()
+}
+
+/// The stream reader over `parts`: the watch frames it gave and how it ended.
+fn stream(parts: &[&[u8]]) -> (Vec<WatchResponse>, Result<(), StreamError>) {
+    let mut r = StreamReader::<WatchResponse>::new("watch");
+    let mut out = Vec::new();
+    let mut end = Ok(());
+    for p in parts {
+        end = r.feed(p);
+        while let Ok(Some(f)) = r.next_frame() {
+            out.push(f);
+        }
+        if end.is_err() {
+            break;
+        }
+    }
+    (out, end)
 }
 
 fn payload_bytes(kv: &KeyValue) -> usize {
@@ -164,7 +182,7 @@ fn fuzz_target_etcd() {
             lengths: None,
             max_len: 16 << 10,
         },
-        default_iters: 20_000,
+        default_iters: 8_000,
     };
     run(target, |b| {
         let whole = decode(&[b]);
@@ -176,6 +194,10 @@ fn fuzz_target_etcd() {
         let bytes: Vec<&[u8]> = b.chunks(1).collect();
         if decode(&bytes) != whole {
             return Err("a byte at a time decodes differently from one read".into());
+        }
+        let streamed = stream(&[b]);
+        if stream(&bytes) != streamed {
+            return Err("the stream reader gives other frames a byte at a time".into());
         }
         let (status, body, done) = whole;
         if body.len() > b.len() {

@@ -16,6 +16,7 @@ pub mod lease;
 pub mod local;
 pub mod request;
 pub mod session;
+pub mod stream;
 pub mod wire;
 
 #[cfg(test)]
