@@ -30,6 +30,8 @@ pub enum ServeError {
     Local(#[from] LocalError),
     #[error("etcd: {0}")]
     Etcd(#[from] etcd::ClientError),
+    #[error("etcd at {0}: {1}")]
+    Unreachable(String, etcd::ClientError),
 }
 
 fn display(text: &str) -> String {
@@ -107,11 +109,12 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 
 fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
     // Reachable at all? (Unreachable etcd at start is an error; later it is retried.)
-    let status = client.status()?;
+    let endpoints =
+        client.config().endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let status = client.status().map_err(|e| ServeError::Unreachable(endpoints.clone(), e))?;
     log::info!(
-        "etcd {} at {}, revision {}",
+        "etcd {} at {endpoints}, revision {}",
         display(&status.version),
-        client.config().endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         status.header.revision
     );
     // The store the controllers will use; its salt is the prefix, as Omni salts per account.

@@ -198,3 +198,85 @@ fn replicas_on_one_etcd_elect_one_leader_and_hand_over_on_exit() {
     let mut client = etcd.client();
     assert_eq!(etcd::session::leader(&mut client, b"/keelson-operator/leader").unwrap(), None);
 }
+
+/// A CA, a server certificate for 127.0.0.1 (server and client auth: etcd's gateway presents it
+/// to etcd itself) and a client certificate, as PEM files in `dir`.
+fn certificates(dir: &Path) -> [PathBuf; 5] {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose as Eku, IsCa, Issuer,
+        KeyPair, SanType,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "keelson-operator test CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, &ca_key);
+    let issue = |usages: Vec<Eku>| {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.subject_alt_names = vec![SanType::IpAddress("127.0.0.1".parse().unwrap())];
+        p.extended_key_usages = usages;
+        (p.signed_by(&key, &issuer).unwrap().pem(), key.serialize_pem())
+    };
+    let (server, server_key) = issue(vec![Eku::ServerAuth, Eku::ClientAuth]);
+    let (client, client_key) = issue(vec![Eku::ClientAuth]);
+    let files = [
+        ("ca.pem", ca_cert.pem()),
+        ("server.pem", server),
+        ("server-key.pem", server_key),
+        ("client.pem", client),
+        ("client-key.pem", client_key),
+    ];
+    files.map(|(name, text)| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    })
+}
+
+#[test]
+fn serve_on_an_external_etcd_with_client_certificates() {
+    if !have_etcd("tls") {
+        return;
+    }
+    let dir = temp("tls");
+    let [ca, server, server_key, client, client_key] = certificates(&dir.0);
+    let mut opts = etcd::local::Options::new(&dir.0.join("data"), &dir.0.join("etcd.log"));
+    opts.no_fsync = true;
+    opts.tls =
+        Some(etcd::local::ServerTls { cert: server, key: server_key, client_ca: ca.clone() });
+    opts.client_tls = Some(etcd::client::tls_config(&ca, Some((&client, &client_key))).unwrap());
+    let etcd = etcd::local::LocalEtcd::start(&opts).unwrap();
+    let url = etcd.client_url.clone();
+    let s = |p: &PathBuf| p.to_str().unwrap().to_owned();
+    let (ca, client, client_key) = (s(&ca), s(&client), s(&client_key));
+    let mut op = Operator::start(
+        &[
+            "--etcd-endpoints",
+            &url,
+            "--etcd-cacert",
+            &ca,
+            "--etcd-cert",
+            &client,
+            "--etcd-key",
+            &client_key,
+            "--name",
+            "tls-replica",
+        ],
+        &[],
+    );
+    op.wait_for(&format!("etcd 3.4.23 at {url}"), Duration::from_secs(30));
+    op.wait_for("tls-replica leads", Duration::from_secs(30));
+    op.signal(Signal::SIGTERM);
+    assert!(op.wait_exit(Duration::from_secs(10)).success());
+    // No private etcd was started: the data directory flag was never needed.
+    assert!(!op.seen.iter().any(|l| l.contains("private etcd")));
+
+    // Without its client certificate the operator cannot reach etcd: one error, exit 1.
+    let mut op = Operator::start(&["--etcd-endpoints", &url, "--etcd-cacert", &ca], &[]);
+    let status = op.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1));
+    let err = op.wait_for("error", Duration::from_secs(5));
+    assert!(err.contains(&url), "{err}");
+}
