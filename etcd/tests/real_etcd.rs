@@ -423,3 +423,90 @@ fn tls_with_a_client_certificate_and_without_one() {
     let mut c = Client::new(etcd::Config::new(&[&etcd.client_url], None).unwrap());
     assert!(matches!(c.get(b"/tls"), Err(ClientError::TlsConfig(_))));
 }
+
+/// `etcdctl elect NAME VALUE`: etcd's Go `concurrency.Election`, the code Talos's VIP
+/// operator runs. It prints its key and value once it leads, and resigns on SIGINT.
+struct GoCandidate {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl GoCandidate {
+    fn start(url: &str, name: &str, value: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", url, "elect", name, value])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("etcdctl (Debian: etcd-client)");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The key it printed on winning, if it won within `wait`.
+    fn elected(&self, wait: Duration) -> Option<String> {
+        self.lines.recv_timeout(wait).ok()
+    }
+
+    fn interrupt(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GoCandidate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn keelson_and_go_candidates_wait_in_one_queue() {
+    let found = std::process::Command::new("etcdctl").arg("version").output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        testkit::skip_or_fail("interop: no etcdctl (Debian: etcd-client)");
+        return;
+    }
+    let Some((etcd, _dir)) = start("interop", true) else { return };
+    let name = "talos:v1:vip:election:10.0.0.100";
+    let mut c = etcd.client();
+
+    // Go leads first; a keelson candidate queues behind it.
+    let mut go = GoCandidate::start(&etcd.client_url, name, "go-node");
+    let go_key = go.elected(Duration::from_secs(10)).expect("etcdctl leads");
+    assert!(go_key.starts_with("talos:v1:vip:election:10.0.0.100/"), "{go_key}");
+    let ours = Arc::new(Session::grant(&c, 5, Duration::from_secs(1)).unwrap());
+    let waiting = campaign_in_thread(&etcd, ours.clone(), name.as_bytes(), b"keelson-node");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!waiting.is_finished(), "keelson must wait behind the Go leader");
+    let leader = session::leader(&mut c, name.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        (String::from_utf8_lossy(&leader.key), leader.value.as_slice()),
+        (go_key.clone().into(), &b"go-node"[..])
+    );
+    // Go resigns (as Talos does on shutdown): keelson leads.
+    go.interrupt();
+    let mut e = waiting.join().unwrap().unwrap();
+    assert!(e.is_leader());
+
+    // Now keelson leads and a Go candidate waits behind it until keelson resigns.
+    let go = GoCandidate::start(&etcd.client_url, name, "go-node-2");
+    assert_eq!(go.elected(Duration::from_secs(2)), None, "Go must wait behind keelson");
+    assert!(session::resign(&mut c, &mut e).unwrap());
+    let go_key = go.elected(Duration::from_secs(5)).expect("etcdctl leads after the resign");
+    let leader = session::leader(&mut c, name.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        (String::from_utf8_lossy(&leader.key), leader.value.as_slice()),
+        (go_key.into(), &b"go-node-2"[..])
+    );
+}
