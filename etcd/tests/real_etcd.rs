@@ -284,6 +284,7 @@ fn when_the_leaders_lease_expires_the_next_candidate_leads() {
     a.abandon();
     let eb = waiting.join().unwrap().unwrap();
     let took = killed.elapsed();
+    eprintln!("failover after the leader's keep-alive stopped (2 s lease): {took:?}");
     assert!(eb.is_leader());
     assert!(took < Duration::from_secs(6), "failover took {took:?}");
     assert_eq!(c.get(&a_key).unwrap(), None);
@@ -320,6 +321,7 @@ fn a_resign_hands_over_at_once_and_a_lost_lease_ends_a_waiting_campaign() {
     let resigned = Instant::now();
     assert!(session::resign(&mut c, &mut ea).unwrap());
     let seen = observer.join().unwrap().unwrap();
+    eprintln!("resign to observed new leader: {:?}", resigned.elapsed());
     assert_eq!(seen.value, b"b");
     assert!(resigned.elapsed() < Duration::from_secs(2), "{:?}", resigned.elapsed());
     let eb = waiting.join().unwrap().unwrap();
