@@ -148,6 +148,16 @@ impl LocalEtcd {
         // Its own process group: a terminal's Ctrl-C reaches the caller, which stops etcd
         // in order, instead of both at once.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // SIGTERM when the thread that started it ends, so a killed caller (SIGKILL runs no
+        // Drop) leaves no etcd behind. Callers start it from a thread that lives as long as
+        // they use it.
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // prctl(2), which is async-signal-safe; it allocates nothing and takes no lock.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)
+            });
+        }
         let child = cmd.spawn().map_err(|source| LocalError::Spawn {
             binary: opts.binary.display().to_string(),
             source,

@@ -156,6 +156,19 @@ fn serve_starts_its_private_etcd_and_stops_it_on_sigterm_keeping_the_data() {
     op.signal(Signal::SIGINT);
     assert!(op.wait_exit(Duration::from_secs(30)).success());
     assert!(!running(etcd_pid));
+
+    // Killed outright (no Drop, no cleanup): its etcd gets SIGTERM from the kernel.
+    let mut op =
+        Operator::start(&["--data-dir", dir.0.join("keelson-operator").to_str().unwrap()], &[]);
+    let etcd_pid = pid_in(&op.wait_for("private etcd at", Duration::from_secs(60)));
+    op.wait_for(" leads (lease ", Duration::from_secs(30));
+    op.signal(Signal::SIGKILL);
+    op.wait_exit(Duration::from_secs(10));
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while running(etcd_pid) {
+        assert!(std::time::Instant::now() < until, "etcd {etcd_pid} outlived its killed operator");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
