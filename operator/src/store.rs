@@ -6,8 +6,10 @@
 //! - Create: a transaction `Version(key) == 0 ⇒ Put` (else [`StoreError::AlreadyExists`]).
 //! - Update: the caller's resource carries the version it read; `Version(key) == v ⇒ Put`, a
 //!   failed compare is [`StoreError::Conflict`]. Callers re-read and retry ([`Store::modify`]
-//!   does it for them), so two writers never overwrite each other blindly.
-//! - Destroy: the same guard, and only without pending finalizers.
+//!   does it for them), so two writers never overwrite each other blindly. As in COSI, the
+//!   stored resource is read first and only its owner may write it
+//!   ([`StoreError::OwnerConflict`]); the version guard makes that read binding.
+//! - Destroy: the same guards, and only without pending finalizers.
 //! - List: one range over the kind's prefix, with the revision it was read at.
 //! - Watch: from a revision (a bookmark: the last event's mod revision), with the previous
 //!   value so a destroy says what went away.
@@ -19,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use etcd::request::{prefix_end, range_key};
 use etcd::wire::*;
 use etcd::{Client, Watch};
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
 use crate::key::Layout;
@@ -38,6 +40,9 @@ pub enum StoreError {
     /// The resource changed since it was read: re-read and retry.
     #[error("{what}: version conflict (expected {expected}, found {found})")]
     Conflict { what: String, expected: i64, found: i64 },
+    /// Only the resource's owner (the controller that writes it) may change or delete it.
+    #[error("{what}: owned by {owner:?}, not {by:?}")]
+    OwnerConflict { what: String, owner: String, by: String },
     #[error("{what}: finalizers pending: {finalizers:?}")]
     PendingFinalizers { what: String, finalizers: Vec<String> },
     #[error("{what}: encoded resource is {size} bytes, more than {MAX_VALUE}")]
@@ -279,6 +284,17 @@ impl Store {
         if expected <= 0 {
             return Err(StoreError::NotFound(what));
         }
+        let m = &r.metadata;
+        let current = self.get::<IgnoredAny>(&m.namespace, &m.kind, &m.id)?;
+        let Some(current) = current else { return Err(StoreError::NotFound(what)) };
+        if current.metadata.version != expected {
+            let found = current.metadata.version;
+            return Err(StoreError::Conflict { what, expected, found });
+        }
+        if current.metadata.owner != m.owner {
+            let (owner, by) = (current.metadata.owner, m.owner.clone());
+            return Err(StoreError::OwnerConflict { what, owner, by });
+        }
         r.metadata.updated = now_secs();
         let m = &r.metadata;
         let key = self.layout.key(&m.namespace, &m.kind, &m.id);
@@ -319,21 +335,24 @@ impl Store {
     }
 
     /// Start deleting: the phase becomes `TearingDown` (finalizer holders see it and let go).
+    /// The stored owner is kept: tearing down is asked of the resource, not a write of its
+    /// spec.
     pub fn teardown(&mut self, ns: &str, kind: &str, id: &str) -> Result<(), StoreError> {
         self.modify::<serde_json::Value>(ns, kind, id, |r| r.metadata.phase = Phase::TearingDown)
             .map(|_| ())
     }
 
-    /// Delete the resource at `version`, which must have no finalizers left.
+    /// Delete the resource at `version` as `owner`; it must have no finalizers left.
     pub fn destroy(
         &mut self,
         ns: &str,
         kind: &str,
         id: &str,
         version: i64,
+        owner: &str,
     ) -> Result<(), StoreError> {
         let what = describe(ns, kind, id);
-        let Some(current) = self.get::<serde_json::Value>(ns, kind, id)? else {
+        let Some(current) = self.get::<IgnoredAny>(ns, kind, id)? else {
             return Err(StoreError::NotFound(what));
         };
         if current.metadata.version != version {
@@ -342,6 +361,10 @@ impl Store {
                 expected: version,
                 found: current.metadata.version,
             });
+        }
+        if current.metadata.owner != owner {
+            let by = owner.to_owned();
+            return Err(StoreError::OwnerConflict { what, owner: current.metadata.owner, by });
         }
         if !current.metadata.finalizers.is_empty() {
             return Err(StoreError::PendingFinalizers {

@@ -87,23 +87,47 @@ fn create_update_destroy_with_versions_from_etcd() {
     let json: serde_json::Value = serde_json::from_slice(&raw.value).unwrap();
     assert!(json["metadata"].get("version").is_none(), "{json}");
 
+    // Only the owner writes: another controller's update or destroy is refused.
+    let mut owned = machine("owned", "BOOTING");
+    owned.metadata.owner = "MachineController".into();
+    s.create(&mut owned).unwrap();
+    let mut other = owned.clone();
+    other.metadata.owner = "SomeoneElse".into();
+    other.spec.stage = "HIJACKED".into();
+    match s.update(&mut other) {
+        Err(StoreError::OwnerConflict { owner, by, .. }) => {
+            assert_eq!((owner.as_str(), by.as_str()), ("MachineController", "SomeoneElse"))
+        }
+        other => panic!("expected an owner conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        s.destroy(NS, KIND, "owned", 1, "SomeoneElse"),
+        Err(StoreError::OwnerConflict { .. })
+    ));
+    owned.spec.stage = "RUNNING".into();
+    s.update(&mut owned).unwrap();
+    s.destroy(NS, KIND, "owned", 2, "MachineController").unwrap();
+
     // Finalizers hold a destroy; the phase says deletion started.
     s.modify::<MachineSpec>(NS, KIND, "node/a", |r| r.metadata.finalizers.push("cleanup".into()))
         .unwrap();
     s.teardown(NS, KIND, "node/a").unwrap();
     let r: Resource<MachineSpec> = s.get(NS, KIND, "node/a").unwrap().unwrap();
     assert_eq!((r.metadata.phase, r.metadata.version), (Phase::TearingDown, 4));
-    match s.destroy(NS, KIND, "node/a", 4) {
+    match s.destroy(NS, KIND, "node/a", 4, "") {
         Err(StoreError::PendingFinalizers { finalizers, .. }) => {
             assert_eq!(finalizers, ["cleanup"])
         }
         other => panic!("expected pending finalizers, got {other:?}"),
     }
     let r = s.modify::<MachineSpec>(NS, KIND, "node/a", |r| r.metadata.finalizers.clear()).unwrap();
-    assert!(matches!(s.destroy(NS, KIND, "node/a", 4), Err(StoreError::Conflict { found: 5, .. })));
-    s.destroy(NS, KIND, "node/a", r.metadata.version).unwrap();
+    assert!(matches!(
+        s.destroy(NS, KIND, "node/a", 4, ""),
+        Err(StoreError::Conflict { found: 5, .. })
+    ));
+    s.destroy(NS, KIND, "node/a", r.metadata.version, "").unwrap();
     assert!(s.get::<MachineSpec>(NS, KIND, "node/a").unwrap().is_none());
-    assert!(matches!(s.destroy(NS, KIND, "node/a", 5), Err(StoreError::NotFound(_))));
+    assert!(matches!(s.destroy(NS, KIND, "node/a", 5, ""), Err(StoreError::NotFound(_))));
     assert!(matches!(s.update(&mut got), Err(StoreError::NotFound(_))));
 }
 
@@ -175,7 +199,7 @@ fn list_and_a_watch_resumed_from_its_bookmark_miss_nothing() {
     other.create(&mut machine("c", "BOOTING")).unwrap();
     other.modify::<MachineSpec>(NS, KIND, "b", |r| r.spec.stage = "INSTALLING".into()).unwrap();
     let a: Resource<MachineSpec> = other.get(NS, KIND, "a").unwrap().unwrap();
-    other.destroy(NS, KIND, "a", a.metadata.version).unwrap();
+    other.destroy(NS, KIND, "a", a.metadata.version, "").unwrap();
 
     let mut w = s.watch_kind(NS, KIND, bookmark + 1).unwrap();
     let mut seen = Vec::new();
@@ -222,4 +246,44 @@ fn a_value_that_is_not_the_resource_its_key_names_is_refused() {
     // A spec too large for etcd is refused before it is sent.
     let mut big = machine("big", &"x".repeat(2 << 20));
     assert!(matches!(s.create(&mut big), Err(StoreError::TooLarge { .. })));
+}
+
+#[test]
+fn concurrent_writers_retrying_from_fresh_reads_lose_no_update() {
+    let Some((etcd, _dir)) = start("race") else { return };
+    let mut s = store(&etcd);
+    let mut counter = Resource::new(NS, "Counters", "c", 0u64);
+    s.create(&mut counter).unwrap();
+    const WRITERS: usize = 4;
+    const EACH: usize = 25;
+    let conflicts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let mut s = store(&etcd);
+            let conflicts = conflicts.clone();
+            std::thread::spawn(move || {
+                for _ in 0..EACH {
+                    // Read, add one, write on the version read; a conflict means re-read.
+                    loop {
+                        let mut r: Resource<u64> = s.get(NS, "Counters", "c").unwrap().unwrap();
+                        r.spec += 1;
+                        match s.update(&mut r) {
+                            Ok(()) => break,
+                            Err(e) if e.is_conflict() => {
+                                conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let end: Resource<u64> = s.get(NS, "Counters", "c").unwrap().unwrap();
+    assert_eq!(end.spec, (WRITERS * EACH) as u64, "an update was lost");
+    assert_eq!(end.metadata.version, (WRITERS * EACH) as i64 + 1);
+    eprintln!("{} conflicts retried", conflicts.load(std::sync::atomic::Ordering::Relaxed));
 }
