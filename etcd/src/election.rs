@@ -114,6 +114,43 @@ pub fn leader_of(r: &RangeResponse) -> Option<Leader> {
     })
 }
 
+/// Every candidate key of election `name`, oldest first (for [`stale_candidates`]).
+pub fn candidates_query(name: &[u8]) -> Call {
+    let p = prefix(name);
+    request::range(&RangeRequest {
+        key: p.clone(),
+        range_end: prefix_end(&p),
+        sort_order: SortOrder::Ascend,
+        sort_target: SortTarget::Create,
+        ..Default::default()
+    })
+}
+
+/// Restart hygiene (as Talos's VIP operator does): keys proclaiming `value` under a lease
+/// other than `lease` are an earlier life of this candidate, and would hold the queue until
+/// their lease expires. One delete per key, each guarded by the key's create revision so a
+/// key re-created meanwhile is left alone.
+pub fn stale_candidates(r: &RangeResponse, value: &[u8], lease: i64) -> Vec<Call> {
+    r.kvs
+        .iter()
+        .filter(|kv| kv.value == value && kv.lease != lease)
+        .map(|kv| {
+            request::txn(&TxnRequest {
+                compare: vec![Compare::create_revision(
+                    &kv.key,
+                    CompareResult::Equal,
+                    kv.create_revision,
+                )],
+                success: vec![RequestOp::DeleteRange(DeleteRangeRequest {
+                    key: kv.key.clone(),
+                    ..Default::default()
+                })],
+                failure: vec![],
+            })
+        })
+        .collect()
+}
+
 impl Election {
     /// A candidate in election `name` with `lease` (granted and kept alive by the caller),
     /// proclaiming `value`.
@@ -397,6 +434,23 @@ mod tests {
         let ok = TxnResponse { succeeded: true, ..Default::default() };
         txn_body(&e.answered(&ok));
         assert_eq!(e.revision(), 12);
+    }
+
+    #[test]
+    fn only_this_candidates_keys_under_other_leases_are_stale() {
+        let mut mine = kv(b"e/1", 3, b"me");
+        mine.lease = 1;
+        let mut ghost = kv(b"e/2", 5, b"me");
+        ghost.lease = 2;
+        let mut other = kv(b"e/3", 7, b"you");
+        other.lease = 3;
+        let r = RangeResponse { kvs: vec![mine, ghost, other], ..Default::default() };
+        let calls = stale_candidates(&r, b"me", 1);
+        assert_eq!(calls.len(), 1);
+        let body: serde_json::Value = serde_json::from_slice(&calls[0].body).unwrap();
+        assert_eq!(body["compare"][0]["key"], "ZS8y");
+        assert_eq!(body["compare"][0]["create_revision"], "5");
+        assert!(body["success"][0]["request_delete_range"].is_object());
     }
 
     #[test]

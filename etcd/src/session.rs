@@ -212,6 +212,23 @@ pub fn resign(client: &mut Client, e: &mut Election) -> Result<bool, ClientError
     Ok(r.succeeded)
 }
 
+/// Delete this candidate's keys from earlier lives (same `value`, another lease) so it does
+/// not queue behind itself; how many went.
+pub fn clear_stale(
+    client: &mut Client,
+    name: &[u8],
+    value: &[u8],
+    lease: i64,
+) -> Result<usize, ClientError> {
+    let r: RangeResponse = client.call("range", &election::candidates_query(name))?;
+    let mut cleared = 0;
+    for call in election::stale_candidates(&r, value, lease) {
+        let t: TxnResponse = client.call("txn", &call)?;
+        cleared += usize::from(t.succeeded);
+    }
+    Ok(cleared)
+}
+
 /// Who leads election `name` now.
 pub fn leader(client: &mut Client, name: &[u8]) -> Result<Option<Leader>, ClientError> {
     let r: RangeResponse = client.call("range", &election::leader_query(name))?;

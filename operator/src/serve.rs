@@ -131,6 +131,11 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                 continue;
             }
         };
+        match session::clear_stale(&mut client, election.as_bytes(), me.as_bytes(), session.id()) {
+            Ok(0) => {}
+            Ok(n) => log::info!("removed {n} election key(s) of an earlier {}", display(&me)),
+            Err(e) => log::debug!("clearing earlier election keys: {e}"),
+        }
         if let Ok(Some(l)) = session::leader(&mut client, election.as_bytes()) {
             log::info!(
                 "{} leads; {} waits (lease {:x})",
@@ -161,12 +166,14 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                 pause(RETRY, stop);
             }
         }
-        if stop.load(Ordering::Relaxed) {
-            if let Err(e) = session.close(&mut client) {
+        // Revoked even when leadership was lost without a stop: a lease that still exists
+        // would keep our old key ahead of the new campaign until it expired.
+        if let Err(e) = session.close(&mut client) {
+            if stop.load(Ordering::Relaxed) {
                 log::warn!("revoking the election lease: {e}");
+            } else {
+                log::debug!("revoking the election lease: {e}");
             }
-        } else {
-            session.abandon();
         }
     }
     Ok(())

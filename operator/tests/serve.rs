@@ -206,6 +206,20 @@ fn replicas_on_one_etcd_elect_one_leader_and_hand_over_on_exit() {
     c.wait_for("replica-b leads; replica-c waits", Duration::from_secs(30));
     b.signal(Signal::SIGKILL);
     c.wait_for("replica-c leads", Duration::from_secs(15));
+    // C crashes with a long lease and comes back under its name: it clears its earlier key
+    // instead of queueing behind it for the lease's 30 s.
+    c.signal(Signal::SIGKILL);
+    c.wait_exit(Duration::from_secs(10));
+    let long = ["--etcd-endpoints", &url, "--name", "replica-c", "--lease-ttl", "30"];
+    let mut c = Operator::start(&long, &[]);
+    c.wait_for("replica-c leads (", Duration::from_secs(30));
+    c.signal(Signal::SIGKILL);
+    c.wait_exit(Duration::from_secs(10));
+    let mut c = Operator::start(&long, &[]);
+    let restarted = std::time::Instant::now();
+    c.wait_for("removed 1 election key(s) of an earlier replica-c", Duration::from_secs(10));
+    c.wait_for("replica-c leads (", Duration::from_secs(10));
+    assert!(restarted.elapsed() < Duration::from_secs(10), "{:?}", restarted.elapsed());
     c.signal(Signal::SIGTERM);
     assert!(c.wait_exit(Duration::from_secs(10)).success());
     let mut client = etcd.client();
