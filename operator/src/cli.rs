@@ -19,7 +19,8 @@ options:
   --etcd-cert FILE          client certificate (PEM), with --etcd-key
   --etcd-key FILE           client key (PEM)
   --prefix PREFIX           the key prefix of the operator's data (default /keelson-operator)
-  --name NAME               this replica's name in the leader election (default hostname/pid)
+  --name NAME               this replica's name in the leader election, unique among live
+                            replicas (default hostname/pid)
   --lease-ttl SECONDS       the leader's lease (default 10, 2 to 3600)
   -h, --help                this text
 ";
