@@ -23,12 +23,13 @@ use common::{
 
 const T: Duration = Duration::from_secs(20);
 
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/talos_api.py");
+
 /// Run a scenario of the Python client inside `ns`; its output, which must end in
 /// `ok SCENARIO`.
 fn scenario(ns: &Netns, node: &Node, args: &[&str]) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/talos_api.py");
     let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "python3", script])
+        .args(["netns", "exec", &ns.name, "python3", SCRIPT])
         .args(args)
         // The script's directory holds no package that shadows the standard library's.
         .current_dir("/")
@@ -46,6 +47,18 @@ fn scenario(ns: &Netns, node: &Node, args: &[&str]) -> String {
 
 fn s(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// The `.proto` subset in talos-api compiles and has the field numbers of Talos's own
+/// (the PyPI bindings); no namespace needed.
+#[test]
+fn the_proto_subset_has_talos_field_numbers() {
+    let protos = concat!(env!("CARGO_MANIFEST_DIR"), "/../talos-api/proto");
+    let out =
+        Command::new("python3").args([SCRIPT, "protos", protos]).current_dir("/").output().unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("ok protos"), "{text}");
 }
 
 #[test]

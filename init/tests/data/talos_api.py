@@ -9,7 +9,8 @@ traceback.
   python3 talos_api.py maintenance ADDR MACHINE_YAML
   python3 talos_api.py configured ADDR ADMIN_KEELSONCONFIG READER_KEELSONCONFIG
   python3 talos_api.py reboot ADDR ADMIN_KEELSONCONFIG
-  python3 talos_api.py stall SOCKET"""
+  python3 talos_api.py stall SOCKET
+  python3 talos_api.py protos PROTO_DIR"""
 import asyncio
 import base64
 import os
@@ -389,12 +390,52 @@ def stall(sock):
     say("ok stall")
 
 
+def protos(proto_dir):
+    """talos-api's .proto subset, compiled with protoc (grpcio-tools), has the field numbers
+    of the PyPI bindings (generated from Talos's own .proto files)."""
+    import dataclasses
+    import importlib
+
+    import betterproto
+    from grpc_tools import protoc
+
+    from talos_linux_api.v1_6_0 import common as tc
+
+    out = tempfile.mkdtemp()
+    files = sorted(os.path.join(proto_dir, f) for f in os.listdir(proto_dir) if f.endswith(".proto"))
+    include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
+    assert protoc.main(["protoc", f"-I{proto_dir}", f"-I{include}", f"--python_out={out}"] + files) == 0
+    sys.path.insert(0, out)
+    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc}
+    checked = 0
+
+    def walk(desc, prefix=""):
+        yield prefix + desc.name, desc
+        for n in desc.nested_types:
+            yield from walk(n, prefix + desc.name)
+
+    for package, bp in bindings.items():
+        pb = importlib.import_module(f"{package}_pb2")
+        for top in pb.DESCRIPTOR.message_types_by_name.values():
+            for name, d in walk(top):
+                cls = getattr(bp, name)
+                numbers = {f.name: betterproto.FieldMetadata.get(f).number for f in dataclasses.fields(cls)}
+                for f in d.fields:
+                    assert numbers.get(f.name) == f.number, f"{package}.{name}.{f.name}: {f.number} here, {numbers.get(f.name)} in Talos"
+                    checked += 1
+    assert checked > 100, checked
+    say(f"  {checked} fields agree")
+    say("ok protos")
+
+
 def main():
     what, args = sys.argv[1], sys.argv[2:]
     if what == "local":
         local(*args)
     elif what == "stall":
         stall(*args)
+    elif what == "protos":
+        protos(*args)
     elif what in SCENARIOS:
         asyncio.run(SCENARIOS[what](*args))
     else:
