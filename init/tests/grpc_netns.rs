@@ -127,3 +127,29 @@ fn maintenance_then_mutual_tls_with_roles() {
         || node.log_text(),
     );
 }
+
+/// A supervised kubelet (a shell that notes each start) in `ServiceList` and `Events`, and
+/// `ServiceRestart` starting it again.
+#[test]
+fn service_list_events_and_restart_of_the_kubelet() {
+    if !require_root("service_list_events_and_restart_of_the_kubelet") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    ns.ip(&["link", "set", "lo", "up"]);
+    let dir = TempDir::new();
+    let starts = dir.path().join("kubelet-starts");
+    let config = dir.path().join("config.yaml");
+    let body = format!(
+        "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n  kubelet:\n    command: [/bin/sh, -c, 'echo start >> {}; exec sleep 600']\n  time:\n    disabled: true\n",
+        starts.display()
+    );
+    std::fs::write(&config, body).unwrap();
+    let node = Node::start_api(&ns, "", Some(&config));
+    let sock = node.api.clone().unwrap();
+    wait_for("the kubelet started", T, || starts.exists(), || node.log_text());
+    println!("{}", scenario(&ns, &node, &["kubelet", &s(&sock), &s(&starts)]));
+    let log = node.stop();
+    assert!(log.contains("restarting kubelet"), "{log}");
+}

@@ -10,7 +10,8 @@ traceback.
   python3 talos_api.py configured ADDR ADMIN_KEELSONCONFIG READER_KEELSONCONFIG
   python3 talos_api.py reboot ADDR ADMIN_KEELSONCONFIG
   python3 talos_api.py stall SOCKET
-  python3 talos_api.py protos PROTO_DIR"""
+  python3 talos_api.py protos PROTO_DIR
+  python3 talos_api.py kubelet SOCKET STARTS_FILE"""
 import asyncio
 import base64
 import os
@@ -390,6 +391,51 @@ def stall(sock):
     say("ok stall")
 
 
+def kubelet(sock, starts):
+    """A node that supervises a kubelet (a shell that notes each start): its state in
+    ServiceList and Events, and ServiceRestart."""
+    ch = grpc.insecure_channel(f"unix:{sock}")
+
+    def listed():
+        reply = grpcio_call(ch, "/machine.MachineService/ServiceList", EMPTY, tm.ServiceListResponse)
+        return {s.id: s for s in reply.messages[0].services}
+
+    deadline = time.monotonic() + 20
+    while listed().get("kubelet", tm.ServiceInfo()).state != "Running":
+        assert time.monotonic() < deadline, listed()
+        time.sleep(0.2)
+    k = listed()["kubelet"]
+    assert k.events.events and k.events.events[0].state == "Running", k
+    assert k.health.unknown is False, k.health
+    say("  kubelet:", k.state, "healthy" if k.health.healthy else "not healthy: " + k.health.last_message)
+    before = open(starts).read().count("start")
+    r = grpcio_call(ch, "/machine.MachineService/ServiceRestart", tm.ServiceRestartRequest(id="kubelet"), tm.ServiceRestartResponse)
+    assert "kubelet" in r.messages[0].resp and r.messages[0].metadata is not None, r
+    while open(starts).read().count("start") <= before:
+        assert time.monotonic() < deadline + 20, "the kubelet did not start again"
+        time.sleep(0.2)
+    say("  restarted: starts", before, "->", open(starts).read().count("start"))
+    events = grpcio_call(ch, "/machine.MachineService/Events", tm.EventsRequest(tail_events=-1), tm.Event, stream=True, timeout=5)
+    states = []
+    try:
+        for e in events:
+            if e.data.type_url == "talos/runtime/machine.ServiceStateEvent":
+                ev = tm.ServiceStateEvent().parse(e.data.value)
+                if ev.service == "kubelet":
+                    states.append(ev.action.name)
+            if states.count("RUNNING") >= 2:
+                break
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+    events.cancel()
+    # Running, then (after the restart) running again; a state that lasts less than one turn
+    # of the node's loop (stopping a shell) may not show.
+    assert states.count("RUNNING") >= 2, states
+    say("  kubelet events:", states)
+    ch.close()
+    say("ok kubelet")
+
+
 def protos(proto_dir):
     """talos-api's .proto subset, compiled with protoc (grpcio-tools), has the field numbers
     of the PyPI bindings (generated from Talos's own .proto files)."""
@@ -436,6 +482,8 @@ def main():
         stall(*args)
     elif what == "protos":
         protos(*args)
+    elif what == "kubelet":
+        kubelet(*args)
     elif what in SCENARIOS:
         asyncio.run(SCENARIOS[what](*args))
     else:
