@@ -364,6 +364,147 @@ fn send_trailers(h: &mut h2::Connection, stream: u32, status: &Status) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::server::Effects;
+    use crate::api::transport::Access;
+    use events::EventLog;
+    use grpc::{Response, ResponseReader};
+    use runtime::Runtime;
+
+    /// A server connection and an HTTP/2 client, wired together without I/O.
+    struct Pair {
+        server: GrpcConn,
+        client: h2::Connection,
+        rt: Runtime,
+        effects: Effects,
+        events: EventLog,
+        now: Instant,
+        /// The client's events so far.
+        seen: Vec<Event>,
+    }
+
+    impl Pair {
+        fn new() -> Self {
+            Self {
+                server: GrpcConn::new(),
+                client: h2::Connection::new(Role::Client, h2::Config::default()),
+                rt: Runtime::new(),
+                effects: Effects::default(),
+                events: EventLog::default(),
+                now: Instant::now(),
+                seen: Vec::new(),
+            }
+        }
+
+        /// Move bytes both ways until neither side has more, as `access`.
+        fn exchange(&mut self, access: Access) {
+            for _ in 0..8 {
+                let up = self.client.take_output();
+                let machine = crate::machine::Machine { started: self.now, settled: true };
+                let mut call = Call {
+                    access,
+                    rt: &mut self.rt,
+                    machine,
+                    effects: &mut self.effects,
+                    events: &self.events,
+                    now: self.now,
+                };
+                self.server.recv(&up, &mut call);
+                let down = self.server.take_output();
+                let _ = self.client.recv(&down);
+                if up.is_empty() && down.is_empty() {
+                    break;
+                }
+            }
+        }
+
+        fn open(&mut self, path: &str, body: &[u8], end: bool) -> u32 {
+            let head = grpc::request_headers(false, "node", path, "test", None);
+            let id = self.client.open_stream(&head, false).unwrap_or_else(|e| unreachable!("{e}"));
+            let _ = self.client.send_data(id, body, end);
+            id
+        }
+
+        /// What the client got on `stream` (events of other streams are kept for later).
+        fn responses(&mut self, stream: u32) -> Vec<Response> {
+            while let Some(ev) = self.client.poll_event() {
+                self.seen.push(ev);
+            }
+            let mut reader = ResponseReader::new(1 << 20);
+            let mut out = Vec::new();
+            for ev in &self.seen {
+                match ev {
+                    Event::Headers { stream: s, fields, end_stream } if *s == stream => {
+                        reader.on_headers(fields, *end_stream, &mut out)
+                    }
+                    Event::Data { stream: s, data, end_stream } if *s == stream => {
+                        reader.on_data(data, *end_stream, &mut out)
+                    }
+                    Event::Reset { stream: s, code } if *s == stream => {
+                        reader.on_reset(*code, &mut out)
+                    }
+                    _ => {}
+                }
+            }
+            out
+        }
+
+        fn status(&mut self, stream: u32) -> Option<u32> {
+            self.responses(stream).into_iter().find_map(|r| match r {
+                Response::Status(s) => Some(s.code),
+                Response::Message(_) => None,
+            })
+        }
+    }
+
+    #[test]
+    fn a_unary_call_end_to_end_without_io() {
+        let mut p = Pair::new();
+        let id = p.open("/machine.MachineService/Version", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Admin);
+        let got = p.responses(id);
+        let Some(Response::Message(m)) = got.first() else { unreachable!("{got:?}") };
+        let reply: talos_api::machine::VersionResponse =
+            dispatch::decode(m).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(reply.messages.len(), 1);
+        assert!(reply.messages[0].features.is_some());
+        assert_eq!(got.last(), Some(&Response::Status(Status::new(code::OK, ""))));
+        assert!(!p.server.busy());
+    }
+
+    #[test]
+    fn refusals_come_before_the_body() {
+        let mut p = Pair::new();
+        let unknown = p.open("/machine.MachineService/Nope", &[], false);
+        let denied = p.open("/machine.MachineService/Reboot", &[], false);
+        // The prefix says 2 MiB for a call whose limit is 64 KiB: refused from the prefix alone.
+        let huge = p.open("/machine.MachineService/Version", &[0, 0, 0x20, 0, 0], false);
+        p.exchange(Access::Reader);
+        assert_eq!(p.status(unknown), Some(code::UNIMPLEMENTED));
+        assert_eq!(p.status(denied), Some(dispatch::codes::PERMISSION_DENIED));
+        assert_eq!(p.status(huge), Some(code::RESOURCE_EXHAUSTED));
+        assert!(p.effects.power.is_none());
+        assert!(!p.server.busy(), "nothing is kept of refused calls");
+        // Maintenance: what its service does not have is unimplemented.
+        let mut p = Pair::new();
+        let reboot = p.open("/machine.MachineService/Reboot", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Maintenance);
+        assert_eq!(p.status(reboot), Some(code::UNIMPLEMENTED));
+    }
+
+    #[test]
+    fn a_request_that_does_not_finish_in_time_is_ended() {
+        let mut p = Pair::new();
+        let id = p.open("/machine.MachineService/Version", &[0, 0], false);
+        p.exchange(Access::Admin);
+        assert!(p.server.busy());
+        let due = p.server.deadline().unwrap_or_else(|| unreachable!());
+        assert_eq!(due, p.now + super::super::conn::REQUEST_DEADLINE);
+        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: due };
+        p.server.pump(&ctx, 0);
+        let _ = p.client.recv(&p.server.take_output());
+        assert_eq!(p.status(id), Some(code::DEADLINE_EXCEEDED));
+        assert!(!p.server.busy());
+    }
 
     #[test]
     fn one_request_message_exactly() {
