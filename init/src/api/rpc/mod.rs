@@ -60,6 +60,9 @@ struct Streaming {
     /// Bytes waiting on the stream when last looked at, and when they last moved.
     waiting: usize,
     moved: Instant,
+    /// The feed filled the room it was given: it likely has more, to be asked for as soon as
+    /// there is room again (nothing else may wake the loop when the client's window is open).
+    hungry: bool,
 }
 
 /// The gRPC side of one connection.
@@ -143,8 +146,10 @@ impl GrpcConn {
                     Some(*started + super::conn::REQUEST_DEADLINE)
                 }
                 CallState::Streaming(s) => {
-                    let stall = (self.h2.queued(*stream) > 0).then_some(s.moved + STALL);
-                    [stall, s.feed.poll_at()].into_iter().flatten().min()
+                    let waiting = self.h2.queued(*stream);
+                    let stall = (waiting > 0).then_some(s.moved + STALL);
+                    let again = (s.hungry && waiting < STREAM_HIGH).then_some(s.moved);
+                    [stall, s.feed.poll_at(), again].into_iter().flatten().min()
                 }
             })
             .min()
@@ -172,7 +177,7 @@ impl GrpcConn {
                     }
                 }
                 Event::Data { stream, data, end_stream } => {
-                    self.data(stream, &data, call.now);
+                    self.data(stream, &data);
                     if end_stream {
                         self.finish(stream, call);
                     }
@@ -219,7 +224,7 @@ impl GrpcConn {
     }
 
     /// Request body bytes: kept within the method's limit and the connection's budget.
-    fn data(&mut self, stream: u32, data: &[u8], _now: Instant) {
+    fn data(&mut self, stream: u32, data: &[u8]) {
         let held: usize = self
             .calls
             .values()
@@ -264,7 +269,7 @@ impl GrpcConn {
             }
             Ok(Reply::Stream(feed)) => {
                 let _ = h.send_headers(stream, &grpc::response_headers(), false);
-                let s = Streaming { feed, waiting: 0, moved: call.now };
+                let s = Streaming { feed, waiting: 0, moved: call.now, hungry: true };
                 self.calls.insert(stream, CallState::Streaming(s));
             }
             Err(status) => {
@@ -307,13 +312,19 @@ impl GrpcConn {
             let held = outside + self.h2.output_len() + self.h2.queued_total();
             if waiting < STREAM_HIGH && held < CONN_HIGH {
                 let mut out = Vec::new();
-                let flow = s.feed.next(ctx, STREAM_HIGH - waiting, &mut out);
+                let room = STREAM_HIGH - waiting;
+                let flow = s.feed.next(ctx, room, &mut out);
+                s.hungry = out.iter().map(Vec::len).sum::<usize>() >= room;
                 for m in &out {
                     let _ = self.h2.send_data(stream, &grpc::frame_message(m), false);
                 }
                 if let Flow::Done(status) = flow {
                     ended.push((stream, Some(status)));
                 }
+            } else {
+                // Full: the client's next WINDOW_UPDATE, or the socket taking the output,
+                // wakes the loop again.
+                s.hungry = false;
             }
             s.waiting = self.h2.queued(stream);
         }
@@ -384,9 +395,15 @@ mod tests {
 
     impl Pair {
         fn new() -> Self {
+            Self::with_window(h2::Config::default().stream_window)
+        }
+
+        /// With the client's stream window at `window` bytes.
+        fn with_window(window: u32) -> Self {
+            let cfg = h2::Config { stream_window: window, ..h2::Config::default() };
             Self {
                 server: GrpcConn::new(),
-                client: h2::Connection::new(Role::Client, h2::Config::default()),
+                client: h2::Connection::new(Role::Client, cfg),
                 rt: Runtime::new(),
                 effects: Effects::default(),
                 events: EventLog::default(),
@@ -489,6 +506,89 @@ mod tests {
         let reboot = p.open("/machine.MachineService/Reboot", &grpc::frame_message(&[]), true);
         p.exchange(Access::Maintenance);
         assert_eq!(p.status(reboot), Some(code::UNIMPLEMENTED));
+    }
+
+    /// A feed of `total` bytes in 1 KiB messages.
+    struct Bulk {
+        left: usize,
+    }
+
+    impl dispatch::Feed for Bulk {
+        fn next(&mut self, _: &FeedCtx<'_>, room: usize, out: &mut Vec<Vec<u8>>) -> Flow {
+            let mut used = 0;
+            while used < room && self.left > 0 {
+                let n = self.left.min(1024);
+                out.push(vec![b'x'; n]);
+                self.left -= n;
+                used += n;
+            }
+            if self.left == 0 {
+                Flow::Done(Status::new(code::OK, ""))
+            } else {
+                Flow::More
+            }
+        }
+    }
+
+    /// A stream whose feed is [`Bulk`], opened by `p`'s client.
+    fn bulk_stream(p: &mut Pair, total: usize) -> u32 {
+        let id = p.open("/machine.MachineService/Events", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Admin);
+        let feed: Box<dyn dispatch::Feed> = Box::new(Bulk { left: total });
+        let s = Streaming { feed, waiting: 0, moved: p.now, hungry: true };
+        p.server.calls.insert(id, CallState::Streaming(s));
+        id
+    }
+
+    #[test]
+    fn a_stream_flows_as_the_client_reads_and_asks_to_be_fed_again() {
+        let mut p = Pair::new();
+        let id = bulk_stream(&mut p, 1 << 20);
+        let mut rounds = 0;
+        while p.server.busy() {
+            rounds += 1;
+            assert!(rounds < 100, "the stream did not end");
+            // With room on the stream, the feed is asked again at once.
+            assert!(p.server.deadline().is_some_and(|d| d <= p.now), "no wake-up while fed");
+            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now };
+            p.server.pump(&ctx, 0);
+            let down = p.server.take_output();
+            let _ = p.client.recv(&down);
+            p.exchange(Access::Admin);
+        }
+        let got = p.responses(id);
+        let bytes: usize = got
+            .iter()
+            .map(|r| match r {
+                Response::Message(m) => m.len(),
+                Response::Status(_) => 0,
+            })
+            .sum();
+        assert_eq!(bytes, 1 << 20);
+        assert_eq!(got.last(), Some(&Response::Status(Status::new(code::OK, ""))));
+    }
+
+    #[test]
+    fn a_stream_whose_client_stops_reading_is_bounded_then_reset() {
+        let mut p = Pair::with_window(16 << 10);
+        let id = bulk_stream(&mut p, 16 << 20);
+        // The client reads nothing more: no WINDOW_UPDATE reaches the server.
+        let mut t = p.now;
+        for _ in 0..50 {
+            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: t };
+            p.server.pump(&ctx, 0);
+            let _ = p.server.take_output();
+            t += Duration::from_millis(100);
+        }
+        // What waits is bounded by one feeding beyond the window, not by the 16 MiB.
+        let waiting = p.server.h2.queued(id);
+        assert!(waiting > 0 && waiting <= 2 * STREAM_HIGH, "{waiting}");
+        let due = p.server.deadline().unwrap_or_else(|| unreachable!());
+        assert!(due <= p.now + STALL, "the stall is due");
+        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now + STALL };
+        p.server.pump(&ctx, 0);
+        assert!(!p.server.busy(), "the stream is dropped");
+        assert_eq!(p.server.h2.queued(id), 0, "and what waited for it with it");
     }
 
     #[test]
