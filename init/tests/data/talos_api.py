@@ -305,6 +305,20 @@ async def configured(addr, admin, reader):
     assert text.startswith(b"["), text[:80]
     assert all(d.metadata.hostname == v.messages[0].metadata.hostname for d in dmesg)
     say("  dmesg:", len(text), "bytes in", len(dmesg), "messages")
+    # Following: the same records, then the stream stays open for new ones.
+    followed = []
+
+    async def follow():
+        async for d in machine.dmesg(tm.DmesgRequest(follow=True)):
+            followed.append(d)
+
+    try:
+        await asyncio.wait_for(follow(), 3)
+        raise AssertionError("dmesg --follow ended by itself")
+    except asyncio.TimeoutError:
+        pass
+    assert sum(len(d.bytes) for d in followed) >= len(text), (len(text), len(followed))
+    say("  dmesg --follow: still open after 3 s")
     events = await collect(machine.events(tm.EventsRequest(tail_events=20)), n=1, timeout=10)
     assert events, "no events"
     kinds = {e.data.type_url for e in events}
