@@ -256,6 +256,9 @@ impl GrpcConn {
 
     /// The client sent its whole request: run the call.
     fn finish(&mut self, stream: u32, call: &mut Call<'_>) {
+        if !matches!(self.calls.get(&stream), Some(CallState::Receiving { .. })) {
+            return;
+        }
         let Some(CallState::Receiving { method, body, .. }) = self.calls.remove(&stream) else {
             return;
         };
