@@ -10,6 +10,7 @@
 //! both use it.
 
 pub mod common;
+pub mod cosi;
 pub mod machine;
 
 pub use prost::Message;
