@@ -283,7 +283,9 @@ pub struct WatchResponse {
 pub mod meta {
     /// The type of resource definitions.
     pub const RESOURCE_DEFINITION_TYPE: &str = "ResourceDefinitions.meta.cosi.dev";
-    /// The namespace resource definitions live in.
+    /// The type of namespaces.
+    pub const NAMESPACE_TYPE: &str = "Namespaces.meta.cosi.dev";
+    /// The namespace resource definitions and namespaces live in.
     pub const NAMESPACE: &str = "meta";
 
     /// How secret a type's resources are.
@@ -301,6 +303,13 @@ pub mod meta {
         pub name: String,
         #[prost(string, tag = "2")]
         pub json_path: String,
+    }
+
+    /// A namespace's spec.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct NamespaceSpec {
+        #[prost(string, tag = "1")]
+        pub description: String,
     }
 
     /// One resource type: its names, default namespace and sensitivity.
