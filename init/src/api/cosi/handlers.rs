@@ -40,10 +40,14 @@ impl Target {
     pub fn cosi_type(&self) -> CosiType {
         match self {
             Target::Store { kind, .. } => cosi_type(*kind),
-            Target::Meta { type_name, .. } => definitions::meta_types()
-                .into_iter()
-                .find(|t| t.type_name == *type_name)
-                .unwrap_or(definitions::meta_types()[0]),
+            Target::Meta { type_name, .. } => {
+                let [definition, namespace] = definitions::meta_types();
+                if *type_name == namespace.type_name {
+                    namespace
+                } else {
+                    definition
+                }
+            }
         }
     }
 }
