@@ -9,6 +9,7 @@ use grpc::call::Status;
 use net::resource::{Kind, Namespace};
 use runtime::Store;
 use talos_api::cosi::{self, meta};
+use talos_api::Message;
 
 use super::names::{cosi_type, resolve, store_namespace, CosiType};
 use super::{code, convert, definitions, shown, status};
@@ -112,6 +113,16 @@ pub fn may_read(access: Access, target: &Target) -> Result<(), Status> {
     }
 }
 
+/// `TYPE in NAMESPACE`, for messages.
+pub fn describe(target: &Target) -> String {
+    match target {
+        Target::Store { kind, cosi_namespace, .. } => {
+            format!("{} in {}", cosi_type(*kind).type_name, shown(cosi_namespace))
+        }
+        Target::Meta { type_name, namespace } => format!("{type_name} in {}", shown(namespace)),
+    }
+}
+
 /// Writes are refused, as Talos refuses them over its API.
 pub fn refuse_write() -> Status {
     status(code::PERMISSION_DENIED, "write access is not allowed")
@@ -181,23 +192,58 @@ pub(super) fn check_id_query(q: Option<&cosi::IdQuery>) -> Result<(), Status> {
     }
 }
 
-/// `List`: one reply per resource.
-pub fn list(
-    store: &Store,
-    access: Access,
-    req: &cosi::ListRequest,
-) -> Result<Vec<cosi::ListResponse>, Status> {
-    let target = target(&req.namespace, &req.r#type)?;
-    may_read(access, &target)?;
-    let opts = req.options.clone().unwrap_or_default();
-    check_id_query(opts.id_query.as_ref())?;
-    if !labels_admit(&opts.label_query) {
-        return Ok(Vec::new());
+/// `List`: one reply per resource, made as the client takes them (a kind with ten thousand
+/// routes is not encoded all at once).
+#[derive(Debug)]
+pub struct ListFeed {
+    target: Target,
+    /// IDs still to send (store kinds): each is read when its turn comes.
+    ids: std::collections::VecDeque<String>,
+    /// Resources still to send (`meta`, built up front: a few dozen).
+    built: std::collections::VecDeque<cosi::Resource>,
+}
+
+impl ListFeed {
+    /// Check the request and take the IDs to send.
+    pub fn start(store: &Store, access: Access, req: &cosi::ListRequest) -> Result<Self, Status> {
+        let target = target(&req.namespace, &req.r#type)?;
+        may_read(access, &target)?;
+        let opts = req.options.clone().unwrap_or_default();
+        check_id_query(opts.id_query.as_ref())?;
+        let mut feed = ListFeed { target, ids: Default::default(), built: Default::default() };
+        if !labels_admit(&opts.label_query) {
+            return Ok(feed);
+        }
+        match &feed.target {
+            Target::Store { kind, namespace, .. } => {
+                feed.ids = store.list(*namespace, *kind).map(|r| r.metadata.id.clone()).collect();
+            }
+            Target::Meta { .. } => feed.built = resources(store, &feed.target).into(),
+        }
+        Ok(feed)
     }
-    Ok(resources(store, &target)
-        .into_iter()
-        .map(|r| cosi::ListResponse { resource: Some(r) })
-        .collect())
+
+    /// Append encoded replies, about `room` bytes (at least one when any is left); true once
+    /// everything was sent. A resource gone since the start is skipped.
+    pub fn fill(&mut self, store: &Store, room: usize, out: &mut Vec<Vec<u8>>) -> bool {
+        let mut used = 0;
+        while used < room || out.is_empty() {
+            let next = if let Some(r) = self.built.pop_front() {
+                r
+            } else if let Some(id) = self.ids.pop_front() {
+                match one(store, &self.target, &id) {
+                    Some(r) => r,
+                    None => continue,
+                }
+            } else {
+                return true;
+            };
+            let msg = cosi::ListResponse { resource: Some(next) }.encode_to_vec();
+            used += msg.len();
+            out.push(msg);
+        }
+        self.ids.is_empty() && self.built.is_empty()
+    }
 }
 
 #[cfg(test)]
@@ -286,6 +332,51 @@ mod tests {
         assert!(ok("network", "LinkSpecs.net.talos.dev").is_err());
     }
 
+    /// Every reply of a list, taken a message at a time.
+    fn all(
+        store: &Store,
+        access: Access,
+        req: &cosi::ListRequest,
+    ) -> Result<Vec<cosi::ListResponse>, Status> {
+        let mut feed = ListFeed::start(store, access, req)?;
+        let mut out = Vec::new();
+        loop {
+            let mut batch = Vec::new();
+            let done = feed.fill(store, 0, &mut batch);
+            assert!(batch.len() <= 1);
+            out.extend(batch.iter().map(|m| cosi::ListResponse::decode(m.as_slice()).unwrap()));
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_list_goes_out_as_the_client_takes_it() {
+        let mut rt = store();
+        for i in 0..100 {
+            rt.put_input(
+                "test",
+                Namespace::Network,
+                &format!("h{i:03}"),
+                HostnameStatus::default(),
+            )
+            .unwrap();
+        }
+        let req = cosi::ListRequest {
+            namespace: "network".into(),
+            r#type: "HostnameStatuses.net.talos.dev".into(),
+            options: None,
+        };
+        let mut feed = ListFeed::start(rt.store(), Access::Reader, &req).unwrap();
+        let mut out = Vec::new();
+        assert!(!feed.fill(rt.store(), 1000, &mut out));
+        let taken: usize = out.iter().map(Vec::len).sum();
+        assert!(out.len() < 101 && taken < 1000 + 200, "{} messages, {taken} bytes", out.len());
+        assert!(feed.fill(rt.store(), usize::MAX, &mut out));
+        assert_eq!(out.len(), 101);
+    }
+
     #[test]
     fn list_sends_one_reply_per_resource() {
         let rt = store();
@@ -294,17 +385,14 @@ mod tests {
             r#type: "HostnameStatuses.net.talos.dev".into(),
             options: None,
         };
-        let replies = list(rt.store(), Access::Reader, &req).unwrap();
+        let replies = all(rt.store(), Access::Reader, &req).unwrap();
         assert_eq!(replies.len(), 1);
         let defs = cosi::ListRequest {
             namespace: "meta".into(),
             r#type: "ResourceDefinitions.meta.cosi.dev".into(),
             options: None,
         };
-        assert_eq!(
-            list(rt.store(), Access::Maintenance, &defs).unwrap().len(),
-            Kind::ALL.len() + 2
-        );
+        assert_eq!(all(rt.store(), Access::Maintenance, &defs).unwrap().len(), Kind::ALL.len() + 2);
         // A label that must exist matches nothing: keelson's resources have no labels.
         let labelled = cosi::ListRequest {
             options: Some(cosi::ListOptions {
@@ -315,7 +403,7 @@ mod tests {
             }),
             ..req.clone()
         };
-        assert!(list(rt.store(), Access::Reader, &labelled).unwrap().is_empty());
+        assert!(all(rt.store(), Access::Reader, &labelled).unwrap().is_empty());
         let regexp = cosi::ListRequest {
             options: Some(cosi::ListOptions {
                 label_query: vec![],
@@ -323,10 +411,7 @@ mod tests {
             }),
             ..req
         };
-        assert_eq!(
-            list(rt.store(), Access::Reader, &regexp).unwrap_err().code,
-            code::UNIMPLEMENTED
-        );
+        assert_eq!(all(rt.store(), Access::Reader, &regexp).unwrap_err().code, code::UNIMPLEMENTED);
     }
 
     #[test]
