@@ -5,7 +5,6 @@
 //! aliases with ([`definitions`]); reads are [`handlers`], watches [`watch`]. Writes are
 //! refused. Everything here is pure: the gRPC server decodes requests, calls these with the
 //! store and the caller's access, and sends what they return.
-#![allow(dead_code)] // until the gRPC server registers the service
 
 pub mod convert;
 pub mod definitions;
@@ -15,11 +14,10 @@ pub mod watch;
 
 use grpc::call::Status;
 
-/// gRPC status codes the service answers with (beyond those in `grpc::call::code`).
+/// gRPC status codes the service answers with.
 pub mod code {
+    pub use crate::api::rpc::dispatch::codes::{NOT_FOUND, PERMISSION_DENIED};
     pub use grpc::call::code::*;
-    pub const NOT_FOUND: u32 = 5;
-    pub const PERMISSION_DENIED: u32 = 7;
 }
 
 /// How much of a client's string an error repeats.

@@ -153,16 +153,6 @@ pub fn resolve(type_name: &str) -> Option<Kind> {
         .or_else(|| crate::api::aliases::resolve(type_name).ok())
 }
 
-/// English plural of a CamelCase type word (`Identity` → `Identities`).
-fn plural(word: &str) -> String {
-    let bytes = word.as_bytes();
-    match bytes {
-        [.., b, b'y'] if !b"aeiou".contains(b) => format!("{}ies", &word[..word.len() - 1]),
-        [.., b's' | b'x'] | [.., b's' | b'c', b'h'] => format!("{word}es"),
-        _ => format!("{word}s"),
-    }
-}
-
 /// Every alias COSI derives for a type plus the declared ones, lowercase, as
 /// `ResourceDefinitionSpec.Fill` in cosi-project/runtime does: the singular, the plural, the
 /// plural with each prefix of the suffix (`addressstatuses.net`), and the type's capitals
@@ -193,6 +183,16 @@ pub fn cosi_aliases(ty: &CosiType) -> (Vec<String>, Vec<String>) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
+
+    /// English plural of a CamelCase type word (`Identity` → `Identities`).
+    fn plural(word: &str) -> String {
+        let bytes = word.as_bytes();
+        match bytes {
+            [.., b, b'y'] if !b"aeiou".contains(b) => format!("{}ies", &word[..word.len() - 1]),
+            [.., b's' | b'x'] | [.., b's' | b'c', b'h'] => format!("{word}es"),
+            _ => format!("{word}s"),
+        }
+    }
 
     #[test]
     fn talos_type_names_for_the_common_kinds() {
