@@ -3,7 +3,8 @@
 //! test creates, driven by grpcio with stubs compiled at run time from talos-api/proto
 //! (tests/data/cosi_client.py): resolving `addresses` through the resource definitions,
 //! list, get, a missing ID, refused writes, a watch that sees an address the client adds
-//! with `ip addr add`, `tail_events`, a watch of one missing ID.
+//! with `ip addr add`, `tail_events`, a watch of one missing ID; and a node in maintenance
+//! mode over TLS, which serves network and `meta` reads only.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
@@ -59,5 +60,24 @@ fn talosctl_style_get_list_and_watch_of_addresses() {
     let out = scenario(&ns, &node, &["local", &sock, "v0", "10.77.0.5/24"]);
     println!("{out}");
     assert!(out.contains("event: CREATED v0/10.77.0.5/24"), "{out}");
+    node.stop();
+}
+
+#[test]
+fn maintenance_mode_reads_network_and_meta_only() {
+    if !require_root("maintenance_mode_reads_network_and_meta_only") {
+        return;
+    }
+    let ns = Netns::new();
+    ns.ip(&["link", "set", "lo", "up"]);
+    let node = Node::start_api_args(&ns, "", None, &["--api-listen", "127.0.0.1:50000"]);
+    wait_for(
+        "the maintenance listener",
+        T,
+        || node.log_text().contains("maintenance"),
+        || node.log_text(),
+    );
+    let out = scenario(&ns, &node, &["maintenance", "127.0.0.1:50000"]);
+    println!("{out}");
     node.stop();
 }

@@ -7,10 +7,12 @@ through the resource definitions in `meta`, lists, gets and watches. Run inside 
 network namespace; it adds an address itself (`ip addr add`) and expects to see it. Prints
 `ok SCENARIO` at the end; any failure exits non-zero with a traceback.
 
-  python3 cosi_client.py local SOCKET LINK ADDRESS/BITS"""
+  python3 cosi_client.py local SOCKET LINK ADDRESS/BITS
+  python3 cosi_client.py maintenance HOST:PORT"""
 
 import os
 import queue
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -225,10 +227,96 @@ def local(sock, link, addr):
     say("ok local")
 
 
+def maintenance(addr):
+    """A node without a config over TLS, no client certificate: reads of network, hardware
+    and meta resources only, nothing sensitive. grpclib over Python's ssl (which, unlike
+    grpcio's TLS, offers the Ed25519 signatures of the node's self-signed certificate),
+    the certificate unchecked as `--insecure` has it; the messages are the compiled stubs'."""
+    import asyncio
+
+    import grpclib.client
+    from grpclib.const import Status
+    from grpclib.exceptions import GRPCError
+
+    host, _, port = addr.rpartition(":")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    path = "/cosi.resource.State/"
+
+    async def run():
+        async with grpclib.client.Channel(host, int(port), ssl=ctx) as ch:
+
+            def stream(name, req, reply):
+                return grpclib.client.UnaryStreamMethod(ch, path + name, type(req), reply)(
+                    req, timeout=T
+                )
+
+            def unary(name, req, reply):
+                return grpclib.client.UnaryUnaryMethod(ch, path + name, type(req), reply)(
+                    req, timeout=T
+                )
+
+            async def refused(what, coro):
+                try:
+                    await coro
+                except GRPCError as e:
+                    assert e.status == Status.PERMISSION_DENIED, f"{what}: {e.status} {e.message}"
+                    say(f"  {what}: {e.status.name}: {e.message}")
+                    return
+                raise AssertionError(f"{what}: succeeded in maintenance mode")
+
+            defs = await stream("List", st.ListRequest(namespace="meta", type=RD), st.ListResponse)
+            assert any(r.resource.metadata.id == ADDRESSES.lower() for r in defs), defs
+            listed = await stream(
+                "List", st.ListRequest(namespace="network", type=ADDRESSES), st.ListResponse
+            )
+            assert any(r.resource.metadata.id == "lo/127.0.0.1/8" for r in listed), listed
+            say("  maintenance lists", len(defs), "definitions and", len(listed), "addresses")
+            await refused(
+                "list machine statuses",
+                stream(
+                    "List",
+                    st.ListRequest(namespace="runtime", type="MachineStatuses.runtime.talos.dev"),
+                    st.ListResponse,
+                ),
+            )
+            await refused(
+                "get a sensitive type",
+                unary(
+                    "Get",
+                    st.GetRequest(namespace="network", type="LinkSpecs.net.talos.dev", id="lo"),
+                    st.GetResponse,
+                ),
+            )
+            await refused(
+                "watch members",
+                stream(
+                    "Watch",
+                    st.WatchRequest(
+                        namespace="cluster", type="Members.cluster.talos.dev", api_version=1
+                    ),
+                    st.WatchResponse,
+                ),
+            )
+            await refused(
+                "update",
+                unary(
+                    "Update", st.UpdateRequest(new_resource=listed[0].resource), st.UpdateResponse
+                ),
+            )
+
+    asyncio.run(run())
+    say("ok maintenance")
+
+
 def main():
     scenario = sys.argv[1]
     if scenario == "local":
         local(*sys.argv[2:5])
+    elif scenario == "maintenance":
+        maintenance(sys.argv[2])
     else:
         sys.exit(f"unknown scenario {scenario}")
 
