@@ -74,7 +74,7 @@ fn maintenance_mode_reads_network_and_meta_only() {
     wait_for(
         "the maintenance listener",
         T,
-        || node.log_text().contains("maintenance"),
+        || node.log_text().contains("MAINTENANCE MODE"),
         || node.log_text(),
     );
     let out = scenario(&ns, &node, &["maintenance", "127.0.0.1:50000"]);
