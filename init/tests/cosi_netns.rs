@@ -4,7 +4,9 @@
 //! (tests/data/cosi_client.py): resolving `addresses` through the resource definitions,
 //! list, get, a missing ID, refused writes, a watch that sees an address the client adds
 //! with `ip addr add`, `tail_events`, a watch of one missing ID; and a node in maintenance
-//! mode over TLS, which serves network and `meta` reads only.
+//! mode over TLS, which serves network and `meta` reads only; a watcher that stops reading
+//! while 3,000 addresses appear is dropped while another client is answered, and a client
+//! with a wide-open window gets a list of them twice on one connection.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
@@ -79,5 +81,23 @@ fn maintenance_mode_reads_network_and_meta_only() {
     );
     let out = scenario(&ns, &node, &["maintenance", "127.0.0.1:50000"]);
     println!("{out}");
+    node.stop();
+}
+
+#[test]
+fn a_watcher_that_stops_reading_is_dropped_and_others_are_answered() {
+    if !require_root("a_watcher_that_stops_reading_is_dropped_and_others_are_answered") {
+        return;
+    }
+    let ns = Netns::new();
+    ns.ip(&["link", "set", "lo", "up"]);
+    ns.ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v1"]);
+    ns.ip(&["link", "set", "v0", "up"]);
+    let node = Node::start_api(&ns, "", None);
+    let sock = node.api.clone().unwrap();
+    wait_for("the API socket", T, || sock.exists(), || node.log_text());
+    let out = scenario(&ns, &node, &["stall", &sock.display().to_string(), "v0", "3000"]);
+    println!("{out}");
+    assert!(node.log_text().contains("stopped reading"), "{}", node.log_text());
     node.stop();
 }

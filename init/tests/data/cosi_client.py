@@ -8,10 +8,15 @@ network namespace; it adds an address itself (`ip addr add`) and expects to see 
 `ok SCENARIO` at the end; any failure exits non-zero with a traceback.
 
   python3 cosi_client.py local SOCKET LINK ADDRESS/BITS
-  python3 cosi_client.py maintenance HOST:PORT"""
+  python3 cosi_client.py maintenance HOST:PORT
+  python3 cosi_client.py stall SOCKET LINK COUNT
+
+`stall` also lists COUNT addresses twice on one connection whose window is wide open (a
+client that sends nothing while it takes a long list)."""
 
 import os
 import queue
+import socket
 import ssl
 import subprocess
 import sys
@@ -311,10 +316,140 @@ def maintenance(addr):
     say("ok maintenance")
 
 
+def h2_client(sock, window):
+    """A raw HTTP/2 client (the h2 library) on the socket, with a receive window of `window`
+    bytes for the connection and each stream."""
+    import h2.config
+    import h2.connection
+    import h2.settings
+
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(sock)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.local_settings = h2.settings.Settings(
+        client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window}
+    )
+    conn.initiate_connection()
+    if window > 65535:
+        conn.increment_flow_control_window(window - 65535)
+    raw.sendall(conn.data_to_send())
+    return raw, conn
+
+
+def h2_call(raw, conn, method, req):
+    """Start a call; its stream ID."""
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(
+        sid,
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", f"/cosi.resource.State/{method}"),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ],
+    )
+    body = req.SerializeToString()
+    conn.send_data(sid, b"\0" + len(body).to_bytes(4, "big") + body, end_stream=True)
+    raw.sendall(conn.data_to_send())
+    return sid
+
+
+def wide_window_lists(sock, count):
+    """Two lists on one connection whose window is wide open: the client sends nothing while
+    it takes them, so the node must go on sending by itself."""
+    import h2.events
+
+    raw, conn = h2_client(sock, 1 << 24)
+    raw.settimeout(T)
+    for round in range(2):
+        t0 = time.monotonic()
+        sid = h2_call(raw, conn, "List", st.ListRequest(namespace="network", type=ADDRESSES))
+        got, ended = 0, False
+        while not ended:
+            data = raw.recv(1 << 20)
+            assert data, "the node closed the connection"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                    got += len(ev.data)
+                    conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                    ended = True
+            raw.sendall(conn.data_to_send())
+        assert got > count * 100, f"list {round}: {got} bytes for {count} addresses"
+        say(f"  wide-window list {round}: {got} bytes in {time.monotonic() - t0:.2f} s")
+    raw.close()
+
+
+def stall(sock, link, count):
+    """A watcher that stops reading (the h2 library, its flow-control window never opened
+    again) while COUNT addresses appear: its stream is reset, and the node keeps answering
+    others all along."""
+    import h2.events
+
+    raw, conn = h2_client(sock, 65535)
+    req = st.WatchRequest(
+        namespace="network",
+        type=ADDRESSES,
+        options=st.WatchOptions(bootstrap_contents=True),
+        api_version=1,
+    )
+    sid = h2_call(raw, conn, "Watch", req)
+    started = time.monotonic()
+
+    count = int(count)
+    batch = "".join(
+        f"address add 10.{80 + i // 65536}.{i // 256 % 256}.{i % 256}/32 dev {link}\n"
+        for i in range(count)
+    )
+    subprocess.run(["ip", "-batch", "-"], input=batch.encode(), check=True)
+    say(f"  {count} addresses added in {time.monotonic() - started:.1f} s")
+
+    # Others are answered while the stalled watch holds its stream.
+    other = st_grpc.StateStub(grpc.insecure_channel(f"unix:{sock}"))
+    t0 = time.monotonic()
+    other.Get(st.GetRequest(namespace="network", type=ADDRESSES, id="lo/127.0.0.1/8"), timeout=T)
+    t1 = time.monotonic()
+    n = sum(1 for _ in other.List(st.ListRequest(namespace="network", type=ADDRESSES), timeout=T))
+    assert n >= count, n
+    t2 = time.monotonic()
+    n = sum(1 for _ in other.List(st.ListRequest(namespace="network", type=ADDRESSES), timeout=T))
+    say(f"  another client: get {t1 - t0:.2f} s, list of {n} addresses {t2 - t1:.2f} s, again {time.monotonic() - t2:.2f} s")
+    wide_window_lists(sock, count)
+
+    # Now read what the stalled stream was sent: it must end in a reset.
+    raw.settimeout(1)
+    reset = None
+    got = 0
+    deadline = time.monotonic() + 25
+    while reset is None and time.monotonic() < deadline:
+        try:
+            data = raw.recv(1 << 20)
+        except socket.timeout:
+            continue
+        if not data:
+            reset = "connection closed"
+            break
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                got += len(ev.data)
+            if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid:
+                reset = f"RST_STREAM {ev.error_code!r}"
+            if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                reset = "stream ended"
+    assert reset is not None, "the stalled watch was never dropped"
+    assert got < 1 << 20, f"{got} bytes were sent to a client that did not read"
+    say(f"  stalled watch dropped after {time.monotonic() - started:.1f} s ({reset}, {got} bytes sent)")
+    say("ok stall")
+
+
 def main():
     scenario = sys.argv[1]
     if scenario == "local":
         local(*sys.argv[2:5])
+    elif scenario == "stall":
+        stall(*sys.argv[2:5])
     elif scenario == "maintenance":
         maintenance(sys.argv[2])
     else:

@@ -147,6 +147,8 @@ pub struct WatchFeed {
     bootstrapped: bool,
     /// The next change of the ring to send.
     cursor: u64,
+    /// The last fill stopped for room with changes left in the ring.
+    backlog: bool,
     /// The stream is over.
     ended: bool,
 }
@@ -202,6 +204,7 @@ impl WatchFeed {
             bootstrap: VecDeque::new(),
             bootstrapped: !opts.bootstrap_contents,
             cursor: 0,
+            backlog: false,
             ended: false,
         };
         if let Target::Store { kind, namespace, .. } = &feed.target {
@@ -251,6 +254,15 @@ impl WatchFeed {
                 spec: None,
             },
         }
+    }
+
+    /// It has messages to send now (its opening, its bootstrap, changes it had no room for).
+    pub fn has_more(&self) -> bool {
+        !self.ended
+            && (!self.opening.is_empty()
+                || !self.bootstrap.is_empty()
+                || !self.bootstrapped
+                || self.backlog)
     }
 
     /// The kind whose changes this watch follows (none for `meta`, which never changes).
@@ -338,8 +350,10 @@ impl WatchFeed {
                     return Flow::Done(status(code::RESOURCE_EXHAUSTED, why));
                 }
             };
+            self.backlog = false;
             for (seq, e) in entries {
                 if full(used, out, &events) {
+                    self.backlog = true;
                     break;
                 }
                 self.cursor = seq + 1;

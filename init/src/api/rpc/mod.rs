@@ -104,6 +104,17 @@ impl GrpcConn {
         })
     }
 
+    /// A stream's feed has messages ready and the client has room for them: pump again now,
+    /// not when the client next sends something (a client with a wide window sends nothing
+    /// while it takes a long list).
+    pub fn wants_pump(&self) -> bool {
+        self.held() < CONN_HIGH
+            && self.calls.iter().any(|(stream, c)| match c {
+                CallState::Streaming(s) => self.h2.queued(*stream) < STREAM_HIGH && s.feed.ready(),
+                CallState::Receiving { .. } => false,
+            })
+    }
+
     /// A call is open (the connection is not idle).
     pub fn busy(&self) -> bool {
         !self.calls.is_empty()
