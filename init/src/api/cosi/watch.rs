@@ -558,8 +558,11 @@ mod tests {
         let mut total = 0;
         let mut rounds = 0;
         loop {
+            let more = w.has_more();
             let mut out = Vec::new();
             assert_eq!(w.fill(n.rt.store(), &n.history, 2000, &mut out), Flow::More);
+            // It says it has more exactly when it has.
+            assert_eq!(more, !out.is_empty(), "round {rounds}");
             if out.is_empty() {
                 break;
             }
@@ -570,6 +573,17 @@ mod tests {
         }
         assert_eq!(total, 1 + 200 + 1);
         assert!(rounds > 5, "{rounds}");
+        // Changes beyond the room are a backlog, asked for again without a new change.
+        for i in 0..200 {
+            n.rt.put_input("test", Namespace::Network, &format!("h{i:03}"), hostname("y")).unwrap();
+        }
+        n.end_iteration();
+        let mut out = Vec::new();
+        w.fill(n.rt.store(), &n.history, 2000, &mut out);
+        assert!(w.has_more());
+        w.fill(n.rt.store(), &n.history, usize::MAX, &mut out);
+        assert!(!w.has_more());
+        assert_eq!(out.len(), 200);
     }
 
     #[test]
