@@ -125,7 +125,7 @@ pub fn namespace_names() -> Vec<&'static str> {
         }
     }
     out.push(meta::NAMESPACE);
-    out.sort_unstable();
+    net::sort::ascending(&mut out);
     out
 }
 
@@ -156,7 +156,7 @@ pub fn list(type_name: &str) -> Option<Vec<cosi::Resource>> {
     } else {
         return None;
     };
-    out.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+    net::sort::by(&mut out, |a, b| id_of(a).cmp(id_of(b)));
     Some(out)
 }
 
