@@ -10,11 +10,13 @@ network namespace; it adds an address itself (`ip addr add`) and expects to see 
   python3 cosi_client.py local SOCKET LINK ADDRESS/BITS
   python3 cosi_client.py maintenance HOST:PORT
   python3 cosi_client.py stall SOCKET LINK COUNT
+  python3 cosi_client.py roles HOST:PORT ADMIN_KEELSONCONFIG READER_KEELSONCONFIG MACHINE_YAML
 
 `stall` also lists COUNT addresses twice on one connection whose window is wide open (a
 client that sends nothing while it takes a long list)."""
 
 import os
+import base64
 import queue
 import socket
 import ssl
@@ -444,12 +446,117 @@ def stall(sock, link, count):
     say("ok stall")
 
 
+def keelsonconfig(path):
+    """The CA, certificate and key of a keelsonconfig, as files."""
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.strip().partition(": ")
+            if key in ("ca", "crt", "key") and key not in fields:
+                fields[key] = base64.b64decode(value)
+    d = tempfile.mkdtemp()
+    for k, v in fields.items():
+        with open(os.path.join(d, k), "wb") as f:
+            f.write(v)
+    return {k: os.path.join(d, k) for k in fields}
+
+
+def roles(addr, admin_cfg, reader_cfg, machine_yaml):
+    """Mutual TLS: os:reader reads what is not sensitive; the machine config and KubeSpan's
+    keys are os:admin's, and even the admin sees the CA key redacted."""
+    import asyncio
+
+    import grpclib.client
+    from grpclib.const import Status
+    from grpclib.exceptions import GRPCError
+
+    host, _, port = addr.rpartition(":")
+    path = "/cosi.resource.State/"
+    with open(machine_yaml) as f:
+        secrets = [
+            v.strip()
+            for line in f
+            for k, _, v in [line.strip().partition(":")]
+            if k in ("key", "secret", "token") and len(v.strip()) > 20
+        ]
+    assert secrets, "the machine config has a key to look for"
+
+    def ctx(cfg):
+        files = keelsonconfig(cfg)
+        c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        c.set_alpn_protocols(["h2"])
+        c.load_verify_locations(files["ca"])
+        c.load_cert_chain(files["crt"], files["key"])
+        return c
+
+    async def run():
+        reader = grpclib.client.Channel(host, int(port), ssl=ctx(reader_cfg))
+        admin = grpclib.client.Channel(host, int(port), ssl=ctx(admin_cfg))
+        try:
+
+            def get(ch, ns, ty, id):
+                req = st.GetRequest(namespace=ns, type=ty, id=id)
+                return grpclib.client.UnaryUnaryMethod(
+                    ch, path + "Get", st.GetRequest, st.GetResponse
+                )(req, timeout=T)
+
+            def lst(ch, ns, ty):
+                req = st.ListRequest(namespace=ns, type=ty)
+                return grpclib.client.UnaryStreamMethod(
+                    ch, path + "List", st.ListRequest, st.ListResponse
+                )(req, timeout=T)
+
+            async def refused(what, coro):
+                try:
+                    await coro
+                except GRPCError as e:
+                    assert e.status == Status.PERMISSION_DENIED, f"{what}: {e.status} {e.message}"
+                    say(f"  {what}: {e.status.name}: {e.message}")
+                    return
+                raise AssertionError(f"{what}: allowed")
+
+            mc = ("config", "MachineConfigs.config.talos.dev", "v1alpha1")
+            addrs = await lst(reader, "network", ADDRESSES)
+            assert any(r.resource.metadata.id == "lo/127.0.0.1/8" for r in addrs), addrs
+            status = await lst(reader, "runtime", "MachineStatuses.runtime.talos.dev")
+            assert len(status) == 1, status
+            say("  reader lists", len(addrs), "addresses and the machine status")
+            await refused("reader gets the machine config", get(reader, *mc))
+            await refused("reader lists KubeSpan identities", lst(reader, "kubespan", "KubeSpanIdentities.kubespan.talos.dev"))
+            await refused(
+                "reader creates",
+                grpclib.client.UnaryUnaryMethod(
+                    reader, path + "Create", st.CreateRequest, st.CreateResponse
+                )(st.CreateRequest(resource=addrs[0].resource), timeout=T),
+            )
+            got = await get(admin, *mc)
+            yaml = got.resource.spec.yaml_spec
+            assert got.resource.metadata.type == mc[1] and "<redacted>" in yaml, yaml[:400]
+            for secret in secrets:
+                assert secret not in yaml, "a key of the machine config went out"
+            say(f"  admin gets the machine config ({len(yaml)} bytes of YAML, keys redacted)")
+            await refused(
+                "admin destroys",
+                grpclib.client.UnaryUnaryMethod(
+                    admin, path + "Destroy", st.DestroyRequest, st.DestroyResponse
+                )(st.DestroyRequest(namespace=mc[0], type=mc[1], id=mc[2]), timeout=T),
+            )
+        finally:
+            reader.close()
+            admin.close()
+
+    asyncio.run(run())
+    say("ok roles")
+
+
 def main():
     scenario = sys.argv[1]
     if scenario == "local":
         local(*sys.argv[2:5])
     elif scenario == "stall":
         stall(*sys.argv[2:5])
+    elif scenario == "roles":
+        roles(*sys.argv[2:6])
     elif scenario == "maintenance":
         maintenance(sys.argv[2])
     else:
