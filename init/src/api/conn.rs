@@ -223,12 +223,17 @@ impl Conn {
     /// When it next times out.
     pub fn deadline(&self) -> Option<Instant> {
         let grpc = self.grpc().and_then(GrpcConn::deadline);
+        // A stream with more to give and room for it is due now (once the socket took what
+        // was written: while it is full, its writability wakes the loop).
+        let pump = (self.unwritten() == 0 && self.grpc().is_some_and(GrpcConn::wants_pump))
+            .then_some(self.last_activity);
         [
             self.idle_deadline(),
             self.line_deadline(),
             self.handshake_deadline(),
             self.write_deadline(),
             grpc,
+            pump,
         ]
         .into_iter()
         .flatten()

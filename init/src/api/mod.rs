@@ -8,6 +8,7 @@ pub mod aliases;
 pub mod client;
 mod conn;
 pub mod connect;
+pub mod cosi;
 pub(crate) mod der;
 pub mod diff;
 pub mod gen;
@@ -20,7 +21,7 @@ pub mod server;
 mod slots;
 mod socket;
 pub mod tls;
-mod transport;
+pub(crate) mod transport;
 pub mod trial;
 
 /// The socket in init mode (and the client's default).

@@ -12,6 +12,7 @@
 //!   client's flow-control window; a stream whose waiting bytes do not move for [`STALL`] is
 //!   reset (its client stopped reading), and the other calls go on.
 
+mod cosi;
 pub mod dispatch;
 pub mod events;
 mod feeds;
@@ -105,6 +106,17 @@ impl GrpcConn {
             CallState::Streaming(s) => s.feed.kinds(),
             CallState::Receiving { .. } => Vec::new(),
         })
+    }
+
+    /// A stream's feed has messages ready and the client has room for them: pump again now,
+    /// not when the client next sends something (a client with a wide window sends nothing
+    /// while it takes a long list).
+    pub fn wants_pump(&self) -> bool {
+        self.held() < CONN_HIGH
+            && self.calls.iter().any(|(stream, c)| match c {
+                CallState::Streaming(s) => self.h2.queued(*stream) < STREAM_HIGH && s.feed.ready(),
+                CallState::Receiving { .. } => false,
+            })
     }
 
     /// A call is open (the connection is not idle).
