@@ -18,7 +18,6 @@ mod logring;
 mod machine;
 mod node;
 mod nodeip;
-mod output;
 mod pid1;
 mod plan;
 mod reactor;
@@ -198,17 +197,17 @@ fn main() -> ExitCode {
         Some("run") => run::main(rest),
         Some("config") => config_cmd::main(rest),
         Some("ifnames") => ifnames_cmd::main(rest),
-        Some("get") => api::client::get_main(rest),
-        Some("logs") => api::client::logs_main(rest),
-        Some("apply-config") => api::client::apply_main(rest),
-        Some("explain") => api::client::explain_main(rest),
-        Some("machine-status") => api::client::status_main(rest),
-        Some("version") => api::client::version_main(rest),
+        Some("get") => cli::client::get_main(rest),
+        Some("logs") => cli::client::logs_main(rest),
+        Some("apply-config") => cli::client::apply_main(rest),
+        Some("explain") => cli::client::explain_main(rest),
+        Some("machine-status") => cli::client::status_main(rest),
+        Some("version") => cli::client::version_main(rest),
         Some("gen") => api::gen::main(rest),
-        Some("disks") => api::client::disks_main(rest),
-        Some("dmesg") => api::client::dmesg_main(rest),
-        Some("reboot") => api::client::power_main("reboot", rest),
-        Some("shutdown") => api::client::power_main("shutdown", rest),
+        Some("disks") => cli::client::disks_main(rest),
+        Some("dmesg") => cli::client::dmesg_main(rest),
+        Some("reboot") => cli::client::power_main("reboot", rest),
+        Some("shutdown") => cli::client::power_main("shutdown", rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

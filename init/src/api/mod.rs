@@ -1,12 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The API: a line-delimited JSON protocol on a local Unix socket and over TLS on TCP (port
-//! 50000), served from the node's event loop, and the client commands that use it (`get`,
-//! `logs`, `apply-config`, `explain`, `version`, `gen config`).
+//! 50000), served from the node's event loop, and `gen config` (which needs the node's CA
+//! code). The client commands are the `cli` crate.
 
-pub mod aliases;
-pub mod client;
 mod conn;
-pub mod connect;
 pub(crate) mod der;
 pub mod diff;
 pub mod gen;
@@ -21,5 +18,7 @@ pub mod tls;
 mod transport;
 pub mod trial;
 
+/// Type names and aliases: the client's, so both ends accept the same names.
+pub use cli::aliases;
 /// The socket in init mode (and the client's default).
-pub const DEFAULT_SOCKET: &str = "/run/keelson/api.sock";
+pub use cli::DEFAULT_SOCKET;

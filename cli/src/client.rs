@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The client commands: `get`, `logs`, `apply-config`, `explain`, `machine-status`,
-//! `version`. Each connects to the node (the local socket, or TLS: [`super::connect`]), sends
+//! `version`. Each connects to the node (the local socket, or TLS: [`crate::connect`]), sends
 //! one request line and prints the answer; with several nodes, each node's output lines are
 //! prefixed with its name.
 
@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::aliases;
-use super::connect::{self, Common, Stream, Target};
+use crate::aliases;
+use crate::connect::{self, Common, Stream, Target};
 use crate::output::{self, Format, Remote};
 
 /// How long a one-shot request may take.
@@ -71,9 +71,9 @@ impl Client {
     fn recv(&mut self) -> Result<Value, String> {
         let mut line = Vec::new();
         let n =
-            net::bounded::read_line(&mut self.reader, &mut line, MAX_ANSWER).map_err(
+            base::bounded::read_line(&mut self.reader, &mut line, MAX_ANSWER).map_err(
                 |e| match e {
-                    net::bounded::ReadError::LineTooLong { limit } => format!(
+                    base::bounded::ReadError::LineTooLong { limit } => format!(
                         "answer line longer than {limit} bytes: not a keelson API or a broken node"
                     ),
                     // TLS 1.3 says no to a client certificate after the client's handshake is
@@ -202,7 +202,7 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
 
 fn watch_one(
     target: &Target,
-    kind: net::resource::Kind,
+    kind: crate::resource::Kind,
     namespace: &str,
     id: Option<String>,
     format: Format,
@@ -259,7 +259,7 @@ fn watch_one(
 
 fn get_one(
     c: &mut Client,
-    kind: net::resource::Kind,
+    kind: crate::resource::Kind,
     namespace: &str,
     id: Option<&str>,
     format: Format,
@@ -360,7 +360,7 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     // Bounded and non-blocking, so a FIFO or `/dev/zero` named by mistake neither hangs nor
     // fills memory here. The bound is above the node's own request limit on purpose: a file
     // that is merely too large is sent, and the node's answer says why it is refused.
-    let config = net::bounded::read_text(&file, CONFIG_FILE_LIMIT)
+    let config = base::bounded::read_text(&file, CONFIG_FILE_LIMIT)
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let request = line(&json!({
         "op": "apply-config", "config": config, "dryRun": dry, "mode": mode, "timeoutSeconds": timeout,
@@ -503,7 +503,7 @@ fn explain(raw: Vec<OsString>) -> Result<(), String> {
 
 fn explain_report(
     v: &Value,
-    kind: net::resource::Kind,
+    kind: crate::resource::Kind,
     id: &str,
     out: &mut dyn Write,
 ) -> Result<(), String> {

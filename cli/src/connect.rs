@@ -21,9 +21,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 use serde::{Deserialize, Serialize};
 
-use super::identity;
-use super::remote::DEFAULT_PORT;
-use super::tls::provider;
+use crate::tls::{fingerprint, provider};
+use crate::DEFAULT_PORT;
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -184,7 +183,7 @@ impl Common {
         let remote = !self.nodes.is_empty() || !self.endpoints.is_empty() || self.insecure;
         let config_path = if self.insecure { None } else { self.config_path() };
         if !remote && (self.socket.is_some() || config_path.is_none()) {
-            let path = self.socket.clone().unwrap_or_else(|| super::DEFAULT_SOCKET.into());
+            let path = self.socket.clone().unwrap_or_else(|| crate::DEFAULT_SOCKET.into());
             return Ok(vec![Target::Local(path)]);
         }
         let (tls, context) = if self.insecure {
@@ -236,7 +235,7 @@ pub fn split_host_port(s: &str) -> Result<(String, u16), String> {
 }
 
 fn load_context(path: &std::path::Path) -> Result<Context, String> {
-    let text = net::bounded::read_text(path, CONFIG_LIMIT)
+    let text = base::bounded::read_text(path, CONFIG_LIMIT)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let cfg: KeelsonConfig =
         serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -273,7 +272,7 @@ fn mutual_config(ctx: &Context) -> Result<Arc<ClientConfig>, String> {
 }
 
 /// `--insecure`'s client configuration (also what the server's tests connect with).
-pub(super) fn insecure_config(pin: Option<&str>) -> Result<Arc<ClientConfig>, String> {
+pub fn insecure_config(pin: Option<&str>) -> Result<Arc<ClientConfig>, String> {
     let pin = pin.map(|p| p.replace(':', "").to_ascii_lowercase());
     if pin.as_ref().is_some_and(|p| p.len() != 64 || !p.bytes().all(|b| b.is_ascii_hexdigit())) {
         return Err("--fingerprint wants the SHA-256 the node printed (64 hex digits)".into());
@@ -306,12 +305,10 @@ impl ServerCertVerifier for Unverified {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match &self.pin {
-            Some(pin) if *pin != identity::fingerprint(end_entity) => {
-                Err(rustls::Error::General(format!(
-                    "the node's certificate has fingerprint {}, not the one pinned",
-                    identity::fingerprint(end_entity)
-                )))
-            }
+            Some(pin) if *pin != fingerprint(end_entity) => Err(rustls::Error::General(format!(
+                "the node's certificate has fingerprint {}, not the one pinned",
+                fingerprint(end_entity)
+            ))),
             _ => Ok(ServerCertVerified::assertion()),
         }
     }
