@@ -8,8 +8,11 @@
 pub mod aliases;
 pub mod client;
 pub mod connect;
+pub mod machine;
 pub mod output;
+pub mod rpc;
 pub mod tls;
+pub mod wire;
 
 /// Resource kinds and specs under one path (the model keeps them in two modules).
 pub mod resource {

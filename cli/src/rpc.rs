@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A blocking gRPC client over the `grpc` crate's sans-IO HTTP/2 engine: one connection to one
+//! node (the local socket, or TLS with ALPN `h2`), one call at a time, unary or
+//! server-streaming, with Talos's messages (`talos-api`).
+//!
+//! The node is not trusted: every message is bounded ([`Limits`]), header blocks by the
+//! engine's own limit, and a call that says nothing for [`connect`]'s read timeout fails.
+
+use std::io::{ErrorKind, Read, Write};
+use std::time::Duration;
+
+use grpc::h2::{self, Connection, Event, Role};
+use grpc::{Response, ResponseReader, Status};
+use talos_api::Message;
+
+use crate::connect::{self, Stream, Target, Wire};
+
+/// How long a one-shot call may take (and how long a write may wait).
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest message taken from a node unless a call says otherwise: far above what any
+/// answer keelson's node gives, far below what would hurt the client.
+pub const MAX_MESSAGE: usize = 16 << 20;
+
+/// What this client calls itself in `user-agent`.
+const USER_AGENT: &str = concat!("keelson/", env!("CARGO_PKG_VERSION"));
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// Connecting, or the transport, failed.
+    #[error("{0}")]
+    Transport(String),
+    /// The HTTP/2 connection broke (the node sent something the engine refused).
+    #[error("HTTP/2: {0}")]
+    H2(#[from] h2::H2Error),
+    /// The node answered with a status other than OK.
+    #[error("{0}")]
+    Status(Status),
+    /// A message did not decode as the answer's type.
+    #[error("bad answer: {0}")]
+    Decode(String),
+    /// The caller's handler refused a message (a closed stdout, say).
+    #[error("{0}")]
+    Handler(String),
+}
+
+impl RpcError {
+    /// The node does not serve this method (yet).
+    pub fn is_unimplemented(&self) -> bool {
+        matches!(self, Self::Status(s) if s.code == grpc::code::UNIMPLEMENTED)
+    }
+}
+
+/// One HTTP/2 connection to a node.
+pub struct Channel {
+    io: Box<dyn Stream>,
+    h2: Connection,
+    authority: String,
+    tls: bool,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel").field("authority", &self.authority).finish_non_exhaustive()
+    }
+}
+
+/// The engine's limits as a client: windows big enough for a large answer in few round
+/// trips, header blocks as small as gRPC needs.
+fn h2_config() -> h2::Config {
+    h2::Config {
+        stream_window: 1 << 20,
+        conn_window: 4 << 20,
+        max_header_list: 16 << 10,
+        max_concurrent_streams: 0,
+    }
+}
+
+impl Channel {
+    /// Connect to `target`; `streaming` calls wait for the node without a read timeout.
+    pub fn connect(target: &Target, streaming: bool) -> Result<Self, RpcError> {
+        let io = connect::open_as(target, (!streaming).then_some(TIMEOUT), TIMEOUT, Wire::Grpc)
+            .map_err(RpcError::Transport)?;
+        let (authority, tls) = match target {
+            // `:authority` must be a host; a socket path is not one.
+            Target::Local(_) => ("localhost".to_owned(), false),
+            Target::Remote { host, port, .. } if host.contains(':') => {
+                (format!("[{host}]:{port}"), true)
+            }
+            Target::Remote { host, port, .. } => (format!("{host}:{port}"), true),
+        };
+        Ok(Self::over(io, authority, tls))
+    }
+
+    /// A channel over an already connected stream.
+    pub fn over(io: Box<dyn Stream>, authority: String, tls: bool) -> Self {
+        Self { io, h2: Connection::new(Role::Client, h2_config()), authority, tls }
+    }
+
+    /// A unary call: one request, one answer.
+    pub fn unary<Req: Message, Resp: Message + Default>(
+        &mut self,
+        path: &str,
+        req: &Req,
+    ) -> Result<Resp, RpcError> {
+        let mut answer = None;
+        self.call(path, req, MAX_MESSAGE, &mut |m: Resp| {
+            if answer.is_some() {
+                return Err("more than one answer to a unary call".into());
+            }
+            answer = Some(m);
+            Ok(())
+        })?;
+        answer.ok_or_else(|| RpcError::Transport(format!("{path}: no answer")))
+    }
+
+    /// A call with any number of answers, each handed to `each` as it arrives; `max` bounds
+    /// each message.
+    pub fn call<Req: Message, Resp: Message + Default>(
+        &mut self,
+        path: &str,
+        req: &Req,
+        max: usize,
+        each: &mut dyn FnMut(Resp) -> Result<(), String>,
+    ) -> Result<(), RpcError> {
+        self.call_raw(path, &req.encode_to_vec(), max, &mut |bytes| {
+            let m = Resp::decode(bytes.as_slice()).map_err(|e| RpcError::Decode(e.to_string()))?;
+            each(m).map_err(RpcError::Handler)
+        })
+    }
+
+    /// A call with encoded messages.
+    pub fn call_raw(
+        &mut self,
+        path: &str,
+        req: &[u8],
+        max: usize,
+        each: &mut dyn FnMut(Vec<u8>) -> Result<(), RpcError>,
+    ) -> Result<(), RpcError> {
+        let head = grpc::request_headers(self.tls, &self.authority, path, USER_AGENT, None);
+        let id = self.h2.open_stream(&head, false)?;
+        self.h2.send_data(id, &grpc::frame_message(req), true)?;
+        let mut reader = ResponseReader::new(max);
+        let mut buf = vec![0u8; 16 << 10];
+        loop {
+            self.flush()?;
+            while let Some(ev) = self.h2.poll_event() {
+                let mut out = Vec::new();
+                match ev {
+                    Event::Headers { stream, fields, end_stream } if stream == id => {
+                        reader.on_headers(&fields, end_stream, &mut out)
+                    }
+                    Event::Data { stream, data, end_stream } if stream == id => {
+                        reader.on_data(&data, end_stream, &mut out)
+                    }
+                    Event::Reset { stream, code } if stream == id => {
+                        reader.on_reset(code, &mut out)
+                    }
+                    Event::GoAway { last_stream, code } if last_stream < id => {
+                        reader.on_reset(code.max(h2::code::REFUSED_STREAM), &mut out)
+                    }
+                    _ => {}
+                }
+                for r in out {
+                    match r {
+                        Response::Message(m) => each(m)?,
+                        Response::Status(s) if s.is_ok() => return Ok(()),
+                        Response::Status(s) => return Err(RpcError::Status(s)),
+                    }
+                }
+            }
+            if self.h2.is_closed() {
+                let _ = self.flush();
+                return Err(RpcError::Transport("the node closed the HTTP/2 connection".into()));
+            }
+            let n = match self.io.read(&mut buf) {
+                Ok(0) => return Err(RpcError::Transport(closed_reason())),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(RpcError::Transport(format!(
+                        "the node said nothing for {} s",
+                        TIMEOUT.as_secs()
+                    )))
+                }
+                Err(e) if e.to_string().contains("alert") => {
+                    return Err(RpcError::Transport(format!(
+                        "the node refused this client at the TLS handshake ({e}): a client certificate from the node's CA is needed (--keelsonconfig), --insecure only reaches a node in maintenance mode"
+                    )))
+                }
+                Err(e) => return Err(RpcError::Transport(format!("receive: {e}"))),
+            };
+            if let Err(e) = self.h2.recv(buf.get(..n).unwrap_or_default()) {
+                let _ = self.flush();
+                return Err(e.into());
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), RpcError> {
+        let out = self.h2.take_output();
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.io
+            .write_all(&out)
+            .and_then(|()| self.io.flush())
+            .map_err(|e| RpcError::Transport(format!("send: {e}")))
+    }
+}
+
+fn closed_reason() -> String {
+    "the node closed the connection (a node without the gRPC API closes on the HTTP/2 preface)"
+        .into()
+}
