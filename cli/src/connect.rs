@@ -125,6 +125,8 @@ pub enum Target {
         port: u16,
         /// The TLS client configuration.
         tls: Arc<ClientConfig>,
+        /// `--insecure`: no client certificate. Only a node in maintenance mode answers.
+        insecure: bool,
     },
 }
 
@@ -135,6 +137,11 @@ impl Target {
             Self::Local(p) => p.display().to_string(),
             Self::Remote { name, .. } => name.clone(),
         }
+    }
+
+    /// Connected without a client certificate (`--insecure`).
+    pub fn is_insecure(&self) -> bool {
+        matches!(self, Self::Remote { insecure: true, .. })
     }
 }
 
@@ -210,7 +217,7 @@ impl Common {
             .into_iter()
             .map(|name| {
                 let (host, port) = split_host_port(&name)?;
-                Ok(Target::Remote { name, host, port, tls: tls.clone() })
+                Ok(Target::Remote { name, host, port, tls: tls.clone(), insecure: self.insecure })
             })
             .collect()
     }
@@ -385,7 +392,7 @@ pub fn open_as(
             s.set_write_timeout(Some(write_timeout)).map_err(|e| e.to_string())?;
             Ok(Box::new(s))
         }
-        Target::Remote { name, host, port, tls } => {
+        Target::Remote { name, host, port, tls, .. } => {
             let addrs: Vec<SocketAddr> = (host.as_str(), *port)
                 .to_socket_addrs()
                 .map_err(|e| format!("{name}: {e}"))?

@@ -368,7 +368,7 @@ pub fn service_action(c: &mut Channel, action: &str, id: &str) -> Result<String,
     };
     let reply: ServiceRestartResponse =
         c.unary(&path(method), &ServiceRestartRequest { id: id.into() })?;
-    Ok(reply.messages.iter().map(|m| escape_cell(&m.resp)).collect::<Vec<_>>().join(", "))
+    Ok(reply.messages.iter().map(|m| m.resp.as_str()).collect::<Vec<_>>().join(", "))
 }
 
 /// `Reboot` (`mode` 0 default, 1 powercycle) or `Shutdown`.

@@ -43,12 +43,22 @@ pub enum RpcError {
     /// The caller's handler refused a message (a closed stdout, say).
     #[error("{0}")]
     Handler(String),
+    /// The node does not speak HTTP/2 here: it closed without a frame, or answered in JSON
+    /// lines (a node from before the gRPC API).
+    #[error("the node has no gRPC API ({0})")]
+    NotGrpc(&'static str),
 }
 
 impl RpcError {
     /// The node does not serve this method (yet).
     pub fn is_unimplemented(&self) -> bool {
         matches!(self, Self::Status(s) if s.code == grpc::code::UNIMPLEMENTED)
+    }
+
+    /// The call is not served over gRPC by this node (not at all, or not this method): the
+    /// JSON-lines API may serve it. Nothing of the answer was handed on before either.
+    pub fn not_served(&self) -> bool {
+        self.is_unimplemented() || matches!(self, Self::NotGrpc(_))
     }
 }
 
@@ -58,6 +68,8 @@ pub struct Channel {
     h2: Connection,
     authority: String,
     tls: bool,
+    /// Bytes read from the node so far.
+    received: usize,
 }
 
 impl std::fmt::Debug for Channel {
@@ -95,7 +107,7 @@ impl Channel {
 
     /// A channel over an already connected stream.
     pub fn over(io: Box<dyn Stream>, authority: String, tls: bool) -> Self {
-        Self { io, h2: Connection::new(Role::Client, h2_config()), authority, tls }
+        Self { io, h2: Connection::new(Role::Client, h2_config()), authority, tls, received: 0 }
     }
 
     /// A unary call: one request, one answer.
@@ -175,7 +187,8 @@ impl Channel {
                 return Err(RpcError::Transport("the node closed the HTTP/2 connection".into()));
             }
             let n = match self.io.read(&mut buf) {
-                Ok(0) => return Err(RpcError::Transport(closed_reason())),
+                Ok(0) if self.received == 0 => return Err(RpcError::NotGrpc("closed at once")),
+                Ok(0) => return Err(RpcError::Transport("the node closed the connection".into())),
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -191,7 +204,15 @@ impl Channel {
                 }
                 Err(e) => return Err(RpcError::Transport(format!("receive: {e}"))),
             };
-            if let Err(e) = self.h2.recv(buf.get(..n).unwrap_or_default()) {
+            let data = buf.get(..n).unwrap_or_default();
+            // A node from before the gRPC API reads the preface as a bad JSON request and
+            // answers with a JSON object; an HTTP/2 server's first byte starts its SETTINGS
+            // frame's length, which is never `{` (it would be over 8 MB).
+            if self.received == 0 && data.first() == Some(&b'{') {
+                return Err(RpcError::NotGrpc("it answered in JSON lines"));
+            }
+            self.received += n;
+            if let Err(e) = self.h2.recv(data) {
                 let _ = self.flush();
                 return Err(e.into());
             }
@@ -208,9 +229,4 @@ impl Channel {
             .and_then(|()| self.io.flush())
             .map_err(|e| RpcError::Transport(format!("send: {e}")))
     }
-}
-
-fn closed_reason() -> String {
-    "the node closed the connection (a node without the gRPC API closes on the HTTP/2 preface)"
-        .into()
 }

@@ -79,7 +79,13 @@ const COMMANDS: &[(&str, &str)] = &[
       Show resources of a running node (addresses, routes, links, resolvers, hostname, ...).
 ",
     ),
-    ("logs", "  keelson logs [-f] [NODE OPTIONS]\n      The node's log; -f follows it.\n"),
+    (
+        "logs",
+        "  keelson logs [SERVICE] [-f] [--tail N] [NODE OPTIONS]
+      A service's log (gRPC Logs); machined's, the default, is the node's own log. -f
+      follows it.
+",
+    ),
     (
         "apply-config",
         "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|staged|try]
@@ -102,20 +108,31 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "version",
         "  keelson version [--client] [NODE OPTIONS]
-      This client's version and each node's (and whether it is in maintenance mode).
+      This client's version and each node's (gRPC Version; and whether it is in maintenance
+      mode).
 ",
     ),
     (
         "disks",
         "  keelson disks [NODE OPTIONS]
-      The node's block devices (sysfs): name, model, serial, WWID, size, rotational,
-      transport, read-only.
+      The node's block devices (gRPC Disks, talosctl's columns): device, model, serial, type,
+      UUID, WWID, modalias, name, size, bus path, subsystem, read-only, system disk.
 ",
     ),
-    ("dmesg", "  keelson dmesg [NODE OPTIONS]\n      The node's kernel ring buffer.\n"),
+    (
+        "dmesg",
+        "  keelson dmesg [-f] [NODE OPTIONS]\n      The node's kernel ring buffer (gRPC Dmesg); -f follows it.\n",
+    ),
+    (
+        "service",
+        "  keelson service [ID [start|stop|restart|status]] [NODE OPTIONS]   (also: services)
+      The node's services (gRPC ServiceList): NODE SERVICE STATE HEALTH LAST CHANGE LAST
+      EVENT; one service's health and events; or start, stop or restart it.
+",
+    ),
     (
         "reboot",
-        "  keelson reboot [--mode default|staged] [NODE OPTIONS]
+        "  keelson reboot [--mode default|powercycle|staged] [NODE OPTIONS]
       Stop the node's services, then reboot (os:admin or os:operator; `run` just stops).
       A staged config is booted into at any next start; --mode staged refuses unless one
       waits.
@@ -186,7 +203,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest: Vec<_> = args.collect();
-    if let Some((_, help)) = COMMANDS.iter().find(|(name, _)| cmd == *name) {
+    let name = if cmd == "services" { "service".into() } else { cmd.clone() };
+    if let Some((_, help)) = COMMANDS.iter().find(|(n, _)| name == *n) {
         if wants_help(&rest) {
             print!("usage:\n{help}");
             return ExitCode::SUCCESS;
@@ -208,6 +226,7 @@ fn main() -> ExitCode {
         Some("dmesg") => cli::client::dmesg_main(rest),
         Some("reboot") => cli::client::power_main("reboot", rest),
         Some("shutdown") => cli::client::power_main("shutdown", rest),
+        Some("service" | "services") => cli::client::service_main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

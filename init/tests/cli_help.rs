@@ -14,6 +14,10 @@ const COMMANDS: &[&str] = &[
     "explain",
     "machine-status",
     "version",
+    "disks",
+    "dmesg",
+    "service",
+    "reboot",
     "gen",
     "help",
 ];
