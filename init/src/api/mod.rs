@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The API: a line-delimited JSON protocol on a local Unix socket and over TLS on TCP (port
-//! 50000), served from the node's event loop, and `gen config` (which needs the node's CA
+//! The API: Talos's gRPC machine API ([`rpc`]) and, for what the client has not moved to
+//! it, a line-delimited JSON protocol, on a local Unix socket and over TLS on TCP (port
+//! 50000), served from the node's event loop; and `gen config` (which needs the node's CA
 //! code). The client commands are the `cli` crate.
 
 mod conn;
@@ -11,6 +12,7 @@ mod hostinfo;
 pub mod identity;
 pub mod protocol;
 pub mod remote;
+pub mod rpc;
 pub mod server;
 mod slots;
 mod socket;
