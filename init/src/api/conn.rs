@@ -140,7 +140,7 @@ impl Conn {
         if self.rbuf[..n] != preface[..n] {
             self.proto = Proto::Json;
         } else if n == preface.len() {
-            self.proto = Proto::Grpc(Box::new(GrpcConn::new()));
+            self.proto = Proto::Grpc(Box::default());
         }
     }
 

@@ -100,6 +100,8 @@ enum Placed {
 pub struct Effects {
     pub(crate) power: Option<Power>,
     pub(crate) trial: Option<Trial>,
+    /// A supervised service to restart (its id).
+    pub(crate) restart: Option<String>,
     /// Where the node reads its config from: an applied config is written there.
     pub(crate) config_path: Option<PathBuf>,
 }
@@ -169,6 +171,11 @@ impl Server {
     /// Keep applied configs in `path` (the config file the node reads at start).
     pub fn keep_config_in(&mut self, path: Option<PathBuf>) {
         self.effects.config_path = path;
+    }
+
+    /// A service restart asked for since the last call.
+    pub fn take_restart(&mut self) -> Option<String> {
+        self.effects.restart.take()
     }
 
     /// A reboot or shutdown asked for since the last call.
@@ -484,10 +491,8 @@ fn serve(
             g.recv(&input, &mut call);
         }
         if effects.power.is_some() {
-            // The answer is written before services stop; the connection then closes.
-            if let Some(g) = conn.grpc_mut() {
-                g.go_away();
-            }
+            // The answer is written before services stop; the connection then closes. No
+            // GOAWAY: some clients (grpclib) fail the call a GOAWAY follows in the same read.
             conn.finish();
         }
         return true;
@@ -768,7 +773,7 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
 }
 
 /// `apply_config`, then what the mode asks: a trial to roll back, a reboot.
-fn apply_with_mode(
+pub(crate) fn apply_with_mode(
     rt: &mut Runtime,
     apply: Apply<'_>,
     mode: ApplyMode,
@@ -830,19 +835,22 @@ fn stage(rt: &mut Runtime, apply: Apply<'_>, effects: &Effects) -> Result<Value,
 
 /// An `apply-config` request's config and how to take it.
 #[derive(Clone, Copy)]
-struct Apply<'a> {
+pub(crate) struct Apply<'a> {
     /// The YAML text.
-    text: &'a str,
+    pub(crate) text: &'a str,
     /// Only report the diff.
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     /// `--allow-partial`: drop invalid entries and apply the rest.
-    partial: bool,
+    pub(crate) partial: bool,
 }
 
 /// The config an apply brings. Any invalid entry refuses it whole and the running config
 /// stays (Talos's rule for applies), unless the caller allowed a partial apply: then the
 /// invalid entries are dropped, each logged, and the rest applies.
-fn load_applied(text: &str, partial: bool) -> Result<net::config::MachineConfig, String> {
+pub(crate) fn load_applied(
+    text: &str,
+    partial: bool,
+) -> Result<net::config::MachineConfig, String> {
     let report = net::config::check(text);
     if report.errors.is_empty() {
         return Ok(report.config);

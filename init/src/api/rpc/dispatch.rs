@@ -128,6 +128,7 @@ pub fn decode<M: talos_api::Message + Default>(bytes: &[u8]) -> Result<M, Status
 }
 
 /// What a feed sees when asked for more.
+#[allow(dead_code)] // `rt` and `changes` are for feeds that follow the store (COSI's Watch).
 pub struct FeedCtx<'a> {
     pub rt: &'a Runtime,
     /// Store changes since the last time (only those of the kinds the server journals).

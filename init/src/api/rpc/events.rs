@@ -45,6 +45,11 @@ impl EventLog {
         self.next
     }
 
+    /// The sequence number of the oldest event kept.
+    pub fn oldest_seq(&self) -> u64 {
+        self.entries.front().map_or(self.next, |e| e.seq)
+    }
+
     /// Events from sequence number `from` on.
     pub fn since(&self, from: u64) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(move |e| e.seq >= from)

@@ -14,6 +14,7 @@
 
 pub mod dispatch;
 pub mod events;
+mod feeds;
 mod machine;
 mod storage;
 mod time;
@@ -119,13 +120,17 @@ impl GrpcConn {
     }
 
     /// The connection's rights are gone: streams end with `Unavailable`, answers already
-    /// queued still go out, and no new call is taken.
+    /// queued still go out, and the connection closes after them (the caller stops reading).
+    /// No GOAWAY: some clients (grpclib) fail a call whose answer arrives in the same read as
+    /// a GOAWAY, and the apply that ended maintenance must get its answer.
     pub fn revoke(&mut self) {
         let status = Status::new(code::UNAVAILABLE, "the node's TLS trust changed: reconnect");
-        for (stream, _) in std::mem::take(&mut self.calls) {
-            send_trailers(&mut self.h2, stream, &status);
+        for (stream, call) in std::mem::take(&mut self.calls) {
+            match call {
+                CallState::Streaming(_) => send_trailers(&mut self.h2, stream, &status),
+                CallState::Receiving { .. } => send_status(&mut self.h2, stream, &status),
+            }
         }
-        self.go_away();
     }
 
     /// The earliest time something is due: a request's deadline, a stalled stream's drop, a
