@@ -12,7 +12,6 @@ pub mod machine;
 pub mod output;
 pub mod rpc;
 pub mod tls;
-pub mod wire;
 
 /// Resource kinds and specs under one path (the model keeps them in two modules).
 pub mod resource {

@@ -6,15 +6,18 @@
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use talos_api::machine::{VersionInfo, VersionResponse};
+use talos_api::common::Data;
+use talos_api::google::{Empty, Timestamp};
+use talos_api::machine::{
+    DmesgRequest, LogsRequest, RebootRequest, RebootResponse, ServiceInfo, ServiceListResponse,
+    ServiceRestartRequest, ServiceRestartResponse, ShutdownRequest, ShutdownResponse, VersionInfo,
+    VersionResponse,
+};
+use talos_api::storage::DisksResponse;
 use talos_api::Message;
 
 use crate::output::escape_cell;
 use crate::rpc::{Channel, RpcError, MAX_MESSAGE};
-use crate::wire::{
-    Data, DisksResponse, DmesgRequest, LogsRequest, PowerResponse, RebootRequest, ServiceInfo,
-    ServiceListResponse, ServiceRestartRequest, ServiceRestartResponse, ShutdownRequest, Timestamp,
-};
 
 /// The HTTP/2 path of a `machine.MachineService` method.
 pub fn path(method: &str) -> String {
@@ -61,22 +64,22 @@ fn long_version(v: &VersionInfo) -> String {
     text
 }
 
-/// Each answering node's version, under `Server:`. `node` names the node as the user did;
-/// `maintenance`: the node answered a client without a certificate, which only a node in
-/// maintenance mode does.
-pub fn version_text(node: &str, reply: &VersionResponse, maintenance: bool) -> String {
+/// Each answering node's version, under `Server:`, `node` naming it as the user did (as
+/// talosctl does). In maintenance mode: the node answered a client without a certificate
+/// (`insecure`), which only a node in maintenance mode does, or it left the features out,
+/// as Talos's maintenance service does.
+pub fn version_text(node: &str, reply: &VersionResponse, insecure: bool) -> String {
     let mut text = String::new();
     for m in &reply.messages {
         text.push_str("Server:\n");
-        let name = m.metadata.as_ref().map(|md| md.hostname.as_str()).filter(|h| !h.is_empty());
-        text.push_str(&format!("\t{:<12} {}\n", "NODE:", escape_cell(name.unwrap_or(node))));
+        text.push_str(&format!("\t{:<12} {}\n", "NODE:", escape_cell(node)));
         text.push_str(&long_version(&m.version.clone().unwrap_or_default()));
         let mut enabled = Vec::new();
         if m.features.as_ref().is_some_and(|f| f.rbac) {
             enabled.push("RBAC");
         }
         text.push_str(&format!("\t{:<12} {}\n", "Enabled:", enabled.join(", ")));
-        if maintenance {
+        if insecure || m.features.is_none() {
             text.push_str(&format!("\t{:<12} maintenance mode\n", "Mode:"));
         }
     }
@@ -87,11 +90,11 @@ pub fn version_text(node: &str, reply: &VersionResponse, maintenance: bool) -> S
 pub fn version(
     c: &mut Channel,
     node: &str,
-    maintenance: bool,
+    insecure: bool,
     out: &mut dyn Write,
 ) -> Result<(), RpcError> {
-    let reply: VersionResponse = c.unary(&path("Version"), &())?;
-    out.write_all(version_text(node, &reply, maintenance).as_bytes())
+    let reply: VersionResponse = c.unary(&path("Version"), &Empty {})?;
+    out.write_all(version_text(node, &reply, insecure).as_bytes())
         .map_err(|e| RpcError::Handler(e.to_string()))
 }
 
@@ -210,13 +213,11 @@ fn disk_type(t: i32) -> &'static str {
     }
 }
 
-/// talosctl's disks table (a NODE column first when the answers name their nodes).
+/// talosctl's disks table. talosctl adds a NODE column when an answer came through its
+/// proxy; keelson connects to each node itself and names several nodes as every verb does
+/// (each line prefixed with the node).
 pub fn disks_table(reply: &DisksResponse) -> String {
-    let named = reply
-        .messages
-        .iter()
-        .any(|m| m.metadata.as_ref().is_some_and(|md| !md.hostname.is_empty()));
-    let mut header: Vec<String> = [
+    let header: Vec<String> = [
         "DEV",
         "MODEL",
         "SERIAL",
@@ -233,17 +234,10 @@ pub fn disks_table(reply: &DisksResponse) -> String {
     ]
     .map(String::from)
     .to_vec();
-    if named {
-        header.insert(0, "NODE".into());
-    }
     let mut rows = vec![header];
     for m in &reply.messages {
         for d in &m.disks {
-            let mut row = Vec::new();
-            if named {
-                row.push(or_dash(m.metadata.as_ref().map_or("", |md| md.hostname.as_str())));
-            }
-            row.extend([
+            rows.push(vec![
                 or_dash(&d.device_name),
                 or_dash(&d.model),
                 or_dash(&d.serial),
@@ -258,7 +252,6 @@ pub fn disks_table(reply: &DisksResponse) -> String {
                 if d.readonly { "*" } else { "" }.into(),
                 if d.system_disk { "*" } else { "" }.into(),
             ]);
-            rows.push(row);
         }
     }
     crate::output::align(&rows)
@@ -266,7 +259,8 @@ pub fn disks_table(reply: &DisksResponse) -> String {
 
 /// `storage.StorageService/Disks`.
 pub fn disks(c: &mut Channel, out: &mut dyn Write) -> Result<(), RpcError> {
-    let reply: DisksResponse = c.unary("/storage.StorageService/Disks", &())?;
+    let reply: DisksResponse =
+        c.unary(&format!("/{}/Disks", talos_api::storage::SERVICE), &Empty {})?;
     out.write_all(disks_table(&reply).as_bytes()).map_err(|e| RpcError::Handler(e.to_string()))
 }
 
@@ -301,25 +295,19 @@ fn health(s: &ServiceInfo) -> &'static str {
 }
 
 /// talosctl's services table: `NODE SERVICE STATE HEALTH LAST CHANGE LAST EVENT`, one row
-/// per service of every node (`node`: the name of the node as the user gave it, used when an
-/// answer does not name its node).
+/// per service of every node, the node named as the user named it (keelson has no proxy
+/// whose metadata would name it).
 pub fn services_table(answers: &[(String, ServiceListResponse)], now: SystemTime) -> String {
     let mut rows = vec![["NODE", "SERVICE", "STATE", "HEALTH", "LAST CHANGE", "LAST EVENT"]
         .map(String::from)
         .to_vec()];
     for (node, reply) in answers {
         for m in &reply.messages {
-            let name = m
-                .metadata
-                .as_ref()
-                .map(|md| md.hostname.as_str())
-                .filter(|h| !h.is_empty())
-                .unwrap_or(node);
             for s in &m.services {
                 let events = s.events.as_ref().map(|e| e.events.as_slice()).unwrap_or_default();
                 let last = events.last();
                 rows.push(vec![
-                    name.to_owned(),
+                    node.clone(),
                     s.id.clone(),
                     s.state.clone(),
                     health(s).into(),
@@ -356,7 +344,7 @@ pub fn service_text(node: &str, s: &ServiceInfo, now: SystemTime) -> String {
 
 /// `ServiceList` on one node.
 pub fn service_list(c: &mut Channel) -> Result<ServiceListResponse, RpcError> {
-    c.unary(&path("ServiceList"), &())
+    c.unary(&path("ServiceList"), &Empty {})
 }
 
 /// `ServiceStart`, `ServiceStop` or `ServiceRestart` on one node: the node's answer text.
@@ -373,11 +361,11 @@ pub fn service_action(c: &mut Channel, action: &str, id: &str) -> Result<String,
 
 /// `Reboot` (`mode` 0 default, 1 powercycle) or `Shutdown`.
 pub fn power(c: &mut Channel, op: &str, mode: i32) -> Result<(), RpcError> {
-    let _: PowerResponse = if op == "reboot" {
-        c.unary(&path("Reboot"), &RebootRequest { mode })?
+    if op == "reboot" {
+        let _: RebootResponse = c.unary(&path("Reboot"), &RebootRequest { mode })?;
     } else {
-        c.unary(&path("Shutdown"), &ShutdownRequest { force: false })?
-    };
+        let _: ShutdownResponse = c.unary(&path("Shutdown"), &ShutdownRequest { force: false })?;
+    }
     Ok(())
 }
 
@@ -385,9 +373,10 @@ pub fn power(c: &mut Channel, op: &str, mode: i32) -> Result<(), RpcError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::wire::{Disk, Disks, ServiceEvent, ServiceEvents, ServiceHealth, ServiceList};
     use talos_api::common::Metadata;
     use talos_api::machine::{FeaturesInfo, Version};
+    use talos_api::machine::{ServiceEvent, ServiceEvents, ServiceHealth, ServiceList};
+    use talos_api::storage::{Disk, Disks};
 
     #[test]
     fn version_prints_talosctl_s_layout_escaped() {
@@ -405,15 +394,25 @@ mod tests {
             }],
         };
         let text = version_text("10.0.0.2", &reply, true);
+        assert!(text.contains("\tMode:        maintenance mode\n"), "{text}");
         assert_eq!(
             text,
             "Server:\n\tNODE:        10.0.0.2\n\tTag:         v0.1.0\\u{1b}[2J\n\tSHA:         \n\tBuilt:       \n\tGo version:  \n\tOS/Arch:     linux/amd64\n\tEnabled:     RBAC\n\tMode:        maintenance mode\n"
         );
-        // A node that names itself (a proxied answer) is shown by its name.
-        let mut named = reply;
+        // A node with a client certificate, and its features: not in maintenance mode. The
+        // node is named as the user named it, whatever hostname it reports.
+        let mut named = reply.clone();
         named.messages[0].metadata = Some(Metadata { hostname: "n1".into(), error: String::new() });
         let text = version_text("10.0.0.2", &named, false);
-        assert!(text.contains("\tNODE:        n1\n") && !text.contains("maintenance"), "{text}");
+        assert!(
+            text.contains("\tNODE:        10.0.0.2\n") && !text.contains("maintenance"),
+            "{text}"
+        );
+        // Without features (Talos's maintenance service leaves them out), even over the socket.
+        let mut bare = reply;
+        bare.messages[0].features = None;
+        let text = version_text("/run/keelson/api.sock", &bare, false);
+        assert!(text.contains("\tEnabled:     \n\tMode:        maintenance mode\n"), "{text}");
     }
 
     #[test]
@@ -497,7 +496,7 @@ mod tests {
         assert!(
             row.contains(" QEMU HARDDISK ") && row.contains(" HDD ") && row.contains(" 11 GB ")
         );
-        // A hostile model cannot move the cursor; a named answer gets a NODE column.
+        // A hostile model cannot move the cursor; the node's own name adds no column.
         let mut evil = disk("/dev/sdb");
         evil.model = "\x1b[2J".into();
         let reply = DisksResponse {
@@ -507,8 +506,8 @@ mod tests {
             }],
         };
         let text = disks_table(&reply);
-        assert!(text.starts_with("NODE ") && !text.contains('\x1b'), "{text}");
-        assert!(text.lines().nth(1).unwrap().starts_with("n1 "), "{text}");
+        assert!(text.starts_with("DEV ") && !text.contains('\x1b'), "{text}");
+        assert!(text.contains("\\u{1b}[2J"), "{text}");
     }
 
     fn service(

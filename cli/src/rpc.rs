@@ -55,10 +55,11 @@ impl RpcError {
         matches!(self, Self::Status(s) if s.code == grpc::code::UNIMPLEMENTED)
     }
 
-    /// The call is not served over gRPC by this node (not at all, or not this method): the
-    /// JSON-lines API may serve it. Nothing of the answer was handed on before either.
+    /// The node has no gRPC API at all (it predates it): its JSON-lines API may serve the
+    /// call. Nothing of an answer was handed on before. (`Unimplemented` is an answer: in
+    /// maintenance mode it is how a node refuses what it does not serve without a config.)
     pub fn not_served(&self) -> bool {
-        self.is_unimplemented() || matches!(self, Self::NotGrpc(_))
+        matches!(self, Self::NotGrpc(_))
     }
 }
 
