@@ -35,7 +35,7 @@ pub enum RpcError {
     #[error("HTTP/2: {0}")]
     H2(#[from] h2::H2Error),
     /// The node answered with a status other than OK.
-    #[error("{0}")]
+    #[error("{}", status_text(.0))]
     Status(Status),
     /// A message did not decode as the answer's type.
     #[error("bad answer: {0}")]
@@ -81,6 +81,24 @@ impl std::fmt::Debug for Channel {
 
 /// The engine's limits as a client: windows big enough for a large answer in few round
 /// trips, header blocks as small as gRPC needs.
+/// A status as the user reads it: what happened in words, gRPC's name for it, and the
+/// node's message (escaped for the terminal), e.g. `permission denied (PermissionDenied):
+/// os:reader is not allowed to call /machine.MachineService/Reboot`.
+pub fn status_text(s: &Status) -> String {
+    // `Status`'s own text is `Name (code): message`, the message escaped.
+    let shown = s.to_string();
+    let (name, rest) = shown.split_once(" (").unwrap_or((shown.as_str(), ""));
+    let mut words = String::new();
+    for (i, c) in name.char_indices() {
+        if c.is_ascii_uppercase() && i > 0 {
+            words.push(' ');
+        }
+        words.push(c.to_ascii_lowercase());
+    }
+    let message = rest.split_once("): ").map_or("", |(_, m)| m);
+    format!("{words} ({name}): {message}")
+}
+
 fn h2_config() -> h2::Config {
     h2::Config {
         stream_window: 1 << 20,
@@ -229,5 +247,24 @@ impl Channel {
             .write_all(&out)
             .and_then(|()| self.io.flush())
             .map_err(|e| RpcError::Transport(format!("send: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_reads_as_words_code_and_escaped_message() {
+        let s = Status::new(7, "os:reader may not\x1b[2J");
+        assert_eq!(
+            status_text(&s),
+            "permission denied (PermissionDenied): os:reader may not\\u{1b}[2J"
+        );
+        assert_eq!(
+            status_text(&Status::new(12, "API is not implemented in maintenance mode")),
+            "unimplemented (Unimplemented): API is not implemented in maintenance mode"
+        );
+        assert!(status_text(&Status::new(99, "x")).ends_with(": x"));
     }
 }
