@@ -5,6 +5,7 @@
 //! code). The client commands are the `cli` crate.
 
 mod conn;
+pub mod cosi;
 pub(crate) mod der;
 pub mod diff;
 pub mod gen;
@@ -17,7 +18,7 @@ pub mod server;
 mod slots;
 mod socket;
 pub mod tls;
-mod transport;
+pub(crate) mod transport;
 pub mod trial;
 
 /// Type names and aliases: the client's, so both ends accept the same names.

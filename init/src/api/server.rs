@@ -38,6 +38,7 @@ use runtime::{Change, ChangeKind, Runtime};
 use serde_json::{json, Value};
 
 use super::conn::Conn;
+use super::cosi::watch::History;
 use super::diff::{self, Specs};
 use super::protocol::{self, ApplyMode, Query, Request};
 use super::remote::{self, Remote, MAX_LISTENERS};
@@ -83,6 +84,8 @@ pub struct Server {
     effects: Effects,
     /// The node's recent events, for gRPC's `Events`.
     events: EventLog,
+    /// The recent changes of every kind, for COSI's watches.
+    cosi: History,
 }
 
 /// Where a connection whose TLS handshake just ended goes.
@@ -165,6 +168,7 @@ impl Server {
             limits: Limits::new(max_connections),
             effects: Effects::default(),
             events: EventLog::default(),
+            cosi: History::default(),
         })
     }
 
@@ -215,7 +219,7 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        if !serve(&mut conn, rt, machine, now, &mut self.effects, &self.events) {
+        if !serve(&mut conn, rt, machine, now, &mut self.effects, (&self.events, &self.cosi)) {
             return;
         }
         match self.place(&mut conn) {
@@ -299,6 +303,9 @@ impl Server {
         kinds.extend(events::KINDS);
         kinds.extend(self.conns.values().filter_map(|c| c.watch.as_ref().map(|q| q.kind)));
         kinds.extend(self.conns.values().filter_map(Conn::grpc).flat_map(|g| g.kinds()));
+        // COSI's rings keep the recent changes of every kind (a watch may ask for the last
+        // events of any kind), so every kind is journaled.
+        kinds.extend_from_slice(Kind::ALL);
         kinds
     }
 
@@ -306,6 +313,7 @@ impl Server {
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
         self.events.record(rt, changes, now);
+        self.cosi.record(changes);
         let relevant = changes.iter().any(|c| TLS_FOLLOWS.contains(&c.kind));
         if self
             .remote
@@ -339,7 +347,7 @@ impl Server {
             }
             let outside = conn.unwritten();
             if let Some(g) = conn.grpc_mut() {
-                let ctx = FeedCtx { rt, changes, events: &self.events, now };
+                let ctx = FeedCtx { rt, changes, events: &self.events, cosi: &self.cosi, now };
                 g.pump(&ctx, outside);
             }
             if conn.check_bounds(now) && conn.settle(token, reactor, now) {
@@ -477,7 +485,7 @@ fn serve(
     machine: Machine,
     now: Instant,
     effects: &mut Effects,
-    events: &EventLog,
+    (events, cosi): (&EventLog, &History),
 ) -> bool {
     if !conn.read(now) {
         return false;
@@ -486,7 +494,7 @@ fn serve(
     if conn.grpc().is_some() {
         let input = conn.take_input();
         let access = access(conn, rt);
-        let mut call = Call { access, rt, machine, effects, events, now };
+        let mut call = Call { access, rt, machine, effects, events, cosi, now };
         if let Some(g) = conn.grpc_mut() {
             g.recv(&input, &mut call);
         }

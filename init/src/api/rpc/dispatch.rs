@@ -27,6 +27,7 @@ use runtime::{Change, Runtime};
 use talos_api::authz::{self, Maintenance, Role};
 
 use super::events::EventLog;
+use crate::api::cosi::watch::History;
 use crate::api::server::Effects;
 use crate::api::transport::Access;
 use crate::machine::Machine;
@@ -57,7 +58,7 @@ pub const SMALL_REQUEST: usize = 64 << 10;
 
 /// Every service the node serves.
 pub const SERVICES: &[&[Method]] =
-    &[super::machine::METHODS, super::storage::METHODS, super::time::METHODS];
+    &[super::machine::METHODS, super::storage::METHODS, super::time::METHODS, super::cosi::METHODS];
 
 /// The method at `path`.
 pub fn route(path: &str) -> Option<&'static Method> {
@@ -75,6 +76,8 @@ pub struct Call<'a> {
     pub effects: &'a mut Effects,
     /// The node's recent events (for `Events`).
     pub events: &'a EventLog,
+    /// The recent changes of every kind (for COSI's watches).
+    pub cosi: &'a History,
     pub now: Instant,
 }
 
@@ -134,6 +137,8 @@ pub struct FeedCtx<'a> {
     /// Store changes since the last time (only those of the kinds the server journals).
     pub changes: &'a [Change],
     pub events: &'a EventLog,
+    /// The recent changes of every kind (for COSI's watches).
+    pub cosi: &'a History,
     pub now: Instant,
 }
 

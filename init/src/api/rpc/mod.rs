@@ -12,6 +12,7 @@
 //!   client's flow-control window; a stream whose waiting bytes do not move for [`STALL`] is
 //!   reset (its client stopped reading), and the other calls go on.
 
+mod cosi;
 pub mod dispatch;
 pub mod events;
 mod feeds;
