@@ -17,6 +17,7 @@ use crate::connect::{self, Common, Stream, Target};
 use crate::machine;
 use crate::output::{self, Format, Remote};
 use crate::rpc::{Channel, RpcError};
+use talos_api::machine::EventsRequest;
 
 /// How long a one-shot request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -942,6 +943,54 @@ fn service(raw: Vec<OsString>) -> Result<(), String> {
     }
 }
 
+/// `events`'s arguments: node options and the history asked for (talosctl's `--tail N`
+/// (-1: all kept), `--duration 10m`, `--since ID`, `--actor-id ID`).
+fn events_args(raw: Vec<OsString>) -> Result<(Common, EventsRequest), String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(raw);
+    let (mut common, mut req) = (Common::default(), EventsRequest::default());
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
+        match arg {
+            Long("tail") => {
+                let v = text(p.value().map_err(|e| e.to_string())?)?;
+                req.tail_events =
+                    v.parse().map_err(|_| format!("--tail {v:?}: a number of events"))?;
+            }
+            Long("duration") => {
+                let secs = seconds(&text(p.value().map_err(|e| e.to_string())?)?)
+                    .map_err(|e| e.replace("--timeout", "--duration"))?;
+                req.tail_seconds =
+                    i32::try_from(secs).map_err(|_| "--duration: too long".to_owned())?;
+            }
+            Long("since") => req.tail_id = text(p.value().map_err(|e| e.to_string())?)?,
+            Long("actor-id") => req.with_actor_id = text(p.value().map_err(|e| e.to_string())?)?,
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok((common, req))
+}
+
+/// `keelson events [--tail N] [--duration D] [--since ID] [--actor-id ID] [NODE OPTIONS]`:
+/// the node's runtime events as they come (gRPC `Events`), talosctl's columns.
+pub fn events_main(raw: Vec<OsString>) -> ExitCode {
+    finish("events", events(raw))
+}
+
+fn events(raw: Vec<OsString>) -> Result<(), String> {
+    let (common, req) = events_args(raw)?;
+    let targets = common.targets()?;
+    let [target] = targets.as_slice() else {
+        return Err("events follows one node".into());
+    };
+    let mut c = Channel::connect(target, true).map_err(|e| e.to_string())?;
+    machine::events(&mut c, &target.name(), &req, &mut std::io::stdout().lock())
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -960,6 +1009,27 @@ mod tests {
         assert_eq!((follow, tail, service.as_str()), (true, 20, "kubelet"));
         assert!(logs_args(args(&["--tail", "many"])).unwrap_err().contains("--tail"));
         assert!(logs_args(args(&["a", "b"])).is_err());
+    }
+
+    #[test]
+    fn events_flags_as_talosctl_s() {
+        let (_, req) = events_args(args(&[])).unwrap();
+        assert_eq!(req, EventsRequest::default());
+        let (_, req) = events_args(args(&[
+            "--tail",
+            "-1",
+            "--duration",
+            "10m",
+            "--since",
+            "c1",
+            "--actor-id",
+            "a",
+        ]))
+        .unwrap();
+        assert_eq!((req.tail_events, req.tail_seconds), (-1, 600));
+        assert_eq!((req.tail_id.as_str(), req.with_actor_id.as_str()), ("c1", "a"));
+        assert!(events_args(args(&["--duration", "soon"])).unwrap_err().contains("--duration"));
+        assert!(events_args(args(&["--tail", "x"])).is_err());
     }
 
     #[test]

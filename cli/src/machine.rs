@@ -9,9 +9,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use talos_api::common::Data;
 use talos_api::google::{Empty, Timestamp};
 use talos_api::machine::{
-    DmesgRequest, LogsRequest, RebootRequest, RebootResponse, ServiceInfo, ServiceListResponse,
-    ServiceRestartRequest, ServiceRestartResponse, ShutdownRequest, ShutdownResponse, VersionInfo,
-    VersionResponse,
+    AddressEvent, DmesgRequest, Event, EventsRequest, LogsRequest, MachineStage,
+    MachineStatusEvent, RebootRequest, RebootResponse, ServiceAction, ServiceInfo,
+    ServiceListResponse, ServiceRestartRequest, ServiceRestartResponse, ServiceStateEvent,
+    ShutdownRequest, ShutdownResponse, VersionInfo, VersionResponse,
 };
 use talos_api::storage::DisksResponse;
 use talos_api::Message;
@@ -369,6 +370,99 @@ pub fn power(c: &mut Channel, op: &str, mode: i32) -> Result<(), RpcError> {
     Ok(())
 }
 
+/// The prefix of the type URLs of Talos's runtime events.
+const EVENT_URL: &str = "talos/runtime/";
+
+/// talosctl's events columns.
+pub const EVENTS_HEADER: [&str; 6] = ["NODE", "ID", "EVENT", "ACTOR", "SOURCE", "MESSAGE"];
+
+/// One event as talosctl's `events` row (`node` as the user named it); `None` for an event
+/// type this client does not know (talosctl skips those too), or one that does not decode.
+pub fn event_row(node: &str, ev: &Event) -> Option<Vec<String>> {
+    let data = ev.data.as_ref()?;
+    let name = data.type_url.strip_prefix(EVENT_URL)?;
+    let (source, message) = match name {
+        "machine.ServiceStateEvent" => {
+            let m = ServiceStateEvent::decode(data.value.as_slice()).ok()?;
+            let action = ServiceAction::try_from(m.action).map_or("UNKNOWN", action_name);
+            (m.service, format!("{action}: {}", m.message))
+        }
+        "machine.AddressEvent" => {
+            let m = AddressEvent::decode(data.value.as_slice()).ok()?;
+            (m.hostname, format!("ADDRESSES: {}", m.addresses.join(",")))
+        }
+        "machine.MachineStatusEvent" => {
+            let m = MachineStatusEvent::decode(data.value.as_slice()).ok()?;
+            let stage = MachineStage::try_from(m.stage).map_or("UNKNOWN", stage_name);
+            let status = m.status.unwrap_or_default();
+            let unmet: Vec<&str> =
+                status.unmet_conditions.iter().map(|c| c.name.as_str()).collect();
+            (
+                stage.to_owned(),
+                format!("ready: {}, unmet conditions: [{}]", status.ready, unmet.join(" ")),
+            )
+        }
+        _ => return None,
+    };
+    Some(vec![
+        node.to_owned(),
+        ev.id.clone(),
+        data.type_url.clone(),
+        ev.actor_id.clone(),
+        source,
+        message,
+    ])
+}
+
+/// Go's enum names as Talos's protobuf prints them.
+fn action_name(a: ServiceAction) -> &'static str {
+    match a {
+        ServiceAction::Initialized => "INITIALIZED",
+        ServiceAction::Preparing => "PREPARING",
+        ServiceAction::Waiting => "WAITING",
+        ServiceAction::Running => "RUNNING",
+        ServiceAction::Stopping => "STOPPING",
+        ServiceAction::Finished => "FINISHED",
+        ServiceAction::Failed => "FAILED",
+        ServiceAction::Skipped => "SKIPPED",
+    }
+}
+
+fn stage_name(s: MachineStage) -> &'static str {
+    match s {
+        MachineStage::Unknown => "UNKNOWN",
+        MachineStage::Booting => "BOOTING",
+        MachineStage::Installing => "INSTALLING",
+        MachineStage::Maintenance => "MAINTENANCE",
+        MachineStage::Running => "RUNNING",
+        MachineStage::Rebooting => "REBOOTING",
+        MachineStage::ShuttingDown => "SHUTTING_DOWN",
+        MachineStage::Resetting => "RESETTING",
+        MachineStage::Upgrading => "UPGRADING",
+    }
+}
+
+/// `Events`: the node's runtime events as they come (after the history `req` asks for),
+/// one aligned row each.
+pub fn events(
+    c: &mut Channel,
+    node: &str,
+    req: &EventsRequest,
+    out: &mut dyn Write,
+) -> Result<(), RpcError> {
+    // Seeded wide enough for typical cells, so later rows rarely widen a column.
+    let mut widths = vec![node.len().max(4), 20, 39, 5, 8];
+    let header = vec![EVENTS_HEADER.map(String::from).to_vec()];
+    out.write_all(crate::output::align_with(&header, &mut widths).as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| RpcError::Handler(e.to_string()))?;
+    c.call(&path("Events"), req, MAX_MESSAGE, &mut |ev: Event| {
+        let Some(row) = event_row(node, &ev) else { return Ok(()) };
+        let text = crate::output::align_with(&[row], &mut widths);
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(write_err)
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -590,6 +684,59 @@ mod tests {
             lines[4].starts_with("EVENTS ") && lines[4].ends_with("[Running]: Healthy (10s ago)")
         );
         assert!(lines[5].trim_start().starts_with("[Running]: Started (1m40s ago)"), "{text}");
+    }
+
+    #[test]
+    fn events_as_talosctl_prints_them() {
+        use talos_api::google::Any;
+        let any = |name: &str, value: Vec<u8>| {
+            Some(Any { type_url: format!("talos/runtime/{name}"), value })
+        };
+        let svc = ServiceStateEvent {
+            service: "kubelet\x1b[2J".into(),
+            action: ServiceAction::Running as i32,
+            message: "Health check successful".into(),
+            health: None,
+        };
+        let ev = Event {
+            metadata: None,
+            data: any("machine.ServiceStateEvent", svc.encode_to_vec()),
+            id: "c1".into(),
+            actor_id: String::new(),
+        };
+        let row = event_row("10.0.0.2", &ev).unwrap();
+        assert_eq!(
+            row,
+            [
+                "10.0.0.2",
+                "c1",
+                "talos/runtime/machine.ServiceStateEvent",
+                "",
+                "kubelet\x1b[2J",
+                "RUNNING: Health check successful"
+            ]
+        );
+        // Cells are escaped when aligned.
+        let text = crate::output::align(&[row]);
+        assert!(!text.contains('\x1b') && text.contains("kubelet\\u{1b}[2J"), "{text}");
+        let status = MachineStatusEvent {
+            stage: MachineStage::Running as i32,
+            status: Some(talos_api::machine::MachineStatus {
+                ready: false,
+                unmet_conditions: vec![talos_api::machine::UnmetCondition {
+                    name: "kubelet".into(),
+                    reason: "not healthy".into(),
+                }],
+            }),
+        };
+        let ev = Event { data: any("machine.MachineStatusEvent", status.encode_to_vec()), ..ev };
+        let row = event_row("n", &ev).unwrap();
+        assert_eq!(row[4..], ["RUNNING", "ready: false, unmet conditions: [kubelet]"]);
+        // Unknown types and undecodable values are skipped, as talosctl skips them.
+        let odd = Event { data: any("machine.PhaseEvent", vec![]), ..ev.clone() };
+        assert!(event_row("n", &odd).is_none());
+        let broken = Event { data: any("machine.AddressEvent", vec![0xff]), ..ev };
+        assert!(event_row("n", &broken).is_none());
     }
 
     #[test]

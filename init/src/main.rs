@@ -124,6 +124,13 @@ const COMMANDS: &[(&str, &str)] = &[
         "  keelson dmesg [-f] [NODE OPTIONS]\n      The node's kernel ring buffer (gRPC Dmesg); -f follows it.\n",
     ),
     (
+        "events",
+        "  keelson events [--tail N] [--duration 10m] [--since ID] [--actor-id ID] [NODE OPTIONS]
+      The node's runtime events as they come (gRPC Events): NODE ID EVENT ACTOR SOURCE
+      MESSAGE; --tail N shows N past events first (-1: all the node keeps).
+",
+    ),
+    (
         "service",
         "  keelson service [ID [start|stop|restart|status]] [NODE OPTIONS]   (also: services)
       The node's services (gRPC ServiceList): NODE SERVICE STATE HEALTH LAST CHANGE LAST
@@ -227,6 +234,7 @@ fn main() -> ExitCode {
         Some("reboot") => cli::client::power_main("reboot", rest),
         Some("shutdown") => cli::client::power_main("shutdown", rest),
         Some("service" | "services") => cli::client::service_main(rest),
+        Some("events") => cli::client::events_main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

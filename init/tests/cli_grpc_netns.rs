@@ -14,7 +14,9 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{
@@ -121,6 +123,41 @@ fn version_disks_services_dmesg_and_logs_over_the_local_socket() {
     assert!(ok && out.lines().count() == 1, "{out}{err}");
     let (ok, out, err) = keelson(&ns, &["dmesg", "--socket", &sock]);
     assert!(ok && !out.is_empty(), "{out}{err}");
+
+    // Events: the history the node keeps (--tail -1), talosctl's columns, then it follows.
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.name, env!("CARGO_BIN_EXE_keelson")])
+        .args(["events", "--tail", "-1", "--socket", &sock])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            let Ok(l) = l else { return };
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    let header = rx.recv_timeout(T).unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["NODE", "ID", "EVENT", "ACTOR", "SOURCE", "MESSAGE"]
+    );
+    let status = loop {
+        let l = rx.recv_timeout(T).unwrap_or_else(|_| panic!("no machine status event"));
+        if l.contains("talos/runtime/machine.MachineStatusEvent") {
+            break l;
+        }
+    };
+    assert!(status.starts_with(&format!("{sock} ")) && status.contains(" RUNNING "), "{status}");
+    // Still streaming: not exited.
+    assert!(child.try_wait().unwrap().is_none());
+    let _ = child.kill();
+    let _ = child.wait();
 
     node.stop();
 }

@@ -17,6 +17,7 @@ const COMMANDS: &[&str] = &[
     "disks",
     "dmesg",
     "service",
+    "events",
     "reboot",
     "gen",
     "help",
