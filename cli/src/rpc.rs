@@ -210,6 +210,10 @@ impl Channel {
                 Ok(0) => return Err(RpcError::Transport("the node closed the connection".into())),
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // Closed with our request unread: the same node without gRPC, as a reset.
+                Err(e) if e.kind() == ErrorKind::ConnectionReset && self.received == 0 => {
+                    return Err(RpcError::NotGrpc("reset at once"))
+                }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     return Err(RpcError::Transport(format!(
                         "the node said nothing for {} s",
@@ -266,5 +270,34 @@ mod tests {
             "unimplemented (Unimplemented): API is not implemented in maintenance mode"
         );
         assert!(status_text(&Status::new(99, "x")).ends_with(": x"));
+    }
+
+    /// A node from before the gRPC API: its JSON-lines server answers the preface as a bad
+    /// request, or closes; both read as "no gRPC here", and nothing else does.
+    #[test]
+    #[allow(clippy::disallowed_methods, clippy::unwrap_used)] // a peer thread in a test
+    fn a_json_lines_node_reads_as_not_grpc() {
+        use std::os::unix::net::UnixStream;
+        let old_node = |answer: &'static [u8]| {
+            let (ours, mut theirs) = UnixStream::pair().unwrap();
+            let peer = std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                let _ = theirs.read(&mut buf);
+                let _ = theirs.write_all(answer);
+                // An answer stays open until the client is done; no answer closes at once.
+                (!answer.is_empty()).then_some(theirs)
+            });
+            let mut c = Channel::over(Box::new(ours), "localhost".into(), false);
+            let r = c.call_raw("/machine.MachineService/Version", &[], 1 << 10, &mut |_| Ok(()));
+            drop(peer.join().unwrap());
+            r.unwrap_err()
+        };
+        let e = old_node(b"{\"ok\":false,\"error\":\"bad request\"}\n");
+        assert!(matches!(e, RpcError::NotGrpc(_)) && e.not_served(), "{e}");
+        let e = old_node(b"");
+        assert!(matches!(e, RpcError::NotGrpc(_)), "{e}");
+        // Garbage that is not JSON is an HTTP/2 error, not a reason to try JSON lines.
+        let e = old_node(b"\x00\x00\x04\x09garbage-garbage");
+        assert!(!e.not_served(), "{e}");
     }
 }
