@@ -403,6 +403,8 @@ mod tests {
         rt: Runtime,
         effects: Effects,
         events: EventLog,
+        /// COSI's watch history (none: these tests watch no resources).
+        cosi: crate::api::cosi::watch::History,
         now: Instant,
         /// The client's events so far.
         seen: Vec<Event>,
@@ -422,6 +424,7 @@ mod tests {
                 rt: Runtime::new(),
                 effects: Effects::default(),
                 events: EventLog::default(),
+                cosi: Default::default(),
                 now: Instant::now(),
                 seen: Vec::new(),
             }
@@ -438,6 +441,7 @@ mod tests {
                     machine,
                     effects: &mut self.effects,
                     events: &self.events,
+                    cosi: &self.cosi,
                     now: self.now,
                 };
                 self.server.recv(&up, &mut call);
@@ -565,7 +569,8 @@ mod tests {
             assert!(rounds < 100, "the stream did not end");
             // With room on the stream, the feed is asked again at once.
             assert!(p.server.deadline().is_some_and(|d| d <= p.now), "no wake-up while fed");
-            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now };
+            let ctx =
+                FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: p.now };
             p.server.pump(&ctx, 0);
             let down = p.server.take_output();
             let _ = p.client.recv(&down);
@@ -590,7 +595,7 @@ mod tests {
         // The client reads nothing more: no WINDOW_UPDATE reaches the server.
         let mut t = p.now;
         for _ in 0..50 {
-            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: t };
+            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: t };
             p.server.pump(&ctx, 0);
             let _ = p.server.take_output();
             t += Duration::from_millis(100);
@@ -600,7 +605,13 @@ mod tests {
         assert!(waiting > 0 && waiting <= 2 * STREAM_HIGH, "{waiting}");
         let due = p.server.deadline().unwrap_or_else(|| unreachable!());
         assert!(due <= p.now + STALL, "the stall is due");
-        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now + STALL };
+        let ctx = FeedCtx {
+            rt: &p.rt,
+            changes: &[],
+            events: &p.events,
+            cosi: &p.cosi,
+            now: p.now + STALL,
+        };
         p.server.pump(&ctx, 0);
         assert!(!p.server.busy(), "the stream is dropped");
         assert_eq!(p.server.h2.queued(id), 0, "and what waited for it with it");
@@ -614,7 +625,7 @@ mod tests {
         assert!(p.server.busy());
         let due = p.server.deadline().unwrap_or_else(|| unreachable!());
         assert_eq!(due, p.now + super::super::conn::REQUEST_DEADLINE);
-        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: due };
+        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: due };
         p.server.pump(&ctx, 0);
         let _ = p.client.recv(&p.server.take_output());
         assert_eq!(p.status(id), Some(code::DEADLINE_EXCEEDED));
