@@ -25,6 +25,7 @@ mod run;
 mod staged;
 mod state;
 mod supervisor;
+mod verbs;
 
 use std::process::ExitCode;
 

@@ -28,8 +28,7 @@ use crate::reactor::Reactor;
 
 /// Closed after this long without a byte in either direction (unless streaming).
 pub const IDLE: Duration = Duration::from_secs(10);
-/// Longest time from the first byte of a request line to its newline.
-pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+pub use super::transport::REQUEST_DEADLINE;
 /// Most bytes queued for one connection before a streaming one is dropped.
 pub const WRITE_CAP: usize = 4 << 20;
 /// Bytes read from one connection per wakeup (level-triggered epoll brings us back): one busy

@@ -15,10 +15,7 @@ pub mod watch;
 use grpc::call::Status;
 
 /// gRPC status codes the service answers with.
-pub mod code {
-    pub use crate::api::rpc::dispatch::codes::{NOT_FOUND, PERMISSION_DENIED};
-    pub use grpc::call::code::*;
-}
+pub use grpc::call::code;
 
 /// How much of a client's string an error repeats.
 const SHOWN: usize = 64;

@@ -7,7 +7,7 @@
 //! - at most [`MAX_STREAMS`] calls open at once; a request message above its method's limit
 //!   is `ResourceExhausted` as soon as its length prefix arrives, and the request bodies of
 //!   one connection hold at most [`BODY_BUDGET`] bytes together;
-//! - a request must be complete within [`super::conn::REQUEST_DEADLINE`] of its head;
+//! - a request must be complete within [`super::transport::REQUEST_DEADLINE`] of its head;
 //! - a server stream is fed only while less than [`STREAM_HIGH`] bytes wait behind the
 //!   client's flow-control window; a stream whose waiting bytes do not move for [`STALL`] is
 //!   reset (its client stopped reading), and the other calls go on.
@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod events;
 mod feeds;
 mod machine;
+mod routes;
 mod storage;
 mod time;
 
@@ -155,7 +156,7 @@ impl GrpcConn {
             .iter()
             .filter_map(|(stream, c)| match c {
                 CallState::Receiving { started, .. } => {
-                    Some(*started + super::conn::REQUEST_DEADLINE)
+                    Some(*started + super::transport::REQUEST_DEADLINE)
                 }
                 CallState::Streaming(s) => {
                     let waiting = self.h2.queued(*stream);
@@ -222,7 +223,7 @@ impl GrpcConn {
                 Status::new(code::UNIMPLEMENTED, "no message compression is supported"),
             );
         }
-        let Some(method) = dispatch::route(&path) else {
+        let Some(method) = routes::route(&path) else {
             let shown: String = path.chars().take(128).collect();
             log::debug!(target: "api", "gRPC: unknown method {}", base::names::escape(&shown, 512));
             return refuse(h, Status::new(code::UNIMPLEMENTED, format!("unknown method {shown}")));
@@ -303,10 +304,11 @@ impl GrpcConn {
         for (&stream, c) in &mut self.calls {
             let s = match c {
                 CallState::Receiving { started, .. } => {
-                    if now.saturating_duration_since(*started) >= super::conn::REQUEST_DEADLINE {
+                    if now.saturating_duration_since(*started) >= super::transport::REQUEST_DEADLINE
+                    {
                         let why = format!(
                             "request not completed within {} s",
-                            super::conn::REQUEST_DEADLINE.as_secs()
+                            super::transport::REQUEST_DEADLINE.as_secs()
                         );
                         ended.push((stream, Some(Status::new(code::DEADLINE_EXCEEDED, why))));
                     }
@@ -390,8 +392,8 @@ fn send_trailers(h: &mut h2::Connection, stream: u32, status: &Status) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::server::Effects;
     use crate::api::transport::Access;
+    use crate::verbs::Effects;
     use events::EventLog;
     use grpc::{Response, ResponseReader};
     use runtime::Runtime;
@@ -516,7 +518,7 @@ mod tests {
         let huge = p.open("/machine.MachineService/Version", &[0, 0, 0x20, 0, 0], false);
         p.exchange(Access::Reader);
         assert_eq!(p.status(unknown), Some(code::UNIMPLEMENTED));
-        assert_eq!(p.status(denied), Some(dispatch::codes::PERMISSION_DENIED));
+        assert_eq!(p.status(denied), Some(code::PERMISSION_DENIED));
         assert_eq!(p.status(huge), Some(code::RESOURCE_EXHAUSTED));
         assert!(p.effects.power.is_none());
         assert!(!p.server.busy(), "nothing is kept of refused calls");
@@ -624,7 +626,7 @@ mod tests {
         p.exchange(Access::Admin);
         assert!(p.server.busy());
         let due = p.server.deadline().unwrap_or_else(|| unreachable!());
-        assert_eq!(due, p.now + super::super::conn::REQUEST_DEADLINE);
+        assert_eq!(due, p.now + super::super::transport::REQUEST_DEADLINE);
         let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: due };
         p.server.pump(&ctx, 0);
         let _ = p.client.recv(&p.server.take_output());
