@@ -5,5 +5,8 @@
 
 pub mod cli;
 pub mod key;
+pub mod kinds;
+pub mod reconcile;
 pub mod serve;
+pub mod states;
 pub mod store;
