@@ -4,6 +4,7 @@
 //! ([`serve`]), and its command line ([`cli`]).
 
 pub mod cli;
+pub mod ctl;
 pub mod key;
 pub mod kinds;
 pub mod reconcile;

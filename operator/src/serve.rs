@@ -30,6 +30,8 @@ pub enum ServeError {
     Local(#[from] LocalError),
     #[error("etcd: {0}")]
     Etcd(#[from] etcd::ClientError),
+    #[error("no keelson-operator serve is running on {0} (give --etcd-endpoints or --data-dir)")]
+    NotServing(PathBuf),
     #[error("etcd at {0}: {1}")]
     Unreachable(String, etcd::ClientError),
 }
@@ -75,22 +77,20 @@ pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
             etcd.data_dir.display(),
             etcd.log.display()
         );
+        // Where `apply`, `get`, ... find this etcd while the operator runs.
+        let marker = dir.join(ENDPOINT_FILE);
+        if let Err(e) = std::fs::write(&marker, format!("{}\n", etcd.client_url)) {
+            log::warn!("writing {}: {e}", marker.display());
+        }
         let client = etcd.client();
-        local = Some(etcd);
+        local = Some((etcd, marker));
         client
     } else {
-        let urls: Vec<&str> = o.endpoints.iter().map(String::as_str).collect();
-        let tls = match &o.cacert {
-            Some(ca) => {
-                let pair = o.cert.as_deref().zip(o.key.as_deref());
-                Some(etcd::client::tls_config(ca, pair)?)
-            }
-            None => None,
-        };
-        Client::new(Config::new(&urls, tls)?)
+        external(o)?
     };
     let result = serve(client, o, stop);
-    if let Some(mut etcd) = local {
+    if let Some((mut etcd, marker)) = local {
+        let _ = std::fs::remove_file(marker);
         let pid = etcd.pid().unwrap_or(0);
         let status = etcd.stop();
         log::info!(
@@ -100,6 +100,34 @@ pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
         );
     }
     result
+}
+
+/// The file in the data directory naming the private etcd's URL while `serve` runs.
+pub const ENDPOINT_FILE: &str = "etcd.endpoint";
+
+fn external(o: &ServeOptions) -> Result<Client, ServeError> {
+    let urls: Vec<&str> = o.endpoints.iter().map(String::as_str).collect();
+    let tls = match &o.cacert {
+        Some(ca) => {
+            let pair = o.cert.as_deref().zip(o.key.as_deref());
+            Some(etcd::client::tls_config(ca, pair)?)
+        }
+        None => None,
+    };
+    Ok(Client::new(Config::new(&urls, tls)?))
+}
+
+/// A client for the resource commands: `--etcd-endpoints`, else the private etcd of a running
+/// `serve` on the same data directory.
+pub fn client(o: &ServeOptions) -> Result<Client, ServeError> {
+    if !o.endpoints.is_empty() {
+        return external(o);
+    }
+    let dir = o.data_dir.clone().or_else(default_data_dir).ok_or(ServeError::NoDataDir)?;
+    let marker = dir.join(ENDPOINT_FILE);
+    let url = std::fs::read_to_string(&marker).map_err(|_| ServeError::NotServing(dir.clone()))?;
+    let url = url.trim();
+    Ok(Client::new(Config::new(&[url], None)?))
 }
 
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
