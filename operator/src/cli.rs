@@ -109,7 +109,9 @@ pub struct Command {
 fn kind_arg(v: Option<String>) -> Result<Kind, CliError> {
     let v = v.ok_or_else(|| CliError::Usage("a kind is needed: tcp, tw or tm".into()))?;
     Kind::parse(&v).ok_or_else(|| {
-        CliError::Usage(format!("unknown kind {v:?}: tcp (TalosControlPlane), tw (TalosWorker) or tm (TalosMachine)"))
+        CliError::Usage(format!(
+            "unknown kind {v:?}: tcp (TalosControlPlane), tw (TalosWorker) or tm (TalosMachine)"
+        ))
     })
 }
 
@@ -122,7 +124,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         Some(Value(v)) => v.string()?,
         Some(Short('h') | Long("help")) => return Err(CliError::Help),
         Some(other) => return Err(other.unexpected().into()),
-        None => return Err(CliError::Usage("a command is needed: serve, apply, get, describe, delete".into())),
+        None => {
+            return Err(CliError::Usage(
+                "a command is needed: serve, apply, get, describe, delete".into(),
+            ))
+        }
     };
     if !["serve", "apply", "get", "describe", "delete"].contains(&verb.as_str()) {
         return Err(CliError::Usage(format!("unknown command {verb:?}")));
@@ -132,7 +138,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
     let mut output = Output::Table;
     while let Some(arg) = p.next()? {
         match arg {
-            Short('f') | Long("filename") if verb == "apply" => file = Some(PathBuf::from(p.value()?)),
+            Short('f') | Long("filename") if verb == "apply" => {
+                file = Some(PathBuf::from(p.value()?))
+            }
             Short('o') | Long("output") if verb == "get" => {
                 output = match p.value()?.string()?.as_str() {
                     "yaml" => Output::Yaml,
@@ -280,7 +288,10 @@ mod tests {
             Verb::Get { kind: Kind::Machine, name: Some("m1".into()), output: Output::Yaml }
         );
         let c = parse(args(&["get", "TalosControlPlanes"])).unwrap();
-        assert_eq!(c.verb, Verb::Get { kind: Kind::ControlPlane, name: None, output: Output::Table });
+        assert_eq!(
+            c.verb,
+            Verb::Get { kind: Kind::ControlPlane, name: None, output: Output::Table }
+        );
         let c = parse(args(&["delete", "tw", "w"])).unwrap();
         assert_eq!(c.verb, Verb::Delete { kind: Kind::Worker, name: "w".into() });
         assert!(parse(args(&["apply"])).is_err());

@@ -124,7 +124,9 @@ fn resource_command(cmd: &Command) -> ExitCode {
         Verb::Serve => return ExitCode::FAILURE,
         Verb::Apply { file } => read_input(file)
             .and_then(|text| ctl::apply(&mut store, &text).map(|lines| lines.join("\n") + "\n")),
-        Verb::Get { kind, name, output } => ctl::get(&mut store, ns, *kind, name.as_deref(), *output),
+        Verb::Get { kind, name, output } => {
+            ctl::get(&mut store, ns, *kind, name.as_deref(), *output)
+        }
         Verb::Describe { kind, name } => ctl::describe(&mut store, ns, *kind, name),
         Verb::Delete { kind, name } => ctl::delete(&mut store, ns, *kind, name).map(|l| l + "\n"),
     };

@@ -47,8 +47,7 @@ pub trait NodeApi {
         dry_run: bool,
     ) -> Result<bool, CallError>;
     /// `ServiceInfo(name)`.
-    fn service_info(&mut self, address: &str, name: &str)
-        -> Result<states::ServiceObs, CallError>;
+    fn service_info(&mut self, address: &str, name: &str) -> Result<states::ServiceObs, CallError>;
     fn bootstrap(&mut self, address: &str) -> Result<(), CallError>;
     /// `Kubeconfig`: the admin kubeconfig the node mints.
     fn kubeconfig(&mut self, address: &str) -> Result<String, CallError>;
@@ -79,7 +78,8 @@ fn sha256_hex(s: &str) -> String {
 
 /// A child machine's name: `<pool>-<address>`, dots and colons as dashes.
 pub fn child_name(pool: &str, address: &str) -> String {
-    let a: String = address.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let a: String =
+        address.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     format!("{pool}-{}", a.to_ascii_lowercase())
 }
 
@@ -128,7 +128,10 @@ fn apply_step(
     if let Some(c) = &step.condition {
         // The same condition again (a poll that found nothing new) is not a new event.
         let same = status.conditions.iter().any(|x| {
-            x.kind == c.kind && x.status == c.status && x.reason == c.reason && x.message == c.message
+            x.kind == c.kind
+                && x.status == c.status
+                && x.reason == c.reason
+                && x.message == c.message
         });
         if !same {
             status.record(
@@ -210,9 +213,7 @@ impl<N: NodeApi> Reconciler<N> {
         };
         match parent {
             None => Ok(true),
-            Some((kind, id)) => {
-                Ok(self.fresh::<serde_json::Value>(kind, &id.clone())?.is_some())
-            }
+            Some((kind, id)) => Ok(self.fresh::<serde_json::Value>(kind, &id.clone())?.is_some()),
         }
     }
 
@@ -513,11 +514,17 @@ impl<N: NodeApi> Reconciler<N> {
                         &ns,
                         TM,
                         name,
-                        Body { annotations: annotations.clone(), spec: spec.clone(), ..Default::default() },
+                        Body {
+                            annotations: annotations.clone(),
+                            spec: spec.clone(),
+                            ..Default::default()
+                        },
                     );
                     m.metadata.owner_refs.push(me.clone());
                     match self.store.create(&mut m) {
-                        Ok(()) => log::info!("{kind} {}: created TalosMachine {name}", p.metadata.id),
+                        Ok(()) => {
+                            log::info!("{kind} {}: created TalosMachine {name}", p.metadata.id)
+                        }
                         Err(StoreError::AlreadyExists(_)) => {
                             log::warn!("TalosMachine {name} exists and is not {}'s", p.metadata.id)
                         }
@@ -617,7 +624,12 @@ impl<N: NodeApi> Reconciler<N> {
                 }
                 Ok(())
             }
-            None => self.store.create(&mut Resource::new(&ns, KUBECONFIGS, id, Kubeconfig { kubeconfig: k })),
+            None => self.store.create(&mut Resource::new(
+                &ns,
+                KUBECONFIGS,
+                id,
+                Kubeconfig { kubeconfig: k },
+            )),
         }
     }
 

@@ -599,6 +599,9 @@ mod tests {
         Ok(ServiceObs { state: state.into(), healthy })
     }
 
+    /// (state, facts, observation, the call the state makes, next state, reason)
+    type Row<F> = (Option<State>, F, Obs, Option<Call>, Option<State>, &'static str);
+
     fn reason(s: &Step) -> &'static str {
         s.condition.as_ref().map_or("-", |c| c.reason)
     }
@@ -618,7 +621,7 @@ mod tests {
             version: v.map(|v| Ok(v.to_owned())),
         };
         // (state, facts, observation, call expected for the state, next state, reason)
-        let table: Vec<(Option<State>, &MachineFacts, Obs, Option<Call>, Option<State>, &str)> = vec![
+        let table: Vec<Row<&MachineFacts>> = vec![
             (None, &pxe, Obs::None, None, Some(Booting), "WaitingForBoot"),
             (
                 Some(Booting),
@@ -820,7 +823,7 @@ mod tests {
             code: ALREADY_EXISTS,
             message: "etcd data directory is not empty".into(),
         };
-        let table: Vec<(Option<State>, ControlPlaneFacts, Obs, Option<Call>, Option<State>, &str)> = vec![
+        let table: Vec<Row<ControlPlaneFacts>> = vec![
             (None, f(0, false, k, ""), Obs::None, None, Some(Pending), "ConfigReady"),
             (None, f(3, true, k, ""), Obs::None, None, Some(Bootstrapped), "Imported"),
             (

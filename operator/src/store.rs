@@ -329,7 +329,11 @@ impl Store {
             let key = self.layout.key(&m.namespace, &m.kind, &m.id);
             compare.push(Compare::version(&key, CompareResult::Equal, m.version));
             let value = Self::encode(r)?;
-            success.push(RequestOp::Put(PutRequest { key: key.clone(), value, ..Default::default() }));
+            success.push(RequestOp::Put(PutRequest {
+                key: key.clone(),
+                value,
+                ..Default::default()
+            }));
             keys.push(key);
         }
         for k in &keys {
