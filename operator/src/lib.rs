@@ -7,6 +7,7 @@ pub mod cli;
 pub mod ctl;
 pub mod key;
 pub mod kinds;
+pub mod node;
 pub mod reconcile;
 pub mod serve;
 pub mod states;

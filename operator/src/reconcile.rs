@@ -6,8 +6,8 @@
 //! TalosMachines, `<pool>-<address>`, the rolling gate holding version changes to
 //! `maxUnavailable` at a time. Only the elected leader runs passes.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -155,28 +155,63 @@ pub struct Reconciler<N> {
     pub store: Store,
     pub node: N,
     pub namespace: String,
+    /// When each resource is next due, for the version it had: a resource whose version
+    /// changed (a new spec, or this reconciler's own write) is due at once.
+    due: HashMap<(&'static str, String), (i64, Instant)>,
 }
 
 impl<N: NodeApi> Reconciler<N> {
     pub fn new(store: Store, node: N, namespace: &str) -> Self {
-        Self { store, node, namespace: namespace.to_owned() }
+        Self { store, node, namespace: namespace.to_owned(), due: HashMap::new() }
+    }
+
+    /// `Some(wait)` when the resource is not due yet.
+    fn not_due(
+        &self,
+        kind: &'static str,
+        id: &str,
+        version: i64,
+        now: Instant,
+    ) -> Option<Duration> {
+        match self.due.get(&(kind, id.to_owned())) {
+            Some((v, at)) if *v == version && *at > now => Some(*at - now),
+            _ => None,
+        }
+    }
+
+    fn set_due(&mut self, kind: &'static str, id: &str, version: i64, after: Duration) {
+        let at = Instant::now().checked_add(after.min(Duration::from_secs(86_400)));
+        if let Some(at) = at {
+            self.due.insert((kind, id.to_owned()), (version, at));
+        }
     }
 
     /// One pass over every resource; returns how soon the next pass is wanted.
     pub fn pass(&mut self) -> Result<Duration, StoreError> {
         let mut next = states::RESYNC;
-        let (pools, _) = self.store.list::<Body<PoolSpec>>(&self.namespace, TCP)?;
-        for p in pools {
-            next = next.min(self.pool(TCP, p)?);
-        }
-        let (pools, _) = self.store.list::<Body<PoolSpec>>(&self.namespace, TW)?;
-        for p in pools {
-            next = next.min(self.pool(TW, p)?);
+        let now = Instant::now();
+        let mut seen = Vec::new();
+        for kind in [TCP, TW] {
+            let (pools, _) = self.store.list::<Body<PoolSpec>>(&self.namespace, kind)?;
+            // Pools make no node calls while they wait (their machines' states are read from
+            // the store), so they are looked at every pass, their backoff aside.
+            for p in pools {
+                next = next.min(self.pool(kind, p)?);
+            }
         }
         let (machines, _) = self.store.list::<Body<MachineSpec>>(&self.namespace, TM)?;
         for m in machines {
-            next = next.min(self.machine_with_retry(m)?);
+            let (id, v) = (m.metadata.id.clone(), m.metadata.version);
+            seen.push((TM, id.clone()));
+            if let Some(wait) = self.not_due(TM, &id, v, now) {
+                next = next.min(wait);
+                continue;
+            }
+            let wait = self.machine_with_retry(m)?;
+            self.set_due(TM, &id, v, wait);
+            next = next.min(wait);
         }
+        self.due.retain(|k, _| seen.contains(k));
         Ok(next)
     }
 
@@ -477,6 +512,10 @@ impl<N: NodeApi> Reconciler<N> {
                 return Ok(states::RESYNC);
             }
             return Ok(Duration::from_secs(20));
+        }
+        let since = p.spec.status.next_attempt;
+        if since > now && p.metadata.phase != Phase::TearingDown {
+            return Ok(Duration::from_secs(since - now));
         }
         if kind == TW {
             let cp = p.spec.spec.control_plane_ref.clone().unwrap_or_default();

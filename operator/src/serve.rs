@@ -2,7 +2,7 @@
 //! `keelson-operator serve`: the etcd to use (a private one, or the cluster named on the
 //! command line), the resource store on it, and the leader election among replicas (one
 //! lease-bound candidate key per replica under `<prefix>/leader`, etcd's `concurrency` queue).
-//! Only the leader will run controllers; for now it says that it leads.
+//! Only the leader runs the controllers ([`crate::reconcile`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,11 +14,16 @@ use etcd::{Client, Config};
 
 use crate::cli::{default_data_dir, ServeOptions};
 use crate::key::Layout;
+use crate::node::Unwired;
+use crate::reconcile::{NodeApi, Reconciler};
 use crate::store::Store;
 
 /// Between failed attempts (etcd unreachable, a lost campaign).
 const RETRY: Duration = Duration::from_secs(1);
 const TICK: Duration = Duration::from_millis(100);
+/// Between reconcile passes: new resources are picked up by polling (no watch yet).
+const PASS_MIN: Duration = Duration::from_millis(500);
+const PASS_MAX: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -145,8 +150,9 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         display(&status.version),
         status.header.revision
     );
-    // The store the controllers will use; its salt is the prefix, as Omni salts per account.
-    let _store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    // The store the controllers use; its salt is the prefix, as Omni salts per account.
+    let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    let mut reconciler = Reconciler::new(store, Unwired, &o.namespace);
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);
@@ -180,7 +186,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.id(),
                     session.ttl()
                 );
-                lead(&mut client, &session, &election, e.key(), stop);
+                lead(&mut client, &session, &election, e.key(), &mut reconciler, stop);
                 if stop.load(Ordering::Relaxed) {
                     match session::resign(&mut client, &mut e) {
                         Ok(_) => log::info!("{} resigned", display(&me)),
@@ -207,12 +213,32 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     Ok(())
 }
 
-/// Lead while the lease is trusted and the key is still the oldest; returns when either ends
-/// or `stop` is set.
-fn lead(client: &mut Client, session: &Session, election: &str, key: &[u8], stop: &AtomicBool) {
+/// Lead while the lease is trusted and the key is still the oldest, running the controllers;
+/// returns when either ends or `stop` is set.
+fn lead<N: NodeApi>(
+    client: &mut Client,
+    session: &Session,
+    election: &str,
+    key: &[u8],
+    reconciler: &mut Reconciler<N>,
+    stop: &AtomicBool,
+) {
     let check_every = Duration::from_secs((session.ttl() / 3).max(1) as u64);
     let mut next_check = Instant::now() + check_every;
+    let mut next_pass = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        // Only while leading: a pass is bounded by the node calls' timeouts; the lease is
+        // renewed on its own thread meanwhile.
+        if Instant::now() >= next_pass && session.alive() {
+            let wait = match reconciler.pass() {
+                Ok(d) => d,
+                Err(e) => {
+                    log::warn!("reconcile: {e}");
+                    RETRY
+                }
+            };
+            next_pass = Instant::now() + wait.clamp(PASS_MIN, PASS_MAX);
+        }
         if !session.alive() {
             log::warn!(
                 "the election lease is no longer trusted ({:?}): no longer leading",
