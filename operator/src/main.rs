@@ -111,6 +111,20 @@ fn main() -> ExitCode {
 /// `apply`, `get`, `describe`, `delete`: one etcd, one answer.
 fn resource_command(cmd: &Command) -> ExitCode {
     let o = &cmd.options;
+    // Bad input is refused before any connection is made.
+    let input = match &cmd.verb {
+        Verb::Apply { file } => match read_input(file).and_then(|t| {
+            operator::kinds::parse(&t)?;
+            Ok(t)
+        }) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("keelson-operator: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
     let client = match operator::serve::client(o) {
         Ok(c) => c,
         Err(e) => {
@@ -122,8 +136,8 @@ fn resource_command(cmd: &Command) -> ExitCode {
     let ns = o.namespace.as_str();
     let result = match &cmd.verb {
         Verb::Serve => return ExitCode::FAILURE,
-        Verb::Apply { file } => read_input(file)
-            .and_then(|text| ctl::apply(&mut store, &text).map(|lines| lines.join("\n") + "\n")),
+        Verb::Apply { .. } => ctl::apply(&mut store, input.as_deref().unwrap_or(""))
+            .map(|lines| lines.join("\n") + "\n"),
         Verb::Get { kind, name, output } => {
             ctl::get(&mut store, ns, *kind, name.as_deref(), *output)
         }
