@@ -29,7 +29,8 @@ options:
   --name NAME               this replica's name in the leader election, unique among live
                             replicas (default hostname/pid)
   --lease-ttl SECONDS       the leader's lease (default 10, 2 to 3600)
-  -n, --namespace NS        the namespace (default: default)
+  -n, --namespace NS        the namespace (default: default); serve reconciles this one
+  --talos-port PORT         the nodes' Talos API port (default 50000)
 
 apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
@@ -62,6 +63,8 @@ pub struct ServeOptions {
     pub name: Option<String>,
     pub lease_ttl: i64,
     pub namespace: String,
+    /// The nodes' Talos API port.
+    pub talos_port: u16,
 }
 
 impl Default for ServeOptions {
@@ -76,6 +79,7 @@ impl Default for ServeOptions {
             name: None,
             lease_ttl: 10,
             namespace: crate::kinds::DEFAULT_NAMESPACE.into(),
+            talos_port: crate::talos::PORT,
         }
     }
 }
@@ -149,6 +153,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                     other => return Err(CliError::Usage(format!("-o {other:?}: yaml or json"))),
                 }
             }
+            Long("talos-port") if verb == "serve" => o.talos_port = p.value()?.parse()?,
             Short('n') | Long("namespace") => {
                 let v = p.value()?.string()?;
                 if !crate::kinds::valid_name(&v) {

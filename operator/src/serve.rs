@@ -14,9 +14,9 @@ use etcd::{Client, Config};
 
 use crate::cli::{default_data_dir, ServeOptions};
 use crate::key::Layout;
-use crate::node::Unwired;
 use crate::reconcile::{NodeApi, Reconciler};
 use crate::store::Store;
+use crate::talos::GrpcNode;
 
 /// Between failed attempts (etcd unreachable, a lost campaign).
 const RETRY: Duration = Duration::from_secs(1);
@@ -37,6 +37,8 @@ pub enum ServeError {
     Etcd(#[from] etcd::ClientError),
     #[error("no keelson-operator serve is running on {0} (give --etcd-endpoints or --data-dir)")]
     NotServing(PathBuf),
+    #[error("Talos API client: {0}")]
+    Talos(String),
     #[error("etcd at {0}: {1}")]
     Unreachable(String, etcd::ClientError),
 }
@@ -152,7 +154,10 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     );
     // The store the controllers use; its salt is the prefix, as Omni salts per account.
     let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
-    let mut reconciler = Reconciler::new(store, Unwired, &o.namespace);
+    // Maintenance-mode calls need no credentials; calls to configured nodes need a client
+    // certificate, which is not configurable yet (they answer that none is configured).
+    let node = GrpcNode::new(None).map_err(ServeError::Talos)?.with_port(o.talos_port);
+    let mut reconciler = Reconciler::new(store, node, &o.namespace);
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);

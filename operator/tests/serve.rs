@@ -325,19 +325,23 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no keelson-operator serve is running"));
 
-    let mut op = Operator::start(&["--data-dir", data], &[]);
+    // The node's API port is closed: every call is refused at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port().to_string();
+    drop(closed);
+    let mut op = Operator::start(&["--data-dir", data, "--talos-port", &port], &[]);
     op.wait_for(" leads (lease ", Duration::from_secs(60));
     let file = dir.0.join("m.yaml");
     std::fs::write(
         &file,
-        "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m1\nspec:\n  endpoint: 192.0.2.7\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:07\n    cpuArchitecture: amd64\n",
+        "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:07\n    cpuArchitecture: amd64\n",
     )
     .unwrap();
     let out = ctl(&["apply", "-f", file.to_str().unwrap(), "--data-dir", data]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "talosmachine/m1 created\n");
     op.wait_for("TalosMachine m1: (new) -> Booting", Duration::from_secs(20));
-    // Booting polls Disks; without a gRPC client the condition says why it waits.
+    // Booting polls Disks; the condition says why it waits.
     op.wait_for("TalosMachine m1: Booting -> Booting (WaitingForBoot)", Duration::from_secs(20));
     let out = ctl(&["get", "tm", "--data-dir", data]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -347,7 +351,8 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     );
     let out = ctl(&["describe", "tm", "m1", "--data-dir", data]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.contains("no Talos API client"), "{text}");
+    assert!(text.contains("WaitingForBoot") && text.contains("Disks: "), "{text}");
+    assert!(text.contains("refused"), "{text}");
 
     // A bad document: refused with document, field path and line, exit 1, nothing written.
     std::fs::write(&file, "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m2\nspec:\n  endpoint: 192.0.2.8\n  version: latest\n").unwrap();
