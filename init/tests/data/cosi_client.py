@@ -8,10 +8,17 @@ network namespace; it adds an address itself (`ip addr add`) and expects to see 
 `ok SCENARIO` at the end; any failure exits non-zero with a traceback.
 
   python3 cosi_client.py local SOCKET LINK ADDRESS/BITS
-  python3 cosi_client.py maintenance HOST:PORT"""
+  python3 cosi_client.py maintenance HOST:PORT
+  python3 cosi_client.py stall SOCKET LINK COUNT
+  python3 cosi_client.py roles HOST:PORT ADMIN_KEELSONCONFIG READER_KEELSONCONFIG MACHINE_YAML
+
+`stall` also lists COUNT addresses twice on one connection whose window is wide open (a
+client that sends nothing while it takes a long list)."""
 
 import os
+import base64
 import queue
+import socket
 import ssl
 import subprocess
 import sys
@@ -177,7 +184,9 @@ def local(sock, link, addr):
             break
         assert ev.event_type == st.CREATED, ev
         created.append(ev.resource.metadata.id)
-    assert sorted(created) == sorted(ids), (created, ids)
+    # Everything listed before is in the initial state (link-local addresses may have
+    # appeared since; none go away).
+    assert set(ids) <= set(created) and len(set(created)) == len(created), (created, ids)
     say("  bootstrapped with", len(created), "addresses")
 
     want = f"{link}/{addr}"
@@ -311,10 +320,249 @@ def maintenance(addr):
     say("ok maintenance")
 
 
+def h2_client(sock, window):
+    """A raw HTTP/2 client (the h2 library) on the socket, with a receive window of `window`
+    bytes for the connection and each stream."""
+    import h2.config
+    import h2.connection
+    import h2.settings
+
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(sock)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.local_settings = h2.settings.Settings(
+        client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window}
+    )
+    conn.initiate_connection()
+    if window > 65535:
+        conn.increment_flow_control_window(window - 65535)
+    raw.sendall(conn.data_to_send())
+    return raw, conn
+
+
+def h2_call(raw, conn, method, req):
+    """Start a call; its stream ID."""
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(
+        sid,
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", f"/cosi.resource.State/{method}"),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ],
+    )
+    body = req.SerializeToString()
+    conn.send_data(sid, b"\0" + len(body).to_bytes(4, "big") + body, end_stream=True)
+    raw.sendall(conn.data_to_send())
+    return sid
+
+
+def wide_window_lists(sock, count):
+    """Two lists on one connection whose window is wide open: the client sends nothing while
+    it takes them, so the node must go on sending by itself."""
+    import h2.events
+
+    raw, conn = h2_client(sock, 1 << 24)
+    raw.settimeout(T)
+    for round in range(2):
+        t0 = time.monotonic()
+        sid = h2_call(raw, conn, "List", st.ListRequest(namespace="network", type=ADDRESSES))
+        got, ended = 0, False
+        while not ended:
+            data = raw.recv(1 << 20)
+            assert data, "the node closed the connection"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                    got += len(ev.data)
+                    conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                    ended = True
+            raw.sendall(conn.data_to_send())
+        assert got > count * 100, f"list {round}: {got} bytes for {count} addresses"
+        say(f"  wide-window list {round}: {got} bytes in {time.monotonic() - t0:.2f} s")
+    raw.close()
+
+
+def stall(sock, link, count):
+    """A watcher that stops reading (the h2 library, its flow-control window never opened
+    again) while COUNT addresses appear: its stream is reset, and the node keeps answering
+    others all along."""
+    import h2.events
+
+    raw, conn = h2_client(sock, 65535)
+    req = st.WatchRequest(
+        namespace="network",
+        type=ADDRESSES,
+        options=st.WatchOptions(bootstrap_contents=True),
+        api_version=1,
+    )
+    sid = h2_call(raw, conn, "Watch", req)
+    started = time.monotonic()
+
+    count = int(count)
+    batch = "".join(
+        f"address add 10.{80 + i // 65536}.{i // 256 % 256}.{i % 256}/32 dev {link}\n"
+        for i in range(count)
+    )
+    subprocess.run(["ip", "-batch", "-"], input=batch.encode(), check=True)
+    say(f"  {count} addresses added in {time.monotonic() - started:.1f} s")
+
+    # Others are answered while the stalled watch holds its stream (once the node has seen
+    # every address: it learns them from the kernel as they come).
+    other = st_grpc.StateStub(grpc.insecure_channel(f"unix:{sock}"))
+    deadline = time.monotonic() + T
+    while True:
+        t0 = time.monotonic()
+        n = sum(1 for _ in other.List(st.ListRequest(namespace="network", type=ADDRESSES), timeout=T))
+        if n >= count:
+            break
+        assert time.monotonic() < deadline, f"the node has {n} of {count} addresses"
+        time.sleep(0.2)
+    t1 = time.monotonic()
+    other.Get(st.GetRequest(namespace="network", type=ADDRESSES, id="lo/127.0.0.1/8"), timeout=T)
+    say(f"  another client: list of {n} addresses {t1 - t0:.2f} s, get {time.monotonic() - t1:.2f} s")
+    wide_window_lists(sock, count)
+
+    # Now read what the stalled stream was sent: it must end in a reset.
+    raw.settimeout(1)
+    reset = None
+    got = 0
+    deadline = time.monotonic() + 25
+    while reset is None and time.monotonic() < deadline:
+        try:
+            data = raw.recv(1 << 20)
+        except socket.timeout:
+            continue
+        if not data:
+            reset = "connection closed"
+            break
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                got += len(ev.data)
+            if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid:
+                reset = f"RST_STREAM {ev.error_code!r}"
+            if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                reset = "stream ended"
+    assert reset is not None, "the stalled watch was never dropped"
+    assert got < 1 << 20, f"{got} bytes were sent to a client that did not read"
+    say(f"  stalled watch dropped after {time.monotonic() - started:.1f} s ({reset}, {got} bytes sent)")
+    say("ok stall")
+
+
+def keelsonconfig(path):
+    """The CA, certificate and key of a keelsonconfig, as files."""
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.strip().partition(": ")
+            if key in ("ca", "crt", "key") and key not in fields:
+                fields[key] = base64.b64decode(value)
+    d = tempfile.mkdtemp()
+    for k, v in fields.items():
+        with open(os.path.join(d, k), "wb") as f:
+            f.write(v)
+    return {k: os.path.join(d, k) for k in fields}
+
+
+def roles(addr, admin_cfg, reader_cfg, machine_yaml):
+    """Mutual TLS: os:reader reads what is not sensitive; the machine config and KubeSpan's
+    keys are os:admin's, and even the admin sees the CA key redacted."""
+    import asyncio
+
+    import grpclib.client
+    from grpclib.const import Status
+    from grpclib.exceptions import GRPCError
+
+    host, _, port = addr.rpartition(":")
+    path = "/cosi.resource.State/"
+    with open(machine_yaml) as f:
+        secrets = [
+            v.strip()
+            for line in f
+            for k, _, v in [line.strip().partition(":")]
+            if k in ("key", "secret", "token") and len(v.strip()) > 20
+        ]
+    assert secrets, "the machine config has a key to look for"
+
+    def ctx(cfg):
+        files = keelsonconfig(cfg)
+        c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        c.set_alpn_protocols(["h2"])
+        c.load_verify_locations(files["ca"])
+        c.load_cert_chain(files["crt"], files["key"])
+        return c
+
+    async def run():
+        reader = grpclib.client.Channel(host, int(port), ssl=ctx(reader_cfg))
+        admin = grpclib.client.Channel(host, int(port), ssl=ctx(admin_cfg))
+        try:
+
+            def get(ch, ns, ty, id):
+                req = st.GetRequest(namespace=ns, type=ty, id=id)
+                return grpclib.client.UnaryUnaryMethod(
+                    ch, path + "Get", st.GetRequest, st.GetResponse
+                )(req, timeout=T)
+
+            def lst(ch, ns, ty):
+                req = st.ListRequest(namespace=ns, type=ty)
+                return grpclib.client.UnaryStreamMethod(
+                    ch, path + "List", st.ListRequest, st.ListResponse
+                )(req, timeout=T)
+
+            async def refused(what, coro):
+                try:
+                    await coro
+                except GRPCError as e:
+                    assert e.status == Status.PERMISSION_DENIED, f"{what}: {e.status} {e.message}"
+                    say(f"  {what}: {e.status.name}: {e.message}")
+                    return
+                raise AssertionError(f"{what}: allowed")
+
+            mc = ("config", "MachineConfigs.config.talos.dev", "v1alpha1")
+            addrs = await lst(reader, "network", ADDRESSES)
+            assert any(r.resource.metadata.id == "lo/127.0.0.1/8" for r in addrs), addrs
+            status = await lst(reader, "runtime", "MachineStatuses.runtime.talos.dev")
+            assert len(status) == 1, status
+            say("  reader lists", len(addrs), "addresses and the machine status")
+            await refused("reader gets the machine config", get(reader, *mc))
+            await refused("reader lists KubeSpan identities", lst(reader, "kubespan", "KubeSpanIdentities.kubespan.talos.dev"))
+            await refused(
+                "reader creates",
+                grpclib.client.UnaryUnaryMethod(
+                    reader, path + "Create", st.CreateRequest, st.CreateResponse
+                )(st.CreateRequest(resource=addrs[0].resource), timeout=T),
+            )
+            got = await get(admin, *mc)
+            yaml = got.resource.spec.yaml_spec
+            assert got.resource.metadata.type == mc[1] and "<redacted>" in yaml, yaml[:400]
+            for secret in secrets:
+                assert secret not in yaml, "a key of the machine config went out"
+            say(f"  admin gets the machine config ({len(yaml)} bytes of YAML, keys redacted)")
+            await refused(
+                "admin destroys",
+                grpclib.client.UnaryUnaryMethod(
+                    admin, path + "Destroy", st.DestroyRequest, st.DestroyResponse
+                )(st.DestroyRequest(namespace=mc[0], type=mc[1], id=mc[2]), timeout=T),
+            )
+        finally:
+            reader.close()
+            admin.close()
+
+    asyncio.run(run())
+    say("ok roles")
+
+
 def main():
     scenario = sys.argv[1]
     if scenario == "local":
         local(*sys.argv[2:5])
+    elif scenario == "stall":
+        stall(*sys.argv[2:5])
+    elif scenario == "roles":
+        roles(*sys.argv[2:6])
     elif scenario == "maintenance":
         maintenance(sys.argv[2])
     else:

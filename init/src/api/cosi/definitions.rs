@@ -33,9 +33,15 @@ pub fn meta_types() -> [CosiType; 2] {
     ]
 }
 
-/// Every type's definition: keelson's kinds in table order, then the `meta` types.
-pub fn all_types() -> Vec<CosiType> {
-    Kind::ALL.iter().map(|k| cosi_type(*k)).chain(meta_types()).collect()
+/// Every type with the names keelson adds to COSI's: keelson's kinds in table order (with
+/// the names `keelson get` accepts, so `peers` or `AddressStatuses.net.keelson.dev` resolve
+/// the same way), then the `meta` types.
+pub fn all_types() -> Vec<(CosiType, Vec<String>)> {
+    Kind::ALL
+        .iter()
+        .map(|k| (cosi_type(*k), crate::api::aliases::names(*k)))
+        .chain(meta_types().into_iter().map(|t| (t, Vec::new())))
+        .collect()
 }
 
 fn meta_resource(ty: &str, id: String, spec: cosi::Spec) -> cosi::Resource {
@@ -53,9 +59,14 @@ fn meta_resource(ty: &str, id: String, spec: cosi::Spec) -> cosi::Resource {
     }
 }
 
-/// The definition of one type.
-pub fn definition(ty: &CosiType) -> cosi::Resource {
-    let (aliases, all_aliases) = cosi_aliases(ty);
+/// The definition of one type; `more`: names it also answers to.
+pub fn definition(ty: &CosiType, more: &[String]) -> cosi::Resource {
+    let (aliases, mut all_aliases) = cosi_aliases(ty);
+    for name in more {
+        if !all_aliases.contains(name) && *name != ty.type_name.to_ascii_lowercase() {
+            all_aliases.push(name.clone());
+        }
+    }
     let spec = meta::ResourceDefinitionSpec {
         resource_type: ty.type_name.to_owned(),
         display_type: ty.display.to_owned(),
@@ -114,7 +125,7 @@ pub fn namespace_names() -> Vec<&'static str> {
         }
     }
     out.push(meta::NAMESPACE);
-    out.sort_unstable();
+    net::sort::ascending(&mut out);
     out
 }
 
@@ -139,13 +150,13 @@ pub fn namespaces() -> Vec<cosi::Resource> {
 /// The resources of a `meta` type, ordered by ID; `None` for another type.
 pub fn list(type_name: &str) -> Option<Vec<cosi::Resource>> {
     let mut out = if type_name.eq_ignore_ascii_case(meta::RESOURCE_DEFINITION_TYPE) {
-        all_types().iter().map(definition).collect::<Vec<_>>()
+        all_types().iter().map(|(t, more)| definition(t, more)).collect::<Vec<_>>()
     } else if type_name.eq_ignore_ascii_case(NAMESPACE_TYPE) {
         namespaces()
     } else {
         return None;
     };
-    out.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+    net::sort::by(&mut out, |a, b| id_of(a).cmp(id_of(b)));
     Some(out)
 }
 
@@ -192,6 +203,33 @@ mod tests {
                 .count();
             assert_eq!(hits, 1, "{a}");
         }
+    }
+
+    /// What `talosctl` does: match the lowercase type or any of `all_aliases`.
+    fn talosctl_matches(defs: &[cosi::Resource], name: &str) -> Vec<String> {
+        defs.iter()
+            .filter_map(|d| {
+                let s = meta::ResourceDefinitionSpec::decode(
+                    d.spec.as_ref().unwrap().proto_spec.as_slice(),
+                )
+                .unwrap();
+                let hit = id_of(d) == name.to_ascii_lowercase()
+                    || s.all_aliases.iter().any(|a| a.eq_ignore_ascii_case(name));
+                hit.then_some(s.resource_type)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_name_keelson_get_accepts_resolves_to_one_type() {
+        let defs = list("ResourceDefinitions.meta.cosi.dev").unwrap();
+        for kind in Kind::ALL {
+            for name in crate::api::aliases::names(*kind) {
+                assert_eq!(talosctl_matches(&defs, &name), [cosi_type(*kind).type_name], "{name}");
+            }
+        }
+        assert_eq!(talosctl_matches(&defs, "peers"), ["KubeSpanPeerStatuses.kubespan.talos.dev"]);
+        assert_eq!(talosctl_matches(&defs, "rd"), ["ResourceDefinitions.meta.cosi.dev"]);
     }
 
     #[test]

@@ -223,6 +223,11 @@ impl ListFeed {
         Ok(feed)
     }
 
+    /// Replies are left to send.
+    pub fn has_more(&self) -> bool {
+        !self.ids.is_empty() || !self.built.is_empty()
+    }
+
     /// Append encoded replies, about `room` bytes (at least one when any is left); true once
     /// everything was sent. A resource gone since the start is skipped.
     pub fn fill(&mut self, store: &Store, room: usize, out: &mut Vec<Vec<u8>>) -> bool {

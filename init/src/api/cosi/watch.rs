@@ -147,6 +147,8 @@ pub struct WatchFeed {
     bootstrapped: bool,
     /// The next change of the ring to send.
     cursor: u64,
+    /// The last fill stopped for room with changes left in the ring.
+    backlog: bool,
     /// The stream is over.
     ended: bool,
 }
@@ -202,6 +204,7 @@ impl WatchFeed {
             bootstrap: VecDeque::new(),
             bootstrapped: !opts.bootstrap_contents,
             cursor: 0,
+            backlog: false,
             ended: false,
         };
         if let Target::Store { kind, namespace, .. } = &feed.target {
@@ -251,6 +254,15 @@ impl WatchFeed {
                 spec: None,
             },
         }
+    }
+
+    /// It has messages to send now (its opening, its bootstrap, changes it had no room for).
+    pub fn has_more(&self) -> bool {
+        !self.ended
+            && (!self.opening.is_empty()
+                || !self.bootstrap.is_empty()
+                || !self.bootstrapped
+                || self.backlog)
     }
 
     /// The kind whose changes this watch follows (none for `meta`, which never changes).
@@ -338,8 +350,10 @@ impl WatchFeed {
                     return Flow::Done(status(code::RESOURCE_EXHAUSTED, why));
                 }
             };
+            self.backlog = false;
             for (seq, e) in entries {
                 if full(used, out, &events) {
+                    self.backlog = true;
                     break;
                 }
                 self.cursor = seq + 1;
@@ -544,8 +558,11 @@ mod tests {
         let mut total = 0;
         let mut rounds = 0;
         loop {
+            let more = w.has_more();
             let mut out = Vec::new();
             assert_eq!(w.fill(n.rt.store(), &n.history, 2000, &mut out), Flow::More);
+            // It says it has more exactly when it has.
+            assert_eq!(more, !out.is_empty(), "round {rounds}");
             if out.is_empty() {
                 break;
             }
@@ -556,6 +573,17 @@ mod tests {
         }
         assert_eq!(total, 1 + 200 + 1);
         assert!(rounds > 5, "{rounds}");
+        // Changes beyond the room are a backlog, asked for again without a new change.
+        for i in 0..200 {
+            n.rt.put_input("test", Namespace::Network, &format!("h{i:03}"), hostname("y")).unwrap();
+        }
+        n.end_iteration();
+        let mut out = Vec::new();
+        w.fill(n.rt.store(), &n.history, 2000, &mut out);
+        assert!(w.has_more());
+        w.fill(n.rt.store(), &n.history, usize::MAX, &mut out);
+        assert!(!w.has_more());
+        assert_eq!(out.len(), 200);
     }
 
     #[test]

@@ -60,6 +60,10 @@ impl Feed for ListStream {
             Flow::More
         }
     }
+
+    fn ready(&self) -> bool {
+        self.0.has_more()
+    }
 }
 
 struct WatchStream(WatchFeed);
@@ -74,5 +78,9 @@ impl Feed for WatchStream {
 
     fn kinds(&self) -> Vec<Kind> {
         self.0.kind().into_iter().collect()
+    }
+
+    fn ready(&self) -> bool {
+        self.0.has_more()
     }
 }

@@ -166,6 +166,11 @@ pub trait Feed {
     fn kinds(&self) -> Vec<Kind> {
         Vec::new()
     }
+    /// It has messages to give now, without waiting for the store or the clock (the rest of
+    /// a list, a watch's backlog): the server asks again as soon as the client has room.
+    fn ready(&self) -> bool {
+        false
+    }
 }
 
 /// May the caller call `path`? Err: the status to answer with.

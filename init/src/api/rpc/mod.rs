@@ -108,6 +108,17 @@ impl GrpcConn {
         })
     }
 
+    /// A stream's feed has messages ready and the client has room for them: pump again now,
+    /// not when the client next sends something (a client with a wide window sends nothing
+    /// while it takes a long list).
+    pub fn wants_pump(&self) -> bool {
+        self.held() < CONN_HIGH
+            && self.calls.iter().any(|(stream, c)| match c {
+                CallState::Streaming(s) => self.h2.queued(*stream) < STREAM_HIGH && s.feed.ready(),
+                CallState::Receiving { .. } => false,
+            })
+    }
+
     /// A call is open (the connection is not idle).
     pub fn busy(&self) -> bool {
         !self.calls.is_empty()
@@ -213,7 +224,7 @@ impl GrpcConn {
         }
         let Some(method) = dispatch::route(&path) else {
             let shown: String = path.chars().take(128).collect();
-            log::debug!(target: "api", "gRPC: unknown method {}", grpc::escape::escape(&shown));
+            log::debug!(target: "api", "gRPC: unknown method {}", base::names::escape(&shown, 512));
             return refuse(h, Status::new(code::UNIMPLEMENTED, format!("unknown method {shown}")));
         };
         if let Err(status) = dispatch::authorize(call.access, method.path) {
@@ -257,6 +268,9 @@ impl GrpcConn {
 
     /// The client sent its whole request: run the call.
     fn finish(&mut self, stream: u32, call: &mut Call<'_>) {
+        if !matches!(self.calls.get(&stream), Some(CallState::Receiving { .. })) {
+            return;
+        }
         let Some(CallState::Receiving { method, body, .. }) = self.calls.remove(&stream) else {
             return;
         };
