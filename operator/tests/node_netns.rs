@@ -56,7 +56,10 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
         testkit::skip_or_fail("no keelson binary (cargo build -p keelson, or KEELSON_BIN)");
         return;
     };
-    if !std::process::Command::new("etcd").arg("--version").output().is_ok_and(|o| o.status.success())
+    if !std::process::Command::new("etcd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
     {
         testkit::skip_or_fail("no etcd binary (Debian: etcd-server)");
         return;
@@ -85,7 +88,11 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
     let node = Killed(child, root.clone());
     let until = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(&log).unwrap_or_default().contains("maintenance certificate") {
-        assert!(Instant::now() < until, "node not in maintenance mode: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        assert!(
+            Instant::now() < until,
+            "node not in maintenance mode: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 
@@ -124,7 +131,12 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
     .join()
     .unwrap();
     let (states, why) = seen;
-    assert_eq!(states, [Some(State::Booting), Some(State::Pending)], "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert_eq!(
+        states,
+        [Some(State::Booting), Some(State::Pending)],
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let why = why.expect("a NodeAnswered condition");
     assert!(why.message.starts_with("maintenance API answered Disks ("), "{why:?}");
     drop(node);
