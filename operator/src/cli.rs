@@ -31,6 +31,9 @@ options:
   --lease-ttl SECONDS       the leader's lease (default 10, 2 to 3600)
   -n, --namespace NS        the namespace (default: default); serve reconciles this one
   --talos-port PORT         the nodes' Talos API port (default 50000)
+  --talos-ca FILE           the CA of configured nodes (PEM), with --talos-cert and
+  --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
+  --talos-key FILE          calls after maintenance mode
 
 apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
@@ -65,6 +68,8 @@ pub struct ServeOptions {
     pub namespace: String,
     /// The nodes' Talos API port.
     pub talos_port: u16,
+    /// The CA of configured nodes and a client certificate and key for them (PEM files).
+    pub talos_tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
 impl Default for ServeOptions {
@@ -80,6 +85,7 @@ impl Default for ServeOptions {
             lease_ttl: 10,
             namespace: crate::kinds::DEFAULT_NAMESPACE.into(),
             talos_port: crate::talos::PORT,
+            talos_tls: None,
         }
     }
 }
@@ -140,6 +146,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
     let mut positional: Vec<String> = Vec::new();
     let mut file = None;
     let mut output = Output::Table;
+    let mut talos: [Option<PathBuf>; 3] = [None, None, None];
     while let Some(arg) = p.next()? {
         match arg {
             Short('f') | Long("filename") if verb == "apply" => {
@@ -154,6 +161,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                 }
             }
             Long("talos-port") if verb == "serve" => o.talos_port = p.value()?.parse()?,
+            Long("talos-ca") if verb == "serve" => talos[0] = Some(PathBuf::from(p.value()?)),
+            Long("talos-cert") if verb == "serve" => talos[1] = Some(PathBuf::from(p.value()?)),
+            Long("talos-key") if verb == "serve" => talos[2] = Some(PathBuf::from(p.value()?)),
             Short('n') | Long("namespace") => {
                 let v = p.value()?.string()?;
                 if !crate::kinds::valid_name(&v) {
@@ -201,6 +211,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             }
             Short('h') | Long("help") => return Err(CliError::Help),
             other => return Err(other.unexpected().into()),
+        }
+    }
+    match talos {
+        [Some(ca), Some(cert), Some(key)] => o.talos_tls = Some((ca, cert, key)),
+        [None, None, None] => {}
+        _ => {
+            return Err(CliError::Usage(
+                "--talos-ca, --talos-cert and --talos-key go together".into(),
+            ))
         }
     }
     let mut pos = positional.into_iter();
@@ -305,5 +324,9 @@ mod tests {
         assert!(parse(args(&["describe", "tm"])).is_err());
         assert!(parse(args(&["get", "tm", "a", "b", "c"])).is_err());
         assert!(parse(args(&["serve", "stray"])).is_err());
+        assert!(parse(args(&["serve", "--talos-ca", "ca.pem"])).is_err());
+        let c = parse(args(&["serve", "--talos-ca", "a", "--talos-cert", "b", "--talos-key", "c"]))
+            .unwrap();
+        assert_eq!(c.options.talos_tls, Some(("a".into(), "b".into(), "c".into())));
     }
 }

@@ -154,9 +154,16 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     );
     // The store the controllers use; its salt is the prefix, as Omni salts per account.
     let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
-    // Maintenance-mode calls need no credentials; calls to configured nodes need a client
-    // certificate, which is not configurable yet (they answer that none is configured).
-    let node = GrpcNode::new(None).map_err(ServeError::Talos)?.with_port(o.talos_port);
+    // Maintenance-mode calls need no credentials; calls to configured nodes need the client
+    // certificate (without one they answer that none is configured).
+    let secure = match &o.talos_tls {
+        Some((ca, cert, key)) => Some(
+            etcd::client::tls_config(ca, Some((cert, key)))
+                .map_err(|e| ServeError::Talos(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
     let mut reconciler = Reconciler::new(store, node, &o.namespace);
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
