@@ -86,6 +86,18 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
         .spawn()
         .unwrap();
     let node = Killed(child, root.clone());
+    // A machine configuration and an admin client certificate from `keelson gen config`.
+    let gen = root.join("gen");
+    let ok = Command::new(&bin)
+        .args(["gen", "config", "ours", "--output"])
+        .arg(&gen)
+        .args(["--endpoints", "127.0.0.1"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let config = std::fs::read_to_string(gen.join("machine.yaml")).unwrap();
+    let pems = client_pems(&gen.join("keelsonconfig"), &root);
     let until = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(&log).unwrap_or_default().contains("maintenance certificate") {
         assert!(
@@ -106,12 +118,15 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
         let etcd = LocalEtcd::start(&opts).unwrap();
         let layout = Layout::new("/keelson-operator", b"/keelson-operator");
         let mut s = Store::new(etcd.client(), layout.clone());
-        ctl::apply(
-            &mut s,
-            "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: n1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:01\n    cpuArchitecture: amd64\n",
-        )
-        .unwrap();
-        let mut r = Reconciler::new(Store::new(etcd.client(), layout), GrpcNode::new(None).unwrap(), "default");
+        let indented: String = config.lines().map(|l| format!("    {l}\n")).collect();
+        let doc = format!(
+            "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: n1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:01\n    cpuArchitecture: amd64\n  config: |\n{indented}"
+        );
+        ctl::apply(&mut s, &doc).unwrap();
+        let (ca, crt, key) = &pems;
+        let secure = etcd::client::tls_config(ca, Some((crt, key))).unwrap();
+        let node = GrpcNode::new(Some(secure)).unwrap();
+        let mut r = Reconciler::new(Store::new(etcd.client(), layout), node, "default");
         let mut seen = Vec::new();
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
@@ -120,26 +135,56 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
             if seen.last() != Some(&m.spec.status.state) {
                 seen.push(m.spec.status.state);
             }
-            if m.spec.status.state == Some(State::Pending) {
-                let why = m.spec.status.conditions.iter().find(|c| c.reason == "NodeAnswered").cloned();
-                return (seen, why);
+            // Installing asks the configured node about kubelet over mutual TLS; any answer
+            // (a kubelet that is not running in a namespace) ends the test.
+            let asked = m.spec.status.events.iter().any(|e| e.reason == "KubeletNotReady" || e.reason == "KubeletRunning");
+            if m.spec.status.state == Some(State::Installing) && asked {
+                return (seen, m.spec.status);
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        (seen, None)
+        let m: Resource<Body<MachineSpec>> = s.get("default", TM, "n1").unwrap().unwrap();
+        (seen, m.spec.status)
     })
     .join()
     .unwrap();
-    let (states, why) = seen;
+    let (states, status) = seen;
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(
         states,
-        [Some(State::Booting), Some(State::Pending)],
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
+        [Some(State::Booting), Some(State::Pending), Some(State::Installing)],
+        "{status:?}\n{log_text}"
     );
-    let why = why.expect("a NodeAnswered condition");
-    assert!(why.message.starts_with("maintenance API answered Disks ("), "{why:?}");
+    let reasons: Vec<&str> = status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons[..3], ["WaitingForBoot", "NodeAnswered", "Applied"], "{status:?}");
+    let answered = &status.events[1];
+    assert!(answered.message.starts_with("maintenance API answered Disks ("), "{answered:?}");
+    let kubelet = &status.events[3];
+    assert!(kubelet.message.starts_with("kubelet is "), "{kubelet:?}");
+    eprintln!("events: {:?}", status.events);
+    // The applied configuration is in status without its secrets.
+    assert!(status.config.contains("REDACTED") && !status.config_hash.is_empty());
     drop(node);
+}
+
+/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
+fn client_pems(
+    keelsonconfig: &std::path::Path,
+    dir: &std::path::Path,
+) -> (PathBuf, PathBuf, PathBuf) {
+    use base64::Engine;
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(keelsonconfig).unwrap()).unwrap();
+    let ctx = &v["contexts"][v["context"].as_str().unwrap()];
+    let write = |field: &str| {
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(ctx[field].as_str().unwrap().trim())
+            .unwrap();
+        let p = dir.join(format!("client-{field}.pem"));
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    (write("ca"), write("crt"), write("key"))
 }
 
 /// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).
