@@ -329,3 +329,79 @@ fn a_machine_whose_parent_is_gone_is_orphaned_and_not_reset() {
     ctl::delete(&mut s, "default", Kind::Machine, "lone").unwrap();
     assert!(r.node.calls.is_empty());
 }
+
+/// A node whose Disks answer comes while someone else rewrites the machine.
+struct Meddling {
+    other: Store,
+    /// Concurrent writes still to make, and Disks calls seen.
+    meddle: usize,
+    calls: usize,
+}
+
+impl NodeApi for Meddling {
+    fn version(&mut self, _: &str) -> Result<String, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn disks(&mut self, _: &str) -> Result<usize, CallError> {
+        self.calls += 1;
+        if self.meddle == 0 {
+            return Ok(1);
+        }
+        self.meddle -= 1;
+        // Between the reconciler's read and its write: a label added by another writer.
+        self.other
+            .modify::<Body<MachineSpec>>("default", TM, "lone", |m| {
+                let n = m.spec.labels.len();
+                m.spec.labels.insert(format!("touched-{n}"), "yes".into());
+            })
+            .unwrap();
+        Ok(1)
+    }
+    fn apply_configuration(
+        &mut self,
+        _: &str,
+        _: bool,
+        _: &str,
+        _: bool,
+    ) -> Result<bool, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn service_info(&mut self, _: &str, _: &str) -> Result<ServiceObs, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn bootstrap(&mut self, _: &str) -> Result<(), CallError> {
+        Err(CallError::Timeout)
+    }
+    fn kubeconfig(&mut self, _: &str) -> Result<String, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn reset(&mut self, _: &str) -> Result<(), CallError> {
+        Err(CallError::Timeout)
+    }
+    fn upgrade(&mut self, _: &str, _: &str) -> Result<(), CallError> {
+        Err(CallError::Timeout)
+    }
+}
+
+#[test]
+fn a_status_write_that_conflicts_is_computed_again_from_a_fresh_read() {
+    let Some((etcd, _dir)) = start("conflict") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, TM_DOC).unwrap();
+    let mut r = Reconciler::new(
+        store(&etcd),
+        Meddling { other: store(&etcd), meddle: 2, calls: 0 },
+        "default",
+    );
+    r.pass().unwrap(); // (new) -> Booting, no call
+    assert_eq!(state_of(&mut s, "lone"), Some(State::Booting));
+    // Disks answers, but the first two answers come with a concurrent write: those status
+    // writes conflict, each retry reads afresh (and asks again), and the third write lands
+    // without losing the other writer's labels.
+    r.pass().unwrap();
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.state, Some(State::Pending));
+    assert_eq!(r.node.calls, 3);
+    assert_eq!(m.spec.labels.len(), 2, "{:?}", m.spec.labels);
+    assert_eq!(m.spec.status.events.iter().filter(|e| e.reason == "NodeAnswered").count(), 1);
+}
