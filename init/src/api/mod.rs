@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The API: a line-delimited JSON protocol on a local Unix socket and over TLS on TCP (port
-//! 50000), served from the node's event loop, and the client commands that use it (`get`,
+//! The API: Talos's gRPC machine API ([`rpc`]) and, until the CLI moves to it, a line-delimited
+//! JSON protocol, on a local Unix socket and over TLS on TCP (port 50000), served from the
+//! node's event loop, and the client commands that use it (`get`,
 //! `logs`, `apply-config`, `explain`, `version`, `gen config`).
 
 pub mod aliases;
@@ -14,6 +15,7 @@ mod hostinfo;
 pub mod identity;
 pub mod protocol;
 pub mod remote;
+pub mod rpc;
 pub mod server;
 mod slots;
 mod socket;

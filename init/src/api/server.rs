@@ -16,6 +16,10 @@
 //! When the node's TLS trust changes (maintenance ends, `machine.ca` changes, TLS is turned
 //! off), every TLS connection accepted before loses its rights and is closed, whether its
 //! handshake finished or not.
+//!
+//! Each connection speaks what its first bytes say: the HTTP/2 client preface makes it a
+//! gRPC connection (Talos's machine API, [`super::rpc`]), anything else stays on the JSON
+//! lines protocol. Both share the slots, the trust generations and the connection bounds.
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -37,6 +41,8 @@ use super::conn::Conn;
 use super::diff::{self, Specs};
 use super::protocol::{self, ApplyMode, Query, Request};
 use super::remote::{self, Remote, MAX_LISTENERS};
+use super::rpc::dispatch::{Call, FeedCtx};
+use super::rpc::events::{self, EventLog};
 use super::slots::{self, Class, Counts, Limits, Source};
 pub use super::socket::ServerError;
 use super::socket::Socket;
@@ -75,6 +81,8 @@ pub struct Server {
     /// What requests did beyond their answer: a reboot or shutdown for the loop to take, a
     /// config on trial.
     effects: Effects,
+    /// The node's recent events, for gRPC's `Events`.
+    events: EventLog,
 }
 
 /// Where a connection whose TLS handshake just ended goes.
@@ -89,16 +97,18 @@ enum Placed {
 
 /// What requests leave behind for the server and the loop.
 #[derive(Debug, Default)]
-struct Effects {
-    power: Option<Power>,
-    trial: Option<Trial>,
+pub struct Effects {
+    pub(crate) power: Option<Power>,
+    pub(crate) trial: Option<Trial>,
+    /// A supervised service to restart (its id).
+    pub(crate) restart: Option<String>,
     /// Where the node reads its config from: an applied config is written there.
-    config_path: Option<PathBuf>,
+    pub(crate) config_path: Option<PathBuf>,
 }
 
 impl Effects {
     /// Keep `text` in the config file; what to tell the client.
-    fn keep(&self, text: &str) -> Value {
+    pub(crate) fn keep(&self, text: &str) -> Value {
         match &self.config_path {
             Some(p) => match trial::write_back(p, text) {
                 Ok(()) => {
@@ -154,12 +164,18 @@ impl Server {
             conns: BTreeMap::new(),
             limits: Limits::new(max_connections),
             effects: Effects::default(),
+            events: EventLog::default(),
         })
     }
 
     /// Keep applied configs in `path` (the config file the node reads at start).
     pub fn keep_config_in(&mut self, path: Option<PathBuf>) {
         self.effects.config_path = path;
+    }
+
+    /// A service restart asked for since the last call.
+    pub fn take_restart(&mut self) -> Option<String> {
+        self.effects.restart.take()
     }
 
     /// A reboot or shutdown asked for since the last call.
@@ -199,7 +215,7 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        if !serve(&mut conn, rt, machine, now, &mut self.effects) {
+        if !serve(&mut conn, rt, machine, now, &mut self.effects, &self.events) {
             return;
         }
         match self.place(&mut conn) {
@@ -280,13 +296,16 @@ impl Server {
     /// The kinds whose changes matter here: what the TLS identity follows, and every watch.
     fn journaled_kinds(&self) -> Vec<Kind> {
         let mut kinds = TLS_FOLLOWS.to_vec();
+        kinds.extend(events::KINDS);
         kinds.extend(self.conns.values().filter_map(|c| c.watch.as_ref().map(|q| q.kind)));
+        kinds.extend(self.conns.values().filter_map(Conn::grpc).flat_map(|g| g.kinds()));
         kinds
     }
 
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
+        self.events.record(rt, changes, now);
         let relevant = changes.iter().any(|c| TLS_FOLLOWS.contains(&c.kind));
         if self
             .remote
@@ -317,6 +336,11 @@ impl Server {
                     conn.send(&json!({"ok": true, "lines": new}));
                 }
                 conn.follow = Some(log_next);
+            }
+            let outside = conn.unwritten();
+            if let Some(g) = conn.grpc_mut() {
+                let ctx = FeedCtx { rt, changes, events: &self.events, now };
+                g.pump(&ctx, outside);
             }
             if conn.check_bounds(now) && conn.settle(token, reactor, now) {
                 self.conns.insert(token, conn);
@@ -453,9 +477,28 @@ fn serve(
     machine: Machine,
     now: Instant,
     effects: &mut Effects,
+    events: &EventLog,
 ) -> bool {
     if !conn.read(now) {
         return false;
+    }
+    conn.sniff();
+    if conn.grpc().is_some() {
+        let input = conn.take_input();
+        let access = access(conn, rt);
+        let mut call = Call { access, rt, machine, effects, events, now };
+        if let Some(g) = conn.grpc_mut() {
+            g.recv(&input, &mut call);
+        }
+        if effects.power.is_some() {
+            // The answer is written before services stop; the connection then closes. No
+            // GOAWAY: some clients (grpclib) fail the call a GOAWAY follows in the same read.
+            conn.finish();
+        }
+        return true;
+    }
+    if matches!(conn.proto, super::conn::Proto::Sniff) {
+        return true;
     }
     for line in conn.take_lines(now) {
         handle(conn, &line, rt, machine, now, effects);
@@ -730,7 +773,7 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
 }
 
 /// `apply_config`, then what the mode asks: a trial to roll back, a reboot.
-fn apply_with_mode(
+pub(crate) fn apply_with_mode(
     rt: &mut Runtime,
     apply: Apply<'_>,
     mode: ApplyMode,
@@ -792,19 +835,22 @@ fn stage(rt: &mut Runtime, apply: Apply<'_>, effects: &Effects) -> Result<Value,
 
 /// An `apply-config` request's config and how to take it.
 #[derive(Clone, Copy)]
-struct Apply<'a> {
+pub(crate) struct Apply<'a> {
     /// The YAML text.
-    text: &'a str,
+    pub(crate) text: &'a str,
     /// Only report the diff.
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     /// `--allow-partial`: drop invalid entries and apply the rest.
-    partial: bool,
+    pub(crate) partial: bool,
 }
 
 /// The config an apply brings. Any invalid entry refuses it whole and the running config
 /// stays (Talos's rule for applies), unless the caller allowed a partial apply: then the
 /// invalid entries are dropped, each logged, and the rest applies.
-fn load_applied(text: &str, partial: bool) -> Result<net::config::MachineConfig, String> {
+pub(crate) fn load_applied(
+    text: &str,
+    partial: bool,
+) -> Result<net::config::MachineConfig, String> {
     let report = net::config::check(text);
     if report.errors.is_empty() {
         return Ok(report.config);

@@ -64,10 +64,11 @@ impl Trust {
 
 /// Maintenance mode's server: any client, no client certificate.
 pub fn maintenance_config(id: &Identity) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let config = ServerConfig::builder_with_provider(provider())
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(id.chain.clone(), id.private_key())?;
+    config.alpn_protocols = alpn();
     Ok(Arc::new(config))
 }
 
@@ -81,11 +82,18 @@ pub fn mutual_config(
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
         .build()
         .map_err(|e| rustls::Error::General(e.to_string()))?;
-    let config = ServerConfig::builder_with_provider(provider())
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
         .with_single_cert(id.chain.clone(), id.private_key())?;
+    config.alpn_protocols = alpn();
     Ok(Arc::new(config))
+}
+
+/// ALPN: gRPC clients require `h2`. A client that offers no ALPN (the JSON client) is
+/// served as before.
+fn alpn() -> Vec<Vec<u8>> {
+    vec![b"h2".to_vec()]
 }
 
 /// The access a verified client certificate gives: Talos's roles in its Organization.
