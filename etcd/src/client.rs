@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The blocking driver, for tools, tests and `keelson-operator` (never PID 1's event loop):
+//! HTTP/1.1 over TCP or TLS (rustls, with a client certificate when etcd asks for one) to the
+//! first endpoint that answers. Unary calls share one kept-alive connection per [`Client`]
+//! (a clone gets its own); every watch has a connection of its own. Each read waits at most
+//! the configured timeout, and every answer is bounded (see [`crate::decode`]).
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use serde::de::DeserializeOwned;
+
+use crate::decode::{self, DecodeError, FrameSplitter, MAX_BODY};
+use crate::http::{HttpError, ResponseDecoder};
+use crate::request::{self, Call};
+use crate::wire::*;
+
+/// PEM files (certificates, keys) are small; anything larger is not one.
+const MAX_PEM: u64 = 1 << 20;
+
+/// What went wrong talking to etcd.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid endpoint {0:?} (expected http://host:port or https://host:port)")]
+    Endpoint(String),
+    #[error("TLS configuration: {0}")]
+    TlsConfig(String),
+    #[error("no endpoint answered: {0}")]
+    Unreachable(String),
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("HTTP: {0}")]
+    Http(#[from] HttpError),
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// A watch's start revision was compacted away: re-read, then watch from the new revision.
+    #[error("revision compacted (oldest kept: {0})")]
+    Compacted(i64),
+    #[error("watch canceled by the server: {0}")]
+    WatchCanceled(String),
+    #[error("the stream ended")]
+    StreamEnded,
+}
+
+impl Error {
+    /// The server's gRPC code, when etcd answered with an error.
+    pub fn server_code(&self) -> Option<i64> {
+        match self {
+            Self::Decode(d) => d.code(),
+            _ => None,
+        }
+    }
+}
+
+/// One endpoint, from `http://host:port` or `https://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Self, Error> {
+        let bad = || Error::Endpoint(base::names::escape(url, 128));
+        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(bad());
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let port: u16 = port.parse().map_err(|_| bad())?;
+        if host.is_empty() || port == 0 || host.contains(['/', '@', '?', '#', ' ']) {
+            return Err(bad());
+        }
+        Ok(Self { tls, host: host.to_owned(), port })
+    }
+
+    /// The `Host` header.
+    fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}", if self.tls { "https" } else { "http" }, self.authority())
+    }
+}
+
+/// A TLS client configuration trusting the PEM CA bundle at `ca`, presenting `cert` and `key`
+/// when given (etcd's `--client-cert-auth`).
+pub fn tls_config(
+    ca: &Path,
+    cert_key: Option<(&Path, &Path)>,
+) -> Result<Arc<ClientConfig>, Error> {
+    let roots = base::tls_roots::load(&[ca.to_path_buf()], MAX_PEM);
+    if let Some(p) = roots.problems.first() {
+        return Err(Error::TlsConfig(p.clone()));
+    }
+    if roots.store.is_empty() {
+        return Err(Error::TlsConfig(format!("{}: no CA certificate", ca.display())));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::TlsConfig(e.to_string()))?
+        .with_root_certificates(roots.store);
+    let config = match cert_key {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let read = |p: &Path| {
+                base::bounded::read_file(p, MAX_PEM)
+                    .map_err(|e| Error::TlsConfig(format!("{}: {e}", p.display())))
+            };
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(cert)?)
+                .collect::<Result<_, _>>()
+                .map_err(|e| Error::TlsConfig(format!("{}: {e}", cert.display())))?;
+            if chain.is_empty() {
+                return Err(Error::TlsConfig(format!("{}: no certificate", cert.display())));
+            }
+            let key_der = PrivateKeyDer::from_pem_slice(&read(key)?)
+                .map_err(|e| Error::TlsConfig(format!("{}: {e}", key.display())))?;
+            builder
+                .with_client_auth_cert(chain, key_der)
+                .map_err(|e| Error::TlsConfig(e.to_string()))?
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+/// How to reach the cluster.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub endpoints: Vec<Endpoint>,
+    /// Needed for `https` endpoints.
+    pub tls: Option<Arc<ClientConfig>>,
+    /// Connecting, and each read of a unary answer.
+    pub timeout: Duration,
+}
+
+impl Config {
+    /// Endpoints from URLs, plain or TLS, a 5 s timeout.
+    pub fn new(urls: &[&str], tls: Option<Arc<ClientConfig>>) -> Result<Self, Error> {
+        let endpoints = urls.iter().map(|u| Endpoint::parse(u)).collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(Error::Endpoint(String::new()));
+        }
+        Ok(Self { endpoints, tls, timeout: Duration::from_secs(5) })
+    }
+}
+
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Plain(_) => "Conn::Plain",
+            Self::Tls(_) => "Conn::Tls",
+        })
+    }
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Self::Plain(s) => s,
+            Self::Tls(s) => s.get_ref(),
+        }
+    }
+
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.tcp().set_read_timeout(t)
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.read(buf),
+            Self::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.write(buf),
+            Self::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(s) => s.flush(),
+            Self::Tls(s) => s.flush(),
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+/// A blocking etcd client.
+#[derive(Debug)]
+pub struct Client {
+    config: Arc<Config>,
+    /// The endpoint that answered last (tried first).
+    current: usize,
+    idle: Option<Conn>,
+}
+
+impl Clone for Client {
+    /// A client on the same cluster with a connection of its own.
+    fn clone(&self) -> Self {
+        Self { config: self.config.clone(), current: self.current, idle: None }
+    }
+}
+
+impl Client {
+    pub fn new(config: Config) -> Self {
+        Self { config: Arc::new(config), current: 0, idle: None }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn connect_one(&self, ep: &Endpoint) -> Result<Conn, Error> {
+        let addrs: Vec<_> = (ep.host.as_str(), ep.port).to_socket_addrs()?.collect();
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, self.config.timeout) {
+                Ok(tcp) => {
+                    tcp.set_nodelay(true)?;
+                    tcp.set_write_timeout(Some(self.config.timeout))?;
+                    if !ep.tls {
+                        return Ok(Conn::Plain(tcp));
+                    }
+                    let tls = self.config.tls.clone().ok_or_else(|| {
+                        Error::TlsConfig(format!("{ep} needs a CA (--etcd-cacert)"))
+                    })?;
+                    let name = ServerName::try_from(ep.host.clone())
+                        .map_err(|e| Error::TlsConfig(format!("{ep}: {e}")))?;
+                    let conn = ClientConnection::new(tls, name)
+                        .map_err(|e| Error::TlsConfig(e.to_string()))?;
+                    return Ok(Conn::Tls(Box::new(StreamOwned::new(conn, tcp))));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(Error::Io(last))
+    }
+
+    /// A new connection to the first endpoint that accepts one, starting with the last good.
+    fn connect(&mut self) -> Result<Conn, Error> {
+        let n = self.config.endpoints.len();
+        let mut why = Vec::new();
+        for i in 0..n {
+            let at = (self.current + i) % n;
+            let Some(ep) = self.config.endpoints.get(at) else { continue };
+            match self.connect_one(ep) {
+                Ok(c) => {
+                    self.current = at;
+                    return Ok(c);
+                }
+                Err(e) => why.push(format!("{ep}: {e}")),
+            }
+        }
+        Err(Error::Unreachable(why.join("; ")))
+    }
+
+    fn authority(&self) -> String {
+        self.config.endpoints.get(self.current).map(Endpoint::authority).unwrap_or_default()
+    }
+
+    /// Send `req` and read one whole response (status, body ≤ `limit`).
+    fn exchange_on(
+        &self,
+        conn: &mut Conn,
+        req: &[u8],
+        limit: usize,
+    ) -> Result<(u16, Vec<u8>, bool), Error> {
+        conn.write_all(req)?;
+        conn.flush()?;
+        conn.set_read_timeout(Some(self.config.timeout))?;
+        let mut d = ResponseDecoder::new(limit);
+        let mut body = Vec::new();
+        let mut buf = [0u8; 16 << 10];
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let n = match conn.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if is_timeout(&e) => return Err(Error::Timeout(self.config.timeout)),
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                d.finish()?;
+                break;
+            }
+            if d.feed(buf.get(..n).unwrap_or(&[]), &mut body)? {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout(self.config.timeout));
+            }
+        }
+        Ok((d.status().unwrap_or(0), body, d.reusable()))
+    }
+
+    /// One request, on the idle connection when there is one. A kept-alive connection the
+    /// server closed meanwhile fails before any answer byte; that one case is retried on a
+    /// fresh connection (the request was never read).
+    fn exchange(&mut self, req_of: impl Fn(&str) -> Vec<u8>) -> Result<(u16, Vec<u8>), Error> {
+        let idle = self.idle.take();
+        if let Some(mut conn) = idle {
+            let req = req_of(&self.authority());
+            match self.exchange_on(&mut conn, &req, MAX_BODY) {
+                Ok((status, body, reusable)) => {
+                    self.keep(conn, reusable);
+                    return Ok((status, body));
+                }
+                Err(Error::Http(HttpError::Truncated)) => {}
+                Err(Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::BrokenPipe
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut conn = self.connect()?;
+        let req = req_of(&self.authority());
+        let (status, body, reusable) = self.exchange_on(&mut conn, &req, MAX_BODY)?;
+        self.keep(conn, reusable);
+        Ok((status, body))
+    }
+
+    fn keep(&mut self, conn: Conn, reusable: bool) {
+        if reusable {
+            self.idle = Some(conn);
+        }
+    }
+
+    /// A unary call.
+    pub fn call<T: DeserializeOwned>(&mut self, what: &'static str, c: &Call) -> Result<T, Error> {
+        let (status, body) = self.exchange(|host| c.to_http(host))?;
+        Ok(decode::unary(what, status, &body)?)
+    }
+
+    pub fn range(&mut self, r: &RangeRequest) -> Result<RangeResponse, Error> {
+        self.call("range", &request::range(r))
+    }
+
+    /// One key, if it exists.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<KeyValue>, Error> {
+        Ok(self.range(&request::range_key(key))?.kvs.into_iter().next())
+    }
+
+    pub fn put(&mut self, key: &[u8], value: &[u8], lease: i64) -> Result<PutResponse, Error> {
+        let r = PutRequest { key: key.to_vec(), value: value.to_vec(), lease, prev_kv: false };
+        self.call("put", &request::put(&r))
+    }
+
+    pub fn delete(&mut self, r: &DeleteRangeRequest) -> Result<DeleteRangeResponse, Error> {
+        self.call("deleterange", &request::delete_range(r))
+    }
+
+    pub fn txn(&mut self, t: &TxnRequest) -> Result<TxnResponse, Error> {
+        self.call("txn", &request::txn(t))
+    }
+
+    pub fn compact(&mut self, revision: i64) -> Result<HeaderOnly, Error> {
+        self.call("compaction", &request::compact(revision))
+    }
+
+    /// A new lease of `ttl_secs` (etcd may raise it to its minimum; the answer says).
+    pub fn lease_grant(&mut self, ttl_secs: i64) -> Result<LeaseGrantResponse, Error> {
+        self.call("lease grant", &request::lease_grant(ttl_secs, 0))
+    }
+
+    /// One renewal; the TTL answered, 0 when the lease is gone.
+    pub fn lease_keep_alive(&mut self, id: i64) -> Result<i64, Error> {
+        let c = request::lease_keep_alive(id);
+        let (status, body) = self.exchange(|host| c.to_http(host))?;
+        if !(200..300).contains(&status) {
+            return Err(decode::unary::<HeaderOnly>("keepalive", status, &body).err().map_or(
+                Error::StreamEnded,
+                Error::Decode,
+            ));
+        }
+        let mut s = FrameSplitter::default();
+        s.push(&body);
+        let frame = s.next_frame()?.ok_or(Error::StreamEnded)?;
+        let r: LeaseKeepAliveResponse = decode::frame("keepalive", &frame)?;
+        Ok(r.ttl)
+    }
+
+    pub fn lease_revoke(&mut self, id: i64) -> Result<LeaseRevokeResponse, Error> {
+        self.call("lease revoke", &request::lease_revoke(id))
+    }
+
+    pub fn lease_time_to_live(&mut self, id: i64) -> Result<LeaseTimeToLiveResponse, Error> {
+        self.call("lease timetolive", &request::lease_time_to_live(id, true))
+    }
+
+    pub fn status(&mut self) -> Result<StatusResponse, Error> {
+        self.call("status", &request::status())
+    }
+
+    /// `GET /health`: true when etcd says it is healthy.
+    pub fn health(&mut self) -> Result<bool, Error> {
+        let (status, body) = self.exchange(|host| crate::http::get(host, "/health"))?;
+        let h: Health = decode::unary("health", status, &body)?;
+        Ok(h.health == "true")
+    }
+
+    /// Open a watch on a connection of its own. Returns once etcd confirmed it; a compacted
+    /// start revision comes next, from [`Watch::next`], as [`Error::Compacted`] (etcd
+    /// confirms such a watch, then cancels it).
+    pub fn watch(&mut self, w: &WatchCreateRequest) -> Result<Watch, Error> {
+        let mut conn = self.connect()?;
+        conn.write_all(&request::watch(w).to_http(&self.authority()))?;
+        conn.flush()?;
+        let mut watch = Watch {
+            conn,
+            decoder: ResponseDecoder::new(usize::MAX),
+            splitter: FrameSplitter::default(),
+            body: Vec::new(),
+            ended: false,
+            timeout: self.config.timeout,
+        };
+        let first = watch.next(self.config.timeout)?.ok_or(Error::Timeout(self.config.timeout))?;
+        if !first.created {
+            return Err(Error::Decode(DecodeError::Json {
+                what: "watch",
+                detail: "first frame is not the creation".into(),
+            }));
+        }
+        Ok(watch)
+    }
+}
+
+/// A running watch. Dropping it closes its connection, which cancels it on the server.
+#[derive(Debug)]
+pub struct Watch {
+    conn: Conn,
+    decoder: ResponseDecoder,
+    splitter: FrameSplitter,
+    body: Vec<u8>,
+    ended: bool,
+    timeout: Duration,
+}
+
+impl Watch {
+    /// The next frame, waiting at most `wait` (`Ok(None)`: nothing came). A cancellation is an
+    /// error: [`Error::Compacted`] when the start revision is gone.
+    pub fn next(&mut self, wait: Duration) -> Result<Option<WatchResponse>, Error> {
+        let deadline = Instant::now() + wait;
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            if let Some(f) = self.splitter.next_frame()? {
+                let r: WatchResponse = decode::frame("watch", &f)?;
+                if r.canceled {
+                    if r.compact_revision > 0 {
+                        return Err(Error::Compacted(r.compact_revision));
+                    }
+                    return Err(Error::WatchCanceled(base::names::escape(&r.cancel_reason, 256)));
+                }
+                return Ok(Some(r));
+            }
+            if self.ended {
+                return Err(Error::StreamEnded);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            self.conn.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))?;
+            let n = match self.conn.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if is_timeout(&e) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                self.decoder.finish()?;
+                self.ended = true;
+                continue;
+            }
+            self.body.clear();
+            if self.decoder.feed(buf.get(..n).unwrap_or(&[]), &mut self.body)? {
+                self.ended = true;
+            }
+            if let Some(status) = self.decoder.status() {
+                if !(200..300).contains(&status) {
+                    // An error answer is one short message: read it whole (bounded).
+                    let mut all = std::mem::take(&mut self.body);
+                    let mut rest = self.splitter.pending();
+                    while !self.decoder.done() && rest < MAX_BODY {
+                        self.conn.set_read_timeout(Some(self.timeout))?;
+                        let n = self.conn.read(&mut buf)?;
+                        if n == 0 {
+                            break;
+                        }
+                        rest += n;
+                        self.decoder.feed(buf.get(..n).unwrap_or(&[]), &mut all)?;
+                    }
+                    return Err(decode::unary::<HeaderOnly>("watch", status, &all)
+                        .err()
+                        .map_or(Error::StreamEnded, Error::Decode));
+                }
+            }
+            self.splitter.push(&self.body);
+        }
+    }
+}
