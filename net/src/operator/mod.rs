@@ -10,5 +10,6 @@ pub mod frame;
 pub mod leases;
 pub mod manager;
 pub mod plan;
+pub mod vip;
 
 pub use manager::Operators;
