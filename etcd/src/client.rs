@@ -106,10 +106,7 @@ impl std::fmt::Display for Endpoint {
 
 /// A TLS client configuration trusting the PEM CA bundle at `ca`, presenting `cert` and `key`
 /// when given (etcd's `--client-cert-auth`).
-pub fn tls_config(
-    ca: &Path,
-    cert_key: Option<(&Path, &Path)>,
-) -> Result<Arc<ClientConfig>, Error> {
+pub fn tls_config(ca: &Path, cert_key: Option<(&Path, &Path)>) -> Result<Arc<ClientConfig>, Error> {
     let roots = base::tls_roots::load(&[ca.to_path_buf()], MAX_PEM);
     if let Some(p) = roots.problems.first() {
         return Err(Error::TlsConfig(p.clone()));
@@ -407,10 +404,9 @@ impl Client {
         let c = request::lease_keep_alive(id);
         let (status, body) = self.exchange(|host| c.to_http(host))?;
         if !(200..300).contains(&status) {
-            return Err(decode::unary::<HeaderOnly>("keepalive", status, &body).err().map_or(
-                Error::StreamEnded,
-                Error::Decode,
-            ));
+            return Err(decode::unary::<HeaderOnly>("keepalive", status, &body)
+                .err()
+                .map_or(Error::StreamEnded, Error::Decode));
         }
         let mut s = FrameSplitter::default();
         s.push(&body);

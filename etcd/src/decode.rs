@@ -209,7 +209,9 @@ impl FrameSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{EventType, LeaseKeepAliveResponse, RangeResponse, TxnResponse, WatchResponse};
+    use crate::wire::{
+        EventType, LeaseKeepAliveResponse, RangeResponse, TxnResponse, WatchResponse,
+    };
 
     #[test]
     fn frames_split_across_reads_and_without_a_final_newline() {
@@ -281,7 +283,8 @@ mod tests {
         let e = unary::<RangeResponse>("revoke", 404, v1).unwrap_err();
         assert_eq!(e.code(), Some(5));
         assert_eq!(e.message(), Some("etcdserver: requested lease not found"));
-        let v2 = br#"{"code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#;
+        let v2 =
+            br#"{"code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#;
         assert!(unary::<RangeResponse>("range", 400, v2).unwrap_err().is_compacted());
         // Whatever the body, a non-2xx status is an error, and its text is escaped.
         let e = unary::<RangeResponse>("range", 502, b"\x1b[31m<html>").unwrap_err();

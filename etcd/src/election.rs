@@ -155,7 +155,12 @@ impl Election {
     }
 
     fn put(&self, value: &[u8]) -> PutRequest {
-        PutRequest { key: self.key.clone(), value: value.to_vec(), lease: self.lease, prev_kv: false }
+        PutRequest {
+            key: self.key.clone(),
+            value: value.to_vec(),
+            lease: self.lease,
+            prev_kv: false,
+        }
     }
 
     /// Write `value` as long as the key is still this campaign's. The answer's `succeeded`
@@ -302,7 +307,9 @@ mod tests {
             succeeded: true,
             responses: groups
                 .iter()
-                .map(|kvs| ResponseOp::Range(RangeResponse { kvs: kvs.to_vec(), ..Default::default() }))
+                .map(|kvs| {
+                    ResponseOp::Range(RangeResponse { kvs: kvs.to_vec(), ..Default::default() })
+                })
                 .collect(),
         }
     }
@@ -336,7 +343,8 @@ mod tests {
         assert_eq!(check["success"][0]["request_range"]["max_create_revision"], "27");
         assert_eq!(check["success"][0]["request_range"]["sort_order"], "DESCEND");
         // Predecessor e/f at 27: watch it from the next revision.
-        let step = e.answered(&ranges(30, &[&[kv(b"e/f", 27, b"a")], &[kv(b"e/10", 28, b"node-b")]]));
+        let step =
+            e.answered(&ranges(30, &[&[kv(b"e/f", 27, b"a")], &[kv(b"e/10", 28, b"node-b")]]));
         assert_eq!(step, Step::WatchDelete { key: b"e/f".to_vec(), start_revision: 31 });
         assert!(!e.is_leader());
         txn_body(&e.predecessor_deleted());
@@ -362,7 +370,10 @@ mod tests {
         let mut e = Election::new(b"e", 1, b"x");
         e.campaign();
         e.answered(&created);
-        assert_eq!(e.answered(&ranges(9, &[&[], &[kv(b"e/1", 8, b"x")]])), Step::Lost(Lost::KeyGone));
+        assert_eq!(
+            e.answered(&ranges(9, &[&[], &[kv(b"e/1", 8, b"x")]])),
+            Step::Lost(Lost::KeyGone)
+        );
     }
 
     #[test]

@@ -397,7 +397,8 @@ mod tests {
 
     #[test]
     fn content_length_and_limits() {
-        let (s, b, done) = all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}", 10).unwrap();
+        let (s, b, done) =
+            all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}", 10).unwrap();
         assert_eq!((s, b.as_slice(), done), (404, &b"{}"[..], true));
         assert_eq!(
             all(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", 10),

@@ -158,8 +158,11 @@ impl LocalEtcd {
 
     /// A client of this etcd.
     pub fn client(&self) -> Client {
-        let mut config = Config::new(&[&self.client_url], None)
-            .unwrap_or_else(|_| Config { endpoints: Vec::new(), tls: None, timeout: READY });
+        let mut config = Config::new(&[&self.client_url], None).unwrap_or_else(|_| Config {
+            endpoints: Vec::new(),
+            tls: None,
+            timeout: READY,
+        });
         config.timeout = Duration::from_secs(5);
         Client::new(config)
     }

@@ -49,12 +49,8 @@ impl Session {
     pub fn grant(client: &Client, ttl_secs: i64, margin: Duration) -> Result<Self, Error> {
         let mut client = client.clone();
         let granted = client.lease_grant(ttl_secs)?;
-        let keep = Arc::new(Mutex::new(KeepAlive::new(
-            granted.id,
-            granted.ttl,
-            margin,
-            Instant::now(),
-        )));
+        let keep =
+            Arc::new(Mutex::new(KeepAlive::new(granted.id, granted.ttl, margin, Instant::now())));
         let stop = Arc::new(AtomicBool::new(false));
         let (k, s) = (keep.clone(), stop.clone());
         let thread = evloop::spawn_worker("etcd-keepalive", move || keep_alive(client, &k, &s))?;

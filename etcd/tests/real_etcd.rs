@@ -24,10 +24,7 @@ impl Drop for Dir {
 }
 
 fn etcd_available() -> bool {
-    std::process::Command::new("etcd")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    std::process::Command::new("etcd").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 /// A private etcd, or None (skip) when the binary is missing.
@@ -70,7 +67,10 @@ fn kv_txn_lease_and_status_round_trips() {
     c.put(b"/k/b", b"", 0).unwrap();
     c.put(b"/k0", b"outside", 0).unwrap();
     let kv = c.get(b"/k/a").unwrap().unwrap();
-    assert_eq!((kv.value.as_slice(), kv.version, kv.create_revision), (&b"1"[..], 1, put.header.revision));
+    assert_eq!(
+        (kv.value.as_slice(), kv.version, kv.create_revision),
+        (&b"1"[..], 1, put.header.revision)
+    );
     let all = c.range(&range_prefix(b"/k/", 0)).unwrap();
     let keys: Vec<_> = all.kvs.iter().map(|kv| kv.key.clone()).collect();
     assert_eq!(keys, vec![b"/k/a".to_vec(), b"/k/b".to_vec()]);
@@ -95,7 +95,10 @@ fn kv_txn_lease_and_status_round_trips() {
     let second = c.txn(&create(b"node-b")).unwrap();
     assert!(!second.succeeded);
     let held = &second.range(0).unwrap().kvs[0];
-    assert_eq!((held.value.as_slice(), held.create_revision), (&b"node-a"[..], first.header.revision));
+    assert_eq!(
+        (held.value.as_slice(), held.create_revision),
+        (&b"node-a"[..], first.header.revision)
+    );
     // Value and mod-revision compares.
     let t = TxnRequest {
         compare: vec![
@@ -218,7 +221,8 @@ fn a_compacted_start_revision_is_reported() {
     c.put(b"/c", b"2", 0).unwrap();
     let third = c.put(b"/c", b"3", 0).unwrap().header.revision;
     c.compact(third).unwrap();
-    let req = WatchCreateRequest { key: b"/c".to_vec(), start_revision: first, ..Default::default() };
+    let req =
+        WatchCreateRequest { key: b"/c".to_vec(), start_revision: first, ..Default::default() };
     // etcd confirms the watch, then cancels it: the stream reports the compaction.
     let mut w = c.watch(&req).unwrap();
     match w.next(Duration::from_secs(5)) {

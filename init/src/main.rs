@@ -8,6 +8,7 @@
 mod api;
 mod config_cmd;
 mod config_watch;
+mod etcd;
 mod fetch;
 #[cfg(test)]
 mod fuzz;

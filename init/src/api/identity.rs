@@ -210,6 +210,22 @@ impl Ca {
         self.issue(params)
     }
 
+    /// A certificate for both ends of mutual TLS (etcd's peer and client ports: a member is
+    /// a server to some and a client to others) for these names and addresses.
+    pub fn issue_peer(&self, sans: &Sans) -> Result<Identity, IdentityError> {
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, sans.hostname.as_deref().unwrap_or("keelson"));
+        params.subject_alt_names = sans.to_rcgen();
+        params.extended_key_usages =
+            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.not_before = days_from_now(-1);
+        params.not_after = days_from_now(365);
+        self.issue(params)
+    }
+
     /// A client certificate with `role` (`os:admin`, `os:reader`, ...) as its Organization.
     pub fn issue_client(&self, role: &str, days: i64) -> Result<Identity, IdentityError> {
         let mut params = CertificateParams::default();

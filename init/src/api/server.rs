@@ -104,6 +104,10 @@ pub struct Effects {
     pub(crate) restart: Option<String>,
     /// Where the node reads its config from: an applied config is written there.
     pub(crate) config_path: Option<PathBuf>,
+    /// etcd's data directory and the file that keeps a bootstrap request.
+    pub(crate) etcd: Option<crate::etcd::bootstrap::Paths>,
+    /// `Bootstrap` was accepted: start etcd as a new cluster.
+    pub(crate) bootstrap: bool,
 }
 
 impl Effects {
@@ -171,6 +175,16 @@ impl Server {
     /// Keep applied configs in `path` (the config file the node reads at start).
     pub fn keep_config_in(&mut self, path: Option<PathBuf>) {
         self.effects.config_path = path;
+    }
+
+    /// Where `Bootstrap` looks and what it writes.
+    pub fn etcd_paths(&mut self, paths: crate::etcd::bootstrap::Paths) {
+        self.effects.etcd = Some(paths);
+    }
+
+    /// `Bootstrap` accepted since the last call.
+    pub fn take_bootstrap(&mut self) -> bool {
+        std::mem::take(&mut self.effects.bootstrap)
     }
 
     /// A service restart asked for since the last call.

@@ -34,6 +34,7 @@ use crate::machine::Machine;
 /// gRPC status codes the API answers beyond those of [`grpc::code`].
 pub mod codes {
     pub const NOT_FOUND: u32 = 5;
+    pub const ALREADY_EXISTS: u32 = 6;
     pub const PERMISSION_DENIED: u32 = 7;
     pub const FAILED_PRECONDITION: u32 = 9;
     pub const UNAUTHENTICATED: u32 = 16;

@@ -207,7 +207,7 @@ impl GrpcConn {
         }
         let Some(method) = dispatch::route(&path) else {
             let shown: String = path.chars().take(128).collect();
-            log::debug!(target: "api", "gRPC: unknown method {}", grpc::escape::escape(&shown));
+            log::debug!(target: "api", "gRPC: unknown method {}", base::names::escape(&shown, 128));
             return refuse(h, Status::new(code::UNIMPLEMENTED, format!("unknown method {shown}")));
         };
         if let Err(status) = dispatch::authorize(call.access, method.path) {
