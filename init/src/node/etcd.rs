@@ -159,10 +159,12 @@ impl Etcd {
         } else {
             addresses.iter().filter(|ip| in_subnets(ip, &etcd.listen_subnets)).copied().collect()
         };
-        let start = if !data_dir_empty(&self.paths.data) {
-            Start::Existing
-        } else if self.bootstrap {
+        // A bootstrapped member keeps `new` for good: etcd ignores it once its WAL exists,
+        // and switching to `existing` the moment etcd writes its first file would restart it.
+        let start = if self.bootstrap {
             Start::New
+        } else if !data_dir_empty(&self.paths.data) {
+            Start::Existing
         } else {
             return Err("waiting for Bootstrap (keelson does not join existing members yet)".into());
         };
