@@ -32,15 +32,27 @@ fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// A P-256 CA, and a client certificate from it for etcdctl, with openssl.
+/// A P-256 CA whose key is SEC1 (`EC PRIVATE KEY`, as Talos writes its etcd CA key), and a
+/// client certificate from it for etcdctl, with openssl.
 fn pki(dir: &Path) {
     let f = |n: &str| s(&dir.join(n));
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-    let mut ca = vec!["openssl", "req", "-x509"];
-    ca.extend(ec);
     let (ca_key, ca_crt) = (f("ca.key"), f("ca.crt"));
-    ca.extend(["-keyout", &ca_key, "-out", &ca_crt, "-subj", "/O=etcd/CN=etcd", "-days", "2"]);
-    sh(&ca);
+    sh(&["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &ca_key]);
+    assert!(std::fs::read_to_string(&ca_key).unwrap().starts_with("-----BEGIN EC PRIVATE KEY"));
+    sh(&[
+        "openssl",
+        "req",
+        "-x509",
+        "-key",
+        &ca_key,
+        "-out",
+        &ca_crt,
+        "-subj",
+        "/O=etcd/CN=etcd",
+        "-days",
+        "2",
+    ]);
     let mut csr = vec!["openssl", "req"];
     csr.extend(ec);
     let (client_key, client_csr, client_crt) = (f("client.key"), f("client.csr"), f("client.crt"));
@@ -50,8 +62,23 @@ fn pki(dir: &Path) {
     std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
     let serial = f("ca.srl");
     sh(&[
-        "openssl", "x509", "-req", "-in", &client_csr, "-CA", &ca_crt, "-CAkey", &ca_key,
-        "-CAserial", &serial, "-CAcreateserial", "-out", &client_crt, "-days", "2", "-extfile",
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        &client_csr,
+        "-CA",
+        &ca_crt,
+        "-CAkey",
+        &ca_key,
+        "-CAserial",
+        &serial,
+        "-CAcreateserial",
+        "-out",
+        &client_crt,
+        "-days",
+        "2",
+        "-extfile",
         &ext,
     ]);
 }
@@ -92,13 +119,18 @@ fn etcdctl_health(ns: &Netns, dir: &Path) -> (bool, String) {
 
 #[test]
 fn bootstrap_starts_etcd_with_mutual_tls_and_a_second_bootstrap_is_already_exists() {
-    if !require_root("bootstrap_starts_etcd_with_mutual_tls_and_a_second_bootstrap_is_already_exists")
-    {
+    if !require_root(
+        "bootstrap_starts_etcd_with_mutual_tls_and_a_second_bootstrap_is_already_exists",
+    ) {
         return;
     }
     for tool in ["etcd", "etcdctl", "openssl"] {
         assert!(
-            Command::new("sh").args(["-c", &format!("command -v {tool}")]).status().unwrap().success(),
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .status()
+                .unwrap()
+                .success(),
             "{tool} is missing (scripts/setup installs it)"
         );
     }
