@@ -206,7 +206,7 @@ impl Ca {
         let cert = CertificateDer::from(pem_block("machine.ca.crt", cert_pem)?);
         let mut key_bytes = pem_block("machine.ca.key", key_text)?;
         if pem::parse(key_text).is_ok_and(|p| p.tag() == "EC PRIVATE KEY") {
-            key_bytes = sec1_to_pkcs8(&key_bytes).ok_or(IdentityError::Pem {
+            key_bytes = sec1_to_pkcs8(&key_bytes).ok_or_else(|| IdentityError::Pem {
                 what: "machine.ca.key",
                 why: "an EC key on a curve other than P-256 or P-384".into(),
             })?;

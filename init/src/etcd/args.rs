@@ -112,6 +112,10 @@ pub fn command(plan: &Plan<'_>) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
     fn flag<'a>(cmd: &'a [String], name: &str) -> Option<&'a str> {
         let prefix = format!("--{name}=");
         cmd.iter().find_map(|a| a.strip_prefix(prefix.as_str()))
@@ -125,7 +129,7 @@ mod tests {
         ]);
         let plan = Plan {
             name: "cp-1",
-            advertised: "10.5.0.2".parse().unwrap(),
+            advertised: ip("10.5.0.2"),
             listen: &[],
             data_dir: Path::new("/var/lib/etcd"),
             pki_dir: Path::new("/system/secrets/etcd"),
@@ -149,10 +153,10 @@ mod tests {
     #[test]
     fn an_existing_member_reads_its_cluster_from_the_data_directory() {
         let none = BTreeMap::new();
-        let listen: [IpAddr; 2] = ["10.5.0.2".parse().unwrap(), "fd00::2".parse().unwrap()];
+        let listen: [IpAddr; 2] = [ip("10.5.0.2"), ip("fd00::2")];
         let plan = Plan {
             name: "cp-1",
-            advertised: "fd00::2".parse().unwrap(),
+            advertised: ip("fd00::2"),
             listen: &listen,
             data_dir: Path::new("/var/lib/etcd"),
             pki_dir: Path::new("/p"),
