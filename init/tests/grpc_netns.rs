@@ -23,12 +23,13 @@ use common::{
 
 const T: Duration = Duration::from_secs(20);
 
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/talos_api.py");
+
 /// Run a scenario of the Python client inside `ns`; its output, which must end in
 /// `ok SCENARIO`.
 fn scenario(ns: &Netns, node: &Node, args: &[&str]) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/talos_api.py");
     let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "python3", script])
+        .args(["netns", "exec", &ns.name, "python3", SCRIPT])
         .args(args)
         // The script's directory holds no package that shadows the standard library's.
         .current_dir("/")
@@ -46,6 +47,18 @@ fn scenario(ns: &Netns, node: &Node, args: &[&str]) -> String {
 
 fn s(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// The `.proto` subset in talos-api compiles and has the field numbers of Talos's own
+/// (the PyPI bindings); no namespace needed.
+#[test]
+fn the_proto_subset_has_talos_field_numbers() {
+    let protos = concat!(env!("CARGO_MANIFEST_DIR"), "/../talos-api/proto");
+    let out =
+        Command::new("python3").args([SCRIPT, "protos", protos]).current_dir("/").output().unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("ok protos"), "{text}");
 }
 
 #[test]
@@ -113,4 +126,30 @@ fn maintenance_then_mutual_tls_with_roles() {
         || node.log_text().contains("stopped (Reboot)"),
         || node.log_text(),
     );
+}
+
+/// A supervised kubelet (a shell that notes each start) in `ServiceList` and `Events`, and
+/// `ServiceRestart` starting it again.
+#[test]
+fn service_list_events_and_restart_of_the_kubelet() {
+    if !require_root("service_list_events_and_restart_of_the_kubelet") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    ns.ip(&["link", "set", "lo", "up"]);
+    let dir = TempDir::new();
+    let starts = dir.path().join("kubelet-starts");
+    let config = dir.path().join("config.yaml");
+    let body = format!(
+        "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n  kubelet:\n    command: [/bin/sh, -c, 'echo start >> {}; exec sleep 600']\n  time:\n    disabled: true\n",
+        starts.display()
+    );
+    std::fs::write(&config, body).unwrap();
+    let node = Node::start_api(&ns, "", Some(&config));
+    let sock = node.api.clone().unwrap();
+    wait_for("the kubelet started", T, || starts.exists(), || node.log_text());
+    println!("{}", scenario(&ns, &node, &["kubelet", &s(&sock), &s(&starts)]));
+    let log = node.stop();
+    assert!(log.contains("restarting kubelet"), "{log}");
 }

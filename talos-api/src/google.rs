@@ -50,13 +50,6 @@ pub struct Any {
     pub value: Vec<u8>,
 }
 
-impl Any {
-    /// `msg` packed as `type.googleapis.com/NAME`, as Go's `anypb.New` does.
-    pub fn pack<M: prost::Message>(name: &str, msg: &M) -> Self {
-        Self { type_url: format!("type.googleapis.com/{name}"), value: msg.encode_to_vec() }
-    }
-}
-
 /// `google.protobuf.Empty`.
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct Empty {}

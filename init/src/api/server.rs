@@ -475,9 +475,13 @@ impl Server {
         };
         let Some(mut conn) = oldest.and_then(|t| self.conns.remove(&t)) else { return false };
         log::debug!(target: "api", "closing the oldest idle connection to make room for a new one");
-        let mut line = protocol::error("too many connections: closed to make room").to_string();
-        line.push('\n');
-        conn.stream.refuse_raw(&line);
+        if conn.grpc().is_none() {
+            // A gRPC client would take an error line for a broken frame: it just sees the
+            // close.
+            let mut line = protocol::error("too many connections: closed to make room").to_string();
+            line.push('\n');
+            conn.stream.refuse_raw(&line);
+        }
         conn.stream.close();
         true
     }

@@ -9,7 +9,9 @@ traceback.
   python3 talos_api.py maintenance ADDR MACHINE_YAML
   python3 talos_api.py configured ADDR ADMIN_KEELSONCONFIG READER_KEELSONCONFIG
   python3 talos_api.py reboot ADDR ADMIN_KEELSONCONFIG
-  python3 talos_api.py stall SOCKET"""
+  python3 talos_api.py stall SOCKET
+  python3 talos_api.py protos PROTO_DIR
+  python3 talos_api.py kubelet SOCKET STARTS_FILE"""
 import asyncio
 import base64
 import os
@@ -303,6 +305,20 @@ async def configured(addr, admin, reader):
     assert text.startswith(b"["), text[:80]
     assert all(d.metadata.hostname == v.messages[0].metadata.hostname for d in dmesg)
     say("  dmesg:", len(text), "bytes in", len(dmesg), "messages")
+    # Following: the same records, then the stream stays open for new ones.
+    followed = []
+
+    async def follow():
+        async for d in machine.dmesg(tm.DmesgRequest(follow=True)):
+            followed.append(d)
+
+    try:
+        await asyncio.wait_for(follow(), 3)
+        raise AssertionError("dmesg --follow ended by itself")
+    except asyncio.TimeoutError:
+        pass
+    assert sum(len(d.bytes) for d in followed) >= len(text), (len(text), len(followed))
+    say("  dmesg --follow: still open after 3 s")
     events = await collect(machine.events(tm.EventsRequest(tail_events=20)), n=1, timeout=10)
     assert events, "no events"
     kinds = {e.data.type_url for e in events}
@@ -389,12 +405,99 @@ def stall(sock):
     say("ok stall")
 
 
+def kubelet(sock, starts):
+    """A node that supervises a kubelet (a shell that notes each start): its state in
+    ServiceList and Events, and ServiceRestart."""
+    ch = grpc.insecure_channel(f"unix:{sock}")
+
+    def listed():
+        reply = grpcio_call(ch, "/machine.MachineService/ServiceList", EMPTY, tm.ServiceListResponse)
+        return {s.id: s for s in reply.messages[0].services}
+
+    deadline = time.monotonic() + 20
+    while listed().get("kubelet", tm.ServiceInfo()).state != "Running":
+        assert time.monotonic() < deadline, listed()
+        time.sleep(0.2)
+    k = listed()["kubelet"]
+    assert k.events.events and k.events.events[0].state == "Running", k
+    assert k.health.unknown is False, k.health
+    say("  kubelet:", k.state, "healthy" if k.health.healthy else "not healthy: " + k.health.last_message)
+    before = open(starts).read().count("start")
+    r = grpcio_call(ch, "/machine.MachineService/ServiceRestart", tm.ServiceRestartRequest(id="kubelet"), tm.ServiceRestartResponse)
+    assert "kubelet" in r.messages[0].resp and r.messages[0].metadata is not None, r
+    while open(starts).read().count("start") <= before:
+        assert time.monotonic() < deadline + 20, "the kubelet did not start again"
+        time.sleep(0.2)
+    say("  restarted: starts", before, "->", open(starts).read().count("start"))
+    events = grpcio_call(ch, "/machine.MachineService/Events", tm.EventsRequest(tail_events=-1), tm.Event, stream=True, timeout=5)
+    states = []
+    try:
+        for e in events:
+            if e.data.type_url == "talos/runtime/machine.ServiceStateEvent":
+                ev = tm.ServiceStateEvent().parse(e.data.value)
+                if ev.service == "kubelet":
+                    states.append(ev.action.name)
+            if states.count("RUNNING") >= 2:
+                break
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+    events.cancel()
+    # Running, then (after the restart) running again; a state that lasts less than one turn
+    # of the node's loop (stopping a shell) may not show.
+    assert states.count("RUNNING") >= 2, states
+    say("  kubelet events:", states)
+    ch.close()
+    say("ok kubelet")
+
+
+def protos(proto_dir):
+    """talos-api's .proto subset, compiled with protoc (grpcio-tools), has the field numbers
+    of the PyPI bindings (generated from Talos's own .proto files)."""
+    import dataclasses
+    import importlib
+
+    import betterproto
+    from grpc_tools import protoc
+
+    from talos_linux_api.v1_6_0 import common as tc
+
+    out = tempfile.mkdtemp()
+    files = sorted(os.path.join(proto_dir, f) for f in os.listdir(proto_dir) if f.endswith(".proto"))
+    include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
+    assert protoc.main(["protoc", f"-I{proto_dir}", f"-I{include}", f"--python_out={out}"] + files) == 0
+    sys.path.insert(0, out)
+    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc}
+    checked = 0
+
+    def walk(desc, prefix=""):
+        yield prefix + desc.name, desc
+        for n in desc.nested_types:
+            yield from walk(n, prefix + desc.name)
+
+    for package, bp in bindings.items():
+        pb = importlib.import_module(f"{package}_pb2")
+        for top in pb.DESCRIPTOR.message_types_by_name.values():
+            for name, d in walk(top):
+                cls = getattr(bp, name)
+                numbers = {f.name: betterproto.FieldMetadata.get(f).number for f in dataclasses.fields(cls)}
+                for f in d.fields:
+                    assert numbers.get(f.name) == f.number, f"{package}.{name}.{f.name}: {f.number} here, {numbers.get(f.name)} in Talos"
+                    checked += 1
+    assert checked > 100, checked
+    say(f"  {checked} fields agree")
+    say("ok protos")
+
+
 def main():
     what, args = sys.argv[1], sys.argv[2:]
     if what == "local":
         local(*args)
     elif what == "stall":
         stall(*args)
+    elif what == "protos":
+        protos(*args)
+    elif what == "kubelet":
+        kubelet(*args)
     elif what in SCENARIOS:
         asyncio.run(SCENARIOS[what](*args))
     else:

@@ -105,8 +105,8 @@ impl LogsFeed {
         let (lines, next) = logring::since(0);
         let kept = lines.len() as u64;
         let from = match u64::try_from(tail_lines) {
-            Ok(n) => next - n.min(kept),
-            Err(_) => next - kept,
+            Ok(n) => next.saturating_sub(n.min(kept)),
+            Err(_) => next.saturating_sub(kept),
         };
         Self { from, follow, hostname, next: Instant::now() }
     }
@@ -116,7 +116,7 @@ impl Feed for LogsFeed {
     fn next(&mut self, ctx: &FeedCtx<'_>, room: usize, out: &mut Vec<Vec<u8>>) -> Flow {
         self.next = ctx.now + FOLLOW_EVERY;
         let (lines, next) = logring::since(self.from);
-        let first = next - lines.len() as u64;
+        let first = next.saturating_sub(lines.len() as u64);
         // Lines the ring dropped before this client took them are gone; it goes on from the
         // oldest kept.
         self.from = self.from.max(first);

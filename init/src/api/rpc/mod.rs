@@ -60,6 +60,9 @@ struct Streaming {
     /// Bytes waiting on the stream when last looked at, and when they last moved.
     waiting: usize,
     moved: Instant,
+    /// The feed filled the room it was given: it likely has more, to be asked for as soon as
+    /// there is room again (nothing else may wake the loop when the client's window is open).
+    hungry: bool,
 }
 
 /// The gRPC side of one connection.
@@ -143,8 +146,10 @@ impl GrpcConn {
                     Some(*started + super::conn::REQUEST_DEADLINE)
                 }
                 CallState::Streaming(s) => {
-                    let stall = (self.h2.queued(*stream) > 0).then_some(s.moved + STALL);
-                    [stall, s.feed.poll_at()].into_iter().flatten().min()
+                    let waiting = self.h2.queued(*stream);
+                    let stall = (waiting > 0).then_some(s.moved + STALL);
+                    let again = (s.hungry && waiting < STREAM_HIGH).then_some(s.moved);
+                    [stall, s.feed.poll_at(), again].into_iter().flatten().min()
                 }
             })
             .min()
@@ -172,7 +177,7 @@ impl GrpcConn {
                     }
                 }
                 Event::Data { stream, data, end_stream } => {
-                    self.data(stream, &data, call.now);
+                    self.data(stream, &data);
                     if end_stream {
                         self.finish(stream, call);
                     }
@@ -219,7 +224,7 @@ impl GrpcConn {
     }
 
     /// Request body bytes: kept within the method's limit and the connection's budget.
-    fn data(&mut self, stream: u32, data: &[u8], _now: Instant) {
+    fn data(&mut self, stream: u32, data: &[u8]) {
         let held: usize = self
             .calls
             .values()
@@ -264,7 +269,7 @@ impl GrpcConn {
             }
             Ok(Reply::Stream(feed)) => {
                 let _ = h.send_headers(stream, &grpc::response_headers(), false);
-                let s = Streaming { feed, waiting: 0, moved: call.now };
+                let s = Streaming { feed, waiting: 0, moved: call.now, hungry: true };
                 self.calls.insert(stream, CallState::Streaming(s));
             }
             Err(status) => {
@@ -307,13 +312,19 @@ impl GrpcConn {
             let held = outside + self.h2.output_len() + self.h2.queued_total();
             if waiting < STREAM_HIGH && held < CONN_HIGH {
                 let mut out = Vec::new();
-                let flow = s.feed.next(ctx, STREAM_HIGH - waiting, &mut out);
+                let room = STREAM_HIGH - waiting;
+                let flow = s.feed.next(ctx, room, &mut out);
+                s.hungry = out.iter().map(Vec::len).sum::<usize>() >= room;
                 for m in &out {
                     let _ = self.h2.send_data(stream, &grpc::frame_message(m), false);
                 }
                 if let Flow::Done(status) = flow {
                     ended.push((stream, Some(status)));
                 }
+            } else {
+                // Full: the client's next WINDOW_UPDATE, or the socket taking the output,
+                // wakes the loop again.
+                s.hungry = false;
             }
             s.waiting = self.h2.queued(stream);
         }
@@ -364,6 +375,236 @@ fn send_trailers(h: &mut h2::Connection, stream: u32, status: &Status) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::server::Effects;
+    use crate::api::transport::Access;
+    use events::EventLog;
+    use grpc::{Response, ResponseReader};
+    use runtime::Runtime;
+
+    /// A server connection and an HTTP/2 client, wired together without I/O.
+    struct Pair {
+        server: GrpcConn,
+        client: h2::Connection,
+        rt: Runtime,
+        effects: Effects,
+        events: EventLog,
+        now: Instant,
+        /// The client's events so far.
+        seen: Vec<Event>,
+    }
+
+    impl Pair {
+        fn new() -> Self {
+            Self::with_window(h2::Config::default().stream_window)
+        }
+
+        /// With the client's stream window at `window` bytes.
+        fn with_window(window: u32) -> Self {
+            let cfg = h2::Config { stream_window: window, ..h2::Config::default() };
+            Self {
+                server: GrpcConn::new(),
+                client: h2::Connection::new(Role::Client, cfg),
+                rt: Runtime::new(),
+                effects: Effects::default(),
+                events: EventLog::default(),
+                now: Instant::now(),
+                seen: Vec::new(),
+            }
+        }
+
+        /// Move bytes both ways until neither side has more, as `access`.
+        fn exchange(&mut self, access: Access) {
+            for _ in 0..8 {
+                let up = self.client.take_output();
+                let machine = crate::machine::Machine { started: self.now, settled: true };
+                let mut call = Call {
+                    access,
+                    rt: &mut self.rt,
+                    machine,
+                    effects: &mut self.effects,
+                    events: &self.events,
+                    now: self.now,
+                };
+                self.server.recv(&up, &mut call);
+                let down = self.server.take_output();
+                let _ = self.client.recv(&down);
+                if up.is_empty() && down.is_empty() {
+                    break;
+                }
+            }
+        }
+
+        fn open(&mut self, path: &str, body: &[u8], end: bool) -> u32 {
+            let head = grpc::request_headers(false, "node", path, "test", None);
+            let id = self.client.open_stream(&head, false).unwrap_or_else(|e| unreachable!("{e}"));
+            let _ = self.client.send_data(id, body, end);
+            id
+        }
+
+        /// What the client got on `stream` (events of other streams are kept for later).
+        fn responses(&mut self, stream: u32) -> Vec<Response> {
+            while let Some(ev) = self.client.poll_event() {
+                self.seen.push(ev);
+            }
+            let mut reader = ResponseReader::new(1 << 20);
+            let mut out = Vec::new();
+            for ev in &self.seen {
+                match ev {
+                    Event::Headers { stream: s, fields, end_stream } if *s == stream => {
+                        reader.on_headers(fields, *end_stream, &mut out)
+                    }
+                    Event::Data { stream: s, data, end_stream } if *s == stream => {
+                        reader.on_data(data, *end_stream, &mut out)
+                    }
+                    Event::Reset { stream: s, code } if *s == stream => {
+                        reader.on_reset(*code, &mut out)
+                    }
+                    _ => {}
+                }
+            }
+            out
+        }
+
+        fn status(&mut self, stream: u32) -> Option<u32> {
+            self.responses(stream).into_iter().find_map(|r| match r {
+                Response::Status(s) => Some(s.code),
+                Response::Message(_) => None,
+            })
+        }
+    }
+
+    #[test]
+    fn a_unary_call_end_to_end_without_io() {
+        let mut p = Pair::new();
+        let id = p.open("/machine.MachineService/Version", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Admin);
+        let got = p.responses(id);
+        let Some(Response::Message(m)) = got.first() else { unreachable!("{got:?}") };
+        let reply: talos_api::machine::VersionResponse =
+            dispatch::decode(m).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(reply.messages.len(), 1);
+        assert!(reply.messages[0].features.is_some());
+        assert_eq!(got.last(), Some(&Response::Status(Status::new(code::OK, ""))));
+        assert!(!p.server.busy());
+    }
+
+    #[test]
+    fn refusals_come_before_the_body() {
+        let mut p = Pair::new();
+        let unknown = p.open("/machine.MachineService/Nope", &[], false);
+        let denied = p.open("/machine.MachineService/Reboot", &[], false);
+        // The prefix says 2 MiB for a call whose limit is 64 KiB: refused from the prefix alone.
+        let huge = p.open("/machine.MachineService/Version", &[0, 0, 0x20, 0, 0], false);
+        p.exchange(Access::Reader);
+        assert_eq!(p.status(unknown), Some(code::UNIMPLEMENTED));
+        assert_eq!(p.status(denied), Some(dispatch::codes::PERMISSION_DENIED));
+        assert_eq!(p.status(huge), Some(code::RESOURCE_EXHAUSTED));
+        assert!(p.effects.power.is_none());
+        assert!(!p.server.busy(), "nothing is kept of refused calls");
+        // Maintenance: what its service does not have is unimplemented.
+        let mut p = Pair::new();
+        let reboot = p.open("/machine.MachineService/Reboot", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Maintenance);
+        assert_eq!(p.status(reboot), Some(code::UNIMPLEMENTED));
+    }
+
+    /// A feed of `total` bytes in 1 KiB messages.
+    struct Bulk {
+        left: usize,
+    }
+
+    impl dispatch::Feed for Bulk {
+        fn next(&mut self, _: &FeedCtx<'_>, room: usize, out: &mut Vec<Vec<u8>>) -> Flow {
+            let mut used = 0;
+            while used < room && self.left > 0 {
+                let n = self.left.min(1024);
+                out.push(vec![b'x'; n]);
+                self.left -= n;
+                used += n;
+            }
+            if self.left == 0 {
+                Flow::Done(Status::new(code::OK, ""))
+            } else {
+                Flow::More
+            }
+        }
+    }
+
+    /// A stream whose feed is [`Bulk`], opened by `p`'s client.
+    fn bulk_stream(p: &mut Pair, total: usize) -> u32 {
+        let id = p.open("/machine.MachineService/Events", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Admin);
+        let feed: Box<dyn dispatch::Feed> = Box::new(Bulk { left: total });
+        let s = Streaming { feed, waiting: 0, moved: p.now, hungry: true };
+        p.server.calls.insert(id, CallState::Streaming(s));
+        id
+    }
+
+    #[test]
+    fn a_stream_flows_as_the_client_reads_and_asks_to_be_fed_again() {
+        let mut p = Pair::new();
+        let id = bulk_stream(&mut p, 1 << 20);
+        let mut rounds = 0;
+        while p.server.busy() {
+            rounds += 1;
+            assert!(rounds < 100, "the stream did not end");
+            // With room on the stream, the feed is asked again at once.
+            assert!(p.server.deadline().is_some_and(|d| d <= p.now), "no wake-up while fed");
+            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now };
+            p.server.pump(&ctx, 0);
+            let down = p.server.take_output();
+            let _ = p.client.recv(&down);
+            p.exchange(Access::Admin);
+        }
+        let got = p.responses(id);
+        let bytes: usize = got
+            .iter()
+            .map(|r| match r {
+                Response::Message(m) => m.len(),
+                Response::Status(_) => 0,
+            })
+            .sum();
+        assert_eq!(bytes, 1 << 20);
+        assert_eq!(got.last(), Some(&Response::Status(Status::new(code::OK, ""))));
+    }
+
+    #[test]
+    fn a_stream_whose_client_stops_reading_is_bounded_then_reset() {
+        let mut p = Pair::with_window(16 << 10);
+        let id = bulk_stream(&mut p, 16 << 20);
+        // The client reads nothing more: no WINDOW_UPDATE reaches the server.
+        let mut t = p.now;
+        for _ in 0..50 {
+            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: t };
+            p.server.pump(&ctx, 0);
+            let _ = p.server.take_output();
+            t += Duration::from_millis(100);
+        }
+        // What waits is bounded by one feeding beyond the window, not by the 16 MiB.
+        let waiting = p.server.h2.queued(id);
+        assert!(waiting > 0 && waiting <= 2 * STREAM_HIGH, "{waiting}");
+        let due = p.server.deadline().unwrap_or_else(|| unreachable!());
+        assert!(due <= p.now + STALL, "the stall is due");
+        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now + STALL };
+        p.server.pump(&ctx, 0);
+        assert!(!p.server.busy(), "the stream is dropped");
+        assert_eq!(p.server.h2.queued(id), 0, "and what waited for it with it");
+    }
+
+    #[test]
+    fn a_request_that_does_not_finish_in_time_is_ended() {
+        let mut p = Pair::new();
+        let id = p.open("/machine.MachineService/Version", &[0, 0], false);
+        p.exchange(Access::Admin);
+        assert!(p.server.busy());
+        let due = p.server.deadline().unwrap_or_else(|| unreachable!());
+        assert_eq!(due, p.now + super::super::conn::REQUEST_DEADLINE);
+        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: due };
+        p.server.pump(&ctx, 0);
+        let _ = p.client.recv(&p.server.take_output());
+        assert_eq!(p.status(id), Some(code::DEADLINE_EXCEEDED));
+        assert!(!p.server.busy());
+    }
 
     #[test]
     fn one_request_message_exactly() {
