@@ -189,6 +189,10 @@ impl FrameSplitter {
                 b'{' | b'[' => self.depth += 1,
                 b'}' | b']' => {
                     self.depth -= 1;
+                    if self.depth == 0 && b != b'}' {
+                        // `{ ... ]`: the brackets do not match, so this is not one object.
+                        return Err(DecodeError::Frame(self.offset + self.pos - 1));
+                    }
                     if self.depth == 0 {
                         let frame: Vec<u8> = self.buf.drain(..self.pos).collect();
                         self.offset += self.pos;
@@ -257,6 +261,14 @@ mod tests {
         let mut s = FrameSplitter::new(16);
         s.push(b"  [1]");
         assert_eq!(s.next_frame(), Err(DecodeError::Frame(2)));
+    }
+
+    #[test]
+    fn a_frame_closed_by_a_bracket_is_not_an_object() {
+        // Found by the fuzz target: an object whose nesting was balanced by a closing `]`.
+        let mut s = FrameSplitter::default();
+        s.push(br#"{"a":[{"b":1}]]"#);
+        assert_eq!(s.next_frame(), Err(DecodeError::Frame(14)));
     }
 
     #[test]

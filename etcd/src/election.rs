@@ -82,10 +82,12 @@ pub fn prefix(name: &[u8]) -> Vec<u8> {
     p
 }
 
-/// The candidate key of `lease` in election `name` (Go's `%x` of the lease ID).
+/// The candidate key of `lease` in election `name` (Go's `%x` of the int64 lease ID: a
+/// sign and the magnitude, though etcd only grants positive IDs).
 pub fn candidate_key(name: &[u8], lease: i64) -> Vec<u8> {
     let mut k = prefix(name);
-    k.extend_from_slice(format!("{lease:x}").as_bytes());
+    let sign = if lease < 0 { "-" } else { "" };
+    k.extend_from_slice(format!("{sign}{:x}", lease.unsigned_abs()).as_bytes());
     k
 }
 
@@ -110,6 +112,43 @@ pub fn leader_of(r: &RangeResponse) -> Option<Leader> {
         create_revision: kv.create_revision,
         lease: kv.lease,
     })
+}
+
+/// Every candidate key of election `name`, oldest first (for [`stale_candidates`]).
+pub fn candidates_query(name: &[u8]) -> Call {
+    let p = prefix(name);
+    request::range(&RangeRequest {
+        key: p.clone(),
+        range_end: prefix_end(&p),
+        sort_order: SortOrder::Ascend,
+        sort_target: SortTarget::Create,
+        ..Default::default()
+    })
+}
+
+/// Restart hygiene (as Talos's VIP operator does): keys proclaiming `value` under a lease
+/// other than `lease` are an earlier life of this candidate, and would hold the queue until
+/// their lease expires. One delete per key, each guarded by the key's create revision so a
+/// key re-created meanwhile is left alone.
+pub fn stale_candidates(r: &RangeResponse, value: &[u8], lease: i64) -> Vec<Call> {
+    r.kvs
+        .iter()
+        .filter(|kv| kv.value == value && kv.lease != lease)
+        .map(|kv| {
+            request::txn(&TxnRequest {
+                compare: vec![Compare::create_revision(
+                    &kv.key,
+                    CompareResult::Equal,
+                    kv.create_revision,
+                )],
+                success: vec![RequestOp::DeleteRange(DeleteRangeRequest {
+                    key: kv.key.clone(),
+                    ..Default::default()
+                })],
+                failure: vec![],
+            })
+        })
+        .collect()
 }
 
 impl Election {
@@ -196,7 +235,7 @@ impl Election {
             limit: 1,
             sort_order: SortOrder::Descend,
             sort_target: SortTarget::Create,
-            max_create_revision: self.rev - 1,
+            max_create_revision: self.rev.saturating_sub(1),
             ..Default::default()
         };
         Step::Send(request::txn(&TxnRequest {
@@ -249,7 +288,7 @@ impl Election {
                     self.state = State::Done;
                     return Step::Lost(Lost::BadAnswer);
                 };
-                if !own.kvs.first().is_some_and(|kv| kv.create_revision == self.rev) {
+                if own.kvs.first().is_none_or(|kv| kv.create_revision != self.rev) {
                     self.state = State::Done;
                     return Step::Lost(Lost::KeyGone);
                 }
@@ -321,6 +360,7 @@ mod tests {
             candidate_key(name, 0x2040a2039e52bb27),
             b"talos:v1:vip:election:10.0.0.100/2040a2039e52bb27"
         );
+        assert_eq!(candidate_key(b"e", -31), b"e/-1f");
         let q: serde_json::Value = serde_json::from_slice(&leader_query(name).body).unwrap();
         assert_eq!(q["sort_order"], "ASCEND");
         assert_eq!(q["sort_target"], "CREATE");
@@ -394,6 +434,23 @@ mod tests {
         let ok = TxnResponse { succeeded: true, ..Default::default() };
         txn_body(&e.answered(&ok));
         assert_eq!(e.revision(), 12);
+    }
+
+    #[test]
+    fn only_this_candidates_keys_under_other_leases_are_stale() {
+        let mut mine = kv(b"e/1", 3, b"me");
+        mine.lease = 1;
+        let mut ghost = kv(b"e/2", 5, b"me");
+        ghost.lease = 2;
+        let mut other = kv(b"e/3", 7, b"you");
+        other.lease = 3;
+        let r = RangeResponse { kvs: vec![mine, ghost, other], ..Default::default() };
+        let calls = stale_candidates(&r, b"me", 1);
+        assert_eq!(calls.len(), 1);
+        let body: serde_json::Value = serde_json::from_slice(&calls[0].body).unwrap();
+        assert_eq!(body["compare"][0]["key"], "ZS8y");
+        assert_eq!(body["compare"][0]["create_revision"], "5");
+        assert!(body["success"][0]["request_delete_range"].is_object());
     }
 
     #[test]

@@ -10,6 +10,13 @@ use std::time::{Duration, Instant};
 
 /// Retry a failed renewal this soon (bounded by the renewal interval).
 const RETRY: Duration = Duration::from_millis(500);
+/// etcd's largest lease TTL (`MaxLeaseTTL`); a server claiming more is clamped, so instants
+/// computed from it cannot overflow.
+const MAX_TTL_SECS: i64 = 9_000_000_000;
+
+fn ttl(secs: i64) -> Duration {
+    Duration::from_secs(secs.clamp(1, MAX_TTL_SECS) as u64)
+}
 
 /// A lease's state as its holder sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +44,7 @@ impl KeepAlive {
     /// A lease granted at `now` with `ttl_secs` (as the grant answered); trusted until
     /// `ttl − margin` after the last good renewal.
     pub fn new(id: i64, ttl_secs: i64, margin: Duration, now: Instant) -> Self {
-        let ttl = Duration::from_secs(ttl_secs.max(1) as u64);
+        let ttl = ttl(ttl_secs);
         let margin = margin.min(ttl / 2);
         Self { id, ttl, margin, last_ok: now, next: now + ttl / 3, gone: false }
     }
@@ -83,7 +90,7 @@ impl KeepAlive {
         }
         // Trust runs from when the request was answered, and the server's TTL may have been
         // raised to its minimum: take the answer's.
-        self.ttl = Duration::from_secs(ttl_secs as u64);
+        self.ttl = ttl(ttl_secs);
         self.margin = self.margin.min(self.ttl / 2);
         self.last_ok = now;
         self.next = now + self.ttl / 3;
@@ -125,6 +132,14 @@ mod tests {
         assert_eq!(k.answered(0, t0), LeaseState::Gone);
         assert!(!k.due(t0 + Duration::from_secs(100)));
         assert_eq!(k.state(t0), LeaseState::Gone);
+    }
+
+    #[test]
+    fn a_server_claiming_an_endless_ttl_cannot_overflow_the_clock() {
+        let t0 = Instant::now();
+        let mut k = KeepAlive::new(1, i64::MAX, Duration::from_secs(1), t0);
+        assert_eq!(k.answered(i64::MAX, t0), LeaseState::Alive);
+        assert!(k.poll_at() > t0);
     }
 
     #[test]

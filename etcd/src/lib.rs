@@ -16,12 +16,13 @@ pub mod lease;
 pub mod local;
 pub mod request;
 pub mod session;
+pub mod stream;
 pub mod wire;
 
 #[cfg(test)]
 mod fuzz;
 
-pub use client::{Client, Config, Endpoint, Error, Watch};
+pub use client::{Client, ClientError, Config, Endpoint, Watch};
 pub use decode::DecodeError;
 pub use election::{Election, Leader};
 pub use session::Session;

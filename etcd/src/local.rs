@@ -8,6 +8,7 @@ use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -32,6 +33,14 @@ pub enum LocalError {
     NotReady { log: String },
 }
 
+/// Serve clients over TLS and require a client certificate signed by `client_ca` (PEM files).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: PathBuf,
+}
+
 /// How to run it.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -49,6 +58,10 @@ pub struct Options {
     pub no_fsync: bool,
     /// `--auto-compaction-retention` in periodic mode (e.g. `5h`), if any.
     pub auto_compaction: Option<String>,
+    /// TLS for clients (the peer port stays plain: a single member has no peers).
+    pub tls: Option<ServerTls>,
+    /// The client configuration [`LocalEtcd::client`] uses (needed with `tls`).
+    pub client_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Options {
@@ -61,6 +74,8 @@ impl Options {
             fast: false,
             no_fsync: false,
             auto_compaction: None,
+            tls: None,
+            client_tls: None,
         }
     }
 }
@@ -74,6 +89,7 @@ pub struct LocalEtcd {
     pub peer_url: String,
     pub data_dir: PathBuf,
     pub log: PathBuf,
+    client_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A port nobody listens on now (the kernel's pick; etcd binds it right after).
@@ -91,7 +107,8 @@ impl LocalEtcd {
     /// Start etcd and wait until it answers `/health`.
     #[allow(clippy::disallowed_methods)] // Blocking driver: polls a child, never the loop.
     pub fn start(opts: &Options) -> Result<Self, LocalError> {
-        let client_url = format!("http://127.0.0.1:{}", free_port()?);
+        let scheme = if opts.tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{}", free_port()?);
         let peer_url = format!("http://127.0.0.1:{}", free_port()?);
         if let Some(dir) = opts.log.parent() {
             std::fs::create_dir_all(dir)?;
@@ -117,6 +134,10 @@ impl LocalEtcd {
         if opts.fast {
             cmd.args(["--heartbeat-interval", "10", "--election-timeout", "100"]);
         }
+        if let Some(t) = &opts.tls {
+            cmd.arg("--cert-file").arg(&t.cert).arg("--key-file").arg(&t.key);
+            cmd.arg("--client-cert-auth").arg("--trusted-ca-file").arg(&t.client_ca);
+        }
         if opts.no_fsync {
             cmd.arg("--unsafe-no-fsync");
         }
@@ -124,6 +145,19 @@ impl LocalEtcd {
             cmd.args(["--auto-compaction-mode", "periodic", "--auto-compaction-retention", r]);
         }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        // Its own process group: a terminal's Ctrl-C reaches the caller, which stops etcd
+        // in order, instead of both at once.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // SIGTERM when the thread that started it ends, so a killed caller (SIGKILL runs no
+        // Drop) leaves no etcd behind. Callers start it from a thread that lives as long as
+        // they use it.
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // prctl(2), which is async-signal-safe; it allocates nothing and takes no lock.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)
+            });
+        }
         let child = cmd.spawn().map_err(|source| LocalError::Spawn {
             binary: opts.binary.display().to_string(),
             source,
@@ -134,6 +168,7 @@ impl LocalEtcd {
             peer_url,
             data_dir: opts.data_dir.clone(),
             log: opts.log.clone(),
+            client_tls: opts.client_tls.clone(),
         };
         let mut client = me.client();
         let until = Instant::now() + READY;
@@ -158,11 +193,8 @@ impl LocalEtcd {
 
     /// A client of this etcd.
     pub fn client(&self) -> Client {
-        let mut config = Config::new(&[&self.client_url], None).unwrap_or_else(|_| Config {
-            endpoints: Vec::new(),
-            tls: None,
-            timeout: READY,
-        });
+        let mut config = Config::new(&[&self.client_url], self.client_tls.clone())
+            .unwrap_or_else(|_| Config { endpoints: Vec::new(), tls: None, timeout: READY });
         config.timeout = Duration::from_secs(5);
         Client::new(config)
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Error};
+use crate::client::{Client, ClientError};
 use crate::election::{self, Election, Leader, Lost, Step};
 use crate::lease::{KeepAlive, LeaseState};
 use crate::wire::{EventType, RangeResponse, TxnResponse, WatchCreateRequest};
@@ -30,7 +30,7 @@ pub enum CampaignError {
     #[error("stopped")]
     Stopped,
     #[error("{0}")]
-    Client(#[from] Error),
+    Client(#[from] ClientError),
 }
 
 /// A lease and the thread renewing it.
@@ -46,7 +46,7 @@ pub struct Session {
 impl Session {
     /// Grant a lease of `ttl_secs` and keep it alive; it is trusted until `margin` before its
     /// TTL runs out since the last good renewal.
-    pub fn grant(client: &Client, ttl_secs: i64, margin: Duration) -> Result<Self, Error> {
+    pub fn grant(client: &Client, ttl_secs: i64, margin: Duration) -> Result<Self, ClientError> {
         let mut client = client.clone();
         let granted = client.lease_grant(ttl_secs)?;
         let keep =
@@ -80,7 +80,7 @@ impl Session {
     }
 
     /// Stop renewing and revoke the lease: every key bound to it goes at once.
-    pub fn close(mut self, client: &mut Client) -> Result<(), Error> {
+    pub fn close(mut self, client: &mut Client) -> Result<(), ClientError> {
         self.halt();
         client.lease_revoke(self.id).map(|_| ())
     }
@@ -179,7 +179,7 @@ fn wait_deleted(
     let req = WatchCreateRequest { key: key.to_vec(), start_revision, ..Default::default() };
     let mut w = match client.watch(&req) {
         Ok(w) => w,
-        Err(Error::Compacted(_)) => return Ok(()),
+        Err(ClientError::Compacted(_)) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     let until = Instant::now() + RECHECK;
@@ -207,13 +207,70 @@ fn wait_deleted(
 }
 
 /// Resign: delete this campaign's key if it is still its own.
-pub fn resign(client: &mut Client, e: &mut Election) -> Result<bool, Error> {
+pub fn resign(client: &mut Client, e: &mut Election) -> Result<bool, ClientError> {
     let r: TxnResponse = client.call("txn", &e.resign())?;
     Ok(r.succeeded)
 }
 
+/// Delete this candidate's keys from earlier lives (same `value`, another lease) so it does
+/// not queue behind itself; how many went.
+pub fn clear_stale(
+    client: &mut Client,
+    name: &[u8],
+    value: &[u8],
+    lease: i64,
+) -> Result<usize, ClientError> {
+    let r: RangeResponse = client.call("range", &election::candidates_query(name))?;
+    let mut cleared = 0;
+    for call in election::stale_candidates(&r, value, lease) {
+        let t: TxnResponse = client.call("txn", &call)?;
+        cleared += usize::from(t.succeeded);
+    }
+    Ok(cleared)
+}
+
 /// Who leads election `name` now.
-pub fn leader(client: &mut Client, name: &[u8]) -> Result<Option<Leader>, Error> {
+pub fn leader(client: &mut Client, name: &[u8]) -> Result<Option<Leader>, ClientError> {
     let r: RangeResponse = client.call("range", &election::leader_query(name))?;
     Ok(election::leader_of(&r))
+}
+
+/// Watch election `name` until its leader (key, value or create revision) differs from
+/// `known`, or `wait` passes; returns the leader then (`None`: nobody campaigns). One range,
+/// then a watch on the prefix from the revision read, so no change between the two is missed.
+pub fn observe(
+    client: &mut Client,
+    name: &[u8],
+    known: Option<&Leader>,
+    wait: Duration,
+) -> Result<Option<Leader>, ClientError> {
+    let until = Instant::now() + wait;
+    loop {
+        let r: RangeResponse = client.call("range", &election::leader_query(name))?;
+        let now = election::leader_of(&r);
+        if now.as_ref() != known || Instant::now() >= until {
+            return Ok(now);
+        }
+        let p = election::prefix(name);
+        let req = WatchCreateRequest {
+            range_end: crate::request::prefix_end(&p),
+            key: p,
+            start_revision: r.header.revision.saturating_add(1),
+            ..Default::default()
+        };
+        let mut w = client.watch(&req)?;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match w.next(left) {
+                Ok(Some(r)) if !r.events.is_empty() => break,
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                // Compacted or ended: read again.
+                Err(_) => break,
+            }
+        }
+    }
 }

@@ -2,7 +2,13 @@
 //! The client against a real etcd (Debian's etcd-server), one private member per test on free
 //! loopback ports with its data in a temporary directory. Without the `etcd` binary a test is
 //! skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods)] // Tests drive the client from outside: plain threads and sleeps are fine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -13,7 +19,7 @@ use etcd::local::{LocalEtcd, Options};
 use etcd::request::{range_key, range_prefix};
 use etcd::session::{self, CampaignError, Session};
 use etcd::wire::*;
-use etcd::Error;
+use etcd::{Client, ClientError};
 
 struct Dir(PathBuf);
 
@@ -226,12 +232,12 @@ fn a_compacted_start_revision_is_reported() {
     // etcd confirms the watch, then cancels it: the stream reports the compaction.
     let mut w = c.watch(&req).unwrap();
     match w.next(Duration::from_secs(5)) {
-        Err(Error::Compacted(rev)) => assert_eq!(rev, third),
+        Err(ClientError::Compacted(rev)) => assert_eq!(rev, third),
         other => panic!("expected a compaction error, got {other:?}"),
     }
     let e = c.range(&RangeRequest { revision: first, ..range_key(b"/c") }).unwrap_err();
     match &e {
-        Error::Decode(d) => assert!(d.is_compacted(), "{d}"),
+        ClientError::Decode(d) => assert!(d.is_compacted(), "{d}"),
         other => panic!("expected a server error, got {other:?}"),
     }
     // From the compaction revision on, watching works.
@@ -278,6 +284,7 @@ fn when_the_leaders_lease_expires_the_next_candidate_leads() {
     a.abandon();
     let eb = waiting.join().unwrap().unwrap();
     let took = killed.elapsed();
+    eprintln!("failover after the leader's keep-alive stopped (2 s lease): {took:?}");
     assert!(eb.is_leader());
     assert!(took < Duration::from_secs(6), "failover took {took:?}");
     assert_eq!(c.get(&a_key).unwrap(), None);
@@ -300,8 +307,23 @@ fn a_resign_hands_over_at_once_and_a_lost_lease_ends_a_waiting_campaign() {
     let waiting = campaign_in_thread(&etcd, b.clone(), name, b"b");
     std::thread::sleep(Duration::from_millis(500));
     assert!(!waiting.is_finished());
+    // An observer sees the change of leader as it happens.
+    let before = session::leader(&mut c, name).unwrap().unwrap();
+    assert_eq!(before.value, b"a");
+    let observer = {
+        let mut o = etcd.client();
+        let known = before.clone();
+        std::thread::spawn(move || {
+            session::observe(&mut o, name, Some(&known), Duration::from_secs(10)).unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
     let resigned = Instant::now();
     assert!(session::resign(&mut c, &mut ea).unwrap());
+    let seen = observer.join().unwrap().unwrap();
+    eprintln!("resign to observed new leader: {:?}", resigned.elapsed());
+    assert_eq!(seen.value, b"b");
+    assert!(resigned.elapsed() < Duration::from_secs(2), "{:?}", resigned.elapsed());
     let eb = waiting.join().unwrap().unwrap();
     assert!(resigned.elapsed() < Duration::from_secs(2), "{:?}", resigned.elapsed());
     assert!(eb.is_leader());
@@ -318,4 +340,175 @@ fn a_resign_hands_over_at_once_and_a_lost_lease_ends_a_waiting_campaign() {
     }
     assert_eq!(session::leader(&mut c, name).unwrap(), None);
     drop(a);
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files in `dir`.
+fn certificates(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf, PathBuf, PathBuf) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, SanType,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "keelson test etcd CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, &ca_key);
+    let issue = |usage: Vec<ExtendedKeyUsagePurpose>, name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.subject_alt_names = vec![SanType::IpAddress("127.0.0.1".parse().unwrap())];
+        p.extended_key_usages = usage;
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    // etcd's gateway dials etcd's own gRPC port with the server certificate as its client
+    // certificate, so with --client-cert-auth that certificate needs clientAuth too (without
+    // it every gateway call answers 503 "connection closed" while /health says true).
+    let both = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    let (server_pem, server_key) = issue(both, "etcd");
+    let (client_pem, client_key) = issue(vec![ExtendedKeyUsagePurpose::ClientAuth], "operator");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    (
+        write("ca.pem", &ca_cert.pem()),
+        write("server.pem", &server_pem),
+        write("server-key.pem", &server_key),
+        write("client.pem", &client_pem),
+        write("client-key.pem", &client_key),
+    )
+}
+
+#[test]
+fn tls_with_a_client_certificate_and_without_one() {
+    if !etcd_available() {
+        testkit::skip_or_fail("tls: no etcd binary (Debian: etcd-server)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("keelson-etcd-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = Dir(dir.clone());
+    let (ca, cert, key, client, client_key) = certificates(&dir);
+    let with_cert = etcd::client::tls_config(&ca, Some((&client, &client_key))).unwrap();
+    let mut opts = Options::new(&dir.join("data"), &dir.join("etcd.log"));
+    opts.no_fsync = true;
+    opts.tls = Some(etcd::local::ServerTls { cert, key, client_ca: ca.clone() });
+    opts.client_tls = Some(with_cert);
+    let etcd = LocalEtcd::start(&opts).unwrap();
+    assert!(etcd.client_url.starts_with("https://127.0.0.1:"));
+
+    let mut c = etcd.client();
+    c.put(b"/tls", b"yes", 0).unwrap();
+    assert_eq!(c.get(b"/tls").unwrap().unwrap().value, b"yes");
+    let mut w = c
+        .watch(&WatchCreateRequest {
+            key: b"/tls".to_vec(),
+            start_revision: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    let r = w.next(Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(r.events[0].kv.value, b"yes");
+
+    // Without a client certificate etcd refuses the handshake.
+    let no_cert = etcd::client::tls_config(&ca, None).unwrap();
+    let mut c = Client::new(etcd::Config::new(&[&etcd.client_url], Some(no_cert)).unwrap());
+    assert!(c.get(b"/tls").is_err());
+    // Plain HTTP to a TLS port, and TLS without a CA, are errors too.
+    let plain = etcd.client_url.replace("https://", "http://");
+    assert!(Client::new(etcd::Config::new(&[&plain], None).unwrap()).get(b"/tls").is_err());
+    let mut c = Client::new(etcd::Config::new(&[&etcd.client_url], None).unwrap());
+    assert!(matches!(c.get(b"/tls"), Err(ClientError::TlsConfig(_))));
+}
+
+/// `etcdctl elect NAME VALUE`: etcd's Go `concurrency.Election`, the code Talos's VIP
+/// operator runs. It prints its key and value once it leads, and resigns on SIGINT.
+struct GoCandidate {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl GoCandidate {
+    fn start(url: &str, name: &str, value: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", url, "elect", name, value])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("etcdctl (Debian: etcd-client)");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The key it printed on winning, if it won within `wait`.
+    fn elected(&self, wait: Duration) -> Option<String> {
+        self.lines.recv_timeout(wait).ok()
+    }
+
+    fn interrupt(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GoCandidate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn keelson_and_go_candidates_wait_in_one_queue() {
+    let found = std::process::Command::new("etcdctl").arg("version").output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        testkit::skip_or_fail("interop: no etcdctl (Debian: etcd-client)");
+        return;
+    }
+    let Some((etcd, _dir)) = start("interop", true) else { return };
+    let name = "talos:v1:vip:election:10.0.0.100";
+    let mut c = etcd.client();
+
+    // Go leads first; a keelson candidate queues behind it.
+    let mut go = GoCandidate::start(&etcd.client_url, name, "go-node");
+    let go_key = go.elected(Duration::from_secs(10)).expect("etcdctl leads");
+    assert!(go_key.starts_with("talos:v1:vip:election:10.0.0.100/"), "{go_key}");
+    let ours = Arc::new(Session::grant(&c, 5, Duration::from_secs(1)).unwrap());
+    let waiting = campaign_in_thread(&etcd, ours.clone(), name.as_bytes(), b"keelson-node");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!waiting.is_finished(), "keelson must wait behind the Go leader");
+    let leader = session::leader(&mut c, name.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        (String::from_utf8_lossy(&leader.key), leader.value.as_slice()),
+        (go_key.clone().into(), &b"go-node"[..])
+    );
+    // Go resigns (as Talos does on shutdown): keelson leads.
+    go.interrupt();
+    let mut e = waiting.join().unwrap().unwrap();
+    assert!(e.is_leader());
+
+    // Now keelson leads and a Go candidate waits behind it until keelson resigns.
+    let go = GoCandidate::start(&etcd.client_url, name, "go-node-2");
+    assert_eq!(go.elected(Duration::from_secs(2)), None, "Go must wait behind keelson");
+    assert!(session::resign(&mut c, &mut e).unwrap());
+    let go_key = go.elected(Duration::from_secs(5)).expect("etcdctl leads after the resign");
+    let leader = session::leader(&mut c, name.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        (String::from_utf8_lossy(&leader.key), leader.value.as_slice()),
+        (go_key.into(), &b"go-node-2"[..])
+    );
 }

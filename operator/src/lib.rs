@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+//! keelson-operator: its resource store on etcd ([`store`], laid out by [`key`]), the etcd it
+//! uses (a private one or an existing cluster) and the leader election of its replicas
+//! ([`serve`]), and its command line ([`cli`]).
+
+pub mod cli;
+pub mod key;
+pub mod serve;
+pub mod store;

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+//! keelson-operator: see docs/etcd.md.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::unistd::Pid;
+use operator::cli::{self, CliError};
+
+struct Stderr;
+
+impl log::Log for Stderr {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let line =
+                format!("{} {}", record.level().as_str().to_ascii_lowercase(), record.args());
+            // Values from etcd and paths come from outside: one line of plain text each.
+            let line = if line.chars().any(base::names::needs_escape) {
+                base::names::escape(&line, usize::MAX)
+            } else {
+                line
+            };
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn main() -> ExitCode {
+    let level = std::env::var("KEELSON_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    if log::set_logger(&Stderr).is_ok() {
+        log::set_max_level(level);
+    }
+    let opts = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(o) => o,
+        Err(CliError::Help) => {
+            print!("{}", cli::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(CliError::Usage(e)) => {
+            eprintln!("keelson-operator: {e}\n{}", cli::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    // SIGTERM and SIGINT end the operator in order; SIGUSR1 is the worker saying it ended on
+    // its own. All three are blocked here and in every thread, and taken by sigwait below.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGUSR1);
+    if let Err(e) = signals.thread_block() {
+        eprintln!("keelson-operator: blocking signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let worker = evloop::spawn_worker("serve", move || {
+        let r = operator::serve::run(&opts, &flag);
+        let _ = kill(Pid::this(), Signal::SIGUSR1);
+        r
+    });
+    let worker = match worker {
+        Ok(w) => w,
+        Err(e) => {
+            log::error!("starting: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match signals.wait() {
+        Ok(Signal::SIGUSR1) => {}
+        Ok(sig) => {
+            log::info!("{sig}: stopping");
+            stop.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            log::error!("sigwait: {e}");
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+    match worker.join() {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            log::error!("{e}");
+            ExitCode::FAILURE
+        }
+        Err(_) => {
+            log::error!("the serve thread panicked");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `keelson-operator serve`: the etcd to use (a private one, or the cluster named on the
+//! command line), the resource store on it, and the leader election among replicas (one
+//! lease-bound candidate key per replica under `<prefix>/leader`, etcd's `concurrency` queue).
+//! Only the leader will run controllers; for now it says that it leads.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use etcd::local::{LocalError, LocalEtcd, Options};
+use etcd::session::{self, CampaignError, Session};
+use etcd::{Client, Config};
+
+use crate::cli::{default_data_dir, ServeOptions};
+use crate::key::Layout;
+use crate::store::Store;
+
+/// Between failed attempts (etcd unreachable, a lost campaign).
+const RETRY: Duration = Duration::from_secs(1);
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("no --data-dir given, and neither XDG_STATE_HOME nor HOME is set")]
+    NoDataDir,
+    #[error("data directory {0}: {1}")]
+    DataDir(PathBuf, std::io::Error),
+    #[error("private etcd: {0}")]
+    Local(#[from] LocalError),
+    #[error("etcd: {0}")]
+    Etcd(#[from] etcd::ClientError),
+    #[error("etcd at {0}: {1}")]
+    Unreachable(String, etcd::ClientError),
+}
+
+fn display(text: &str) -> String {
+    base::names::escape(text, 512)
+}
+
+/// This replica's name: `--name`, else `<hostname>/<pid>`.
+fn identity(o: &ServeOptions) -> String {
+    o.name.clone().unwrap_or_else(|| {
+        let host = nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "localhost".into());
+        format!("{host}/{}", std::process::id())
+    })
+}
+
+/// Sleep up to `d`, waking early when `stop` is set.
+#[allow(clippy::disallowed_methods)] // The operator's worker thread, not an event loop.
+fn pause(d: Duration, stop: &AtomicBool) {
+    let until = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+        std::thread::sleep(TICK.min(until - Instant::now()));
+    }
+}
+
+/// Run until `stop` is set.
+pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
+    let mut local = None;
+    let client = if o.endpoints.is_empty() {
+        let dir = o.data_dir.clone().or_else(default_data_dir).ok_or(ServeError::NoDataDir)?;
+        create_private_dir(&dir).map_err(|e| ServeError::DataDir(dir.clone(), e))?;
+        let mut opts = Options::new(&dir.join("etcd"), &dir.join("etcd.log"));
+        // As Omni's embedded etcd: keep five hours of history.
+        opts.auto_compaction = Some("5h".into());
+        let etcd = LocalEtcd::start(&opts)?;
+        log::info!(
+            "private etcd at {} (pid {}), data in {}, log {}",
+            etcd.client_url,
+            etcd.pid().unwrap_or(0),
+            etcd.data_dir.display(),
+            etcd.log.display()
+        );
+        let client = etcd.client();
+        local = Some(etcd);
+        client
+    } else {
+        let urls: Vec<&str> = o.endpoints.iter().map(String::as_str).collect();
+        let tls = match &o.cacert {
+            Some(ca) => {
+                let pair = o.cert.as_deref().zip(o.key.as_deref());
+                Some(etcd::client::tls_config(ca, pair)?)
+            }
+            None => None,
+        };
+        Client::new(Config::new(&urls, tls)?)
+    };
+    let result = serve(client, o, stop);
+    if let Some(mut etcd) = local {
+        let pid = etcd.pid().unwrap_or(0);
+        let status = etcd.stop();
+        log::info!(
+            "private etcd (pid {pid}) stopped ({}); data kept in {}",
+            status.map_or_else(|| "not running".into(), |s| s.to_string()),
+            etcd.data_dir.display()
+        );
+    }
+    result
+}
+
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
+    // Reachable at all? (Unreachable etcd at start is an error; later it is retried.)
+    let endpoints =
+        client.config().endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let status = client.status().map_err(|e| ServeError::Unreachable(endpoints.clone(), e))?;
+    log::info!(
+        "etcd {} at {endpoints}, revision {}",
+        display(&status.version),
+        status.header.revision
+    );
+    // The store the controllers will use; its salt is the prefix, as Omni salts per account.
+    let _store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    let me = identity(o);
+    let election = format!("{}/leader", o.prefix);
+    let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);
+    while !stop.load(Ordering::Relaxed) {
+        let session = match Session::grant(&client, o.lease_ttl, margin) {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("leader election: no lease: {e}; retrying");
+                pause(RETRY, stop);
+                continue;
+            }
+        };
+        match session::clear_stale(&mut client, election.as_bytes(), me.as_bytes(), session.id()) {
+            Ok(0) => {}
+            Ok(n) => log::info!("removed {n} election key(s) of an earlier {}", display(&me)),
+            Err(e) => log::debug!("clearing earlier election keys: {e}"),
+        }
+        if let Ok(Some(l)) = session::leader(&mut client, election.as_bytes()) {
+            log::info!(
+                "{} leads; {} waits (lease {:x})",
+                display(&String::from_utf8_lossy(&l.value)),
+                display(&me),
+                session.id()
+            );
+        }
+        match session::campaign(&mut client, &session, election.as_bytes(), me.as_bytes(), stop) {
+            Ok(mut e) => {
+                log::info!(
+                    "{} leads (lease {:x}, ttl {} s)",
+                    display(&me),
+                    session.id(),
+                    session.ttl()
+                );
+                lead(&mut client, &session, &election, e.key(), stop);
+                if stop.load(Ordering::Relaxed) {
+                    match session::resign(&mut client, &mut e) {
+                        Ok(_) => log::info!("{} resigned", display(&me)),
+                        Err(err) => log::warn!("resign: {err}"),
+                    }
+                }
+            }
+            Err(CampaignError::Stopped) => {}
+            Err(e) => {
+                log::warn!("leader election: {e}; campaigning again");
+                pause(RETRY, stop);
+            }
+        }
+        // Revoked even when leadership was lost without a stop: a lease that still exists
+        // would keep our old key ahead of the new campaign until it expired.
+        if let Err(e) = session.close(&mut client) {
+            if stop.load(Ordering::Relaxed) {
+                log::warn!("revoking the election lease: {e}");
+            } else {
+                log::debug!("revoking the election lease: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lead while the lease is trusted and the key is still the oldest; returns when either ends
+/// or `stop` is set.
+fn lead(client: &mut Client, session: &Session, election: &str, key: &[u8], stop: &AtomicBool) {
+    let check_every = Duration::from_secs((session.ttl() / 3).max(1) as u64);
+    let mut next_check = Instant::now() + check_every;
+    while !stop.load(Ordering::Relaxed) {
+        if !session.alive() {
+            log::warn!(
+                "the election lease is no longer trusted ({:?}): no longer leading",
+                session.state()
+            );
+            return;
+        }
+        if Instant::now() >= next_check {
+            next_check = Instant::now() + check_every;
+            match session::leader(client, election.as_bytes()) {
+                Ok(Some(l)) if l.key == key => {}
+                Ok(other) => {
+                    let who = other.map(|l| String::from_utf8_lossy(&l.value).into_owned());
+                    log::warn!("no longer leading (leader now {:?})", who.as_deref().map(display));
+                    return;
+                }
+                // Unknown: the lease's deadline decides.
+                Err(e) => log::debug!("leader check: {e}"),
+            }
+        }
+        pause(TICK, stop);
+    }
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `keelson-operator serve` as a process: its private etcd comes and goes with it (no etcd
+//! left behind, the data kept), and replicas on one etcd elect one leader. Without the `etcd`
+//! binary a test is skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
+#![allow(clippy::disallowed_methods)] // Tests drive the client from outside: plain threads and sleeps are fine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_keelson-operator");
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn have_etcd(test: &str) -> bool {
+    let found = std::process::Command::new("etcd").arg("--version").output();
+    if found.is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    testkit::skip_or_fail(&format!("{test}: no etcd binary (Debian: etcd-server)"));
+    false
+}
+
+fn temp(test: &str) -> Dir {
+    let dir = std::env::temp_dir().join(format!("keelson-opserve-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Dir(dir)
+}
+
+/// An operator process and its log lines.
+struct Operator {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Operator {
+    fn start(args: &[&str], env: &[(&str, &Path)]) -> Self {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve").args(args).stderr(Stdio::piped()).stdout(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("operator: {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines, seen: Vec::new() }
+    }
+
+    /// Wait for a line containing `text`.
+    fn wait_for(&mut self, text: &str, within: Duration) -> String {
+        let until = std::time::Instant::now() + within;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(text) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no line with {text:?} within {within:?}; saw {:?}", self.seen),
+            }
+        }
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let until = std::time::Instant::now() + within;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(std::time::Instant::now() < until, "operator did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pid_in(line: &str) -> u32 {
+    let at = line.find("(pid ").unwrap() + 5;
+    line[at..].split(')').next().unwrap().parse().unwrap()
+}
+
+fn running(pid: u32) -> bool {
+    // A zombie is not running (it is reaped by its parent's wait).
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+}
+
+#[test]
+fn serve_starts_its_private_etcd_and_stops_it_on_sigterm_keeping_the_data() {
+    if !have_etcd("private") {
+        return;
+    }
+    let dir = temp("private");
+    // No flags: the state directory comes from XDG_STATE_HOME.
+    let mut op = Operator::start(&[], &[("XDG_STATE_HOME", &dir.0)]);
+    let line = op.wait_for("private etcd at http://127.0.0.1:", Duration::from_secs(60));
+    let etcd_pid = pid_in(&line);
+    let data = dir.0.join("keelson-operator/etcd");
+    assert!(line.contains(&data.display().to_string()), "{line}");
+    assert!(running(etcd_pid));
+    op.wait_for(" leads (lease ", Duration::from_secs(30));
+    op.signal(Signal::SIGTERM);
+    let status = op.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    op.wait_for("stopped", Duration::from_secs(5));
+    assert!(!running(etcd_pid), "etcd {etcd_pid} left behind");
+    assert!(data.join("member/wal").is_dir(), "data dir not kept");
+
+    // Again on the same data (SIGINT this time): the history is still there.
+    let mut op =
+        Operator::start(&["--data-dir", dir.0.join("keelson-operator").to_str().unwrap()], &[]);
+    let line = op.wait_for("private etcd at", Duration::from_secs(60));
+    let etcd_pid = pid_in(&line);
+    let status_line = op.wait_for("etcd 3.", Duration::from_secs(30));
+    let rev: i64 = status_line.rsplit("revision ").next().unwrap().parse().unwrap();
+    assert!(rev > 1, "{status_line}");
+    op.signal(Signal::SIGINT);
+    assert!(op.wait_exit(Duration::from_secs(30)).success());
+    assert!(!running(etcd_pid));
+
+    // Killed outright (no Drop, no cleanup): its etcd gets SIGTERM from the kernel.
+    let mut op =
+        Operator::start(&["--data-dir", dir.0.join("keelson-operator").to_str().unwrap()], &[]);
+    let etcd_pid = pid_in(&op.wait_for("private etcd at", Duration::from_secs(60)));
+    op.wait_for(" leads (lease ", Duration::from_secs(30));
+    op.signal(Signal::SIGKILL);
+    op.wait_exit(Duration::from_secs(10));
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while running(etcd_pid) {
+        assert!(std::time::Instant::now() < until, "etcd {etcd_pid} outlived its killed operator");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn replicas_on_one_etcd_elect_one_leader_and_hand_over_on_exit() {
+    if !have_etcd("replicas") {
+        return;
+    }
+    let dir = temp("replicas");
+    let mut opts = etcd::local::Options::new(&dir.0.join("data"), &dir.0.join("etcd.log"));
+    opts.no_fsync = true;
+    let etcd = etcd::local::LocalEtcd::start(&opts).unwrap();
+    let url = etcd.client_url.clone();
+    let mut a = Operator::start(
+        &["--etcd-endpoints", &url, "--name", "replica-a", "--lease-ttl", "3"],
+        &[],
+    );
+    a.wait_for("replica-a leads", Duration::from_secs(30));
+    let mut b = Operator::start(
+        &["--etcd-endpoints", &url, "--name", "replica-b", "--lease-ttl", "3"],
+        &[],
+    );
+    b.wait_for("replica-a leads; replica-b waits", Duration::from_secs(30));
+    // A stops in order: it resigns and B leads well before A's lease would expire.
+    a.signal(Signal::SIGTERM);
+    let started = std::time::Instant::now();
+    b.wait_for("replica-b leads", Duration::from_secs(10));
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(a.wait_exit(Duration::from_secs(10)).success());
+    // A crashed leader (SIGKILL: no resign, no revoke): a new replica leads once the lease
+    // runs out.
+    let mut c = Operator::start(
+        &["--etcd-endpoints", &url, "--name", "replica-c", "--lease-ttl", "3"],
+        &[],
+    );
+    c.wait_for("replica-b leads; replica-c waits", Duration::from_secs(30));
+    b.signal(Signal::SIGKILL);
+    c.wait_for("replica-c leads", Duration::from_secs(15));
+    // C crashes with a long lease and comes back under its name: it clears its earlier key
+    // instead of queueing behind it for the lease's 30 s.
+    c.signal(Signal::SIGKILL);
+    c.wait_exit(Duration::from_secs(10));
+    let long = ["--etcd-endpoints", &url, "--name", "replica-c", "--lease-ttl", "30"];
+    let mut c = Operator::start(&long, &[]);
+    c.wait_for("replica-c leads (", Duration::from_secs(30));
+    c.signal(Signal::SIGKILL);
+    c.wait_exit(Duration::from_secs(10));
+    let mut c = Operator::start(&long, &[]);
+    let restarted = std::time::Instant::now();
+    c.wait_for("removed 1 election key(s) of an earlier replica-c", Duration::from_secs(10));
+    c.wait_for("replica-c leads (", Duration::from_secs(10));
+    assert!(restarted.elapsed() < Duration::from_secs(10), "{:?}", restarted.elapsed());
+    c.signal(Signal::SIGTERM);
+    assert!(c.wait_exit(Duration::from_secs(10)).success());
+    let mut client = etcd.client();
+    assert_eq!(etcd::session::leader(&mut client, b"/keelson-operator/leader").unwrap(), None);
+}
+
+/// A CA, a server certificate for 127.0.0.1 (server and client auth: etcd's gateway presents it
+/// to etcd itself) and a client certificate, as PEM files in `dir`.
+fn certificates(dir: &Path) -> [PathBuf; 5] {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose as Eku, IsCa, Issuer,
+        KeyPair, SanType,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "keelson-operator test CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, &ca_key);
+    let issue = |usages: Vec<Eku>| {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.subject_alt_names = vec![SanType::IpAddress("127.0.0.1".parse().unwrap())];
+        p.extended_key_usages = usages;
+        (p.signed_by(&key, &issuer).unwrap().pem(), key.serialize_pem())
+    };
+    let (server, server_key) = issue(vec![Eku::ServerAuth, Eku::ClientAuth]);
+    let (client, client_key) = issue(vec![Eku::ClientAuth]);
+    let files = [
+        ("ca.pem", ca_cert.pem()),
+        ("server.pem", server),
+        ("server-key.pem", server_key),
+        ("client.pem", client),
+        ("client-key.pem", client_key),
+    ];
+    files.map(|(name, text)| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    })
+}
+
+#[test]
+fn serve_on_an_external_etcd_with_client_certificates() {
+    if !have_etcd("tls") {
+        return;
+    }
+    let dir = temp("tls");
+    let [ca, server, server_key, client, client_key] = certificates(&dir.0);
+    let mut opts = etcd::local::Options::new(&dir.0.join("data"), &dir.0.join("etcd.log"));
+    opts.no_fsync = true;
+    opts.tls =
+        Some(etcd::local::ServerTls { cert: server, key: server_key, client_ca: ca.clone() });
+    opts.client_tls = Some(etcd::client::tls_config(&ca, Some((&client, &client_key))).unwrap());
+    let etcd = etcd::local::LocalEtcd::start(&opts).unwrap();
+    let url = etcd.client_url.clone();
+    let s = |p: &PathBuf| p.to_str().unwrap().to_owned();
+    let (ca, client, client_key) = (s(&ca), s(&client), s(&client_key));
+    let mut op = Operator::start(
+        &[
+            "--etcd-endpoints",
+            &url,
+            "--etcd-cacert",
+            &ca,
+            "--etcd-cert",
+            &client,
+            "--etcd-key",
+            &client_key,
+            "--name",
+            "tls-replica",
+        ],
+        &[],
+    );
+    op.wait_for(&format!("etcd 3.4.23 at {url}"), Duration::from_secs(30));
+    op.wait_for("tls-replica leads", Duration::from_secs(30));
+    op.signal(Signal::SIGTERM);
+    assert!(op.wait_exit(Duration::from_secs(10)).success());
+    // No private etcd was started: the data directory flag was never needed.
+    assert!(!op.seen.iter().any(|l| l.contains("private etcd")));
+
+    // Without its client certificate the operator cannot reach etcd: one error, exit 1.
+    let mut op = Operator::start(&["--etcd-endpoints", &url, "--etcd-cacert", &ca], &[]);
+    let status = op.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1));
+    let err = op.wait_for("error", Duration::from_secs(5));
+    assert!(err.contains(&url), "{err}");
+}
