@@ -27,8 +27,6 @@ mod run;
 mod staged;
 mod state;
 mod supervisor;
-// Tested against a real etcd, not yet started by the node (docs/control-plane.md).
-#[allow(dead_code)]
 mod vip;
 
 use std::process::ExitCode;

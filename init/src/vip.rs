@@ -68,6 +68,7 @@ impl<H: Holder> Driver<H> {
     }
 
     /// Talk to other endpoints from now on (the same short timeout).
+    #[cfg(test)]
     pub fn set_client(&mut self, client: &Client) {
         self.client = short(client);
     }
@@ -76,20 +77,15 @@ impl<H: Holder> Driver<H> {
         self.origin.elapsed()
     }
 
-    /// The machine (for its phase).
-    pub fn vip(&self) -> &Vip {
-        &self.vip
-    }
-
     /// Feed `event` and do what follows.
     pub fn handle(&mut self, event: Event) {
         let actions = self.vip.handle(self.now(), event);
         self.perform(actions);
     }
 
-    /// The address the holder took off is gone.
-    pub fn address_removed(&mut self) {
-        self.handle(Event::AddressRemoved);
+    /// The holder (the worker drives its announcements between steps).
+    pub fn holder_mut(&mut self) -> &mut H {
+        &mut self.holder
     }
 
     /// One round: time-driven actions, a waiting candidate's poll. Returns how long to sleep.

@@ -312,6 +312,18 @@ impl Etcd {
         }
     }
 
+    /// What the VIP workers need, while etcd runs and is healthy.
+    pub fn vip_setup<'a>(&self, hostname: &'a str) -> Option<super::vips::Setup<'a>> {
+        (self.healthy && matches!(self.service.state(), State::Running(_))).then(|| {
+            super::vips::Setup {
+                hostname,
+                ca: self.paths.pki.join("ca.crt"),
+                cert: self.paths.pki.join("peer.crt"),
+                key: self.paths.pki.join("peer.key"),
+            }
+        })
+    }
+
     /// `ServiceRestart etcd`.
     pub fn restart(&mut self, now: Instant) -> bool {
         self.service.restart(now)

@@ -163,6 +163,10 @@ pub struct EventLoop {
     pub kubelet: Kubelet,
     /// etcd (control planes).
     pub etcd: Etcd,
+    /// The shared VIPs' workers.
+    pub vips: super::vips::Vips,
+    /// etcd was told to stop (after the VIPs let go).
+    pub etcd_stopping: bool,
     /// NTP.
     pub time: TimeSync,
     /// Stop once settled (`run --once`).
@@ -259,6 +263,7 @@ impl EventLoop {
             (Source::Operators, &mut self.operators),
         ];
         let mut deadline = evloop::earliest([
+            self.vips.poll_at(Instant::now()),
             self.rt.poll_at(),
             p.stopping.map(|(_, d)| d),
             self.api.poll_at(),
@@ -331,6 +336,11 @@ impl EventLoop {
     fn supervise(&mut self, p: &Progress, now: Instant) -> Option<Ending> {
         match p.stopping {
             Some((sig, deadline)) => {
+                // The VIPs hand over while etcd still runs; then etcd stops.
+                if !self.etcd_stopping && (self.vips.is_stopped(&mut self.rt) || now >= deadline) {
+                    self.etcd.shutdown(now);
+                    self.etcd_stopping = true;
+                }
                 if (self.kubelet.is_stopped() && self.etcd.is_stopped()) || now >= deadline {
                     return Some(match p.requested {
                         Some(crate::machine::Power::Reboot) => Ending::Reboot,
@@ -342,6 +352,17 @@ impl EventLoop {
             None => {
                 self.kubelet.follow(&self.rt, now);
                 self.etcd.follow(&self.rt, now);
+                let hostname = self
+                    .rt
+                    .store()
+                    .get_spec::<net::resource::HostnameStatus>(
+                        net::resource::Namespace::Network,
+                        net::resource::HOSTNAME_ID,
+                    )
+                    .map(|h| h.hostname.clone())
+                    .unwrap_or_default();
+                let setup = self.etcd.vip_setup(&hostname);
+                self.vips.sync(&mut self.rt, setup);
             }
         }
         self.kubelet.poll(now);
@@ -356,7 +377,7 @@ impl EventLoop {
             Signal::SIGTERM | Signal::SIGINT | Signal::SIGPWR if p.stopping.is_none() => {
                 log::info!(target: "pid1", "{sig}: stopping services ({} event loop wakeups)", self.reactor.wakeups);
                 self.kubelet.shutdown(now);
-                self.etcd.shutdown(now);
+                self.vips.shutdown();
                 self.operators.shutdown(&mut self.rt, now, false);
                 p.stopping = Some((sig, now + self.stop_grace));
             }
@@ -380,7 +401,7 @@ impl EventLoop {
         }
         log::info!(target: "pid1", "{what:?} requested through the API: stopping services");
         self.kubelet.shutdown(now);
-        self.etcd.shutdown(now);
+        self.vips.shutdown();
         self.operators.shutdown(&mut self.rt, now, false);
         p.stopping = Some((Signal::SIGTERM, now + self.stop_grace));
         p.requested = Some(what);

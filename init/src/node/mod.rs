@@ -20,6 +20,7 @@ pub(crate) mod health;
 mod kubelet;
 mod lifecycle;
 mod netlink;
+mod vips;
 
 use std::cell::RefCell;
 use std::os::fd::AsFd;
@@ -171,6 +172,8 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         config_path: opts.config.clone(),
         kubelet: Kubelet::new(),
         etcd: etcd::Etcd::new(etcd_paths.clone()),
+        vips: vips::Vips::default(),
+        etcd_stopping: false,
         lifecycle: lifecycle::Lifecycle::default(),
         time: TimeSync::new(opts.set_clock, std::time::Instant::now()).with_trust(trust(opts)),
         hotplug: opts.hotplug.clone(),
