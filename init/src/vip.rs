@@ -20,8 +20,10 @@ use net::operator::vip::{Action, Event, LeaderKey, Vip};
 
 /// How often a waiting candidate looks at its predecessor again, and the longest sleep.
 pub const POLL: Duration = Duration::from_millis(250);
-/// The etcd client's timeout: a call must end well before the fence margin (1 s) is used up.
-pub const CALL_TIMEOUT: Duration = Duration::from_millis(300);
+/// The etcd client's timeout: a call that starts just before the fence must end before the
+/// fence margin (1 s) is used up, yet a loaded etcd's keep-alive answers take a few hundred
+/// milliseconds.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Where the address goes.
 pub trait Holder {
@@ -81,11 +83,6 @@ impl<H: Holder> Driver<H> {
     pub fn handle(&mut self, event: Event) {
         let actions = self.vip.handle(self.now(), event);
         self.perform(actions);
-    }
-
-    /// The holder (the worker drives its announcements between steps).
-    pub fn holder_mut(&mut self) -> &mut H {
-        &mut self.holder
     }
 
     /// One round: time-driven actions, a waiting candidate's poll. Returns how long to sleep.

@@ -83,6 +83,26 @@ fn pki(dir: &Path) {
     ]);
 }
 
+/// A control plane `cp-1` on eth0 with `ADDR`, time sync off, an etcd CA made with openssl;
+/// `extra` goes under the interface.
+fn control_plane_config(dir: &TempDir, extra: &str) -> std::path::PathBuf {
+    pki(dir.path());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: v1alpha1\nmachine:\n  type: controlplane\n  time: {{disabled: true}}\n  \
+             network:\n    hostname: cp-1\n    interfaces:\n      - interface: eth0\n        \
+             addresses: [{ADDR}/24]\n{extra}cluster:\n  etcd:\n    ca:\n      crt: {}\n      \
+             key: {}\n",
+            b64(&dir.path().join("ca.crt")),
+            b64(&dir.path().join("ca.key")),
+        ),
+    )
+    .unwrap();
+    config
+}
+
 fn scenario(ns: &Netns, node: &Node, what: &str) -> String {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/etcd_bootstrap.py");
     let sock = s(node.api.as_ref().unwrap());
@@ -135,19 +155,7 @@ fn bootstrap_starts_etcd_with_mutual_tls_and_a_second_bootstrap_is_already_exist
         );
     }
     let dir = TempDir::new();
-    pki(dir.path());
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: v1alpha1\nmachine:\n  type: controlplane\n  time: {{disabled: true}}\n  \
-             network:\n    hostname: cp-1\n    interfaces:\n      - interface: eth0\n        \
-             addresses: [{ADDR}/24]\ncluster:\n  etcd:\n    ca:\n      crt: {}\n      key: {}\n",
-            b64(&dir.path().join("ca.crt")),
-            b64(&dir.path().join("ca.key")),
-        ),
-    )
-    .unwrap();
+    let config = control_plane_config(&dir, "");
     let (ns, peer) = (Netns::new(), Netns::new());
     ns.ip(&["link", "set", "lo", "up"]);
     ns.veth("eth0", &peer, "up0");
@@ -201,4 +209,83 @@ fn bootstrap_starts_etcd_with_mutual_tls_and_a_second_bootstrap_is_already_exist
     assert!(root.join("var/lib/etcd/member").is_dir());
     let log = node.stop();
     assert!(log.contains("certificates issued for cp-1"), "{log}");
+}
+
+const VIP: &str = "10.77.0.100";
+
+/// The shared VIP on a real control plane: after Bootstrap the node wins Talos's election in
+/// its etcd (the key `etcdctl` reads carries its hostname), the address appears on the link,
+/// tcpdump on the other end sees three gratuitous ARP requests and replies, and a stop hands
+/// the address back.
+#[test]
+fn a_bootstrapped_control_plane_holds_and_announces_its_vip() {
+    if !require_root("a_bootstrapped_control_plane_holds_and_announces_its_vip") {
+        return;
+    }
+    let dir = TempDir::new();
+    let config = control_plane_config(&dir, &format!("        vip: {{ip: {VIP}}}\n"));
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.ip(&["link", "set", "lo", "up"]);
+    ns.veth("eth0", &peer, "up0");
+    let capture = dir.path().join("tcpdump.log");
+    let mut tcpdump = common::Background::start(
+        &peer,
+        &["tcpdump", "-i", "up0", "-e", "-n", "-l", "arp"],
+        capture.clone(),
+    );
+    wait_for("tcpdump to listen", T, || tcpdump.text().contains("listening on"), || tcpdump.text());
+    let node = Node::start_api(&ns, "", Some(&config));
+    let sock = node.api.clone().unwrap();
+    wait_for("the API socket", T, || sock.exists(), || node.log_text());
+    wait_for(
+        "the address",
+        T,
+        || ns.addresses().contains(&format!("eth0/{ADDR}/24")),
+        || node.log_text(),
+    );
+    let vip = format!("eth0/{VIP}/32");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!ns.addresses().contains(&vip), "the VIP came before etcd did");
+    println!("{}", scenario(&ns, &node, "bootstrap"));
+    wait_for("the VIP on eth0", T, || ns.addresses().contains(&vip), || node.log_text());
+    // The announcements go out over 2 s (more on a loaded machine): wait for the third.
+    let request = format!("Request who-has {VIP} tell {VIP}");
+    wait_for(
+        "three gratuitous ARP requests",
+        Duration::from_secs(10),
+        || tcpdump.text().matches(&request).count() >= 3,
+        || tcpdump.text(),
+    );
+    let out = ns.exec(&[
+        "etcdctl",
+        &format!("--endpoints=https://{ADDR}:2379"),
+        &format!("--cacert={}", s(&dir.path().join("ca.crt"))),
+        &format!("--cert={}", s(&dir.path().join("client.crt"))),
+        &format!("--key={}", s(&dir.path().join("client.key"))),
+        "get",
+        "--prefix",
+        &format!("talos:v1:vip:election:{VIP}/"),
+    ]);
+    let keys = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = keys.lines().collect();
+    assert_eq!(lines.len(), 2, "one candidate key and its value: {keys}");
+    assert!(lines[0].starts_with(&format!("talos:v1:vip:election:{VIP}/")), "{keys}");
+    assert_eq!(lines[1], "cp-1", "{keys}");
+    let log = node.stop();
+    assert!(!ns.addresses().contains(&vip), "the VIP stayed after the stop:\n{log}");
+    tcpdump.stop();
+    let text = tcpdump.text();
+    let requests = text.matches(&request).count();
+    let replies = text.matches(&format!("Reply {VIP} is-at")).count();
+    let vip_log: Vec<&str> = log.lines().filter(|l| l.contains("vip")).collect();
+    assert_eq!((requests, replies), (3, 3), "gratuitous ARP seen:\n{text}\n{vip_log:#?}");
+    // Seconds of the day from tcpdump's `HH:MM:SS.micros` prefix.
+    let at = |line: &str| -> f64 {
+        let stamp = line.split_whitespace().next().unwrap();
+        stamp.split(':').fold(0.0, |acc, part| acc * 60.0 + part.parse::<f64>().unwrap())
+    };
+    let times: Vec<f64> = text.lines().filter(|l| l.contains(&request)).map(at).collect();
+    assert!(times[2] - times[0] >= 1.8, "the three requests are not a second apart: {times:?}");
+    assert!(log.contains("this node holds 10.77.0.100"), "{log}");
+    assert!(log.contains("this node no longer holds 10.77.0.100"), "{log}");
 }

@@ -61,6 +61,9 @@ pub struct Etcd {
     /// Certificates were issued again under a running etcd, which reads them only at start.
     reissued: bool,
     healthy: bool,
+    /// This process was healthy once (the VIPs keep campaigning through a missed probe, as
+    /// Talos's step down only when the etcd service goes).
+    healthy_once: bool,
     health_reason: String,
     next_probe: Option<Instant>,
     generation: u32,
@@ -81,6 +84,7 @@ impl Etcd {
             bootstrap,
             reissued: false,
             healthy: false,
+            healthy_once: false,
             health_reason: String::new(),
             next_probe: None,
             generation: 0,
@@ -242,6 +246,7 @@ impl Etcd {
         if self.generation != self.service.starts {
             self.generation = self.service.starts;
             self.healthy = false;
+            self.healthy_once = false;
             self.health_reason = "started, health not checked yet".into();
             self.next_probe = Some(now + PROBE_STARTING);
         }
@@ -266,6 +271,7 @@ impl Etcd {
             }
             let was = self.healthy;
             self.healthy = o.result.is_ok();
+            self.healthy_once |= self.healthy;
             match o.result {
                 Ok(()) => {
                     self.health_reason.clear();
@@ -312,9 +318,9 @@ impl Etcd {
         }
     }
 
-    /// What the VIP workers need, while etcd runs and is healthy.
+    /// What the VIP workers need: from etcd's first healthy probe until its process ends.
     pub fn vip_setup<'a>(&self, hostname: &'a str) -> Option<super::vips::Setup<'a>> {
-        (self.healthy && matches!(self.service.state(), State::Running(_))).then(|| {
+        (self.healthy_once && matches!(self.service.state(), State::Running(_))).then(|| {
             super::vips::Setup {
                 hostname,
                 ca: self.paths.pki.join("ca.crt"),

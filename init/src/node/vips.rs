@@ -40,9 +40,10 @@ const POLL: Duration = Duration::from_millis(50);
 struct LoopHolder {
     asks: Sender<Ask>,
     acks: Receiver<()>,
-    announcer: Option<Announcer>,
+    announcer: Option<Arc<Announcer>>,
     vip: IpAddr,
-    schedule: Option<(Instant, Schedule)>,
+    /// Cleared when the address goes: pending announcements of it are dropped.
+    holding: Arc<AtomicBool>,
 }
 
 impl LoopHolder {
@@ -51,20 +52,6 @@ impl LoopHolder {
         while self.acks.try_recv().is_ok() {}
         self.asks.send(a).is_ok() && self.acks.recv_timeout(ACK_WAIT).is_ok()
     }
-
-    fn announce_due(&mut self) {
-        let Some((origin, schedule)) = &mut self.schedule else { return };
-        if schedule.due(origin.elapsed()) {
-            if let Some(a) = &self.announcer {
-                if let Err(e) = a.announce(self.vip) {
-                    log::warn!(target: "vip", "announce {}: {e}", self.vip);
-                }
-            }
-        }
-        if schedule.deadline().is_none() {
-            self.schedule = None;
-        }
-    }
 }
 
 impl Holder for LoopHolder {
@@ -72,16 +59,39 @@ impl Holder for LoopHolder {
         if !self.ask(Ask::Add) {
             log::warn!(target: "vip", "{}: the node did not add the address in time", self.vip);
         }
+        self.holding.store(true, Ordering::Relaxed);
     }
 
     fn remove(&mut self) -> bool {
-        self.schedule = None;
+        self.holding.store(false, Ordering::Relaxed);
         self.ask(Ask::Remove)
     }
 
+    /// The repeats go out from a thread of their own, on time whatever etcd calls the
+    /// election worker is blocked in. One racing the address's removal still goes at least
+    /// the fence margin before anyone else can win.
     fn announce(&mut self) {
-        self.schedule = Some((Instant::now(), Schedule::new(Duration::ZERO)));
-        self.announce_due();
+        let Some(announcer) = self.announcer.clone() else { return };
+        let (vip, holding) = (self.vip, self.holding.clone());
+        let spawned = evloop::spawn_worker("vip-announce", move || {
+            let origin = Instant::now();
+            let mut schedule = Schedule::new(Duration::ZERO);
+            while let Some(at) = schedule.deadline() {
+                #[allow(clippy::disallowed_methods)] // A worker, not the loop.
+                std::thread::sleep(at.saturating_sub(origin.elapsed()));
+                if !holding.load(Ordering::Relaxed) {
+                    return;
+                }
+                if schedule.due(origin.elapsed()) {
+                    if let Err(e) = announcer.announce(vip) {
+                        log::warn!(target: "vip", "announce {vip}: {e}");
+                    }
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            log::warn!(target: "vip", "announce {vip}: {e}");
+        }
     }
 }
 
@@ -150,6 +160,9 @@ impl Vips {
                 };
                 if let Some(e) = event {
                     w.started = e == Event::Start;
+                    if !w.started {
+                        log::info!(target: "vip", "{id}: etcd stopped; the address goes");
+                    }
                     let _ = w.events.send(e);
                 }
                 continue;
@@ -260,7 +273,13 @@ fn start(
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
-    let holder = LoopHolder { asks: ask_tx, acks: ack_rx, announcer, vip: ip, schedule: None };
+    let holder = LoopHolder {
+        asks: ask_tx,
+        acks: ack_rx,
+        announcer: announcer.map(Arc::new),
+        vip: ip,
+        holding: Arc::new(AtomicBool::new(false)),
+    };
     let hostname = setup.hostname.to_owned();
     let name = election_name(ip);
     let (stop2, done2) = (stop.clone(), done.clone());
@@ -276,7 +295,6 @@ fn start(
                 d.handle(e);
             }
             let sleep = d.step();
-            d.holder_mut().announce_due();
             #[allow(clippy::disallowed_methods)] // A worker, not the loop.
             std::thread::sleep(sleep.min(Duration::from_millis(50)));
         }
