@@ -60,6 +60,8 @@ pub struct Etcd {
     bootstrap: bool,
     /// Certificates were issued again under a running etcd, which reads them only at start.
     reissued: bool,
+    /// The config makes this node a control plane (only then is etcd listed).
+    control_plane: bool,
     healthy: bool,
     /// This process was healthy once (the VIPs keep campaigning through a missed probe, as
     /// Talos's step down only when the etcd service goes).
@@ -83,6 +85,7 @@ impl Etcd {
             issued: None,
             bootstrap,
             reissued: false,
+            control_plane: false,
             healthy: false,
             healthy_once: false,
             health_reason: String::new(),
@@ -116,11 +119,13 @@ impl Etcd {
     }
 
     fn command(&mut self, rt: &Runtime) -> Result<Vec<String>, String> {
+        self.control_plane = false;
         let store = rt.store();
         let cfg = store
             .get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
             .ok_or("no machine config")?;
-        if cfg.machine.machine_type != Some(MachineType::ControlPlane) {
+        self.control_plane = cfg.machine.machine_type == Some(MachineType::ControlPlane);
+        if !self.control_plane {
             return Err("not a control plane".into());
         }
         let etcd = cfg.cluster.as_ref().and_then(|c| c.etcd.as_ref());
@@ -286,10 +291,8 @@ impl Etcd {
 
     /// Publish its status once it is configured for this node.
     pub fn publish(&self, rt: &mut Runtime) {
-        if self.desired.is_none()
-            && self.service.starts == 0
-            && self.why_not == "not a control plane"
-        {
+        // A node that is not a control plane has no etcd to list.
+        if !self.control_plane && self.desired.is_none() && self.service.starts == 0 {
             return;
         }
         let (state, pid) = match self.service.state() {
