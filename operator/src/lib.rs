@@ -4,6 +4,11 @@
 //! ([`serve`]), and its command line ([`cli`]).
 
 pub mod cli;
+pub mod ctl;
 pub mod key;
+pub mod kinds;
+pub mod reconcile;
 pub mod serve;
+pub mod states;
 pub mod store;
+pub mod talos;

@@ -11,6 +11,7 @@
 
 pub mod authz;
 pub mod common;
+pub mod cosi;
 pub mod google;
 pub mod machine;
 pub mod storage;

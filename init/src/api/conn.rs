@@ -28,8 +28,7 @@ use crate::reactor::Reactor;
 
 /// Closed after this long without a byte in either direction (unless streaming).
 pub const IDLE: Duration = Duration::from_secs(10);
-/// Longest time from the first byte of a request line to its newline.
-pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+pub use super::transport::REQUEST_DEADLINE;
 /// Most bytes queued for one connection before a streaming one is dropped.
 pub const WRITE_CAP: usize = 4 << 20;
 /// Bytes read from one connection per wakeup (level-triggered epoll brings us back): one busy
@@ -223,12 +222,17 @@ impl Conn {
     /// When it next times out.
     pub fn deadline(&self) -> Option<Instant> {
         let grpc = self.grpc().and_then(GrpcConn::deadline);
+        // A stream with more to give and room for it is due now (once the socket took what
+        // was written: while it is full, its writability wakes the loop).
+        let pump = (self.unwritten() == 0 && self.grpc().is_some_and(GrpcConn::wants_pump))
+            .then_some(self.last_activity);
         [
             self.idle_deadline(),
             self.line_deadline(),
             self.handshake_deadline(),
             self.write_deadline(),
             grpc,
+            pump,
         ]
         .into_iter()
         .flatten()
@@ -378,5 +382,55 @@ impl Conn {
             self.interest = want;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn pair() -> (Conn, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap_or_else(|e| unreachable!("{e}"));
+        ours.set_nonblocking(true).unwrap_or_else(|e| unreachable!("{e}"));
+        (Conn::new(Box::new(ours), Class::Local, Instant::now()), theirs)
+    }
+
+    #[test]
+    fn the_first_bytes_decide_the_protocol() {
+        let (mut c, _peer) = pair();
+        c.rbuf = b"PRI * HTTP/2".to_vec();
+        c.sniff();
+        assert!(matches!(c.proto, Proto::Sniff), "a prefix of the preface waits");
+        c.rbuf.extend_from_slice(b".0\r\n\r\nSM\r\n\r\n");
+        c.sniff();
+        assert!(c.grpc().is_some());
+        let (mut c, _peer) = pair();
+        c.rbuf = b"{\"op\":\"version\"}\n".to_vec();
+        c.sniff();
+        assert!(matches!(c.proto, Proto::Json));
+        let (mut c, _peer) = pair();
+        c.rbuf = b"PRX".to_vec();
+        c.sniff();
+        assert!(matches!(c.proto, Proto::Json), "one byte off the preface is JSON");
+    }
+
+    #[test]
+    fn a_grpc_client_that_takes_no_output_is_dropped_after_the_stall() {
+        let (mut c, _peer) = pair();
+        c.proto = Proto::Grpc(Box::default());
+        let now = Instant::now();
+        // More than the socket buffer takes; the peer never reads.
+        c.wbuf = vec![0; 8 << 20];
+        c.last_write = now;
+        assert!(c.flush(now).is_ok());
+        assert!(c.unwritten() > 0);
+        assert_eq!(c.write_deadline(), Some(now + super::super::rpc::STALL));
+        // Over the 4 MiB cap already: dropped at once, whatever the deadline.
+        assert!(!c.check_bounds(now));
+        // Under the cap, it is the stall that drops it.
+        c.wbuf.truncate(c.woff + (1 << 20));
+        assert!(c.check_bounds(now + Duration::from_secs(1)));
+        assert!(!c.check_bounds(now + super::super::rpc::STALL));
     }
 }

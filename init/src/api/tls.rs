@@ -13,7 +13,6 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
@@ -26,10 +25,8 @@ use super::transport::{Access, Transport};
 /// messages, empty records) gives the loop back after this many.
 const READS_PER_CALL: usize = 8;
 
-/// The crypto every TLS configuration here uses.
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
+/// The crypto every TLS configuration here uses: the client's, so both ends agree.
+pub use cli::tls::provider;
 
 /// Which kind of server configuration a connection was accepted under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,8 +281,7 @@ mod tests {
         let _ = ctcp.set_nonblocking(true);
         let server = TlsStream::new(stcp, config, Mode::Maintenance, trust.clone())
             .unwrap_or_else(|e| unreachable!("{e}"));
-        let cc =
-            super::super::connect::insecure_config(None).unwrap_or_else(|e| unreachable!("{e}"));
+        let cc = cli::connect::insecure_config(None).unwrap_or_else(|e| unreachable!("{e}"));
         let name = "keelson".try_into().unwrap_or_else(|_| unreachable!());
         let client = ClientConnection::new(cc, name).unwrap_or_else(|e| unreachable!("{e}"));
         (server, client, ctcp)

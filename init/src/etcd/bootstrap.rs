@@ -8,8 +8,6 @@
 
 use grpc::code;
 
-use crate::api::rpc::dispatch::codes;
-
 /// Where `Bootstrap` looks and what it writes.
 #[derive(Debug, Clone)]
 pub struct Paths {
@@ -44,7 +42,7 @@ pub fn check(f: Facts) -> Result<(), Refusal> {
     let refuse = |code, message| Err(Refusal { code, message });
     if !f.control_plane {
         return refuse(
-            codes::FAILED_PRECONDITION,
+            code::FAILED_PRECONDITION,
             "bootstrap is only supported on control plane nodes",
         );
     }
@@ -52,10 +50,10 @@ pub fn check(f: Facts) -> Result<(), Refusal> {
         return refuse(code::INVALID_ARGUMENT, "etcd is not configured, bootstrap is not possible");
     }
     if !f.time_synced {
-        return refuse(codes::FAILED_PRECONDITION, "time is not in sync yet");
+        return refuse(code::FAILED_PRECONDITION, "time is not in sync yet");
     }
     if !f.data_dir_empty {
-        return refuse(codes::ALREADY_EXISTS, "etcd data directory is not empty");
+        return refuse(code::ALREADY_EXISTS, "etcd data directory is not empty");
     }
     Ok(())
 }
@@ -77,17 +75,17 @@ mod tests {
         };
         // Each row: the facts, and the code the first failing check gives.
         let table = [
-            (none, Err(codes::FAILED_PRECONDITION)),
+            (none, Err(code::FAILED_PRECONDITION)),
             (Facts { control_plane: true, ..none }, Err(code::INVALID_ARGUMENT)),
-            (Facts { control_plane: true, etcd_ca: true, ..none }, Err(codes::FAILED_PRECONDITION)),
+            (Facts { control_plane: true, etcd_ca: true, ..none }, Err(code::FAILED_PRECONDITION)),
             (Facts { time_synced: true, ..ok }, Ok(())),
-            (Facts { data_dir_empty: false, ..ok }, Err(codes::ALREADY_EXISTS)),
+            (Facts { data_dir_empty: false, ..ok }, Err(code::ALREADY_EXISTS)),
             (
                 Facts { time_synced: false, data_dir_empty: false, ..ok },
-                Err(codes::FAILED_PRECONDITION),
+                Err(code::FAILED_PRECONDITION),
             ),
             (Facts { etcd_ca: false, data_dir_empty: false, ..ok }, Err(code::INVALID_ARGUMENT)),
-            (Facts { control_plane: false, ..ok }, Err(codes::FAILED_PRECONDITION)),
+            (Facts { control_plane: false, ..ok }, Err(code::FAILED_PRECONDITION)),
         ];
         for (i, (facts, want)) in table.into_iter().enumerate() {
             assert_eq!(code(facts), want, "row {i}: {facts:?}");

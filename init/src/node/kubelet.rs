@@ -11,7 +11,7 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use evloop::EventSource;
-use net::config::{HealthzTarget, MachineConfig, DEFAULT_HEALTHZ};
+use net::config::{ArgValue, HealthzTarget, MachineConfig, DEFAULT_HEALTHZ};
 use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::nodeaddress;
 use net::resource::{
@@ -85,7 +85,7 @@ fn command(
     *previous_ip = Some(ip);
     let host = store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).ok_or(waiting)?;
     let mut cmd = kubelet.command.clone();
-    cmd.extend(kubelet.extra_args.iter().map(|(k, v)| format!("--{k}={v}")));
+    cmd.extend(kubelet.extra_args.iter().flat_map(|(k, v)| v.flags(k)));
     cmd.push(format!("--node-ip={ip}"));
     cmd.push(format!("--hostname-override={}", host.hostname));
     Ok(cmd)
@@ -96,7 +96,7 @@ fn command(
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Release {
     command: Vec<String>,
-    extra_args: BTreeMap<String, String>,
+    extra_args: BTreeMap<String, ArgValue>,
 }
 
 /// The configured release and health endpoint, if a kubelet is configured.

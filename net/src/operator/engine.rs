@@ -90,12 +90,23 @@ impl Lease {
         }
     }
 
-    /// The operator-layer specs this lease gives.
-    pub fn specs(&self, link: &str, route_metric: u32, now: Instant) -> LayerSpecs {
-        match self {
+    /// The operator-layer specs this lease gives; none of its routes with `skip_routes`
+    /// (Talos's `DHCPv4Config.ignoreRoutes`: the address, DNS and NTP still apply).
+    pub fn specs(
+        &self,
+        link: &str,
+        route_metric: u32,
+        skip_routes: bool,
+        now: Instant,
+    ) -> LayerSpecs {
+        let mut specs = match self {
             Lease::V4(l) => dhcp4::lease_to_specs(l, link, route_metric, now),
             Lease::V6(l) => dhcp6::lease_to_specs(l, link, now),
+        };
+        if skip_routes {
+            specs.routes.clear();
         }
+        specs
     }
 }
 
@@ -306,5 +317,48 @@ fn from6(o: dhcp6::Output) -> Event {
         dhcp6::Output::Bound(l) => Event::Bound(Lease::V6(l)),
         dhcp6::Output::Expired => Event::Expired,
         dhcp6::Output::Status(s) => Event::Status(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(now: Instant) -> Lease {
+        Lease::V4(dhcp4::Lease {
+            address: Ipv4Addr::new(10, 0, 0, 50),
+            prefix_len: 24,
+            server_id: Ipv4Addr::new(10, 0, 0, 1),
+            routers: vec![Ipv4Addr::new(10, 0, 0, 1)],
+            // A static route via a gateway outside the prefix: it also gets an on-link route.
+            classless_routes: vec![
+                ("0.0.0.0/0".parse().unwrap(), Ipv4Addr::new(10, 0, 0, 1)),
+                ("192.168.0.0/16".parse().unwrap(), Ipv4Addr::new(10, 9, 0, 1)),
+            ],
+            dns: vec![Ipv4Addr::new(10, 0, 0, 53)],
+            domain: None,
+            search: Vec::new(),
+            ntp: vec![Ipv4Addr::new(10, 0, 0, 123)],
+            hostname: None,
+            mtu: None,
+            broadcast: None,
+            lease_time: 1000,
+            t1: 500,
+            t2: 875,
+            acquired_at: Some(now),
+        })
+    }
+
+    #[test]
+    fn skip_routes_drops_every_route_of_the_lease_and_nothing_else() {
+        let now = Instant::now();
+        let all = lease(now).specs("eth0", 1024, false, now);
+        assert_eq!(all.routes.len(), 3, "{:?}", all.routes);
+        let none = lease(now).specs("eth0", 1024, true, now);
+        assert!(none.routes.is_empty(), "{:?}", none.routes);
+        // The address (with its prefix route's metric), DNS and NTP still apply.
+        assert_eq!(none.addresses, all.addresses);
+        assert_eq!(none.addresses[0].priority, 1024);
+        assert_eq!((none.resolvers, none.time_servers), (all.resolvers, all.time_servers));
     }
 }

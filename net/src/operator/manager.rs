@@ -343,7 +343,8 @@ impl Operators {
                         let from = lease.server().map(|s| format!(" from {s}")).unwrap_or_default();
                         log::info!(target: log_target, "{id}: bound {network}{from} for {} s", lease.seconds().unwrap_or(u32::MAX));
                     }
-                    let specs = lease.specs(&link, r.engine.route_metric(), now);
+                    let skip_routes = r.want.spec.dhcp4.as_ref().is_some_and(|d| d.skip_routes);
+                    let specs = lease.specs(&link, r.engine.route_metric(), skip_routes, now);
                     wrote |= write_all(rt, id, specs, &mut r.written);
                     if let (Some(dir), Lease::V4(l)) = (&self.state_dir, &lease) {
                         if let Err(e) = leases::save(dir, &link, &r.want.mac, l) {

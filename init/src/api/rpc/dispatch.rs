@@ -27,18 +27,10 @@ use runtime::{Change, Runtime};
 use talos_api::authz::{self, Maintenance, Role};
 
 use super::events::EventLog;
-use crate::api::server::Effects;
+use crate::api::cosi::watch::History;
 use crate::api::transport::Access;
 use crate::machine::Machine;
-
-/// gRPC status codes the API answers beyond those of [`grpc::code`].
-pub mod codes {
-    pub const NOT_FOUND: u32 = 5;
-    pub const ALREADY_EXISTS: u32 = 6;
-    pub const PERMISSION_DENIED: u32 = 7;
-    pub const FAILED_PRECONDITION: u32 = 9;
-    pub const UNAUTHENTICATED: u32 = 16;
-}
+use crate::verbs::Effects;
 
 /// A method's handler: the request message's bytes in, a reply or a status out.
 pub type Handler = fn(&mut Call<'_>, &[u8]) -> Result<Reply, Status>;
@@ -56,15 +48,6 @@ pub struct Method {
 /// The request limit of calls whose request is a few fields.
 pub const SMALL_REQUEST: usize = 64 << 10;
 
-/// Every service the node serves.
-pub const SERVICES: &[&[Method]] =
-    &[super::machine::METHODS, super::storage::METHODS, super::time::METHODS];
-
-/// The method at `path`.
-pub fn route(path: &str) -> Option<&'static Method> {
-    SERVICES.iter().flat_map(|s| s.iter()).find(|m| m.path == path)
-}
-
 /// What a call runs with: who called, and the node.
 pub struct Call<'a> {
     /// How the client connected (the local socket is admin; TLS: its certificate's role, or
@@ -76,6 +59,8 @@ pub struct Call<'a> {
     pub effects: &'a mut Effects,
     /// The node's recent events (for `Events`).
     pub events: &'a EventLog,
+    /// The recent changes of every kind (for COSI's watches).
+    pub cosi: &'a History,
     pub now: Instant,
 }
 
@@ -135,6 +120,8 @@ pub struct FeedCtx<'a> {
     /// Store changes since the last time (only those of the kinds the server journals).
     pub changes: &'a [Change],
     pub events: &'a EventLog,
+    /// The recent changes of every kind (for COSI's watches).
+    pub cosi: &'a History,
     pub now: Instant,
 }
 
@@ -162,6 +149,11 @@ pub trait Feed {
     fn kinds(&self) -> Vec<Kind> {
         Vec::new()
     }
+    /// It has messages to give now, without waiting for the store or the clock (the rest of
+    /// a list, a watch's backlog): the server asks again as soon as the client has room.
+    fn ready(&self) -> bool {
+        false
+    }
 }
 
 /// May the caller call `path`? Err: the status to answer with.
@@ -174,7 +166,7 @@ pub fn authorize(access: Access, path: &str) -> Result<(), Status> {
             return match authz::in_maintenance(path) {
                 Maintenance::Served => Ok(()),
                 Maintenance::Denied => {
-                    Err(Status::new(codes::PERMISSION_DENIED, "not allowed in maintenance mode"))
+                    Err(Status::new(code::PERMISSION_DENIED, "not allowed in maintenance mode"))
                 }
                 Maintenance::Absent => Err(Status::new(
                     code::UNIMPLEMENTED,
@@ -183,11 +175,11 @@ pub fn authorize(access: Access, path: &str) -> Result<(), Status> {
             };
         }
         Access::Pending => {
-            return Err(Status::new(codes::UNAUTHENTICATED, "not authenticated"));
+            return Err(Status::new(code::UNAUTHENTICATED, "not authenticated"));
         }
         Access::Revoked => {
             return Err(Status::new(
-                codes::PERMISSION_DENIED,
+                code::PERMISSION_DENIED,
                 "this connection was made under a TLS trust the node no longer has: reconnect",
             ));
         }
@@ -196,7 +188,7 @@ pub fn authorize(access: Access, path: &str) -> Result<(), Status> {
         Ok(())
     } else {
         Err(Status::new(
-            codes::PERMISSION_DENIED,
+            code::PERMISSION_DENIED,
             format!("{} is not allowed to call {path}", role.name()),
         ))
     }
@@ -207,20 +199,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_path_is_routed_once_and_has_a_limit() {
-        let all: Vec<&Method> = SERVICES.iter().flat_map(|s| s.iter()).collect();
-        for m in &all {
-            assert_eq!(all.iter().filter(|o| o.path == m.path).count(), 1, "{}", m.path);
-            assert!(m.path.starts_with('/') && m.path[1..].contains('/'), "{}", m.path);
-            assert!(m.max_request > 0, "{}", m.path);
-            assert!(route(m.path).is_some());
-        }
-        assert!(route("/machine.MachineService/Version").is_some());
-        assert!(route("/machine.MachineService/Nope").is_none());
-        assert!(route("machine.MachineService/Version").is_none());
-    }
-
-    #[test]
     fn access_by_role_and_in_maintenance() {
         let version = "/machine.MachineService/Version";
         let reboot = "/machine.MachineService/Reboot";
@@ -228,18 +206,18 @@ mod tests {
         let code_of = |a: Access, p: &str| authorize(a, p).err().map(|s| s.code);
         assert_eq!(code_of(Access::Admin, reboot), None);
         assert_eq!(code_of(Access::Operator, reboot), None);
-        assert_eq!(code_of(Access::Reader, reboot), Some(codes::PERMISSION_DENIED));
+        assert_eq!(code_of(Access::Reader, reboot), Some(code::PERMISSION_DENIED));
         assert_eq!(code_of(Access::Reader, version), None);
-        assert_eq!(code_of(Access::Operator, apply), Some(codes::PERMISSION_DENIED));
+        assert_eq!(code_of(Access::Operator, apply), Some(code::PERMISSION_DENIED));
         assert_eq!(code_of(Access::Maintenance, apply), None);
         assert_eq!(code_of(Access::Maintenance, version), None);
         assert_eq!(code_of(Access::Maintenance, "/storage.StorageService/Disks"), None);
         assert_eq!(code_of(Access::Maintenance, reboot), Some(code::UNIMPLEMENTED));
         assert_eq!(
             code_of(Access::Maintenance, "/cosi.resource.State/Update"),
-            Some(codes::PERMISSION_DENIED)
+            Some(code::PERMISSION_DENIED)
         );
-        assert_eq!(code_of(Access::Revoked, version), Some(codes::PERMISSION_DENIED));
-        assert_eq!(code_of(Access::Pending, version), Some(codes::UNAUTHENTICATED));
+        assert_eq!(code_of(Access::Revoked, version), Some(code::PERMISSION_DENIED));
+        assert_eq!(code_of(Access::Pending, version), Some(code::UNAUTHENTICATED));
     }
 }

@@ -15,7 +15,6 @@ use talos_api::common::Metadata;
 use talos_api::machine as m;
 
 use super::dispatch::{Feed, FeedCtx, Flow};
-use super::machine::data;
 use crate::logring;
 
 /// How often a follower looks for new lines when nothing else wakes the loop.
@@ -188,4 +187,12 @@ impl Feed for EventsFeed {
         self.from = self.from.max(ctx.events.oldest_seq());
         Flow::More
     }
+}
+
+/// A `common.Data` message of the node's.
+pub(super) fn data(hostname: &str, bytes: Vec<u8>) -> Vec<u8> {
+    talos_api::Message::encode_to_vec(&talos_api::common::Data {
+        metadata: Metadata::of(hostname),
+        bytes,
+    })
 }

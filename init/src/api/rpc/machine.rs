@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 use grpc::{code, Status};
 use net::resource::{Namespace, ServiceStatus};
 use serde_json::Value;
-use talos_api::common::{Data, Metadata};
+use talos_api::common::Metadata;
 use talos_api::google::Empty;
 use talos_api::machine as m;
 
-use super::dispatch::{codes, decode, Call, Method, Reply, SMALL_REQUEST};
+use super::dispatch::{decode, Call, Method, Reply, SMALL_REQUEST};
 use super::events::{service_action, service_health};
 use super::feeds::{DmesgFeed, EventsFeed, LogsFeed};
 use crate::api::protocol::MAX_REQUEST;
-use crate::api::server::{apply_with_mode, load_applied, Apply};
 use crate::api::transport::Access;
 use crate::api::trial::{self, ApplyMode};
 use crate::machine::Power;
+use crate::verbs::{apply_with_mode, load_applied, Apply};
 
 const fn method(name: &'static str, handler: super::dispatch::Handler) -> Method {
     Method { path: name, max_request: SMALL_REQUEST, handler }
@@ -142,7 +142,7 @@ fn apply_error(why: String) -> Status {
     let code = if why.starts_with("invalid config") {
         code::INVALID_ARGUMENT
     } else {
-        codes::FAILED_PRECONDITION
+        grpc::code::FAILED_PRECONDITION
     };
     Status::new(code, why)
 }
@@ -295,17 +295,17 @@ fn service_restart(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     let id = req.id.as_str();
     if id == MACHINED {
         return Err(Status::new(
-            codes::FAILED_PRECONDITION,
+            grpc::code::FAILED_PRECONDITION,
             "machined is the node itself: reboot the node instead",
         ));
     }
     let shown = net::names::escape(id, 64);
     let Some(status) = call.rt.store().get_spec::<ServiceStatus>(Namespace::Runtime, id) else {
-        return Err(Status::new(codes::NOT_FOUND, format!("service {shown:?} not found")));
+        return Err(Status::new(grpc::code::NOT_FOUND, format!("service {shown:?} not found")));
     };
     if status.command.is_empty() && status.state == "stopped" {
         return Err(Status::new(
-            codes::FAILED_PRECONDITION,
+            grpc::code::FAILED_PRECONDITION,
             format!("service {shown:?} is not configured to run"),
         ));
     }
@@ -332,7 +332,7 @@ fn logs(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     if req.id != MACHINED || !(req.namespace.is_empty() || req.namespace == "system") {
         let shown = net::names::escape(&req.id, 64);
         return Err(Status::new(
-            codes::NOT_FOUND,
+            grpc::code::NOT_FOUND,
             format!("log {shown:?} not found (keelson keeps the log of machined, the node itself)"),
         ));
     }
@@ -349,7 +349,7 @@ fn events(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
         call.events.next_seq().saturating_sub(req.tail_events.unsigned_abs().into())
     } else if !req.tail_id.is_empty() {
         let seq = call.events.seq_of(&req.tail_id).ok_or_else(|| {
-            Status::new(codes::NOT_FOUND, "tail_id: no such event (it may be too old)")
+            Status::new(grpc::code::NOT_FOUND, "tail_id: no such event (it may be too old)")
         })?;
         seq + 1
     } else if seconds > 0 {
@@ -473,14 +473,9 @@ fn bootstrap(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
 /// `Kubeconfig` needs the Kubernetes control plane, which keelson does not run yet.
 fn no_control_plane(_call: &mut Call<'_>, _req: &[u8]) -> Result<Reply, Status> {
     Err(Status::new(
-        codes::FAILED_PRECONDITION,
+        grpc::code::FAILED_PRECONDITION,
         "this node runs no control plane (keelson does not run etcd or the Kubernetes control plane yet)",
     ))
-}
-
-/// A `common.Data` message of the node's.
-pub(super) fn data(hostname: &str, bytes: Vec<u8>) -> Vec<u8> {
-    talos_api::Message::encode_to_vec(&Data { metadata: Metadata::of(hostname), bytes })
 }
 
 #[cfg(test)]

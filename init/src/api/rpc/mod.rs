@@ -7,15 +7,17 @@
 //! - at most [`MAX_STREAMS`] calls open at once; a request message above its method's limit
 //!   is `ResourceExhausted` as soon as its length prefix arrives, and the request bodies of
 //!   one connection hold at most [`BODY_BUDGET`] bytes together;
-//! - a request must be complete within [`super::conn::REQUEST_DEADLINE`] of its head;
+//! - a request must be complete within [`super::transport::REQUEST_DEADLINE`] of its head;
 //! - a server stream is fed only while less than [`STREAM_HIGH`] bytes wait behind the
 //!   client's flow-control window; a stream whose waiting bytes do not move for [`STALL`] is
 //!   reset (its client stopped reading), and the other calls go on.
 
+mod cosi;
 pub mod dispatch;
 pub mod events;
 mod feeds;
 mod machine;
+mod routes;
 mod storage;
 mod time;
 
@@ -107,6 +109,17 @@ impl GrpcConn {
         })
     }
 
+    /// A stream's feed has messages ready and the client has room for them: pump again now,
+    /// not when the client next sends something (a client with a wide window sends nothing
+    /// while it takes a long list).
+    pub fn wants_pump(&self) -> bool {
+        self.held() < CONN_HIGH
+            && self.calls.iter().any(|(stream, c)| match c {
+                CallState::Streaming(s) => self.h2.queued(*stream) < STREAM_HIGH && s.feed.ready(),
+                CallState::Receiving { .. } => false,
+            })
+    }
+
     /// A call is open (the connection is not idle).
     pub fn busy(&self) -> bool {
         !self.calls.is_empty()
@@ -143,7 +156,7 @@ impl GrpcConn {
             .iter()
             .filter_map(|(stream, c)| match c {
                 CallState::Receiving { started, .. } => {
-                    Some(*started + super::conn::REQUEST_DEADLINE)
+                    Some(*started + super::transport::REQUEST_DEADLINE)
                 }
                 CallState::Streaming(s) => {
                     let waiting = self.h2.queued(*stream);
@@ -210,9 +223,9 @@ impl GrpcConn {
                 Status::new(code::UNIMPLEMENTED, "no message compression is supported"),
             );
         }
-        let Some(method) = dispatch::route(&path) else {
+        let Some(method) = routes::route(&path) else {
             let shown: String = path.chars().take(128).collect();
-            log::debug!(target: "api", "gRPC: unknown method {}", base::names::escape(&shown, 128));
+            log::debug!(target: "api", "gRPC: unknown method {}", base::names::escape(&shown, 512));
             return refuse(h, Status::new(code::UNIMPLEMENTED, format!("unknown method {shown}")));
         };
         if let Err(status) = dispatch::authorize(call.access, method.path) {
@@ -256,6 +269,9 @@ impl GrpcConn {
 
     /// The client sent its whole request: run the call.
     fn finish(&mut self, stream: u32, call: &mut Call<'_>) {
+        if !matches!(self.calls.get(&stream), Some(CallState::Receiving { .. })) {
+            return;
+        }
         let Some(CallState::Receiving { method, body, .. }) = self.calls.remove(&stream) else {
             return;
         };
@@ -288,10 +304,11 @@ impl GrpcConn {
         for (&stream, c) in &mut self.calls {
             let s = match c {
                 CallState::Receiving { started, .. } => {
-                    if now.saturating_duration_since(*started) >= super::conn::REQUEST_DEADLINE {
+                    if now.saturating_duration_since(*started) >= super::transport::REQUEST_DEADLINE
+                    {
                         let why = format!(
                             "request not completed within {} s",
-                            super::conn::REQUEST_DEADLINE.as_secs()
+                            super::transport::REQUEST_DEADLINE.as_secs()
                         );
                         ended.push((stream, Some(Status::new(code::DEADLINE_EXCEEDED, why))));
                     }
@@ -375,8 +392,8 @@ fn send_trailers(h: &mut h2::Connection, stream: u32, status: &Status) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::server::Effects;
     use crate::api::transport::Access;
+    use crate::verbs::Effects;
     use events::EventLog;
     use grpc::{Response, ResponseReader};
     use runtime::Runtime;
@@ -388,6 +405,8 @@ mod tests {
         rt: Runtime,
         effects: Effects,
         events: EventLog,
+        /// COSI's watch history (none: these tests watch no resources).
+        cosi: crate::api::cosi::watch::History,
         now: Instant,
         /// The client's events so far.
         seen: Vec<Event>,
@@ -407,6 +426,7 @@ mod tests {
                 rt: Runtime::new(),
                 effects: Effects::default(),
                 events: EventLog::default(),
+                cosi: Default::default(),
                 now: Instant::now(),
                 seen: Vec::new(),
             }
@@ -423,6 +443,7 @@ mod tests {
                     machine,
                     effects: &mut self.effects,
                     events: &self.events,
+                    cosi: &self.cosi,
                     now: self.now,
                 };
                 self.server.recv(&up, &mut call);
@@ -497,7 +518,7 @@ mod tests {
         let huge = p.open("/machine.MachineService/Version", &[0, 0, 0x20, 0, 0], false);
         p.exchange(Access::Reader);
         assert_eq!(p.status(unknown), Some(code::UNIMPLEMENTED));
-        assert_eq!(p.status(denied), Some(dispatch::codes::PERMISSION_DENIED));
+        assert_eq!(p.status(denied), Some(code::PERMISSION_DENIED));
         assert_eq!(p.status(huge), Some(code::RESOURCE_EXHAUSTED));
         assert!(p.effects.power.is_none());
         assert!(!p.server.busy(), "nothing is kept of refused calls");
@@ -550,7 +571,8 @@ mod tests {
             assert!(rounds < 100, "the stream did not end");
             // With room on the stream, the feed is asked again at once.
             assert!(p.server.deadline().is_some_and(|d| d <= p.now), "no wake-up while fed");
-            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now };
+            let ctx =
+                FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: p.now };
             p.server.pump(&ctx, 0);
             let down = p.server.take_output();
             let _ = p.client.recv(&down);
@@ -575,7 +597,7 @@ mod tests {
         // The client reads nothing more: no WINDOW_UPDATE reaches the server.
         let mut t = p.now;
         for _ in 0..50 {
-            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: t };
+            let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: t };
             p.server.pump(&ctx, 0);
             let _ = p.server.take_output();
             t += Duration::from_millis(100);
@@ -585,7 +607,13 @@ mod tests {
         assert!(waiting > 0 && waiting <= 2 * STREAM_HIGH, "{waiting}");
         let due = p.server.deadline().unwrap_or_else(|| unreachable!());
         assert!(due <= p.now + STALL, "the stall is due");
-        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: p.now + STALL };
+        let ctx = FeedCtx {
+            rt: &p.rt,
+            changes: &[],
+            events: &p.events,
+            cosi: &p.cosi,
+            now: p.now + STALL,
+        };
         p.server.pump(&ctx, 0);
         assert!(!p.server.busy(), "the stream is dropped");
         assert_eq!(p.server.h2.queued(id), 0, "and what waited for it with it");
@@ -598,8 +626,8 @@ mod tests {
         p.exchange(Access::Admin);
         assert!(p.server.busy());
         let due = p.server.deadline().unwrap_or_else(|| unreachable!());
-        assert_eq!(due, p.now + super::super::conn::REQUEST_DEADLINE);
-        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, now: due };
+        assert_eq!(due, p.now + super::super::transport::REQUEST_DEADLINE);
+        let ctx = FeedCtx { rt: &p.rt, changes: &[], events: &p.events, cosi: &p.cosi, now: due };
         p.server.pump(&ctx, 0);
         let _ = p.client.recv(&p.server.take_output());
         assert_eq!(p.status(id), Some(code::DEADLINE_EXCEEDED));

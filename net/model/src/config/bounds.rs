@@ -51,6 +51,9 @@ pub(crate) struct DocSpan {
     pub api_version: Option<String>,
     /// Top-level `kind`.
     pub kind: Option<String>,
+    /// Where the document's root is a null (nothing after a `---`, `~`, `null`): Talos's
+    /// loader skips such documents, so a stream that ends in `---` loads.
+    pub null_at: Option<Position>,
 }
 
 /// The most nodes, after alias expansion, a text of `len` bytes may have. Without aliases a
@@ -86,7 +89,12 @@ enum Node {
 /// returned and the one holding it spans the rest of the text.
 pub(crate) fn check(yaml: &str) -> Result<Vec<DocSpan>, ConfigError> {
     let (refusal, position) = match scan(yaml) {
-        Ok(docs) => return Ok(docs),
+        // Null documents beside others are skipped; a stream of nothing else is refused as
+        // before (a lone `~` is not a configuration).
+        Ok(docs) => match docs.iter().map(|d| d.null_at).collect::<Option<Vec<_>>>().as_deref() {
+            Some([first, ..]) => (Refusal::NotMapping("a scalar"), *first),
+            _ => return Ok(docs),
+        },
         Err(e) => e,
     };
     let message = match refusal {
@@ -155,6 +163,8 @@ pub(super) struct Event {
     pub(super) anchor: Option<Vec<u8>>,
     /// A scalar's value, when it is at most [`MAX_HEADER_VALUE`] bytes.
     pub(super) scalar: Option<Vec<u8>>,
+    /// A scalar written plain and without a tag (so `~`, `null` or nothing is a null).
+    pub(super) plain: bool,
     pub(super) position: Position,
 }
 
@@ -238,13 +248,17 @@ impl<'t> Parser<'t> {
                         .then(|| std::slice::from_raw_parts(data.value, len).to_vec())
                 })
                 .flatten();
+            let plain = kind == unsafe_libyaml::YAML_SCALAR_EVENT && {
+                let data = (*e).data.scalar;
+                data.tag.is_null() && data.style == unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE
+            };
             let mark = (*e).start_mark;
             let position = Position {
                 line: usize::try_from(mark.line).unwrap_or(usize::MAX).saturating_add(1),
                 column: usize::try_from(mark.column).unwrap_or(usize::MAX).saturating_add(1),
             };
             unsafe_libyaml::yaml_event_delete(e);
-            Some(Event { kind, anchor, scalar, position })
+            Some(Event { kind, anchor, scalar, plain, position })
         }
     }
 }
@@ -300,9 +314,10 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
     let mut root_seen = false;
     let mut expect_key = true;
     let mut pending: Option<HeaderKey> = None;
-    // Only nodes directly in a root mapping (one collection open) have values the scan reads.
-    while let Some(Event { kind, anchor, scalar, position: at }) =
-        parser.next(sizes.open.len() == 1)
+    // The scan reads the values of a document's root (a null document) and of the nodes
+    // directly in a root mapping (one collection open), and no others.
+    while let Some(Event { kind, anchor, scalar, plain, position: at }) =
+        parser.next(sizes.open.len() <= 1)
     {
         let node = match kind {
             unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(docs),
@@ -337,8 +352,12 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
                 unsafe_libyaml::YAML_ALIAS_EVENT => Some("an alias"),
                 _ => Some("a scalar"),
             };
-            if let Some(kind) = kind {
-                return Err((Refusal::NotMapping(kind), at));
+            let null = plain
+                && matches!(scalar.as_deref(), Some(b"" | b"~" | b"null" | b"Null" | b"NULL"));
+            match (kind, docs.last_mut()) {
+                (Some(_), Some(doc)) if null => doc.null_at = Some(at),
+                (Some(kind), _) => return Err((Refusal::NotMapping(kind), at)),
+                (None, _) => {}
             }
         } else if sizes.open.len() == 1 {
             // A node directly in the root mapping: keys and values alternate.

@@ -23,7 +23,7 @@ pub(crate) fn talos_keys(cfg: &MachineConfig) -> Vec<(&'static str, bool)> {
     keys
 }
 
-fn machine_keys(m: &Machine) -> [(&'static str, bool); 20] {
+fn machine_keys(m: &Machine) -> [(&'static str, bool); 21] {
     [
         ("machine.token", m.token.is_some()),
         ("machine.acceptedCAs", m.accepted_cas.is_some()),
@@ -45,6 +45,7 @@ fn machine_keys(m: &Machine) -> [(&'static str, bool); 20] {
         ("machine.nodeLabels", m.node_labels.is_some()),
         ("machine.nodeAnnotations", m.node_annotations.is_some()),
         ("machine.nodeTaints", m.node_taints.is_some()),
+        ("machine.disks", m.disks.is_some()),
     ]
 }
 
@@ -80,7 +81,7 @@ fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
     ]
 }
 
-fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 23] {
+fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 24] {
     [
         ("cluster.controlPlane", c.control_plane.is_some()),
         ("cluster.clusterName", c.cluster_name.is_some()),
@@ -105,6 +106,7 @@ fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 23] {
         ("cluster.inlineManifests", c.inline_manifests.is_some()),
         ("cluster.allowSchedulingOnControlPlanes", c.allow_scheduling_on_control_planes.is_some()),
         ("cluster.adminKubeconfig", c.admin_kubeconfig.is_some()),
+        ("cluster.allowSchedulingOnMasters", c.allow_scheduling_on_masters.is_some()),
     ]
 }
 

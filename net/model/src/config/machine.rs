@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
+use super::args::ArgValue;
 use super::network::NetworkConfig;
 use super::scalar::CidrFilter;
 use super::scalar::{self, Base64, DiscoveryTtl, Filter, GoDuration, Url};
@@ -156,6 +157,9 @@ pub struct Machine {
     pub(crate) node_annotations: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) node_taints: Option<TalosKey>,
+    /// Deprecated in Talos (`UserVolumeConfig` replaces it) but still in its schema.
+    #[serde(default, skip_serializing)]
+    pub(crate) disks: Option<TalosKey>,
 }
 
 /// `machine.install`: keelson does not copy itself to the disk (it boots from its
@@ -253,9 +257,9 @@ pub struct KubeletConfig {
     /// keelson addition: the kubelet command line (`argv[0]` first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Extra `--key=value` flags.
+    /// Extra `--key=value` flags; a list value is one flag per item (Talos 1.14).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra_args: BTreeMap<String, String>,
+    pub extra_args: BTreeMap<String, ArgValue>,
     /// How the node IP is picked.
     #[serde(default, rename = "nodeIP", skip_serializing_if = "Option::is_none")]
     pub node_ip: Option<NodeIpConfig>,
@@ -298,8 +302,8 @@ pub struct NodeIpConfig {
     pub valid_subnets: Vec<CidrFilter>,
 }
 
-/// `cluster`.
-#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+/// `cluster`. `Debug` shows the secret as `<redacted>` (a config may be logged whole).
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cluster {
     /// Cluster ID (base64), KubeSpan's and discovery's cluster identity.
@@ -366,6 +370,9 @@ pub struct Cluster {
     pub(crate) inline_manifests: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) allow_scheduling_on_control_planes: Option<TalosKey>,
+    /// The deprecated spelling of `allowSchedulingOnControlPlanes`, still in Talos's schema.
+    #[serde(default, skip_serializing)]
+    pub(crate) allow_scheduling_on_masters: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) admin_kubeconfig: Option<TalosKey>,
 }
@@ -401,6 +408,18 @@ pub struct EtcdConfig {
     /// Talos's deprecated single `subnet`; ignored.
     #[serde(default, skip_serializing)]
     pub(crate) subnet: Option<TalosKey>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Only what keelson uses: the keys it ignores have no content to show.
+        f.debug_struct("Cluster")
+            .field("id", &self.id)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("discovery", &self.discovery)
+            .field("etcd", &self.etcd)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `cluster.discovery`.

@@ -17,7 +17,7 @@ use super::documents::{
     Document, HostnameConfig, KubeSpanDocument, KubeSpanDocumentFilters, NetworkDocument,
     ResolverConfig, StaticHostConfig, TimeSyncConfig,
 };
-use super::documents::{Nameserver, Ntp, SearchDomains};
+use super::documents::{Nameserver, Ntp, SearchDomains, NOT_IMPLEMENTED};
 use super::machine::MachineConfig;
 use super::network::{KubeSpanConfig, NetworkConfig};
 use super::{parse, ConfigError};
@@ -63,6 +63,30 @@ pub fn migrate(yaml: &str) -> Result<String, MigrateError> {
             out.push_str("---\n");
         }
         out.push_str(&serde_yaml::to_string(doc)?);
+    }
+    for doc in copied_documents(yaml)? {
+        if !out.is_empty() {
+            out.push_str("---\n");
+        }
+        out.push_str(&doc);
+    }
+    Ok(out)
+}
+
+/// Typed documents that are neither network documents rebuilt above nor kept as documents:
+/// the discovery documents and `KubeNodeConfig` (folded into `cluster` and `machine.kubelet`)
+/// and the kinds keelson does not implement.
+/// They are copied as they were, so the output says everything the input did.
+fn copied_documents(yaml: &str) -> Result<Vec<String>, MigrateError> {
+    const FOLDED: [&str; 3] =
+        ["DiscoveryServiceConfig", "DiscoveryIdentityConfig", "KubeNodeConfig"];
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value = <Value as serde::Deserialize>::deserialize(doc)?;
+        let Some(kind) = value.get("kind").and_then(Value::as_str) else { continue };
+        if FOLDED.contains(&kind) || NOT_IMPLEMENTED.contains(&kind) {
+            out.push(serde_yaml::to_string(&value)?);
+        }
     }
     Ok(out)
 }

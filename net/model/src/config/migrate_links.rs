@@ -18,7 +18,7 @@ use super::network::{
     Bond, Device, DeviceSelector, DeviceWireguard, DhcpOptions, NetworkConfig, Vip,
 };
 use super::specs::bridge_master;
-use crate::resource::vlan_link_name;
+use crate::resource::{vlan_link_name, PrimaryReselect};
 
 /// The link documents of every device.
 pub(crate) fn devices(network: &NetworkConfig) -> Result<Vec<Document>, MigrateError> {
@@ -88,13 +88,15 @@ impl Migration {
                 .with_common(common),
             ));
         } else if let Some(bond) = &device.bond {
-            if !bond.primary.is_empty() {
+            let links = self.bond_links(bond);
+            // BondConfig names its primary among `links`: one picked by a selector has an
+            // alias there, not the name v1alpha1 gives.
+            if !bond.primary.is_empty() && !links.contains(&bond.primary) {
                 return Err(MigrateError::NoEquivalent {
                     path: format!("machine.network.interfaces[{i}].bond.primary"),
-                    why: "BondConfig has no primary member".into(),
+                    why: "the primary is not one of the bond's interfaces by name".into(),
                 });
             }
-            let links = self.bond_links(bond);
             self.docs.push(Document::Bond(bond_document(&name, bond, links).with_common(common)));
         } else if let Some(bridge) = &device.bridge {
             let master = bridge_master(bridge);
@@ -304,7 +306,11 @@ fn bond_document(name: &str, bond: &Bond, links: Vec<String>) -> BondConfig {
         ad_select: Some(bond.ad_select),
         ad_actor_sys_prio: (bond.ad_actor_sys_prio != 0).then_some(bond.ad_actor_sys_prio),
         ad_user_port_key: (bond.ad_user_port_key != 0).then_some(bond.ad_user_port_key),
-        primary_reselect: Some(bond.primary_reselect),
+        primary: (!bond.primary.is_empty()).then(|| bond.primary.clone()),
+        // Only with a primary, or when not the default: alone it has no effect (Talos warns).
+        primary_reselect: (!bond.primary.is_empty()
+            || bond.primary_reselect != PrimaryReselect::default())
+        .then_some(bond.primary_reselect),
         resend_igmp: set(bond.resend_igmp),
         min_links: set(bond.min_links),
         lp_interval: set(bond.lp_interval),

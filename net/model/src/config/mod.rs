@@ -42,6 +42,7 @@
 //! * Not accepted: vendor VIPs (`equinixMetal`, `hcloud`); `bond.adActorSystem` is refused
 //!   as Talos refuses it.
 
+mod args;
 mod bounds;
 mod documents;
 mod error;
@@ -74,7 +75,10 @@ mod tests_links;
 mod tests_partial;
 #[cfg(test)]
 mod tests_specs;
+#[cfg(test)]
+mod tests_talos_kinds;
 
+pub use args::ArgValue;
 pub use documents::{
     AliasSelector, AutoHostname, BondConfig, BridgeConfig, BridgeStpConfig, BridgeVlanConfig,
     CommonLink, Dhcp4Config, Dhcp6Config, DhcpConfig, Document, DummyLinkConfig, EthernetConfig,

@@ -385,10 +385,12 @@ impl ScalarParser for Url {
     type Out = String;
     const EXPECTING: &'static str = "a URL";
     fn parse(s: &str) -> Result<String, String> {
-        let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
+        // `grpc://` is TLS like `https://` (Talos's `DiscoveryServiceConfig` allows it, and
+        // the discovery client takes it).
+        let rest = ["https://", "http://", "grpc://"].iter().find_map(|p| s.strip_prefix(p));
         match rest {
             Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(s.to_owned()),
-            _ => Err(format!("invalid URL {s:?} (expected http:// or https://)")),
+            _ => Err(format!("invalid URL {s:?} (expected http://, https:// or grpc://)")),
         }
     }
 }

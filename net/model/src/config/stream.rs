@@ -43,10 +43,19 @@ pub fn check(yaml: &str) -> Report {
         report.errors.push(ConfigError::new("", None, "the configuration is empty"));
         return report;
     }
-    let many = spans.len() > 1;
+    let many = spans.iter().filter(|s| s.null_at.is_none()).count() > 1;
+    let has = |kind: &str| spans.iter().any(|s| s.kind.as_deref() == Some(kind));
+    let beside = validate::Beside {
+        discovery: has("DiscoveryServiceConfig"),
+        identity: has("DiscoveryIdentityConfig"),
+    };
     let mut legacy: Option<(usize, String)> = None;
     let mut typed: Vec<NetworkDocument> = Vec::new();
     for (i, span) in spans.iter().enumerate() {
+        if span.null_at.is_some() {
+            // An empty document (a stream ending in `---`): Talos skips it, so does keelson.
+            continue;
+        }
         let end = spans.get(i + 1).map_or(yaml.len(), |next| next.start);
         let text = yaml.get(span.start..end).unwrap_or_default();
         let number = i + 1;
@@ -67,7 +76,7 @@ pub fn check(yaml: &str) -> Report {
                 }
                 // Padded so that positions, warnings included, are the file's own lines.
                 let padded = format!("{}{text}", "\n".repeat(span.line_offset));
-                let (cfg, errors) = legacy_document(&padded);
+                let (cfg, errors) = legacy_document(&padded, beside);
                 for mut e in errors {
                     if many {
                         e.document = Some(documents::label(number, "v1alpha1", None));
@@ -130,7 +139,17 @@ pub fn check(yaml: &str) -> Report {
         }
     }
     let legacy_text = legacy.as_ref().map(|(_, text)| text.as_str()).filter(|t| !t.is_empty());
-    let refused = cross_check(&mut report, &typed, legacy_text);
+    let mut refused = cross_check(&mut report, &typed, legacy_text);
+    for i in documents::without_identity(&typed, &refused, &report.config) {
+        if let Some(doc) = typed.get(i) {
+            let message = "the discovery service needs the cluster's identity: a \
+                           DiscoveryIdentityConfig document, or cluster.id and cluster.secret";
+            report.errors.push(doc_error(doc, message.to_owned()));
+            refused.insert(i);
+        }
+    }
+    let kept = typed.iter().enumerate().filter(|(i, _)| !refused.contains(i)).map(|(_, d)| d);
+    report.config.warnings.extend(documents::extra_services(kept));
     for (i, doc) in typed.into_iter().enumerate() {
         if refused.contains(&i) {
             continue;
@@ -174,11 +193,14 @@ fn classify(span: &DocSpan) -> Class<'_> {
 }
 
 /// The v1alpha1 document without its invalid entries, and one error per dropped entry.
-fn legacy_document(yaml: &str) -> (Option<MachineConfig>, Vec<ConfigError>) {
+fn legacy_document(
+    yaml: &str,
+    beside: validate::Beside,
+) -> (Option<MachineConfig>, Vec<ConfigError>) {
     let loaded = prune::load(yaml, |t| serde_yaml::from_str::<MachineConfig>(t), validate::check);
     let Some(mut cfg) = loaded.value else { return (None, loaded.errors) };
     cfg.warnings = known::warnings(&cfg, yaml);
-    cfg.warnings.extend(validate::warnings(&cfg, &loaded.source));
+    cfg.warnings.extend(validate::warnings(&cfg, &loaded.source, beside));
     (Some(cfg), loaded.errors)
 }
 

@@ -67,8 +67,8 @@ fn at_line(path: &YamlPath, yaml: &Source<'_>) -> String {
 /// Settings that parse but are deprecated or cannot do what they say, one line each. The
 /// deprecated `cidr` gets one line for devices and one for VLANs, at the first use (each
 /// line costs a pass over the text, so not one per use).
-pub(crate) fn warnings(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<String> {
-    let mut out = kubespan_warnings(cfg, yaml);
+pub(crate) fn warnings(cfg: &MachineConfig, yaml: &Source<'_>, beside: Beside) -> Vec<String> {
+    let mut out = kubespan_warnings(cfg, yaml, beside);
     let devices = YamlPath::keys("machine.network.interfaces");
     let mut on_devices = Vec::new();
     let mut on_vlans = Vec::new();
@@ -94,16 +94,28 @@ pub(crate) fn warnings(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<String> {
     out
 }
 
+/// What typed documents in the same stream give the v1alpha1 document (Talos 1.14 writes the
+/// discovery service and the cluster identity as documents), so that its warnings do not say
+/// they are missing.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Beside {
+    /// A `DiscoveryServiceConfig`.
+    pub discovery: bool,
+    /// A `DiscoveryIdentityConfig`.
+    pub identity: bool,
+}
+
 /// KubeSpan settings that parse but cannot do what they say, one line each.
-fn kubespan_warnings(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<String> {
+fn kubespan_warnings(cfg: &MachineConfig, yaml: &Source<'_>, beside: Beside) -> Vec<String> {
     let ks = &cfg.machine.network.kubespan;
     let at = |path: &'static str| at_line(&YamlPath::keys(path), yaml);
     let mut out = Vec::new();
-    let discovery = cfg
-        .cluster
-        .as_ref()
-        .and_then(|c| c.discovery.as_ref())
-        .is_some_and(|d| d.enabled && !d.registries.service.disabled);
+    let discovery = beside.discovery
+        || cfg
+            .cluster
+            .as_ref()
+            .and_then(|c| c.discovery.as_ref())
+            .is_some_and(|d| d.enabled && !d.registries.service.disabled);
     if ks.harvest_extra_endpoints && !discovery {
         out.push(format!(
             "{}: endpoints are shared through the discovery service, which this config does not \
@@ -125,7 +137,8 @@ fn kubespan_warnings(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<String> {
             at("machine.network.kubespan.filters.endpoints")
         ));
     }
-    if ks.enabled && cfg.cluster.as_ref().and_then(|c| c.id.as_ref()).is_none() {
+    if ks.enabled && !beside.identity && cfg.cluster.as_ref().and_then(|c| c.id.as_ref()).is_none()
+    {
         out.push(format!(
             "{}: KubeSpan needs cluster.id for its address; it stays off until one is set",
             at("machine.network.kubespan.enabled")

@@ -91,6 +91,10 @@ pub struct Dhcp4OperatorSpec {
     pub skip_hostname_request: bool,
     /// Client identifier.
     pub client_identifier: ClientIdentifier,
+    /// Install none of the lease's routes (the default route, option 121's, the on-link
+    /// routes to their gateways): Talos's `DHCPv4Config.ignoreRoutes`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub skip_routes: bool,
 }
 
 /// DHCPv6 operator settings.
@@ -180,6 +184,7 @@ impl OperatorSpec {
                 route_metric,
                 skip_hostname_request: false,
                 client_identifier,
+                skip_routes: false,
             }),
             layer,
             ..Self::default()

@@ -91,6 +91,10 @@ link_document! {
         /// `adLACPActive`: `on` (the kernel's default) or `off`.
         #[serde(default, rename = "adLACPActive", skip_serializing_if = "Option::is_none")]
         pub ad_lacp_active: Option<String>,
+        /// `primary`: the member that is active whenever its link is up (active-backup,
+        /// balance-tlb and balance-alb); by name, alias or altname, as in `links`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub primary: Option<String>,
         /// `primaryReselect`.
         #[serde(default, deserialize_with = "scalar::opt::<PrimaryReselectName, _>", skip_serializing_if = "Option::is_none")]
         pub primary_reselect: Option<PrimaryReselect>,
@@ -133,6 +137,35 @@ impl BondConfig {
                 IpAddr::V6(_) => None,
             })
             .collect()
+    }
+
+    /// Modes in which the kernel has a primary member (its `bond_uses_primary`).
+    fn uses_primary(&self) -> bool {
+        matches!(
+            self.bond_mode,
+            Some(BondMode::ACTIVE_BACKUP | BondMode::BALANCE_TLB | BondMode::BALANCE_ALB)
+        )
+    }
+
+    /// Talos's checks on `primary` (`validatePrimary`).
+    fn check_primary(&self, p: &mut Problems) {
+        let Some(primary) = &self.primary else {
+            if self.primary_reselect.is_some() && self.uses_primary() {
+                p.warn(
+                    YamlPath::keys("primaryReselect"),
+                    "primaryReselect has no effect unless primary is specified",
+                );
+            }
+            return;
+        };
+        let path = YamlPath::keys("primary");
+        if primary.is_empty() {
+            p.error(path, "primary link name can't be empty");
+        } else if !self.links.contains(primary) {
+            p.error(path, "primary link is not in the list of bonded links");
+        } else if let Some(mode) = self.bond_mode.filter(|_| !self.uses_primary()) {
+            p.error(path, format!("primary link is not supported in {mode} bond mode"));
+        }
     }
 
     /// The bond's settings, with the kernel's defaults where the document is silent.
@@ -221,6 +254,7 @@ impl Body for BondConfig {
                 "IPv6 NS targets are not applied by keelson yet",
             );
         }
+        self.check_primary(p);
         match self.ad_lacp_active.as_deref() {
             None | Some("on") => {}
             Some("off") => p.warn(
@@ -236,7 +270,10 @@ impl Body for BondConfig {
         let common = self.common();
         let mut link = common.logical_link(&self.name, "bond", LinkType::ETHER);
         link.hardware_addr = self.hardware_addr.clone();
-        link.bond_master = Some(self.master());
+        let mut master = self.master();
+        // Resolved like the members, so an alias in `links` and `primary` names one link.
+        master.primary = self.primary.as_deref().map(|p| links.resolve(p)).unwrap_or_default();
+        link.bond_master = Some(master);
         out.link_settings(link);
         for (index, member) in self.links.iter().enumerate() {
             let member = links.resolve(member);

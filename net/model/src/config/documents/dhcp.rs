@@ -46,6 +46,9 @@ pub struct DhcpConfig {
     /// `ignoreHostname`: neither ask for nor use the server's hostname.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignore_hostname: Option<bool>,
+    /// `ignoreRoutes` (`DHCPv4Config` only): the lease's routes are not installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_routes: Option<bool>,
     /// `clientIdentifier`: absent is `mac`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_identifier: Option<IdentifierKind>,
@@ -130,6 +133,7 @@ impl Body for Dhcp4Config {
         );
         if let Some(d) = spec.dhcp4.as_mut() {
             d.skip_hostname_request = self.0.ignore_hostname.unwrap_or(false);
+            d.skip_routes = self.0.ignore_routes.unwrap_or(false);
         }
         out.operator(spec);
     }
@@ -146,6 +150,14 @@ impl Body for Dhcp6Config {
 
     fn check(&self, p: &mut Problems) {
         self.0.check(p);
+        // The two kinds share one shape here; Talos's DHCPv6Config has no such field (a
+        // DHCPv6 lease carries no routes: they come from router advertisements).
+        if self.0.ignore_routes.is_some() {
+            p.error(
+                YamlPath::keys("ignoreRoutes"),
+                "unknown key \"ignoreRoutes\": DHCPv6Config has no ignoreRoutes (DHCPv6 installs no routes)",
+            );
+        }
     }
 
     fn add_specs(&self, out: &mut Specs, links: &LinkNames<'_, '_>) {

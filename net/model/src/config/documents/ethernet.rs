@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `EthernetConfig`: ring sizes, offload features and channels of a NIC through ethtool
-//! (Talos's `pkg/machinery/config/types/network/ethernet.go`). keelson checks the document's
-//! shape and warns that it does not apply it yet: ethtool's generic netlink family is a
-//! piece of work of its own, and a Talos configuration that carries the document still loads.
+//! `EthernetConfig`: ring sizes, offload features, channels and wake-on-LAN of a NIC through
+//! ethtool (Talos's `pkg/machinery/config/types/network/ethernet.go`). keelson checks the
+//! document's shape and warns, per setting, that it does not apply it yet: ethtool's generic
+//! netlink family is a piece of work of its own, and a Talos configuration that carries the
+//! document still loads.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -73,10 +74,15 @@ pub struct EthernetConfig {
     /// `channels`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channels: Option<Channels>,
-    /// `wakeOnLAN`: wake-on-LAN modes.
-    #[serde(default, rename = "wakeOnLAN", skip_serializing_if = "Vec::is_empty")]
+    /// `wakeOnLan`: wake-on-LAN modes (`phy`, `unicast`, `multicast`, `broadcast`, `magic`,
+    /// `magicsecure`, `filter`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wake_on_lan: Vec<String>,
 }
+
+/// Talos's `nethelpers.WOLMode` names (ethtool's `WAKE_*` bits).
+const WOL_MODES: [&str; 7] =
+    ["phy", "unicast", "multicast", "broadcast", "magic", "magicsecure", "filter"];
 
 impl Body for EthernetConfig {
     fn name(&self) -> Option<Cow<'_, str>> {
@@ -93,9 +99,26 @@ impl Body for EthernetConfig {
                 p.error(YamlPath::keys("features"), "a feature is an ethtool feature name");
             }
         }
-        p.warn(
-            YamlPath::keys("name"),
-            "keelson does not apply ethtool settings yet: rings, features and channels are left as they are",
-        );
+        for (i, mode) in self.wake_on_lan.iter().enumerate() {
+            if !WOL_MODES.contains(&mode.as_str()) {
+                p.error(
+                    YamlPath::keys("wakeOnLan").index(i),
+                    format!("a wake-on-LAN mode is one of {}", WOL_MODES.join(", ")),
+                );
+            }
+        }
+        // One warning per setting present, at its path: each is left as the driver has it.
+        let present = [
+            ("features", !self.features.is_empty()),
+            ("rings", self.rings.is_some()),
+            ("channels", self.channels.is_some()),
+            ("wakeOnLan", !self.wake_on_lan.is_empty()),
+        ];
+        for (key, _) in present.into_iter().filter(|(_, set)| *set) {
+            p.warn(
+                YamlPath::keys(key),
+                "keelson does not apply ethtool settings yet; left as the driver has it",
+            );
+        }
     }
 }

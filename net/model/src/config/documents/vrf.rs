@@ -13,7 +13,7 @@ use crate::config::locate::YamlPath;
 use crate::config::machine::TalosKey;
 use crate::config::scalar::{self, Table};
 use crate::config::specs::Specs;
-use crate::resource::{LinkType, RoutingTable, VrfMasterSpec, VrfSlave};
+use crate::resource::{HardwareAddr, LinkType, RoutingTable, VrfMasterSpec, VrfSlave};
 
 link_document! {
     /// `kind: VRFConfig`.
@@ -26,6 +26,9 @@ link_document! {
         pub(crate) kind: TalosKey,
         /// `name`: the VRF link to create.
         pub name: String,
+        /// `hardwareAddr`: its MAC; absent lets the kernel pick one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub hardware_addr: Option<HardwareAddr>,
         /// `links`: the links enslaved to it.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub links: Vec<String>,
@@ -62,6 +65,7 @@ impl Body for VrfConfig {
     fn add_specs(&self, out: &mut Specs, links: &LinkNames<'_, '_>) {
         let common = self.common();
         let mut link = common.logical_link(&self.name, "vrf", LinkType::ETHER);
+        link.hardware_addr = self.hardware_addr.clone();
         link.vrf_master = Some(VrfMasterSpec { table: self.table });
         out.link_settings(link);
         for member in &self.links {
