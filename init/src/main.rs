@@ -8,6 +8,7 @@
 mod api;
 mod config_cmd;
 mod config_watch;
+mod etcd;
 mod fetch;
 #[cfg(test)]
 mod fuzz;
@@ -26,6 +27,7 @@ mod staged;
 mod state;
 mod supervisor;
 mod verbs;
+mod vip;
 
 use std::process::ExitCode;
 

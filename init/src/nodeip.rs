@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use net::config::CidrFilter;
 
-fn allowed(ip: &IpAddr, filters: &[CidrFilter]) -> bool {
+pub(crate) fn allowed(ip: &IpAddr, filters: &[CidrFilter]) -> bool {
     let mut ok = filters.iter().all(|f| f.exclude);
     for f in filters {
         if f.network.contains(ip) {

@@ -29,6 +29,10 @@ pub struct Effects {
     pub(crate) restart: Option<String>,
     /// Where the node reads its config from: an applied config is written there.
     pub(crate) config_path: Option<PathBuf>,
+    /// etcd's data directory and the file that keeps a bootstrap request.
+    pub(crate) etcd: Option<crate::etcd::bootstrap::Paths>,
+    /// `Bootstrap` was accepted: start etcd as a new cluster.
+    pub(crate) bootstrap: bool,
 }
 
 impl Effects {

@@ -180,6 +180,20 @@ pub struct BootstrapRequest {
     pub recover_skip_hash_check: bool,
 }
 
+/// `Bootstrap`'s per-node reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Bootstrap {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `Bootstrap`'s reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BootstrapResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<Bootstrap>,
+}
+
 /// One service as `ServiceList` and `ServiceInfo` show it.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ServiceInfo {

@@ -120,6 +120,42 @@ fn pem_block(what: &'static str, text: &str) -> Result<Vec<u8>, IdentityError> {
         .map_err(|e| IdentityError::Pem { what, why: e.to_string() })
 }
 
+/// The DER of a length.
+fn der_len(n: usize) -> Vec<u8> {
+    match n {
+        0..0x80 => vec![n as u8],
+        0x80..0x100 => vec![0x81, n as u8],
+        _ => vec![0x82, (n >> 8) as u8, n as u8],
+    }
+}
+
+/// A SEC1 `EC PRIVATE KEY` (what Go's x509 writes for Talos's etcd and Kubernetes CAs) as
+/// PKCS#8, which is what ring reads: the same key inside a PrivateKeyInfo naming its curve
+/// (RFC 5915, RFC 5958). The curve comes from the key's own parameters; P-256 and P-384 are
+/// the curves ring signs with.
+fn sec1_to_pkcs8(sec1: &[u8]) -> Option<Vec<u8>> {
+    const P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+    const P384: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
+    const EC_PUBLIC_KEY: &[u8] = &[0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+    if sec1.len() > 0xff00 {
+        return None;
+    }
+    let curve = [P256, P384].into_iter().find(|oid| sec1.windows(oid.len()).any(|w| w == *oid))?;
+    let mut alg = vec![0x30];
+    alg.extend(der_len(EC_PUBLIC_KEY.len() + curve.len()));
+    alg.extend_from_slice(EC_PUBLIC_KEY);
+    alg.extend_from_slice(curve);
+    let mut body = vec![0x02, 0x01, 0x00];
+    body.extend(alg);
+    body.push(0x04);
+    body.extend(der_len(sec1.len()));
+    body.extend_from_slice(sec1);
+    let mut out = vec![0x30];
+    out.extend(der_len(body.len()));
+    out.extend(body);
+    Some(out)
+}
+
 fn pem(label: &str, der: &[u8]) -> String {
     pem::encode(&pem::Pem::new(label, der.to_vec()))
 }
@@ -166,7 +202,13 @@ impl Ca {
     /// The CA of a machine config (`machine.ca.crt` and `.key`, PEM).
     pub fn from_pem(cert_pem: &str, key_text: &str) -> Result<Self, IdentityError> {
         let cert = CertificateDer::from(pem_block("machine.ca.crt", cert_pem)?);
-        let key_bytes = pem_block("machine.ca.key", key_text)?;
+        let mut key_bytes = pem_block("machine.ca.key", key_text)?;
+        if pem::parse(key_text).is_ok_and(|p| p.tag() == "EC PRIVATE KEY") {
+            key_bytes = sec1_to_pkcs8(&key_bytes).ok_or_else(|| IdentityError::Pem {
+                what: "machine.ca.key",
+                why: "an EC key on a curve other than P-256 or P-384".into(),
+            })?;
+        }
         let key = KeyPair::try_from(key_bytes.as_slice()).map_err(|e| IdentityError::Pem {
             what: "machine.ca.key",
             why: format!("not a PKCS#8 Ed25519 or ECDSA key ({e})"),
@@ -202,6 +244,22 @@ impl Ca {
             .push(DnType::CommonName, sans.hostname.as_deref().unwrap_or("keelson"));
         params.subject_alt_names = sans.to_rcgen();
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.not_before = days_from_now(-1);
+        params.not_after = days_from_now(365);
+        self.issue(params)
+    }
+
+    /// A certificate for both ends of mutual TLS (etcd's peer and client ports: a member is
+    /// a server to some and a client to others) for these names and addresses.
+    pub fn issue_peer(&self, sans: &Sans) -> Result<Identity, IdentityError> {
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, sans.hostname.as_deref().unwrap_or("keelson"));
+        params.subject_alt_names = sans.to_rcgen();
+        params.extended_key_usages =
+            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.not_before = days_from_now(-1);
         params.not_after = days_from_now(365);

@@ -428,7 +428,7 @@ fn mutual((crt, key): &(String, Option<String>), sans: &Sans) -> Result<Arc<Serv
 }
 
 /// Base64 (either alphabet, as the config parser accepts) to text.
-fn decode(b64: &str, what: &str) -> Result<String, String> {
+pub(crate) fn decode(b64: &str, what: &str) -> Result<String, String> {
     use base64::Engine;
     let engines =
         [base64::engine::general_purpose::STANDARD, base64::engine::general_purpose::URL_SAFE];

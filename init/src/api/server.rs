@@ -141,6 +141,16 @@ impl Server {
         self.effects.config_path = path;
     }
 
+    /// Where `Bootstrap` looks and what it writes.
+    pub fn etcd_paths(&mut self, paths: crate::etcd::bootstrap::Paths) {
+        self.effects.etcd = Some(paths);
+    }
+
+    /// `Bootstrap` accepted since the last call.
+    pub fn take_bootstrap(&mut self) -> bool {
+        std::mem::take(&mut self.effects.bootstrap)
+    }
+
     /// A service restart asked for since the last call.
     pub fn take_restart(&mut self) -> Option<String> {
         self.effects.restart.take()

@@ -96,6 +96,18 @@ impl Api {
         self.0.as_mut().and_then(Server::take_power)
     }
 
+    /// Where `Bootstrap` looks and what it writes.
+    pub fn etcd_paths(&mut self, paths: crate::etcd::bootstrap::Paths) {
+        if let Some(api) = &mut self.0 {
+            api.etcd_paths(paths);
+        }
+    }
+
+    /// `Bootstrap` accepted, once.
+    pub fn take_bootstrap(&mut self) -> bool {
+        self.0.as_mut().is_some_and(Server::take_bootstrap)
+    }
+
     /// A service restart a client asked for (its id), once.
     pub fn take_restart(&mut self) -> Option<String> {
         self.0.as_mut().and_then(Server::take_restart)

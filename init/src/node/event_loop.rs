@@ -19,6 +19,7 @@ use super::api::Api;
 use super::config::ConfigInput;
 use super::config_url::ConfigUrl;
 use super::discovery::Discovery;
+use super::etcd::Etcd;
 use super::kubelet::Kubelet;
 use super::lifecycle::Lifecycle;
 use super::netlink::Netlink;
@@ -37,6 +38,8 @@ pub enum Source {
     Config,
     /// The kubelet's stdout and stderr, and its health check's answers.
     Kubelet,
+    /// etcd's stdout and stderr, and its health check's answers.
+    Etcd,
     /// Kernel uevents (PID 1: drivers for devices that appear).
     Uevent,
     /// The config fetch's reports.
@@ -60,6 +63,8 @@ pub struct Tags {
     pub config: Tag,
     /// See [`Source::Kubelet`].
     pub kubelet: Tag,
+    /// See [`Source::Etcd`].
+    pub etcd: Tag,
     /// See [`Source::Uevent`].
     pub uevent: Tag,
     /// See [`Source::ConfigUrl`].
@@ -81,6 +86,7 @@ impl Tags {
             netlink: tokens.tag(Source::Netlink)?,
             config: tokens.tag(Source::Config)?,
             kubelet: tokens.tag(Source::Kubelet)?,
+            etcd: tokens.tag(Source::Etcd)?,
             uevent: tokens.tag(Source::Uevent)?,
             config_url: tokens.tag(Source::ConfigUrl)?,
             discovery: tokens.tag(Source::Discovery)?,
@@ -96,6 +102,7 @@ impl Tags {
             Source::Netlink => self.netlink,
             Source::Config => self.config,
             Source::Kubelet => self.kubelet,
+            Source::Etcd => self.etcd,
             Source::Uevent => self.uevent,
             Source::ConfigUrl => self.config_url,
             Source::Discovery => self.discovery,
@@ -154,6 +161,12 @@ pub struct EventLoop {
     pub config_path: Option<std::path::PathBuf>,
     /// The kubelet.
     pub kubelet: Kubelet,
+    /// etcd (control planes).
+    pub etcd: Etcd,
+    /// The shared VIPs' workers.
+    pub vips: super::vips::Vips,
+    /// etcd was told to stop (after the VIPs let go).
+    pub etcd_stopping: bool,
     /// NTP.
     pub time: TimeSync,
     /// Stop once settled (`run --once`).
@@ -239,16 +252,18 @@ impl EventLoop {
     /// Watch what every source opened this iteration; the earliest deadline of them all
     /// (the runtime's, the sources', the stop grace's).
     fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
-        let sources: [(Source, &mut dyn EventSource<Runtime>); 7] = [
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 8] = [
             (Source::Netlink, &mut self.netlink),
             (Source::Config, &mut self.config),
             (Source::Kubelet, &mut self.kubelet),
+            (Source::Etcd, &mut self.etcd),
             (Source::Uevent, &mut self.hotplug),
             (Source::Discovery, &mut self.discovery),
             (Source::Time, &mut self.time),
             (Source::Operators, &mut self.operators),
         ];
         let mut deadline = evloop::earliest([
+            self.vips.poll_at(Instant::now()),
             self.rt.poll_at(),
             p.stopping.map(|(_, d)| d),
             self.api.poll_at(),
@@ -321,7 +336,12 @@ impl EventLoop {
     fn supervise(&mut self, p: &Progress, now: Instant) -> Option<Ending> {
         match p.stopping {
             Some((sig, deadline)) => {
-                if self.kubelet.is_stopped() || now >= deadline {
+                // The VIPs hand over while etcd still runs; then etcd stops.
+                if !self.etcd_stopping && (self.vips.is_stopped(&mut self.rt) || now >= deadline) {
+                    self.etcd.shutdown(now);
+                    self.etcd_stopping = true;
+                }
+                if (self.kubelet.is_stopped() && self.etcd.is_stopped()) || now >= deadline {
                     return Some(match p.requested {
                         Some(crate::machine::Power::Reboot) => Ending::Reboot,
                         Some(crate::machine::Power::Shutdown) => Ending::Shutdown,
@@ -329,10 +349,26 @@ impl EventLoop {
                     });
                 }
             }
-            None => self.kubelet.follow(&self.rt, now),
+            None => {
+                self.kubelet.follow(&self.rt, now);
+                self.etcd.follow(&self.rt, now);
+                let hostname = self
+                    .rt
+                    .store()
+                    .get_spec::<net::resource::HostnameStatus>(
+                        net::resource::Namespace::Network,
+                        net::resource::HOSTNAME_ID,
+                    )
+                    .map(|h| h.hostname.clone())
+                    .unwrap_or_default();
+                let setup = self.etcd.vip_setup(&hostname);
+                self.vips.sync(&mut self.rt, setup);
+            }
         }
         self.kubelet.poll(now);
         self.kubelet.publish(&mut self.rt);
+        self.etcd.poll(now);
+        self.etcd.publish(&mut self.rt);
         None
     }
 
@@ -341,6 +377,7 @@ impl EventLoop {
             Signal::SIGTERM | Signal::SIGINT | Signal::SIGPWR if p.stopping.is_none() => {
                 log::info!(target: "pid1", "{sig}: stopping services ({} event loop wakeups)", self.reactor.wakeups);
                 self.kubelet.shutdown(now);
+                self.vips.shutdown();
                 self.operators.shutdown(&mut self.rt, now, false);
                 p.stopping = Some((sig, now + self.stop_grace));
             }
@@ -352,7 +389,7 @@ impl EventLoop {
             Signal::SIGUSR1 => {
                 log::info!(target: "run", "event loop wakeups: {}", self.reactor.wakeups)
             }
-            Signal::SIGCHLD => self.kubelet.reap(now),
+            Signal::SIGCHLD => self.kubelet.reap(self.etcd.service_mut(), now),
             _ => {}
         }
     }
@@ -364,6 +401,7 @@ impl EventLoop {
         }
         log::info!(target: "pid1", "{what:?} requested through the API: stopping services");
         self.kubelet.shutdown(now);
+        self.vips.shutdown();
         self.operators.shutdown(&mut self.rt, now, false);
         p.stopping = Some((Signal::SIGTERM, now + self.stop_grace));
         p.requested = Some(what);
@@ -416,6 +454,7 @@ impl EventLoop {
             Source::Netlink => &mut self.netlink,
             Source::Config => &mut self.config,
             Source::Kubelet => &mut self.kubelet,
+            Source::Etcd => &mut self.etcd,
             Source::Uevent => &mut self.hotplug,
             Source::Discovery => &mut self.discovery,
             Source::Time => &mut self.time,
@@ -431,10 +470,15 @@ impl EventLoop {
                 if let Some(what) = self.api.take_power() {
                     self.power(p, what, now);
                 }
+                if self.api.take_bootstrap() {
+                    self.etcd.bootstrap_requested();
+                }
                 if let Some(id) = self.api.take_restart() {
-                    // The kubelet is the one service the node supervises.
                     if id == "kubelet" && !self.kubelet.restart(now) {
                         log::warn!(target: "run", "kubelet restart asked for, but no kubelet is configured");
+                    }
+                    if id == "etcd" && !self.etcd.restart(now) {
+                        log::warn!(target: "run", "etcd restart asked for, but etcd is not running here");
                     }
                 }
                 return;
@@ -456,6 +500,7 @@ mod tests {
             (tags.netlink, Source::Netlink),
             (tags.config, Source::Config),
             (tags.kubelet, Source::Kubelet),
+            (tags.etcd, Source::Etcd),
             (tags.uevent, Source::Uevent),
             (tags.config_url, Source::ConfigUrl),
             (tags.discovery, Source::Discovery),

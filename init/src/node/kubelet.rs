@@ -365,9 +365,10 @@ impl Kubelet {
         self.service.drain(stream);
     }
 
-    /// SIGCHLD: reap every exited child, telling the service about its own; log orphans.
-    pub fn reap(&mut self, now: Instant) {
-        let n = reap(&mut self.service, now);
+    /// SIGCHLD: reap every exited child, telling the kubelet's service and `other` (etcd)
+    /// about their own; log orphans.
+    pub fn reap(&mut self, other: &mut Service, now: Instant) {
+        let n = reap(&mut self.service, other, now);
         if n > 0 {
             self.orphans_reaped += u64::from(n);
             // The first reap is news; the rest would flood the console.
@@ -382,17 +383,19 @@ impl Kubelet {
 }
 
 /// Reap every exited child; tell the supervisor about its own. Returns the orphans reaped.
-fn reap(kubelet: &mut Service, now: Instant) -> u32 {
+fn reap(kubelet: &mut Service, other: &mut Service, now: Instant) -> u32 {
     let mut orphans = 0;
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, code)) => {
-                if !kubelet.exited(pid, &format!("exited with status {code}"), now) {
+                let how = format!("exited with status {code}");
+                if !kubelet.exited(pid, &how, now) && !other.exited(pid, &how, now) {
                     orphans += 1;
                 }
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                if !kubelet.exited(pid, &format!("was killed by {sig}"), now) {
+                let how = format!("was killed by {sig}");
+                if !kubelet.exited(pid, &how, now) && !other.exited(pid, &how, now) {
                     orphans += 1;
                 }
             }

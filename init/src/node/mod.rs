@@ -13,12 +13,14 @@ mod config;
 mod config_url;
 mod discovery;
 mod error;
+mod etcd;
 mod event_loop;
 mod hardware;
 pub(crate) mod health;
 mod kubelet;
 mod lifecycle;
 mod netlink;
+mod vips;
 
 use std::cell::RefCell;
 use std::os::fd::AsFd;
@@ -147,6 +149,15 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         own_node_id(opts),
         &mut rt,
     )?;
+    let etcd_paths = etcd::Paths {
+        data: opts.root.join(crate::etcd::DATA_DIR.trim_start_matches('/')),
+        pki: opts.root.join("system/secrets/etcd"),
+        state: opts.state.clone(),
+    };
+    api.etcd_paths(crate::etcd::bootstrap::Paths {
+        data: etcd_paths.data.clone(),
+        mark: opts.state.as_ref().map(|s| s.join(crate::etcd::BOOTSTRAP_MARK)),
+    });
     let node = EventLoop {
         tokens,
         tags,
@@ -160,6 +171,9 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         config_url,
         config_path: opts.config.clone(),
         kubelet: Kubelet::new(),
+        etcd: etcd::Etcd::new(etcd_paths.clone()),
+        vips: vips::Vips::default(),
+        etcd_stopping: false,
         lifecycle: lifecycle::Lifecycle::default(),
         time: TimeSync::new(opts.set_clock, std::time::Instant::now()).with_trust(trust(opts)),
         hotplug: opts.hotplug.clone(),

@@ -43,7 +43,7 @@ pub const METHODS: &[Method] = &[
     method("/machine.MachineService/Hostname", hostname),
     method("/machine.MachineService/Memory", memory),
     method("/machine.MachineService/LoadAvg", load_avg),
-    method("/machine.MachineService/Bootstrap", no_control_plane),
+    method("/machine.MachineService/Bootstrap", bootstrap),
     method("/machine.MachineService/Kubeconfig", no_control_plane),
 ];
 
@@ -429,7 +429,48 @@ fn load_avg(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     Reply::unary(&m::LoadAvgResponse { messages: vec![reply] })
 }
 
-/// `Bootstrap` and `Kubeconfig` need the control plane, which keelson does not run yet.
+/// `Bootstrap`: Talos's checks in its order, then the request is kept on disk and etcd
+/// starts a new cluster of this node. A kept request counts as bootstrapped, as a non-empty
+/// data directory does: etcd may not have written its first file yet.
+fn bootstrap(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    use crate::etcd::bootstrap::{check, Facts};
+    use net::config::{MachineConfig, MachineType};
+    use net::resource::{TimeStatus, TIME_STATUS_ID};
+    let _: m::BootstrapRequest = decode(req)?;
+    let store = call.rt.store();
+    let cfg =
+        store.get_spec::<MachineConfig>(Namespace::Config, net::controllers::MACHINE_CONFIG_ID);
+    let control_plane =
+        cfg.as_ref().is_some_and(|c| c.machine.machine_type == Some(MachineType::ControlPlane));
+    let etcd_ca = cfg
+        .as_ref()
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.etcd.as_ref())
+        .and_then(|e| e.ca.as_ref())
+        .is_some_and(|ca| ca.key.is_some());
+    // Talos waits up to 5 s for sync; a handler here never waits, so it answers from now.
+    let time_synced = store
+        .get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID)
+        .is_some_and(|t| t.synced || t.sync_disabled);
+    let paths = call.effects.etcd.clone();
+    let empty = paths.as_ref().is_some_and(|p| {
+        crate::etcd::data_dir_empty(&p.data) && !p.mark.as_ref().is_some_and(|m| m.exists())
+    }) && !call.effects.bootstrap;
+    check(Facts { control_plane, etcd_ca, time_synced, data_dir_empty: empty })
+        .map_err(|r| Status::new(r.code, r.message))?;
+    if let Some(mark) = paths.and_then(|p| p.mark) {
+        crate::api::trial::write_back(&mark, "bootstrap requested\n").map_err(|e| {
+            log::error!(target: "api", "Bootstrap: {}: {e}", mark.display());
+            Status::new(code::INTERNAL, "the bootstrap request could not be kept")
+        })?;
+    }
+    call.effects.bootstrap = true;
+    log::warn!(target: "api", "Bootstrap: etcd starts a new cluster of this node");
+    let reply = m::Bootstrap { metadata: Metadata::of(&call.hostname()) };
+    Reply::unary(&m::BootstrapResponse { messages: vec![reply] })
+}
+
+/// `Kubeconfig` needs the Kubernetes control plane, which keelson does not run yet.
 fn no_control_plane(_call: &mut Call<'_>, _req: &[u8]) -> Result<Reply, Status> {
     Err(Status::new(
         grpc::code::FAILED_PRECONDITION,

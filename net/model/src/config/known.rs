@@ -81,7 +81,7 @@ fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
     ]
 }
 
-fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 23] {
+fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 24] {
     [
         ("cluster.controlPlane", c.control_plane.is_some()),
         ("cluster.clusterName", c.cluster_name.is_some()),
@@ -97,7 +97,8 @@ fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 23] {
         ("cluster.controllerManager", c.controller_manager.is_some()),
         ("cluster.proxy", c.proxy.is_some()),
         ("cluster.scheduler", c.scheduler.is_some()),
-        ("cluster.etcd", c.etcd.is_some()),
+        ("cluster.etcd.image", c.etcd.as_ref().is_some_and(|e| e.image.is_some())),
+        ("cluster.etcd.subnet", c.etcd.as_ref().is_some_and(|e| e.subnet.is_some())),
         ("cluster.coreDNS", c.core_dns.is_some()),
         ("cluster.externalCloudProvider", c.external_cloud_provider.is_some()),
         ("cluster.extraManifests", c.extra_manifests.is_some()),

@@ -325,6 +325,9 @@ pub struct Cluster {
     /// Peer discovery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<Discovery>,
+    /// etcd on a control-plane node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<EtcdConfig>,
 
     // Talos keys keelson ignores (see `known.rs`).
     #[serde(default, skip_serializing)]
@@ -355,8 +358,6 @@ pub struct Cluster {
     pub(crate) proxy: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) scheduler: Option<TalosKey>,
-    #[serde(default, skip_serializing)]
-    pub(crate) etcd: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "coreDNS")]
     pub(crate) core_dns: Option<TalosKey>,
     #[serde(default, skip_serializing)]
@@ -376,6 +377,39 @@ pub struct Cluster {
     pub(crate) admin_kubeconfig: Option<TalosKey>,
 }
 
+/// `cluster.etcd`, the keys Talos reads for its etcd service.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdConfig {
+    /// The etcd CA: peers and clients are issued certificates from it (its key is needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PemKeyPair>,
+    /// Extra `--key=value` flags for etcd.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_args: BTreeMap<String, String>,
+    /// Subnets the advertised peer address is chosen from (`!` excludes).
+    #[serde(
+        default,
+        deserialize_with = "scalar::list::<Filter, _>",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub advertised_subnets: Vec<CidrFilter>,
+    /// Subnets etcd listens on for peers (`!` excludes); default: all addresses.
+    #[serde(
+        default,
+        deserialize_with = "scalar::list::<Filter, _>",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub listen_subnets: Vec<CidrFilter>,
+    /// Talos's etcd container image: keelson runs the `etcd` binary of the image it booted
+    /// from, so this is ignored (with the warning every ignored Talos key gets).
+    #[serde(default, skip_serializing)]
+    pub(crate) image: Option<TalosKey>,
+    /// Talos's deprecated single `subnet`; ignored.
+    #[serde(default, skip_serializing)]
+    pub(crate) subnet: Option<TalosKey>,
+}
+
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Only what keelson uses: the keys it ignores have no content to show.
@@ -383,6 +417,7 @@ impl std::fmt::Debug for Cluster {
             .field("id", &self.id)
             .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
             .field("discovery", &self.discovery)
+            .field("etcd", &self.etcd)
             .finish_non_exhaustive()
     }
 }

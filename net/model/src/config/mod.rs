@@ -89,9 +89,9 @@ pub use documents::{
 pub use error::{ConfigError, Position};
 pub use healthz::{HealthzTarget, DEFAULT_HEALTHZ};
 pub use machine::{
-    Cluster, Discovery, DiscoveryRegistries, DiskSelector, InstallConfig, KubeletConfig,
-    KubernetesRegistry, Machine, MachineConfig, MachineType, NodeIpConfig, PemKeyPair,
-    ServiceRegistry, TimeConfig,
+    Cluster, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig, InstallConfig,
+    KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType, NodeIpConfig,
+    PemKeyPair, ServiceRegistry, TimeConfig,
 };
 pub use migrate::{migrate, MigrateError};
 pub use network::{

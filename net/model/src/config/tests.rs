@@ -737,3 +737,26 @@ fn install_disk_selector_and_wipe_are_read() {
     assert_eq!(sel.disk_type.as_deref(), Some("ssd"));
     assert!(parse("version: v1alpha1\nmachine:\n  install:\n    disks: /dev/sda\n").is_err());
 }
+
+#[test]
+fn cluster_etcd_keys_as_talos_reads_them() {
+    // "LS0t" is base64 of "---": the parser checks the base64 and keeps it as written.
+    let yaml = "version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  etcd:\n    \
+                ca: {crt: LS0t, key: LS0t}\n    image: gcr.io/etcd-development/etcd:v3.5.16\n    \
+                extraArgs: {election-timeout: \"5000\"}\n    advertisedSubnets: [10.0.0.0/8, \
+                \"!10.9.0.0/16\"]\n    listenSubnets: [10.0.0.0/8]\n";
+    let cfg = parse(yaml).unwrap();
+    let etcd = cfg.cluster.as_ref().unwrap().etcd.as_ref().unwrap();
+    assert_eq!(etcd.ca.as_ref().unwrap().crt, "LS0t");
+    assert_eq!(etcd.ca.as_ref().unwrap().key.as_deref(), Some("LS0t"));
+    assert_eq!(etcd.extra_args["election-timeout"], "5000");
+    assert_eq!(etcd.advertised_subnets.len(), 2);
+    assert!(etcd.advertised_subnets[1].exclude);
+    assert_eq!(etcd.listen_subnets.len(), 1);
+    assert_eq!(
+        cfg.warnings,
+        ["cluster.etcd.image (line 7): a Talos key keelson does not use; ignored"]
+    );
+    let e = err("version: v1alpha1\ncluster:\n  etcd:\n    advertisedSubnets: [10.0.0.0/33]\n");
+    assert_eq!(e.path, "cluster.etcd.advertisedSubnets[0]");
+}

@@ -257,7 +257,11 @@ fn link_alias_config_example() {
     let vip = operator(&specs, "vip/enp0s31f6/1.2.3.4");
     assert_eq!(vip.vip.as_ref().unwrap().ip, "1.2.3.4".parse::<IpAddr>().unwrap());
     let cfg = parse(yaml).unwrap();
-    assert!(cfg.warnings.iter().any(|w| w.contains("no VIP operator")), "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings.iter().any(|w| w.contains("only a control-plane node with a healthy etcd")),
+        "{:?}",
+        cfg.warnings
+    );
     // A selector that matches several links gives no alias: the name stays unresolved.
     let yaml = "apiVersion: v1alpha1\nkind: LinkAliasConfig\nname: net0\nselector:\n    \
                 match: link.driver == \"virtio_net\"\n---\napiVersion: v1alpha1\nkind: LinkConfig\nname: net0\nmtu: 9000\n";

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `Layer2VIPConfig`: a shared address announced with gratuitous ARP on one link (Talos's
 //! `pkg/machinery/config/types/network/layer2_vip.go`). Parsed and checked; its operator
-//! spec is emitted as the v1alpha1 `vip` one is, and the node warns that no VIP operator
-//! runs yet.
+//! spec is emitted as the v1alpha1 `vip` one is; only a control plane running etcd holds
+//! the address, which the warning says.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -50,7 +50,8 @@ impl Body for Layer2VipConfig {
         }
         p.warn(
             YamlPath::keys("name"),
-            "keelson has no VIP operator yet: the address is not announced",
+            "only a control-plane node with a healthy etcd campaigns for a shared VIP; elsewhere \
+             the address is never added",
         );
     }
 

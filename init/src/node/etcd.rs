@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+//! etcd on a control-plane node, supervised like the kubelet: it runs when the config says
+//! `machine.type: controlplane` and carries `cluster.etcd.ca` (with its key), the network is
+//! ready, and either its data directory holds a member or `Bootstrap` was called. Its peer
+//! and client certificates are issued here from the etcd CA for the node's hostname and
+//! addresses, and issued again when those change (etcd is then restarted with them). Its
+//! health is etcd's own `/health`, read on loopback.
+
+use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use evloop::EventSource;
+use net::config::{HealthzTarget, MachineConfig, MachineType};
+use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use net::nodeaddress;
+use net::resource::{
+    HostnameStatus, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus, HOSTNAME_ID,
+};
+use runtime::Runtime;
+
+use super::health::Prober;
+use crate::api::identity::{Ca, Sans};
+use crate::etcd::args::{self, Plan, Start};
+use crate::etcd::{data_dir_empty, BOOTSTRAP_MARK, METRICS_PORT};
+use crate::machine::SOURCE;
+use crate::supervisor::{RestartPolicy, Service, State, Stream};
+
+/// Keys of etcd's stdout, stderr and health wake-up socket.
+pub const KEY_STDOUT: u64 = 0;
+/// See [`KEY_STDOUT`].
+pub const KEY_STDERR: u64 = 1;
+/// See [`KEY_STDOUT`].
+pub const KEY_HEALTH: u64 = 2;
+
+const PROBE_STARTING: Duration = Duration::from_millis(500);
+const PROBE_STEADY: Duration = Duration::from_secs(5);
+
+/// Where etcd's files go.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The data directory (`/var/lib/etcd` under PID 1).
+    pub data: PathBuf,
+    /// Its CA, certificates and keys.
+    pub pki: PathBuf,
+    /// The state directory, where the bootstrap request is kept (`None`: not kept).
+    pub state: Option<PathBuf>,
+}
+
+/// The etcd service.
+pub struct Etcd {
+    service: Service,
+    paths: Paths,
+    desired: Option<Vec<String>>,
+    why_not: String,
+    /// What the certificates on disk were issued for: CA text, hostname, addresses.
+    issued: Option<(String, String, Vec<IpAddr>)>,
+    /// `Bootstrap` was accepted (or its mark was found at start).
+    bootstrap: bool,
+    /// Certificates were issued again under a running etcd, which reads them only at start.
+    reissued: bool,
+    /// The config makes this node a control plane (only then is etcd listed).
+    control_plane: bool,
+    healthy: bool,
+    /// This process was healthy once (the VIPs keep campaigning through a missed probe, as
+    /// Talos's step down only when the etcd service goes).
+    healthy_once: bool,
+    health_reason: String,
+    next_probe: Option<Instant>,
+    generation: u32,
+    prober: Prober,
+    new_keys: Vec<u64>,
+}
+
+impl Etcd {
+    /// Nothing desired yet; a bootstrap request kept from before is picked up.
+    pub fn new(paths: Paths) -> Self {
+        let bootstrap = paths.state.as_ref().is_some_and(|s| s.join(BOOTSTRAP_MARK).exists());
+        Self {
+            service: Service::new("etcd", RestartPolicy::default()),
+            paths,
+            desired: None,
+            why_not: "not a control plane".into(),
+            issued: None,
+            bootstrap,
+            reissued: false,
+            control_plane: false,
+            healthy: false,
+            healthy_once: false,
+            health_reason: String::new(),
+            next_probe: None,
+            generation: 0,
+            prober: Prober::default(),
+            new_keys: Vec::new(),
+        }
+    }
+
+    /// `Bootstrap` passed its checks (and its request is kept): start a new cluster.
+    pub fn bootstrap_requested(&mut self) {
+        self.bootstrap = true;
+    }
+
+    /// Follow the config and the network.
+    pub fn follow(&mut self, rt: &Runtime, now: Instant) {
+        let want = match self.command(rt) {
+            Ok(cmd) => Some(cmd),
+            Err(why) => {
+                self.why_not = why;
+                None
+            }
+        };
+        if want != self.desired {
+            self.desired = want.clone();
+            self.service.set_desired(want, now);
+        } else if std::mem::take(&mut self.reissued) && self.service.restart(now) {
+            log::info!(target: "etcd", "restarting etcd with its new certificates");
+        }
+    }
+
+    fn command(&mut self, rt: &Runtime) -> Result<Vec<String>, String> {
+        self.control_plane = false;
+        let store = rt.store();
+        let cfg = store
+            .get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID)
+            .ok_or("no machine config")?;
+        self.control_plane = cfg.machine.machine_type == Some(MachineType::ControlPlane);
+        if !self.control_plane {
+            return Err("not a control plane".into());
+        }
+        let etcd = cfg.cluster.as_ref().and_then(|c| c.etcd.as_ref());
+        let Some(ca) = etcd.and_then(|e| e.ca.as_ref()) else {
+            return Err("no cluster.etcd.ca".into());
+        };
+        let Some(ca_key) = ca.key.as_deref() else {
+            return Err("cluster.etcd.ca has no key: the node cannot issue its certificates".into());
+        };
+        let waiting = "waiting for the network (address, hostname, /etc files)";
+        let status = store
+            .get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID)
+            .ok_or(waiting)?;
+        if !(status.address_ready && status.hostname_ready) {
+            return Err(waiting.into());
+        }
+        let host =
+            store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).ok_or(waiting)?;
+        let hostname = host.hostname.clone();
+        let addresses: Vec<IpAddr> = store
+            .get_spec::<NodeAddress>(Namespace::Network, nodeaddress::CURRENT)
+            .map(|n| n.addresses.iter().map(|a| a.addr()).collect())
+            .unwrap_or_default();
+        let etcd = etcd.cloned().unwrap_or_default();
+        // A shared VIP moves between nodes: never a member's address (as in Talos).
+        let vips: Vec<IpAddr> = store
+            .list_specs::<OperatorSpec>(Namespace::Network)
+            .filter_map(|(_, o)| o.vip.as_ref().map(|v| v.ip))
+            .collect();
+        let in_subnets = |ip: &IpAddr, filters: &[net::config::CidrFilter]| {
+            !vips.contains(ip) && crate::nodeip::allowed(ip, filters)
+        };
+        let advertised = addresses
+            .iter()
+            .find(|ip| !ip.is_loopback() && in_subnets(ip, &etcd.advertised_subnets))
+            .copied()
+            .ok_or("waiting for an address in cluster.etcd.advertisedSubnets")?;
+        let listen: Vec<IpAddr> = if etcd.listen_subnets.is_empty() {
+            Vec::new()
+        } else {
+            addresses.iter().filter(|ip| in_subnets(ip, &etcd.listen_subnets)).copied().collect()
+        };
+        // A bootstrapped member keeps `new` for good: etcd ignores it once its WAL exists,
+        // and switching to `existing` the moment etcd writes its first file would restart it.
+        let start = if self.bootstrap {
+            Start::New
+        } else if !data_dir_empty(&self.paths.data) {
+            Start::Existing
+        } else {
+            return Err("waiting for Bootstrap (keelson does not join existing members yet)".into());
+        };
+        self.certificates(&ca.crt, ca_key, &hostname, &addresses)?;
+        let plan = Plan {
+            name: &hostname,
+            advertised,
+            listen: &listen,
+            data_dir: &self.paths.data,
+            pki_dir: &self.paths.pki,
+            start,
+            extra_args: &etcd.extra_args,
+        };
+        Ok(args::command(&plan))
+    }
+
+    /// Issue the peer and server certificates when the CA, the hostname or the addresses
+    /// changed. The names go into the command's inputs, so a change restarts etcd.
+    fn certificates(
+        &mut self,
+        ca_b64: &str,
+        key_b64: &str,
+        hostname: &str,
+        addresses: &[IpAddr],
+    ) -> Result<(), String> {
+        let mut sans_addrs: Vec<IpAddr> = addresses.to_vec();
+        sans_addrs.extend(
+            ["127.0.0.1".parse::<IpAddr>().ok(), "::1".parse::<IpAddr>().ok()]
+                .into_iter()
+                .flatten(),
+        );
+        sans_addrs.sort();
+        sans_addrs.dedup();
+        let key = (ca_b64.to_owned(), hostname.to_owned(), sans_addrs.clone());
+        if self.issued.as_ref() == Some(&key) {
+            return Ok(());
+        }
+        let crt = crate::api::remote::decode(ca_b64, "cluster.etcd.ca.crt")?;
+        let ca_key = crate::api::remote::decode(key_b64, "cluster.etcd.ca.key")?;
+        let ca = Ca::from_pem(&crt, &ca_key).map_err(|e| format!("cluster.etcd.ca: {e}"))?;
+        let sans = Sans { hostname: Some(hostname.to_owned()), addresses: sans_addrs };
+        let peer = ca.issue_peer(&sans).map_err(|e| e.to_string())?;
+        let server = ca.issue_peer(&sans).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&self.paths.pki)
+            .map_err(|e| format!("{}: {e}", self.paths.pki.display()))?;
+        for (name, text) in [
+            ("ca.crt", crt.as_str()),
+            ("peer.crt", peer.cert_pem.as_str()),
+            ("peer.key", peer.key_pem.as_str()),
+            ("server.crt", server.cert_pem.as_str()),
+            ("server.key", server.key_pem.as_str()),
+        ] {
+            let path = self.paths.pki.join(name);
+            crate::api::trial::write_back(&path, text)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        log::info!(target: "etcd", "certificates issued for {hostname} and {} address(es)", key.2.len());
+        self.reissued = self.issued.is_some();
+        self.issued = Some(key);
+        Ok(())
+    }
+
+    /// Start, restart or stop as due; probe health.
+    pub fn poll(&mut self, now: Instant) {
+        if self.service.poll(now) {
+            for (_, stream) in self.service.fds() {
+                self.new_keys.push(if stream == Stream::Out { KEY_STDOUT } else { KEY_STDERR });
+            }
+        }
+        if !matches!(self.service.state(), State::Running(_)) {
+            self.healthy = false;
+            self.next_probe = None;
+            return;
+        }
+        if self.generation != self.service.starts {
+            self.generation = self.service.starts;
+            self.healthy = false;
+            self.healthy_once = false;
+            self.health_reason = "started, health not checked yet".into();
+            self.next_probe = Some(now + PROBE_STARTING);
+        }
+        if self.prober.in_flight || self.next_probe.is_none_or(|t| t > now) {
+            return;
+        }
+        let url = format!("http://127.0.0.1:{METRICS_PORT}/health");
+        let Ok(target) = HealthzTarget::parse(&url) else { return };
+        let fresh = self.prober.wake_fd().is_none();
+        self.next_probe = Some(now + if self.healthy { PROBE_STEADY } else { PROBE_STARTING });
+        match self.prober.send(self.generation, target) {
+            Ok(()) if fresh => self.new_keys.push(KEY_HEALTH),
+            Ok(()) => {}
+            Err(e) => self.health_reason = e,
+        }
+    }
+
+    fn health_ready(&mut self) {
+        for o in self.prober.take() {
+            if o.generation != self.generation {
+                continue;
+            }
+            let was = self.healthy;
+            self.healthy = o.result.is_ok();
+            self.healthy_once |= self.healthy;
+            match o.result {
+                Ok(()) => {
+                    self.health_reason.clear();
+                    if !was {
+                        log::info!(target: "etcd", "etcd healthy (start {})", self.generation);
+                    }
+                }
+                Err(e) => self.health_reason = format!("health check: {e}"),
+            }
+        }
+    }
+
+    /// Publish its status once it is configured for this node.
+    pub fn publish(&self, rt: &mut Runtime) {
+        // A node that is not a control plane has no etcd to list.
+        if !self.control_plane && self.desired.is_none() && self.service.starts == 0 {
+            return;
+        }
+        let (state, pid) = match self.service.state() {
+            State::Stopped => ("stopped", 0),
+            State::Waiting(_) => ("waiting", 0),
+            State::Running(p) => ("running", p),
+            State::Stopping(p) => ("stopping", p),
+        };
+        let status = ServiceStatus {
+            state: state.into(),
+            pid,
+            starts: self.service.starts,
+            healthy: self.healthy,
+            health_reason: if self.healthy {
+                String::new()
+            } else if pid == 0 {
+                self.why_not.clone()
+            } else {
+                self.health_reason.clone()
+            },
+            last_exit: self.service.last_exit().unwrap_or_default().to_owned(),
+            command: self.desired.clone().unwrap_or_default(),
+        };
+        if let Err(e) = rt.put_input(SOURCE, Namespace::Runtime, "etcd", status) {
+            log::warn!(target: "etcd", "{e}");
+        }
+    }
+
+    /// What the VIP workers need: from etcd's first healthy probe until its process ends.
+    pub fn vip_setup<'a>(&self, hostname: &'a str) -> Option<super::vips::Setup<'a>> {
+        (self.healthy_once && matches!(self.service.state(), State::Running(_))).then(|| {
+            super::vips::Setup {
+                hostname,
+                ca: self.paths.pki.join("ca.crt"),
+                cert: self.paths.pki.join("peer.crt"),
+                key: self.paths.pki.join("peer.key"),
+            }
+        })
+    }
+
+    /// `ServiceRestart etcd`.
+    pub fn restart(&mut self, now: Instant) -> bool {
+        self.service.restart(now)
+    }
+
+    /// Begin stopping it.
+    pub fn shutdown(&mut self, now: Instant) {
+        self.service.shutdown(now);
+    }
+
+    /// It has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.service.is_stopped()
+    }
+
+    /// Its service, for the reaper.
+    pub fn service_mut(&mut self) -> &mut Service {
+        &mut self.service
+    }
+}
+
+impl std::fmt::Debug for Etcd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Etcd").field("state", &self.service.state()).finish()
+    }
+}
+
+impl EventSource<Runtime> for Etcd {
+    fn take_new_keys(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.new_keys)
+    }
+
+    fn fd(&self, key: u64) -> Option<BorrowedFd<'_>> {
+        let stream = match key {
+            KEY_HEALTH => return self.prober.wake_fd(),
+            KEY_STDOUT => Stream::Out,
+            KEY_STDERR => Stream::Err,
+            _ => return None,
+        };
+        self.service.fds().into_iter().find(|(_, s)| *s == stream).map(|(fd, _)| fd)
+    }
+
+    fn ready(&mut self, key: u64, _rt: &mut Runtime, _now: Instant) {
+        match key {
+            KEY_STDOUT => self.service.drain(Stream::Out),
+            KEY_STDERR => self.service.drain(Stream::Err),
+            KEY_HEALTH => self.health_ready(),
+            _ => {}
+        }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        let probe = self.next_probe.filter(|_| !self.prober.in_flight);
+        [self.service.poll_at(), probe].into_iter().flatten().min()
+    }
+}
