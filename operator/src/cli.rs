@@ -23,6 +23,8 @@ options:
                             replicas (default hostname/pid)
   --lease-ttl SECONDS       the leader's lease (default 10, 2 to 3600)
   -h, --help                this text
+
+boot options (docs/pxe.md):
 ";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -50,6 +52,7 @@ pub struct ServeOptions {
     pub prefix: String,
     pub name: Option<String>,
     pub lease_ttl: i64,
+    pub pxe: crate::pxe::Options,
 }
 
 impl Default for ServeOptions {
@@ -63,6 +66,7 @@ impl Default for ServeOptions {
             prefix: "/keelson-operator".into(),
             name: None,
             lease_ttl: 10,
+            pxe: crate::pxe::Options::default(),
         }
     }
 }
@@ -126,6 +130,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ServeOptions, C
                     return Err(CliError::Usage("--lease-ttl: 2 to 3600 seconds".into()));
                 }
                 o.lease_ttl = v;
+            }
+            Long(f) if crate::pxe::cli::is_serve_flag(f) => {
+                let f = f.to_owned();
+                let v = p.value()?;
+                crate::pxe::cli::serve_flag(&mut o.pxe, &f, v).map_err(CliError::Usage)?;
             }
             Short('h') | Long("help") => return Err(CliError::Help),
             other => return Err(other.unexpected().into()),

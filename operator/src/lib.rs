@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! keelson-operator: its resource store on etcd ([`store`], laid out by [`key`]), the etcd it
 //! uses (a private one or an existing cluster) and the leader election of its replicas
-//! ([`serve`]), and its command line ([`cli`]).
+//! ([`serve`]), its command line ([`cli`]), and network boot ([`pxe`]).
 
 pub mod cli;
 pub mod key;
+pub mod pxe;
 pub mod serve;
 pub mod store;

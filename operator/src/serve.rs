@@ -30,6 +30,8 @@ pub enum ServeError {
     Local(#[from] LocalError),
     #[error("etcd: {0}")]
     Etcd(#[from] etcd::ClientError),
+    #[error("{0}")]
+    Boot(#[from] crate::pxe::StartError),
     #[error("etcd at {0}: {1}")]
     Unreachable(String, etcd::ClientError),
 }
@@ -119,6 +121,8 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     );
     // The store the controllers will use; its salt is the prefix, as Omni salts per account.
     let _store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    // Network boot, on every replica (it only reads): stopped when this returns.
+    let _boot = crate::pxe::from_serve(o, &client)?;
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Network boot from the operator (docs/pxe.md): boot images by version ([`images`]), the
+//! machines it boots ([`machines`]), the iPXE scripts ([`script`]) and the HTTP service that
+//! hands them and the images out ([`http`]), a read-only TFTP server for the first stage
+//! ([`tftp`]), and the command line for all of it ([`cli`]).
+
+pub mod cli;
+pub mod http;
+pub mod images;
+pub mod mac;
+pub mod machines;
+pub mod script;
+pub mod tftp;
+
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use images::Images;
+use machines::MachineTable;
+
+/// `serve`'s boot flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `--boot-http ADDR:PORT`
+    pub http: Option<SocketAddr>,
+    /// `--boot-url URL`: what scripts point at, when clients reach the service at another
+    /// address than the one it listens on (NAT, a proxy).
+    pub url: Option<String>,
+    /// `--tftp ADDR:PORT`
+    pub tftp: Option<SocketAddr>,
+    /// `--tftp-root DIR` (default `/usr/lib/ipxe`)
+    pub tftp_root: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("--boot-http {0}: {1}")]
+    Http(SocketAddr, std::io::Error),
+    #[error("--tftp {0}: {1}")]
+    Tftp(SocketAddr, std::io::Error),
+    #[error("boot service: no --data-dir, and neither XDG_STATE_HOME nor HOME is set")]
+    NoDataDir,
+    #[error("boot service thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// The running services; they stop when the `stop` flag given to [`start`] is set.
+#[derive(Debug, Default)]
+pub struct Running {
+    pub http: Option<SocketAddr>,
+    pub tftp: Option<SocketAddr>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // Service threads of the operator, not an event loop.
+pub(crate) fn pause(d: Duration) {
+    std::thread::sleep(d);
+}
+
+/// Start what `o` asks for.
+pub fn start(
+    o: &Options,
+    images: Arc<Images>,
+    table: Arc<dyn MachineTable>,
+    stop: Arc<AtomicBool>,
+) -> Result<Running, StartError> {
+    let mut r = Running::default();
+    if let Some(addr) = o.http {
+        let l = TcpListener::bind(addr).map_err(|e| StartError::Http(addr, e))?;
+        let bound = l.local_addr().map_err(|e| StartError::Http(addr, e))?;
+        let svc = Arc::new(http::Service::new(images, table, o.url.clone()));
+        let stop = stop.clone();
+        let t = evloop::spawn_worker("boot-http", move || http::serve(l, svc, stop))
+            .map_err(StartError::Thread)?;
+        log::info!("boot http on {bound}");
+        r.http = Some(bound);
+        r.threads.push(t);
+    }
+    if let Some(addr) = o.tftp {
+        let sock = UdpSocket::bind(addr).map_err(|e| StartError::Tftp(addr, e))?;
+        let bound = sock.local_addr().map_err(|e| StartError::Tftp(addr, e))?;
+        let root = o.tftp_root.clone().unwrap_or_else(|| PathBuf::from(tftp::DEFAULT_ROOT));
+        log::info!("tftp on {bound}, files from {}", root.display());
+        let t = evloop::spawn_worker("tftp", move || tftp::serve(sock, root, stop))
+            .map_err(StartError::Thread)?;
+        r.tftp = Some(bound);
+        r.threads.push(t);
+    }
+    Ok(r)
+}
+
+/// The boot services `serve` runs; dropping this stops them.
+#[derive(Debug)]
+pub struct Guard {
+    stop: Arc<AtomicBool>,
+    running: Option<Running>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(r) = self.running.take() {
+            r.join();
+        }
+    }
+}
+
+/// Start the boot services `serve`'s flags ask for (none: `Ok(None)`), with images from the
+/// data directory and the machine table in the operator's store.
+pub fn from_serve(
+    o: &crate::cli::ServeOptions,
+    client: &etcd::Client,
+) -> Result<Option<Guard>, StartError> {
+    if o.pxe.http.is_none() && o.pxe.tftp.is_none() {
+        return Ok(None);
+    }
+    let dir =
+        o.data_dir.clone().or_else(crate::cli::default_data_dir).ok_or(StartError::NoDataDir)?;
+    let images = Arc::new(Images::new(&dir));
+    let layout = crate::key::Layout::new(&o.prefix, o.prefix.as_bytes());
+    let store = crate::store::Store::new(client.clone(), layout);
+    let table: Arc<dyn MachineTable> = Arc::new(machines::StoreTable::new(store));
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = start(&o.pxe, images, table, stop.clone())?;
+    Ok(Some(Guard { stop, running: Some(running) }))
+}
