@@ -330,3 +330,34 @@ fn machine_table_in_etcd() {
     assert_eq!((m.version.as_str(), m.has_config), ("v1.8.0", false));
     assert!(t.machine(&Mac::parse("52:54:00:aa:bb:cd").unwrap()).unwrap().is_none());
 }
+
+#[test]
+fn tftp_blksize_and_tsize_on_the_wire() {
+    if !ready("tftp_blksize_and_tsize_on_the_wire") {
+        return;
+    }
+    let s = service("wire");
+    let server = s.running.as_ref().unwrap().tftp.unwrap();
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    c.send_to(b"\x00\x01undionly.kpxe\x00octet\x00blksize\x001468\x00tsize\x000\x00", server)
+        .unwrap();
+    let mut buf = [0u8; 2000];
+    let (n, from) = c.recv_from(&mut buf).unwrap();
+    assert_ne!(from, server, "each transfer answers from its own port");
+    let size = std::fs::metadata(UNDIONLY).unwrap().len();
+    assert_eq!(&buf[..n], format!("\x00\x06blksize\x001468\x00tsize\x00{size}\x00").as_bytes());
+    c.send_to(b"\x00\x04\x00\x00", from).unwrap();
+    let (n, _) = c.recv_from(&mut buf).unwrap();
+    assert_eq!((n, &buf[..4]), (4 + 1468, &b"\x00\x03\x00\x01"[..]));
+    // A duplicate ACK of block 0 gets no second block 1 (no Sorcerer's Apprentice).
+    c.send_to(b"\x00\x04\x00\x00", from).unwrap();
+    c.send_to(b"\x00\x04\x00\x01", from).unwrap();
+    let (n, _) = c.recv_from(&mut buf).unwrap();
+    assert_eq!((n, &buf[..4]), (4 + 1468, &b"\x00\x03\x00\x02"[..]));
+    // An ERROR from the client ends the transfer; a write request is refused.
+    c.send_to(b"\x00\x05\x00\x00stop\x00", from).unwrap();
+    c.send_to(b"\x00\x02x\x00octet\x00", server).unwrap();
+    let (n, _) = c.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..4], b"\x00\x05\x00\x02", "{:?}", &buf[..n]);
+}

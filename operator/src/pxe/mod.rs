@@ -5,6 +5,8 @@
 //! ([`tftp`]), and the command line for all of it ([`cli`]).
 
 pub mod cli;
+#[cfg(test)]
+mod fuzz;
 pub mod http;
 pub mod images;
 pub mod mac;
