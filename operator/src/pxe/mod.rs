@@ -11,6 +11,7 @@ pub mod http;
 pub mod images;
 pub mod mac;
 pub mod machines;
+pub mod proxydhcp;
 pub mod script;
 pub mod tftp;
 
