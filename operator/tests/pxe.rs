@@ -93,6 +93,7 @@ fn service(test: &str) -> Service {
         url: None,
         tftp: Some("127.0.0.1:0".parse().unwrap()),
         tftp_root: Some(PathBuf::from("/usr/lib/ipxe")),
+        proxy_dhcp: None,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let running = start(&o, images, Arc::new(t), stop.clone()).unwrap();

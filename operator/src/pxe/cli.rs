@@ -38,11 +38,13 @@ pub const SERVE_USAGE: &str = "\
                             as each client reached it)
   --tftp ADDR:PORT          serve the iPXE binaries over TFTP (read-only)
   --tftp-root DIR           the TFTP directory (default /usr/lib/ipxe)
+  --proxy-dhcp IFACE        answer PXE clients of known MACs on IFACE with boot files only
+                            (proxyDHCP; needs --boot-http, and --tftp for the first stage)
 ";
 
 /// Whether `flag` (without `--`) is one of `serve`'s boot flags.
 pub fn is_serve_flag(flag: &str) -> bool {
-    matches!(flag, "boot-http" | "boot-url" | "tftp" | "tftp-root")
+    matches!(flag, "boot-http" | "boot-url" | "tftp" | "tftp-root" | "proxy-dhcp")
 }
 
 /// Take one boot flag's value.
@@ -53,6 +55,15 @@ pub fn serve_flag(o: &mut Options, flag: &str, value: OsString) -> Result<(), St
         "boot-http" => o.http = Some(addr(text()?)?),
         "tftp" => o.tftp = Some(addr(text()?)?),
         "tftp-root" => o.tftp_root = Some(PathBuf::from(&value)),
+        "proxy-dhcp" => {
+            let i = text()?;
+            // IFNAMSIZ less its NUL; no '/' or whitespace (a kernel interface name).
+            if i.is_empty() || i.len() > 15 || i.bytes().any(|c| c == b'/' || !c.is_ascii_graphic())
+            {
+                return Err("--proxy-dhcp: an interface name".into());
+            }
+            o.proxy_dhcp = Some(i);
+        }
         "boot-url" => {
             let u = text()?;
             let ok = (u.starts_with("http://") || u.starts_with("https://"))

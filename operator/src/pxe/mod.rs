@@ -37,6 +37,8 @@ pub struct Options {
     pub tftp: Option<SocketAddr>,
     /// `--tftp-root DIR` (default `/usr/lib/ipxe`)
     pub tftp_root: Option<PathBuf>,
+    /// `--proxy-dhcp IFACE`
+    pub proxy_dhcp: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +47,10 @@ pub enum StartError {
     Http(SocketAddr, std::io::Error),
     #[error("--tftp {0}: {1}")]
     Tftp(SocketAddr, std::io::Error),
+    #[error("--proxy-dhcp needs --boot-http")]
+    ProxyWithoutHttp,
+    #[error("{0}")]
+    Proxy(#[from] proxydhcp::SocketError),
     #[error("boot service: no --data-dir, and neither XDG_STATE_HOME nor HOME is set")]
     NoDataDir,
     #[error("boot service thread: {0}")]
@@ -80,6 +86,10 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> Result<Running, StartError> {
     let mut r = Running::default();
+    if o.proxy_dhcp.is_some() && o.http.is_none() {
+        return Err(StartError::ProxyWithoutHttp);
+    }
+    let proxy_table = table.clone();
     if let Some(addr) = o.http {
         let l = TcpListener::bind(addr).map_err(|e| StartError::Http(addr, e))?;
         let bound = l.local_addr().map_err(|e| StartError::Http(addr, e))?;
@@ -96,10 +106,26 @@ pub fn start(
         let bound = sock.local_addr().map_err(|e| StartError::Tftp(addr, e))?;
         let root = o.tftp_root.clone().unwrap_or_else(|| PathBuf::from(tftp::DEFAULT_ROOT));
         log::info!("tftp on {bound}, files from {}", root.display());
+        let stop = stop.clone();
         let t = evloop::spawn_worker("tftp", move || tftp::serve(sock, root, stop))
             .map_err(StartError::Thread)?;
         r.tftp = Some(bound);
         r.threads.push(t);
+    }
+    if let (Some(iface), Some(http)) = (&o.proxy_dhcp, r.http) {
+        let server = proxydhcp::iface_addr(iface)?;
+        let http_base = o.url.clone().unwrap_or_else(|| format!("http://{server}:{}", http.port()));
+        let cfg = proxydhcp::Config { server, http_base };
+        // Port 67 for the broadcast DISCOVER/REQUEST, 4011 for a ROM's unicast REQUEST.
+        for (addr, port) in [(std::net::Ipv4Addr::UNSPECIFIED, 67), (server, 4011)] {
+            let sock = proxydhcp::socket(iface, addr, port)?;
+            let (table, cfg, stop) = (proxy_table.clone(), cfg.clone(), stop.clone());
+            let t =
+                evloop::spawn_worker("proxydhcp", move || proxydhcp::serve(sock, table, cfg, stop))
+                    .map_err(StartError::Thread)?;
+            r.threads.push(t);
+        }
+        log::info!("proxydhcp on {iface} ({server}), ports 67 and 4011");
     }
     Ok(r)
 }
@@ -126,7 +152,7 @@ pub fn from_serve(
     o: &crate::cli::ServeOptions,
     client: &etcd::Client,
 ) -> Result<Option<Guard>, StartError> {
-    if o.pxe.http.is_none() && o.pxe.tftp.is_none() {
+    if o.pxe.http.is_none() && o.pxe.tftp.is_none() && o.pxe.proxy_dhcp.is_none() {
         return Ok(None);
     }
     let dir =

@@ -126,6 +126,41 @@ pub fn answer_bytes(b: &[u8], known: impl Fn(&Mac) -> bool, cfg: &Config) -> Opt
     answer(&req, known, cfg)?.to_vec().ok()
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("--proxy-dhcp {0}: no IPv4 address on that interface")]
+    NoAddress(String),
+    #[error("--proxy-dhcp {0}: {1}: {2}")]
+    Sys(String, &'static str, nix::Error),
+}
+
+/// The first IPv4 address of `iface`.
+pub fn iface_addr(iface: &str) -> Result<Ipv4Addr, SocketError> {
+    let addrs =
+        nix::ifaddrs::getifaddrs().map_err(|e| SocketError::Sys(iface.into(), "getifaddrs", e))?;
+    addrs
+        .filter(|a| a.interface_name == iface)
+        .find_map(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|s| s.ip())))
+        .ok_or_else(|| SocketError::NoAddress(iface.into()))
+}
+
+/// A UDP socket on `addr:port` that sees only `iface`'s traffic and may broadcast.
+pub fn socket(iface: &str, addr: Ipv4Addr, port: u16) -> Result<UdpSocket, SocketError> {
+    use nix::sys::socket::{
+        bind, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    let e = |what| move |err| SocketError::Sys(iface.into(), what, err);
+    let fd = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)
+        .map_err(e("socket"))?;
+    setsockopt(&fd, sockopt::BindToDevice, &std::ffi::OsString::from(iface))
+        .map_err(e("SO_BINDTODEVICE"))?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(e("SO_REUSEADDR"))?;
+    setsockopt(&fd, sockopt::Broadcast, &true).map_err(e("SO_BROADCAST"))?;
+    bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(addr, port))).map_err(e("bind"))?;
+    Ok(UdpSocket::from(fd))
+}
+
 /// Serve on `sock` (port 67 or 4011, bound to the interface) until `stop` is set. Answers to
 /// port 67 go to the broadcast address (the client has no address yet); answers on 4011 go
 /// back to the sender.
