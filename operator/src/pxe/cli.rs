@@ -49,7 +49,7 @@ pub fn is_serve_flag(flag: &str) -> bool {
 
 /// Take one boot flag's value.
 pub fn serve_flag(o: &mut Options, flag: &str, value: OsString) -> Result<(), String> {
-    let text = || value.to_str().map(str::to_owned).ok_or(format!("--{flag}: not UTF-8"));
+    let text = || value.to_str().map(str::to_owned).ok_or_else(|| format!("--{flag}: not UTF-8"));
     let addr = |s: String| s.parse::<SocketAddr>().map_err(|_| format!("--{flag}: ADDR:PORT"));
     match flag {
         "boot-http" => o.http = Some(addr(text()?)?),
@@ -133,7 +133,11 @@ fn parse(args: Vec<OsString>) -> Result<Args, String> {
 }
 
 fn data_dir(a: &Args) -> Result<PathBuf, String> {
-    a.etcd.data_dir.clone().or_else(default_data_dir).ok_or("no --data-dir, HOME unset".into())
+    a.etcd
+        .data_dir
+        .clone()
+        .or_else(default_data_dir)
+        .ok_or_else(|| "no --data-dir, HOME unset".into())
 }
 
 fn connect(a: &Args) -> Result<(Client, Option<LocalEtcd>), String> {

@@ -142,10 +142,14 @@ fn route(target: &str) -> Result<Route, Refusal> {
     }
 }
 
+/// A range the file cannot satisfy (416).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsatisfiable;
+
 /// A `Range` header against a file of `size` bytes: `Ok(None)` serves it whole (no header,
 /// or a form we do not serve, such as several ranges, which RFC 9110 §14.2 lets a server
 /// ignore); `Ok(Some((first, last)))` the inclusive range; `Err` is a 416.
-pub fn range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)>, ()> {
+pub fn range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)>, Unsatisfiable> {
     let Some(h) = header else { return Ok(None) };
     let Some(spec) = h.strip_prefix("bytes=") else { return Ok(None) };
     if spec.contains(',') {
@@ -162,21 +166,22 @@ pub fn range(header: Option<&str>, size: u64) -> Result<Option<(u64, u64)>, ()> 
     match (a.is_empty(), b.is_empty()) {
         // bytes=-N: the last N bytes.
         (true, false) => {
-            let n = num(b).ok_or(())?;
+            let n = num(b).ok_or(Unsatisfiable)?;
             if n == 0 || size == 0 {
-                return Err(());
+                return Err(Unsatisfiable);
             }
             Ok(Some((size - n.min(size), size - 1)))
         }
         (false, _) => {
-            let first = num(a).ok_or(())?;
-            let last = if b.is_empty() { size.saturating_sub(1) } else { num(b).ok_or(())? };
+            let first = num(a).ok_or(Unsatisfiable)?;
+            let last =
+                if b.is_empty() { size.saturating_sub(1) } else { num(b).ok_or(Unsatisfiable)? };
             if first >= size || last < first {
-                return Err(());
+                return Err(Unsatisfiable);
             }
             Ok(Some((first, last.min(size - 1))))
         }
-        (true, true) => Err(()),
+        (true, true) => Err(Unsatisfiable),
     }
 }
 
@@ -342,7 +347,7 @@ fn handle(svc: &Service, mut s: TcpStream, peer: SocketAddr) {
                 Ok(Some((a, b))) => {
                     (206, a, b - a + 1, format!("Content-Range: bytes {a}-{b}/{size}\r\n"))
                 }
-                Err(()) => {
+                Err(Unsatisfiable) => {
                     let h =
                         head(416, "text/plain", 0, &format!("Content-Range: bytes */{size}\r\n"));
                     let _ = s.write_all(h.as_bytes());
@@ -488,12 +493,12 @@ mod tests {
         assert_eq!(range(Some("bytes=-1000"), 100), Ok(Some((0, 99))));
         assert_eq!(range(Some("bytes=0-1,5-6"), 100), Ok(None));
         assert_eq!(range(Some("items=0-1"), 100), Ok(None));
-        assert_eq!(range(Some("bytes=100-"), 100), Err(()));
-        assert_eq!(range(Some("bytes=5-4"), 100), Err(()));
-        assert_eq!(range(Some("bytes=-0"), 100), Err(()));
-        assert_eq!(range(Some("bytes=-"), 100), Err(()));
-        assert_eq!(range(Some("bytes=+1-2"), 100), Err(()));
-        assert_eq!(range(Some("bytes=99999999999999999999-"), 100), Err(()));
-        assert_eq!(range(Some("bytes=0-"), 0), Err(()));
+        assert_eq!(range(Some("bytes=100-"), 100), Err(Unsatisfiable));
+        assert_eq!(range(Some("bytes=5-4"), 100), Err(Unsatisfiable));
+        assert_eq!(range(Some("bytes=-0"), 100), Err(Unsatisfiable));
+        assert_eq!(range(Some("bytes=-"), 100), Err(Unsatisfiable));
+        assert_eq!(range(Some("bytes=+1-2"), 100), Err(Unsatisfiable));
+        assert_eq!(range(Some("bytes=99999999999999999999-"), 100), Err(Unsatisfiable));
+        assert_eq!(range(Some("bytes=0-"), 0), Err(Unsatisfiable));
     }
 }

@@ -113,8 +113,7 @@ pub fn parse_request(p: &[u8]) -> Result<ReadRequest, Refused> {
     }
     let mut r = ReadRequest { path, blksize: None, tsize: false, timeout: None };
     let mut seen = [false; 3];
-    loop {
-        let Some(opt) = fields.next() else { break };
+    while let Some(opt) = fields.next() {
         let val = fields.next().ok_or(refused(Code::Illegal, "option without a value"))?;
         // Unknown options are left out of the OACK (RFC 2347); a malformed value of a known
         // one too, and the first of a repeated one counts.
@@ -308,7 +307,8 @@ pub fn serve(sock: UdpSocket, root: PathBuf, stop: Arc<AtomicBool>) {
             Err(_) => continue,
         };
         let req = buf[..n].to_vec();
-        let bind = SocketAddr::new(local_ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()), 0);
+        let bind =
+            SocketAddr::new(local_ip.unwrap_or_else(|| std::net::Ipv4Addr::UNSPECIFIED.into()), 0);
         let Ok(s) = UdpSocket::bind(bind) else { continue };
         if s.connect(peer).is_err() {
             continue;
