@@ -362,3 +362,86 @@ fn tftp_blksize_and_tsize_on_the_wire() {
     let (n, _) = c.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..4], b"\x00\x05\x00\x02", "{:?}", &buf[..n]);
 }
+
+#[test]
+fn serve_with_boot_http_reads_the_table_from_etcd() {
+    use std::io::BufRead;
+    let found = Command::new("etcd").arg("--version").output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        testkit::skip_or_fail("serve_with_boot_http: no etcd binary (Debian: etcd-server)");
+        return;
+    }
+    if !ready("serve_with_boot_http") {
+        return;
+    }
+    let dir = tempdir("serve");
+    let bin = env!("CARGO_BIN_EXE_keelson-operator");
+    std::fs::write(dir.0.join("k"), b"kernel").unwrap();
+    std::fs::write(dir.0.join("i"), b"initramfs").unwrap();
+    std::fs::write(dir.0.join("c.yaml"), b"machine: {}\n").unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(bin).args(args).arg("--data-dir").arg(&dir.0).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let (k, i) = (dir.0.join("k"), dir.0.join("i"));
+    run(&[
+        "image",
+        "add",
+        "v2",
+        "--kernel",
+        k.to_str().unwrap(),
+        "--initramfs",
+        i.to_str().unwrap(),
+    ]);
+    assert!(run(&["image", "list"]).starts_with("v2\tvmlinuz 6 "));
+    let c = dir.0.join("c.yaml");
+    run(&["machine", "add", KNOWN, "--version", "v2", "--config", c.to_str().unwrap()]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(bin)
+        .args(["serve", "--boot-http", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(&dir.0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("boot http on")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => log.push(l),
+            Err(_) => panic!("serve did not start its boot service: {log:?}"),
+        }
+    }
+    let base = format!("http://127.0.0.1:{port}");
+    let (code, body) = get(&[&format!("{base}/boot/{KNOWN}.ipxe")]);
+    let script = String::from_utf8(body).unwrap();
+    assert_eq!(code, "200");
+    assert!(
+        script.contains(&format!(
+            "kernel {base}/images/v2/vmlinuz initrd=initramfs talos.config={base}/config/{KNOWN}\n"
+        )),
+        "{script}"
+    );
+    assert_eq!(get(&[&format!("{base}/config/{KNOWN}")]).1, b"machine: {}\n");
+    assert_eq!(get(&[&format!("{base}/images/v2/initramfs")]).1, b"initramfs");
+    let (_, body) = get(&[&format!("{base}/ipxe?mac=52:54:00:00:00:09")]);
+    assert!(String::from_utf8(body).unwrap().ends_with("\nexit\n"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the service stopped with serve"
+    );
+}
