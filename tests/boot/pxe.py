@@ -8,8 +8,13 @@ arguments. QEMU's DHCP server hands the ROM `bootfile=http://10.0.2.2:PORT/ipxe?
 (and `tftp=` the iPXE binaries, which this boot does not need: the ROM is iPXE already). The
 test passes when the console shows the script's echo line, then keelson's `network ready`.
 
+With --proxy-dhcp (root): the same boot on a bridge in network namespaces instead of QEMU's
+user network: the VM's tap and a veth to a second namespace where dnsmasq hands out addresses
+and nothing else; the operator runs `serve --proxy-dhcp br0` next to the bridge, and the ROM
+learns the script URL only from the operator's proxyDHCP answers (the operator logs them).
+
 Not in scripts/test: one TCG boot through the firmware. Usage:
-  scripts/test-pxe [--initrd PATH] [--keep]
+  scripts/test-pxe [--initrd PATH] [--proxy-dhcp] [--keep]
 """
 
 import os
@@ -27,6 +32,45 @@ import vm  # noqa: E402
 MAC = "52:54:00:a1:b2:c3"
 OPERATOR = vm.ROOT / "target/debug/keelson-operator"
 TIMEOUT = 240
+NS = "keelson-pxe"
+NS_DHCP = "keelson-pxe-dhcp"
+BRIDGE_IP = "192.168.77.1"
+
+
+def sh(*cmd):
+    subprocess.run(cmd, check=True)
+
+
+def netns_up(data):
+    """br0 (BRIDGE_IP) with tap0 for QEMU and a veth to NS_DHCP, where dnsmasq leases
+    192.168.77.50-99 with no boot options."""
+    netns_down()
+    sh("ip", "netns", "add", NS)
+    sh("ip", "netns", "add", NS_DHCP)
+    x = ("ip", "netns", "exec", NS)
+    sh(*x, "ip", "link", "set", "lo", "up")
+    sh(*x, "ip", "link", "add", "br0", "type", "bridge")
+    sh(*x, "ip", "tuntap", "add", "dev", "tap0", "mode", "tap")
+    sh(*x, "ip", "link", "add", "veth0", "type", "veth", "peer", "name", "veth1")
+    sh(*x, "ip", "link", "set", "veth1", "netns", NS_DHCP)
+    for dev in ("tap0", "veth0"):
+        sh(*x, "ip", "link", "set", dev, "master", "br0")
+        sh(*x, "ip", "link", "set", dev, "up")
+    sh(*x, "ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", "br0")
+    sh(*x, "ip", "link", "set", "br0", "up")
+    y = ("ip", "netns", "exec", NS_DHCP)
+    sh(*y, "ip", "addr", "add", "192.168.77.2/24", "dev", "veth1")
+    sh(*y, "ip", "link", "set", "veth1", "up")
+    return subprocess.Popen(
+        [*y, "dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0", "--no-resolv",
+         "--interface=veth1", "--bind-interfaces", "--dhcp-range=192.168.77.50,192.168.77.99,1h",
+         f"--dhcp-leasefile={data}/dnsmasq.leases", "--log-dhcp"],
+        stdout=open(data / "dnsmasq.log", "w"), stderr=subprocess.STDOUT)
+
+
+def netns_down():
+    for ns in (NS, NS_DHCP):
+        subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
 
 
 def run(cmd, **kw):
@@ -47,8 +91,9 @@ def main():
         initrd, _ = vm.build_initramfs()
     kernel = vm.newest_kernel()
     data = Path(tempfile.mkdtemp(prefix="keelson-pxe-"))
+    proxy = "--proxy-dhcp" in args
     port = vm.free_port()
-    base = f"http://10.0.2.2:{port}"
+    base = f"http://{BRIDGE_IP if proxy else '10.0.2.2'}:{port}"
     started = time.monotonic()
     run([OPERATOR, "image", "add", "pxe-test", "--kernel", kernel, "--initramfs", initrd,
          "--data-dir", data])
@@ -56,9 +101,21 @@ def main():
     run([OPERATOR, "machine", "add", MAC, "--version", "pxe-test", "--cmdline", cmdline,
          "--data-dir", data])
     op_log = open(data / "operator.log", "w")
-    op = subprocess.Popen([str(OPERATOR), "serve", "--data-dir", str(data), "--boot-http",
-                           f"127.0.0.1:{port}", "--boot-url", base],
-                          stdout=op_log, stderr=subprocess.STDOUT)
+    dnsmasq = None
+    if proxy:
+        dnsmasq = netns_up(data)
+        serve = ["ip", "netns", "exec", NS, str(OPERATOR), "serve", "--data-dir", str(data),
+                 "--boot-http", f"0.0.0.0:{port}", "--proxy-dhcp", "br0"]
+        nic = ["-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
+               "-device", f"virtio-net-pci,netdev=n0,mac={MAC}"]
+        prefix = ["ip", "netns", "exec", NS]
+    else:
+        serve = [str(OPERATOR), "serve", "--data-dir", str(data), "--boot-http",
+                 f"127.0.0.1:{port}", "--boot-url", base]
+        nic = ["-nic", f"user,model=virtio-net-pci,mac={MAC},tftp=/usr/lib/ipxe,"
+               f"bootfile={base}/ipxe?mac={MAC}"]
+        prefix = []
+    op = subprocess.Popen(serve, stdout=op_log, stderr=subprocess.STDOUT)
     qemu = None
     ok = False
     lines = []
@@ -69,10 +126,8 @@ def main():
                 raise SystemExit("keelson-operator did not start:\n"
                                  + (data / "operator.log").read_text())
             time.sleep(0.2)
-        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic", "-no-reboot",
-               "-serial", "mon:stdio", "-boot", "n",
-               "-nic", f"user,model=virtio-net-pci,mac={MAC},tftp=/usr/lib/ipxe,"
-               f"bootfile={base}/ipxe?mac={MAC}"]
+        cmd = [*prefix, "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic",
+               "-no-reboot", "-serial", "mon:stdio", "-boot", "n", *nic]
         print("# " + " ".join(cmd), flush=True)
         qemu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
@@ -117,15 +172,28 @@ def main():
             hit = f"pxe-test/{part} (200" in served
             print(f"{'ok' if hit else 'FAIL'}: the operator served {part}", flush=True)
             ok = ok and hit
+        if proxy:
+            hit = "proxydhcp: answered" in served
+            for line in served.splitlines():
+                if "proxydhcp" in line:
+                    print("  operator: " + line, flush=True)
+            print(f"{'ok' if hit else 'FAIL'}: the operator's proxyDHCP answered", flush=True)
+            ok = ok and hit
     finally:
         if qemu:
             qemu.kill()
             qemu.wait()
         op.terminate()
         op.wait(timeout=30)
+        if dnsmasq:
+            dnsmasq.terminate()
+            dnsmasq.wait(timeout=10)
+            netns_down()
         if not ok:
             print("--- console (last 40 lines)\n" + "\n".join(lines[-40:]))
             print("--- operator log\n" + (data / "operator.log").read_text())
+            if proxy:
+                print("--- dnsmasq log\n" + (data / "dnsmasq.log").read_text())
         if "--keep" not in args:
             subprocess.run(["rm", "-rf", str(data)])
         else:
