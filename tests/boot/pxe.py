@@ -6,7 +6,9 @@ host as 10.0.2.2); the image `pxe-test` is Debian's kernel and keelson's demo in
 (scripts/build-initramfs); the machine table holds the VM's MAC with the demo's kernel
 arguments. QEMU's DHCP server hands the ROM `bootfile=http://10.0.2.2:PORT/ipxe?mac=...`
 (and `tftp=` the iPXE binaries, which this boot does not need: the ROM is iPXE already). The
-test passes when the console shows the script's echo line, then keelson's `network ready`.
+test passes when the console shows the script's echo line, keelson's `network ready`, the
+config fetched from the operator's /config/<mac> (the script's talos.config=) and the kubelet
+stand-in started with that config's hostname.
 
 With --proxy-dhcp (root): the same boot on a bridge in network namespaces instead of QEMU's
 user network: the VM's tap and a veth to a second namespace where dnsmasq hands out addresses
@@ -97,9 +99,13 @@ def main():
     started = time.monotonic()
     run([OPERATOR, "image", "add", "pxe-test", "--kernel", kernel, "--initramfs", initrd,
          "--data-dir", data])
-    cmdline = f"{vm.BASE_CMDLINE} {vm.DEFAULT_CMDLINE}"
-    run([OPERATOR, "machine", "add", MAC, "--version", "pxe-test", "--cmdline", cmdline,
-         "--data-dir", data])
+    # The machine's config is the operator's (the demo config under another hostname): the
+    # script adds talos.config=<service>/config/<mac>, and keelson fetches it.
+    config = data / "pxe-node.yaml"
+    config.write_text((vm.ROOT / "initramfs/config.yaml").read_text()
+                      .replace("hostname: keelson-demo", "hostname: pxe-node"))
+    run([OPERATOR, "machine", "add", MAC, "--version", "pxe-test", "--cmdline",
+         vm.BASE_CMDLINE, "--config", config, "--data-dir", data])
     op_log = open(data / "operator.log", "w")
     dnsmasq = None
     if proxy:
@@ -158,6 +164,10 @@ def main():
         steps = [
             (r"keelson-operator: " + MAC + " boots pxe-test", "the ROM ran the operator's script"),
             (r"keelson: network ready", "keelson booted from the network is network ready"),
+            (rf"keelson: config: fetched config from {re.escape(base)}/config/{MAC}",
+             "keelson fetched its config from the operator"),
+            (r"keelson: started kubelet.*--hostname-override=pxe-node\b",
+             "the kubelet stand-in started with that config's hostname"),
         ]
         for pattern, what in steps:
             i = wait(pattern, TIMEOUT)
