@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Fuzz target `tftp`: [`parse_request`] (a read request from anyone on the network) and the
-//! OACK and ERROR packets made from its answer.
+//! Fuzz targets of the boot services' parsers: `tftp` and `boothttp` (below).
 //!
-//! Oracles: no panic; nothing over 512 bytes is accepted; an accepted path is non-empty
+//! `tftp`: [`parse_request`] (a read request from anyone on the network) and the OACK and
+//! ERROR packets made from its answer. Oracles: no panic; nothing over 512 bytes is accepted; an accepted path is non-empty
 //! components of `A-Z a-z 0-9 . _ + -`, none `.` or `..`, so joined to the root it cannot leave
 //! it; a negotiated block size is within RFC 2348's 8..=65464 and a timeout within 1..=255; the
 //! OACK holds exactly the accepted options, each NUL-terminated; an ERROR packet is opcode 5,
@@ -10,6 +10,9 @@
 
 use testkit::fuzzkit::{run, Mutator, Target, Verdict};
 
+use super::http::{self, Route};
+use super::images::valid_version;
+use super::mac::Mac;
 use super::tftp::{error_packet, oack, parse_request, MAX_BLKSIZE, MIN_BLKSIZE};
 
 fn rrq(parts: &[&str]) -> Vec<u8> {
@@ -117,4 +120,70 @@ fn fuzz_target_tftp() {
         default_iters: 200_000,
     };
     run(target, check);
+}
+
+/// `boothttp`: [`http::parse`] and [`http::range`] on a request head from anyone. Oracles: no
+/// panic; a refusal is a 4xx; an accepted image route names a valid version (so
+/// `images/<version>/<file>` stays in its directory) and one of the two files; a MAC prints
+/// and parses back to itself; a range is inside the file for every size tried, first <= last.
+fn check_http(b: &[u8]) -> Result<Verdict, String> {
+    let r = match http::parse(b) {
+        Err(http::Refusal(code, _)) if (400..500).contains(&code) => return Ok(Verdict::Refused),
+        Err(r) => return Err(format!("refusal {r:?} is not a 4xx")),
+        Ok(r) => r,
+    };
+    match &r.route {
+        Route::Image(v, _) if !valid_version(v) || v.contains('/') => {
+            return Err(format!("version {v:?} accepted"))
+        }
+        Route::Script(m) | Route::Config(m) if Mac::parse(&m.to_string()).ok() != Some(*m) => {
+            return Err(format!("MAC {m} does not round-trip"))
+        }
+        _ => {}
+    }
+    for size in [0u64, 1, 100, 1 << 40] {
+        if let Ok(Some((a, z))) = http::range(r.range.as_deref(), size) {
+            if a > z || z >= size {
+                return Err(format!("range {a}-{z} of {size} bytes"));
+            }
+        }
+    }
+    Ok(Verdict::Accepted)
+}
+
+#[test]
+fn fuzz_target_boothttp() {
+    let seeds = [
+        "GET /ipxe?mac=52:54:00:12:34:56 HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /boot/52-54-00-12-34-56.ipxe HTTP/1.0\r\n\r\n",
+        "HEAD /images/v1.7.0/initramfs HTTP/1.1\r\nRange: bytes=10-99\r\n\r\n",
+        "GET /images/v1/vmlinuz HTTP/1.1\r\nrange: bytes=-5\r\n\r\n",
+        "GET /config/52%3a54%3a00%3a12%3a34%3a56 HTTP/1.1\r\n\r\n",
+    ];
+    let target = Target {
+        name: "boothttp",
+        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        seeds: seeds.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        mutator: Mutator {
+            dict: &[
+                b"\r\n",
+                b"/",
+                b"..",
+                b"%2e",
+                b"%3A",
+                b"?mac=",
+                b"&",
+                b"Range: bytes=",
+                b"-",
+                b",",
+                b"18446744073709551615",
+                b"/images/",
+                b"/vmlinuz",
+            ],
+            lengths: None,
+            max_len: 2048,
+        },
+        default_iters: 100_000,
+    };
+    run(target, check_http);
 }
