@@ -52,7 +52,7 @@ pub struct ServeOptions {
     pub prefix: String,
     pub name: Option<String>,
     pub lease_ttl: i64,
-    pub pxe: crate::pxe::Options,
+    pub pxe: crate::pxe::options::Options,
 }
 
 impl Default for ServeOptions {
@@ -66,7 +66,7 @@ impl Default for ServeOptions {
             prefix: "/keelson-operator".into(),
             name: None,
             lease_ttl: 10,
-            pxe: crate::pxe::Options::default(),
+            pxe: crate::pxe::options::Options::default(),
         }
     }
 }
@@ -131,10 +131,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ServeOptions, C
                 }
                 o.lease_ttl = v;
             }
-            Long(f) if crate::pxe::cli::is_serve_flag(f) => {
+            Long(f) if crate::pxe::options::is_serve_flag(f) => {
                 let f = f.to_owned();
                 let v = p.value()?;
-                crate::pxe::cli::serve_flag(&mut o.pxe, &f, v).map_err(CliError::Usage)?;
+                crate::pxe::options::serve_flag(&mut o.pxe, &f, v).map_err(CliError::Usage)?;
             }
             Short('h') | Long("help") => return Err(CliError::Help),
             other => return Err(other.unexpected().into()),

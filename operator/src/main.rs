@@ -52,11 +52,15 @@ fn main() -> ExitCode {
     let opts = match cli::parse(args) {
         Ok(o) => o,
         Err(CliError::Help) => {
-            print!("{}{}", cli::USAGE, operator::pxe::cli::SERVE_USAGE);
+            print!("{}{}", cli::USAGE, operator::pxe::options::SERVE_USAGE);
             return ExitCode::SUCCESS;
         }
         Err(CliError::Usage(e)) => {
-            eprintln!("keelson-operator: {e}\n{}{}", cli::USAGE, operator::pxe::cli::SERVE_USAGE);
+            eprintln!(
+                "keelson-operator: {e}\n{}{}",
+                cli::USAGE,
+                operator::pxe::options::SERVE_USAGE
+            );
             return ExitCode::from(2);
         }
     };

@@ -11,6 +11,7 @@ pub mod http;
 pub mod images;
 pub mod mac;
 pub mod machines;
+pub mod options;
 pub mod proxydhcp;
 pub mod script;
 pub mod tftp;
@@ -24,22 +25,7 @@ use std::time::Duration;
 
 use images::Images;
 use machines::MachineTable;
-
-/// `serve`'s boot flags.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Options {
-    /// `--boot-http ADDR:PORT`
-    pub http: Option<SocketAddr>,
-    /// `--boot-url URL`: what scripts point at, when clients reach the service at another
-    /// address than the one it listens on (NAT, a proxy).
-    pub url: Option<String>,
-    /// `--tftp ADDR:PORT`
-    pub tftp: Option<SocketAddr>,
-    /// `--tftp-root DIR` (default `/usr/lib/ipxe`)
-    pub tftp_root: Option<PathBuf>,
-    /// `--proxy-dhcp IFACE`
-    pub proxy_dhcp: Option<String>,
-}
+pub use options::Options;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
