@@ -23,7 +23,7 @@ pub struct Options {
 
 /// `serve`'s boot flags, for its usage text.
 pub const SERVE_USAGE: &str = "\
-  --boot-http ADDR:PORT     serve iPXE scripts, images and configs over HTTP (docs/pxe.md)
+\x20 --boot-http ADDR:PORT     serve iPXE scripts, images and configs over HTTP (docs/pxe.md)
   --boot-url URL            the service's URL as machines reach it (default: http://ADDR:PORT
                             as each client reached it)
   --tftp ADDR:PORT          serve the iPXE binaries over TFTP (read-only)
