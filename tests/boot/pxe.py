@@ -15,8 +15,13 @@ user network: the VM's tap and a veth to a second namespace where dnsmasq hands 
 and nothing else; the operator runs `serve --proxy-dhcp br0` next to the bridge, and the ROM
 learns the script URL only from the operator's proxyDHCP answers (the operator logs them).
 
+With --uefi (implies --proxy-dhcp): OVMF's own network stack instead of QEMU's iPXE ROM (the
+NIC's option ROM is left out): the firmware's PXE client gets `ipxe.efi` named by the
+operator's proxyDHCP (option 93 = 7) and fetches it from the operator's TFTP server; that
+iPXE asks again (user class iPXE) and gets the script URL.
+
 Not in scripts/test: one TCG boot through the firmware. Usage:
-  scripts/test-pxe [--initrd PATH] [--proxy-dhcp] [--keep]
+  scripts/test-pxe [--initrd PATH] [--proxy-dhcp] [--uefi] [--keep]
 """
 
 import os
@@ -93,7 +98,8 @@ def main():
         initrd, _ = vm.build_initramfs()
     kernel = vm.newest_kernel()
     data = Path(tempfile.mkdtemp(prefix="keelson-pxe-"))
-    proxy = "--proxy-dhcp" in args
+    uefi = "--uefi" in args
+    proxy = "--proxy-dhcp" in args or uefi
     port = vm.free_port()
     base = f"http://{BRIDGE_IP if proxy else '10.0.2.2'}:{port}"
     started = time.monotonic()
@@ -111,9 +117,16 @@ def main():
     if proxy:
         dnsmasq = netns_up(data)
         serve = ["ip", "netns", "exec", NS, str(OPERATOR), "serve", "--data-dir", str(data),
-                 "--boot-http", f"0.0.0.0:{port}", "--proxy-dhcp", "br0"]
+                 "--boot-http", f"0.0.0.0:{port}", "--proxy-dhcp", "br0",
+                 "--tftp", f"{BRIDGE_IP}:69"]
         nic = ["-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
-               "-device", f"virtio-net-pci,netdev=n0,mac={MAC}"]
+               "-device", f"virtio-net-pci,netdev=n0,mac={MAC}" + (",romfile=" if uefi else "")]
+        if uefi:
+            varsfile = data / "OVMF_VARS.fd"
+            varsfile.write_bytes(Path("/usr/share/OVMF/OVMF_VARS.fd").read_bytes())
+            nic += ["-drive", "if=pflash,format=raw,readonly=on,"
+                    "file=/usr/share/OVMF/OVMF_CODE.fd",
+                    "-drive", f"if=pflash,format=raw,file={varsfile}"]
         prefix = ["ip", "netns", "exec", NS]
     else:
         serve = [str(OPERATOR), "serve", "--data-dir", str(data), "--boot-http",
@@ -182,10 +195,14 @@ def main():
             hit = f"pxe-test/{part} (200" in served
             print(f"{'ok' if hit else 'FAIL'}: the operator served {part}", flush=True)
             ok = ok and hit
+        if uefi:
+            hit = "ipxe.efi:" in served and "bytes in blocks of" in served
+            print(f"{'ok' if hit else 'FAIL'}: the operator's TFTP sent ipxe.efi", flush=True)
+            ok = ok and hit
         if proxy:
             hit = "proxydhcp: answered" in served
             for line in served.splitlines():
-                if "proxydhcp" in line:
+                if "proxydhcp" in line or "tftp" in line:
                     print("  operator: " + line, flush=True)
             print(f"{'ok' if hit else 'FAIL'}: the operator's proxyDHCP answered", flush=True)
             ok = ok and hit

@@ -203,12 +203,22 @@ fn reply(p: &[u8]) -> Reply {
     }
 }
 
+/// How an exchange ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    Acked,
+    /// The client sent an ERROR (UEFI firmware ends a `tsize` query this way after the OACK).
+    ClientError,
+    /// No acknowledgement after [`MAX_SENDS`] sends, or the transfer's time ran out.
+    NoAck,
+}
+
 /// Send `packet` until the client acknowledges `block` (sends bounded, time bounded).
-fn exchange(s: &UdpSocket, packet: &[u8], block: u16, timeout: Duration, until: Instant) -> bool {
+fn exchange(s: &UdpSocket, packet: &[u8], block: u16, timeout: Duration, until: Instant) -> Sent {
     let mut buf = [0u8; 516];
     for _ in 0..MAX_SENDS {
         if Instant::now() >= until || s.send(packet).is_err() {
-            return false;
+            return Sent::NoAck;
         }
         let wait_until = Instant::now() + timeout;
         loop {
@@ -219,18 +229,18 @@ fn exchange(s: &UdpSocket, packet: &[u8], block: u16, timeout: Duration, until: 
             let _ = s.set_read_timeout(Some(left));
             match s.recv(&mut buf) {
                 Ok(n) => match reply(&buf[..n]) {
-                    Reply::Ack(b) if b == block => return true,
+                    Reply::Ack(b) if b == block => return Sent::Acked,
                     // A late duplicate ACK: ignored, never answered with a resend (the
                     // Sorcerer's Apprentice bug, RFC 1123 §4.2.3.1).
                     Reply::Ack(_) | Reply::Other => {}
-                    Reply::Error => return false,
+                    Reply::Error => return Sent::ClientError,
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
     }
-    false
+    Sent::NoAck
 }
 
 fn read_block(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -262,9 +272,16 @@ fn transfer(s: UdpSocket, peer: SocketAddr, root: &Path, req: &[u8]) {
     let timeout = r.timeout.map_or(DEFAULT_TIMEOUT, |t| Duration::from_secs(u64::from(t)));
     let blksize = r.blksize.unwrap_or(DEFAULT_BLKSIZE);
     if let Some(o) = oack(&r, size) {
-        if !exchange(&s, &o, 0, timeout, until) {
-            log::info!("tftp {peer}: {name}: no acknowledgement of the options");
-            return;
+        match exchange(&s, &o, 0, timeout, until) {
+            Sent::Acked => {}
+            Sent::ClientError => {
+                log::info!("tftp {peer}: {name}: the client ended after the options (size {size})");
+                return;
+            }
+            Sent::NoAck => {
+                log::info!("tftp {peer}: {name}: no acknowledgement of the options");
+                return;
+            }
         }
     }
     let mut packet = vec![0u8; 4 + blksize];
@@ -282,8 +299,9 @@ fn transfer(s: UdpSocket, peer: SocketAddr, root: &Path, req: &[u8]) {
         };
         packet[..2].copy_from_slice(&DATA.to_be_bytes());
         packet[2..4].copy_from_slice(&block.to_be_bytes());
-        if !exchange(&s, &packet[..4 + n], block, timeout, until) {
-            log::info!("tftp {peer}: {name}: abandoned after {sent} bytes");
+        let how = exchange(&s, &packet[..4 + n], block, timeout, until);
+        if how != Sent::Acked {
+            log::info!("tftp {peer}: {name}: abandoned after {sent} bytes ({how:?})");
             return;
         }
         sent += n as u64;
