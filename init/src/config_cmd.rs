@@ -33,7 +33,7 @@ enum CmdError {
 /// `keelson config SUBCOMMAND ...`.
 pub fn main(raw: Vec<OsString>) -> ExitCode {
     let result = match raw.first().and_then(|s| s.to_str()) {
-        Some("confirm") => return crate::api::client::confirm_main(raw[1..].to_vec()),
+        Some("confirm") => return cli::client::confirm_main(raw[1..].to_vec()),
         Some("validate") => validate(raw[1..].to_vec()),
         Some("migrate") => migrate(raw[1..].to_vec()),
         _ => Err(CmdError::Usage),

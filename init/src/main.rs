@@ -18,7 +18,6 @@ mod logring;
 mod machine;
 mod node;
 mod nodeip;
-mod output;
 mod pid1;
 mod plan;
 mod reactor;
@@ -26,6 +25,7 @@ mod run;
 mod staged;
 mod state;
 mod supervisor;
+mod verbs;
 
 use std::process::ExitCode;
 
@@ -79,7 +79,13 @@ const COMMANDS: &[(&str, &str)] = &[
       Show resources of a running node (addresses, routes, links, resolvers, hostname, ...).
 ",
     ),
-    ("logs", "  keelson logs [-f] [NODE OPTIONS]\n      The node's log; -f follows it.\n"),
+    (
+        "logs",
+        "  keelson logs [SERVICE] [-f] [--tail N] [NODE OPTIONS]
+      A service's log (gRPC Logs); machined's, the default, is the node's own log. -f
+      follows it.
+",
+    ),
     (
         "apply-config",
         "  keelson apply-config FILE [--dry-run] [--mode auto|no-reboot|reboot|staged|try]
@@ -102,20 +108,38 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "version",
         "  keelson version [--client] [NODE OPTIONS]
-      This client's version and each node's (and whether it is in maintenance mode).
+      This client's version and each node's (gRPC Version; and whether it is in maintenance
+      mode).
 ",
     ),
     (
         "disks",
         "  keelson disks [NODE OPTIONS]
-      The node's block devices (sysfs): name, model, serial, WWID, size, rotational,
-      transport, read-only.
+      The node's block devices (gRPC Disks, talosctl's columns): device, model, serial, type,
+      UUID, WWID, modalias, name, size, bus path, subsystem, read-only, system disk.
 ",
     ),
-    ("dmesg", "  keelson dmesg [NODE OPTIONS]\n      The node's kernel ring buffer.\n"),
+    (
+        "dmesg",
+        "  keelson dmesg [-f] [NODE OPTIONS]\n      The node's kernel ring buffer (gRPC Dmesg); -f follows it.\n",
+    ),
+    (
+        "events",
+        "  keelson events [--tail N] [--duration 10m] [--since ID] [--actor-id ID] [NODE OPTIONS]
+      The node's runtime events as they come (gRPC Events): NODE ID EVENT ACTOR SOURCE
+      MESSAGE; --tail N shows N past events first (-1: all the node keeps).
+",
+    ),
+    (
+        "service",
+        "  keelson service [ID [start|stop|restart|status]] [NODE OPTIONS]   (also: services)
+      The node's services (gRPC ServiceList): NODE SERVICE STATE HEALTH LAST CHANGE LAST
+      EVENT; one service's health and events; or start, stop or restart it.
+",
+    ),
     (
         "reboot",
-        "  keelson reboot [--mode default|staged] [NODE OPTIONS]
+        "  keelson reboot [--mode default|powercycle|staged] [NODE OPTIONS]
       Stop the node's services, then reboot (os:admin or os:operator; `run` just stops).
       A staged config is booted into at any next start; --mode staged refuses unless one
       waits.
@@ -186,7 +210,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest: Vec<_> = args.collect();
-    if let Some((_, help)) = COMMANDS.iter().find(|(name, _)| cmd == *name) {
+    let name = if cmd == "services" { "service".into() } else { cmd.clone() };
+    if let Some((_, help)) = COMMANDS.iter().find(|(n, _)| name == *n) {
         if wants_help(&rest) {
             print!("usage:\n{help}");
             return ExitCode::SUCCESS;
@@ -197,17 +222,19 @@ fn main() -> ExitCode {
         Some("run") => run::main(rest),
         Some("config") => config_cmd::main(rest),
         Some("ifnames") => ifnames_cmd::main(rest),
-        Some("get") => api::client::get_main(rest),
-        Some("logs") => api::client::logs_main(rest),
-        Some("apply-config") => api::client::apply_main(rest),
-        Some("explain") => api::client::explain_main(rest),
-        Some("machine-status") => api::client::status_main(rest),
-        Some("version") => api::client::version_main(rest),
+        Some("get") => cli::client::get_main(rest),
+        Some("logs") => cli::client::logs_main(rest),
+        Some("apply-config") => cli::client::apply_main(rest),
+        Some("explain") => cli::client::explain_main(rest),
+        Some("machine-status") => cli::client::status_main(rest),
+        Some("version") => cli::client::version_main(rest),
         Some("gen") => api::gen::main(rest),
-        Some("disks") => api::client::disks_main(rest),
-        Some("dmesg") => api::client::dmesg_main(rest),
-        Some("reboot") => api::client::power_main("reboot", rest),
-        Some("shutdown") => api::client::power_main("shutdown", rest),
+        Some("disks") => cli::client::disks_main(rest),
+        Some("dmesg") => cli::client::dmesg_main(rest),
+        Some("reboot") => cli::client::power_main("reboot", rest),
+        Some("shutdown") => cli::client::power_main("shutdown", rest),
+        Some("service" | "services") => cli::client::service_main(rest),
+        Some("events") => cli::client::events_main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

@@ -18,7 +18,7 @@ use net::resource::nethelpers::{HardwareAddr, LinkType};
 use net::resource::{LinkStatus, Namespace, Resource};
 use runtime::Runtime;
 
-use crate::output::{self, Format};
+use cli::output::{self, Format};
 
 /// The owner of the inputs `plan` writes.
 const SOURCE: &str = "plan";

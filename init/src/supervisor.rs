@@ -86,6 +86,8 @@ pub struct Service {
     pub starts: u32,
     /// How the last process ended (`exited with status 3 after 120ms`).
     last_exit: Option<String>,
+    /// A restart was asked for: the process being stopped starts again at once.
+    restarting: bool,
 }
 
 /// Which output stream.
@@ -109,6 +111,7 @@ impl Service {
             delay: None,
             starts: 0,
             last_exit: None,
+            restarting: false,
         }
     }
 
@@ -189,8 +192,10 @@ impl Service {
         let uptime = now.saturating_duration_since(r.started);
         self.last_exit = Some(format!("{how} after {uptime:.1?}"));
         if self.desired.is_some() {
-            // A command change restarts at once; a crash backs off.
-            let changed = self.desired.as_ref() != Some(&r.command);
+            // A command change or an asked-for restart starts again at once; a crash backs
+            // off.
+            let changed =
+                self.desired.as_ref() != Some(&r.command) || std::mem::take(&mut self.restarting);
             let delay =
                 if changed { Duration::ZERO } else { self.policy.next_delay(self.delay, uptime) };
             self.delay = if changed { None } else { Some(delay) };
@@ -254,6 +259,30 @@ impl Service {
             log::info!(target: name, "{}", String::from_utf8_lossy(partial));
             partial.clear();
         }
+    }
+
+    /// Restart now (the API's `ServiceRestart`): a running process is stopped (SIGTERM, then
+    /// SIGKILL after the grace period) and started again as soon as it exited; one waiting
+    /// for its backoff starts now. False when nothing is to run.
+    pub fn restart(&mut self, now: Instant) -> bool {
+        if self.desired.is_none() {
+            return false;
+        }
+        match &mut self.running {
+            Some(r) => {
+                if r.kill_at.is_none() {
+                    log::info!(target: "pid1", "restarting {}", self.name);
+                    let _ = killpg(r.pid, Signal::SIGTERM);
+                    r.kill_at = Some(now + STOP_GRACE);
+                }
+                self.restarting = true;
+            }
+            None => {
+                self.start_at = Some(now);
+                self.delay = None;
+            }
+        }
+        true
     }
 
     /// Stop for shutdown: SIGTERM now, SIGKILL after the grace period (driven by `poll`).

@@ -14,6 +14,11 @@ const COMMANDS: &[&str] = &[
     "explain",
     "machine-status",
     "version",
+    "disks",
+    "dmesg",
+    "service",
+    "events",
+    "reboot",
     "gen",
     "help",
 ];

@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The command line: `keelson-operator serve [options]`.
+//! The command line: `keelson-operator serve | apply | get | describe | delete [options]`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::ctl::Output;
+use crate::kinds::Kind;
+
 pub const USAGE: &str = "\
 usage: keelson-operator serve [options]
+       keelson-operator apply -f FILE [options]        (FILE may be -: standard input)
+       keelson-operator get tcp|tw|tm [NAME] [-o yaml|json] [options]
+       keelson-operator describe tcp|tw|tm NAME [options]
+       keelson-operator delete tcp|tw|tm NAME [options]
 
-Runs the operator. Without --etcd-endpoints it starts a private etcd (the `etcd` binary on
+serve runs the operator. Without --etcd-endpoints it starts a private etcd (the `etcd` binary on
 PATH) on free ports of 127.0.0.1, its data under --data-dir, and stops it on exit.
 
 options:
@@ -22,9 +29,18 @@ options:
   --name NAME               this replica's name in the leader election, unique among live
                             replicas (default hostname/pid)
   --lease-ttl SECONDS       the leader's lease (default 10, 2 to 3600)
+  -n, --namespace NS        the namespace (default: default); serve reconciles this one
+  --talos-port PORT         the nodes' Talos API port (default 50000)
+  --talos-ca FILE           the CA of configured nodes (PEM), with --talos-cert and
+  --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
+  --talos-key FILE          calls after maintenance mode
+
+apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
+of a running `serve` with the same --data-dir.
   -h, --help                this text
 
-boot options (docs/pxe.md):
+image and machine: the boot images and machines of network boot (keelson-operator image --help).
+boot options of serve (docs/pxe.md):
 ";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -52,6 +68,12 @@ pub struct ServeOptions {
     pub prefix: String,
     pub name: Option<String>,
     pub lease_ttl: i64,
+    pub namespace: String,
+    /// The nodes' Talos API port.
+    pub talos_port: u16,
+    /// The CA of configured nodes and a client certificate and key for them (PEM files).
+    pub talos_tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// Network boot (docs/pxe.md).
     pub pxe: crate::pxe::options::Options,
 }
 
@@ -66,6 +88,9 @@ impl Default for ServeOptions {
             prefix: "/keelson-operator".into(),
             name: None,
             lease_ttl: 10,
+            namespace: crate::kinds::DEFAULT_NAMESPACE.into(),
+            talos_port: crate::talos::PORT,
+            talos_tls: None,
             pxe: crate::pxe::options::Options::default(),
         }
     }
@@ -81,19 +106,83 @@ pub fn default_data_dir() -> Option<PathBuf> {
     Some(base.join("keelson-operator"))
 }
 
+/// What to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verb {
+    Serve,
+    Apply { file: PathBuf },
+    Get { kind: Kind, name: Option<String>, output: Output },
+    Describe { kind: Kind, name: String },
+    Delete { kind: Kind, name: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    pub verb: Verb,
+    pub options: ServeOptions,
+}
+
+fn kind_arg(v: Option<String>) -> Result<Kind, CliError> {
+    let v = v.ok_or_else(|| CliError::Usage("a kind is needed: tcp, tw or tm".into()))?;
+    Kind::parse(&v).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown kind {v:?}: tcp (TalosControlPlane), tw (TalosWorker) or tm (TalosMachine)"
+        ))
+    })
+}
+
 /// Parse the arguments after the program name.
-pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ServeOptions, CliError> {
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliError> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(args);
     let mut o = ServeOptions::default();
-    match p.next()? {
-        Some(Value(v)) if v == "serve" => {}
+    let verb = match p.next()? {
+        Some(Value(v)) => v.string()?,
         Some(Short('h') | Long("help")) => return Err(CliError::Help),
         Some(other) => return Err(other.unexpected().into()),
-        None => return Err(CliError::Usage("a command is needed: serve".into())),
+        None => {
+            return Err(CliError::Usage(
+                "a command is needed: serve, apply, get, describe, delete".into(),
+            ))
+        }
+    };
+    if !["serve", "apply", "get", "describe", "delete"].contains(&verb.as_str()) {
+        return Err(CliError::Usage(format!("unknown command {verb:?}")));
     }
+    let mut positional: Vec<String> = Vec::new();
+    let mut file = None;
+    let mut output = Output::Table;
+    let mut talos: [Option<PathBuf>; 3] = [None, None, None];
     while let Some(arg) = p.next()? {
         match arg {
+            Short('f') | Long("filename") if verb == "apply" => {
+                file = Some(PathBuf::from(p.value()?))
+            }
+            Short('o') | Long("output") if verb == "get" => {
+                output = match p.value()?.string()?.as_str() {
+                    "yaml" => Output::Yaml,
+                    "json" => Output::Json,
+                    "wide" | "table" => Output::Table,
+                    other => return Err(CliError::Usage(format!("-o {other:?}: yaml or json"))),
+                }
+            }
+            Long("talos-port") if verb == "serve" => o.talos_port = p.value()?.parse()?,
+            Long("talos-ca") if verb == "serve" => talos[0] = Some(PathBuf::from(p.value()?)),
+            Long("talos-cert") if verb == "serve" => talos[1] = Some(PathBuf::from(p.value()?)),
+            Long("talos-key") if verb == "serve" => talos[2] = Some(PathBuf::from(p.value()?)),
+            Long(f) if verb == "serve" && crate::pxe::options::is_serve_flag(f) => {
+                let f = f.to_owned();
+                let v = p.value()?;
+                crate::pxe::options::serve_flag(&mut o.pxe, &f, v).map_err(CliError::Usage)?;
+            }
+            Short('n') | Long("namespace") => {
+                let v = p.value()?.string()?;
+                if !crate::kinds::valid_name(&v) {
+                    return Err(CliError::Usage("--namespace: a name like default".into()));
+                }
+                o.namespace = v;
+            }
+            Value(v) if verb != "serve" && positional.len() < 2 => positional.push(v.string()?),
             Long("data-dir") => o.data_dir = Some(p.value()?.into()),
             Long("etcd-endpoints") => {
                 let v = p.value()?.string()?;
@@ -131,15 +220,40 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ServeOptions, C
                 }
                 o.lease_ttl = v;
             }
-            Long(f) if crate::pxe::options::is_serve_flag(f) => {
-                let f = f.to_owned();
-                let v = p.value()?;
-                crate::pxe::options::serve_flag(&mut o.pxe, &f, v).map_err(CliError::Usage)?;
-            }
             Short('h') | Long("help") => return Err(CliError::Help),
             other => return Err(other.unexpected().into()),
         }
     }
+    match talos {
+        [Some(ca), Some(cert), Some(key)] => o.talos_tls = Some((ca, cert, key)),
+        [None, None, None] => {}
+        _ => {
+            return Err(CliError::Usage(
+                "--talos-ca, --talos-cert and --talos-key go together".into(),
+            ))
+        }
+    }
+    let mut pos = positional.into_iter();
+    let verb = match verb.as_str() {
+        "serve" => Verb::Serve,
+        "apply" => {
+            let file = file.ok_or_else(|| CliError::Usage("apply needs -f FILE".into()))?;
+            if pos.next().is_some() {
+                return Err(CliError::Usage("apply takes -f FILE only".into()));
+            }
+            Verb::Apply { file }
+        }
+        "get" => Verb::Get { kind: kind_arg(pos.next())?, name: pos.next(), output },
+        v => {
+            let kind = kind_arg(pos.next())?;
+            let name = pos.next().ok_or_else(|| CliError::Usage(format!("{v} needs a name")))?;
+            if v == "describe" {
+                Verb::Describe { kind, name }
+            } else {
+                Verb::Delete { kind, name }
+            }
+        }
+    };
     if o.cert.is_some() != o.key.is_some() {
         return Err(CliError::Usage("--etcd-cert and --etcd-key go together".into()));
     }
@@ -148,7 +262,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ServeOptions, C
             "--etcd-cacert/--etcd-cert/--etcd-key need --etcd-endpoints".into(),
         ));
     }
-    Ok(o)
+    Ok(Command { verb, options: o })
 }
 
 #[cfg(test)]
@@ -161,7 +275,8 @@ mod tests {
 
     #[test]
     fn serve_with_and_without_an_external_cluster() {
-        assert_eq!(parse(args(&["serve"])).unwrap(), ServeOptions::default());
+        assert_eq!(parse(args(&["serve"])).unwrap().options, ServeOptions::default());
+        assert_eq!(parse(args(&["serve"])).unwrap().verb, Verb::Serve);
         let o = parse(args(&[
             "serve",
             "--etcd-endpoints",
@@ -177,7 +292,8 @@ mod tests {
             "--lease-ttl",
             "15",
         ]))
-        .unwrap();
+        .unwrap()
+        .options;
         assert_eq!(o.endpoints, ["https://10.0.0.1:2379", "https://10.0.0.2:2379"]);
         assert_eq!((o.prefix.as_str(), o.lease_ttl), ("/op", 15));
     }
@@ -194,5 +310,34 @@ mod tests {
         assert!(parse(args(&["serve", "--lease-ttl", "1"])).is_err());
         assert!(parse(args(&["serve", "--prefix", "rel"])).is_err());
         assert!(parse(args(&["serve", "--etcd-endpoints", ","])).is_err());
+    }
+
+    #[test]
+    fn resource_commands() {
+        let c = parse(args(&["apply", "-f", "x.yaml", "-n", "lab"])).unwrap();
+        assert_eq!(c.verb, Verb::Apply { file: "x.yaml".into() });
+        assert_eq!(c.options.namespace, "lab");
+        let c = parse(args(&["get", "tm", "m1", "-o", "yaml"])).unwrap();
+        assert_eq!(
+            c.verb,
+            Verb::Get { kind: Kind::Machine, name: Some("m1".into()), output: Output::Yaml }
+        );
+        let c = parse(args(&["get", "TalosControlPlanes"])).unwrap();
+        assert_eq!(
+            c.verb,
+            Verb::Get { kind: Kind::ControlPlane, name: None, output: Output::Table }
+        );
+        let c = parse(args(&["delete", "tw", "w"])).unwrap();
+        assert_eq!(c.verb, Verb::Delete { kind: Kind::Worker, name: "w".into() });
+        assert!(parse(args(&["apply"])).is_err());
+        assert!(parse(args(&["get", "pods"])).is_err());
+        assert!(parse(args(&["get", "tm", "-o", "xml"])).is_err());
+        assert!(parse(args(&["describe", "tm"])).is_err());
+        assert!(parse(args(&["get", "tm", "a", "b", "c"])).is_err());
+        assert!(parse(args(&["serve", "stray"])).is_err());
+        assert!(parse(args(&["serve", "--talos-ca", "ca.pem"])).is_err());
+        let c = parse(args(&["serve", "--talos-ca", "a", "--talos-cert", "b", "--talos-key", "c"]))
+            .unwrap();
+        assert_eq!(c.options.talos_tls, Some(("a".into(), "b".into(), "c".into())));
     }
 }

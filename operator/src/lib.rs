@@ -4,7 +4,12 @@
 //! ([`serve`]), its command line ([`cli`]), and network boot ([`pxe`]).
 
 pub mod cli;
+pub mod ctl;
 pub mod key;
+pub mod kinds;
 pub mod pxe;
+pub mod reconcile;
 pub mod serve;
+pub mod states;
 pub mod store;
+pub mod talos;

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::unistd::Pid;
-use operator::cli::{self, CliError};
+use operator::cli::{self, CliError, Command, Verb};
+use operator::ctl::{self, CtlError};
+use operator::key::Layout;
+use operator::store::Store;
 
 struct Stderr;
 
@@ -49,7 +52,7 @@ fn main() -> ExitCode {
         let _ = args.next();
         return operator::pxe::cli::main(cmd, args.collect());
     }
-    let opts = match cli::parse(args) {
+    let cmd = match cli::parse(args) {
         Ok(o) => o,
         Err(CliError::Help) => {
             print!("{}{}", cli::USAGE, operator::pxe::options::SERVE_USAGE);
@@ -64,6 +67,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cmd.verb != Verb::Serve {
+        return resource_command(&cmd);
+    }
+    let opts = cmd.options;
     // SIGTERM and SIGINT end the operator in order; SIGUSR1 is the worker saying it ended on
     // its own. All three are blocked here and in every thread, and taken by sigwait below.
     let mut signals = SigSet::empty();
@@ -110,4 +117,65 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `apply`, `get`, `describe`, `delete`: one etcd, one answer.
+fn resource_command(cmd: &Command) -> ExitCode {
+    let o = &cmd.options;
+    // Bad input is refused before any connection is made.
+    let input = match &cmd.verb {
+        Verb::Apply { file } => match read_input(file).and_then(|t| {
+            operator::kinds::parse(&t)?;
+            Ok(t)
+        }) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("keelson-operator: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let client = match operator::serve::client(o) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("keelson-operator: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut store = Store::new(client, Layout::new(&o.prefix, o.prefix.as_bytes()));
+    let ns = o.namespace.as_str();
+    let result = match &cmd.verb {
+        Verb::Serve => return ExitCode::FAILURE,
+        Verb::Apply { .. } => ctl::apply(&mut store, input.as_deref().unwrap_or(""))
+            .map(|lines| lines.join("\n") + "\n"),
+        Verb::Get { kind, name, output } => {
+            ctl::get(&mut store, ns, *kind, name.as_deref(), *output)
+        }
+        Verb::Describe { kind, name } => ctl::describe(&mut store, ns, *kind, name),
+        Verb::Delete { kind, name } => ctl::delete(&mut store, ns, *kind, name).map(|l| l + "\n"),
+    };
+    match result {
+        Ok(text) => {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("keelson-operator: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn read_input(file: &std::path::Path) -> Result<String, CtlError> {
+    use std::io::Read;
+    let mut text = String::new();
+    let limit = operator::kinds::MAX_INPUT as u64 + 1;
+    let r = if file.as_os_str() == "-" {
+        std::io::stdin().lock().take(limit).read_to_string(&mut text)
+    } else {
+        std::fs::File::open(file).and_then(|f| f.take(limit).read_to_string(&mut text))
+    };
+    r.map_err(|e| CtlError::Encode(format!("{}: {e}", file.display())))?;
+    Ok(text)
 }

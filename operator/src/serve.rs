@@ -2,7 +2,7 @@
 //! `keelson-operator serve`: the etcd to use (a private one, or the cluster named on the
 //! command line), the resource store on it, and the leader election among replicas (one
 //! lease-bound candidate key per replica under `<prefix>/leader`, etcd's `concurrency` queue).
-//! Only the leader will run controllers; for now it says that it leads.
+//! Only the leader runs the controllers ([`crate::reconcile`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,11 +14,16 @@ use etcd::{Client, Config};
 
 use crate::cli::{default_data_dir, ServeOptions};
 use crate::key::Layout;
+use crate::reconcile::{NodeApi, Reconciler};
 use crate::store::Store;
+use crate::talos::GrpcNode;
 
 /// Between failed attempts (etcd unreachable, a lost campaign).
 const RETRY: Duration = Duration::from_secs(1);
 const TICK: Duration = Duration::from_millis(100);
+/// Between reconcile passes: new resources are picked up by polling (no watch yet).
+const PASS_MIN: Duration = Duration::from_millis(500);
+const PASS_MAX: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -30,6 +35,10 @@ pub enum ServeError {
     Local(#[from] LocalError),
     #[error("etcd: {0}")]
     Etcd(#[from] etcd::ClientError),
+    #[error("no keelson-operator serve is running on {0} (give --etcd-endpoints or --data-dir)")]
+    NotServing(PathBuf),
+    #[error("Talos API client: {0}")]
+    Talos(String),
     #[error("{0}")]
     Boot(#[from] crate::pxe::StartError),
     #[error("etcd at {0}: {1}")]
@@ -77,22 +86,20 @@ pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
             etcd.data_dir.display(),
             etcd.log.display()
         );
+        // Where `apply`, `get`, ... find this etcd while the operator runs.
+        let marker = dir.join(ENDPOINT_FILE);
+        if let Err(e) = std::fs::write(&marker, format!("{}\n", etcd.client_url)) {
+            log::warn!("writing {}: {e}", marker.display());
+        }
         let client = etcd.client();
-        local = Some(etcd);
+        local = Some((etcd, marker));
         client
     } else {
-        let urls: Vec<&str> = o.endpoints.iter().map(String::as_str).collect();
-        let tls = match &o.cacert {
-            Some(ca) => {
-                let pair = o.cert.as_deref().zip(o.key.as_deref());
-                Some(etcd::client::tls_config(ca, pair)?)
-            }
-            None => None,
-        };
-        Client::new(Config::new(&urls, tls)?)
+        external(o)?
     };
     let result = serve(client, o, stop);
-    if let Some(mut etcd) = local {
+    if let Some((mut etcd, marker)) = local {
+        let _ = std::fs::remove_file(marker);
         let pid = etcd.pid().unwrap_or(0);
         let status = etcd.stop();
         log::info!(
@@ -102,6 +109,34 @@ pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
         );
     }
     result
+}
+
+/// The file in the data directory naming the private etcd's URL while `serve` runs.
+pub const ENDPOINT_FILE: &str = "etcd.endpoint";
+
+fn external(o: &ServeOptions) -> Result<Client, ServeError> {
+    let urls: Vec<&str> = o.endpoints.iter().map(String::as_str).collect();
+    let tls = match &o.cacert {
+        Some(ca) => {
+            let pair = o.cert.as_deref().zip(o.key.as_deref());
+            Some(etcd::client::tls_config(ca, pair)?)
+        }
+        None => None,
+    };
+    Ok(Client::new(Config::new(&urls, tls)?))
+}
+
+/// A client for the resource commands: `--etcd-endpoints`, else the private etcd of a running
+/// `serve` on the same data directory.
+pub fn client(o: &ServeOptions) -> Result<Client, ServeError> {
+    if !o.endpoints.is_empty() {
+        return external(o);
+    }
+    let dir = o.data_dir.clone().or_else(default_data_dir).ok_or(ServeError::NoDataDir)?;
+    let marker = dir.join(ENDPOINT_FILE);
+    let url = std::fs::read_to_string(&marker).map_err(|_| ServeError::NotServing(dir.clone()))?;
+    let url = url.trim();
+    Ok(Client::new(Config::new(&[url], None)?))
 }
 
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
@@ -119,10 +154,21 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         display(&status.version),
         status.header.revision
     );
-    // The store the controllers will use; its salt is the prefix, as Omni salts per account.
-    let _store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    // The store the controllers use; its salt is the prefix, as Omni salts per account.
+    let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
     // Network boot, on every replica (it only reads): stopped when this returns.
     let _boot = crate::pxe::from_serve(o, &client)?;
+    // Maintenance-mode calls need no credentials; calls to configured nodes need the client
+    // certificate (without one they answer that none is configured).
+    let secure = match &o.talos_tls {
+        Some((ca, cert, key)) => Some(
+            etcd::client::tls_config(ca, Some((cert, key)))
+                .map_err(|e| ServeError::Talos(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
+    let mut reconciler = Reconciler::new(store, node, &o.namespace);
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);
@@ -156,7 +202,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.id(),
                     session.ttl()
                 );
-                lead(&mut client, &session, &election, e.key(), stop);
+                lead(&mut client, &session, &election, e.key(), &mut reconciler, stop);
                 if stop.load(Ordering::Relaxed) {
                     match session::resign(&mut client, &mut e) {
                         Ok(_) => log::info!("{} resigned", display(&me)),
@@ -183,12 +229,32 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     Ok(())
 }
 
-/// Lead while the lease is trusted and the key is still the oldest; returns when either ends
-/// or `stop` is set.
-fn lead(client: &mut Client, session: &Session, election: &str, key: &[u8], stop: &AtomicBool) {
+/// Lead while the lease is trusted and the key is still the oldest, running the controllers;
+/// returns when either ends or `stop` is set.
+fn lead<N: NodeApi>(
+    client: &mut Client,
+    session: &Session,
+    election: &str,
+    key: &[u8],
+    reconciler: &mut Reconciler<N>,
+    stop: &AtomicBool,
+) {
     let check_every = Duration::from_secs((session.ttl() / 3).max(1) as u64);
     let mut next_check = Instant::now() + check_every;
+    let mut next_pass = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        // Only while leading: a pass is bounded by the node calls' timeouts; the lease is
+        // renewed on its own thread meanwhile.
+        if Instant::now() >= next_pass && session.alive() {
+            let wait = match reconciler.pass() {
+                Ok(d) => d,
+                Err(e) => {
+                    log::warn!("reconcile: {e}");
+                    RETRY
+                }
+            };
+            next_pass = Instant::now() + wait.clamp(PASS_MIN, PASS_MAX);
+        }
         if !session.alive() {
             log::warn!(
                 "the election lease is no longer trusted ({:?}): no longer leading",

@@ -311,6 +311,49 @@ impl Store {
         Ok(())
     }
 
+    /// Create or update several resources in one transaction: each at the version it carries
+    /// (0: create), all or none. A failed compare is [`StoreError::Conflict`] (re-read and
+    /// retry). Owners are not checked: this is for writers that own everything they write
+    /// (`apply`).
+    pub fn write_all<S: Serialize>(&mut self, rs: &mut [Resource<S>]) -> Result<(), StoreError> {
+        let now = now_secs();
+        let mut compare = Vec::new();
+        let mut success = Vec::new();
+        let mut keys = Vec::new();
+        for r in rs.iter_mut() {
+            if r.metadata.version == 0 {
+                r.metadata.created = now;
+            }
+            r.metadata.updated = now;
+            let m = &r.metadata;
+            let key = self.layout.key(&m.namespace, &m.kind, &m.id);
+            compare.push(Compare::version(&key, CompareResult::Equal, m.version));
+            let value = Self::encode(r)?;
+            success.push(RequestOp::Put(PutRequest {
+                key: key.clone(),
+                value,
+                ..Default::default()
+            }));
+            keys.push(key);
+        }
+        for k in &keys {
+            success.push(RequestOp::Range(range_key(k)));
+        }
+        let t = self.client.txn(&TxnRequest { compare, success, failure: vec![] })?;
+        if !t.succeeded {
+            let what = rs.iter().map(|r| r.metadata.what()).collect::<Vec<_>>().join(", ");
+            return Err(StoreError::Conflict { what, expected: 0, found: -1 });
+        }
+        let n = rs.len();
+        for (i, r) in rs.iter_mut().enumerate() {
+            if let Some(kv) = t.range(n + i).and_then(|r| r.kvs.first()) {
+                r.metadata.version = kv.version;
+                r.metadata.revision = kv.mod_revision;
+            }
+        }
+        Ok(())
+    }
+
     /// Read, change with `f`, write; retried from a fresh read on a conflict.
     pub fn modify<S: Serialize + DeserializeOwned>(
         &mut self,

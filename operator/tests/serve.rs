@@ -307,3 +307,65 @@ fn serve_on_an_external_etcd_with_client_certificates() {
     let err = op.wait_for("error", Duration::from_secs(5));
     assert!(err.contains(&url), "{err}");
 }
+
+fn ctl(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
+    if !have_etcd("reconcile") {
+        return;
+    }
+    let dir = temp("reconcile");
+    let data = dir.0.join("state");
+    let data = data.to_str().unwrap();
+    // Without a running serve there is no etcd to talk to: one line saying so.
+    let out = ctl(&["get", "tm", "--data-dir", data]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no keelson-operator serve is running"));
+
+    // The node's API port is closed: every call is refused at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port().to_string();
+    drop(closed);
+    let mut op = Operator::start(&["--data-dir", data, "--talos-port", &port], &[]);
+    op.wait_for(" leads (lease ", Duration::from_secs(60));
+    let file = dir.0.join("m.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:07\n    cpuArchitecture: amd64\n",
+    )
+    .unwrap();
+    let out = ctl(&["apply", "-f", file.to_str().unwrap(), "--data-dir", data]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "talosmachine/m1 created\n");
+    op.wait_for("TalosMachine m1: (new) -> Booting", Duration::from_secs(20));
+    // Booting polls Disks; the condition says why it waits.
+    op.wait_for("TalosMachine m1: Booting -> Booting (WaitingForBoot)", Duration::from_secs(20));
+    let out = ctl(&["get", "tm", "--data-dir", data]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.lines().nth(1).is_some_and(|l| l.starts_with("m1") && l.contains("Booting")),
+        "{text}"
+    );
+    let out = ctl(&["describe", "tm", "m1", "--data-dir", data]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("WaitingForBoot") && text.contains("Disks: "), "{text}");
+    assert!(text.contains("refused"), "{text}");
+
+    // A bad document: refused with document, field path and line, exit 1, nothing written.
+    std::fs::write(&file, "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m2\nspec:\n  endpoint: 192.0.2.8\n  version: latest\n").unwrap();
+    let out = ctl(&["apply", "-f", file.to_str().unwrap(), "--data-dir", data]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("document 1 (line 7): spec.version:"), "{err}");
+    let out = ctl(&["get", "tm", "m2", "--data-dir", data]);
+    assert!(!out.status.success());
+
+    let out = ctl(&["get", "tm", "m1", "-o", "json", "--data-dir", data]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"]["state"], "Booting");
+    op.signal(Signal::SIGTERM);
+    assert!(op.wait_exit(Duration::from_secs(30)).success());
+}

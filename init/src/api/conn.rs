@@ -10,6 +10,10 @@
 //! - output waiting for a slow reader is capped at [`WRITE_CAP`]; a watcher over the cap is
 //!   dropped (it can reconnect and get the current state again);
 //! - a TLS handshake must be done within [`REQUEST_DEADLINE`] of the accept.
+//!
+//! A connection whose first bytes are the HTTP/2 client preface speaks gRPC
+//! ([`super::rpc`]) instead of JSON lines; the same bounds hold, and on top of them output
+//! that the client does not take for [`super::rpc::STALL`] drops the connection.
 
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
@@ -17,19 +21,29 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::protocol::{self, ProtocolError, Query, MAX_REQUEST};
+use super::rpc::GrpcConn;
 use super::slots::{Class, Source};
 use super::transport::{Access, Transport};
 use crate::reactor::Reactor;
 
 /// Closed after this long without a byte in either direction (unless streaming).
 pub const IDLE: Duration = Duration::from_secs(10);
-/// Longest time from the first byte of a request line to its newline.
-pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+pub use super::transport::REQUEST_DEADLINE;
 /// Most bytes queued for one connection before a streaming one is dropped.
 pub const WRITE_CAP: usize = 4 << 20;
 /// Bytes read from one connection per wakeup (level-triggered epoll brings us back): one busy
 /// client cannot monopolise a loop iteration.
 const READ_BUDGET: usize = 256 << 10;
+
+/// What a connection speaks, from its first bytes.
+pub enum Proto {
+    /// Not known yet: the bytes so far are a prefix of the HTTP/2 client preface.
+    Sniff,
+    /// JSON lines (anything that is not the HTTP/2 preface).
+    Json,
+    /// gRPC over HTTP/2.
+    Grpc(Box<GrpcConn>),
+}
 
 /// A client connection.
 pub struct Conn {
@@ -41,6 +55,10 @@ pub struct Conn {
     /// When the connection was accepted: the oldest idle one makes room for a new one.
     pub(super) accepted: Instant,
     last_activity: Instant,
+    /// When output last moved (or started waiting).
+    last_write: Instant,
+    /// What it speaks.
+    pub(super) proto: Proto,
     /// When the first byte of the unfinished request line in `rbuf` arrived.
     line_started: Option<Instant>,
     /// The watch this connection streams.
@@ -67,6 +85,8 @@ impl Conn {
             woff: 0,
             accepted: now,
             last_activity: now,
+            last_write: now,
+            proto: Proto::Sniff,
             line_started: None,
             watch: None,
             follow: None,
@@ -79,16 +99,64 @@ impl Conn {
 
     /// Bytes queued and not yet written.
     pub fn pending(&self) -> usize {
+        self.wbuf.len() - self.woff + self.grpc().map_or(0, GrpcConn::held)
+    }
+
+    /// Bytes made for the socket and not written yet (outside the HTTP/2 engine).
+    pub fn unwritten(&self) -> usize {
         self.wbuf.len() - self.woff
     }
 
-    /// It watches resources or follows the log.
+    /// It watches resources or follows the log, or has gRPC calls open.
     pub fn streaming(&self) -> bool {
-        self.watch.is_some() || self.follow.is_some()
+        self.watch.is_some() || self.follow.is_some() || self.grpc().is_some_and(GrpcConn::busy)
+    }
+
+    /// Its gRPC side, once it spoke the HTTP/2 preface.
+    pub fn grpc(&self) -> Option<&GrpcConn> {
+        match &self.proto {
+            Proto::Grpc(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Its gRPC side, mutable.
+    pub fn grpc_mut(&mut self) -> Option<&mut GrpcConn> {
+        match &mut self.proto {
+            Proto::Grpc(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Decide what it speaks from the first bytes read: the HTTP/2 client preface makes it a
+    /// gRPC connection, anything else a JSON one; a prefix of the preface waits for more.
+    pub fn sniff(&mut self) {
+        if !matches!(self.proto, Proto::Sniff) || self.rbuf.is_empty() {
+            return;
+        }
+        let preface = grpc::h2::PREFACE;
+        let n = self.rbuf.len().min(preface.len());
+        if self.rbuf[..n] != preface[..n] {
+            self.proto = Proto::Json;
+        } else if n == preface.len() {
+            self.proto = Proto::Grpc(Box::default());
+        }
+    }
+
+    /// Everything read so far (a gRPC connection's input goes to its HTTP/2 engine whole).
+    pub fn take_input(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.rbuf)
     }
 
     /// Queue one line.
     pub fn send(&mut self, v: &Value) {
+        if self.grpc().is_some() {
+            // A JSON answer (an error line) means nothing to an HTTP/2 client.
+            return;
+        }
+        if self.wbuf.len() == self.woff {
+            self.last_write = Instant::now();
+        }
         // Serializing a `Value` cannot fail.
         let _ = serde_json::to_writer(&mut self.wbuf, v);
         self.wbuf.push(b'\n');
@@ -102,12 +170,22 @@ impl Conn {
     /// Write what the socket takes. Err: the peer is gone.
     fn flush(&mut self, now: Instant) -> std::io::Result<()> {
         self.stream.flush_queued()?;
+        if let Proto::Grpc(g) = &mut self.proto {
+            let out = g.take_output();
+            if !out.is_empty() {
+                if self.wbuf.len() == self.woff {
+                    self.last_write = now;
+                }
+                self.wbuf.extend_from_slice(&out);
+            }
+        }
         while self.woff < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.woff..]) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.woff += n;
                     self.last_activity = now;
+                    self.last_write = now;
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -124,6 +202,11 @@ impl Conn {
         Ok(())
     }
 
+    /// Output waiting that does not move drops a gRPC connection after this.
+    fn write_deadline(&self) -> Option<Instant> {
+        (self.grpc().is_some() && self.unwritten() > 0).then(|| self.last_write + super::rpc::STALL)
+    }
+
     fn idle_deadline(&self) -> Option<Instant> {
         (!self.streaming() || self.closing).then(|| self.last_activity + IDLE)
     }
@@ -138,10 +221,22 @@ impl Conn {
 
     /// When it next times out.
     pub fn deadline(&self) -> Option<Instant> {
-        [self.idle_deadline(), self.line_deadline(), self.handshake_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        let grpc = self.grpc().and_then(GrpcConn::deadline);
+        // A stream with more to give and room for it is due now (once the socket took what
+        // was written: while it is full, its writability wakes the loop).
+        let pump = (self.unwritten() == 0 && self.grpc().is_some_and(GrpcConn::wants_pump))
+            .then_some(self.last_activity);
+        [
+            self.idle_deadline(),
+            self.line_deadline(),
+            self.handshake_deadline(),
+            self.write_deadline(),
+            grpc,
+            pump,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// May make room for a new connection: nothing streams and no answer is waiting.
@@ -152,6 +247,9 @@ impl Conn {
     /// Its rights are gone (the node's TLS trust changed): nothing more is streamed to it, it
     /// is read no more, and it closes once what is queued is written.
     pub fn revoke(&mut self) {
+        if let Some(g) = self.grpc_mut() {
+            g.revoke();
+        }
         self.watch = None;
         self.follow = None;
         self.finish();
@@ -166,6 +264,9 @@ impl Conn {
 
     /// Answer with an error and stop reading; the connection closes once it is written.
     fn refuse(&mut self, why: &str) {
+        if let Some(g) = self.grpc_mut() {
+            g.go_away();
+        }
         self.send(&protocol::error(why));
         self.rbuf = Vec::new();
         self.line_started = None;
@@ -187,7 +288,8 @@ impl Conn {
                     self.rbuf.extend_from_slice(&chunk[..n]);
                     self.last_activity = now;
                     budget = budget.saturating_sub(n);
-                    if self.rbuf.len() > MAX_REQUEST + 1 && !self.rbuf.contains(&b'\n') {
+                    let json = matches!(self.proto, Proto::Json);
+                    if json && self.rbuf.len() > MAX_REQUEST + 1 && !self.rbuf.contains(&b'\n') {
                         break;
                     }
                 }
@@ -232,8 +334,13 @@ impl Conn {
     /// Enforce the write cap and the deadlines; false when the connection is to be dropped
     /// now.
     pub fn check_bounds(&mut self, now: Instant) -> bool {
-        if self.streaming() && self.pending() > WRITE_CAP {
+        let grpc = self.grpc().is_some();
+        if (self.streaming() || grpc) && self.pending() > WRITE_CAP {
             log::warn!(target: "api", "dropping a client that does not read ({} bytes queued)", self.pending());
+            return false;
+        }
+        if self.write_deadline().is_some_and(|d| d <= now) {
+            log::warn!(target: "api", "dropping a gRPC client that does not read ({} bytes waiting for {} s)", self.unwritten(), super::rpc::STALL.as_secs());
             return false;
         }
         if self.handshake_deadline().is_some_and(|d| d <= now) {
@@ -259,6 +366,9 @@ impl Conn {
         if self.flush(now).is_err() {
             return false;
         }
+        if self.grpc().is_some_and(GrpcConn::done) {
+            self.closing = true;
+        }
         if self.closing && self.pending() == 0 && !self.stream.wants_write() {
             self.stream.close();
             return false;
@@ -272,5 +382,55 @@ impl Conn {
             self.interest = want;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn pair() -> (Conn, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap_or_else(|e| unreachable!("{e}"));
+        ours.set_nonblocking(true).unwrap_or_else(|e| unreachable!("{e}"));
+        (Conn::new(Box::new(ours), Class::Local, Instant::now()), theirs)
+    }
+
+    #[test]
+    fn the_first_bytes_decide_the_protocol() {
+        let (mut c, _peer) = pair();
+        c.rbuf = b"PRI * HTTP/2".to_vec();
+        c.sniff();
+        assert!(matches!(c.proto, Proto::Sniff), "a prefix of the preface waits");
+        c.rbuf.extend_from_slice(b".0\r\n\r\nSM\r\n\r\n");
+        c.sniff();
+        assert!(c.grpc().is_some());
+        let (mut c, _peer) = pair();
+        c.rbuf = b"{\"op\":\"version\"}\n".to_vec();
+        c.sniff();
+        assert!(matches!(c.proto, Proto::Json));
+        let (mut c, _peer) = pair();
+        c.rbuf = b"PRX".to_vec();
+        c.sniff();
+        assert!(matches!(c.proto, Proto::Json), "one byte off the preface is JSON");
+    }
+
+    #[test]
+    fn a_grpc_client_that_takes_no_output_is_dropped_after_the_stall() {
+        let (mut c, _peer) = pair();
+        c.proto = Proto::Grpc(Box::default());
+        let now = Instant::now();
+        // More than the socket buffer takes; the peer never reads.
+        c.wbuf = vec![0; 8 << 20];
+        c.last_write = now;
+        assert!(c.flush(now).is_ok());
+        assert!(c.unwritten() > 0);
+        assert_eq!(c.write_deadline(), Some(now + super::super::rpc::STALL));
+        // Over the 4 MiB cap already: dropped at once, whatever the deadline.
+        assert!(!c.check_bounds(now));
+        // Under the cap, it is the stall that drops it.
+        c.wbuf.truncate(c.woff + (1 << 20));
+        assert!(c.check_bounds(now + Duration::from_secs(1)));
+        assert!(!c.check_bounds(now + super::super::rpc::STALL));
     }
 }

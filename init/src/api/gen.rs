@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use base64::Engine;
 
-use super::connect::{Context, KeelsonConfig};
 use super::identity::Ca;
+use cli::connect::{Context, KeelsonConfig};
 
 /// A client certificate's lifetime (Talos gives its admin certificate a year).
 const CLIENT_DAYS: i64 = 365;

@@ -116,7 +116,7 @@ pub fn dmesg(kmsg: &Path) -> Value {
 /// `PRI,SEQ,USEC,FLAGS;MESSAGE\n KEY=VALUE...` as `[ seconds] MESSAGE`, with what the node's
 /// own log redacts redacted (the kernel's `Command line:` record quotes `talos.config=` URLs
 /// with their tokens and inline configs; `dmesg` is open to `os:reader`).
-fn record(raw: &str) -> String {
+pub(super) fn record(raw: &str) -> String {
     let (head, rest) = raw.split_once(';').unwrap_or(("", raw));
     let message = rest.lines().next().unwrap_or_default();
     let usec: u64 = head.split(',').nth(2).and_then(|t| t.parse().ok()).unwrap_or(0);

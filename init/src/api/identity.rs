@@ -15,7 +15,6 @@ use rcgen::{
     ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use sha2::Digest;
 
 use super::der;
 
@@ -69,10 +68,9 @@ impl Identity {
     }
 }
 
-/// SHA-256 of a DER certificate, lowercase hex (what `--fingerprint` takes).
-pub fn fingerprint(der: &[u8]) -> String {
-    sha2::Sha256::digest(der).iter().map(|b| format!("{b:02x}")).collect()
-}
+/// SHA-256 of a DER certificate, lowercase hex (what `--fingerprint` takes): the client's
+/// function, so what the node prints is what the client compares.
+pub use cli::tls::fingerprint;
 
 fn new_key() -> Result<KeyPair, IdentityError> {
     Ok(KeyPair::generate_for(&rcgen::PKCS_ED25519)?)

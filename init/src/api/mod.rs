@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The API: a line-delimited JSON protocol on a local Unix socket and over TLS on TCP (port
-//! 50000), served from the node's event loop, and the client commands that use it (`get`,
-//! `logs`, `apply-config`, `explain`, `version`, `gen config`).
+//! The API: Talos's gRPC machine API ([`rpc`]) and, for what the client has not moved to
+//! it, a line-delimited JSON protocol, on a local Unix socket and over TLS on TCP (port
+//! 50000), served from the node's event loop; and `gen config` (which needs the node's CA
+//! code). The client commands are the `cli` crate.
 
-pub mod aliases;
-pub mod client;
 mod conn;
-pub mod connect;
+pub mod cosi;
 pub(crate) mod der;
 pub mod diff;
 pub mod gen;
@@ -14,12 +13,15 @@ mod hostinfo;
 pub mod identity;
 pub mod protocol;
 pub mod remote;
+pub mod rpc;
 pub mod server;
 mod slots;
 mod socket;
 pub mod tls;
-mod transport;
+pub(crate) mod transport;
 pub mod trial;
 
+/// Type names and aliases: the client's, so both ends accept the same names.
+pub use cli::aliases;
 /// The socket in init mode (and the client's default).
-pub const DEFAULT_SOCKET: &str = "/run/keelson/api.sock";
+pub use cli::DEFAULT_SOCKET;

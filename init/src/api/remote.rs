@@ -30,7 +30,7 @@ use super::tls::{self, Mode, TlsStream, Trust};
 use crate::reactor::Reactor;
 
 /// The port Talos's API listens on, and keelson's.
-pub const DEFAULT_PORT: u16 = 50000;
+pub use cli::DEFAULT_PORT;
 /// Most listen addresses.
 pub const MAX_LISTENERS: usize = 8;
 /// Most addresses the server certificate names: loopback first, then the others in order

@@ -16,6 +16,10 @@
 //! When the node's TLS trust changes (maintenance ends, `machine.ca` changes, TLS is turned
 //! off), every TLS connection accepted before loses its rights and is closed, whether its
 //! handshake finished or not.
+//!
+//! Each connection speaks what its first bytes say: the HTTP/2 client preface makes it a
+//! gRPC connection (Talos's machine API, [`super::rpc`]), anything else stays on the JSON
+//! lines protocol. Both share the slots, the trust generations and the connection bounds.
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -25,26 +29,29 @@ use std::time::Instant;
 
 use evloop::Tag;
 use net::config::MachineConfig;
-use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::resource::{
-    HostnameStatus, Kind, LinkStatus, MachineStatus, Namespace, NetworkStatus, Resource,
-    ServiceStatus, TimeStatus, HOSTNAME_ID, MACHINE_STATUS_ID, TIME_STATUS_ID,
+    HostnameStatus, Kind, MachineStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
+    TimeStatus, HOSTNAME_ID, MACHINE_STATUS_ID, TIME_STATUS_ID,
 };
 use runtime::{Change, ChangeKind, Runtime};
 use serde_json::{json, Value};
 
 use super::conn::Conn;
-use super::diff::{self, Specs};
-use super::protocol::{self, ApplyMode, Query, Request};
-use super::remote::{self, Remote, MAX_LISTENERS};
+use super::cosi::watch::History;
+use super::protocol::{self, Query, Request};
+use super::remote::{Remote, MAX_LISTENERS};
+use super::rpc::dispatch::{Call, FeedCtx};
+use super::rpc::events::{self, EventLog};
 use super::slots::{self, Class, Counts, Limits, Source};
 pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
-use super::trial::{self, Trial};
 use crate::logring;
 use crate::machine::{Machine, Power};
 use crate::reactor::Reactor;
+pub use crate::verbs::Effects;
+use crate::verbs::{apply_with_mode, Apply};
 
 /// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
 pub const MAX_CONNECTIONS: usize = 256;
@@ -75,6 +82,10 @@ pub struct Server {
     /// What requests did beyond their answer: a reboot or shutdown for the loop to take, a
     /// config on trial.
     effects: Effects,
+    /// The node's recent events, for gRPC's `Events`.
+    events: EventLog,
+    /// The recent changes of every kind, for COSI's watches.
+    cosi: History,
 }
 
 /// Where a connection whose TLS handshake just ended goes.
@@ -85,40 +96,6 @@ enum Placed {
     Refused,
     /// Nowhere: it has no rights (the trust moved on during its handshake).
     Gone,
-}
-
-/// What requests leave behind for the server and the loop.
-#[derive(Debug, Default)]
-struct Effects {
-    power: Option<Power>,
-    trial: Option<Trial>,
-    /// Where the node reads its config from: an applied config is written there.
-    config_path: Option<PathBuf>,
-}
-
-impl Effects {
-    /// Keep `text` in the config file; what to tell the client.
-    fn keep(&self, text: &str) -> Value {
-        match &self.config_path {
-            Some(p) => match trial::write_back(p, text) {
-                Ok(()) => {
-                    log::info!(target: "api", "the applied config is kept in {}", p.display());
-                    // The newest config wins: a config staged before would undo it at the
-                    // next start.
-                    let staged = crate::staged::path_for(p);
-                    if std::fs::remove_file(&staged).is_ok() {
-                        log::info!(target: "api", "{} dropped: a newer config was applied", staged.display());
-                    }
-                    json!(p.display().to_string())
-                }
-                Err(e) => {
-                    log::error!(target: "api", "the applied config could not be kept: {e}");
-                    json!(format!("not kept for the next start: {e}"))
-                }
-            },
-            None => json!("not kept for the next start: the node has no config file"),
-        }
-    }
 }
 
 impl std::fmt::Debug for Server {
@@ -154,12 +131,19 @@ impl Server {
             conns: BTreeMap::new(),
             limits: Limits::new(max_connections),
             effects: Effects::default(),
+            events: EventLog::default(),
+            cosi: History::default(),
         })
     }
 
     /// Keep applied configs in `path` (the config file the node reads at start).
     pub fn keep_config_in(&mut self, path: Option<PathBuf>) {
         self.effects.config_path = path;
+    }
+
+    /// A service restart asked for since the last call.
+    pub fn take_restart(&mut self) -> Option<String> {
+        self.effects.restart.take()
     }
 
     /// A reboot or shutdown asked for since the last call.
@@ -199,7 +183,7 @@ impl Server {
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        if !serve(&mut conn, rt, machine, now, &mut self.effects) {
+        if !serve(&mut conn, rt, machine, now, &mut self.effects, (&self.events, &self.cosi)) {
             return;
         }
         match self.place(&mut conn) {
@@ -280,13 +264,20 @@ impl Server {
     /// The kinds whose changes matter here: what the TLS identity follows, and every watch.
     fn journaled_kinds(&self) -> Vec<Kind> {
         let mut kinds = TLS_FOLLOWS.to_vec();
+        kinds.extend(events::KINDS);
         kinds.extend(self.conns.values().filter_map(|c| c.watch.as_ref().map(|q| q.kind)));
+        kinds.extend(self.conns.values().filter_map(Conn::grpc).flat_map(|g| g.kinds()));
+        // COSI's rings keep the recent changes of every kind (a watch may ask for the last
+        // events of any kind), so every kind is journaled.
+        kinds.extend_from_slice(Kind::ALL);
         kinds
     }
 
     /// After the runtime ran: stream store changes to watchers and new log lines to
     /// followers, close idle connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
+        self.events.record(rt, changes, now);
+        self.cosi.record(changes);
         let relevant = changes.iter().any(|c| TLS_FOLLOWS.contains(&c.kind));
         if self
             .remote
@@ -317,6 +308,11 @@ impl Server {
                     conn.send(&json!({"ok": true, "lines": new}));
                 }
                 conn.follow = Some(log_next);
+            }
+            let outside = conn.unwritten();
+            if let Some(g) = conn.grpc_mut() {
+                let ctx = FeedCtx { rt, changes, events: &self.events, cosi: &self.cosi, now };
+                g.pump(&ctx, outside);
             }
             if conn.check_bounds(now) && conn.settle(token, reactor, now) {
                 self.conns.insert(token, conn);
@@ -437,9 +433,13 @@ impl Server {
         };
         let Some(mut conn) = oldest.and_then(|t| self.conns.remove(&t)) else { return false };
         log::debug!(target: "api", "closing the oldest idle connection to make room for a new one");
-        let mut line = protocol::error("too many connections: closed to make room").to_string();
-        line.push('\n');
-        conn.stream.refuse_raw(&line);
+        if conn.grpc().is_none() {
+            // A gRPC client would take an error line for a broken frame: it just sees the
+            // close.
+            let mut line = protocol::error("too many connections: closed to make room").to_string();
+            line.push('\n');
+            conn.stream.refuse_raw(&line);
+        }
         conn.stream.close();
         true
     }
@@ -453,9 +453,28 @@ fn serve(
     machine: Machine,
     now: Instant,
     effects: &mut Effects,
+    (events, cosi): (&EventLog, &History),
 ) -> bool {
     if !conn.read(now) {
         return false;
+    }
+    conn.sniff();
+    if conn.grpc().is_some() {
+        let input = conn.take_input();
+        let access = access(conn, rt);
+        let mut call = Call { access, rt, machine, effects, events, cosi, now };
+        if let Some(g) = conn.grpc_mut() {
+            g.recv(&input, &mut call);
+        }
+        if effects.power.is_some() {
+            // The answer is written before services stop; the connection then closes. No
+            // GOAWAY: some clients (grpclib) fail the call a GOAWAY follows in the same read.
+            conn.finish();
+        }
+        return true;
+    }
+    if matches!(conn.proto, super::conn::Proto::Sniff) {
+        return true;
     }
     for line in conn.take_lines(now) {
         handle(conn, &line, rt, machine, now, effects);
@@ -675,278 +694,16 @@ fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> V
     })
 }
 
-/// The merged spec kinds an `apply-config` diff covers: the layered kinds of the kind table.
-const SPEC_KINDS: &[Kind] = Kind::LAYERED;
-
-fn merged_specs<'a>(resources: impl Iterator<Item = &'a Resource>) -> Specs {
-    net::sort::into_map(
-        resources
-            .filter(|r| {
-                r.metadata.namespace == Namespace::Network && SPEC_KINDS.contains(&r.metadata.kind)
-            })
-            .map(|r| {
-                let key = (r.metadata.kind.short_name().to_owned(), r.metadata.id.clone());
-                (key, serde_json::to_value(&r.spec).unwrap_or(Value::Null))
-            }),
-    )
-}
-
-/// What the config and merge controllers make of `cfg` with the running node's command line
-/// and links (what `plan` does, with the live inputs).
-fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
-    const SOURCE: &str = "api";
-    let mut rt = Runtime::new();
-    let mut ours = Vec::new();
-    for c in controllers::config_and_merge() {
-        ours.push(c.name());
-        rt.register(c).map_err(|e| e.to_string())?;
-    }
-    let err = |e: runtime::StoreError| e.to_string();
-    let store = live.store();
-    // Layers the config does not produce (DHCP and other operators) stay as they are: copy
-    // them, or the diff would report their addresses and routes as removed.
-    for r in store.iter().filter(|r| {
-        r.metadata.namespace == Namespace::NetworkConfig && !ours.contains(&r.metadata.owner)
-    }) {
-        if Kind::LAYERED.contains(&r.spec.kind()) {
-            let id = r.metadata.id.as_str();
-            rt.put_input_any(SOURCE, Namespace::NetworkConfig, id, r.spec.clone()).map_err(err)?;
-        }
-    }
-    if let Some(cmdline) =
-        store.get_spec::<net::cmdline::CmdlineNetwork>(Namespace::Runtime, CMDLINE_ID)
-    {
-        rt.put_input(SOURCE, Namespace::Runtime, CMDLINE_ID, cmdline.clone()).map_err(err)?;
-    }
-    for (id, link) in store.list_specs::<LinkStatus>(Namespace::Network) {
-        rt.put_input(SOURCE, Namespace::Network, id, link.clone()).map_err(err)?;
-    }
-    rt.put_input(SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg.clone()).map_err(err)?;
-    let now = Instant::now();
-    while rt.has_work() {
-        rt.run(now);
-    }
-    Ok(merged_specs(rt.store().iter()))
-}
-
-/// `apply_config`, then what the mode asks: a trial to roll back, a reboot.
-fn apply_with_mode(
-    rt: &mut Runtime,
-    apply: Apply<'_>,
-    mode: ApplyMode,
-    effects: &mut Effects,
-    now: Instant,
-) -> Result<Value, String> {
-    let Apply { text, dry_run, .. } = apply;
-    if mode == ApplyMode::Staged {
-        return stage(rt, apply, effects);
-    }
-    let trial = match mode {
-        ApplyMode::Try(t) if !dry_run => {
-            Some(Trial::start(rt, effects.trial.take(), t, now, text)?)
-        }
-        _ => None,
-    };
-    let mut v = apply_config(rt, apply)?;
-    if dry_run {
-        return Ok(v);
-    }
-    match (mode, trial) {
-        (ApplyMode::Try(t), Some(trial)) => {
-            log::warn!(target: "api", "*** config on trial for {} s: `keelson config confirm` keeps it, otherwise it is rolled back ***", t.as_secs());
-            effects.trial = Some(trial);
-            v["trialSeconds"] = json!(t.as_secs());
-        }
-        (ApplyMode::Reboot, _) => {
-            effects.trial = None;
-            effects.power = Some(Power::Reboot);
-            v["reboot"] = json!(true);
-            v["kept"] = effects.keep(text);
-        }
-        _ => {
-            effects.trial = None;
-            v["kept"] = effects.keep(text);
-        }
-    }
-    Ok(v)
-}
-
-/// `--mode staged`: validate and diff, then keep the config beside the config file for the
-/// next start, which boots into it; nothing changes now.
-fn stage(rt: &mut Runtime, apply: Apply<'_>, effects: &Effects) -> Result<Value, String> {
-    let Apply { text, dry_run, .. } = apply;
-    let Some(config) = &effects.config_path else {
-        return Err("--mode staged: the node has no config file to stage a config beside".into());
-    };
-    let mut v = apply_config(rt, Apply { dry_run: true, ..apply })?;
-    v["dryRun"] = json!(dry_run);
-    if dry_run {
-        return Ok(v);
-    }
-    let staged = crate::staged::path_for(config);
-    trial::write_back(&staged, text).map_err(|e| format!("--mode staged: {e}"))?;
-    log::info!(target: "api", "a config is staged in {}: the next start boots into it", staged.display());
-    v["staged"] = json!(staged.display().to_string());
-    Ok(v)
-}
-
-/// An `apply-config` request's config and how to take it.
-#[derive(Clone, Copy)]
-struct Apply<'a> {
-    /// The YAML text.
-    text: &'a str,
-    /// Only report the diff.
-    dry_run: bool,
-    /// `--allow-partial`: drop invalid entries and apply the rest.
-    partial: bool,
-}
-
-/// The config an apply brings. Any invalid entry refuses it whole and the running config
-/// stays (Talos's rule for applies), unless the caller allowed a partial apply: then the
-/// invalid entries are dropped, each logged, and the rest applies.
-fn load_applied(text: &str, partial: bool) -> Result<net::config::MachineConfig, String> {
-    let report = net::config::check(text);
-    if report.errors.is_empty() {
-        return Ok(report.config);
-    }
-    if partial && report.kept {
-        for line in &report.config.dropped {
-            log::warn!(target: "api", "applied config: {line}");
-        }
-        return Ok(report.config);
-    }
-    // Every invalid entry, up to a bound: the answer is one line.
-    const SHOWN: usize = 16;
-    let mut lines: Vec<String> =
-        report.errors.iter().take(SHOWN).map(ToString::to_string).collect();
-    if report.errors.len() > SHOWN {
-        lines.push(format!("and {} more", report.errors.len() - SHOWN));
-    }
-    let hint = if report.kept { "; --allow-partial applies the rest" } else { "" };
-    Err(format!("invalid config: {}; nothing applied{hint}", lines.join("; ")))
-}
-
-/// Validate, diff against the live merged specs, and apply unless `dry_run`.
-fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
-    let Apply { text, dry_run, partial } = apply;
-    let cfg = load_applied(text, partial)?;
-    // A CA the node cannot serve with would leave it with no way in over the network.
-    if let Some(ca) = &cfg.machine.ca {
-        remote::check_ca(ca).map_err(|e| format!("invalid config: machine.ca: {e}"))?;
-    }
-    if !dry_run {
-        crate::state::check_install(&cfg).map_err(|e| {
-            log::error!(target: "api", "config refused: {e}");
-            format!("config refused: {e}")
-        })?;
-    }
-    let planned = plan(rt, &cfg)?;
-    let live = merged_specs(rt.store().iter());
-    let changes = diff::diff(&live, &planned);
-    let warnings = cfg.warnings.clone();
-    let dropped = cfg.dropped.clone();
-    if !dry_run {
-        rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
-            .map_err(|e| e.to_string())?;
-        log::info!(target: "api", "applied a new machine config ({} resource changes)", changes.len());
-    }
-    Ok(
-        json!({"ok": true, "dryRun": dry_run, "changes": changes, "warnings": warnings, "dropped": dropped}),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::trial::ApplyMode;
 
     #[test]
     fn connection_keys_stay_above_the_listeners_even_when_they_wrap() {
         assert_eq!(next_conn_key(FIRST_CONN_KEY), FIRST_CONN_KEY + 1);
         assert_eq!(next_conn_key(evloop::tokens::KEY_MASK), FIRST_CONN_KEY);
         assert!(FIRST_CONN_KEY > KEY_SOCKET + MAX_LISTENERS as u64);
-    }
-
-    /// An all-or-nothing apply of `text`.
-    fn strict(text: &str, dry_run: bool) -> Apply<'_> {
-        Apply { text, dry_run, partial: false }
-    }
-
-    fn config(addr: &str) -> String {
-        format!(
-            "version: v1alpha1\nmachine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [{addr}]\n"
-        )
-    }
-
-    /// A runtime with only the config and merge controllers, an `eth0` and a config.
-    fn live(addr: &str) -> Runtime {
-        let mut rt = Runtime::new();
-        for c in controllers::config_and_merge() {
-            rt.register(c).unwrap_or_else(|e| unreachable!("{e}"));
-        }
-        let link = LinkStatus {
-            index: 2,
-            operational_state: "up".into(),
-            link_state: true,
-            hardware_addr: net::resource::nethelpers::HardwareAddr(vec![2, 0, 0, 0, 0, 2]),
-            ..LinkStatus::default()
-        };
-        let put = |rt: &mut Runtime| -> Result<(), runtime::StoreError> {
-            rt.put_input("test", Namespace::Runtime, CMDLINE_ID, net::cmdline::parse(""))?;
-            rt.put_input("test", Namespace::Network, "eth0", link)?;
-            let cfg = net::config::parse(&config(addr)).unwrap_or_else(|e| unreachable!("{e}"));
-            rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
-        };
-        put(&mut rt).unwrap_or_else(|e| unreachable!("{e}"));
-        while rt.has_work() {
-            rt.run(Instant::now());
-        }
-        rt
-    }
-
-    fn ids(v: &Value, action: &str) -> Vec<String> {
-        v["changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["action"] == action)
-            .map(|c| {
-                format!("{} {}", c["type"].as_str().unwrap_or(""), c["id"].as_str().unwrap_or(""))
-            })
-            .collect()
-    }
-
-    #[test]
-    fn apply_config_diffs_then_applies() {
-        let mut rt = live("10.0.0.2/24");
-        let same = apply_config(&mut rt, strict(&config("10.0.0.2/24"), true))
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(same["changes"], json!([]), "{same}");
-
-        let dry = apply_config(&mut rt, strict(&config("10.0.0.3/24"), true))
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(ids(&dry, "added"), ["AddressSpec eth0/10.0.0.3/24"], "{dry}");
-        assert_eq!(ids(&dry, "removed"), ["AddressSpec eth0/10.0.0.2/24"], "{dry}");
-        // A dry run changes nothing.
-        assert!(!rt.has_work());
-        assert!(rt
-            .store()
-            .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
-            .is_some());
-
-        let applied = apply_config(&mut rt, strict(&config("10.0.0.3/24"), false))
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(applied["changes"], dry["changes"]);
-        while rt.has_work() {
-            rt.run(Instant::now());
-        }
-        assert!(rt
-            .store()
-            .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.3/24")
-            .is_some());
-        assert!(rt
-            .store()
-            .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
-            .is_none());
     }
 
     #[test]
@@ -993,58 +750,5 @@ mod tests {
         for (access, request, ok) in cases {
             assert_eq!(allowed(access, &request).is_ok(), ok, "{access:?} {request:?}");
         }
-    }
-
-    #[test]
-    fn apply_config_refuses_a_bad_config_with_its_line() {
-        let mut rt = live("10.0.0.2/24");
-        let e = apply_config(
-            &mut rt,
-            strict("version: v1alpha1\nmachine:\n  network:\n    interfaces: 3\n", false),
-        )
-        .err()
-        .unwrap_or_default();
-        assert!(e.contains("line"), "{e}");
-        assert!(!rt.has_work());
-    }
-
-    #[test]
-    fn apply_config_with_an_invalid_entry_is_refused_whole_unless_partial_is_asked() {
-        let mut rt = live("10.0.0.2/24");
-        let text = format!(
-            "{}        mtu: 65536\n      - interface: eth1\n        addresses: [10.0.1.1/24]\n",
-            config("10.0.0.3/24")
-        );
-        let e = apply_config(&mut rt, strict(&text, false)).err().unwrap_or_default();
-        assert!(e.contains("machine.network.interfaces[0].mtu (line 7"), "{e}");
-        assert!(e.contains("nothing applied; --allow-partial applies the rest"), "{e}");
-        assert!(!rt.has_work(), "the running config stays");
-        let v = apply_config(&mut rt, Apply { text: &text, dry_run: false, partial: true })
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        let dropped = v["dropped"].as_array().cloned().unwrap_or_default();
-        assert_eq!(dropped.len(), 1, "{v}");
-        assert!(dropped[0].as_str().unwrap_or_default().contains("interfaces[0].mtu"), "{v}");
-        assert!(rt.has_work(), "the rest is applied");
-        let cfg =
-            rt.store().get_spec::<net::config::MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID);
-        let addrs: Vec<String> = cfg
-            .map(|c| {
-                c.machine
-                    .network
-                    .interfaces
-                    .iter()
-                    .flat_map(|d| d.addresses.iter().map(ToString::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert_eq!(addrs, ["10.0.0.3/24", "10.0.1.1/24"]);
-        // Nothing valid at all: refused even when partial, and no hint.
-        let e = apply_config(
-            &mut rt,
-            Apply { text: "\u{1}\u{2}garbage", dry_run: false, partial: true },
-        )
-        .err()
-        .unwrap_or_default();
-        assert!(e.contains("not YAML") && !e.contains("--allow-partial"), "{e}");
     }
 }

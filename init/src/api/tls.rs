@@ -13,7 +13,6 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
@@ -26,10 +25,8 @@ use super::transport::{Access, Transport};
 /// messages, empty records) gives the loop back after this many.
 const READS_PER_CALL: usize = 8;
 
-/// The crypto every TLS configuration here uses.
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
+/// The crypto every TLS configuration here uses: the client's, so both ends agree.
+pub use cli::tls::provider;
 
 /// Which kind of server configuration a connection was accepted under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,10 +61,11 @@ impl Trust {
 
 /// Maintenance mode's server: any client, no client certificate.
 pub fn maintenance_config(id: &Identity) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let config = ServerConfig::builder_with_provider(provider())
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(id.chain.clone(), id.private_key())?;
+    config.alpn_protocols = alpn();
     Ok(Arc::new(config))
 }
 
@@ -81,11 +79,18 @@ pub fn mutual_config(
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
         .build()
         .map_err(|e| rustls::Error::General(e.to_string()))?;
-    let config = ServerConfig::builder_with_provider(provider())
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
         .with_single_cert(id.chain.clone(), id.private_key())?;
+    config.alpn_protocols = alpn();
     Ok(Arc::new(config))
+}
+
+/// ALPN: gRPC clients require `h2`. A client that offers no ALPN (the JSON client) is
+/// served as before.
+fn alpn() -> Vec<Vec<u8>> {
+    vec![b"h2".to_vec()]
 }
 
 /// The access a verified client certificate gives: Talos's roles in its Organization.
@@ -276,8 +281,7 @@ mod tests {
         let _ = ctcp.set_nonblocking(true);
         let server = TlsStream::new(stcp, config, Mode::Maintenance, trust.clone())
             .unwrap_or_else(|e| unreachable!("{e}"));
-        let cc =
-            super::super::connect::insecure_config(None).unwrap_or_else(|e| unreachable!("{e}"));
+        let cc = cli::connect::insecure_config(None).unwrap_or_else(|e| unreachable!("{e}"));
         let name = "keelson".try_into().unwrap_or_else(|_| unreachable!());
         let client = ClientConnection::new(cc, name).unwrap_or_else(|e| unreachable!("{e}"));
         (server, client, ctcp)

@@ -7,6 +7,10 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 
+/// Longest time from a request's first byte to its end (a JSON line's newline, a gRPC
+/// request's last DATA frame), and from accept to the end of a TLS handshake.
+pub const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a client may do, decided by how it connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {

@@ -96,6 +96,11 @@ impl Api {
         self.0.as_mut().and_then(Server::take_power)
     }
 
+    /// A service restart a client asked for (its id), once.
+    pub fn take_restart(&mut self) -> Option<String> {
+        self.0.as_mut().and_then(Server::take_restart)
+    }
+
     /// The earliest connection deadline.
     pub fn poll_at(&self) -> Option<Instant> {
         self.0.as_ref().and_then(Server::poll_at)

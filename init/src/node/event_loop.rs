@@ -431,6 +431,12 @@ impl EventLoop {
                 if let Some(what) = self.api.take_power() {
                     self.power(p, what, now);
                 }
+                if let Some(id) = self.api.take_restart() {
+                    // The kubelet is the one service the node supervises.
+                    if id == "kubelet" && !self.kubelet.restart(now) {
+                        log::warn!(target: "run", "kubelet restart asked for, but no kubelet is configured");
+                    }
+                }
                 return;
             }
         };

@@ -339,6 +339,11 @@ impl Kubelet {
         }
     }
 
+    /// Restart the kubelet now (the API's `ServiceRestart`); false when none is configured.
+    pub fn restart(&mut self, now: Instant) -> bool {
+        self.service.restart(now)
+    }
+
     /// Begin stopping it.
     pub fn shutdown(&mut self, now: Instant) {
         self.service.shutdown(now);

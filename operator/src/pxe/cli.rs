@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use etcd::local::{LocalEtcd, Options as LocalOptions};
-use etcd::{Client, Config};
+use etcd::Client;
 
 use super::images::Images;
 use super::mac::Mac;
@@ -25,8 +25,8 @@ usage: keelson-operator image add VERSION --kernel FILE --initramfs FILE [--data
 
 Images are copied into DIR/images with their SHA-256 (DIR as for serve). Machines are kept in
 the operator's etcd; etcd options are serve's (--data-dir, --etcd-endpoints, --etcd-cacert,
---etcd-cert, --etcd-key, --prefix). Without --etcd-endpoints the private etcd in DIR is started
-for the command, so the operator must not be running on the same DIR.
+--etcd-cert, --etcd-key, --prefix). Without --etcd-endpoints: the private etcd of a serve
+running on DIR, else that etcd started for the command.
 ";
 
 #[derive(Debug, Default)]
@@ -65,7 +65,7 @@ fn parse(args: Vec<OsString>) -> Result<Args, String> {
                     argv.push("--etcd-endpoints".into());
                     argv.push(a.etcd.endpoints.join(",").into());
                 }
-                let o = crate::cli::parse(argv).map_err(|e| e.to_string())?;
+                let o = crate::cli::parse(argv).map_err(|e| e.to_string())?.options;
                 match f.as_str() {
                     "data-dir" => a.etcd.data_dir = o.data_dir,
                     "etcd-endpoints" => a.etcd.endpoints = o.endpoints,
@@ -90,22 +90,18 @@ fn data_dir(a: &Args) -> Result<PathBuf, String> {
         .ok_or_else(|| "no --data-dir, HOME unset".into())
 }
 
+/// The etcd of `--etcd-endpoints`, else the private etcd of a running `serve` on the same data
+/// directory, else that private etcd started for this command (and stopped after it).
 fn connect(a: &Args) -> Result<(Client, Option<LocalEtcd>), String> {
-    if a.etcd.endpoints.is_empty() {
-        let dir = data_dir(a)?;
-        let opts = LocalOptions::new(&dir.join("etcd"), &dir.join("etcd.log"));
-        let etcd = LocalEtcd::start(&opts).map_err(|e| format!("private etcd: {e}"))?;
-        Ok((etcd.client(), Some(etcd)))
-    } else {
-        let urls: Vec<&str> = a.etcd.endpoints.iter().map(String::as_str).collect();
-        let tls = match &a.etcd.cacert {
-            Some(ca) => {
-                let pair = a.etcd.cert.as_deref().zip(a.etcd.key.as_deref());
-                Some(etcd::client::tls_config(ca, pair).map_err(|e| e.to_string())?)
-            }
-            None => None,
-        };
-        Ok((Client::new(Config::new(&urls, tls).map_err(|e| e.to_string())?), None))
+    match crate::serve::client(&a.etcd) {
+        Ok(c) => Ok((c, None)),
+        Err(crate::serve::ServeError::NotServing(_)) => {
+            let dir = data_dir(a)?;
+            let opts = LocalOptions::new(&dir.join("etcd"), &dir.join("etcd.log"));
+            let etcd = LocalEtcd::start(&opts).map_err(|e| format!("private etcd: {e}"))?;
+            Ok((etcd.client(), Some(etcd)))
+        }
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -4,7 +4,7 @@
 //! (`AddressStatuses.net.keelson.dev`), and for a status type also the bare name in singular
 //! and plural (`address`, `addresses`). Pure: no I/O.
 
-use net::resource::{Kind, Namespace};
+use crate::resource::{Kind, Namespace};
 
 /// An unknown type name; the message lists the names that are known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,7 +49,7 @@ pub fn names(kind: Kind) -> Vec<String> {
 pub fn resolve(name: &str) -> Result<Kind, UnknownType> {
     let lower = name.to_ascii_lowercase();
     Kind::ALL.iter().copied().find(|k| names(*k).contains(&lower)).ok_or_else(|| UnknownType {
-        name: net::names::escape(name, SHOWN_NAME),
+        name: base::names::escape(name, SHOWN_NAME),
         known: Kind::ALL.iter().map(|k| k.short_name()).collect::<Vec<_>>().join(", "),
     })
 }

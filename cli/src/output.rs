@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use net::resource::{AnySpec, Resource};
+use crate::resource::{AnySpec, Resource};
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,8 +136,8 @@ fn table(resources: &[&Resource]) -> String {
 /// or a link alias can neither move the cursor, nor recolour, nor split a row. YAML and JSON
 /// are escaped by their serializers.
 pub fn escape_cell(text: &str) -> String {
-    if text.chars().any(net::names::needs_escape) {
-        net::names::escape(text, usize::MAX)
+    if text.chars().any(base::names::needs_escape) {
+        base::names::escape(text, usize::MAX)
     } else {
         text.to_owned()
     }
@@ -148,7 +148,7 @@ pub fn escape_cell(text: &str) -> String {
 /// strings, where `\uXXXX` is the same value (RFC 8259 §7), so escape them too. Newlines
 /// outside strings are the pretty-printer's and stay.
 fn json_escape_rest(text: &str) -> std::borrow::Cow<'_, str> {
-    let escape = |c: char| c != '\n' && c != '\\' && net::names::needs_escape(c);
+    let escape = |c: char| c != '\n' && c != '\\' && base::names::needs_escape(c);
     if !text.chars().any(escape) {
         return text.into();
     }
@@ -175,7 +175,7 @@ pub struct Remote {
 /// The short type name of a resource's `metadata.type` (`AddressStatuses.net.keelson.dev` →
 /// `AddressStatus`); unknown names are shown as they are.
 fn short_type(full: &str) -> String {
-    net::resource::Kind::ALL
+    crate::resource::Kind::ALL
         .iter()
         .find(|k| k.type_name() == full || k.short_name() == full)
         .map_or_else(|| full.to_owned(), |k| k.short_name().to_owned())
@@ -294,7 +294,7 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
 const AGE_PREFIX: &str = "age:";
 const AGE_PREFIX_LAST_HANDSHAKE: &str = "age:lastHandshakeTime";
 
-/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ` (what [`net::resource::Rfc3339`] writes).
+/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ` (what [`crate::resource::Rfc3339`] writes).
 fn parse_rfc3339(s: &str) -> Option<i64> {
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
     if s.len() != 20 || !s.ends_with('Z') {
@@ -486,7 +486,7 @@ mod remote_tests {
 
     #[test]
     fn peer_table_shows_handshake_age() {
-        let t = net::resource::Rfc3339(
+        let t = crate::resource::Rfc3339(
             std::time::SystemTime::now() - std::time::Duration::from_secs(75),
         )
         .to_string();

@@ -21,9 +21,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 use serde::{Deserialize, Serialize};
 
-use super::identity;
-use super::remote::DEFAULT_PORT;
-use super::tls::provider;
+use crate::tls::{fingerprint, provider};
+use crate::DEFAULT_PORT;
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -126,6 +125,8 @@ pub enum Target {
         port: u16,
         /// The TLS client configuration.
         tls: Arc<ClientConfig>,
+        /// `--insecure`: no client certificate. Only a node in maintenance mode answers.
+        insecure: bool,
     },
 }
 
@@ -136,6 +137,11 @@ impl Target {
             Self::Local(p) => p.display().to_string(),
             Self::Remote { name, .. } => name.clone(),
         }
+    }
+
+    /// Connected without a client certificate (`--insecure`).
+    pub fn is_insecure(&self) -> bool {
+        matches!(self, Self::Remote { insecure: true, .. })
     }
 }
 
@@ -184,7 +190,7 @@ impl Common {
         let remote = !self.nodes.is_empty() || !self.endpoints.is_empty() || self.insecure;
         let config_path = if self.insecure { None } else { self.config_path() };
         if !remote && (self.socket.is_some() || config_path.is_none()) {
-            let path = self.socket.clone().unwrap_or_else(|| super::DEFAULT_SOCKET.into());
+            let path = self.socket.clone().unwrap_or_else(|| crate::DEFAULT_SOCKET.into());
             return Ok(vec![Target::Local(path)]);
         }
         let (tls, context) = if self.insecure {
@@ -211,7 +217,7 @@ impl Common {
             .into_iter()
             .map(|name| {
                 let (host, port) = split_host_port(&name)?;
-                Ok(Target::Remote { name, host, port, tls: tls.clone() })
+                Ok(Target::Remote { name, host, port, tls: tls.clone(), insecure: self.insecure })
             })
             .collect()
     }
@@ -236,7 +242,7 @@ pub fn split_host_port(s: &str) -> Result<(String, u16), String> {
 }
 
 fn load_context(path: &std::path::Path) -> Result<Context, String> {
-    let text = net::bounded::read_text(path, CONFIG_LIMIT)
+    let text = base::bounded::read_text(path, CONFIG_LIMIT)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let cfg: KeelsonConfig =
         serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -273,7 +279,7 @@ fn mutual_config(ctx: &Context) -> Result<Arc<ClientConfig>, String> {
 }
 
 /// `--insecure`'s client configuration (also what the server's tests connect with).
-pub(super) fn insecure_config(pin: Option<&str>) -> Result<Arc<ClientConfig>, String> {
+pub fn insecure_config(pin: Option<&str>) -> Result<Arc<ClientConfig>, String> {
     let pin = pin.map(|p| p.replace(':', "").to_ascii_lowercase());
     if pin.as_ref().is_some_and(|p| p.len() != 64 || !p.bytes().all(|b| b.is_ascii_hexdigit())) {
         return Err("--fingerprint wants the SHA-256 the node printed (64 hex digits)".into());
@@ -306,12 +312,10 @@ impl ServerCertVerifier for Unverified {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match &self.pin {
-            Some(pin) if *pin != identity::fingerprint(end_entity) => {
-                Err(rustls::Error::General(format!(
-                    "the node's certificate has fingerprint {}, not the one pinned",
-                    identity::fingerprint(end_entity)
-                )))
-            }
+            Some(pin) if *pin != fingerprint(end_entity) => Err(rustls::Error::General(format!(
+                "the node's certificate has fingerprint {}, not the one pinned",
+                fingerprint(end_entity)
+            ))),
             _ => Ok(ServerCertVerified::assertion()),
         }
     }
@@ -355,6 +359,27 @@ pub fn open(
     timeout: Option<Duration>,
     write_timeout: Duration,
 ) -> Result<Box<dyn Stream>, String> {
+    open_as(target, timeout, write_timeout, Wire::JsonLines)
+}
+
+/// What a connection speaks: the JSON-lines API, or gRPC (HTTP/2; over TLS it offers ALPN
+/// `h2`, the way Talos's clients do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// One JSON object per line.
+    JsonLines,
+    /// HTTP/2 with gRPC.
+    Grpc,
+}
+
+/// Connect to one node for `wire`. `timeout`: how long a read may wait (`None` when
+/// streaming).
+pub fn open_as(
+    target: &Target,
+    timeout: Option<Duration>,
+    write_timeout: Duration,
+    wire: Wire,
+) -> Result<Box<dyn Stream>, String> {
     match target {
         Target::Local(path) => {
             let s = UnixStream::connect(path).map_err(|e| {
@@ -367,7 +392,7 @@ pub fn open(
             s.set_write_timeout(Some(write_timeout)).map_err(|e| e.to_string())?;
             Ok(Box::new(s))
         }
-        Target::Remote { name, host, port, tls } => {
+        Target::Remote { name, host, port, tls, .. } => {
             let addrs: Vec<SocketAddr> = (host.as_str(), *port)
                 .to_socket_addrs()
                 .map_err(|e| format!("{name}: {e}"))?
@@ -381,12 +406,28 @@ pub fn open(
                         let _ = tcp.set_nodelay(true);
                         let server_name = ServerName::try_from(host.clone())
                             .map_err(|e| format!("{name}: {e}"))?;
-                        let mut conn = ClientConnection::new(tls.clone(), server_name)
+                        let config = match wire {
+                            Wire::JsonLines => tls.clone(),
+                            Wire::Grpc => {
+                                let mut c = ClientConfig::clone(tls);
+                                c.alpn_protocols = vec![b"h2".to_vec()];
+                                Arc::new(c)
+                            }
+                        };
+                        let mut conn = ClientConnection::new(config, server_name)
                             .map_err(|e| format!("{name}: {e}"))?;
                         let mut tcp = tcp;
                         // Finish the handshake now, so a refusal reads as one.
                         while conn.is_handshaking() {
                             conn.complete_io(&mut tcp).map_err(|e| format!("{name}: TLS: {e}"))?;
+                        }
+                        // A node that picks no protocol may still take HTTP/2 after the
+                        // handshake (it tells the two apart by the preface); one that picks
+                        // another protocol does not speak gRPC.
+                        if wire == Wire::Grpc && conn.alpn_protocol().is_some_and(|p| p != b"h2") {
+                            return Err(format!(
+                                "{name}: the node chose another protocol than HTTP/2 at ALPN"
+                            ));
                         }
                         return Ok(Box::new(StreamOwned::new(conn, tcp)));
                     }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The client commands: `get`, `logs`, `apply-config`, `explain`, `machine-status`,
-//! `version`. Each connects to the node (the local socket, or TLS: [`super::connect`]), sends
+//! `version`. Each connects to the node (the local socket, or TLS: [`crate::connect`]), sends
 //! one request line and prints the answer; with several nodes, each node's output lines are
 //! prefixed with its name.
 
@@ -12,9 +12,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::aliases;
-use super::connect::{self, Common, Stream, Target};
+use crate::aliases;
+use crate::connect::{self, Common, Stream, Target};
+use crate::machine;
 use crate::output::{self, Format, Remote};
+use crate::rpc::{Channel, RpcError};
+use talos_api::machine::EventsRequest;
 
 /// How long a one-shot request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,9 +74,9 @@ impl Client {
     fn recv(&mut self) -> Result<Value, String> {
         let mut line = Vec::new();
         let n =
-            net::bounded::read_line(&mut self.reader, &mut line, MAX_ANSWER).map_err(
+            base::bounded::read_line(&mut self.reader, &mut line, MAX_ANSWER).map_err(
                 |e| match e {
-                    net::bounded::ReadError::LineTooLong { limit } => format!(
+                    base::bounded::ReadError::LineTooLong { limit } => format!(
                         "answer line longer than {limit} bytes: not a keelson API or a broken node"
                     ),
                     // TLS 1.3 says no to a client certificate after the client's handshake is
@@ -202,7 +205,7 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
 
 fn watch_one(
     target: &Target,
-    kind: net::resource::Kind,
+    kind: crate::resource::Kind,
     namespace: &str,
     id: Option<String>,
     format: Format,
@@ -259,7 +262,7 @@ fn watch_one(
 
 fn get_one(
     c: &mut Client,
-    kind: net::resource::Kind,
+    kind: crate::resource::Kind,
     namespace: &str,
     id: Option<&str>,
     format: Format,
@@ -285,15 +288,19 @@ fn get_one(
     output::render_remote(&mut out, &items, format).map_err(|e| e.to_string())
 }
 
-/// `keelson logs [-f] [--socket PATH]`
+/// `keelson logs [SERVICE] [-f] [--tail N] [NODE OPTIONS]`: a service's log; machined's
+/// (the default) is the node's own log ring. gRPC `Logs`; JSON lines for a node without it
+/// (machined's only).
 pub fn logs_main(raw: Vec<OsString>) -> ExitCode {
     finish("logs", logs(raw))
 }
 
-fn logs(raw: Vec<OsString>) -> Result<(), String> {
+/// `logs`'s arguments: node options, follow, tail lines (-1: all), the service.
+fn logs_args(raw: Vec<OsString>) -> Result<(Common, bool, i32, String), String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(raw);
-    let (mut common, mut follow) = (Common::default(), false);
+    let (mut common, mut follow, mut tail, mut service) =
+        (Common::default(), false, -1i32, None::<String>);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         if let Some(opt) = connect::option(&arg) {
             common.set(opt, &mut p)?;
@@ -301,17 +308,44 @@ fn logs(raw: Vec<OsString>) -> Result<(), String> {
         }
         match arg {
             Short('f') | Long("follow") => follow = true,
+            Long("tail") => {
+                let v = text(p.value().map_err(|e| e.to_string())?)?;
+                tail = v.parse().map_err(|_| format!("--tail {v:?}: a number of lines"))?;
+            }
+            Value(v) if service.is_none() => service = Some(text(v)?),
             _ => return Err(arg.unexpected().to_string()),
         }
     }
+    Ok((common, follow, tail, service.unwrap_or_else(|| "machined".into())))
+}
+
+fn logs(raw: Vec<OsString>) -> Result<(), String> {
+    let (common, follow, tail, service) = logs_args(raw)?;
+    let run = |target: &Target, out: &mut dyn Write| {
+        grpc_first(
+            target,
+            follow,
+            out,
+            |c, out| machine::logs(c, &service, follow, tail, out),
+            |out| {
+                if service != "machined" {
+                    return Err(format!(
+                        "this node has no gRPC Logs: only machined's log is served (not {:?})",
+                        output::escape_cell(&service)
+                    ));
+                }
+                logs_one(target, follow, out)
+            },
+        )
+    };
     if follow {
         let targets = common.targets()?;
         let [target] = targets.as_slice() else {
             return Err("-f follows one node".into());
         };
-        return logs_one(target, true, &mut std::io::stdout().lock());
+        return run(target, &mut std::io::stdout().lock());
     }
-    each(&common, |target, out| logs_one(target, false, out))
+    each(&common, run)
 }
 
 fn logs_one(target: &Target, follow: bool, out: &mut dyn Write) -> Result<(), String> {
@@ -320,7 +354,9 @@ fn logs_one(target: &Target, follow: bool, out: &mut dyn Write) -> Result<(), St
     loop {
         let v = c.recv()?;
         for l in v["lines"].as_array().into_iter().flatten() {
-            writeln!(out, "{}", l.as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
+            // The node's log carries text from the network (DHCP options, peer names).
+            writeln!(out, "{}", output::escape_cell(l.as_str().unwrap_or_default()))
+                .map_err(|e| e.to_string())?;
         }
         out.flush().map_err(|e| e.to_string())?;
         if !follow {
@@ -360,7 +396,7 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     // Bounded and non-blocking, so a FIFO or `/dev/zero` named by mistake neither hangs nor
     // fills memory here. The bound is above the node's own request limit on purpose: a file
     // that is merely too large is sent, and the node's answer says why it is refused.
-    let config = net::bounded::read_text(&file, CONFIG_FILE_LIMIT)
+    let config = base::bounded::read_text(&file, CONFIG_FILE_LIMIT)
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let request = line(&json!({
         "op": "apply-config", "config": config, "dryRun": dry, "mode": mode, "timeoutSeconds": timeout,
@@ -503,7 +539,7 @@ fn explain(raw: Vec<OsString>) -> Result<(), String> {
 
 fn explain_report(
     v: &Value,
-    kind: net::resource::Kind,
+    kind: crate::resource::Kind,
     id: &str,
     out: &mut dyn Write,
 ) -> Result<(), String> {
@@ -559,7 +595,8 @@ fn status(raw: Vec<OsString>) -> Result<(), String> {
     })
 }
 
-/// `keelson version [NODE OPTIONS]`: the client's version, and each node's.
+/// `keelson version [--client] [NODE OPTIONS]`: the client's version, and each node's
+/// (gRPC `Version`; a node without it answers over JSON lines).
 pub fn version_main(raw: Vec<OsString>) -> ExitCode {
     finish("version", version(raw))
 }
@@ -578,22 +615,50 @@ fn version(raw: Vec<OsString>) -> Result<(), String> {
             _ => return Err(arg.unexpected().to_string()),
         }
     }
-    println!("Client:\n\tkeelson {}", env!("CARGO_PKG_VERSION"));
+    print!("Client:\n{}", machine::client_version());
     if client_only {
         return Ok(());
     }
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": "version"}))?;
-        let v = c.recv()?;
-        let mode = if v["maintenance"] == json!(true) { " (maintenance mode)" } else { "" };
-        writeln!(
+        grpc_first(
+            target,
+            false,
             out,
-            "Server:\n\tkeelson {}{mode}",
-            output::escape_cell(v["version"].as_str().unwrap_or_default())
+            // Only a node in maintenance mode answers a client without a certificate.
+            |c, out| machine::version(c, &target.name(), target.is_insecure(), out),
+            |out| {
+                let mut c = Client::connect(target, false)?;
+                c.send(&json!({"op": "version"}))?;
+                let v = c.recv()?;
+                let mode = if v["maintenance"] == json!(true) { " (maintenance mode)" } else { "" };
+                writeln!(
+                    out,
+                    "Server:\n\tkeelson {}{mode}",
+                    output::escape_cell(v["version"].as_str().unwrap_or_default())
+                )
+                .map_err(|e| e.to_string())
+            },
         )
-        .map_err(|e| e.to_string())
     })
+}
+
+/// Call over gRPC; when the node does not serve the call there (a node from before the gRPC
+/// API, or a method it does not have yet), over JSON lines instead.
+fn grpc_first(
+    target: &Target,
+    streaming: bool,
+    out: &mut dyn Write,
+    grpc: impl FnOnce(&mut Channel, &mut dyn Write) -> Result<(), RpcError>,
+    json_lines: impl FnOnce(&mut dyn Write) -> Result<(), String>,
+) -> Result<(), String> {
+    match Channel::connect(target, streaming).and_then(|mut c| grpc(&mut c, out)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.not_served() => {
+            log::debug!("{}: {e}; over JSON lines", target.name());
+            json_lines(out)
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Parse only the node options (for verbs without options of their own).
@@ -609,7 +674,8 @@ fn node_options(raw: Vec<OsString>) -> Result<Common, String> {
     Ok(common)
 }
 
-/// `keelson disks [NODE OPTIONS]`: block devices, from the node's sysfs.
+/// `keelson disks [NODE OPTIONS]`: block devices, from the node's sysfs (gRPC
+/// `storage.StorageService/Disks`, talosctl's columns; JSON lines for a node without it).
 pub fn disks_main(raw: Vec<OsString>) -> ExitCode {
     finish("disks", disks(raw))
 }
@@ -617,28 +683,32 @@ pub fn disks_main(raw: Vec<OsString>) -> ExitCode {
 fn disks(raw: Vec<OsString>) -> Result<(), String> {
     let common = node_options(raw)?;
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": "disks"}))?;
-        let v = c.recv()?;
-        let cell = |d: &Value, k: &str| output::escape_cell(d[k].as_str().unwrap_or("-"));
-        let mut rows =
-            vec![["DEV", "MODEL", "SERIAL", "WWID", "SIZE", "ROTATIONAL", "TRANSPORT", "RO"]
-                .map(String::from)
-                .to_vec()];
-        for d in v["disks"].as_array().into_iter().flatten() {
-            rows.push(vec![
-                format!("/dev/{}", cell(d, "name")),
-                cell(d, "model"),
-                cell(d, "serial"),
-                cell(d, "wwid"),
-                human_size(d["size"].as_u64().unwrap_or(0)),
-                d["rotational"].as_bool().unwrap_or(false).to_string(),
-                cell(d, "transport"),
-                d["readOnly"].as_bool().unwrap_or(false).to_string(),
-            ]);
-        }
-        out.write_all(output::align(&rows).as_bytes()).map_err(|e| e.to_string())
+        grpc_first(target, false, out, machine::disks, |out| disks_json_lines(target, out))
     })
+}
+
+fn disks_json_lines(target: &Target, out: &mut dyn Write) -> Result<(), String> {
+    let mut c = Client::connect(target, false)?;
+    c.send(&json!({"op": "disks"}))?;
+    let v = c.recv()?;
+    let cell = |d: &Value, k: &str| output::escape_cell(d[k].as_str().unwrap_or("-"));
+    let mut rows =
+        vec![["DEV", "MODEL", "SERIAL", "WWID", "SIZE", "ROTATIONAL", "TRANSPORT", "RO"]
+            .map(String::from)
+            .to_vec()];
+    for d in v["disks"].as_array().into_iter().flatten() {
+        rows.push(vec![
+            format!("/dev/{}", cell(d, "name")),
+            cell(d, "model"),
+            cell(d, "serial"),
+            cell(d, "wwid"),
+            human_size(d["size"].as_u64().unwrap_or(0)),
+            d["rotational"].as_bool().unwrap_or(false).to_string(),
+            cell(d, "transport"),
+            d["readOnly"].as_bool().unwrap_or(false).to_string(),
+        ]);
+    }
+    out.write_all(output::align(&rows).as_bytes()).map_err(|e| e.to_string())
 }
 
 fn human_size(bytes: u64) -> String {
@@ -657,33 +727,72 @@ fn human_size(bytes: u64) -> String {
     }
 }
 
-/// `keelson dmesg [NODE OPTIONS]`: the node's kernel ring buffer.
+/// `keelson dmesg [-f] [NODE OPTIONS]`: the node's kernel ring buffer (gRPC `Dmesg`;
+/// JSON lines, without `-f`, for a node without it).
 pub fn dmesg_main(raw: Vec<OsString>) -> ExitCode {
     finish("dmesg", dmesg(raw))
 }
 
-fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
-    let common = node_options(raw)?;
-    each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": "dmesg"}))?;
-        let v = c.recv()?;
-        let mut text = String::new();
-        for l in v["lines"].as_array().into_iter().flatten() {
-            text.push_str(&output::escape_cell(l.as_str().unwrap_or_default()));
-            text.push('\n');
+/// `dmesg`'s arguments: node options and follow.
+fn dmesg_args(raw: Vec<OsString>) -> Result<(Common, bool), String> {
+    let mut p = lexopt::Parser::from_args(raw);
+    let (mut common, mut follow) = (Common::default(), false);
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
         }
-        out.write_all(text.as_bytes()).map_err(|e| e.to_string())
-    })
+        match arg {
+            lexopt::Arg::Short('f') | lexopt::Arg::Long("follow") => follow = true,
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok((common, follow))
+}
+
+fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
+    let (common, follow) = dmesg_args(raw)?;
+    let run = |target: &Target, out: &mut dyn Write| {
+        grpc_first(
+            target,
+            follow,
+            out,
+            |c, out| machine::dmesg(c, follow, out),
+            |out| {
+                if follow {
+                    return Err("this node cannot follow its kernel log (no gRPC Dmesg)".into());
+                }
+                let mut c = Client::connect(target, false)?;
+                c.send(&json!({"op": "dmesg"}))?;
+                let v = c.recv()?;
+                let mut text = String::new();
+                for l in v["lines"].as_array().into_iter().flatten() {
+                    text.push_str(&output::escape_cell(l.as_str().unwrap_or_default()));
+                    text.push('\n');
+                }
+                out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+            },
+        )
+    };
+    if follow {
+        let targets = common.targets()?;
+        let [target] = targets.as_slice() else {
+            return Err("-f follows one node".into());
+        };
+        return run(target, &mut std::io::stdout().lock());
+    }
+    each(&common, run)
 }
 
 /// `keelson reboot|shutdown [NODE OPTIONS]`: stop the node's services, then reboot or power
-/// off (`keelson run` stops instead).
+/// off (`keelson run` stops instead). gRPC `Reboot` and `Shutdown`; `--mode staged` is
+/// keelson's own and goes over JSON lines.
 pub fn power_main(op: &'static str, raw: Vec<OsString>) -> ExitCode {
     finish(op, power(op, raw))
 }
 
-fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
+/// `reboot`'s and `shutdown`'s arguments: node options and the reboot mode.
+fn power_args(op: &str, raw: Vec<OsString>) -> Result<(Common, Option<String>), String> {
     let mut p = lexopt::Parser::from_args(raw);
     let mut common = Common::default();
     let mut mode: Option<String> = None;
@@ -693,21 +802,29 @@ fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
             continue;
         }
         match arg {
-            lexopt::Arg::Long("mode") if op == "reboot" => {
+            lexopt::Arg::Long("mode") | lexopt::Arg::Short('m') if op == "reboot" => {
                 let m = p
                     .value()
                     .map_err(|e| e.to_string())?
                     .into_string()
                     .map_err(|_| "--mode: not UTF-8")?;
-                if !["default", "staged"].contains(&m.as_str()) {
-                    return Err(format!("--mode {m:?}: default or staged"));
+                if !["default", "powercycle", "staged"].contains(&m.as_str()) {
+                    return Err(format!("--mode {m:?}: default, powercycle or staged"));
                 }
                 mode = Some(m);
             }
             other => return Err(other.unexpected().to_string()),
         }
     }
-    each(&common, |target, out| {
+    Ok((common, mode))
+}
+
+fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
+    let (common, mode) = power_args(op, raw)?;
+    let json_lines = |target: &Target, out: &mut dyn Write| -> Result<(), String> {
+        if mode.as_deref() == Some("powercycle") {
+            return Err("this node has no gRPC Reboot: --mode powercycle needs it".into());
+        }
         let mut c = Client::connect(target, false)?;
         let mut request = json!({"op": op});
         if let Some(m) = &mode {
@@ -716,5 +833,236 @@ fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
         c.send(&request)?;
         c.recv()?;
         writeln!(out, "{op}: accepted; the node stops its services").map_err(|e| e.to_string())
+    };
+    each(&common, |target, out| {
+        if mode.as_deref() == Some("staged") {
+            return json_lines(target, out);
+        }
+        let grpc_mode = i32::from(mode.as_deref() == Some("powercycle"));
+        grpc_first(
+            target,
+            false,
+            out,
+            |c, out| {
+                machine::power(c, op, grpc_mode)?;
+                writeln!(out, "{op}: accepted; the node stops its services")
+                    .map_err(|e| RpcError::Handler(e.to_string()))
+            },
+            |out| json_lines(target, out),
+        )
     })
+}
+
+/// `keelson service [ID [start|stop|restart|status]] [NODE OPTIONS]` (also `services`): the
+/// node's services as talosctl lists them, one service's events, or an action on one (gRPC
+/// only: `ServiceList`, `ServiceStart`, `ServiceStop`, `ServiceRestart`).
+pub fn service_main(raw: Vec<OsString>) -> ExitCode {
+    finish("service", service(raw))
+}
+
+/// `service`'s arguments: node options, the service (none: all) and the action.
+fn service_args(raw: Vec<OsString>) -> Result<(Common, Option<String>, String), String> {
+    let mut p = lexopt::Parser::from_args(raw);
+    let mut common = Common::default();
+    let mut positional = Vec::new();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
+        match arg {
+            lexopt::Arg::Value(v) => positional.push(text(v)?),
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    let (id, action) = match positional.as_slice() {
+        [] => (None, "status"),
+        [id] => (Some(id.clone()), "status"),
+        [id, action] => (Some(id.clone()), action.as_str()),
+        _ => return Err("usage: keelson service [ID [start|stop|restart|status]]".into()),
+    };
+    if !["start", "stop", "restart", "status"].contains(&action) {
+        return Err(format!(
+            "unknown service action {:?} (start, stop, restart, status)",
+            output::escape_cell(action)
+        ));
+    }
+    Ok((common, id, action.to_owned()))
+}
+
+fn service(raw: Vec<OsString>) -> Result<(), String> {
+    let (common, id, action) = service_args(raw)?;
+    let action = action.as_str();
+    let targets = common.targets()?;
+    let now = std::time::SystemTime::now();
+    let mut failed = 0;
+    let mut answers = Vec::new();
+    let mut text = String::new();
+    let mut rows = vec![vec!["NODE".to_owned(), "RESPONSE".to_owned()]];
+    for t in &targets {
+        let r = Channel::connect(t, false).and_then(|mut c| match (&id, action) {
+            (None, _) => {
+                answers.push((t.name(), machine::service_list(&mut c)?));
+                Ok(())
+            }
+            (Some(id), "status") => {
+                let list = machine::service_list(&mut c)?;
+                let found =
+                    list.messages.iter().flat_map(|m| m.services.iter()).find(|s| s.id == *id);
+                match found {
+                    Some(s) => {
+                        text.push_str(&machine::service_text(&t.name(), s, now));
+                        Ok(())
+                    }
+                    None => Err(RpcError::Handler(format!(
+                        "service {:?} is not registered",
+                        output::escape_cell(id)
+                    ))),
+                }
+            }
+            (Some(id), action) => {
+                rows.push(vec![t.name(), machine::service_action(&mut c, action, id)?]);
+                Ok(())
+            }
+        });
+        if let Err(e) = r {
+            eprintln!("{}: {e}", t.name());
+            failed += 1;
+        }
+    }
+    let out = &mut std::io::stdout().lock();
+    match (&id, action) {
+        (None, _) => out.write_all(machine::services_table(&answers, now).as_bytes()),
+        (Some(_), "status") => out.write_all(text.as_bytes()),
+        _ => out.write_all(output::align(&rows).as_bytes()),
+    }
+    .map_err(|e| e.to_string())?;
+    match failed {
+        0 => Ok(()),
+        n => Err(format!("{n} of {} nodes failed", targets.len())),
+    }
+}
+
+/// `events`'s arguments: node options and the history asked for (talosctl's `--tail N`
+/// (-1: all kept), `--duration 10m`, `--since ID`, `--actor-id ID`).
+fn events_args(raw: Vec<OsString>) -> Result<(Common, EventsRequest), String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(raw);
+    let (mut common, mut req) = (Common::default(), EventsRequest::default());
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = connect::option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
+        match arg {
+            Long("tail") => {
+                let v = text(p.value().map_err(|e| e.to_string())?)?;
+                req.tail_events =
+                    v.parse().map_err(|_| format!("--tail {v:?}: a number of events"))?;
+            }
+            Long("duration") => {
+                let secs = seconds(&text(p.value().map_err(|e| e.to_string())?)?)
+                    .map_err(|e| e.replace("--timeout", "--duration"))?;
+                req.tail_seconds =
+                    i32::try_from(secs).map_err(|_| "--duration: too long".to_owned())?;
+            }
+            Long("since") => req.tail_id = text(p.value().map_err(|e| e.to_string())?)?,
+            Long("actor-id") => req.with_actor_id = text(p.value().map_err(|e| e.to_string())?)?,
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok((common, req))
+}
+
+/// `keelson events [--tail N] [--duration D] [--since ID] [--actor-id ID] [NODE OPTIONS]`:
+/// the node's runtime events as they come (gRPC `Events`), talosctl's columns.
+pub fn events_main(raw: Vec<OsString>) -> ExitCode {
+    finish("events", events(raw))
+}
+
+fn events(raw: Vec<OsString>) -> Result<(), String> {
+    let (common, req) = events_args(raw)?;
+    let targets = common.targets()?;
+    let [target] = targets.as_slice() else {
+        return Err("events follows one node".into());
+    };
+    let mut c = Channel::connect(target, true).map_err(|e| e.to_string())?;
+    machine::events(&mut c, &target.name(), &req, &mut std::io::stdout().lock())
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<OsString> {
+        a.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn logs_flags_as_talosctl_s() {
+        let (_, follow, tail, service) = logs_args(args(&[])).unwrap();
+        assert_eq!((follow, tail, service.as_str()), (false, -1, "machined"));
+        let (_, follow, tail, service) =
+            logs_args(args(&["kubelet", "-f", "--tail", "20", "--socket", "/s"])).unwrap();
+        assert_eq!((follow, tail, service.as_str()), (true, 20, "kubelet"));
+        assert!(logs_args(args(&["--tail", "many"])).unwrap_err().contains("--tail"));
+        assert!(logs_args(args(&["a", "b"])).is_err());
+    }
+
+    #[test]
+    fn events_flags_as_talosctl_s() {
+        let (_, req) = events_args(args(&[])).unwrap();
+        assert_eq!(req, EventsRequest::default());
+        let (_, req) = events_args(args(&[
+            "--tail",
+            "-1",
+            "--duration",
+            "10m",
+            "--since",
+            "c1",
+            "--actor-id",
+            "a",
+        ]))
+        .unwrap();
+        assert_eq!((req.tail_events, req.tail_seconds), (-1, 600));
+        assert_eq!((req.tail_id.as_str(), req.with_actor_id.as_str()), ("c1", "a"));
+        assert!(events_args(args(&["--duration", "soon"])).unwrap_err().contains("--duration"));
+        assert!(events_args(args(&["--tail", "x"])).is_err());
+    }
+
+    #[test]
+    fn dmesg_follows_with_f() {
+        assert!(!dmesg_args(args(&[])).unwrap().1);
+        assert!(dmesg_args(args(&["-f"])).unwrap().1);
+        assert!(dmesg_args(args(&["--follow", "-n", "10.0.0.2"])).unwrap().1);
+        assert!(dmesg_args(args(&["extra"])).is_err());
+    }
+
+    #[test]
+    fn reboot_modes() {
+        assert_eq!(power_args("reboot", args(&[])).unwrap().1, None);
+        for m in ["default", "powercycle", "staged"] {
+            assert_eq!(power_args("reboot", args(&["--mode", m])).unwrap().1.as_deref(), Some(m));
+        }
+        assert!(power_args("reboot", args(&["--mode", "soon"]))
+            .unwrap_err()
+            .contains("powercycle"));
+        // Shutdown has no modes.
+        assert!(power_args("shutdown", args(&["--mode", "default"])).is_err());
+    }
+
+    #[test]
+    fn service_arguments() {
+        let (_, id, action) = service_args(args(&[])).unwrap();
+        assert_eq!((id, action.as_str()), (None, "status"));
+        let (_, id, action) = service_args(args(&["kubelet"])).unwrap();
+        assert_eq!((id.as_deref(), action.as_str()), (Some("kubelet"), "status"));
+        let (_, id, action) = service_args(args(&["kubelet", "restart", "-n", "n1"])).unwrap();
+        assert_eq!((id.as_deref(), action.as_str()), (Some("kubelet"), "restart"));
+        let e = service_args(args(&["kubelet", "explode\x1b"])).unwrap_err();
+        assert!(e.contains("unknown service action") && !e.contains('\x1b'), "{e}");
+        assert!(service_args(args(&["a", "b", "c"])).unwrap_err().starts_with("usage"));
+    }
 }

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+//! keelson's client: the verbs that talk to a node (`get`, `logs`, `apply-config`, `version`,
+//! `disks`, ...), how their answers are printed (tables, `-o yaml|json`), and how a node is
+//! reached (the local socket, or TLS with a `keelsonconfig` context). The `keelson` binary
+//! links it and dispatches its verbs here; this crate knows nothing of PID 1 or the server.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod aliases;
+pub mod client;
+pub mod connect;
+pub mod machine;
+pub mod output;
+pub mod rpc;
+pub mod tls;
+
+/// Resource kinds and specs under one path (the model keeps them in two modules).
+pub mod resource {
+    pub use model::kinds::*;
+    pub use model::resource::*;
+}
+
+/// The local API socket of a node running as PID 1 (the client's default).
+pub const DEFAULT_SOCKET: &str = "/run/keelson/api.sock";
+
+/// The port Talos's API listens on, and keelson's.
+pub const DEFAULT_PORT: u16 = 50000;

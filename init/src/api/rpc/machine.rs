@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `machine.MachineService`: the calls keelson answers, with Talos's semantics and status
+//! codes. Every reply names the node in `metadata.hostname`.
+
+use std::time::{Duration, Instant};
+
+use grpc::{code, Status};
+use net::resource::{Namespace, ServiceStatus};
+use serde_json::Value;
+use talos_api::common::Metadata;
+use talos_api::google::Empty;
+use talos_api::machine as m;
+
+use super::dispatch::{decode, Call, Method, Reply, SMALL_REQUEST};
+use super::events::{service_action, service_health};
+use super::feeds::{DmesgFeed, EventsFeed, LogsFeed};
+use crate::api::protocol::MAX_REQUEST;
+use crate::api::transport::Access;
+use crate::api::trial::{self, ApplyMode};
+use crate::machine::Power;
+use crate::verbs::{apply_with_mode, load_applied, Apply};
+
+const fn method(name: &'static str, handler: super::dispatch::Handler) -> Method {
+    Method { path: name, max_request: SMALL_REQUEST, handler }
+}
+
+/// The methods served.
+pub const METHODS: &[Method] = &[
+    method("/machine.MachineService/Version", version),
+    Method {
+        path: "/machine.MachineService/ApplyConfiguration",
+        // The JSON protocol's bound on a request (which holds the config as text).
+        max_request: MAX_REQUEST,
+        handler: apply_configuration,
+    },
+    method("/machine.MachineService/Reboot", reboot),
+    method("/machine.MachineService/Shutdown", shutdown),
+    method("/machine.MachineService/ServiceList", service_list),
+    method("/machine.MachineService/ServiceRestart", service_restart),
+    method("/machine.MachineService/Dmesg", dmesg),
+    method("/machine.MachineService/Logs", logs),
+    method("/machine.MachineService/Events", events),
+    method("/machine.MachineService/Hostname", hostname),
+    method("/machine.MachineService/Memory", memory),
+    method("/machine.MachineService/LoadAvg", load_avg),
+    method("/machine.MachineService/Bootstrap", no_control_plane),
+    method("/machine.MachineService/Kubeconfig", no_control_plane),
+];
+
+/// The platform keelson reports: Talos names the environment it runs in (`metal`, `aws`,
+/// ...) and the mode (`metal`, `cloud`, `container`); keelson boots bare metal and VMs alike.
+const PLATFORM: (&str, &str) = ("metal", "metal");
+
+/// The node itself, as Talos lists it among its services.
+const MACHINED: &str = "machined";
+
+fn version(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let _: Empty = decode(req)?;
+    let maintenance = call.maintenance();
+    let reply = m::Version {
+        metadata: Metadata::of(&call.hostname()),
+        version: Some(m::VersionInfo {
+            tag: concat!("v", env!("CARGO_PKG_VERSION")).into(),
+            os: std::env::consts::OS.into(),
+            arch: arch().into(),
+            ..m::VersionInfo::default()
+        }),
+        platform: Some(m::PlatformInfo { name: PLATFORM.0.into(), mode: PLATFORM.1.into() }),
+        // Talos's maintenance service leaves the features out: there is no RBAC without a
+        // config.
+        features: (!maintenance).then_some(m::FeaturesInfo { rbac: true }),
+    };
+    Reply::unary(&m::VersionResponse { messages: vec![reply] })
+}
+
+/// The architecture as Go names it (Talos reports `runtime.GOARCH`).
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// An apply request's mode as keelson's. Maintenance mode takes what Talos's maintenance
+/// service takes (`reboot`, `auto`, `try`): a node without a config has nothing to reboot
+/// out of, so `reboot` applies as `auto` there.
+pub(super) fn apply_mode(
+    mode: i32,
+    try_timeout: Option<talos_api::google::Duration>,
+    maintenance: bool,
+) -> Result<ApplyMode, Status> {
+    let wire = m::ApplyMode::try_from(mode)
+        .map_err(|_| Status::new(code::INVALID_ARGUMENT, format!("unknown apply mode {mode}")))?;
+    if maintenance && !matches!(wire, m::ApplyMode::Reboot | m::ApplyMode::Auto | m::ApplyMode::Try)
+    {
+        return Err(Status::new(
+            code::UNIMPLEMENTED,
+            format!(
+                "apply configuration --mode='{}' is not supported in maintenance mode",
+                wire.cli_name()
+            ),
+        ));
+    }
+    Ok(match wire {
+        m::ApplyMode::Reboot if maintenance => ApplyMode::Auto,
+        m::ApplyMode::Reboot => ApplyMode::Reboot,
+        m::ApplyMode::Auto => ApplyMode::Auto,
+        m::ApplyMode::NoReboot => ApplyMode::NoReboot,
+        m::ApplyMode::Staged => ApplyMode::Staged,
+        m::ApplyMode::Try => {
+            let t = match try_timeout {
+                None => trial::DEFAULT_TRY,
+                Some(d) => d.to_std().filter(|t| !t.is_zero()).ok_or_else(|| {
+                    Status::new(code::INVALID_ARGUMENT, "try_mode_timeout: not a positive duration")
+                })?,
+            };
+            if t > trial::MAX_TRY {
+                return Err(Status::new(
+                    code::INVALID_ARGUMENT,
+                    format!("try_mode_timeout: at most {} h", trial::MAX_TRY.as_secs() / 3600),
+                ));
+            }
+            ApplyMode::Try(t)
+        }
+    })
+}
+
+/// The mode a reply reports: what actually happened (`auto` never needs a reboot: keelson
+/// applies every change live).
+fn applied_mode(mode: ApplyMode) -> m::ApplyMode {
+    match mode {
+        ApplyMode::Auto | ApplyMode::NoReboot => m::ApplyMode::NoReboot,
+        ApplyMode::Reboot => m::ApplyMode::Reboot,
+        ApplyMode::Staged => m::ApplyMode::Staged,
+        ApplyMode::Try(_) => m::ApplyMode::Try,
+    }
+}
+
+/// The status of an apply the node refused.
+fn apply_error(why: String) -> Status {
+    let code = if why.starts_with("invalid config") {
+        code::INVALID_ARGUMENT
+    } else {
+        grpc::code::FAILED_PRECONDITION
+    };
+    Status::new(code, why)
+}
+
+fn apply_configuration(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::ApplyConfigurationRequest = decode(req)?;
+    let maintenance = call.maintenance();
+    let mode = apply_mode(req.mode, req.try_mode_timeout, maintenance)?;
+    let text = std::str::from_utf8(&req.data)
+        .map_err(|_| Status::new(code::INVALID_ARGUMENT, "the config is not UTF-8 text"))?;
+    let hostname = call.hostname();
+    if maintenance && req.dry_run {
+        // What Talos's maintenance service says: there is nothing to compare with.
+        let cfg = load_applied(text, false).map_err(apply_error)?;
+        let reply = m::ApplyConfiguration {
+            metadata: Metadata::of(&hostname),
+            warnings: cfg.warnings.clone(),
+            mode: req.mode,
+            mode_details: "Dry run summary:\nNode is running in maintenance mode and does not have a config yet.".into(),
+        };
+        return Reply::unary(&m::ApplyConfigurationResponse { messages: vec![reply] });
+    }
+    let apply = Apply { text, dry_run: req.dry_run, partial: false };
+    let v = apply_with_mode(call.rt, apply, mode, call.effects, call.now).map_err(apply_error)?;
+    if maintenance && !req.dry_run {
+        // The config ends maintenance: this connection's rights end with it (its answer
+        // still goes out).
+        call.access = Access::Revoked;
+    }
+    let mut warnings: Vec<String> = strings(&v["warnings"]);
+    warnings.extend(strings(&v["dropped"]));
+    let reply = m::ApplyConfiguration {
+        metadata: Metadata::of(&hostname),
+        warnings,
+        mode: applied_mode(mode) as i32,
+        mode_details: mode_details(mode, req.dry_run, &v),
+    };
+    Reply::unary(&m::ApplyConfigurationResponse { messages: vec![reply] })
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+}
+
+/// What the apply did, for people: the mode's outcome and the resource changes.
+fn mode_details(mode: ApplyMode, dry_run: bool, v: &Value) -> String {
+    let changes: Vec<String> = v["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            format!("{} {} {}", s("action"), s("type"), s("id"))
+        })
+        .collect();
+    let what = match (mode, dry_run) {
+        (_, true) => "Dry run summary: nothing was applied".to_owned(),
+        (ApplyMode::Reboot, false) => "Applied configuration; the node reboots now".to_owned(),
+        (ApplyMode::Staged, false) => {
+            "Staged configuration to be applied after the next reboot".to_owned()
+        }
+        (ApplyMode::Try(t), false) => format!(
+            "Applied configuration on trial: it is rolled back in {} s unless confirmed",
+            t.as_secs()
+        ),
+        (ApplyMode::Auto | ApplyMode::NoReboot, false) => {
+            "Applied configuration without a reboot".to_owned()
+        }
+    };
+    if changes.is_empty() {
+        format!("{what}\nNo resource changes.")
+    } else {
+        format!("{what}\nResource changes:\n{}", changes.join("\n"))
+    }
+}
+
+/// An actor id for a power request (Talos's clients follow the events of it).
+fn actor_id(now: Instant, started: Instant) -> String {
+    format!("keelson-{:x}", now.saturating_duration_since(started).as_nanos())
+}
+
+fn reboot(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::RebootRequest = decode(req)?;
+    m::RebootMode::try_from(req.mode).map_err(|_| {
+        Status::new(code::INVALID_ARGUMENT, format!("unknown reboot mode {}", req.mode))
+    })?;
+    call.effects.power = Some(Power::Reboot);
+    log::warn!(target: "api", "reboot requested over the gRPC API");
+    let reply = m::Reboot {
+        metadata: Metadata::of(&call.hostname()),
+        actor_id: actor_id(call.now, call.machine.started),
+    };
+    Reply::unary(&m::RebootResponse { messages: vec![reply] })
+}
+
+fn shutdown(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let _: m::ShutdownRequest = decode(req)?;
+    call.effects.power = Some(Power::Shutdown);
+    log::warn!(target: "api", "shutdown requested over the gRPC API");
+    let reply = m::Shutdown {
+        metadata: Metadata::of(&call.hostname()),
+        actor_id: actor_id(call.now, call.machine.started),
+    };
+    Reply::unary(&m::ShutdownResponse { messages: vec![reply] })
+}
+
+/// The services the node lists: itself as `machined` (always running), then each service it
+/// supervises.
+fn services(call: &Call<'_>) -> Vec<m::ServiceInfo> {
+    let mut list = vec![m::ServiceInfo {
+        id: MACHINED.into(),
+        state: m::ServiceAction::Running.state_name().into(),
+        events: Some(m::ServiceEvents {
+            events: vec![m::ServiceEvent {
+                msg: "Service started as PID 1".into(),
+                state: "Running".into(),
+                ts: None,
+            }],
+        }),
+        health: Some(m::ServiceHealth { unknown: false, healthy: true, ..Default::default() }),
+    }];
+    for (id, s) in call.rt.store().list_specs::<ServiceStatus>(Namespace::Runtime) {
+        let state = service_action(s).state_name();
+        let msg = if s.last_exit.is_empty() {
+            format!("Service {}", state.to_lowercase())
+        } else {
+            s.last_exit.clone()
+        };
+        list.push(m::ServiceInfo {
+            id: id.to_owned(),
+            state: state.into(),
+            events: Some(m::ServiceEvents {
+                events: vec![m::ServiceEvent { msg, state: state.into(), ts: None }],
+            }),
+            health: Some(service_health(s)),
+        });
+    }
+    list
+}
+
+fn service_list(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let _: Empty = decode(req)?;
+    let reply =
+        m::ServiceList { metadata: Metadata::of(&call.hostname()), services: services(call) };
+    Reply::unary(&m::ServiceListResponse { messages: vec![reply] })
+}
+
+fn service_restart(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::ServiceRestartRequest = decode(req)?;
+    let id = req.id.as_str();
+    if id == MACHINED {
+        return Err(Status::new(
+            grpc::code::FAILED_PRECONDITION,
+            "machined is the node itself: reboot the node instead",
+        ));
+    }
+    let shown = net::names::escape(id, 64);
+    let Some(status) = call.rt.store().get_spec::<ServiceStatus>(Namespace::Runtime, id) else {
+        return Err(Status::new(grpc::code::NOT_FOUND, format!("service {shown:?} not found")));
+    };
+    if status.command.is_empty() && status.state == "stopped" {
+        return Err(Status::new(
+            grpc::code::FAILED_PRECONDITION,
+            format!("service {shown:?} is not configured to run"),
+        ));
+    }
+    call.effects.restart = Some(id.to_owned());
+    log::info!(target: "api", "restart of {id} requested over the gRPC API");
+    let reply = m::ServiceRestart {
+        metadata: Metadata::of(&call.hostname()),
+        resp: format!("Service {id:?} restarted"),
+    };
+    Reply::unary(&m::ServiceRestartResponse { messages: vec![reply] })
+}
+
+fn dmesg(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::DmesgRequest = decode(req)?;
+    let feed =
+        DmesgFeed::open(std::path::Path::new("/dev/kmsg"), req.follow, req.tail, call.hostname())
+            .map_err(|e| Status::new(code::INTERNAL, format!("/dev/kmsg: {e}")))?;
+    Ok(Reply::Stream(Box::new(feed)))
+}
+
+fn logs(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::LogsRequest = decode(req)?;
+    // `talosctl logs machined`: the node's own log, in the `system` namespace.
+    if req.id != MACHINED || !(req.namespace.is_empty() || req.namespace == "system") {
+        let shown = net::names::escape(&req.id, 64);
+        return Err(Status::new(
+            grpc::code::NOT_FOUND,
+            format!("log {shown:?} not found (keelson keeps the log of machined, the node itself)"),
+        ));
+    }
+    let feed = LogsFeed::new(req.follow, req.tail_lines, call.hostname());
+    Ok(Reply::Stream(Box::new(feed)))
+}
+
+fn events(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::EventsRequest = decode(req)?;
+    let seconds = u64::try_from(req.tail_seconds).unwrap_or(0);
+    let from = if req.tail_events < 0 {
+        0
+    } else if req.tail_events > 0 {
+        call.events.next_seq().saturating_sub(req.tail_events.unsigned_abs().into())
+    } else if !req.tail_id.is_empty() {
+        let seq = call.events.seq_of(&req.tail_id).ok_or_else(|| {
+            Status::new(grpc::code::NOT_FOUND, "tail_id: no such event (it may be too old)")
+        })?;
+        seq + 1
+    } else if seconds > 0 {
+        let since =
+            call.now.checked_sub(Duration::from_secs(seconds)).unwrap_or(call.machine.started);
+        call.events.first_since(since)
+    } else {
+        call.events.next_seq()
+    };
+    Ok(Reply::Stream(Box::new(EventsFeed::new(from, req.with_actor_id, call.hostname()))))
+}
+
+fn hostname(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let _: Empty = decode(req)?;
+    let name = call.hostname();
+    let reply = m::Hostname { metadata: Metadata::of(&name), hostname: name };
+    Reply::unary(&m::HostnameResponse { messages: vec![reply] })
+}
+
+/// `/proc/meminfo` as Talos's `MemInfo` (kilobytes, as the file says).
+pub(super) fn meminfo(text: &str) -> m::MemInfo {
+    let mut info = m::MemInfo::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else { continue };
+        let Some(value) = rest.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) else {
+            continue;
+        };
+        let slot = match key {
+            "MemTotal" => &mut info.memtotal,
+            "MemFree" => &mut info.memfree,
+            "MemAvailable" => &mut info.memavailable,
+            "Buffers" => &mut info.buffers,
+            "Cached" => &mut info.cached,
+            "SwapCached" => &mut info.swapcached,
+            "Active" => &mut info.active,
+            "Inactive" => &mut info.inactive,
+            "SwapTotal" => &mut info.swaptotal,
+            "SwapFree" => &mut info.swapfree,
+            "Dirty" => &mut info.dirty,
+            "Writeback" => &mut info.writeback,
+            "Shmem" => &mut info.shmem,
+            "Slab" => &mut info.slab,
+            _ => continue,
+        };
+        *slot = value;
+    }
+    info
+}
+
+/// A small `/proc` file.
+fn proc_file(name: &str) -> Result<String, Status> {
+    let path = std::path::Path::new("/proc").join(name);
+    net::bounded::read_text(&path, 64 << 10)
+        .map_err(|e| Status::new(code::INTERNAL, format!("{}: {e}", path.display())))
+}
+
+fn memory(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let _: Empty = decode(req)?;
+    let reply = m::Memory {
+        metadata: Metadata::of(&call.hostname()),
+        meminfo: Some(meminfo(&proc_file("meminfo")?)),
+    };
+    Reply::unary(&m::MemoryResponse { messages: vec![reply] })
+}
+
+fn load_avg(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let _: Empty = decode(req)?;
+    let text = proc_file("loadavg")?;
+    let mut loads = text.split_whitespace().map(|v| v.parse::<f64>().unwrap_or(0.0));
+    let mut next = || loads.next().unwrap_or(0.0);
+    let reply = m::LoadAvg {
+        metadata: Metadata::of(&call.hostname()),
+        load1: next(),
+        load5: next(),
+        load15: next(),
+    };
+    Reply::unary(&m::LoadAvgResponse { messages: vec![reply] })
+}
+
+/// `Bootstrap` and `Kubeconfig` need the control plane, which keelson does not run yet.
+fn no_control_plane(_call: &mut Call<'_>, _req: &[u8]) -> Result<Reply, Status> {
+    Err(Status::new(
+        grpc::code::FAILED_PRECONDITION,
+        "this node runs no control plane (keelson does not run etcd or the Kubernetes control plane yet)",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_modes_as_talos_takes_them() {
+        let m_ = |mode: m::ApplyMode, maintenance| apply_mode(mode as i32, None, maintenance);
+        assert_eq!(m_(m::ApplyMode::Auto, false).ok(), Some(ApplyMode::Auto));
+        assert_eq!(m_(m::ApplyMode::NoReboot, false).ok(), Some(ApplyMode::NoReboot));
+        assert_eq!(m_(m::ApplyMode::Reboot, false).ok(), Some(ApplyMode::Reboot));
+        assert_eq!(m_(m::ApplyMode::Staged, false).ok(), Some(ApplyMode::Staged));
+        assert_eq!(m_(m::ApplyMode::Try, false).ok(), Some(ApplyMode::Try(trial::DEFAULT_TRY)));
+        // Maintenance: reboot, auto and try; a reboot has nothing to reboot out of.
+        assert_eq!(m_(m::ApplyMode::Reboot, true).ok(), Some(ApplyMode::Auto));
+        assert_eq!(
+            m_(m::ApplyMode::NoReboot, true).err().map(|s| s.code),
+            Some(code::UNIMPLEMENTED)
+        );
+        assert_eq!(m_(m::ApplyMode::Staged, true).err().map(|s| s.code), Some(code::UNIMPLEMENTED));
+        assert_eq!(apply_mode(9, None, false).err().map(|s| s.code), Some(code::INVALID_ARGUMENT));
+        let d = |seconds, nanos| Some(talos_api::google::Duration { seconds, nanos });
+        let try_ = m::ApplyMode::Try as i32;
+        assert_eq!(
+            apply_mode(try_, d(30, 0), false).ok(),
+            Some(ApplyMode::Try(Duration::from_secs(30)))
+        );
+        for bad in [d(0, 0), d(-5, 0), d(1, -1), d(100 * 3600, 0)] {
+            assert_eq!(
+                apply_mode(try_, bad, false).err().map(|s| s.code),
+                Some(code::INVALID_ARGUMENT)
+            );
+        }
+        assert_eq!(applied_mode(ApplyMode::Auto), m::ApplyMode::NoReboot);
+    }
+
+    #[test]
+    fn meminfo_in_kilobytes() {
+        let info = meminfo(
+            "MemTotal:       16318412 kB\nMemFree:  100 kB\nBogus\nSlab: x kB\nDirty: 7 kB\n",
+        );
+        assert_eq!((info.memtotal, info.memfree, info.dirty, info.slab), (16_318_412, 100, 7, 0));
+    }
+}

@@ -1,0 +1,962 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The kinds' state machines, without I/O: for each state, the one node call to make
+//! ([`machine_call`], [`control_plane_call`]), and from the state, what is known and what that
+//! call answered, the next state, the follow-up actions and the condition that says why
+//! ([`machine_step`], [`control_plane_step`], [`worker_step`]). The states and their names
+//! are alperencelik/talos-operator's (`api/v1alpha1/common.go`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum State {
+    Booting,
+    Pending,
+    Installing,
+    Available,
+    Upgrading,
+    Orphaned,
+    Bootstrapped,
+    Ready,
+    UpgradingKubernetes,
+    KubernetesUpgradeFailed,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Booting => "Booting",
+            Self::Pending => "Pending",
+            Self::Installing => "Installing",
+            Self::Available => "Available",
+            Self::Upgrading => "Upgrading",
+            Self::Orphaned => "Orphaned",
+            Self::Bootstrapped => "Bootstrapped",
+            Self::Ready => "Ready",
+            Self::UpgradingKubernetes => "UpgradingKubernetes",
+            Self::KubernetesUpgradeFailed => "KubernetesUpgradeFailed",
+        }
+    }
+}
+
+/// How often a waiting state looks again (talos-operator polls every 30 s).
+pub const POLL: Duration = Duration::from_secs(30);
+/// A settled resource is looked at again after this long.
+pub const RESYNC: Duration = Duration::from_secs(60);
+
+/// Why a node call did not give an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No answer in time.
+    Timeout,
+    /// Connection refused, reset, TLS failure: the node is not (yet) serving.
+    Unreachable(String),
+    /// An answer that is not what the call returns.
+    Garbage(String),
+    /// A gRPC status other than OK.
+    Status { code: i32, message: String },
+}
+
+impl CallError {
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::Timeout => "NodeTimeout",
+            Self::Unreachable(_) => "NodeUnreachable",
+            Self::Garbage(_) => "NodeAnsweredGarbage",
+            Self::Status { .. } => "NodeRefused",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::Timeout => "no answer in time".into(),
+            Self::Unreachable(m) | Self::Garbage(m) => m.clone(),
+            Self::Status { code, message } => format!("gRPC status {code}: {message}"),
+        }
+    }
+}
+
+/// gRPC's ALREADY_EXISTS.
+pub const ALREADY_EXISTS: i32 = 6;
+
+/// A service's state as ServiceInfo reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceObs {
+    pub state: String,
+    pub healthy: bool,
+}
+
+/// The node calls a state asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// `Disks` over the maintenance API (TLS without a client certificate).
+    Disks,
+    /// `ApplyConfiguration{mode: AUTO}`; `insecure` in maintenance mode.
+    Apply {
+        insecure: bool,
+        dry_run: bool,
+    },
+    /// `ServiceInfo("kubelet")`, and `Version` when a version is awaited.
+    Readiness {
+        want_version: Option<String>,
+    },
+    /// `Version`, then `Upgrade` unless already there.
+    Upgrade {
+        version: String,
+    },
+    Bootstrap,
+    Kubeconfig,
+    /// A Kubernetes upgrade (Talos's `upgrade-k8s` flow).
+    UpgradeKubernetes {
+        version: String,
+    },
+}
+
+/// What a call answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Obs {
+    /// No call was made.
+    None,
+    Disks(Result<usize, CallError>),
+    /// `Ok(true)`: the node closed the connection as it rebooted into the install, which
+    /// counts as success.
+    Apply(Result<bool, CallError>),
+    Readiness {
+        kubelet: Result<ServiceObs, CallError>,
+        version: Option<Result<String, CallError>>,
+    },
+    /// `Ok(true)`: an upgrade started; `Ok(false)`: the node already runs the version.
+    Upgrade(Result<bool, CallError>),
+    Bootstrap(Result<(), CallError>),
+    Kubeconfig(Result<(), CallError>),
+    UpgradeKubernetes(Result<(), CallError>),
+}
+
+/// What to do besides moving to the next state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Record the configuration (hash) and version just applied.
+    RecordApplied,
+    /// Record the version the node runs.
+    RecordVersion,
+    RecordKubeVersion,
+    /// Count a failure (backoff) / clear the count.
+    Failed,
+    Succeeded,
+    /// Look again after this long.
+    Requeue(Duration),
+    /// Stop reconciling this resource.
+    Stop,
+}
+
+/// A condition to set (type, status, reason, message); its time is the reconciler's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cond {
+    pub kind: &'static str,
+    pub status: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+}
+
+fn cond(kind: &'static str, status: &'static str, reason: &'static str, msg: &str) -> Cond {
+    Cond { kind, status, reason, message: msg.to_owned(), warning: false }
+}
+
+fn warn(kind: &'static str, reason: &'static str, message: String) -> Cond {
+    Cond { kind, status: "False", reason, message, warning: true }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub next: Option<State>,
+    pub actions: Vec<Action>,
+    /// `None`: nothing new to say (no condition, no event).
+    pub condition: Option<Cond>,
+}
+
+fn stay(state: Option<State>, c: Option<Cond>, after: Duration) -> Step {
+    Step { next: state, actions: vec![Action::Requeue(after)], condition: c }
+}
+
+fn failed(state: Option<State>, kind: &'static str, what: &str, e: &CallError) -> Step {
+    Step {
+        next: state,
+        actions: vec![Action::Failed],
+        condition: Some(warn(kind, e.reason(), format!("{what}: {}", e.message()))),
+    }
+}
+
+fn go(next: State, mut actions: Vec<Action>, c: Cond) -> Step {
+    actions.push(Action::Succeeded);
+    actions.push(Action::Requeue(Duration::ZERO));
+    Step { next: Some(next), actions, condition: Some(c) }
+}
+
+/// What a TalosMachine's step knows besides the node's answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MachineFacts {
+    /// The parent named by controlPlaneRef/workerRef exists (true when none is named).
+    pub parent_found: bool,
+    pub pxe: bool,
+    pub import: bool,
+    pub dry_run: bool,
+    /// The version asked for, and the one last applied or seen.
+    pub want_version: String,
+    pub observed_version: String,
+    /// The rendered configuration differs from the one last applied.
+    pub config_drift: bool,
+}
+
+/// The call a TalosMachine in `state` makes.
+pub fn machine_call(state: Option<State>, f: &MachineFacts) -> Option<Call> {
+    if !f.parent_found {
+        return None;
+    }
+    match state {
+        None if f.import || f.pxe => None,
+        None | Some(State::Pending) => Some(Call::Apply { insecure: true, dry_run: f.dry_run }),
+        Some(State::Booting) => Some(Call::Disks),
+        Some(State::Installing) => Some(Call::Readiness { want_version: None }),
+        Some(State::Upgrading) => {
+            Some(Call::Readiness { want_version: Some(f.want_version.clone()) })
+        }
+        Some(State::Available) if f.want_version != f.observed_version && !f.dry_run => {
+            Some(Call::Upgrade { version: f.want_version.clone() })
+        }
+        Some(State::Available) if f.config_drift => {
+            Some(Call::Apply { insecure: false, dry_run: f.dry_run })
+        }
+        _ => None,
+    }
+}
+
+/// A TalosMachine's transition.
+pub fn machine_step(state: Option<State>, f: &MachineFacts, obs: &Obs) -> Step {
+    if !f.parent_found {
+        if state == Some(State::Orphaned) {
+            return Step { next: state, actions: vec![Action::Stop], condition: None };
+        }
+        return Step {
+            next: Some(State::Orphaned),
+            actions: vec![Action::Stop],
+            condition: Some(warn(
+                "Ready",
+                "ParentNotFound",
+                "the parent cannot be resolved".into(),
+            )),
+        };
+    }
+    match (state, obs) {
+        (Some(State::Orphaned), _) => {
+            Step { next: state, actions: vec![Action::Stop], condition: None }
+        }
+        (None, Obs::None) if f.import => go(
+            State::Available,
+            vec![Action::RecordVersion],
+            cond("Ready", "True", "Imported", "adopted a running machine"),
+        ),
+        (None, Obs::None) if f.pxe => go(
+            State::Booting,
+            vec![],
+            cond("Ready", "False", "WaitingForBoot", "waiting for the maintenance API to answer"),
+        ),
+        (Some(State::Booting), Obs::Disks(Ok(n))) => go(
+            State::Pending,
+            vec![],
+            cond(
+                "Ready",
+                "False",
+                "NodeAnswered",
+                &format!("maintenance API answered Disks ({n} disks)"),
+            ),
+        ),
+        (Some(State::Booting), Obs::Disks(Err(e))) => stay(
+            state,
+            Some(Cond {
+                warning: false,
+                ..warn("Ready", "WaitingForBoot", format!("Disks: {}", e.message()))
+            }),
+            POLL,
+        ),
+        (None | Some(State::Pending | State::Available), Obs::Apply(Ok(closed))) => {
+            if f.dry_run {
+                return stay(
+                    state,
+                    Some(cond(
+                        "ConfigApplied",
+                        "Unknown",
+                        "DryRun",
+                        "ApplyConfiguration dry run accepted",
+                    )),
+                    RESYNC,
+                );
+            }
+            let msg = if *closed {
+                "configuration applied; the node closed the connection to reboot"
+            } else {
+                "configuration applied"
+            };
+            go(
+                State::Installing,
+                vec![Action::RecordApplied],
+                cond("ConfigApplied", "True", "Applied", msg),
+            )
+        }
+        (None | Some(State::Pending | State::Available), Obs::Apply(Err(e))) => {
+            failed(state, "ConfigApplied", "ApplyConfiguration", e)
+        }
+        (Some(State::Installing | State::Upgrading), Obs::Readiness { kubelet, version }) => {
+            match (kubelet, version) {
+                (Err(e), _) | (_, Some(Err(e))) => failed(state, "Ready", "ServiceInfo/Version", e),
+                (Ok(_), Some(Ok(v))) if *v != f.want_version => stay(
+                    state,
+                    Some(cond(
+                        "Ready",
+                        "False",
+                        "VersionPending",
+                        &format!("node runs {v}, waiting for {}", f.want_version),
+                    )),
+                    POLL,
+                ),
+                (Ok(k), _) if k.state == "Running" && k.healthy => {
+                    let mut a = vec![];
+                    if version.is_some() {
+                        a.push(Action::RecordVersion);
+                    }
+                    go(
+                        State::Available,
+                        a,
+                        cond("Ready", "True", "KubeletRunning", "kubelet is running and healthy"),
+                    )
+                }
+                (Ok(k), _) => stay(
+                    state,
+                    Some(cond(
+                        "Ready",
+                        "False",
+                        "KubeletNotReady",
+                        &format!(
+                            "kubelet is {}{}",
+                            k.state,
+                            if k.healthy { "" } else { ", not healthy" }
+                        ),
+                    )),
+                    POLL,
+                ),
+            }
+        }
+        (Some(State::Available), Obs::Upgrade(Ok(true))) => go(
+            State::Upgrading,
+            vec![Action::RecordApplied],
+            cond("Ready", "False", "Upgrading", &format!("upgrading to {}", f.want_version)),
+        ),
+        (Some(State::Available), Obs::Upgrade(Ok(false))) => Step {
+            next: state,
+            actions: vec![
+                Action::RecordVersion,
+                Action::Succeeded,
+                Action::Requeue(Duration::ZERO),
+            ],
+            condition: Some(cond(
+                "Ready",
+                "True",
+                "VersionCurrent",
+                &format!("node already runs {}", f.want_version),
+            )),
+        },
+        (Some(State::Available), Obs::Upgrade(Err(e))) => failed(state, "Ready", "Upgrade", e),
+        (Some(State::Available), Obs::None) => stay(state, None, RESYNC),
+        // A call that does not belong to this state (the state changed under us): look again.
+        (s, _) => stay(s, None, Duration::ZERO),
+    }
+}
+
+/// Children's states, as a pool sees them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Children {
+    pub total: usize,
+    pub available: usize,
+}
+
+impl Children {
+    pub fn all_available(&self) -> bool {
+        self.total > 0 && self.available == self.total
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControlPlaneFacts {
+    pub import: bool,
+    pub dry_run: bool,
+    pub children: Children,
+    pub want_kube_version: String,
+    pub observed_kube_version: String,
+}
+
+impl ControlPlaneFacts {
+    fn kube_drift(&self) -> bool {
+        !self.want_kube_version.is_empty() && self.want_kube_version != self.observed_kube_version
+    }
+}
+
+/// The call a TalosControlPlane in `state` makes.
+pub fn control_plane_call(state: Option<State>, f: &ControlPlaneFacts) -> Option<Call> {
+    match state {
+        Some(State::Available) if f.children.all_available() && !f.dry_run => Some(Call::Bootstrap),
+        Some(State::Bootstrapped) => Some(Call::Kubeconfig),
+        Some(State::Ready) if f.kube_drift() && !f.dry_run => {
+            Some(Call::UpgradeKubernetes { version: f.want_kube_version.clone() })
+        }
+        Some(State::UpgradingKubernetes) => {
+            Some(Call::UpgradeKubernetes { version: f.want_kube_version.clone() })
+        }
+        _ => None,
+    }
+}
+
+/// A TalosControlPlane's transition.
+pub fn control_plane_step(state: Option<State>, f: &ControlPlaneFacts, obs: &Obs) -> Step {
+    let c = &f.children;
+    match (state, obs) {
+        (None, Obs::None) if f.import => go(
+            State::Bootstrapped,
+            vec![Action::RecordKubeVersion],
+            cond("Bootstrapped", "True", "Imported", "adopted a running cluster"),
+        ),
+        (None, Obs::None) => go(
+            State::Pending,
+            vec![],
+            cond("Available", "False", "ConfigReady", "machines created; waiting for them"),
+        ),
+        (Some(State::Pending), Obs::None) if c.all_available() => go(
+            State::Available,
+            vec![],
+            cond(
+                "Available",
+                "True",
+                "MachinesAvailable",
+                &format!("{} of {} machines available", c.available, c.total),
+            ),
+        ),
+        (Some(State::Pending), Obs::None) => stay(
+            state,
+            Some(cond(
+                "Available",
+                "False",
+                "MachinesNotAvailable",
+                &format!("{} of {} machines available", c.available, c.total),
+            )),
+            POLL,
+        ),
+        (Some(State::Available), Obs::Bootstrap(Ok(()))) => go(
+            State::Bootstrapped,
+            vec![],
+            cond("Bootstrapped", "True", "Bootstrapped", "etcd bootstrapped on the first machine"),
+        ),
+        // Someone bootstrapped already (a lost status): that is what was wanted.
+        (
+            Some(State::Available),
+            Obs::Bootstrap(Err(CallError::Status { code: ALREADY_EXISTS, .. })),
+        ) => go(
+            State::Bootstrapped,
+            vec![],
+            cond(
+                "Bootstrapped",
+                "True",
+                "AlreadyBootstrapped",
+                "the node says etcd is bootstrapped already",
+            ),
+        ),
+        (Some(State::Available), Obs::Bootstrap(Err(e))) => {
+            failed(state, "Bootstrapped", "Bootstrap", e)
+        }
+        (Some(State::Available), Obs::None) => stay(state, None, POLL),
+        (Some(State::Bootstrapped | State::Ready), Obs::Kubeconfig(Ok(()))) => {
+            let mut a = vec![];
+            if state == Some(State::Bootstrapped) && f.observed_kube_version.is_empty() {
+                a.push(Action::RecordKubeVersion);
+            }
+            go(
+                State::Ready,
+                a,
+                cond("Ready", "True", "KubeconfigWritten", "admin kubeconfig stored"),
+            )
+        }
+        (Some(State::Bootstrapped), Obs::Kubeconfig(Err(e))) => {
+            failed(state, "Ready", "Kubeconfig", e)
+        }
+        (Some(State::Ready), Obs::UpgradeKubernetes(Ok(()))) => go(
+            State::UpgradingKubernetes,
+            vec![],
+            cond(
+                "KubernetesUpgrade",
+                "Unknown",
+                "Started",
+                &format!("upgrading Kubernetes to {}", f.want_kube_version),
+            ),
+        ),
+        (Some(State::UpgradingKubernetes), Obs::UpgradeKubernetes(Ok(()))) => go(
+            State::Ready,
+            vec![Action::RecordKubeVersion],
+            cond(
+                "KubernetesUpgrade",
+                "True",
+                "KubernetesUpgradeSucceeded",
+                &format!("Kubernetes {}", f.want_kube_version),
+            ),
+        ),
+        (Some(State::Ready | State::UpgradingKubernetes), Obs::UpgradeKubernetes(Err(e))) => Step {
+            next: Some(State::KubernetesUpgradeFailed),
+            actions: vec![Action::Failed],
+            condition: Some(warn("KubernetesUpgrade", "KubernetesUpgradeFailed", e.message())),
+        },
+        // A new kubeVersion after a failure tries again.
+        (Some(State::KubernetesUpgradeFailed), Obs::None) if f.kube_drift() => Step {
+            next: Some(State::Ready),
+            actions: vec![Action::Requeue(RESYNC)],
+            condition: None,
+        },
+        (s, _) => stay(s, None, RESYNC),
+    }
+}
+
+/// A TalosWorker's transition (no node calls of its own).
+pub fn worker_step(state: Option<State>, import: bool, c: &Children) -> Step {
+    match state {
+        None if import => {
+            go(State::Ready, vec![], cond("Ready", "True", "Imported", "adopted running workers"))
+        }
+        None => go(
+            State::Pending,
+            vec![],
+            cond("Ready", "False", "ConfigReady", "machines created; waiting for them"),
+        ),
+        Some(State::Pending) if c.all_available() => go(
+            State::Ready,
+            vec![],
+            cond(
+                "Ready",
+                "True",
+                "MachinesAvailable",
+                &format!("{} of {} machines available", c.available, c.total),
+            ),
+        ),
+        Some(State::Pending) => stay(state, None, POLL),
+        Some(State::Ready) if !c.all_available() => stay(
+            state,
+            Some(warn(
+                "MachinesAvailable",
+                "MachinesNotAvailable",
+                format!("{} of {} machines available", c.available, c.total),
+            )),
+            POLL,
+        ),
+        s => stay(s, None, RESYNC),
+    }
+}
+
+/// The rolling gate: for each child (`needs_bump`: its version is not the pool's; `settled`:
+/// Available at the version its spec asks), whether to give it the new version now. At most
+/// `max_unavailable` children are unsettled at a time.
+pub fn rollout(children: &[(bool, bool)], max_unavailable: u32) -> Vec<bool> {
+    let unsettled = children.iter().filter(|(_, settled)| !settled).count();
+    let mut budget = (max_unavailable as usize).saturating_sub(unsettled);
+    children
+        .iter()
+        .map(|(needs_bump, settled)| {
+            if *needs_bump && *settled && budget > 0 {
+                budget -= 1;
+                true
+            } else {
+                false
+            }
+        })
+        .collect()
+}
+
+/// Backoff after `failures` failed attempts in a row: 5 s doubling, at most 5 min.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(5u64.saturating_mul(1 << failures.saturating_sub(1).min(6)).min(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use State::*;
+
+    fn facts() -> MachineFacts {
+        MachineFacts {
+            parent_found: true,
+            want_version: "v1.13.0".into(),
+            observed_version: "v1.13.0".into(),
+            ..Default::default()
+        }
+    }
+
+    fn kubelet(state: &str, healthy: bool) -> Result<ServiceObs, CallError> {
+        Ok(ServiceObs { state: state.into(), healthy })
+    }
+
+    /// (state, facts, observation, the call the state makes, next state, reason)
+    type Row<F> = (Option<State>, F, Obs, Option<Call>, Option<State>, &'static str);
+
+    fn reason(s: &Step) -> &'static str {
+        s.condition.as_ref().map_or("-", |c| c.reason)
+    }
+
+    #[test]
+    fn machine_transitions() {
+        let pxe = MachineFacts { pxe: true, ..facts() };
+        let import = MachineFacts { import: true, ..facts() };
+        let orphan = MachineFacts { parent_found: false, ..facts() };
+        let newer = MachineFacts { want_version: "v1.14.0".into(), ..facts() };
+        let drift = MachineFacts { config_drift: true, ..facts() };
+        let dry = MachineFacts { dry_run: true, ..facts() };
+        let base = facts();
+        let down = || Err(CallError::Unreachable("connection refused".into()));
+        let ready = |v: Option<&str>| Obs::Readiness {
+            kubelet: kubelet("Running", true),
+            version: v.map(|v| Ok(v.to_owned())),
+        };
+        // (state, facts, observation, call expected for the state, next state, reason)
+        let table: Vec<Row<&MachineFacts>> = vec![
+            (None, &pxe, Obs::None, None, Some(Booting), "WaitingForBoot"),
+            (
+                Some(Booting),
+                &pxe,
+                Obs::Disks(Ok(2)),
+                Some(Call::Disks),
+                Some(Pending),
+                "NodeAnswered",
+            ),
+            (
+                Some(Booting),
+                &pxe,
+                Obs::Disks(down()),
+                Some(Call::Disks),
+                Some(Booting),
+                "WaitingForBoot",
+            ),
+            (
+                Some(Booting),
+                &pxe,
+                Obs::Disks(Err(CallError::Timeout)),
+                Some(Call::Disks),
+                Some(Booting),
+                "WaitingForBoot",
+            ),
+            (
+                Some(Pending),
+                &pxe,
+                Obs::Apply(Ok(false)),
+                Some(Call::Apply { insecure: true, dry_run: false }),
+                Some(Installing),
+                "Applied",
+            ),
+            // The node closing the connection to reboot into the install is success.
+            (
+                Some(Pending),
+                &pxe,
+                Obs::Apply(Ok(true)),
+                Some(Call::Apply { insecure: true, dry_run: false }),
+                Some(Installing),
+                "Applied",
+            ),
+            (
+                Some(Pending),
+                &pxe,
+                Obs::Apply(Err(CallError::Garbage("not a reply".into()))),
+                Some(Call::Apply { insecure: true, dry_run: false }),
+                Some(Pending),
+                "NodeAnsweredGarbage",
+            ),
+            (
+                Some(Pending),
+                &pxe,
+                Obs::Apply(Err(CallError::Status { code: 3, message: "bad config".into() })),
+                Some(Call::Apply { insecure: true, dry_run: false }),
+                Some(Pending),
+                "NodeRefused",
+            ),
+            // Without PXE, the first apply goes straight from no state.
+            (
+                None,
+                &base,
+                Obs::Apply(Ok(false)),
+                Some(Call::Apply { insecure: true, dry_run: false }),
+                Some(Installing),
+                "Applied",
+            ),
+            (
+                None,
+                &dry,
+                Obs::Apply(Ok(false)),
+                Some(Call::Apply { insecure: true, dry_run: true }),
+                None,
+                "DryRun",
+            ),
+            (None, &import, Obs::None, None, Some(Available), "Imported"),
+            (
+                Some(Installing),
+                &base,
+                ready(None),
+                Some(Call::Readiness { want_version: None }),
+                Some(Available),
+                "KubeletRunning",
+            ),
+            // Running is not enough: it must be healthy too.
+            (
+                Some(Installing),
+                &base,
+                Obs::Readiness { kubelet: kubelet("Running", false), version: None },
+                Some(Call::Readiness { want_version: None }),
+                Some(Installing),
+                "KubeletNotReady",
+            ),
+            (
+                Some(Installing),
+                &base,
+                Obs::Readiness { kubelet: kubelet("Waiting", false), version: None },
+                Some(Call::Readiness { want_version: None }),
+                Some(Installing),
+                "KubeletNotReady",
+            ),
+            (
+                Some(Installing),
+                &base,
+                Obs::Readiness { kubelet: Err(CallError::Timeout), version: None },
+                Some(Call::Readiness { want_version: None }),
+                Some(Installing),
+                "NodeTimeout",
+            ),
+            (Some(Available), &base, Obs::None, None, Some(Available), "-"),
+            (
+                Some(Available),
+                &newer,
+                Obs::Upgrade(Ok(true)),
+                Some(Call::Upgrade { version: "v1.14.0".into() }),
+                Some(Upgrading),
+                "Upgrading",
+            ),
+            (
+                Some(Available),
+                &newer,
+                Obs::Upgrade(Ok(false)),
+                Some(Call::Upgrade { version: "v1.14.0".into() }),
+                Some(Available),
+                "VersionCurrent",
+            ),
+            (
+                Some(Available),
+                &newer,
+                Obs::Upgrade(Err(CallError::Unreachable("refused".into()))),
+                Some(Call::Upgrade { version: "v1.14.0".into() }),
+                Some(Available),
+                "NodeUnreachable",
+            ),
+            (
+                Some(Available),
+                &drift,
+                Obs::Apply(Ok(false)),
+                Some(Call::Apply { insecure: false, dry_run: false }),
+                Some(Installing),
+                "Applied",
+            ),
+            // Upgrading ends only when the node runs the new version and kubelet is healthy.
+            (
+                Some(Upgrading),
+                &newer,
+                ready(Some("v1.13.0")),
+                Some(Call::Readiness { want_version: Some("v1.14.0".into()) }),
+                Some(Upgrading),
+                "VersionPending",
+            ),
+            (
+                Some(Upgrading),
+                &newer,
+                ready(Some("v1.14.0")),
+                Some(Call::Readiness { want_version: Some("v1.14.0".into()) }),
+                Some(Available),
+                "KubeletRunning",
+            ),
+            (Some(Available), &orphan, Obs::None, None, Some(Orphaned), "ParentNotFound"),
+            (None, &orphan, Obs::None, None, Some(Orphaned), "ParentNotFound"),
+            (Some(Orphaned), &orphan, Obs::None, None, Some(Orphaned), "-"),
+        ];
+        for (i, (state, f, obs, call, next, why)) in table.into_iter().enumerate() {
+            assert_eq!(machine_call(state, f), call, "row {i}: call");
+            let s = machine_step(state, f, &obs);
+            assert_eq!(s.next, next, "row {i}: {s:?}");
+            assert_eq!(reason(&s), why, "row {i}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn machine_actions() {
+        let s = machine_step(Some(Pending), &facts(), &Obs::Apply(Ok(true)));
+        assert!(
+            s.actions.contains(&Action::RecordApplied) && s.actions.contains(&Action::Succeeded)
+        );
+        let s = machine_step(Some(Booting), &facts(), &Obs::Disks(Err(CallError::Timeout)));
+        assert_eq!(s.actions, [Action::Requeue(POLL)]);
+        let s = machine_step(Some(Pending), &facts(), &Obs::Apply(Err(CallError::Timeout)));
+        assert_eq!(s.actions, [Action::Failed]);
+        assert!(s.condition.unwrap().warning);
+        let s = machine_step(None, &MachineFacts { parent_found: false, ..facts() }, &Obs::None);
+        assert_eq!(s.actions, [Action::Stop]);
+    }
+
+    #[test]
+    fn control_plane_transitions() {
+        let f = |available, import, want: &str, seen: &str| ControlPlaneFacts {
+            import,
+            dry_run: false,
+            children: Children { total: 3, available },
+            want_kube_version: want.into(),
+            observed_kube_version: seen.into(),
+        };
+        let k = "v1.35.0";
+        let up = "v1.36.0";
+        let exists = CallError::Status {
+            code: ALREADY_EXISTS,
+            message: "etcd data directory is not empty".into(),
+        };
+        let table: Vec<Row<ControlPlaneFacts>> = vec![
+            (None, f(0, false, k, ""), Obs::None, None, Some(Pending), "ConfigReady"),
+            (None, f(3, true, k, ""), Obs::None, None, Some(Bootstrapped), "Imported"),
+            (
+                Some(Pending),
+                f(2, false, k, ""),
+                Obs::None,
+                None,
+                Some(Pending),
+                "MachinesNotAvailable",
+            ),
+            (
+                Some(Pending),
+                f(3, false, k, ""),
+                Obs::None,
+                None,
+                Some(Available),
+                "MachinesAvailable",
+            ),
+            (
+                Some(Available),
+                f(3, false, k, ""),
+                Obs::Bootstrap(Ok(())),
+                Some(Call::Bootstrap),
+                Some(Bootstrapped),
+                "Bootstrapped",
+            ),
+            (
+                Some(Available),
+                f(3, false, k, ""),
+                Obs::Bootstrap(Err(exists)),
+                Some(Call::Bootstrap),
+                Some(Bootstrapped),
+                "AlreadyBootstrapped",
+            ),
+            (
+                Some(Available),
+                f(3, false, k, ""),
+                Obs::Bootstrap(Err(CallError::Timeout)),
+                Some(Call::Bootstrap),
+                Some(Available),
+                "NodeTimeout",
+            ),
+            (Some(Available), f(2, false, k, ""), Obs::None, None, Some(Available), "-"),
+            (
+                Some(Bootstrapped),
+                f(3, false, k, ""),
+                Obs::Kubeconfig(Ok(())),
+                Some(Call::Kubeconfig),
+                Some(Ready),
+                "KubeconfigWritten",
+            ),
+            (
+                Some(Bootstrapped),
+                f(3, false, k, ""),
+                Obs::Kubeconfig(Err(CallError::Timeout)),
+                Some(Call::Kubeconfig),
+                Some(Bootstrapped),
+                "NodeTimeout",
+            ),
+            (Some(Ready), f(3, false, k, k), Obs::None, None, Some(Ready), "-"),
+            (
+                Some(Ready),
+                f(3, false, up, k),
+                Obs::UpgradeKubernetes(Ok(())),
+                Some(Call::UpgradeKubernetes { version: up.into() }),
+                Some(UpgradingKubernetes),
+                "Started",
+            ),
+            (
+                Some(UpgradingKubernetes),
+                f(3, false, up, k),
+                Obs::UpgradeKubernetes(Ok(())),
+                Some(Call::UpgradeKubernetes { version: up.into() }),
+                Some(Ready),
+                "KubernetesUpgradeSucceeded",
+            ),
+            (
+                Some(UpgradingKubernetes),
+                f(3, false, up, k),
+                Obs::UpgradeKubernetes(Err(CallError::Garbage("x".into()))),
+                Some(Call::UpgradeKubernetes { version: up.into() }),
+                Some(KubernetesUpgradeFailed),
+                "KubernetesUpgradeFailed",
+            ),
+            (Some(KubernetesUpgradeFailed), f(3, false, up, k), Obs::None, None, Some(Ready), "-"),
+            (
+                Some(KubernetesUpgradeFailed),
+                f(3, false, k, k),
+                Obs::None,
+                None,
+                Some(KubernetesUpgradeFailed),
+                "-",
+            ),
+        ];
+        for (i, (state, f, obs, call, next, why)) in table.into_iter().enumerate() {
+            assert_eq!(control_plane_call(state, &f), call, "row {i}: call");
+            let s = control_plane_step(state, &f, &obs);
+            assert_eq!(s.next, next, "row {i}: {s:?}");
+            assert_eq!(reason(&s), why, "row {i}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn worker_transitions() {
+        let all = Children { total: 2, available: 2 };
+        let some = Children { total: 2, available: 1 };
+        assert_eq!(worker_step(None, false, &some).next, Some(Pending));
+        assert_eq!(worker_step(None, true, &some).next, Some(Ready));
+        assert_eq!(worker_step(Some(Pending), false, &some).next, Some(Pending));
+        let s = worker_step(Some(Pending), false, &all);
+        assert_eq!((s.next, reason(&s)), (Some(Ready), "MachinesAvailable"));
+        let s = worker_step(Some(Ready), false, &some);
+        assert_eq!((s.next, reason(&s)), (Some(Ready), "MachinesNotAvailable"));
+        assert_eq!(worker_step(Some(Pending), false, &Children::default()).next, Some(Pending));
+    }
+
+    #[test]
+    fn rollout_keeps_max_unavailable() {
+        // Three settled machines wanting a new version, one at a time.
+        assert_eq!(rollout(&[(true, true), (true, true), (true, true)], 1), [true, false, false]);
+        assert_eq!(rollout(&[(true, true), (true, true), (true, true)], 2), [true, true, false]);
+        // One already upgrading: nothing more.
+        assert_eq!(
+            rollout(&[(false, false), (true, true), (true, true)], 1),
+            [false, false, false]
+        );
+        assert_eq!(rollout(&[(false, true), (true, true)], 1), [false, true]);
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_ceiling() {
+        assert_eq!(backoff(1), Duration::from_secs(5));
+        assert_eq!(backoff(2), Duration::from_secs(10));
+        assert_eq!(backoff(40), Duration::from_secs(300));
+    }
+}

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: Apache-2.0
+//! [`NodeApi`] over Talos's gRPC machine API: the `cli` crate's blocking channel (`grpc`'s
+//! HTTP/2 engine, `talos-api`'s messages), one connection per call, every read and write
+//! bounded by [`CALL_TIMEOUT`]. Maintenance-mode calls use TLS without a client certificate
+//! (what a node without a configuration serves); the others mutual TLS with the configured
+//! client certificate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cli::connect::{self, Target, Wire};
+use cli::rpc::{Channel, RpcError};
+use talos_api::common::{Data, Empty, Metadata};
+use talos_api::machine::{
+    ApplyConfigurationRequest, ApplyConfigurationResponse, ApplyMode, BootstrapRequest,
+    ServiceListResponse, VersionResponse,
+};
+use talos_api::storage::DisksResponse;
+
+use crate::reconcile::NodeApi;
+use crate::states::{CallError, ServiceObs};
+
+/// How long a connection, a write or a wait for the node's next bytes may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Talos's API port.
+pub const PORT: u16 = 50000;
+/// The largest kubeconfig archive taken.
+const MAX_KUBECONFIG: usize = 1 << 20;
+
+// Replies talos-api does not carry yet (field numbers from Talos's api/machine/machine.proto).
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ResetRequest {
+    #[prost(bool, tag = "1")]
+    graceful: bool,
+    #[prost(bool, tag = "2")]
+    reboot: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct UpgradeRequest {
+    #[prost(string, tag = "1")]
+    image: String,
+    #[prost(bool, tag = "2")]
+    preserve: bool,
+    #[prost(bool, tag = "3")]
+    stage: bool,
+    #[prost(bool, tag = "4")]
+    force: bool,
+}
+
+/// `ResetResponse`, `UpgradeResponse`, `BootstrapResponse`: per-node messages whose first
+/// field is the metadata (the rest is not needed).
+#[derive(Clone, PartialEq, prost::Message)]
+struct PerNode {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<Metadata>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct PerNodeResponse {
+    #[prost(message, repeated, tag = "1")]
+    messages: Vec<PerNode>,
+}
+
+fn path(service: &str, method: &str) -> String {
+    format!("/{service}/{method}")
+}
+
+fn machine(method: &str) -> String {
+    path(talos_api::machine::SERVICE, method)
+}
+
+/// An RPC failure as the state machines see it.
+fn call_error(e: RpcError) -> CallError {
+    match e {
+        RpcError::Transport(m) if m.contains("said nothing") => CallError::Timeout,
+        RpcError::Transport(m) => CallError::Unreachable(m),
+        RpcError::Status(s) => {
+            CallError::Status { code: s.code as i32, message: base::names::escape(&s.message, 256) }
+        }
+        RpcError::H2(e) => CallError::Garbage(format!("HTTP/2: {e}")),
+        RpcError::Decode(m) | RpcError::Handler(m) => CallError::Garbage(m),
+        RpcError::NotGrpc(m) => CallError::Garbage(format!("no gRPC API ({m})")),
+    }
+}
+
+/// A node's error in a per-node reply's metadata (a proxied call that failed there).
+fn metadata_error(m: Option<&Metadata>) -> Result<(), CallError> {
+    match m {
+        Some(m) if !m.error.is_empty() => Err(CallError::Status {
+            code: grpc::code::UNKNOWN as i32,
+            message: base::names::escape(&m.error, 256),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The client: maintenance TLS for the first calls, mutual TLS (when configured) after.
+#[derive(Debug)]
+pub struct GrpcNode {
+    insecure: Arc<rustls::ClientConfig>,
+    secure: Option<Arc<rustls::ClientConfig>>,
+    port: u16,
+}
+
+impl GrpcNode {
+    /// `secure`: the client configuration with the client certificate for configured nodes.
+    pub fn new(secure: Option<Arc<rustls::ClientConfig>>) -> Result<Self, String> {
+        Ok(Self { insecure: connect::insecure_config(None)?, secure, port: PORT })
+    }
+
+    /// Talk to another port (tests run nodes on loopback ports).
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    fn channel(&self, address: &str, insecure: bool) -> Result<Channel, CallError> {
+        let tls = if insecure {
+            self.insecure.clone()
+        } else {
+            self.secure.clone().ok_or_else(|| {
+                CallError::Unreachable(
+                    "no client certificate configured for configured nodes".into(),
+                )
+            })?
+        };
+        let target = Target::Remote {
+            name: address.to_owned(),
+            host: address.to_owned(),
+            port: self.port,
+            tls,
+            insecure,
+        };
+        let io = connect::open_as(&target, Some(CALL_TIMEOUT), CALL_TIMEOUT, Wire::Grpc)
+            .map_err(CallError::Unreachable)?;
+        let authority = if address.contains(':') {
+            format!("[{address}]:{}", self.port)
+        } else {
+            format!("{address}:{}", self.port)
+        };
+        Ok(Channel::over(io, authority, true))
+    }
+
+    fn unary<Req: talos_api::Message, Resp: talos_api::Message + Default>(
+        &self,
+        address: &str,
+        insecure: bool,
+        path: &str,
+        req: &Req,
+    ) -> Result<Resp, CallError> {
+        self.channel(address, insecure)?.unary(path, req).map_err(call_error)
+    }
+
+    fn per_node(
+        &self,
+        address: &str,
+        method: &str,
+        req: &impl talos_api::Message,
+    ) -> Result<(), CallError> {
+        let r: PerNodeResponse = self.unary(address, false, &machine(method), req)?;
+        r.messages.iter().try_for_each(|m| metadata_error(m.metadata.as_ref()))
+    }
+}
+
+impl NodeApi for GrpcNode {
+    fn version(&mut self, address: &str) -> Result<String, CallError> {
+        let r: VersionResponse =
+            self.unary(address, false, &machine("Version"), &Empty::default())?;
+        let m = r.messages.first().ok_or_else(|| CallError::Garbage("Version: no reply".into()))?;
+        metadata_error(m.metadata.as_ref())?;
+        let tag = m.version.as_ref().map(|v| v.tag.clone()).unwrap_or_default();
+        if !crate::kinds::valid_version(&tag) {
+            return Err(CallError::Garbage(format!(
+                "Version: tag {:?} is not vX.Y.Z",
+                base::names::escape(&tag, 64)
+            )));
+        }
+        Ok(tag)
+    }
+
+    fn disks(&mut self, address: &str) -> Result<usize, CallError> {
+        let r: DisksResponse = self.unary(
+            address,
+            true,
+            &path(talos_api::storage::SERVICE, "Disks"),
+            &Empty::default(),
+        )?;
+        let m = r.messages.first().ok_or_else(|| CallError::Garbage("Disks: no reply".into()))?;
+        metadata_error(m.metadata.as_ref())?;
+        Ok(m.disks.len())
+    }
+
+    fn apply_configuration(
+        &mut self,
+        address: &str,
+        insecure: bool,
+        config: &str,
+        dry_run: bool,
+    ) -> Result<bool, CallError> {
+        let req = ApplyConfigurationRequest {
+            data: config.as_bytes().to_vec(),
+            mode: ApplyMode::Auto as i32,
+            dry_run,
+            try_mode_timeout: None,
+        };
+        let mut c = self.channel(address, insecure)?;
+        match c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req) {
+            Ok(r) => {
+                for m in &r.messages {
+                    metadata_error(m.metadata.as_ref())?;
+                }
+                Ok(false)
+            }
+            // The node rebooting into the install drops the connection (Talos answers
+            // Unavailable "graceful_stop"): the configuration was taken.
+            Err(RpcError::Status(s)) if s.code == grpc::code::UNAVAILABLE => Ok(true),
+            Err(RpcError::Transport(m)) if m.contains("closed") => Ok(true),
+            Err(e) => Err(call_error(e)),
+        }
+    }
+
+    fn service_info(&mut self, address: &str, name: &str) -> Result<ServiceObs, CallError> {
+        // Talos has no ServiceInfo call: its client filters ServiceList.
+        let r: ServiceListResponse =
+            self.unary(address, false, &machine("ServiceList"), &Empty::default())?;
+        let m =
+            r.messages.first().ok_or_else(|| CallError::Garbage("ServiceList: no reply".into()))?;
+        metadata_error(m.metadata.as_ref())?;
+        let s = m.services.iter().find(|s| s.id == name);
+        Ok(match s {
+            None => ServiceObs { state: "Absent".into(), healthy: false },
+            Some(s) => ServiceObs {
+                state: base::names::escape(&s.state, 64),
+                healthy: s.health.as_ref().is_some_and(|h| h.healthy && !h.unknown),
+            },
+        })
+    }
+
+    fn bootstrap(&mut self, address: &str) -> Result<(), CallError> {
+        self.per_node(address, "Bootstrap", &BootstrapRequest::default())
+    }
+
+    fn kubeconfig(&mut self, address: &str) -> Result<String, CallError> {
+        // A stream of chunks of a gzipped tar holding `kubeconfig`: kept as it came, base64.
+        let mut c = self.channel(address, false)?;
+        let mut bytes = Vec::new();
+        c.call(&machine("Kubeconfig"), &Empty::default(), MAX_KUBECONFIG, &mut |d: Data| {
+            if bytes.len() + d.bytes.len() > MAX_KUBECONFIG {
+                return Err(format!("kubeconfig larger than {MAX_KUBECONFIG} bytes"));
+            }
+            bytes.extend_from_slice(&d.bytes);
+            Ok(())
+        })
+        .map_err(call_error)?;
+        use base64::Engine;
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    fn reset(&mut self, address: &str) -> Result<(), CallError> {
+        match self.per_node(address, "Reset", &ResetRequest { graceful: false, reboot: true }) {
+            // The node wiping itself may drop the connection before it answers.
+            Err(CallError::Unreachable(m)) if m.contains("closed") => Ok(()),
+            other => other,
+        }
+    }
+
+    fn upgrade(&mut self, address: &str, image: &str) -> Result<(), CallError> {
+        let req =
+            UpgradeRequest { image: image.into(), preserve: false, stage: false, force: true };
+        self.per_node(address, "Upgrade", &req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpc_failures_become_condition_reasons() {
+        let t = |e| call_error(e);
+        assert_eq!(
+            t(RpcError::Transport("the node said nothing for 10 s".into())),
+            CallError::Timeout
+        );
+        assert!(matches!(
+            t(RpcError::Transport("connect: refused".into())),
+            CallError::Unreachable(_)
+        ));
+        assert!(matches!(t(RpcError::Decode("bad varint".into())), CallError::Garbage(_)));
+        assert!(matches!(t(RpcError::NotGrpc("closed at once")), CallError::Garbage(_)));
+        let s = grpc::Status::new(6, "etcd data directory is not empty");
+        assert_eq!(
+            t(RpcError::Status(s)),
+            CallError::Status {
+                code: crate::states::ALREADY_EXISTS,
+                message: "etcd data directory is not empty".into()
+            }
+        );
+        assert!(
+            metadata_error(Some(&Metadata { hostname: "n".into(), error: "boom".into() })).is_err()
+        );
+        assert!(metadata_error(Metadata::of("n").as_ref()).is_ok());
+    }
+
+    #[test]
+    fn requests_carry_talos_field_numbers() {
+        use talos_api::Message;
+        // graceful=false is left out; reboot=true is field 2, varint 1.
+        assert_eq!(ResetRequest { graceful: false, reboot: true }.encode_to_vec(), [0x10, 1]);
+        let u = UpgradeRequest { image: "i".into(), preserve: false, stage: false, force: true };
+        assert_eq!(u.encode_to_vec(), [0x0a, 1, b'i', 0x20, 1]);
+    }
+}

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The kinds on a real etcd (a private member per test, loopback, temp dir): apply, get,
+//! describe, delete, and the controllers driving machines through their states against a
+//! scripted node. Without the `etcd` binary a test is skipped, or fails when
+//! `KEELSON_REQUIRE_ROOT=1`.
+#![allow(clippy::disallowed_methods)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use etcd::local::{LocalEtcd, Options};
+use operator::ctl::{self, CtlError, Output};
+use operator::key::Layout;
+use operator::kinds::{Body, Kind, MachineSpec, PoolSpec, TCP, TM};
+use operator::reconcile::{Kubeconfig, NodeApi, Reconciler, KUBECONFIGS, RESET_FINALIZER};
+use operator::states::{CallError, ServiceObs, State};
+use operator::store::{Resource, Store};
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start(test: &str) -> Option<(LocalEtcd, Dir)> {
+    let found = std::process::Command::new("etcd").arg("--version").output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        testkit::skip_or_fail(&format!("{test}: no etcd binary (Debian: etcd-server)"));
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("keelson-kinds-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut opts = Options::new(&dir.join("data"), &dir.join("etcd.log"));
+    opts.no_fsync = true;
+    Some((LocalEtcd::start(&opts).unwrap(), Dir(dir)))
+}
+
+fn store(etcd: &LocalEtcd) -> Store {
+    Store::new(etcd.client(), Layout::new("/keelson-operator", b"/keelson-operator"))
+}
+
+const CP: &str = "\
+apiVersion: keelson.dev/v1alpha1
+kind: TalosControlPlane
+metadata:
+  name: cp
+spec:
+  version: v1.13.0
+  endpoint: https://10.0.0.10:6443
+  kubeVersion: v1.35.0
+  config: |
+    machine:
+      type: controlplane
+      token: sekrit.token
+  metalSpec:
+    machines:
+      - address: 10.0.0.11
+        pxeClientSpec:
+          macAddress: 52:54:00:00:00:11
+          cpuArchitecture: amd64
+      - address: 10.0.0.12
+";
+
+const TM_DOC: &str = "\
+apiVersion: keelson.dev/v1alpha1
+kind: TalosMachine
+metadata:
+  name: lone
+spec:
+  endpoint: 10.0.0.20
+  version: v1.13.0
+  config: 'machine: {type: worker}'
+  pxeClientSpec:
+    macAddress: 52:54:00:00:00:20
+    cpuArchitecture: arm64
+";
+
+#[test]
+fn apply_get_describe_delete() {
+    let Some((etcd, _dir)) = start("crud") else { return };
+    let mut s = store(&etcd);
+    let text = format!("{CP}---\n{TM_DOC}");
+    let out = ctl::apply(&mut s, &text).unwrap();
+    assert_eq!(out, ["taloscontrolplane/cp created", "talosmachine/lone created"]);
+    assert_eq!(ctl::apply(&mut s, &text).unwrap()[1], "talosmachine/lone unchanged");
+    let out = ctl::apply(&mut s, &TM_DOC.replace("v1.13.0", "v1.13.1")).unwrap();
+    assert_eq!(out, ["talosmachine/lone configured"]);
+
+    // One bad document refuses the whole input: nothing of the good one is written.
+    let bad = format!(
+        "{}---\n{}",
+        CP.replace("name: cp", "name: cp2"),
+        TM_DOC.replace("name: lone", "name: other").replace("10.0.0.20", "10.0.0.300")
+    );
+    let e = ctl::apply(&mut s, &bad).unwrap_err();
+    let CtlError::Input(e) = e else { panic!("{e}") };
+    assert_eq!((e.doc, e.path.as_str(), e.line), (2, "spec.endpoint", 26));
+    assert!(s.get::<serde_json::Value>("default", TCP, "cp2").unwrap().is_none());
+
+    let table = ctl::get(&mut s, "default", Kind::Machine, None, Output::Table).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    let head: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(head, ["NAME", "STATE", "VERSION", "ENDPOINT", "AGE"]);
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(row[..3], ["lone", "v1.13.1", "10.0.0.20"]);
+
+    // YAML out is YAML in.
+    let yaml = ctl::get(&mut s, "default", Kind::ControlPlane, Some("cp"), Output::Yaml).unwrap();
+    assert_eq!(ctl::apply(&mut s, &yaml).unwrap(), ["taloscontrolplane/cp unchanged"]);
+    let json = ctl::get(&mut s, "default", Kind::ControlPlane, None, Output::Json).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["items"][0]["spec"]["metalSpec"]["machines"][1]["address"], "10.0.0.12");
+
+    let d = ctl::describe(&mut s, "default", Kind::Machine, "lone").unwrap();
+    assert!(d.contains("Name:         lone") && d.contains("Conditions:") && d.contains("Events:"));
+    assert!(matches!(
+        ctl::describe(&mut s, "default", Kind::Machine, "nope"),
+        Err(CtlError::NotFound { .. })
+    ));
+
+    assert_eq!(
+        ctl::delete(&mut s, "default", Kind::Machine, "lone").unwrap(),
+        "talosmachine/lone deleted"
+    );
+    assert!(s.get::<serde_json::Value>("default", TM, "lone").unwrap().is_none());
+}
+
+/// A node that answers as a script says, and records the calls.
+#[derive(Debug, Default)]
+struct Scripted {
+    /// Disks fails this many times first (the node is still booting).
+    boot_failures: usize,
+    /// ServiceInfo says "Waiting" this many times first.
+    kubelet_waits: usize,
+    version: String,
+    calls: Vec<String>,
+    applied: BTreeMap<String, String>,
+}
+
+impl NodeApi for Scripted {
+    fn version(&mut self, a: &str) -> Result<String, CallError> {
+        self.calls.push(format!("Version {a}"));
+        Ok(self.version.clone())
+    }
+    fn disks(&mut self, a: &str) -> Result<usize, CallError> {
+        self.calls.push(format!("Disks {a}"));
+        if self.boot_failures > 0 {
+            self.boot_failures -= 1;
+            return Err(CallError::Unreachable("connection refused".into()));
+        }
+        Ok(1)
+    }
+    fn apply_configuration(
+        &mut self,
+        a: &str,
+        insecure: bool,
+        config: &str,
+        dry_run: bool,
+    ) -> Result<bool, CallError> {
+        self.calls.push(format!("ApplyConfiguration {a} insecure={insecure} dry_run={dry_run}"));
+        self.applied.insert(a.into(), config.into());
+        // The node reboots into the install and drops the connection.
+        Ok(true)
+    }
+    fn service_info(&mut self, a: &str, name: &str) -> Result<ServiceObs, CallError> {
+        self.calls.push(format!("ServiceInfo {a} {name}"));
+        if self.kubelet_waits > 0 {
+            self.kubelet_waits -= 1;
+            return Ok(ServiceObs { state: "Waiting".into(), healthy: false });
+        }
+        Ok(ServiceObs { state: "Running".into(), healthy: true })
+    }
+    fn bootstrap(&mut self, a: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Bootstrap {a}"));
+        Ok(())
+    }
+    fn kubeconfig(&mut self, a: &str) -> Result<String, CallError> {
+        self.calls.push(format!("Kubeconfig {a}"));
+        Ok("apiVersion: v1\nkind: Config\n".into())
+    }
+    fn reset(&mut self, a: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Reset {a}"));
+        Ok(())
+    }
+    fn upgrade(&mut self, a: &str, image: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Upgrade {a} {image}"));
+        Ok(())
+    }
+}
+
+fn machine(s: &mut Store, id: &str) -> Resource<Body<MachineSpec>> {
+    s.get("default", TM, id).unwrap().unwrap()
+}
+
+fn state_of(s: &mut Store, id: &str) -> Option<State> {
+    machine(s, id).spec.status.state
+}
+
+#[test]
+fn a_machine_goes_from_booting_to_available_and_upgrades() {
+    let Some((etcd, _dir)) = start("machine") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, TM_DOC).unwrap();
+    let node = Scripted {
+        boot_failures: 2,
+        kubelet_waits: 1,
+        version: "v1.13.0".into(),
+        ..Default::default()
+    };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    let mut seen = Vec::new();
+    for _ in 0..12 {
+        // Backoff and polling are the loop's business; the test steps without waiting.
+        r.store
+            .modify::<Body<MachineSpec>>("default", TM, "lone", |m| m.spec.status.next_attempt = 0)
+            .unwrap();
+        r.pass().unwrap();
+        let st = state_of(&mut s, "lone");
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+    }
+    use State::*;
+    assert_eq!(seen, [Some(Booting), Some(Pending), Some(Installing), Some(Available)]);
+    let calls = &r.node.calls;
+    assert_eq!(calls.iter().filter(|c| c.starts_with("Disks")).count(), 3, "{calls:?}");
+    assert!(calls.contains(&"ApplyConfiguration 10.0.0.20 insecure=true dry_run=false".into()));
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.observed_version, "v1.13.0");
+    assert!(m.metadata.finalizers.contains(&RESET_FINALIZER.to_owned()));
+    let reasons: Vec<&str> = m.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "WaitingForBoot",
+            "WaitingForBoot",
+            "NodeAnswered",
+            "Applied",
+            "KubeletNotReady",
+            "KubeletRunning"
+        ]
+    );
+    assert!(m.spec.status.events.iter().all(|e| e.time > 0));
+
+    // A new version: Upgrade, then Available once the node runs it.
+    ctl::apply(&mut s, &TM_DOC.replace("v1.13.0", "v1.14.0")).unwrap();
+    r.pass().unwrap();
+    assert_eq!(state_of(&mut s, "lone"), Some(Upgrading));
+    assert!(r
+        .node
+        .calls
+        .contains(&"Upgrade 10.0.0.20 ghcr.io/siderolabs/installer:v1.14.0".into()));
+    r.pass().unwrap();
+    assert_eq!(state_of(&mut s, "lone"), Some(Upgrading), "the node still runs v1.13.0");
+    r.node.version = "v1.14.0".into();
+    r.pass().unwrap();
+    assert_eq!(state_of(&mut s, "lone"), Some(Available));
+
+    // Delete: the node is reset, then the resource goes.
+    let out = ctl::delete(&mut s, "default", Kind::Machine, "lone").unwrap();
+    assert!(out.contains("deleting"), "{out}");
+    r.pass().unwrap();
+    assert!(r.node.calls.contains(&"Reset 10.0.0.20".into()));
+    assert!(s.get::<serde_json::Value>("default", TM, "lone").unwrap().is_none());
+}
+
+#[test]
+fn a_control_plane_creates_its_machines_bootstraps_and_is_ready() {
+    let Some((etcd, _dir)) = start("cp") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, CP).unwrap();
+    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    for _ in 0..10 {
+        r.pass().unwrap();
+    }
+    let cp: Resource<Body<PoolSpec>> = s.get("default", TCP, "cp").unwrap().unwrap();
+    assert_eq!(cp.spec.status.state, Some(State::Ready), "{:?}", cp.spec.status);
+    for id in ["cp-10-0-0-11", "cp-10-0-0-12"] {
+        assert_eq!(state_of(&mut s, id), Some(State::Available));
+    }
+    // Bootstrap goes to the first machine only, once.
+    let boots: Vec<&String> = r.node.calls.iter().filter(|c| c.starts_with("Bootstrap")).collect();
+    assert_eq!(boots, ["Bootstrap 10.0.0.11"]);
+    let k: Resource<Kubeconfig> = s.get("default", KUBECONFIGS, "cp").unwrap().unwrap();
+    assert!(k.spec.kubeconfig.contains("kind: Config"));
+    // The status shows the configuration applied without its secrets.
+    let m = machine(&mut s, "cp-10-0-0-11");
+    assert!(r.node.applied["10.0.0.11"].contains("sekrit.token"));
+    assert!(!m.spec.status.config.contains("sekrit") && m.spec.status.config.contains("REDACTED"));
+
+    // A machine dropped from the list is reset and goes; deleting the control plane takes the
+    // rest with it.
+    ctl::apply(&mut s, &CP.replace("      - address: 10.0.0.12\n", "")).unwrap();
+    r.pass().unwrap();
+    r.pass().unwrap();
+    assert!(s.get::<serde_json::Value>("default", TM, "cp-10-0-0-12").unwrap().is_none());
+    assert!(r.node.calls.contains(&"Reset 10.0.0.12".into()));
+    ctl::delete(&mut s, "default", Kind::ControlPlane, "cp").unwrap();
+    for _ in 0..3 {
+        r.pass().unwrap();
+    }
+    assert!(s.get::<serde_json::Value>("default", TCP, "cp").unwrap().is_none());
+    assert!(s.get::<serde_json::Value>("default", TM, "cp-10-0-0-11").unwrap().is_none());
+    assert!(r.node.calls.contains(&"Reset 10.0.0.11".into()));
+}
+
+#[test]
+fn a_machine_whose_parent_is_gone_is_orphaned_and_not_reset() {
+    let Some((etcd, _dir)) = start("orphan") else { return };
+    let mut s = store(&etcd);
+    let doc = TM_DOC.replace("  version: v1.13.0\n", "  version: v1.13.0\n  workerRef: gone\n");
+    ctl::apply(&mut s, &doc).unwrap();
+    let mut r = Reconciler::new(store(&etcd), Scripted::default(), "default");
+    r.pass().unwrap();
+    r.pass().unwrap();
+    assert_eq!(state_of(&mut s, "lone"), Some(State::Orphaned));
+    assert!(r.node.calls.is_empty(), "{:?}", r.node.calls);
+    ctl::delete(&mut s, "default", Kind::Machine, "lone").unwrap();
+    assert!(r.node.calls.is_empty());
+}
+
+/// A node whose Disks answer comes while someone else rewrites the machine.
+struct Meddling {
+    other: Store,
+    /// Concurrent writes still to make, and Disks calls seen.
+    meddle: usize,
+    calls: usize,
+}
+
+impl NodeApi for Meddling {
+    fn version(&mut self, _: &str) -> Result<String, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn disks(&mut self, _: &str) -> Result<usize, CallError> {
+        self.calls += 1;
+        if self.meddle == 0 {
+            return Ok(1);
+        }
+        self.meddle -= 1;
+        // Between the reconciler's read and its write: a label added by another writer.
+        self.other
+            .modify::<Body<MachineSpec>>("default", TM, "lone", |m| {
+                let n = m.spec.labels.len();
+                m.spec.labels.insert(format!("touched-{n}"), "yes".into());
+            })
+            .unwrap();
+        Ok(1)
+    }
+    fn apply_configuration(
+        &mut self,
+        _: &str,
+        _: bool,
+        _: &str,
+        _: bool,
+    ) -> Result<bool, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn service_info(&mut self, _: &str, _: &str) -> Result<ServiceObs, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn bootstrap(&mut self, _: &str) -> Result<(), CallError> {
+        Err(CallError::Timeout)
+    }
+    fn kubeconfig(&mut self, _: &str) -> Result<String, CallError> {
+        Err(CallError::Timeout)
+    }
+    fn reset(&mut self, _: &str) -> Result<(), CallError> {
+        Err(CallError::Timeout)
+    }
+    fn upgrade(&mut self, _: &str, _: &str) -> Result<(), CallError> {
+        Err(CallError::Timeout)
+    }
+}
+
+#[test]
+fn a_status_write_that_conflicts_is_computed_again_from_a_fresh_read() {
+    let Some((etcd, _dir)) = start("conflict") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, TM_DOC).unwrap();
+    let mut r = Reconciler::new(
+        store(&etcd),
+        Meddling { other: store(&etcd), meddle: 2, calls: 0 },
+        "default",
+    );
+    r.pass().unwrap(); // (new) -> Booting, no call
+    assert_eq!(state_of(&mut s, "lone"), Some(State::Booting));
+    // Disks answers, but the first two answers come with a concurrent write: those status
+    // writes conflict, each retry reads afresh (and asks again), and the third write lands
+    // without losing the other writer's labels.
+    r.pass().unwrap();
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.state, Some(State::Pending));
+    assert_eq!(r.node.calls, 3);
+    assert_eq!(m.spec.labels.len(), 2, "{:?}", m.spec.labels);
+    assert_eq!(m.spec.status.events.iter().filter(|e| e.reason == "NodeAnswered").count(), 1);
+}

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The controllers against a real node: `keelson run` in maintenance mode in a network
+//! namespace this test creates, its Talos API on the namespace's loopback, and a private etcd
+//! in the same namespace. A PXE TalosMachine must leave `Booting` for `Pending` through the
+//! node's real `Disks` answer over maintenance TLS and gRPC. Needs root and the `keelson`
+//! binary (`cargo build -p keelson`, or `KEELSON_BIN`); without them it is skipped, or fails
+//! when `KEELSON_REQUIRE_ROOT=1`.
+#![allow(clippy::disallowed_methods)] // Tests drive processes from outside: threads and sleeps are fine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::tests_outside_test_module
+)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd::local::{LocalEtcd, Options};
+use operator::ctl;
+use operator::key::Layout;
+use operator::kinds::{Body, MachineSpec, TM};
+use operator::reconcile::Reconciler;
+use operator::states::State;
+use operator::store::{Resource, Store};
+use operator::talos::GrpcNode;
+use testkit::Netns;
+
+/// The `keelson` binary: `KEELSON_BIN`, else next to this test's target directory.
+fn keelson_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KEELSON_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("keelson");
+    p.is_file().then_some(p)
+}
+
+struct Killed(Child, PathBuf);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+#[test]
+fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
+    if !testkit::require_root("a_pxe_machine_reaches_pending_through_a_real_nodes_disks") {
+        return;
+    }
+    let Some(bin) = keelson_bin() else {
+        testkit::skip_or_fail("no keelson binary (cargo build -p keelson, or KEELSON_BIN)");
+        return;
+    };
+    if !std::process::Command::new("etcd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        testkit::skip_or_fail("no etcd binary (Debian: etcd-server)");
+        return;
+    }
+    let ns = Netns::new();
+    ns.ip(&["link", "set", "lo", "up"]);
+    let root = std::env::temp_dir().join(format!("keelson-opnode-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let log = root.join("keelson.log");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "unshare", "-u"])
+        .arg(&bin)
+        .arg("run")
+        .args(["--cmdline", ""])
+        .arg("--root")
+        .arg(&root)
+        .arg("--state")
+        .arg(root.join("state"))
+        .args(["--api-listen", "127.0.0.1:50000"])
+        .env("KEELSON_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let node = Killed(child, root.clone());
+    // A machine configuration and an admin client certificate from `keelson gen config`.
+    let gen = root.join("gen");
+    let ok = Command::new(&bin)
+        .args(["gen", "config", "ours", "--output"])
+        .arg(&gen)
+        .args(["--endpoints", "127.0.0.1"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let config = std::fs::read_to_string(gen.join("machine.yaml")).unwrap();
+    let pems = client_pems(&gen.join("keelsonconfig"), &root);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("maintenance certificate") {
+        assert!(
+            Instant::now() < until,
+            "node not in maintenance mode: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The operator's side runs in the namespace too: etcd and the reconciler on its loopback.
+    let name = ns.name.clone();
+    let data = root.join("etcd");
+    let seen = std::thread::spawn(move || {
+        Netns { name }.enter_and_keep();
+        let mut opts = Options::new(&data.join("data"), &data.join("etcd.log"));
+        opts.no_fsync = true;
+        let etcd = LocalEtcd::start(&opts).unwrap();
+        let layout = Layout::new("/keelson-operator", b"/keelson-operator");
+        let mut s = Store::new(etcd.client(), layout.clone());
+        let indented: String = config.lines().map(|l| format!("    {l}\n")).collect();
+        let doc = format!(
+            "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: n1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:01\n    cpuArchitecture: amd64\n  config: |\n{indented}"
+        );
+        ctl::apply(&mut s, &doc).unwrap();
+        let (ca, crt, key) = &pems;
+        let secure = etcd::client::tls_config(ca, Some((crt, key))).unwrap();
+        let node = GrpcNode::new(Some(secure)).unwrap();
+        let mut r = Reconciler::new(Store::new(etcd.client(), layout), node, "default");
+        let mut seen = Vec::new();
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            r.pass().unwrap();
+            let m: Resource<Body<MachineSpec>> = s.get("default", TM, "n1").unwrap().unwrap();
+            if seen.last() != Some(&m.spec.status.state) {
+                seen.push(m.spec.status.state);
+            }
+            // Installing asks the configured node about kubelet over mutual TLS; any answer
+            // (a kubelet that is not running in a namespace) ends the test.
+            let asked = m.spec.status.events.iter().any(|e| e.reason == "KubeletNotReady" || e.reason == "KubeletRunning");
+            if m.spec.status.state == Some(State::Installing) && asked {
+                return (seen, m.spec.status);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let m: Resource<Body<MachineSpec>> = s.get("default", TM, "n1").unwrap().unwrap();
+        (seen, m.spec.status)
+    })
+    .join()
+    .unwrap();
+    let (states, status) = seen;
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        states,
+        [Some(State::Booting), Some(State::Pending), Some(State::Installing)],
+        "{status:?}\n{log_text}"
+    );
+    let reasons: Vec<&str> = status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons[..3], ["WaitingForBoot", "NodeAnswered", "Applied"], "{status:?}");
+    let answered = &status.events[1];
+    assert!(answered.message.starts_with("maintenance API answered Disks ("), "{answered:?}");
+    let kubelet = &status.events[3];
+    assert!(kubelet.message.starts_with("kubelet is "), "{kubelet:?}");
+    eprintln!("events: {:?}", status.events);
+    // The applied configuration is in status without its secrets.
+    assert!(status.config.contains("REDACTED") && !status.config_hash.is_empty());
+    drop(node);
+}
+
+/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
+fn client_pems(
+    keelsonconfig: &std::path::Path,
+    dir: &std::path::Path,
+) -> (PathBuf, PathBuf, PathBuf) {
+    use base64::Engine;
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(keelsonconfig).unwrap()).unwrap();
+    let ctx = &v["contexts"][v["context"].as_str().unwrap()];
+    let write = |field: &str| {
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(ctx[field].as_str().unwrap().trim())
+            .unwrap();
+        let p = dir.join(format!("client-{field}.pem"));
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    (write("ca"), write("crt"), write("key"))
+}
+
+/// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).
+trait EnterAndKeep {
+    fn enter_and_keep(self);
+}
+
+impl EnterAndKeep for Netns {
+    fn enter_and_keep(self) {
+        self.enter();
+        std::mem::forget(self);
+    }
+}
