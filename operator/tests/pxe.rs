@@ -445,3 +445,88 @@ fn serve_with_boot_http_reads_the_table_from_etcd() {
         "the service stopped with serve"
     );
 }
+
+#[test]
+fn serve_boots_a_talos_machine_by_its_pxe_client_spec() {
+    use std::io::BufRead;
+    let found = Command::new("etcd").arg("--version").output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        testkit::skip_or_fail("serve_boots_a_talos_machine: no etcd binary (Debian: etcd-server)");
+        return;
+    }
+    if !ready("serve_boots_a_talos_machine") {
+        return;
+    }
+    let dir = tempdir("tm");
+    let bin = env!("CARGO_BIN_EXE_keelson-operator");
+    let (k, i) = (dir.0.join("k"), dir.0.join("i"));
+    std::fs::write(&k, b"kernel").unwrap();
+    std::fs::write(&i, b"initramfs").unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(bin).args(args).arg("--data-dir").arg(&dir.0).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&[
+        "image",
+        "add",
+        "v1.13.0",
+        "--kernel",
+        k.to_str().unwrap(),
+        "--initramfs",
+        i.to_str().unwrap(),
+    ]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(bin)
+        .args(["serve", "--boot-http", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(&dir.0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("boot http on")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => log.push(l),
+            Err(_) => panic!("serve did not start its boot service: {log:?}"),
+        }
+    }
+    let base = format!("http://127.0.0.1:{port}");
+    let mac = "52:54:00:00:00:20";
+    // Unknown until the TalosMachine is applied (through the running serve's etcd).
+    let (_, body) = get(&[&format!("{base}/ipxe?mac={mac}")]);
+    assert!(String::from_utf8(body).unwrap().ends_with("\nexit\n"));
+    let doc = dir.0.join("tm.yaml");
+    std::fs::write(
+        &doc,
+        "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: pxe1\nspec:\n  \
+         endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:20\n    \
+         cpuArchitecture: amd64\n    kernelCmdlineArgs: [console=ttyS0, talos.platform=metal]\n",
+    )
+    .unwrap();
+    run(&["apply", "-f", doc.to_str().unwrap()]);
+    let (code, body) = get(&[&format!("{base}/ipxe?mac={mac}")]);
+    let script = String::from_utf8(body).unwrap();
+    assert_eq!(code, "200");
+    assert!(
+        script.contains(&format!(
+            "kernel {base}/images/v1.13.0/vmlinuz initrd=initramfs console=ttyS0 talos.platform=metal\n"
+        )),
+        "{script}"
+    );
+    assert!(!script.contains("talos.config"), "no config from the boot service: {script}");
+    assert_eq!(get(&[&format!("{base}/config/{mac}")]).0, "404");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+}

@@ -14,6 +14,7 @@ pub mod machines;
 pub mod options;
 pub mod proxydhcp;
 pub mod script;
+pub mod talos_table;
 pub mod tftp;
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
@@ -145,8 +146,13 @@ pub fn from_serve(
         o.data_dir.clone().or_else(crate::cli::default_data_dir).ok_or(StartError::NoDataDir)?;
     let images = Arc::new(Images::new(&dir));
     let layout = crate::key::Layout::new(&o.prefix, o.prefix.as_bytes());
-    let store = crate::store::Store::new(client.clone(), layout);
-    let table: Arc<dyn MachineTable> = Arc::new(machines::StoreTable::new(store));
+    let store = crate::store::Store::new(client.clone(), layout.clone());
+    let talos = crate::store::Store::new(client.clone(), layout);
+    // Explicit `machine add` entries first, then TalosMachines with a pxeClientSpec.
+    let table: Arc<dyn MachineTable> = Arc::new(talos_table::Chain(vec![
+        Arc::new(machines::StoreTable::new(store)),
+        Arc::new(talos_table::TalosMachines::new(talos, &o.namespace)),
+    ]));
     let stop = Arc::new(AtomicBool::new(false));
     let running = start(&o.pxe, images, table, stop.clone())?;
     Ok(Some(Guard { stop, running: Some(running) }))
