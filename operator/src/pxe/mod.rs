@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Network boot from the operator (docs/pxe.md): boot images by version ([`images`]), the
-//! machines it boots ([`machines`]), the iPXE scripts ([`script`]) and the HTTP service that
-//! hands them and the images out ([`http`]), a read-only TFTP server for the first stage
-//! ([`tftp`]), and the command line for all of it ([`cli`]).
+//! machines it boots ([`machines`]: `machine add` entries; [`talos_table`]: TalosMachines with
+//! a `pxeClientSpec`), the iPXE scripts ([`script`]) and the HTTP service that hands them and
+//! the images out ([`http`]), a read-only TFTP server for the first stage ([`tftp`]),
+//! proxyDHCP ([`proxydhcp`]), `serve`'s flags ([`options`]) and the `image` and `machine`
+//! commands ([`cli`]).
 
 pub mod cli;
 #[cfg(test)]
