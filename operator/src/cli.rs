@@ -38,6 +38,9 @@ options:
 apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
   -h, --help                this text
+
+image and machine: the boot images and machines of network boot (keelson-operator image --help).
+boot options of serve (docs/pxe.md):
 ";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -70,6 +73,8 @@ pub struct ServeOptions {
     pub talos_port: u16,
     /// The CA of configured nodes and a client certificate and key for them (PEM files).
     pub talos_tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// Network boot (docs/pxe.md).
+    pub pxe: crate::pxe::options::Options,
 }
 
 impl Default for ServeOptions {
@@ -86,6 +91,7 @@ impl Default for ServeOptions {
             namespace: crate::kinds::DEFAULT_NAMESPACE.into(),
             talos_port: crate::talos::PORT,
             talos_tls: None,
+            pxe: crate::pxe::options::Options::default(),
         }
     }
 }
@@ -164,6 +170,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             Long("talos-ca") if verb == "serve" => talos[0] = Some(PathBuf::from(p.value()?)),
             Long("talos-cert") if verb == "serve" => talos[1] = Some(PathBuf::from(p.value()?)),
             Long("talos-key") if verb == "serve" => talos[2] = Some(PathBuf::from(p.value()?)),
+            Long(f) if verb == "serve" && crate::pxe::options::is_serve_flag(f) => {
+                let f = f.to_owned();
+                let v = p.value()?;
+                crate::pxe::options::serve_flag(&mut o.pxe, &f, v).map_err(CliError::Usage)?;
+            }
             Short('n') | Long("namespace") => {
                 let v = p.value()?.string()?;
                 if !crate::kinds::valid_name(&v) {

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! keelson-operator: its resource store on etcd ([`store`], laid out by [`key`]), the etcd it
 //! uses (a private one or an existing cluster) and the leader election of its replicas
-//! ([`serve`]), and its command line ([`cli`]).
+//! ([`serve`]), its command line ([`cli`]), and network boot ([`pxe`]).
 
 pub mod cli;
 pub mod ctl;
 pub mod key;
 pub mod kinds;
+pub mod pxe;
 pub mod reconcile;
 pub mod serve;
 pub mod states;

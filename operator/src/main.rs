@@ -45,14 +45,25 @@ fn main() -> ExitCode {
     if log::set_logger(&Stderr).is_ok() {
         log::set_max_level(level);
     }
-    let cmd = match cli::parse(std::env::args_os().skip(1)) {
+    // The boot commands (docs/pxe.md) run once and exit.
+    let mut args = std::env::args_os().skip(1);
+    let first = std::env::args_os().nth(1).and_then(|a| a.into_string().ok());
+    if let Some(cmd @ ("image" | "machine")) = first.as_deref() {
+        let _ = args.next();
+        return operator::pxe::cli::main(cmd, args.collect());
+    }
+    let cmd = match cli::parse(args) {
         Ok(o) => o,
         Err(CliError::Help) => {
-            print!("{}", cli::USAGE);
+            print!("{}{}", cli::USAGE, operator::pxe::options::SERVE_USAGE);
             return ExitCode::SUCCESS;
         }
         Err(CliError::Usage(e)) => {
-            eprintln!("keelson-operator: {e}\n{}", cli::USAGE);
+            eprintln!(
+                "keelson-operator: {e}\n{}{}",
+                cli::USAGE,
+                operator::pxe::options::SERVE_USAGE
+            );
             return ExitCode::from(2);
         }
     };

@@ -39,6 +39,8 @@ pub enum ServeError {
     NotServing(PathBuf),
     #[error("Talos API client: {0}")]
     Talos(String),
+    #[error("{0}")]
+    Boot(#[from] crate::pxe::StartError),
     #[error("etcd at {0}: {1}")]
     Unreachable(String, etcd::ClientError),
 }
@@ -154,6 +156,8 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     );
     // The store the controllers use; its salt is the prefix, as Omni salts per account.
     let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    // Network boot, on every replica (it only reads): stopped when this returns.
+    let _boot = crate::pxe::from_serve(o, &client)?;
     // Maintenance-mode calls need no credentials; calls to configured nodes need the client
     // certificate (without one they answer that none is configured).
     let secure = match &o.talos_tls {
