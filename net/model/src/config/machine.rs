@@ -109,6 +109,9 @@ pub struct Machine {
     /// `machine.kubelet`.
     #[serde(default)]
     pub kubelet: KubeletConfig,
+    /// keelson addition: `machine.metrics`, the Prometheus metrics listener; absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsConfig>,
 
     // Talos keys keelson ignores (see `known.rs`).
     #[serde(default, skip_serializing)]
@@ -248,6 +251,15 @@ pub struct TimeConfig {
     /// (v1alpha1 has no such key).
     #[serde(skip_deserializing, skip_serializing_if = "std::ops::Not::not")]
     pub use_nts: bool,
+}
+
+/// `machine.metrics` (a keelson key): serve Prometheus metrics over plain HTTP.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where to listen (`[::]:9100`).
+    #[serde(deserialize_with = "scalar::one::<scalar::ListenAddr, _>")]
+    pub listen: std::net::SocketAddr,
 }
 
 /// `machine.kubelet`: keelson hands off to a kubelet it does not manage the image of.

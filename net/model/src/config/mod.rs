@@ -23,6 +23,7 @@
 //! * `machine.kubelet.command`: the kubelet command line keelson hands off to (Talos runs
 //!   kubelet from an image instead; `machine.kubelet.image` is ignored), and
 //!   `machine.kubelet.healthz`: the `http://` endpoint whose 200 says it is healthy.
+//! * `machine.metrics.listen`: where the node serves Prometheus metrics (off when absent).
 //! * `routes[].table` on legacy device and VLAN routes: a number or `main`, `local`,
 //!   `default` (Talos has it only in the newer multi-document config).
 //! * `machine.time.bootTimeout` is a Go-style duration string (`90s`, `2m`, `1h30m`).
@@ -90,8 +91,8 @@ pub use error::{ConfigError, Position};
 pub use healthz::{HealthzTarget, DEFAULT_HEALTHZ};
 pub use machine::{
     Cluster, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig, InstallConfig,
-    KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType, NodeIpConfig,
-    PemKeyPair, ServiceRegistry, TimeConfig,
+    KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType, MetricsConfig,
+    NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,
 };
 pub use migrate::{migrate, MigrateError};
 pub use network::{

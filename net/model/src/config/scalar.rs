@@ -90,6 +90,21 @@ impl ScalarParser for Ip {
     }
 }
 
+/// A listening address: `IP:PORT` (`[IPv6]:PORT`), port 1-65535.
+pub(crate) struct ListenAddr;
+impl ScalarParser for ListenAddr {
+    type Out = std::net::SocketAddr;
+    const EXPECTING: &'static str = "an address and port (IP:PORT, [IPv6]:PORT)";
+    fn parse(s: &str) -> Result<std::net::SocketAddr, String> {
+        let bad = || format!("invalid listen address {s:?}: expected IP:PORT or [IPv6]:PORT");
+        let addr: std::net::SocketAddr = s.parse().map_err(|_| bad())?;
+        if addr.port() == 0 {
+            return Err(format!("invalid listen address {s:?}: port 0"));
+        }
+        Ok(addr)
+    }
+}
+
 /// An IPv4 address.
 pub(crate) struct Ipv4;
 impl ScalarParser for Ipv4 {

@@ -485,3 +485,19 @@ fn warnings_of_documents_ahead_of_the_v1alpha1_one_are_kept() {
         report.config.warnings
     );
 }
+
+#[test]
+fn the_metrics_listener_is_off_unless_configured_and_a_bad_address_drops_that_field() {
+    assert_eq!(check(HEAD).config.machine.metrics, None);
+    let yaml = format!("{HEAD}  metrics:\n    listen: \"[::]:9100\"\n");
+    let report = check(&yaml);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let listen = report.config.machine.metrics.map(|m| m.listen);
+    assert_eq!(listen, Some("[::]:9100".parse().unwrap()));
+    for bad in ["9100", "0.0.0.0:0", "host:9100", "[::]:70000"] {
+        let yaml = format!("{HEAD}  metrics:\n    listen: \"{bad}\"\n");
+        let cfg = dropped_one(&yaml, "machine.metrics.listen", 8, "machine.metrics");
+        assert_eq!(cfg.machine.metrics, None, "{bad}");
+        eth9_kept(&cfg);
+    }
+}
