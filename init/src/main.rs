@@ -58,6 +58,7 @@ const COMMANDS: &[(&str, &str)] = &[
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
               [--api-socket PATH] [--api-listen ADDR:PORT]... [--api-max-connections N]
               [--set-clock] [--nts-ca FILE] [--config-url URL [--config-ca PEM]...]
+              [--metrics-listen ADDR:PORT]
       Run the runtime as an ordinary process in the current network namespace: configure the
       kernel, write /etc files under DIR, follow config file changes; SIGTERM stops it and
       leaves the kernel configured. --once exits as soon as everything is applied.
@@ -73,6 +74,8 @@ const COMMANDS: &[(&str, &str)] = &[
       ready, retried with backoff) and keeps it in --config FILE; an existing FILE is used
       instead. --config-ca replaces the https trust roots (/etc/keelson/ca.pem and
       /etc/ssl/certs/ca-certificates.crt).
+      --metrics-listen serves Prometheus metrics over plain HTTP (GET /metrics) when the config
+      has no machine.metrics.listen (docs/metrics.md).
 ",
     ),
     (

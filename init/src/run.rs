@@ -28,6 +28,9 @@ enum ArgsError {
     /// `--api-listen` is not ADDR:PORT.
     #[error("--api-listen wants ADDR:PORT ([ADDR]:PORT for IPv6), not {0:?}")]
     Listen(String),
+    /// `--metrics-listen` is not ADDR:PORT.
+    #[error("--metrics-listen wants ADDR:PORT ([ADDR]:PORT for IPv6), not {0:?}")]
+    MetricsListen(String),
     /// `--config-url` without `--config`.
     #[error("--config-url needs --config FILE: where the fetched config is kept (an existing FILE is used instead of fetching)")]
     UrlWithoutFile,
@@ -54,6 +57,7 @@ struct Args {
     api_socket: Option<PathBuf>,
     api_listen: Vec<std::net::SocketAddr>,
     api_max_connections: usize,
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
@@ -73,6 +77,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         api_socket: None,
         api_listen: Vec::new(),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
+        metrics_listen: None,
     };
     let mut root = None;
     while let Some(arg) = p.next()? {
@@ -96,6 +101,15 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
             Long("api-listen") => {
                 let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
                 a.api_listen.push(v.parse().map_err(|_| ArgsError::Listen(v))?);
+            }
+            Long("metrics-listen") => {
+                let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
+                let addr: std::net::SocketAddr =
+                    v.parse().map_err(|_| ArgsError::MetricsListen(v.clone()))?;
+                if addr.port() == 0 {
+                    return Err(ArgsError::MetricsListen(v));
+                }
+                a.metrics_listen = Some(addr);
             }
             Long("api-max-connections") => {
                 a.api_max_connections = value(&mut p)?
@@ -156,6 +170,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         api_socket: args.api_socket,
         api_listen: args.api_listen,
         api_max_connections: args.api_max_connections,
+        metrics_listen: args.metrics_listen,
         state: args.state,
     };
     match node::run(&opts) {

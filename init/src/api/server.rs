@@ -168,6 +168,11 @@ impl Server {
             || self.conns.contains_key(&token)
     }
 
+    /// Open connections (TLS or the local socket, handshaking or not).
+    pub fn open_connections(&self) -> usize {
+        self.conns.len()
+    }
+
     /// The earliest idle deadline.
     pub fn poll_at(&self) -> Option<Instant> {
         let reissue = self.remote.as_ref().and_then(Remote::poll_at);

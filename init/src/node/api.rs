@@ -113,6 +113,11 @@ impl Api {
         self.0.as_mut().and_then(Server::take_restart)
     }
 
+    /// Open connections (`None`: the API is not served).
+    pub fn open_connections(&self) -> Option<usize> {
+        self.0.as_ref().map(Server::open_connections)
+    }
+
     /// The earliest connection deadline.
     pub fn poll_at(&self) -> Option<Instant> {
         self.0.as_ref().and_then(Server::poll_at)

@@ -52,6 +52,8 @@ pub enum Source {
     Operators,
     /// The API's listeners and connections.
     Api,
+    /// The metrics listener and its connections.
+    Metrics,
 }
 
 /// The tag of every source, handed out once at start.
@@ -77,6 +79,8 @@ pub struct Tags {
     pub operators: Tag,
     /// See [`Source::Api`].
     pub api: Tag,
+    /// See [`Source::Metrics`].
+    pub metrics: Tag,
 }
 
 impl Tags {
@@ -93,6 +97,7 @@ impl Tags {
             time: tokens.tag(Source::Time)?,
             operators: tokens.tag(Source::Operators)?,
             api: tokens.tag(Source::Api)?,
+            metrics: tokens.tag(Source::Metrics)?,
         })
     }
 
@@ -109,6 +114,7 @@ impl Tags {
             Source::Time => self.time,
             Source::Operators => self.operators,
             Source::Api => self.api,
+            Source::Metrics => self.metrics,
         }
     }
 }
@@ -179,6 +185,8 @@ pub struct EventLoop {
     pub lifecycle: Lifecycle,
     /// The discovery service client.
     pub discovery: Discovery,
+    /// The Prometheus metrics listener.
+    pub metrics: super::metrics::Metrics,
 }
 
 /// What the loop keeps between iterations.
@@ -235,6 +243,8 @@ impl EventLoop {
             // growing.
             let changes = self.rt.take_changes();
             self.api.after_run(&self.rt, &changes, &self.reactor, now);
+            self.metrics.follow(&self.rt, now);
+            self.metrics.note_api_connections(self.api.open_connections());
 
             let deadline = self.watch_and_deadline(&p);
             self.reactor.arm(deadline, now)?;
@@ -252,7 +262,7 @@ impl EventLoop {
     /// Watch what every source opened this iteration; the earliest deadline of them all
     /// (the runtime's, the sources', the stop grace's).
     fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
-        let sources: [(Source, &mut dyn EventSource<Runtime>); 8] = [
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 9] = [
             (Source::Netlink, &mut self.netlink),
             (Source::Config, &mut self.config),
             (Source::Kubelet, &mut self.kubelet),
@@ -261,6 +271,7 @@ impl EventLoop {
             (Source::Discovery, &mut self.discovery),
             (Source::Time, &mut self.time),
             (Source::Operators, &mut self.operators),
+            (Source::Metrics, &mut self.metrics),
         ];
         let mut deadline = evloop::earliest([
             self.vips.poll_at(Instant::now()),
@@ -272,6 +283,15 @@ impl EventLoop {
         for (name, source) in sources {
             watch_new(&self.reactor, self.tags.of(name), name, source);
             deadline = evloop::earliest([deadline, source.poll_at()]);
+        }
+        // The metrics connections switch between waiting to read and waiting to write.
+        for (key, write) in self.metrics.take_interest() {
+            if let Some(fd) = self.metrics.fd(key) {
+                let token = self.tags.metrics.token(key);
+                if let Err(e) = self.reactor.interest(fd, token, !write, write) {
+                    log::warn!(target: "metrics", "epoll interest for connection {key}: {e}");
+                }
+            }
         }
         deadline
     }
@@ -459,6 +479,7 @@ impl EventLoop {
             Source::Discovery => &mut self.discovery,
             Source::Time => &mut self.time,
             Source::Operators => &mut self.operators,
+            Source::Metrics => &mut self.metrics,
             // These two need more of the loop than the runtime: a fetched config is written
             // back and followed; the API reads the machine and may stop it.
             Source::ConfigUrl => return self.config_fetched(now),
@@ -507,6 +528,7 @@ mod tests {
             (tags.time, Source::Time),
             (tags.operators, Source::Operators),
             (tags.api, Source::Api),
+            (tags.metrics, Source::Metrics),
         ];
         for (i, (tag, source)) in all.iter().enumerate() {
             assert_eq!(tags.of(*source), *tag);

@@ -6,7 +6,8 @@
 //! The parts: [`event_loop`] (the epoll wait and dispatch, the sources' tags), [`kubelet`] (its
 //! desired command, status and reaping), [`config`] (the config file loaded and followed),
 //! [`api`] (the local API's wiring), [`netlink`] (kernel events into the runtime), [`health`]
-//! (the kubelet's health check) and [`lifecycle`] (the machine's stage as a resource).
+//! (the kubelet's health check), [`lifecycle`] (the machine's stage as a resource) and
+//! [`metrics`] (the Prometheus listener).
 
 mod api;
 mod config;
@@ -19,6 +20,7 @@ mod hardware;
 pub(crate) mod health;
 mod kubelet;
 mod lifecycle;
+mod metrics;
 mod netlink;
 mod vips;
 
@@ -81,6 +83,8 @@ pub struct Options {
     pub api_listen: Vec<std::net::SocketAddr>,
     /// Most API connections at once.
     pub api_max_connections: usize,
+    /// Serve Prometheus metrics here when the config has no `machine.metrics`.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
     pub state: Option<PathBuf>,
     /// Kernel uevents to load drivers for (PID 1 only).
@@ -162,6 +166,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         tokens,
         tags,
         discovery,
+        metrics: metrics::Metrics::new(opts.metrics_listen),
         reactor,
         rt,
         operators,

@@ -154,6 +154,8 @@ pub fn main() -> ! {
             crate::api::remote::DEFAULT_PORT,
         ))],
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
+        // PID 1 serves metrics only where machine.metrics says.
+        metrics_listen: None,
         state: Some(PathBuf::from(STATE_DIR)),
         hotplug,
         predictable_names: parsed.predictable_names,
