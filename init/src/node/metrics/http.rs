@@ -107,6 +107,7 @@ pub fn refusal(r: Refusal) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

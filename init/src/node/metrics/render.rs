@@ -207,6 +207,7 @@ fn time(e: &mut Exposition, store: &Store) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use std::time::Duration;
 
     use base::metrics::Histogram;
