@@ -130,6 +130,29 @@ def scenario_hostile(addr):
           f"scrape beside 20 slow clients: {status}")
     check(took < 2, f"the scrape took {took:.1f}s")
 
+    # A client that reads slowly through a small receive buffer: the response does not fit
+    # the socket at once, and still arrives whole.
+    host, port = addr.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    s.settimeout(10)
+    s.connect((host, int(port)))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.5)
+    raw = b""
+    while True:
+        chunk = s.recv(512)
+        if not chunk:
+            break
+        raw += chunk
+        time.sleep(0.001)
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+    check(head.startswith(b"HTTP/1.1 200 ") and length == [len(body)] and len(body) > 10000,
+          f"slow reader: {head[:40]!r}, {length} vs {len(body)} bytes")
+    list(prom_parse(body.decode()))
+
     # A head past 8 KiB: 431, then the server closes.
     s = connect(addr)
     s.sendall(b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"a" * 9000 + b"\r\n\r\n")

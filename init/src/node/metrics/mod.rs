@@ -269,6 +269,7 @@ impl Metrics {
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         if !conn.write_armed {
+                            log::debug!(target: "metrics", "connection {key}: the response waits for the socket ({} of {} bytes sent)", conn.sent, conn.out.len());
                             conn.write_armed = true;
                             self.interest.push((key, true));
                         }
@@ -330,5 +331,134 @@ impl EventSource<Runtime> for Metrics {
         evloop::earliest(
             self.conns.values().map(|c| Some(c.deadline)).chain([self.failed.map(|(_, at)| at)]),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::{Read, Write};
+
+    use net::resource::{Operator, OperatorStatus};
+    use nix::sys::socket::{setsockopt, sockopt};
+
+    use super::*;
+
+    /// A runtime whose scrape is some 30 KiB: many operators with long link names.
+    fn big_store() -> Runtime {
+        let mut rt = Runtime::new();
+        for i in 0..200 {
+            let s = OperatorStatus {
+                operator: Operator::Dhcp4,
+                link_name: format!("link-with-a-long-name-{i:04}"),
+                state: "bound".into(),
+                lease_seconds: Some(3600),
+                ..OperatorStatus::default()
+            };
+            rt.put_input("test", Namespace::Network, &format!("dhcp4/{i}"), s).unwrap();
+        }
+        rt
+    }
+
+    /// A TCP client whose receive buffer is set before it connects.
+    fn small_client(addr: SocketAddr) -> std::net::TcpStream {
+        use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, SockaddrIn};
+        let fd =
+            socket(AddressFamily::Inet, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
+        setsockopt(&fd, sockopt::RcvBuf, &2048).unwrap();
+        let SocketAddr::V4(v4) = addr else { unreachable!() };
+        connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(v4)).unwrap();
+        std::net::TcpStream::from(fd)
+    }
+
+    #[test]
+    fn a_response_larger_than_the_socket_waits_for_writability_and_arrives_whole() {
+        let mut rt = big_store();
+        let now = Instant::now();
+        let mut m = Metrics::new(Some("127.0.0.1:0".parse().unwrap()));
+        m.follow(&rt, now);
+        assert_eq!(m.take_new_keys(), [KEY_LISTENER]);
+        let addr = m.listener.as_ref().unwrap().1.local_addr().unwrap();
+
+        // Small buffers at both ends (the client's before it connects, so the window it
+        // offers is small too): the response cannot go out in one write.
+        let mut client = small_client(addr);
+        m.ready(KEY_LISTENER, &mut rt, now);
+        let key = m.take_new_keys()[0];
+        setsockopt(&m.conns[&key].stream, sockopt::SndBuf, &4096).unwrap();
+        client.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        m.ready(key, &mut rt, now);
+        assert_eq!(m.take_interest(), [(key, true)], "the rest waits for writability");
+        assert_eq!(m.conns[&key].phase, Phase::Writing);
+
+        client.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut interest = Vec::new();
+        for _ in 0..10_000 {
+            match client.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            m.ready(key, &mut rt, now);
+            interest.extend(m.take_interest());
+        }
+        // Back to reading once the response is out, and closed after the client's EOF.
+        assert_eq!(interest, [(key, false)]);
+        let text = String::from_utf8(got).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}", body.len())), "{head}");
+        assert!(body.len() > 20_000, "{}", body.len());
+        assert_eq!(body.matches("keelson_operator_lease_seconds{").count(), 200);
+        drop(client);
+        m.ready(key, &mut rt, now);
+        assert!(m.conns.is_empty());
+    }
+
+    #[test]
+    fn past_the_cap_the_oldest_unfinished_head_makes_room_and_deadlines_close_the_rest() {
+        let mut rt = Runtime::new();
+        let start = Instant::now();
+        let mut m = Metrics::new(Some("127.0.0.1:0".parse().unwrap()));
+        m.follow(&rt, start);
+        let addr = m.listener.as_ref().unwrap().1.local_addr().unwrap();
+        let mut clients = Vec::new();
+        for i in 0..MAX_CONNECTIONS as u32 + 4 {
+            clients.push(std::net::TcpStream::connect(addr).unwrap());
+            m.ready(KEY_LISTENER, &mut rt, start + Duration::from_millis(u64::from(i)));
+        }
+        assert_eq!(m.conns.len(), MAX_CONNECTIONS);
+        // The four oldest were closed: their clients read EOF.
+        for c in &mut clients[..4] {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            assert_eq!(c.read(&mut [0u8; 1]).unwrap(), 0);
+        }
+        assert_eq!(m.poll_at(), Some(start + Duration::from_millis(4) + HEAD_TIMEOUT));
+        m.follow(&rt, start + HEAD_TIMEOUT + Duration::from_secs(1));
+        assert!(m.conns.is_empty());
+        assert_eq!(m.poll_at(), None);
+    }
+
+    #[test]
+    fn the_listener_moves_with_the_desired_address_and_closes_without_one() {
+        let rt = Runtime::new();
+        let now = Instant::now();
+        let mut m = Metrics::new(None);
+        m.follow(&rt, now);
+        assert!(m.listener.is_none() && m.take_new_keys().is_empty());
+        m.flag = Some("127.0.0.1:0".parse().unwrap());
+        m.follow(&rt, now);
+        assert_eq!(m.take_new_keys(), [KEY_LISTENER]);
+        m.flag = None;
+        m.follow(&rt, now);
+        assert!(m.listener.is_none());
+        // An address the node does not have: logged, retried after BIND_RETRY.
+        m.flag = Some("192.0.2.1:9100".parse().unwrap());
+        m.follow(&rt, now);
+        assert!(m.listener.is_none());
+        assert_eq!(m.poll_at(), Some(now + BIND_RETRY));
     }
 }
