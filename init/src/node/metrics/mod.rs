@@ -401,7 +401,7 @@ mod tests {
                 Ok(0) => break,
                 Ok(n) => got.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => panic!("{e}"),
+                Err(e) => unreachable!("{e}"),
             }
             m.ready(key, &mut rt, now);
             interest.extend(m.take_interest());
