@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! keelson's general utilities, shared by every crate: the one check for names that reach
 //! `/etc` files and the kernel, and the escaping of text for logs and terminals (`names`); hex
-//! text (`hex`); what per-client limits are kept per (`client_key`); replacing a file through a temporary and a rename (`atomic_file`); reads bounded in size that never block on open (`bounded`); bytes from the
+//! text (`hex`); the one HTTP/1.1 response parser (`http1`); what per-client limits are kept per (`client_key`); replacing a file through a temporary and a rename (`atomic_file`); reads bounded in size that never block on open (`bounded`); bytes from the
 //! kernel's random source (`random`); PEM trust roots for TLS clients (`tls_roots`); and metrics as Prometheus or OpenMetrics text
 //! (`metrics`).
 //! Without features it is pure std, so the model crate may depend on it; the `os` feature adds
@@ -16,6 +16,7 @@ pub mod atomic_file;
 pub mod bounded;
 pub mod client_key;
 pub mod hex;
+pub mod http1;
 pub mod metrics;
 pub mod names;
 #[cfg(feature = "os")]

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 // keelson's HTTP/1 response parser (bounded), shared by inclusion: the demo is its own binary
 // and keelson has no library target. Only the parser is used here.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../fetch/http.rs"]
 mod http;
 

@@ -88,7 +88,7 @@ impl FetchError {
             Self::Resolve { .. } | Self::Connect { .. } | Self::Io(_) | Self::Timeout(_) => {
                 Failure::Transport
             }
-            Self::Http(HttpError::BodyTooLarge | HttpError::Coding(_)) => Failure::Final,
+            Self::Http(HttpError::BodyTooLarge(_) | HttpError::Coding(_)) => Failure::Final,
             Self::Http(_) => Failure::Transport,
             Self::Tls(rustls::Error::InvalidCertificate(_)) => Failure::Final,
             Self::Tls(_) => Failure::Transport,
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(status(503).failure(), Failure::Status(503));
         assert_eq!(FetchError::Timeout(180).failure(), Failure::Transport);
         assert_eq!(FetchError::Http(HttpError::Truncated).failure(), Failure::Transport);
-        assert_eq!(FetchError::Http(HttpError::BodyTooLarge).failure(), Failure::Final);
+        assert_eq!(FetchError::Http(HttpError::BodyTooLarge(1)).failure(), Failure::Final);
         let untrusted = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
         assert_eq!(FetchError::Tls(untrusted).failure(), Failure::Final);
         assert_eq!(
