@@ -13,38 +13,8 @@ use operator::ctl::{self, CtlError};
 use operator::key::Layout;
 use operator::store::Store;
 
-struct Stderr;
-
-impl log::Log for Stderr {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::max_level()
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            let line =
-                format!("{} {}", record.level().as_str().to_ascii_lowercase(), record.args());
-            // Values from etcd and paths come from outside: one line of plain text each.
-            let line = if line.chars().any(base::names::needs_escape) {
-                base::names::escape(&line, usize::MAX)
-            } else {
-                line
-            };
-            let _ = writeln!(std::io::stderr().lock(), "{line}");
-        }
-    }
-
-    fn flush(&self) {}
-}
-
 fn main() -> ExitCode {
-    let level = std::env::var("KEELSON_LOG")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(log::LevelFilter::Info);
-    if log::set_logger(&Stderr).is_ok() {
-        log::set_max_level(level);
-    }
+    base::stderr_log::init_from_env("KEELSON_LOG");
     // The boot commands (docs/pxe.md) run once and exit.
     let mut args = std::env::args_os().skip(1);
     let first = std::env::args_os().nth(1).and_then(|a| a.into_string().ok());

@@ -2,7 +2,6 @@
 //! keelson-discovery-server: see docs/discovery-server.md.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::Write;
 use std::process::ExitCode;
 
 use discovery_server::config::{self, ConfigError};
@@ -79,30 +78,6 @@ unsafe impl GlobalAlloc for ZeroOnFree {
 #[global_allocator]
 static ALLOCATOR: ZeroOnFree = ZeroOnFree;
 
-struct Stderr;
-
-impl log::Log for Stderr {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::max_level()
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            let line =
-                format!("{} {}", record.level().as_str().to_ascii_lowercase(), record.args());
-            // Addresses and paths come from outside: one line of plain text each.
-            let line = if line.chars().any(base::names::needs_escape) {
-                base::names::escape(&line, usize::MAX)
-            } else {
-                line
-            };
-            let _ = writeln!(std::io::stderr().lock(), "{line}");
-        }
-    }
-
-    fn flush(&self) {}
-}
-
 /// Many watchers mean many sockets: take the hard limit on descriptors.
 fn raise_fd_limit() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -114,13 +89,7 @@ fn raise_fd_limit() {
 }
 
 fn main() -> ExitCode {
-    let level = std::env::var("KEELSON_LOG")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(log::LevelFilter::Info);
-    if log::set_logger(&Stderr).is_ok() {
-        log::set_max_level(level);
-    }
+    base::stderr_log::init_from_env("KEELSON_LOG");
     let cfg = match config::parse(std::env::args_os().skip(1)) {
         Ok(c) => c,
         Err(ConfigError::Help) => {
