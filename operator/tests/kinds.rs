@@ -11,10 +11,12 @@
     clippy::tests_outside_test_module
 )]
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+mod common;
 
-use etcd::local::{LocalEtcd, Options};
+use std::collections::BTreeMap;
+
+use common::Dir;
+use etcd::local::LocalEtcd;
 use operator::ctl::{self, CtlError, Output};
 use operator::key::Layout;
 use operator::kinds::{Body, Kind, MachineSpec, PoolSpec, TCP, TM};
@@ -22,26 +24,8 @@ use operator::reconcile::{Kubeconfig, NodeApi, Reconciler, KUBECONFIGS, RESET_FI
 use operator::states::{CallError, ServiceObs, State};
 use operator::store::{Resource, Store};
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn start(test: &str) -> Option<(LocalEtcd, Dir)> {
-    let found = std::process::Command::new("etcd").arg("--version").output();
-    if !found.is_ok_and(|o| o.status.success()) {
-        testkit::skip_or_fail(&format!("{test}: no etcd binary (Debian: etcd-server)"));
-        return None;
-    }
-    let dir = std::env::temp_dir().join(format!("keelson-kinds-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut opts = Options::new(&dir.join("data"), &dir.join("etcd.log"));
-    opts.no_fsync = true;
-    Some((LocalEtcd::start(&opts).unwrap(), Dir(dir)))
+    common::start_etcd("kinds", test)
 }
 
 fn store(etcd: &LocalEtcd) -> Store {

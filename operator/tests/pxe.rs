@@ -11,6 +11,8 @@
     clippy::tests_outside_test_module
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
@@ -21,22 +23,13 @@ use operator::pxe::mac::Mac;
 use operator::pxe::machines::{MachineSpec, MachineTable, MemTable, StoreTable};
 use operator::pxe::{start, Options, Running};
 
+use common::Dir;
+
 const KNOWN: &str = "52:54:00:12:34:56";
 const UNDIONLY: &str = "/usr/lib/ipxe/undionly.kpxe";
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tempdir(test: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("keelson-pxe-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
+    common::temp("pxe", test)
 }
 
 fn have(cmd: &str, arg: &str) -> bool {

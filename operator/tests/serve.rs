@@ -10,6 +10,8 @@
     clippy::tests_outside_test_module
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,30 +21,12 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use common::{have_etcd, Dir};
+
 const BIN: &str = env!("CARGO_BIN_EXE_keelson-operator");
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn have_etcd(test: &str) -> bool {
-    let found = std::process::Command::new("etcd").arg("--version").output();
-    if found.is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    testkit::skip_or_fail(&format!("{test}: no etcd binary (Debian: etcd-server)"));
-    false
-}
-
 fn temp(test: &str) -> Dir {
-    let dir = std::env::temp_dir().join(format!("keelson-opserve-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Dir(dir)
+    common::temp("opserve", test)
 }
 
 /// An operator process and its log lines.

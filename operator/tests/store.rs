@@ -9,34 +9,18 @@
     clippy::tests_outside_test_module
 )]
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use etcd::local::{LocalEtcd, Options};
+use common::Dir;
+use etcd::local::LocalEtcd;
 use operator::key::Layout;
 use operator::store::{EventKind, Phase, Ref, Resource, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn start(test: &str) -> Option<(LocalEtcd, Dir)> {
-    let found = std::process::Command::new("etcd").arg("--version").output();
-    if !found.is_ok_and(|o| o.status.success()) {
-        testkit::skip_or_fail(&format!("{test}: no etcd binary (Debian: etcd-server)"));
-        return None;
-    }
-    let dir = std::env::temp_dir().join(format!("keelson-op-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut opts = Options::new(&dir.join("data"), &dir.join("etcd.log"));
-    opts.no_fsync = true;
-    Some((LocalEtcd::start(&opts).unwrap(), Dir(dir)))
+    common::start_etcd("op", test)
 }
 
 /// A typed kind, as the operator's kinds will be.
