@@ -18,31 +18,15 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::{gen_config, keelson_in, require_root, wait_for, Netns, Node, TempDir};
 
 const T: Duration = Duration::from_secs(20);
 
-/// Run a scenario of the Python client inside `ns`; its output, which must end in
-/// `ok SCENARIO`.
+/// Run a scenario of the Python client inside `ns`.
 fn scenario(ns: &Netns, node: &Node, args: &[&str]) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cosi_client.py");
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "python3", script])
-        .args(args)
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success() && text.contains(&format!("ok {}", args[0])),
-        "scenario {args:?} failed (scripts/setup installs grpcio and grpcio-tools):\n{text}\n--- node log ---\n{}",
-        node.log_text()
-    );
-    text
+    common::python_scenario(ns, node, "cosi_client.py", args)
 }
 
 #[test]

@@ -103,22 +103,10 @@ fn control_plane_config(dir: &TempDir, extra: &str) -> std::path::PathBuf {
     config
 }
 
+/// Run a scenario of the Python client inside `ns`.
 fn scenario(ns: &Netns, node: &Node, what: &str) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/etcd_bootstrap.py");
     let sock = s(node.api.as_ref().unwrap());
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "python3", script, what, &sock])
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success() && text.contains(&format!("ok {what}")),
-        "scenario {what} failed:\n{text}\n--- node log ---\n{}",
-        node.log_text()
-    );
-    text
+    common::python_scenario(ns, node, "etcd_bootstrap.py", &[what, &sock])
 }
 
 fn etcdctl_health(ns: &Netns, dir: &Path) -> (bool, String) {

@@ -23,26 +23,12 @@ use common::{
 
 const T: Duration = Duration::from_secs(20);
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/talos_api.py");
+/// The Python client (the PyPI Talos bindings and grpcio), in tests/data.
+const SCRIPT: &str = "talos_api.py";
 
-/// Run a scenario of the Python client inside `ns`; its output, which must end in
-/// `ok SCENARIO`.
+/// Run a scenario of the Python client inside `ns`.
 fn scenario(ns: &Netns, node: &Node, args: &[&str]) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "python3", SCRIPT])
-        .args(args)
-        // The script's directory holds no package that shadows the standard library's.
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success() && text.contains(&format!("ok {}", args[0])),
-        "scenario {args:?} failed:\n{text}\n--- node log ---\n{}",
-        node.log_text()
-    );
-    text
+    common::python_scenario(ns, node, SCRIPT, args)
 }
 
 fn s(p: &Path) -> String {
@@ -54,8 +40,11 @@ fn s(p: &Path) -> String {
 #[test]
 fn the_proto_subset_has_talos_field_numbers() {
     let protos = concat!(env!("CARGO_MANIFEST_DIR"), "/../talos-api/proto");
-    let out =
-        Command::new("python3").args([SCRIPT, "protos", protos]).current_dir("/").output().unwrap();
+    let out = Command::new("python3")
+        .args([&format!("{}/tests/data/{SCRIPT}", env!("CARGO_MANIFEST_DIR")), "protos", protos])
+        .current_dir("/")
+        .output()
+        .unwrap();
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("ok protos"), "{text}");

@@ -245,3 +245,26 @@ pub fn gen_config(dir: &TempDir, name: &str) -> PathBuf {
     assert!(status.success());
     out
 }
+
+/// Run `tests/data/<script>` with `args` in Python inside `ns`: a scenario whose output must end
+/// in `ok <args[0]>`. On failure the assertion shows its output and the node's log. The working
+/// directory is `/`, so no package beside the script shadows the standard library's.
+pub fn python_scenario(ns: &Netns, node: &Node, script: &str, args: &[&str]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(script);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "python3"])
+        .arg(&path)
+        .args(args)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let name = args.first().copied().unwrap_or_default();
+    assert!(
+        out.status.success() && text.contains(&format!("ok {name}")),
+        "{script} scenario {args:?} failed (scripts/setup installs the Python packages):\n{text}\n--- node log ---\n{}",
+        node.log_text()
+    );
+    text
+}
