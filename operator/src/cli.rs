@@ -10,9 +10,12 @@ use crate::kinds::Kind;
 pub const USAGE: &str = "\
 usage: keelson-operator serve [options]
        keelson-operator apply -f FILE [options]        (FILE may be -: standard input)
-       keelson-operator get tcp|tw|tm [NAME] [-o yaml|json] [options]
-       keelson-operator describe tcp|tw|tm NAME [options]
-       keelson-operator delete tcp|tw|tm NAME [options]
+       keelson-operator get KIND [NAME] [-o yaml|json] [options]
+       keelson-operator describe KIND NAME [options]
+       keelson-operator delete KIND NAME [options]
+
+KIND: tcp, tw, tm (TalosControlPlane, TalosWorker, TalosMachine); net (Network);
+nid (NetworkID) and nn (NodeNetwork), both cluster-scoped (docs/tenant-networks.md).
 
 serve runs the operator. Without --etcd-endpoints it starts a private etcd (the `etcd` binary on
 PATH) on free ports of 127.0.0.1, its data under --data-dir, and stops it on exit.
@@ -34,6 +37,7 @@ options:
   --talos-ca FILE           the CA of configured nodes (PEM), with --talos-cert and
   --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
   --talos-key FILE          calls after maintenance mode
+  --min-vni ID, --max-vni ID  the network IDs allocated (default 200 to 16777215)
 
 apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
@@ -75,6 +79,8 @@ pub struct ServeOptions {
     pub talos_tls: Option<(PathBuf, PathBuf, PathBuf)>,
     /// Network boot (docs/pxe.md).
     pub pxe: crate::pxe::options::Options,
+    /// Tenant network IDs: `--min-vni`, `--max-vni`.
+    pub vni: crate::networks::allocate::Range,
 }
 
 impl Default for ServeOptions {
@@ -92,6 +98,7 @@ impl Default for ServeOptions {
             talos_port: crate::talos::PORT,
             talos_tls: None,
             pxe: crate::pxe::options::Options::default(),
+            vni: crate::networks::allocate::Range::default(),
         }
     }
 }
@@ -123,10 +130,11 @@ pub struct Command {
 }
 
 fn kind_arg(v: Option<String>) -> Result<Kind, CliError> {
-    let v = v.ok_or_else(|| CliError::Usage("a kind is needed: tcp, tw or tm".into()))?;
+    let v =
+        v.ok_or_else(|| CliError::Usage("a kind is needed: tcp, tw, tm, net, nid or nn".into()))?;
     Kind::parse(&v).ok_or_else(|| {
         CliError::Usage(format!(
-            "unknown kind {v:?}: tcp (TalosControlPlane), tw (TalosWorker) or tm (TalosMachine)"
+            "unknown kind {v:?}: tcp (TalosControlPlane), tw (TalosWorker), tm (TalosMachine), net (Network), nid (NetworkID) or nn (NodeNetwork)"
         ))
     })
 }
@@ -153,6 +161,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
     let mut file = None;
     let mut output = Output::Table;
     let mut talos: [Option<PathBuf>; 3] = [None, None, None];
+    let (mut min_vni, mut max_vni) = (o.vni.min(), o.vni.max());
     while let Some(arg) = p.next()? {
         match arg {
             Short('f') | Long("filename") if verb == "apply" => {
@@ -167,6 +176,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                 }
             }
             Long("talos-port") if verb == "serve" => o.talos_port = p.value()?.parse()?,
+            Long("min-vni") if verb == "serve" => min_vni = p.value()?.parse()?,
+            Long("max-vni") if verb == "serve" => max_vni = p.value()?.parse()?,
             Long("talos-ca") if verb == "serve" => talos[0] = Some(PathBuf::from(p.value()?)),
             Long("talos-cert") if verb == "serve" => talos[1] = Some(PathBuf::from(p.value()?)),
             Long("talos-key") if verb == "serve" => talos[2] = Some(PathBuf::from(p.value()?)),
@@ -224,6 +235,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             other => return Err(other.unexpected().into()),
         }
     }
+    o.vni = crate::networks::allocate::Range::new(min_vni, max_vni)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     match talos {
         [Some(ca), Some(cert), Some(key)] => o.talos_tls = Some((ca, cert, key)),
         [None, None, None] => {}
@@ -310,6 +323,10 @@ mod tests {
         assert!(parse(args(&["serve", "--lease-ttl", "1"])).is_err());
         assert!(parse(args(&["serve", "--prefix", "rel"])).is_err());
         assert!(parse(args(&["serve", "--etcd-endpoints", ","])).is_err());
+        assert!(parse(args(&["serve", "--min-vni", "300", "--max-vni", "299"])).is_err());
+        assert!(parse(args(&["serve", "--max-vni", "16777216"])).is_err());
+        let o = parse(args(&["serve", "--min-vni", "1000", "--max-vni", "1255"])).unwrap().options;
+        assert_eq!((o.vni.min(), o.vni.max()), (1000, 1255));
     }
 
     #[test]
@@ -331,6 +348,10 @@ mod tests {
         assert_eq!(c.verb, Verb::Delete { kind: Kind::Worker, name: "w".into() });
         assert!(parse(args(&["apply"])).is_err());
         assert!(parse(args(&["get", "pods"])).is_err());
+        let c = parse(args(&["get", "nid"])).unwrap();
+        assert_eq!(c.verb, Verb::Get { kind: Kind::NetworkId, name: None, output: Output::Table });
+        let c = parse(args(&["delete", "Network", "a"])).unwrap();
+        assert_eq!(c.verb, Verb::Delete { kind: Kind::Network, name: "a".into() });
         assert!(parse(args(&["get", "tm", "-o", "xml"])).is_err());
         assert!(parse(args(&["describe", "tm"])).is_err());
         assert!(parse(args(&["get", "tm", "a", "b", "c"])).is_err());

@@ -32,6 +32,8 @@ pub enum Output {
 }
 
 type Generic = Resource<Body<serde_json::Value>>;
+/// Any kind, its status kept as it is stored (each kind has its own status type).
+type Raw = Resource<crate::networks::kinds::Body<serde_json::Value, serde_json::Value>>;
 
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -58,16 +60,17 @@ pub fn apply(store: &mut Store, text: &str) -> Result<Vec<String>, CtlError> {
     let objects = kinds::parse(text)?;
     let mut last = None;
     for _ in 0..APPLY_ATTEMPTS {
-        let mut writes: Vec<Generic> = Vec::new();
+        let mut writes: Vec<Raw> = Vec::new();
         let mut lines = Vec::new();
         for o in &objects {
             let (ns, kind, meta) = (o.namespace().to_owned(), o.kind(), o.meta());
             let spec = match o {
                 Object::ControlPlane(m) | Object::Worker(m) => encode(&m.spec)?,
                 Object::Machine(m) => encode(&m.spec)?,
+                Object::Network(m) => encode(&m.spec)?,
             };
             let name = format!("{}/{}", kind.name().to_ascii_lowercase(), meta.name);
-            let current: Option<Generic> = store.get(&ns, kind.store_type(), &meta.name)?;
+            let current: Option<Raw> = store.get(&ns, kind.store_type(), &meta.name)?;
             let r = match current {
                 Some(mut r) => {
                     let same = r.spec.spec == spec
@@ -89,11 +92,11 @@ pub fn apply(store: &mut Store, text: &str) -> Result<Vec<String>, CtlError> {
                         &ns,
                         kind.store_type(),
                         &meta.name,
-                        Body {
+                        crate::networks::kinds::Body {
                             annotations: meta.annotations.clone(),
                             labels: meta.labels.clone(),
                             spec,
-                            status: Default::default(),
+                            status: serde_json::Value::Object(Default::default()),
                         },
                     )
                 }
@@ -140,6 +143,9 @@ pub fn get(
     name: Option<&str>,
     output: Output,
 ) -> Result<String, CtlError> {
+    if kind.is_network() {
+        return crate::networks::ctl::get(store, ns, kind, name, output);
+    }
     let list: Vec<Generic> = match name {
         Some(n) => match store.get(ns, kind.store_type(), n)? {
             Some(r) => vec![r],
@@ -192,7 +198,7 @@ pub fn get(
     }
 }
 
-fn table<const N: usize>(rows: &[[String; N]]) -> String {
+pub(crate) fn table<const N: usize>(rows: &[[String; N]]) -> String {
     let mut widths = [0usize; N];
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -217,6 +223,9 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
 
 /// `describe KIND NAME`: the resource, its conditions and its events.
 pub fn describe(store: &mut Store, ns: &str, kind: Kind, name: &str) -> Result<String, CtlError> {
+    if kind.is_network() {
+        return crate::networks::ctl::describe(store, ns, kind, name);
+    }
     let Some(r) = store.get::<Body<serde_json::Value>>(ns, kind.store_type(), name)? else {
         return Err(CtlError::NotFound { kind: kind.name(), name: name.into(), ns: ns.into() });
     };
@@ -260,6 +269,7 @@ pub fn describe(store: &mut Store, ns: &str, kind: Kind, name: &str) -> Result<S
 /// `delete KIND NAME`: gone now, or (with finalizers: a machine to reset, a pool's machines)
 /// deletion started and finished by the operator.
 pub fn delete(store: &mut Store, ns: &str, kind: Kind, name: &str) -> Result<String, CtlError> {
+    let ns = kind.store_namespace(ns);
     let Some(r) = store.get::<serde_json::Value>(ns, kind.store_type(), name)? else {
         return Err(CtlError::NotFound { kind: kind.name(), name: name.into(), ns: ns.into() });
     };

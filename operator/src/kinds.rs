@@ -31,6 +31,10 @@ pub enum Kind {
     ControlPlane,
     Worker,
     Machine,
+    /// Tenant networks ([`crate::networks`]).
+    Network,
+    NetworkId,
+    NodeNetwork,
 }
 
 impl Kind {
@@ -39,23 +43,46 @@ impl Kind {
             Self::ControlPlane => "TalosControlPlane",
             Self::Worker => "TalosWorker",
             Self::Machine => "TalosMachine",
+            Self::Network => "Network",
+            Self::NetworkId => "NetworkID",
+            Self::NodeNetwork => "NodeNetwork",
         }
     }
 
     pub fn store_type(self) -> &'static str {
+        use crate::networks::kinds as n;
         match self {
             Self::ControlPlane => TCP,
             Self::Worker => TW,
             Self::Machine => TM,
+            Self::Network => n::NETWORKS,
+            Self::NetworkId => n::NETWORK_IDS,
+            Self::NodeNetwork => n::NODE_NETWORKS,
         }
     }
 
-    /// A kind by its name or short name (`tcp`, `tw`, `tm`, plurals, any case).
+    /// The store namespace: `ns`, or the cluster's for cluster-scoped kinds.
+    pub fn store_namespace(self, ns: &str) -> &str {
+        match self {
+            Self::NetworkId | Self::NodeNetwork => crate::networks::kinds::CLUSTER,
+            _ => ns,
+        }
+    }
+
+    pub fn is_network(self) -> bool {
+        matches!(self, Self::Network | Self::NetworkId | Self::NodeNetwork)
+    }
+
+    /// A kind by its name or short name (`tcp`, `tw`, `tm`, `net`, `nid`, `nn`, plurals, any
+    /// case).
     pub fn parse(s: &str) -> Option<Self> {
         match s.to_ascii_lowercase().as_str() {
             "taloscontrolplane" | "taloscontrolplanes" | "tcp" => Some(Self::ControlPlane),
             "talosworker" | "talosworkers" | "tw" => Some(Self::Worker),
             "talosmachine" | "talosmachines" | "tm" => Some(Self::Machine),
+            "network" | "networks" | "net" => Some(Self::Network),
+            "networkid" | "networkids" | "nid" => Some(Self::NetworkId),
+            "nodenetwork" | "nodenetworks" | "nn" => Some(Self::NodeNetwork),
             _ => None,
         }
     }
@@ -363,6 +390,7 @@ pub enum Object {
     ControlPlane(Manifest<PoolSpec>),
     Worker(Manifest<PoolSpec>),
     Machine(Manifest<MachineSpec>),
+    Network(Manifest<crate::networks::kinds::NetworkSpec>),
 }
 
 impl Object {
@@ -371,6 +399,7 @@ impl Object {
             Self::ControlPlane(_) => Kind::ControlPlane,
             Self::Worker(_) => Kind::Worker,
             Self::Machine(_) => Kind::Machine,
+            Self::Network(_) => Kind::Network,
         }
     }
 
@@ -378,6 +407,7 @@ impl Object {
         match self {
             Self::ControlPlane(m) | Self::Worker(m) => &m.metadata,
             Self::Machine(m) => &m.metadata,
+            Self::Network(m) => &m.metadata,
         }
     }
 
@@ -527,12 +557,15 @@ pub fn parse(text: &str) -> Result<Vec<Object>, InputError> {
             "TalosMachine" => {
                 Object::Machine(serde_yaml::from_str(&doc).map_err(|e| serde_error(n, start, &e))?)
             }
+            "Network" => {
+                Object::Network(serde_yaml::from_str(&doc).map_err(|e| serde_error(n, start, &e))?)
+            }
             _ => {
                 return Err(InputError {
                     doc: n,
                     line: at(&["kind"]),
                     path: "kind".into(),
-                    message: "must be TalosControlPlane, TalosWorker or TalosMachine".into(),
+                    message: "must be TalosControlPlane, TalosWorker, TalosMachine or Network (NetworkID and NodeNetwork are the operator's)".into(),
                 })
             }
         };
@@ -763,6 +796,7 @@ pub fn validate(o: &Object) -> Result<(), Invalid> {
         Object::ControlPlane(m) => check_pool(Kind::ControlPlane, &m.spec),
         Object::Worker(m) => check_pool(Kind::Worker, &m.spec),
         Object::Machine(m) => check_machine(&m.spec),
+        Object::Network(m) => crate::networks::kinds::check_network(&m.spec),
     }
 }
 

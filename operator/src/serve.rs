@@ -169,6 +169,10 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     };
     let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
     let mut reconciler = Reconciler::new(store, node, &o.namespace);
+    let mut networks = crate::networks::controller::Controller::new(
+        crate::networks::allocate::Allocator::new(o.vni),
+        &o.namespace,
+    );
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);
@@ -202,7 +206,15 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.id(),
                     session.ttl()
                 );
-                lead(&mut client, &session, &election, e.key(), &mut reconciler, stop);
+                lead(
+                    &mut client,
+                    &session,
+                    &election,
+                    e.key(),
+                    &mut reconciler,
+                    &mut networks,
+                    stop,
+                );
                 if stop.load(Ordering::Relaxed) {
                     match session::resign(&mut client, &mut e) {
                         Ok(_) => log::info!("{} resigned", display(&me)),
@@ -237,6 +249,7 @@ fn lead<N: NodeApi>(
     election: &str,
     key: &[u8],
     reconciler: &mut Reconciler<N>,
+    networks: &mut crate::networks::controller::Controller,
     stop: &AtomicBool,
 ) {
     let check_every = Duration::from_secs((session.ttl() / 3).max(1) as u64);
@@ -251,6 +264,13 @@ fn lead<N: NodeApi>(
                 Err(e) => {
                     log::warn!("reconcile: {e}");
                     RETRY
+                }
+            };
+            let wait = match networks.pass(&mut reconciler.store) {
+                Ok(d) => wait.min(d),
+                Err(e) => {
+                    log::warn!("tenant networks: {e}");
+                    wait.min(RETRY)
                 }
             };
             next_pass = Instant::now() + wait.clamp(PASS_MIN, PASS_MAX);

@@ -95,6 +95,10 @@ pub struct Metadata {
     /// The revision of the last write (for watch bookmarks), read from etcd.
     #[serde(skip)]
     pub revision: i64,
+    /// The revision that created the key, read from etcd: unique per incarnation of a name
+    /// (tenant networks use it as the resource's UID).
+    #[serde(skip)]
+    pub create_revision: i64,
     /// The controller that writes this resource (empty: anyone).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub owner: String,
@@ -205,6 +209,7 @@ fn decode<S: DeserializeOwned>(
     }
     r.metadata.version = kv.version;
     r.metadata.revision = kv.mod_revision;
+    r.metadata.create_revision = kv.create_revision;
     Ok(r)
 }
 

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A node's side of tenant networks: read every NodeNetwork, hand them to the node's
+//! dataplane (the kernel's VRF and VXLAN devices; `net::tenant` plans them), and report per
+//! network and per peer what was realised into the NodeNetwork's status under the node's name.
+
+use std::collections::BTreeMap;
+
+use crate::store::{Store, StoreError};
+
+use super::kinds::{
+    Body, NetState, NodeNetworkSpec, NodeNetworkStatus, NodeReport, PeerState, CLUSTER, MAX_NODES,
+    NODE_NETWORKS,
+};
+
+/// What a dataplane did with one network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The network is in place, with these peers (the rest failed, with why).
+    Realised {
+        peers: Vec<u32>,
+        failed: Vec<(u32, String)>,
+    },
+    Failed(String),
+}
+
+/// The node's dataplane: bring it to exactly `want` (networks not listed are removed).
+pub trait Dataplane {
+    fn apply(&mut self, want: &[NodeNetworkSpec]) -> BTreeMap<u32, Outcome>;
+}
+
+type NodeBody = Body<NodeNetworkSpec, NodeNetworkStatus>;
+
+/// The report for one network.
+pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
+    match outcome {
+        None => NodeReport {
+            state: NetState::Pending,
+            message: "not applied yet".into(),
+            peerings: vec![],
+        },
+        Some(Outcome::Failed(why)) => NodeReport {
+            state: NetState::Error,
+            message: base::names::escape(why, 300),
+            peerings: spec
+                .peered_ids
+                .iter()
+                .map(|&id| PeerState { id, state: NetState::Error })
+                .collect(),
+        },
+        Some(Outcome::Realised { peers, failed }) => {
+            let peerings = spec
+                .peered_ids
+                .iter()
+                .map(|&id| {
+                    let state = if failed.iter().any(|(f, _)| *f == id) {
+                        NetState::Error
+                    } else if peers.contains(&id) {
+                        NetState::Ready
+                    } else {
+                        NetState::Pending
+                    };
+                    PeerState { id, state }
+                })
+                .collect();
+            let message = failed
+                .iter()
+                .map(|(id, why)| format!("peer {id}: {why}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            NodeReport {
+                state: NetState::Ready,
+                message: base::names::escape(&message, 300),
+                peerings,
+            }
+        }
+    }
+}
+
+/// One round: realise every NodeNetwork and write this node's reports (only where they
+/// changed). Returns how many networks this node carries.
+pub fn sync(store: &mut Store, node: &str, dp: &mut dyn Dataplane) -> Result<usize, StoreError> {
+    let (all, _) = store.list::<NodeBody>(CLUSTER, NODE_NETWORKS)?;
+    let want: Vec<NodeNetworkSpec> = all.iter().map(|r| r.spec.spec.clone()).collect();
+    let outcomes = dp.apply(&want);
+    for r in &all {
+        let spec = &r.spec.spec;
+        let rep = report(spec, outcomes.get(&spec.id));
+        if r.spec.status.nodes.get(node) == Some(&rep) {
+            continue;
+        }
+        let written = store.modify::<NodeBody>(CLUSTER, NODE_NETWORKS, &r.metadata.id, |x| {
+            // Only for the spec this report is about (a new one is realised next round).
+            if x.spec.spec == *spec
+                && (x.spec.status.nodes.len() < MAX_NODES || x.spec.status.nodes.contains_key(node))
+            {
+                x.spec.status.nodes.insert(node.to_owned(), rep.clone());
+            }
+        });
+        match written {
+            Ok(_) | Err(StoreError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(want.len())
+}
