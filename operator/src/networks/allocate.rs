@@ -148,7 +148,7 @@ pub fn held(store: &mut Store, n: &Network) -> Result<Option<u32>, StoreError> {
 
 /// The outcome of one create.
 enum Try {
-    Claimed(Network),
+    Claimed(Box<Network>),
     Taken,
 }
 
@@ -191,7 +191,7 @@ impl Allocator {
             Ok(()) => {
                 updated.metadata.version = both[1].metadata.version;
                 updated.metadata.revision = both[1].metadata.revision;
-                Ok(Try::Claimed(updated))
+                Ok(Try::Claimed(Box::new(updated)))
             }
             Err(e) if e.is_conflict() => {
                 // Which compare failed: the Network's (re-read it) or the ID's (taken).
@@ -221,7 +221,7 @@ impl Allocator {
                 return Err(AllocError::OutOfRange { id, min, max });
             }
             return match self.try_claim(store, n, id)? {
-                Try::Claimed(n) => Ok((id, n)),
+                Try::Claimed(n) => Ok((id, *n)),
                 Try::Taken => {
                     let by: Option<NetworkId> = store.get(CLUSTER, NETWORK_IDS, &encode_id(id))?;
                     let by = by.map_or_else(
@@ -237,7 +237,7 @@ impl Allocator {
             let id = self.range.pick(rng());
             attempts += 1;
             if let Try::Claimed(n) = self.try_claim(store, n, id)? {
-                return Ok((id, n));
+                return Ok((id, *n));
             }
         }
         // Contended or dense: walk what was free a moment ago.
@@ -253,7 +253,7 @@ impl Allocator {
             }
             attempts += 1;
             if let Try::Claimed(n) = self.try_claim(store, n, id)? {
-                return Ok((id, n));
+                return Ok((id, *n));
             }
         }
         Err(AllocError::Contended { attempts })

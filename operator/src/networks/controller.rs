@@ -73,9 +73,9 @@ impl Controller {
                     p.network_ref.namespace.as_deref().filter(|ns| *ns != self.namespace)
                 {
                     let key = (ns.to_owned(), p.network_ref.name.clone());
-                    if !others.contains_key(&key) {
-                        if let Some(r) = store.get::<NetBody>(ns, NETWORKS, &key.1)? {
-                            others.insert(key, r);
+                    if let std::collections::hash_map::Entry::Vacant(e) = others.entry(key) {
+                        if let Some(r) = store.get::<NetBody>(ns, NETWORKS, &e.key().1)? {
+                            e.insert(r);
                         }
                     }
                 }
