@@ -34,4 +34,5 @@ pub mod host;
 pub mod netlink;
 pub mod nodeaddress;
 pub mod operator;
+pub mod tenant;
 pub mod wireguard_keys;

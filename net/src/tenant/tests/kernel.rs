@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+//! On a kernel with VRF and VXLAN (`KEELSON_FULL_KERNEL=1`, the VM suite): two peered
+//! networks, realised, checked by dumping, synced again (nothing to do), withdrawn.
+#![allow(clippy::disallowed_methods)]
+
+use ipnet::IpNet;
+use testkit::{in_netns, require_full_kernel};
+
+use super::super::kernel::{observe, sync, Outcome};
+use super::super::*;
+use crate::netlink::RouteSocket;
+
+fn p(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+#[test]
+fn vrf_and_vxlan_devices_and_leaked_routes() {
+    if !require_full_kernel("vrf_and_vxlan_devices_and_leaked_routes") {
+        return;
+    }
+    in_netns(|| {
+        let mut sock = RouteSocket::new().expect("socket");
+        let u = Underlay { local: Some("127.0.0.1".parse().unwrap()), port: 0 };
+        let nets = vec![
+            TenantNetwork {
+                id: 300,
+                peers: vec![Peer { id: 301, prefixes: vec![p("10.2.7.0/24")] }],
+            },
+            TenantNetwork {
+                id: 301,
+                peers: vec![Peer { id: 300, prefixes: vec![p("10.1.0.0/16"), p("fd00:1::/64")] }],
+            },
+        ];
+        let out = sync(&mut sock, &nets, &u).expect("sync");
+        assert_eq!(out[&300], Outcome::Realised { peers: vec![301], failed: vec![] });
+        assert_eq!(out[&301], Outcome::Realised { peers: vec![300], failed: vec![] });
+        let have = observe(&mut sock).expect("observe");
+        let want = desired(&nets, &u);
+        for d in &want.devices {
+            let f = have.devices.iter().find(|f| f.name == d.name()).expect("device");
+            assert_eq!(f.device.as_ref(), Some(d));
+            assert!(f.up, "{} down", f.name);
+            if let Device::Vxlan { id, .. } = d {
+                assert_eq!(f.master, Some(*id), "{} not in its VRF", f.name);
+            }
+        }
+        assert_eq!(have.routes, want.routes);
+        let vx = sock.get_link_by_name("tvx300").unwrap().unwrap();
+        assert_eq!(vx.kind, "vxlan");
+        assert_eq!(sock.get_link_by_name("tvrf300").unwrap().unwrap().vrf_table, Some(table(300)));
+        // Idempotent: the kernel as it is now is the plan's target.
+        assert_eq!(plan(&want, &have), []);
+
+        // One side withdrawn: its routes go, the devices stay.
+        let alone = vec![
+            TenantNetwork { id: 300, peers: vec![] },
+            TenantNetwork { id: 301, peers: vec![] },
+        ];
+        sync(&mut sock, &alone, &u).expect("sync");
+        let have = observe(&mut sock).expect("observe");
+        assert!(have.routes.is_empty(), "{:?}", have.routes);
+        assert_eq!(have.devices.len(), 4);
+        // A network gone: its devices go.
+        sync(&mut sock, &alone[..1], &u).expect("sync");
+        let names: Vec<String> =
+            observe(&mut sock).unwrap().devices.into_iter().map(|f| f.name).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.iter().all(|n| n.ends_with("300")), "{names:?}");
+    });
+}
