@@ -44,6 +44,7 @@ of a running `serve` with the same --data-dir.
   -h, --help                this text
 
 image and machine: the boot images and machines of network boot (keelson-operator image --help).
+tenant-agent: a node's side of tenant networks (keelson-operator tenant-agent --help).
 boot options of serve (docs/pxe.md):
 ";
 

@@ -22,6 +22,10 @@ fn main() -> ExitCode {
         let _ = args.next();
         return operator::pxe::cli::main(cmd, args.collect());
     }
+    if first.as_deref() == Some("tenant-agent") {
+        let _ = args.next();
+        return operator::networks::agent::main(args.collect());
+    }
     let cmd = match cli::parse(args) {
         Ok(o) => o,
         Err(CliError::Help) => {

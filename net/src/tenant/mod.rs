@@ -283,13 +283,16 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
     steps
 }
 
+/// A network's peers after applying: those realised, and those not with why.
+pub type PeerOutcome = (Vec<u32>, Vec<(u32, String)>);
+
 /// Per network, each peer's outcome after applying: realised when every route to it is in
 /// place, else why not.
 pub fn peer_outcomes(
     nets: &[TenantNetwork],
     want: &Desired,
     failed: &BTreeMap<LeakRoute, String>,
-) -> BTreeMap<u32, (Vec<u32>, Vec<(u32, String)>)> {
+) -> BTreeMap<u32, PeerOutcome> {
     let mut out = BTreeMap::new();
     for n in nets {
         let mut ok = Vec::new();

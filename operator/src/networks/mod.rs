@@ -3,8 +3,10 @@
 //! cluster-wide `NetworkID` claims that make each network's VNI unique ([`allocate`]), the
 //! two-sided peering handshake and the node layer's `NodeNetwork` it fills ([`peering`]), and
 //! the controller pass that runs both on the leader ([`controller`]), and what a node runs to
-//! realise NodeNetworks and report back ([`node`]).
+//! realise NodeNetworks and report back ([`node`]), with the kernel's devices as
+//! `keelson-operator tenant-agent` ([`agent`]).
 
+pub mod agent;
 pub mod allocate;
 pub mod controller;
 pub mod ctl;
