@@ -269,6 +269,9 @@ pub fn describe(store: &mut Store, ns: &str, kind: Kind, name: &str) -> Result<S
 /// `delete KIND NAME`: gone now, or (with finalizers: a machine to reset, a pool's machines)
 /// deletion started and finished by the operator.
 pub fn delete(store: &mut Store, ns: &str, kind: Kind, name: &str) -> Result<String, CtlError> {
+    if kind == Kind::NetworkId {
+        return crate::networks::ctl::delete_id(store, name);
+    }
     let ns = kind.store_namespace(ns);
     let Some(r) = store.get::<serde_json::Value>(ns, kind.store_type(), name)? else {
         return Err(CtlError::NotFound { kind: kind.name(), name: name.into(), ns: ns.into() });

@@ -5,29 +5,43 @@
 //! record it: there is nothing to leak and no orphan collector is needed (IronCore creates
 //! the NetworkID before the Network exists and needs one).
 //!
-//! Without a requested ID the allocator probes random IDs of the range (one create each), then
-//! lists the claimed IDs once and walks the free ones from a random start, wrapping; a bounded
-//! number of creates in all, then [`AllocError::Contended`]. A full range is
-//! [`AllocError::Exhausted`]. Release deletes the NetworkID only while its `claimRef` still
-//! names the Network by UID, guarded by the version it was read at.
+//! The same transaction writes an index key `<prefix>/_cluster/NetworkIDIndex/<id, 8 digits>`
+//! (empty value): resource keys hash their IDs, so the index is what lets the allocator read
+//! the claimed IDs near a point, keys only, in order.
+//!
+//! Without a requested ID the allocator probes a random ID of the range, then walks from a
+//! random start, reading the index a page at a time and trying the first free ID it shows,
+//! wrapping; a bounded number of creates in all, then [`AllocError::Contended`]. A full range
+//! (one count of the index) is [`AllocError::Exhausted`]. Release deletes the NetworkID (and
+//! its index key) only while its `claimRef` still names the Network by UID, guarded by the
+//! version it was read at.
 
-use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use etcd::request::range_key;
+use etcd::wire::{
+    Compare, CompareResult, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
+};
 
 use crate::store::{Resource, Store, StoreError};
 
 use super::kinds::{
-    encode_id, parse_id, uid, Body, ClaimRef, Network, NetworkId, NetworkIdSpec, CLUSTER, MAX_ID,
-    NETWORK_IDS,
+    encode_id, uid, Body, ClaimRef, Network, NetworkId, NetworkIdSpec, CLUSTER, MAX_ID, NETWORK_IDS,
 };
 
 /// IronCore's defaults (`--min-vni`, `--max-vni`), both inclusive.
 pub const DEFAULT_MIN: u32 = 200;
 pub const DEFAULT_MAX: u32 = MAX_ID;
-/// Random probes before the allocator lists what is taken.
-pub const PROBES: usize = 16;
+/// Random probes before the allocator walks the index: one (in a sparse range it lands; in a
+/// dense one the walk finds a free ID in one read, where more probes would each fail).
+pub const PROBES: usize = 1;
 /// Creates in all (probes and scan) before it gives up.
 pub const MAX_ATTEMPTS: usize = 64;
+/// Index keys read per page of the walk.
+const PAGE: i64 = 256;
+/// The index's type segment.
+const INDEX: &str = "NetworkIDIndex";
 /// The finalizer a Network holds while it claims an ID.
 pub const FINALIZER: &str = "keelson.dev/network-id";
 
@@ -146,6 +160,16 @@ pub fn held(store: &mut Store, n: &Network) -> Result<Option<u32>, StoreError> {
     Ok(c.filter(|c| c.spec.spec.claim_ref == claim_of(n)).map(|_| id))
 }
 
+/// A successful claim.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub id: u32,
+    /// The Network as stored now.
+    pub network: Network,
+    /// Creates tried (the failed compares are one fewer).
+    pub attempts: usize,
+}
+
 /// The outcome of one create.
 enum Try {
     Claimed(Box<Network>),
@@ -162,7 +186,8 @@ impl Allocator {
         Self { range }
     }
 
-    /// Create `NetworkID/<id>` for `n` and record it in `n`'s status, atomically.
+    /// Create `NetworkID/<id>` (and its index key) for `n` and record it in `n`'s status, in
+    /// one transaction.
     fn try_claim(&self, store: &mut Store, n: &Network, id: u32) -> Result<Try, AllocError> {
         let claim = claim_of(n);
         let mut updated = n.clone();
@@ -171,7 +196,9 @@ impl Allocator {
         if !updated.metadata.finalizers.iter().any(|f| f == FINALIZER) {
             updated.metadata.finalizers.push(FINALIZER.into());
         }
-        let nid: NetworkId = Resource::new(
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        updated.metadata.updated = now;
+        let mut nid: NetworkId = Resource::new(
             CLUSTER,
             NETWORK_IDS,
             &encode_id(id),
@@ -182,46 +209,62 @@ impl Allocator {
                 status: serde_json::Value::Null,
             },
         );
-        let to_value = |e: serde_json::Error| StoreError::Encode {
-            what: "network".into(),
-            detail: e.to_string(),
+        nid.metadata.created = now;
+        nid.metadata.updated = now;
+        let encode = |what: &str, v: Result<Vec<u8>, serde_json::Error>| {
+            v.map_err(|e| StoreError::Encode { what: what.into(), detail: e.to_string() })
         };
-        let mut both = [as_value(&nid).map_err(to_value)?, as_value(&updated).map_err(to_value)?];
-        match store.write_all(&mut both) {
-            Ok(()) => {
-                updated.metadata.version = both[1].metadata.version;
-                updated.metadata.revision = both[1].metadata.revision;
-                Ok(Try::Claimed(Box::new(updated)))
+        let layout = store.layout().clone();
+        let nid_key = layout.key(CLUSTER, NETWORK_IDS, &nid.metadata.id);
+        let m = &n.metadata;
+        let net_key = layout.key(&m.namespace, &m.kind, &m.id);
+        let put = |key: &[u8], value: Vec<u8>| {
+            RequestOp::Put(PutRequest { key: key.to_vec(), value, ..Default::default() })
+        };
+        let t = store.client().txn(&TxnRequest {
+            compare: vec![
+                Compare::version(&nid_key, CompareResult::Equal, 0),
+                Compare::version(&net_key, CompareResult::Equal, m.version),
+            ],
+            success: vec![
+                put(&nid_key, encode("NetworkID", serde_json::to_vec(&nid))?),
+                put(&net_key, encode("Network", serde_json::to_vec(&updated))?),
+                put(&index_key(&layout, id), Vec::new()),
+                RequestOp::Range(range_key(&net_key)),
+            ],
+            failure: vec![RequestOp::Range(range_key(&net_key))],
+        });
+        let t = t.map_err(StoreError::from)?;
+        let net_now = t.range(if t.succeeded { 3 } else { 0 }).and_then(|r| r.kvs.first());
+        if t.succeeded {
+            if let Some(kv) = net_now {
+                updated.metadata.version = kv.version;
+                updated.metadata.revision = kv.mod_revision;
             }
-            Err(e) if e.is_conflict() => {
-                // Which compare failed: the Network's (re-read it) or the ID's (taken).
-                let now: Option<Resource<serde_json::Value>> =
-                    store.get(&n.metadata.namespace, &n.metadata.kind, &n.metadata.id)?;
-                if now.map(|r| r.metadata.version) != Some(n.metadata.version) {
-                    return Err(AllocError::NetworkChanged);
-                }
-                Ok(Try::Taken)
-            }
-            Err(e) => Err(e.into()),
+            return Ok(Try::Claimed(Box::new(updated)));
         }
+        // Which compare failed: the Network's (read it again) or the ID's (taken).
+        if net_now.map(|kv| kv.version) != Some(m.version) {
+            return Err(AllocError::NetworkChanged);
+        }
+        Ok(Try::Taken)
     }
 
-    /// Claim an ID for `n` (as read): `requested`, or a free one. On success the returned
-    /// Network is what is stored now.
+    /// Claim an ID for `n` (as read): `requested`, or a free one.
     pub fn claim(
         &self,
         store: &mut Store,
         n: &Network,
         requested: Option<u32>,
         rng: &mut dyn FnMut() -> u64,
-    ) -> Result<(u32, Network), AllocError> {
+    ) -> Result<Claim, AllocError> {
         if let Some(id) = requested {
             if !self.range.contains(id) {
                 let (min, max) = (self.range.min, self.range.max);
                 return Err(AllocError::OutOfRange { id, min, max });
             }
             return match self.try_claim(store, n, id)? {
-                Try::Claimed(n) => Ok((id, *n)),
+                Try::Claimed(n) => Ok(Claim { id, network: *n, attempts: 1 }),
                 Try::Taken => {
                     let by: Option<NetworkId> = store.get(CLUSTER, NETWORK_IDS, &encode_id(id))?;
                     let by = by.map_or_else(
@@ -237,39 +280,102 @@ impl Allocator {
             let id = self.range.pick(rng());
             attempts += 1;
             if let Try::Claimed(n) = self.try_claim(store, n, id)? {
-                return Ok((id, *n));
+                return Ok(Claim { id, network: *n, attempts });
             }
         }
-        // Contended or dense: walk what was free a moment ago.
-        let taken = self.taken(store)?;
+        // Dense or contended: walk the index from a random point to the free IDs.
+        let layout = store.layout().clone();
+        let (min, max) = (self.range.min, self.range.max);
+        let count = store.client().range(&RangeRequest {
+            key: index_key(&layout, min),
+            range_end: index_key(&layout, max + 1),
+            count_only: true,
+            ..Default::default()
+        });
+        if count.map_err(StoreError::from)?.count as u64 >= self.range.len() {
+            return Err(AllocError::Exhausted { min, max });
+        }
         let start = self.range.pick(rng());
-        let mut free = self.range.from(start).filter(|id| !taken.contains(id)).peekable();
-        if free.peek().is_none() {
-            return Err(AllocError::Exhausted { min: self.range.min, max: self.range.max });
-        }
-        for id in free {
-            if attempts >= MAX_ATTEMPTS {
-                break;
-            }
-            attempts += 1;
-            if let Try::Claimed(n) = self.try_claim(store, n, id)? {
-                return Ok((id, *n));
+        // The walk: [start, max], then [min, start).
+        for (from, to) in [(start, max), (min, start.saturating_sub(1))] {
+            let mut cursor = from;
+            while cursor <= to && from <= to {
+                let page = store.client().range(&RangeRequest {
+                    key: index_key(&layout, cursor),
+                    range_end: index_key(&layout, to + 1),
+                    limit: PAGE,
+                    keys_only: true,
+                    ..Default::default()
+                });
+                let page = page.map_err(StoreError::from)?;
+                let taken: Vec<u32> =
+                    page.kvs.iter().filter_map(|kv| index_id(&layout, &kv.key)).collect();
+                // Free IDs between the cursor and the last taken one this page shows (all of
+                // them up to `to` when the page is the last).
+                let upto = if page.more { taken.last().copied().unwrap_or(to) } else { to };
+                let mut id = cursor;
+                while id <= upto {
+                    if !taken.contains(&id) {
+                        if attempts >= MAX_ATTEMPTS {
+                            return Err(AllocError::Contended { attempts });
+                        }
+                        attempts += 1;
+                        if let Try::Claimed(n) = self.try_claim(store, n, id)? {
+                            return Ok(Claim { id, network: *n, attempts });
+                        }
+                    }
+                    id += 1;
+                }
+                if upto >= to {
+                    break;
+                }
+                cursor = upto + 1;
             }
         }
         Err(AllocError::Contended { attempts })
     }
-
-    /// The claimed IDs of this range (one listing).
-    fn taken(&self, store: &mut Store) -> Result<BTreeSet<u32>, StoreError> {
-        let (all, _) = store.list::<serde_json::Value>(CLUSTER, NETWORK_IDS)?;
-        Ok(all.iter().filter_map(|r| parse_id(&r.metadata.id)).collect())
-    }
 }
 
-fn as_value<S: serde::Serialize>(
-    r: &Resource<S>,
-) -> Result<Resource<serde_json::Value>, serde_json::Error> {
-    Ok(Resource { metadata: r.metadata.clone(), spec: serde_json::to_value(&r.spec)? })
+/// The index key of an ID: zero-padded so keys sort as numbers.
+pub fn index_key(layout: &crate::key::Layout, id: u32) -> Vec<u8> {
+    let mut k = layout.kind_prefix(CLUSTER, INDEX);
+    k.extend_from_slice(format!("{id:08}").as_bytes());
+    k
+}
+
+/// The ID an index key names.
+fn index_id(layout: &crate::key::Layout, key: &[u8]) -> Option<u32> {
+    let p = layout.kind_prefix(CLUSTER, INDEX);
+    let rest = std::str::from_utf8(key.strip_prefix(p.as_slice())?).ok()?;
+    (rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_digit())).then(|| rest.parse().ok())?
+}
+
+/// Delete a NetworkID by hand (`keelson-operator delete nid ID`), with its index key, at the
+/// version read. `Ok(false)`: there is none.
+pub fn delete_id(store: &mut Store, name: &str) -> Result<bool, StoreError> {
+    let Some(id) = super::kinds::parse_id(name) else { return Ok(false) };
+    for _ in 0..4 {
+        let c: Option<NetworkId> = store.get(CLUSTER, NETWORK_IDS, name)?;
+        let Some(c) = c else { return Ok(false) };
+        if delete_guarded(store, id, c.metadata.version)? {
+            return Ok(true);
+        }
+    }
+    Err(StoreError::Conflict { what: format!("NetworkID {id}"), expected: 0, found: -1 })
+}
+
+/// Delete NetworkID `id` and its index key if the NetworkID is still at `version`.
+fn delete_guarded(store: &mut Store, id: u32, version: i64) -> Result<bool, StoreError> {
+    let layout = store.layout().clone();
+    let key = layout.key(CLUSTER, NETWORK_IDS, &encode_id(id));
+    let del =
+        |key: Vec<u8>| RequestOp::DeleteRange(DeleteRangeRequest { key, ..Default::default() });
+    let t = store.client().txn(&TxnRequest {
+        compare: vec![Compare::version(&key, CompareResult::Equal, version)],
+        success: vec![del(key.clone()), del(index_key(&layout, id))],
+        failure: vec![],
+    })?;
+    Ok(t.succeeded)
 }
 
 /// What [`release`] did.
@@ -293,11 +399,17 @@ pub fn release(store: &mut Store, n: &Network) -> Result<Released, StoreError> {
         if c.spec.spec.claim_ref != mine {
             return Ok(Released::NotOurs(describe_claim(&c.spec.spec.claim_ref)));
         }
-        match store.destroy(CLUSTER, NETWORK_IDS, &encode_id(id), c.metadata.version, "") {
-            Ok(()) => return Ok(Released::Deleted(id)),
-            Err(StoreError::NotFound(_)) => return Ok(Released::Gone),
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => return Err(e),
+        let layout = store.layout().clone();
+        let key = layout.key(CLUSTER, NETWORK_IDS, &encode_id(id));
+        let del =
+            |key: Vec<u8>| RequestOp::DeleteRange(DeleteRangeRequest { key, ..Default::default() });
+        let t = store.client().txn(&TxnRequest {
+            compare: vec![Compare::version(&key, CompareResult::Equal, c.metadata.version)],
+            success: vec![del(key.clone()), del(index_key(&layout, id))],
+            failure: vec![],
+        })?;
+        if t.succeeded {
+            return Ok(Released::Deleted(id));
         }
     }
     Err(StoreError::Conflict { what: format!("NetworkID {id}"), expected: 0, found: -1 })
@@ -305,6 +417,8 @@ pub fn release(store: &mut Store, n: &Network) -> Result<Released, StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -331,6 +445,19 @@ mod tests {
             }
         }
         assert_eq!(r.from(17).collect::<Vec<_>>(), [17, 18, 19, 10, 11, 12, 13, 14, 15, 16]);
+    }
+
+    #[test]
+    fn index_keys_sort_as_numbers_and_read_back() {
+        let l = crate::key::Layout::new("/op", b"s");
+        assert_eq!(index_key(&l, 200), b"/op/_cluster/NetworkIDIndex/00000200");
+        assert!(index_key(&l, 999) < index_key(&l, 1000));
+        assert!(index_key(&l, MAX_ID) < index_key(&l, MAX_ID + 1));
+        for id in [1, 200, 4242, MAX_ID] {
+            assert_eq!(index_id(&l, &index_key(&l, id)), Some(id));
+        }
+        assert_eq!(index_id(&l, b"/op/_cluster/NetworkIDIndex/12"), None);
+        assert_eq!(index_id(&l, b"/other/_cluster/NetworkIDIndex/00000200"), None);
     }
 
     #[test]

@@ -139,8 +139,13 @@ impl Controller {
         let before = n.spec.status.id.filter(|_| n.spec.status.uid == uid(&n));
         let requested = n.spec.spec.id.or(before);
         match self.allocator.claim(store, &n, requested, &mut *self.rng) {
-            Ok((id, _)) => {
-                log::info!("Network {}: claimed ID {id}", show(&what));
+            Ok(c) => {
+                log::info!(
+                    "Network {}: claimed ID {} ({} attempts)",
+                    show(&what),
+                    c.id,
+                    c.attempts
+                );
                 Ok(true)
             }
             Err(AllocError::NetworkChanged) => Ok(false),

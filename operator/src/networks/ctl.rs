@@ -193,3 +193,17 @@ fn title(h: &str) -> String {
     let mut c = l.chars();
     c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
 }
+
+/// `delete nid ID`: the claim and its index key (the Network that held it claims an ID again
+/// on the next pass: the same one when it is still free).
+pub fn delete_id(store: &mut Store, name: &str) -> Result<String, CtlError> {
+    if super::allocate::delete_id(store, name)? {
+        Ok(format!("networkid/{name} deleted"))
+    } else {
+        Err(CtlError::NotFound {
+            kind: Kind::NetworkId.name(),
+            name: name.into(),
+            ns: super::kinds::CLUSTER.into(),
+        })
+    }
+}
