@@ -12,7 +12,7 @@ use netlink_packet_route::link::{
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
-use super::{id_of, table, vrf_name, Device, Found, LeakRoute, Observed, Step, TABLE_BASE};
+use super::{id_of, table, vrf_name, Device, Found, LeakRoute, Observed, Step};
 use crate::netlink::{KernelRoute, NlError, RouteSocket};
 use crate::resource::nethelpers::{Family, RoutingTable};
 
@@ -176,7 +176,7 @@ fn route(sock: &mut RouteSocket, r: &LeakRoute) -> Result<KernelRoute, NlError> 
         ipnet::IpNet::V6(_) => Family::Inet6,
     };
     let mut k = KernelRoute::new(family, Some(r.dst));
-    k.table = RoutingTable(TABLE_BASE + r.id);
+    k.table = RoutingTable(table(r.id));
     k.oif = Some(index_of(sock, &vrf_name(r.via))?);
     Ok(k)
 }

@@ -69,7 +69,8 @@ pub fn vxlan_name(id: u32) -> String {
 
 /// The routing table of a network's VRF.
 pub fn table(id: u32) -> u32 {
-    TABLE_BASE + id
+    // IDs are at most 2^24 - 1; saturating keeps a hostile one from overflowing.
+    TABLE_BASE.saturating_add(id)
 }
 
 /// A network ID back from a device name of this module.
