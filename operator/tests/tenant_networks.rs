@@ -329,6 +329,18 @@ fn peering_needs_both_sides_and_withdraws_when_one_goes() {
         )
     );
     assert_eq!(cn.spec.status.id, None);
+    // A claim whose Network is gone (deleted behind the operator's back) is collected by a
+    // leader's first pass; a live one is not.
+    let mut ghost: Vec<Resource<serde_json::Value>> = vec![Resource::new(
+        CLUSTER,
+        NETWORK_IDS,
+        "777",
+        serde_json::json!({"spec": {"claimRef": {"namespace": NS, "name": "ghost", "uid": "5"}}}),
+    )];
+    s.write_all(&mut ghost).unwrap();
+    Controller::new(Allocator::new(Range::default()), NS).pass(&mut s).unwrap();
+    assert!(nid(&mut s, "777").is_none());
+    assert!(nid(&mut s, &ida.to_string()).is_some());
     // The tables show it.
     let table = ctl::get(&mut s, NS, Kind::Network, None, ctl::Output::Table).unwrap();
     assert!(table.lines().any(|l| l.starts_with('c') && l.contains("Error")), "{table}");

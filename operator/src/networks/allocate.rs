@@ -365,7 +365,7 @@ pub fn delete_id(store: &mut Store, name: &str) -> Result<bool, StoreError> {
 }
 
 /// Delete NetworkID `id` and its index key if the NetworkID is still at `version`.
-fn delete_guarded(store: &mut Store, id: u32, version: i64) -> Result<bool, StoreError> {
+pub fn delete_guarded(store: &mut Store, id: u32, version: i64) -> Result<bool, StoreError> {
     let layout = store.layout().clone();
     let key = layout.key(CLUSTER, NETWORK_IDS, &encode_id(id));
     let del =

@@ -11,14 +11,17 @@ use crate::store::{Phase, Resource, Store, StoreError};
 
 use super::allocate::{self, claim_of, AllocError, Allocator, Released, FINALIZER};
 use super::kinds::{
-    encode_id, uid, Body, NetState, Network, NetworkSpec, NetworkStatus, NodeNetwork,
-    NodeNetworkSpec, NodeNetworkStatus, PeeringStatus, CLUSTER, NETWORKS, NODE_NETWORKS,
+    encode_id, uid, Body, NetState, Network, NetworkIdSpec, NetworkSpec, NetworkStatus,
+    NodeNetwork, NodeNetworkSpec, NodeNetworkStatus, PeeringStatus, CLUSTER, NETWORKS, NETWORK_IDS,
+    NODE_NETWORKS,
 };
 use super::peering::{self, View};
 
 /// Next pass while something waits (a peer, a node), and when all is settled.
 const FAST: Duration = Duration::from_millis(500);
 const SLOW: Duration = Duration::from_secs(5);
+/// Orphaned claims are looked for every this many passes (5 min at the settled pace).
+const GC_EVERY: u64 = 60;
 
 type NetBody = Body<NetworkSpec, NetworkStatus>;
 type NodeBody = Body<NodeNetworkSpec, NodeNetworkStatus>;
@@ -27,6 +30,7 @@ pub struct Controller {
     pub allocator: Allocator,
     pub namespace: String,
     rng: Box<dyn FnMut() -> u64 + Send>,
+    passes: u64,
 }
 
 impl std::fmt::Debug for Controller {
@@ -44,7 +48,7 @@ fn show(s: &str) -> String {
 
 impl Controller {
     pub fn new(allocator: Allocator, namespace: &str) -> Self {
-        Self { allocator, namespace: namespace.into(), rng: Box::new(allocate::random) }
+        Self { allocator, namespace: namespace.into(), rng: Box::new(allocate::random), passes: 0 }
     }
 
     /// With a chosen random source (tests make collisions likely with a small range).
@@ -103,6 +107,12 @@ impl Controller {
             }
             write_status(store, n, id, st)?;
         }
+        // Claims whose Network is gone (its key deleted behind the operator's back): the first
+        // pass of a leader, then every GC_EVERY.
+        if self.passes.is_multiple_of(GC_EVERY) {
+            self.collect_ids(store)?;
+        }
+        self.passes = self.passes.wrapping_add(1);
         // NodeNetworks of this namespace's Networks that are gone (a pass cut short).
         let (nodes, _) = store.list::<NodeBody>(CLUSTER, NODE_NETWORKS)?;
         for nn in nodes {
@@ -121,6 +131,32 @@ impl Controller {
             }
         }
         Ok(wait)
+    }
+
+    /// Delete the NetworkIDs of this namespace whose Network (by name and UID) is gone.
+    fn collect_ids(&mut self, store: &mut Store) -> Result<(), StoreError> {
+        let (claims, _) =
+            store.list::<Body<NetworkIdSpec, serde_json::Value>>(CLUSTER, NETWORK_IDS)?;
+        for c in claims {
+            let r = &c.spec.spec.claim_ref;
+            if r.namespace != self.namespace {
+                continue;
+            }
+            let owner = store.get::<NetBody>(&r.namespace, NETWORKS, &r.name)?;
+            if owner.is_some_and(|n| uid(&n) == r.uid) {
+                continue;
+            }
+            let Some(id) = super::kinds::parse_id(&c.metadata.id) else { continue };
+            if allocate::delete_guarded(store, id, c.metadata.version)? {
+                log::info!(
+                    "NetworkID {id}: its Network {}/{} (uid {}) is gone; released",
+                    show(&r.namespace),
+                    show(&r.name),
+                    show(&r.uid)
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Make sure `n` holds an ID; `Ok(false)`: it does not (yet).
