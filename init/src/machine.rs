@@ -10,6 +10,18 @@ use std::time::Instant;
 /// kubelet's status, and a config applied through the API).
 pub const SOURCE: &str = "node";
 
+/// A suffix the build may add to the version (`KEELSON_VERSION_SUFFIX=-b cargo build`): two
+/// images of one source tell themselves apart (the upgrade boot test's image B).
+const VERSION_SUFFIX: &str = match option_env!("KEELSON_VERSION_SUFFIX") {
+    Some(s) => s,
+    None => "",
+};
+
+/// The version this image reports (`Version`, the console's first line).
+pub fn version() -> String {
+    format!("{}{VERSION_SUFFIX}", env!("CARGO_PKG_VERSION"))
+}
+
 /// Node facts the runtime's store does not hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Machine {
@@ -26,6 +38,42 @@ pub enum Power {
     Reboot,
     /// Stop services, then power off.
     Shutdown,
+    /// Stop services, wipe what [`Reset::wipe`] says, then reboot or power off.
+    Reset(Reset),
+    /// Stop services, then boot the kernel and initramfs an upgrade loaded (kexec).
+    Kexec,
+}
+
+impl Power {
+    /// The machine comes back by itself (a reboot, a reset with `reboot`, an upgrade).
+    pub fn comes_back(self) -> bool {
+        match self {
+            Self::Reboot | Self::Kexec => true,
+            Self::Shutdown => false,
+            Self::Reset(r) => r.reboot,
+        }
+    }
+}
+
+/// What a `Reset` wipes and what follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reset {
+    pub wipe: Wipe,
+    /// Reboot afterwards; otherwise power off.
+    pub reboot: bool,
+    /// Give services their usual time to stop; otherwise they get none.
+    pub graceful: bool,
+}
+
+/// The parts of the node a reset wipes, by Talos's partition labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wipe {
+    /// `STATE`: the state partition's slots and the state directory (configs, the node
+    /// identity, leases, keys).
+    pub state: bool,
+    /// `EPHEMERAL`: etcd's data directory (RAM under PID 1; a directory under `--root` for
+    /// `keelson run`).
+    pub ephemeral: bool,
 }
 
 /// The install step is preparing a disk (shown as the `installing` stage).

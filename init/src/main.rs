@@ -26,6 +26,7 @@ mod run;
 mod staged;
 mod state;
 mod supervisor;
+mod upgrade;
 mod verbs;
 mod vip;
 

@@ -237,6 +237,21 @@ pub fn clear(m: &mut impl Medium) -> Result<(), SlotError> {
     Ok(())
 }
 
+/// Zero both slots whole, headers and payloads (a reset: the configs and keys they held must
+/// not be readable afterwards).
+pub fn erase(m: &mut impl Medium) -> Result<(), SlotError> {
+    const CHUNK: usize = 1 << 20;
+    let zeros = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    while at < 2 * SLOT_BYTES {
+        let n = (2 * SLOT_BYTES - at).min(CHUNK as u64) as usize;
+        m.write_at(at, zeros.get(..n).unwrap_or(&zeros))?;
+        at += n as u64;
+    }
+    m.sync()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
