@@ -65,8 +65,8 @@ pub fn manifest_url(image: &str) -> Result<Url, String> {
     if image.is_empty() {
         return Err("image: empty (keelson wants the URL of an upgrade manifest)".into());
     }
-    let url = Url::parse(image).map_err(|e| {
-        format!("image: {e} (keelson boots from RAM: it wants the https:// URL of an upgrade manifest, not a container image)")
+    let url = Url::parse(image).map_err(|_| {
+        format!("image: {:?} is not an https:// URL (keelson boots from RAM: it wants the URL of an upgrade manifest, not a container image)", net::names::escape(image, 96))
     })?;
     manifest::check_url(&url).map_err(|e| format!("image: {e}"))?;
     Ok(url)
