@@ -290,7 +290,7 @@ def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_
     if binary:
         cmd += ["--binary", str(binary)]
     if version_suffix:
-        cmd += ["--version-suffix", version_suffix]
+        cmd += [f"--version-suffix={version_suffix}"]  # it may start with "-"
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")
