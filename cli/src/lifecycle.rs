@@ -8,8 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use talos_api::machine::{
-    ResetPartitionSpec, ResetRequest, ResetResponse, ResetWipeMode, UpgradeRequest,
-    UpgradeResponse,
+    ResetPartitionSpec, ResetRequest, ResetResponse, ResetWipeMode, UpgradeRequest, UpgradeResponse,
 };
 
 use crate::connect::{self, Common, Target};
@@ -67,10 +66,7 @@ fn boolean(name: &str, v: Option<OsString>) -> Result<bool, String> {
 }
 
 fn text(name: &str, p: &mut lexopt::Parser) -> Result<String, String> {
-    p.value()
-        .map_err(|e| e.to_string())?
-        .into_string()
-        .map_err(|_| format!("--{name}: not UTF-8"))
+    p.value().map_err(|e| e.to_string())?.into_string().map_err(|_| format!("--{name}: not UTF-8"))
 }
 
 /// Parse `reset`'s arguments.
@@ -108,7 +104,10 @@ pub fn reset_args(raw: Vec<OsString>) -> Result<(Common, ResetArgs), String> {
             }
             lexopt::Arg::Long("wait") => {
                 if boolean("wait", p.optional_value())? {
-                    return Err("--wait: keelson does not follow the reset's events; use --wait=false".into());
+                    return Err(
+                        "--wait: keelson does not follow the reset's events; use --wait=false"
+                            .into(),
+                    );
                 }
             }
             other => return Err(other.unexpected().to_string()),
@@ -168,7 +167,10 @@ pub fn upgrade_args(raw: Vec<OsString>) -> Result<(Common, UpgradeArgs), String>
         }
     }
     if a.image.is_empty() {
-        return Err("--image URL is required: the https:// URL of an upgrade manifest (docs/upgrade.md)".into());
+        return Err(
+            "--image URL is required: the https:// URL of an upgrade manifest (docs/upgrade.md)"
+                .into(),
+        );
     }
     Ok((common, a))
 }

@@ -127,7 +127,9 @@ pub(crate) fn follow_upgrade(effects: &mut Effects) {
                 effects.power = Some(Power::Kexec);
             }
         }
-        Outcome::Verified { version } => log::warn!(target: "upgrade", "upgrade to {version} downloaded and verified; keelson run does not replace its host's kernel: nothing loaded"),
+        Outcome::Verified { version } => {
+            log::warn!(target: "upgrade", "upgrade to {version} downloaded and verified; keelson run does not replace its host's kernel: nothing loaded")
+        }
         Outcome::Failed(line) => log::error!(target: "upgrade", "upgrade refused: {line}"),
     }
 }

@@ -80,12 +80,27 @@ fn upgrade_refusals_and_a_reset_back_to_maintenance() {
     served(www.path());
     let mut srv = Background::start(
         &ns,
-        &["python3", "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory", &s(www.path()), "8080"],
+        &[
+            "python3",
+            "-u",
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            &s(www.path()),
+            "8080",
+        ],
         www.path().join("http.log"),
     );
     wait_for("the HTTP server", T, || srv.text().contains("Serving HTTP"), || srv.text());
     println!("{}", scenario(&["upgrade", AT, &admin, "http://127.0.0.1:8080/bad.json"]));
-    wait_for("the digest refusal", T, || node.log_text().contains("upgrade refused"), || node.log_text());
+    wait_for(
+        "the digest refusal",
+        T,
+        || node.log_text().contains("upgrade refused"),
+        || node.log_text(),
+    );
     let log = node.log_text();
     let refused: Vec<&str> = log.lines().filter(|l| l.contains("upgrade refused")).collect();
     assert_eq!(refused.len(), 1, "{log}");
@@ -98,8 +113,14 @@ fn upgrade_refusals_and_a_reset_back_to_maintenance() {
         refused[0]
     );
     // The CLI, with talosctl's table; the good manifest verifies.
-    let (ok, out, err) = keelson(&ns, &["upgrade", "--image", "http://127.0.0.1:8080/good.json", "--keelsonconfig", &admin]);
-    assert!(ok && out.starts_with("NODE") && out.contains("ACK") && out.contains("STARTED"), "{out}{err}");
+    let (ok, out, err) = keelson(
+        &ns,
+        &["upgrade", "--image", "http://127.0.0.1:8080/good.json", "--keelsonconfig", &admin],
+    );
+    assert!(
+        ok && out.starts_with("NODE") && out.contains("ACK") && out.contains("STARTED"),
+        "{out}{err}"
+    );
     assert!(out.contains("Upgrade request received"), "{out}{err}");
     wait_for(
         "the verified upgrade",
@@ -111,7 +132,10 @@ fn upgrade_refusals_and_a_reset_back_to_maintenance() {
     let (ok, out, err) = keelson(&ns, &["reset", "--reboot", "--keelsonconfig", &reader]);
     assert!(!ok && err.contains("os:reader is not allowed"), "{out}{err}");
 
-    assert!(std::fs::read_dir(&state).unwrap().count() > 0, "the state directory holds files before the reset");
+    assert!(
+        std::fs::read_dir(&state).unwrap().count() > 0,
+        "the state directory holds files before the reset"
+    );
     println!("{}", scenario(&["reset", AT, &admin]));
     wait_for("the reset", T, || node.log_text().contains("reset: wiped"), || node.log_text());
     let (log, root) = node.stop_keeping_root();
@@ -119,7 +143,11 @@ fn upgrade_refusals_and_a_reset_back_to_maintenance() {
     let left: Vec<_> = std::fs::read_dir(&state).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "the state directory is blank: {left:?}");
     assert!(!config.exists(), "the config file is wiped");
-    assert_eq!(std::fs::read_dir(root.path().join("var/lib/etcd")).unwrap().count(), 0, "etcd's data is wiped");
+    assert_eq!(
+        std::fs::read_dir(root.path().join("var/lib/etcd")).unwrap().count(),
+        0,
+        "etcd's data is wiped"
+    );
 
     // Started again over the same directories: maintenance mode.
     let node = Node::start_in_api_args(&ns, "", Some(&config), root, &["--api-listen", AT]);

@@ -411,7 +411,11 @@ impl Keeper {
             }
         }
         if let Err(e) = empty_dir(&self.dir) {
-            result = result.and(Err(format!("{}: {e}", self.dir.display())));
+            let line = format!("{}: {e}", self.dir.display());
+            result = Err(match result {
+                Ok(()) => line,
+                Err(disk) => format!("{disk}; {line}"),
+            });
         }
         result
     }

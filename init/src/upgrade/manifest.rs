@@ -96,15 +96,15 @@ pub fn parse(body: &[u8], base: &Url) -> Result<Manifest, ManifestError> {
     };
     let cmdline = match v.get("cmdline") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s))
-            if s.len() < MAX_CMDLINE && !s.chars().any(|c| c.is_control()) =>
-        {
+        Some(Value::String(s)) if s.len() < MAX_CMDLINE && !s.chars().any(|c| c.is_control()) => {
             Some(s.clone())
         }
         Some(_) => {
             return Err(ManifestError::Invalid {
                 field: "cmdline",
-                why: format!("a string of less than {MAX_CMDLINE} bytes without control characters"),
+                why: format!(
+                    "a string of less than {MAX_CMDLINE} bytes without control characters"
+                ),
             })
         }
     };
@@ -211,13 +211,19 @@ mod tests {
         );
         let no_url = r#"{"version": "v1", "kernel": {"sha256": "00"}}"#;
         assert_eq!(e(no_url), "manifest: kernel.url: missing");
-        let bad_cmdline = doc("k", &"01".repeat(32)).replacen('{', "{\"cmdline\": \"a\\u0000b\", ", 1);
+        let bad_cmdline =
+            doc("k", &"01".repeat(32)).replacen('{', "{\"cmdline\": \"a\\u0000b\", ", 1);
         assert!(e(&bad_cmdline).starts_with("manifest: cmdline:"), "{}", e(&bad_cmdline));
     }
 
     #[test]
     fn plain_http_only_from_loopback() {
-        for ok in ["https://x.example/m", "http://127.0.0.1:8000/m", "http://[::1]/m", "http://localhost/m"] {
+        for ok in [
+            "https://x.example/m",
+            "http://127.0.0.1:8000/m",
+            "http://[::1]/m",
+            "http://localhost/m",
+        ] {
             assert!(check_url(&Url::parse(ok).unwrap()).is_ok(), "{ok}");
         }
         assert!(check_url(&Url::parse("http://10.0.2.2/m").unwrap()).is_err());

@@ -647,7 +647,8 @@ mod tests {
         );
         let state = req(m::ResetWipeMode::All, vec![spec("STATE", true)], vec![]);
         assert_eq!(wipe_of(&state).ok(), Some(Wipe { state: true, ephemeral: false }));
-        let kept = req(m::ResetWipeMode::All, vec![spec("STATE", false), spec("EPHEMERAL", true)], vec![]);
+        let kept =
+            req(m::ResetWipeMode::All, vec![spec("STATE", false), spec("EPHEMERAL", true)], vec![]);
         assert_eq!(wipe_of(&kept).ok(), Some(Wipe { state: false, ephemeral: true }));
         let code_of = |r: &m::ResetRequest| wipe_of(r).err().map(|s| (s.code, s.message));
         let (c, msg) = code_of(&req(m::ResetWipeMode::All, vec![spec("META", true)], vec![]))
@@ -655,7 +656,10 @@ mod tests {
         assert_eq!(c, code::INVALID_ARGUMENT);
         assert!(msg.starts_with("system_partitions_to_wipe[0].label: \"META\""), "{msg}");
         let disks = |mode| req(mode, vec![], vec!["/dev/sdb"]);
-        assert_eq!(code_of(&disks(m::ResetWipeMode::SystemDisk)).map(|c| c.0), Some(code::INVALID_ARGUMENT));
+        assert_eq!(
+            code_of(&disks(m::ResetWipeMode::SystemDisk)).map(|c| c.0),
+            Some(code::INVALID_ARGUMENT)
+        );
         assert_eq!(code_of(&disks(m::ResetWipeMode::All)).map(|c| c.0), Some(code::UNIMPLEMENTED));
         let bad = m::ResetRequest { mode: 7, ..m::ResetRequest::default() };
         assert_eq!(code_of(&bad).map(|c| c.0), Some(code::INVALID_ARGUMENT));
