@@ -141,6 +141,8 @@ pub struct UpgradeArgs {
     pub stage: bool,
     pub force: bool,
     pub preserve: bool,
+    /// `--reboot-mode powercycle` (the node refuses it: it upgrades by kexec only).
+    pub powercycle: bool,
 }
 
 /// Parse `upgrade`'s arguments.
@@ -158,6 +160,13 @@ pub fn upgrade_args(raw: Vec<OsString>) -> Result<(Common, UpgradeArgs), String>
             lexopt::Arg::Long("stage") | lexopt::Arg::Short('s') => a.stage = true,
             lexopt::Arg::Long("force") | lexopt::Arg::Short('f') => a.force = true,
             lexopt::Arg::Long("preserve") | lexopt::Arg::Short('p') => a.preserve = true,
+            lexopt::Arg::Long("reboot-mode") => {
+                a.powercycle = match text("reboot-mode", &mut p)?.as_str() {
+                    "default" => false,
+                    "powercycle" => true,
+                    other => return Err(format!("--reboot-mode {other:?}: default or powercycle")),
+                };
+            }
             lexopt::Arg::Long("wait") => {
                 if boolean("wait", p.optional_value())? {
                     return Err("--wait: keelson does not follow the upgrade's events; use --wait=false and `keelson version`".into());
@@ -175,7 +184,8 @@ pub fn upgrade_args(raw: Vec<OsString>) -> Result<(Common, UpgradeArgs), String>
     Ok((common, a))
 }
 
-/// `keelson upgrade --image URL [--stage] [--force] [--preserve] [NODE OPTIONS]`: talosctl's
+/// `keelson upgrade --image URL [--stage] [--force] [--preserve] [--reboot-mode MODE]
+/// [NODE OPTIONS]`: talosctl's
 /// table, NODE ACK STARTED.
 pub fn upgrade_main(raw: Vec<OsString>) -> ExitCode {
     finish("upgrade", upgrade(raw))
@@ -188,7 +198,7 @@ fn upgrade(raw: Vec<OsString>) -> Result<(), String> {
         preserve: a.preserve,
         stage: a.stage,
         force: a.force,
-        reboot_mode: 0,
+        reboot_mode: i32::from(a.powercycle),
     };
     let targets = common.targets()?;
     let mut rows = vec![vec!["NODE".to_owned(), "ACK".to_owned(), "STARTED".to_owned()]];
@@ -335,6 +345,10 @@ mod tests {
         assert!(upgrade_args(args(&[])).unwrap_err().contains("--image URL is required"));
         let (_, a) = upgrade_args(args(&["--image", "https://h/m.json", "--stage"])).unwrap();
         assert_eq!(a.image, "https://h/m.json");
-        assert!(a.stage && !a.force);
+        assert!(a.stage && !a.force && !a.powercycle);
+        let (_, a) =
+            upgrade_args(args(&["--image=https://h/m", "--reboot-mode", "powercycle"])).unwrap();
+        assert!(a.powercycle);
+        assert!(upgrade_args(args(&["--image=https://h/m", "--reboot-mode", "soon"])).is_err());
     }
 }

@@ -298,6 +298,21 @@ mod tests {
     }
 
     #[test]
+    fn erase_leaves_nothing_to_load_nor_to_read() {
+        let mut m = fresh();
+        let first = store(&mut m, None, &files("secret-a", 4096)).unwrap();
+        store(&mut m, Some(first), &files("secret-b", 4096)).unwrap();
+        assert!(load(&mut m).unwrap().is_some());
+        erase(&mut m).unwrap();
+        assert_eq!(load(&mut m).unwrap(), None);
+        assert!(m.bytes.iter().all(|b| *b == 0), "both slots zeroed, payloads too");
+        // A state written afterwards starts over, and reads back.
+        let again = store(&mut m, None, &files("c", 64)).unwrap();
+        assert_eq!(again, (0, 1));
+        assert_eq!(load(&mut m).unwrap().map(|l| l.files), Some(files("c", 64)));
+    }
+
+    #[test]
     fn writes_alternate_and_the_newest_wins() {
         let mut m = fresh();
         assert_eq!(load(&mut m).unwrap(), None);
