@@ -18,7 +18,8 @@ pub enum KexecError {
     Load(std::io::Error),
 }
 
-fn memfd(what: &'static str, data: &[u8]) -> Result<OwnedFd, KexecError> {
+/// `data` in a new memfd (the download's buffer can then go: only one copy is held).
+pub fn memfd(what: &'static str, data: &[u8]) -> Result<OwnedFd, KexecError> {
     let name = c"keelson-upgrade";
     // SAFETY: a valid NUL-terminated name; the returned fd is owned below.
     let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
@@ -32,19 +33,18 @@ fn memfd(what: &'static str, data: &[u8]) -> Result<OwnedFd, KexecError> {
     Ok(file.into())
 }
 
-/// Load `kernel` and `initramfs` with `cmdline` as the kernel to boot at `RB_KEXEC`.
-pub fn load(kernel: &[u8], initramfs: &[u8], cmdline: &str) -> Result<(), KexecError> {
+/// Load the kernel and initramfs in `kernel` and `initramfs` (memfds) with `cmdline` as the
+/// kernel to boot at `RB_KEXEC`.
+pub fn load(kernel: &OwnedFd, initramfs: &OwnedFd, cmdline: &str) -> Result<(), KexecError> {
     let cmdline = std::ffi::CString::new(cmdline).map_err(|_| KexecError::Cmdline)?;
-    let k = memfd("kernel", kernel)?;
-    let i = memfd("initramfs", initramfs)?;
     let bytes = cmdline.as_bytes_with_nul();
     // SAFETY: both fds are open; the command line pointer and its length (with the NUL, as
     // the call wants) stay valid for the call.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_kexec_file_load,
-            k.as_raw_fd(),
-            i.as_raw_fd(),
+            kernel.as_raw_fd(),
+            initramfs.as_raw_fd(),
             bytes.len() as libc::c_ulong,
             bytes.as_ptr(),
             0 as libc::c_ulong,

@@ -99,7 +99,9 @@ fn run(url: &Url, roots: &[PathBuf], boot: bool) -> Outcome {
         Err(e) => return Outcome::Failed(e),
     };
     log::info!(target: "upgrade", "manifest for {}: kernel {}, initramfs {}", m.version, m.kernel.url.redacted(), m.initramfs.url.redacted());
-    let mut files = Vec::new();
+    // Each download goes into a memfd once verified (only PID 1 loads it), so at most one
+    // buffer is held at a time.
+    let mut fds = Vec::new();
     for (what, a) in [("kernel", &m.kernel), ("initramfs", &m.initramfs)] {
         let data = match fetch(what, &a.url, MAX_ARTIFACT) {
             Ok(d) => d,
@@ -109,7 +111,12 @@ fn run(url: &Url, roots: &[PathBuf], boot: bool) -> Outcome {
             return Outcome::Failed(e.to_string());
         }
         log::info!(target: "upgrade", "{what}: {} bytes, sha256 {} as the manifest says", data.len(), &manifest::hex(&a.sha256)[..16]);
-        files.push(data);
+        if boot {
+            match kexec::memfd(what, &data) {
+                Ok(fd) => fds.push(fd),
+                Err(e) => return Outcome::Failed(e.to_string()),
+            }
+        }
     }
     let version = m.version.clone();
     if !boot {
@@ -122,9 +129,8 @@ fn run(url: &Url, roots: &[PathBuf], boot: bool) -> Outcome {
             Err(e) => return Outcome::Failed(format!("/proc/cmdline: {e}")),
         },
     };
-    let (kernel, initramfs) = match files.as_slice() {
-        [k, i] => (k, i),
-        _ => return Outcome::Failed("the downloads went missing".into()),
+    let [kernel, initramfs] = fds.as_slice() else {
+        return Outcome::Failed("the downloads went missing".into());
     };
     match kexec::load(kernel, initramfs, &cmdline) {
         Ok(()) => Outcome::Loaded { version },
