@@ -269,7 +269,7 @@ class Node:
 
 
 def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
-                    ca_bundle=None, add=(), binary=None):
+                    ca_bundle=None, add=(), binary=None, version_suffix=None):
     """Runs scripts/build-initramfs; returns the image path. `add`: (source, path in the
     image) pairs of extra files."""
     cmd = [str(ROOT / "scripts/build-initramfs")]
@@ -289,6 +289,8 @@ def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_
         cmd += ["--ca-bundle", str(ca_bundle)]
     if binary:
         cmd += ["--binary", str(binary)]
+    if version_suffix:
+        cmd += [f"--version-suffix={version_suffix}"]  # it may start with "-"
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")

@@ -26,6 +26,7 @@ mod run;
 mod staged;
 mod state;
 mod supervisor;
+mod upgrade;
 mod verbs;
 mod vip;
 
@@ -157,6 +158,22 @@ const COMMANDS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "reset",
+        "  keelson reset [--graceful=true|false] [--reboot] [--system-labels-to-wipe STATE,EPHEMERAL]
+                [--wipe-mode all|system-disk|user-disks] [NODE OPTIONS]
+      Stop the node's services, wipe its state (the state partition's slots: configs,
+      identity, keys, leases), then power off, or reboot with --reboot, into maintenance
+      mode (os:admin; `run` wipes its --state and --config and exits).
+",
+    ),
+    (
+        "upgrade",
+        "  keelson upgrade --image URL [NODE OPTIONS]
+      Boot the kernel and initramfs the upgrade manifest at URL names (https; each checked
+      against its SHA-256), by kexec, keeping the state (os:admin): NODE ACK STARTED.
+",
+    ),
+    (
         "gen",
         "  keelson gen config CLUSTER-NAME [--output DIR] [--endpoints HOST[:PORT],...]
       A new CA; machine.yaml (a machine config carrying it as machine.ca), keelsonconfig
@@ -238,6 +255,8 @@ fn main() -> ExitCode {
         Some("dmesg") => cli::client::dmesg_main(rest),
         Some("reboot") => cli::client::power_main("reboot", rest),
         Some("shutdown") => cli::client::power_main("shutdown", rest),
+        Some("reset") => cli::lifecycle::reset_main(rest),
+        Some("upgrade") => cli::lifecycle::upgrade_main(rest),
         Some("service" | "services") => cli::client::service_main(rest),
         Some("events") => cli::client::events_main(rest),
         Some("help" | "--help" | "-h") => {

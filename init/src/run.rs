@@ -174,6 +174,10 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         state: args.state,
     };
     match node::run(&opts) {
+        Ok(node::Ending::Reset(r)) => {
+            reset(&opts, r);
+            ExitCode::SUCCESS
+        }
         Ok(ending) => {
             log::info!(target: "run", "stopped ({ending:?}); the kernel keeps its configuration");
             ExitCode::SUCCESS
@@ -183,4 +187,41 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A reset in `keelson run`, once services stopped: what PID 1 wipes, in this run's
+/// directories (`--state`'s contents, the `--config` file and a config staged beside it, and
+/// for `EPHEMERAL` etcd's data under `--root`); then the process ends as for a reboot. The
+/// next `keelson run` with the same arguments starts in maintenance mode.
+fn reset(opts: &node::Options, r: crate::machine::Reset) {
+    let mut wiped = Vec::new();
+    let fail = |what: &std::path::Path, e: std::io::Error| {
+        log::error!(target: "run", "reset: {}: {e}", what.display());
+    };
+    if r.wipe.state {
+        if let Some(dir) = &opts.state {
+            match crate::state::empty_dir(dir) {
+                Ok(()) => wiped.push(dir.display().to_string()),
+                Err(e) => fail(dir, e),
+            }
+        }
+        if let Some(config) = &opts.config {
+            for path in [config.clone(), crate::staged::path_for(config)] {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => wiped.push(path.display().to_string()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => fail(&path, e),
+                }
+            }
+        }
+    }
+    if r.wipe.ephemeral {
+        let data = opts.root.join(crate::etcd::DATA_DIR.trim_start_matches('/'));
+        match crate::state::empty_dir(&data) {
+            Ok(()) => wiped.push(data.display().to_string()),
+            Err(e) => fail(&data, e),
+        }
+    }
+    let then = if r.reboot { "reboot" } else { "power off" };
+    log::warn!(target: "run", "reset: wiped {}; exiting as for a {then} (the next start is in maintenance mode)", if wiped.is_empty() { "nothing".to_owned() } else { wiped.join(", ") });
 }

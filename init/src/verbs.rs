@@ -33,6 +33,10 @@ pub struct Effects {
     pub(crate) etcd: Option<crate::etcd::bootstrap::Paths>,
     /// `Bootstrap` was accepted: start etcd as a new cluster.
     pub(crate) bootstrap: bool,
+    /// An upgrade downloading on its worker.
+    pub(crate) upgrade: Option<crate::upgrade::Job>,
+    /// Trust roots for an upgrade's https downloads (empty: the image's defaults).
+    pub(crate) roots: Vec<PathBuf>,
 }
 
 impl Effects {
@@ -57,6 +61,76 @@ impl Effects {
             },
             None => json!("not kept for the next start: the node has no config file"),
         }
+    }
+}
+
+/// `Reset`: once services stopped, the loop ends and the wipe follows (PID 1: the state
+/// partition's slots and the state directory; `keelson run`: its directories), then a reboot
+/// or power off. Refused while an upgrade is under way or the node is already going down.
+pub(crate) fn reset(effects: &mut Effects, r: crate::machine::Reset) -> Result<(), String> {
+    if effects.power.is_some() {
+        return Err("the node is already going down".into());
+    }
+    if let Some(job) = &effects.upgrade {
+        return Err(format!("an upgrade from {} is under way", job.shown));
+    }
+    log::warn!(target: "api", "reset requested: wipe {}, then {}{}", wipe_names(r.wipe), if r.reboot { "reboot" } else { "power off" }, if r.graceful { "" } else { " (not graceful: services get 1 s)" });
+    effects.power = Some(Power::Reset(r));
+    Ok(())
+}
+
+fn wipe_names(w: crate::machine::Wipe) -> &'static str {
+    match (w.state, w.ephemeral) {
+        (true, true) => "STATE and EPHEMERAL",
+        (true, false) => "STATE",
+        (false, true) => "EPHEMERAL",
+        (false, false) => "nothing",
+    }
+}
+
+/// `Upgrade`: check the manifest URL now, download and verify on a worker; the loop boots
+/// the result ([`follow_upgrade`]). Under PID 1 only: `keelson run` verifies and stops
+/// there (its host's kernel is not its to replace).
+pub(crate) fn upgrade(effects: &mut Effects, image: &str) -> Result<String, String> {
+    if let Some(job) = &effects.upgrade {
+        return Err(format!("an upgrade from {} is under way", job.shown));
+    }
+    if effects.power.is_some() {
+        return Err("the node is going down".into());
+    }
+    let url = crate::upgrade::manifest_url(image)?;
+    let roots = if effects.roots.is_empty() {
+        crate::fetch::client::DEFAULT_ROOTS.iter().map(PathBuf::from).collect()
+    } else {
+        effects.roots.clone()
+    };
+    let boot = std::process::id() == 1;
+    let job = crate::upgrade::start(url, roots, boot)?;
+    log::warn!(target: "upgrade", "upgrade requested: fetching the manifest {}", job.shown);
+    let shown = job.shown.clone();
+    effects.upgrade = Some(job);
+    Ok(shown)
+}
+
+/// The upgrade's worker answered: a loaded kernel stops the node to boot it; a refusal is
+/// one line and the node keeps running.
+pub(crate) fn follow_upgrade(effects: &mut Effects) {
+    use crate::upgrade::Outcome;
+    let Some(outcome) = effects.upgrade.as_ref().and_then(crate::upgrade::Job::poll) else {
+        return;
+    };
+    effects.upgrade = None;
+    match outcome {
+        Outcome::Loaded { version } => {
+            log::warn!(target: "upgrade", "upgrade to {version} loaded: stopping services to boot it");
+            if effects.power.is_none() {
+                effects.power = Some(Power::Kexec);
+            }
+        }
+        Outcome::Verified { version } => {
+            log::warn!(target: "upgrade", "upgrade to {version} downloaded and verified; keelson run does not replace its host's kernel: nothing loaded")
+        }
+        Outcome::Failed(line) => log::error!(target: "upgrade", "upgrade refused: {line}"),
     }
 }
 

@@ -19,6 +19,8 @@ const COMMANDS: &[&str] = &[
     "service",
     "events",
     "reboot",
+    "reset",
+    "upgrade",
     "gen",
     "help",
 ];

@@ -171,6 +171,96 @@ pub struct ShutdownResponse {
     pub messages: Vec<Shutdown>,
 }
 
+/// `ResetRequest.WipeMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum ResetWipeMode {
+    All = 0,
+    SystemDisk = 1,
+    UserDisks = 2,
+}
+
+/// One system partition a reset names, by label.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResetPartitionSpec {
+    #[prost(string, tag = "1")]
+    pub label: String,
+    #[prost(bool, tag = "2")]
+    pub wipe: bool,
+}
+
+/// `Reset`'s request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResetRequest {
+    #[prost(bool, tag = "1")]
+    pub graceful: bool,
+    #[prost(bool, tag = "2")]
+    pub reboot: bool,
+    #[prost(message, repeated, tag = "3")]
+    pub system_partitions_to_wipe: Vec<ResetPartitionSpec>,
+    #[prost(string, repeated, tag = "4")]
+    pub user_disks_to_wipe: Vec<String>,
+    #[prost(enumeration = "ResetWipeMode", tag = "5")]
+    pub mode: i32,
+}
+
+/// `Reset`'s per-node reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Reset {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+    #[prost(string, tag = "2")]
+    pub actor_id: String,
+}
+
+/// `Reset`'s reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResetResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<Reset>,
+}
+
+/// `UpgradeRequest.RebootMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum UpgradeRebootMode {
+    Default = 0,
+    Powercycle = 1,
+}
+
+/// `Upgrade`'s request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UpgradeRequest {
+    #[prost(string, tag = "1")]
+    pub image: String,
+    #[prost(bool, tag = "2")]
+    pub preserve: bool,
+    #[prost(bool, tag = "3")]
+    pub stage: bool,
+    #[prost(bool, tag = "4")]
+    pub force: bool,
+    #[prost(enumeration = "UpgradeRebootMode", tag = "5")]
+    pub reboot_mode: i32,
+}
+
+/// `Upgrade`'s per-node reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Upgrade {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+    #[prost(string, tag = "2")]
+    pub ack: String,
+    #[prost(string, tag = "3")]
+    pub actor_id: String,
+}
+
+/// `Upgrade`'s reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UpgradeResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<Upgrade>,
+}
+
 /// `Bootstrap`'s request.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct BootstrapRequest {

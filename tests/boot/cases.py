@@ -63,6 +63,18 @@ prints this):
                 partition is too small and the state is kept in RAM; after a boot with DHCP
                 and a node identity (what a state disk is written with) and a power-off, the
                 sentinel's bytes and the whole disk are unchanged
+  reset         a blank 64 MiB disk, a config with machine.install.disk applied in maintenance
+                mode, then `keelson reset --reboot`: the console says what is wiped, QEMU exits
+                at the reboot, both state slots on the disk are zero (the GPT stays); the next
+                boot finds the state partition empty: maintenance mode, a new NodeID, `disks`
+                lists vda
+  upgrade       image A (trusting a test CA) installed on a blank disk; image B is the same
+                build stamped with the version suffix -upgrade-b (build-initramfs
+                --version-suffix), served over https with the Debian kernel from the host; an
+                upgrade manifest whose initramfs digest is wrong is refused in one console line
+                and A keeps running; the right one is downloaded, loaded and booted by kexec:
+                B starts, reads the state from the disk (the same NodeID), and `keelson
+                version` with the kept config's admin certificate reports B's version
   generic-hotplug
                 the generic image booted with a virtio NIC; then an e1000 is hot-plugged into
                 slot 6 through the QEMU monitor: its driver is loaded from the uevent, it is
@@ -84,6 +96,7 @@ Exit code 0 only if every check of every case passed.
 """
 
 import base64
+import json
 import re
 import socket
 import subprocess
@@ -915,6 +928,180 @@ def case_state_small(initrd):
         return r.finish()
 
 
+# Serves a directory over https (TLS 1.3, the test CA's certificate for 10.0.2.2) on
+# 127.0.0.1: python3 -c HTTPS_DIR DIR PORT CERT KEY.
+HTTPS_DIR = """
+import functools, http.server, ssl, sys
+d, port, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=d)
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+"""
+
+
+class HttpsDir:
+    """A directory served over https on the host's 127.0.0.1 (the guest's 10.0.2.2)."""
+
+    def __init__(self, directory, cert, key):
+        self.port = vm.free_port()
+        self.proc = subprocess.Popen(["python3", "-c", HTTPS_DIR, str(directory), str(self.port),
+                                      str(cert), str(key)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._listening, 10)
+
+    def _listening(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def installed(r, node, tmp):
+    """Maintenance mode, a config with machine.install.disk applied with --insecure, the
+    state written to the disk, mutual TLS: (admin client args, NodeID) or None."""
+    r.console(r"reachable at 10\.0\.2\.15:50000", "maintenance mode", BOOT_TIMEOUT)
+    insecure = ["-n", f"127.0.0.1:{node.api_port}", "--insecure"]
+    config = tmp / "node.yaml"
+    config.write_text(statecheck.node_config(statecheck.gen_config(tmp, node.api_port)))
+    ok, out = client("apply-config", str(config), *insecure)
+    r.check(ok, f"apply-config --insecure with install.disk: {out.strip()[-200:]}")
+    r.console(r"keelson: state: installed: state partition on /dev/vda", "installed", STEP_TIMEOUT)
+    r.console(r"keelson: state: state generation \d+ written to /dev/vda .*config\.yaml",
+              "the state written with the config", STEP_TIMEOUT)
+    ident = r.console(r"keelson: state: node identity created: (\S+)", "a node identity", 1)
+    r.console(r"API: mutual TLS", "mutual TLS with the config's CA", STEP_TIMEOUT)
+    admin = ["--keelsonconfig", str(tmp / "gen" / "keelsonconfig")]
+    if not wait_until(lambda: client("version", *admin)[0], 30) or not ident:
+        r.fail("the API answers with the admin certificate")
+        return None
+    return admin, re.search(r"created: (\S+)", ident).group(1)
+
+
+def case_reset(initrd):
+    """An installed node reset over the API: its state slots zeroed, then the next boot is in
+    maintenance mode with a new identity, and `disks` still lists the disk."""
+    with tempfile.TemporaryDirectory(prefix="keelson-boot-reset-") as tmp:
+        tmp = Path(tmp)
+        disk = statecheck.blank_disk(tmp / "disk.raw")
+        node = vm.Node("test-reset-1", initrd=initrd, cmdline="talos.config=/nope.yaml",
+                       extra=statecheck.qemu_extra(disk))
+        r = bootcheck.Report(node, "reset of an installed node, then reboot")
+        node_id = None
+        try:
+            got = installed(r, node, tmp)
+            if got:
+                admin, node_id = got
+                ok, out = client("reset", "--reboot", *admin)
+                r.check(ok and "reset: accepted" in out, f"keelson reset --reboot: {out.strip()[-200:]}")
+                r.console(r"keelson: api: reset requested: wipe STATE and EPHEMERAL, then reboot",
+                          "the request on the console", STEP_TIMEOUT)
+                r.console(r"keelson: state: reset: the state partition on /dev/vda is wiped",
+                          "the state partition wiped", STEP_TIMEOUT)
+                rc = node.wait_exit(STEP_TIMEOUT)
+                r.check(rc is not None, f"QEMU exited at the reboot (-no-reboot; code {rc})")
+                r.console(r"keelson: reboot$", "the reboot line", 1)
+        finally:
+            node.stop()
+        # Both slots (16 MiB at 1 MiB) are zero; the GPT stays.
+        bad = statecheck.all_bytes(disk, 1 << 20, 17 << 20, 0)
+        r.check(bad is None, f"the state slots are blank (first non-zero byte at {bad})")
+        with open(disk, "rb") as f:
+            f.seek(512)
+            r.check(f.read(8) == b"EFI PART", "the GPT is kept")
+        if not r.finish() or node_id is None:
+            return False
+
+        node = vm.Node("test-reset-2", initrd=initrd, cmdline="talos.config=/nope.yaml",
+                       extra=statecheck.qemu_extra(disk))
+        r = bootcheck.Report(node, "the boot after the reset")
+        try:
+            r.console(r"keelson: state: state partition on /dev/vda is empty",
+                      "the state partition is found, empty", BOOT_TIMEOUT)
+            r.console(r"reachable at 10\.0\.2\.15:50000", "maintenance mode", BOOT_TIMEOUT)
+            ident = r.console(r"keelson: state: node identity created: (\S+)", "a new node identity", STEP_TIMEOUT)
+            r.check(ident is not None and node_id not in ident, f"not the old NodeID {node_id}")
+            ok, out = client("disks", "-n", f"127.0.0.1:{node.api_port}", "--insecure")
+            r.check(ok and "vda" in out, f"disks lists vda in maintenance mode: {out.strip()[-200:]}")
+            bootcheck.power_off(r)
+        finally:
+            node.stop()
+        return r.finish()
+
+
+def case_upgrade(_initrd):
+    """An installed node (image A) upgraded over the API to image B, served over https: a
+    manifest with a wrong digest is refused in one line and A keeps running; the right one is
+    booted by kexec, B reports its version and keeps the state (config, NodeID)."""
+    with tempfile.TemporaryDirectory(prefix="keelson-boot-upgrade-") as tmp:
+        tmp = Path(tmp)
+        image, ca = ca_image(tmp)
+        b, _ = vm.build_initramfs(out=vm.BUILD / "upgrade-b-initramfs.cpio.zst",
+                                  add=[(ca / "ca.pem", "/etc/keelson/ca.pem")],
+                                  version_suffix="-upgrade-b")
+        www = tmp / "www"
+        www.mkdir()
+        kernel = vm.newest_kernel()
+        (www / "vmlinuz").write_bytes(kernel.read_bytes())
+        (www / "initramfs.cpio.zst").write_bytes(b.read_bytes())
+        digest = {n: statecheck.sha256(www / n) for n in ("vmlinuz", "initramfs.cpio.zst")}
+        srv = HttpsDir(www, ca / "server.pem", ca / "server.key")
+        disk = statecheck.blank_disk(tmp / "disk.raw")
+        node = vm.Node("test-upgrade", initrd=image, cmdline="talos.config=/nope.yaml",
+                       extra=statecheck.qemu_extra(disk))
+        r = bootcheck.Report(node, "upgrade from image A to image B by kexec")
+        try:
+            got = installed(r, node, tmp)
+            if got:
+                admin, node_id = got
+                ok, out = client("version", *admin)
+                tag = re.search(r"Tag:\s+(\S+)", out)
+                r.check(ok and tag and "upgrade-b" not in tag.group(1), f"image A's version: {out.strip()[-200:]}")
+                new = (tag.group(1) if tag else "v0") + "-upgrade-b"
+
+                def manifest(name, initramfs_sha):
+                    (www / name).write_text(json.dumps({
+                        "version": new,
+                        "kernel": {"url": "vmlinuz", "sha256": digest["vmlinuz"]},
+                        "initramfs": {"url": "initramfs.cpio.zst", "sha256": initramfs_sha}}))
+                    return f"https://10.0.2.2:{srv.port}/{name}"
+
+                bad = manifest("bad.json", "0" * 64)
+                good = manifest("good.json", digest["initramfs.cpio.zst"])
+                ok, out = client("upgrade", "--image", bad, *admin)
+                r.check(ok and "Upgrade request received" in out and out.startswith("NODE"),
+                        f"keelson upgrade (wrong digest) is acknowledged: {out.strip()[-200:]}")
+                r.console(r"keelson: upgrade: upgrade refused: initramfs: sha256 mismatch: the manifest says 0{64}, "
+                          r"the download \(\d+ bytes\) is [0-9a-f]{64}; nothing loaded, the node keeps running$",
+                          "the digest mismatch in one line", BOOT_TIMEOUT)
+                ok, out = client("version", *admin)
+                r.check(ok and "upgrade-b" not in out, f"the node still runs image A: {out.strip()[-200:]}")
+                ok, out = client("upgrade", "--image", good, *admin)
+                r.check(ok and "Upgrade request received" in out, f"keelson upgrade: {out.strip()[-200:]}")
+                r.console(rf"keelson: upgrade: upgrade to {re.escape(new)} loaded: stopping services",
+                          "downloaded, verified and loaded", BOOT_TIMEOUT)
+                r.console(r"keelson: upgrade: booting the new kernel \(kexec\)", "kexec", STEP_TIMEOUT)
+                r.console(r"keelson .*-upgrade-b starting as PID 1", "image B starts", BOOT_TIMEOUT)
+                r.console(r"keelson: state: state read from /dev/vda", "the state read from the disk", BOOT_TIMEOUT)
+                r.console(rf"keelson: state: node identity kept: {re.escape(node_id)}$", "the same NodeID", STEP_TIMEOUT)
+                back = wait_until(lambda: "upgrade-b" in client("version", *admin)[1], 60)
+                ok, out = client("version", *admin)
+                r.check(back and new in out,
+                        f"image B answers with the kept config's CA and reports {new}: {out.strip()[-200:]}")
+                bootcheck.power_off(r)
+        finally:
+            node.stop()
+            srv.stop()
+        return r.finish()
+
+
 CASES = {
     "standard": case_standard,
     "bad-cmdline": case_bad_cmdline,
@@ -938,6 +1125,8 @@ CASES = {
     "install-refused": case_install_refused,
     "install-refused-url": case_install_refused_url,
     "state-small": case_state_small,
+    "reset": case_reset,
+    "upgrade": case_upgrade,
 }
 
 

@@ -141,6 +141,11 @@ impl Server {
         self.effects.config_path = path;
     }
 
+    /// Trust roots for an upgrade's https downloads.
+    pub fn fetch_roots(&mut self, roots: Vec<PathBuf>) {
+        self.effects.roots = roots;
+    }
+
     /// Where `Bootstrap` looks and what it writes.
     pub fn etcd_paths(&mut self, paths: crate::etcd::bootstrap::Paths) {
         self.effects.etcd = Some(paths);
@@ -177,7 +182,14 @@ impl Server {
     pub fn poll_at(&self) -> Option<Instant> {
         let reissue = self.remote.as_ref().and_then(Remote::poll_at);
         let trial = self.effects.trial.as_ref().map(|t| t.deadline);
-        self.conns.values().filter_map(Conn::deadline).chain(reissue).chain(trial).min()
+        let upgrade = self.effects.upgrade.as_ref().map(crate::upgrade::Job::poll_at);
+        self.conns
+            .values()
+            .filter_map(Conn::deadline)
+            .chain(reissue)
+            .chain(trial)
+            .chain(upgrade)
+            .min()
     }
 
     /// Handle readiness of one of our tokens.
@@ -274,6 +286,7 @@ impl Server {
                 t.roll_back(rt);
             }
         }
+        crate::verbs::follow_upgrade(&mut self.effects);
     }
 
     /// The kinds whose changes matter here: what the TLS identity follows, and every watch.

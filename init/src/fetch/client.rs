@@ -128,10 +128,20 @@ pub fn tls_config(paths: &[PathBuf]) -> Result<Arc<ClientConfig>, FetchError> {
 
 /// Fetch `url`, following redirects, before `deadline`. `tls` is made on first need.
 pub fn fetch(url: &Url, roots: &[PathBuf], deadline: Instant) -> Result<Fetched, FetchError> {
+    fetch_limited(url, roots, deadline, http::MAX_BODY)
+}
+
+/// [`fetch`] with a body of at most `limit` bytes (an upgrade's kernel and initramfs).
+pub fn fetch_limited(
+    url: &Url,
+    roots: &[PathBuf],
+    deadline: Instant,
+    limit: usize,
+) -> Result<Fetched, FetchError> {
     let mut tls: Option<Arc<ClientConfig>> = None;
     let mut url = url.clone();
     for _ in 0..=MAX_REDIRECTS {
-        let resp = get(&url, roots, &mut tls, deadline)?;
+        let resp = get(&url, roots, &mut tls, deadline, limit)?;
         match resp.status {
             200 => return Ok(Fetched { url, body: resp.body }),
             301 | 302 | 303 | 307 | 308 => {
@@ -164,12 +174,13 @@ fn get(
     roots: &[PathBuf],
     tls: &mut Option<Arc<ClientConfig>>,
     deadline: Instant,
+    limit: usize,
 ) -> Result<Response, FetchError> {
     let started = Instant::now();
     let stream = connect(url, deadline, started)?;
     let request = http::request(&url.host_header(), &url.target);
     match url.scheme {
-        Scheme::Http => exchange(stream, &request, deadline, started),
+        Scheme::Http => exchange(stream, &request, (deadline, started), limit),
         Scheme::Https => {
             let config = match tls {
                 Some(c) => c.clone(),
@@ -179,7 +190,7 @@ fn get(
                 .map_err(|_| FetchError::Location(UrlError::Host))?;
             let conn = ClientConnection::new(config, name)?;
             let tcp = stream.try_clone()?;
-            exchange_tls(StreamOwned::new(conn, stream), tcp, &request, deadline, started)
+            exchange_tls(StreamOwned::new(conn, stream), tcp, &request, (deadline, started), limit)
         }
     }
 }
@@ -231,36 +242,36 @@ fn io(e: std::io::Error, deadline: Instant, started: Instant) -> FetchError {
 fn exchange(
     mut s: TcpStream,
     request: &[u8],
-    deadline: Instant,
-    started: Instant,
+    (deadline, started): (Instant, Instant),
+    limit: usize,
 ) -> Result<Response, FetchError> {
     arm(&s, deadline, started)?;
     s.write_all(request).map_err(|e| io(e, deadline, started))?;
     let tcp = s.try_clone()?;
-    read_response(&mut s, &tcp, deadline, started)
+    read_response(&mut s, &tcp, (deadline, started), limit)
 }
 
 fn exchange_tls(
     mut s: StreamOwned<ClientConnection, TcpStream>,
     tcp: TcpStream,
     request: &[u8],
-    deadline: Instant,
-    started: Instant,
+    (deadline, started): (Instant, Instant),
+    limit: usize,
 ) -> Result<Response, FetchError> {
     arm(&tcp, deadline, started)?;
     s.write_all(request).map_err(|e| io(e, deadline, started))?;
     s.flush().map_err(|e| io(e, deadline, started))?;
-    read_response(&mut s, &tcp, deadline, started)
+    read_response(&mut s, &tcp, (deadline, started), limit)
 }
 
 fn read_response(
     s: &mut dyn Read,
     tcp: &TcpStream,
-    deadline: Instant,
-    started: Instant,
+    (deadline, started): (Instant, Instant),
+    limit: usize,
 ) -> Result<Response, FetchError> {
-    let mut parser = ResponseParser::default();
-    let mut buf = vec![0u8; 16 << 10];
+    let mut parser = ResponseParser::with_limit(limit);
+    let mut buf = vec![0u8; 64 << 10];
     loop {
         arm(tcp, deadline, started)?;
         let n = match s.read(&mut buf) {

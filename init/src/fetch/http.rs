@@ -48,6 +48,11 @@ impl Default for ResponseParser {
 }
 
 impl ResponseParser {
+    /// A parser whose body may be at most `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self { decoder: ResponseDecoder::new(limit), body: Vec::new() }
+    }
+
     /// Take more bytes; `Ok(true)` when the response is complete.
     pub fn feed(&mut self, data: &[u8]) -> Result<bool, HttpError> {
         self.decoder.feed(data, &mut self.body)

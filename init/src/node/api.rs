@@ -96,6 +96,13 @@ impl Api {
         self.0.as_mut().and_then(Server::take_power)
     }
 
+    /// Trust roots for an upgrade's https downloads.
+    pub fn fetch_roots(&mut self, roots: Vec<std::path::PathBuf>) {
+        if let Some(api) = &mut self.0 {
+            api.fetch_roots(roots);
+        }
+    }
+
     /// Where `Bootstrap` looks and what it writes.
     pub fn etcd_paths(&mut self, paths: crate::etcd::bootstrap::Paths) {
         if let Some(api) = &mut self.0 {

@@ -141,7 +141,15 @@ pub enum Ending {
     Reboot,
     /// An API client asked for a shutdown, after services stopped.
     Shutdown,
+    /// An API client asked for a reset, after services stopped: wipe, then reboot or power
+    /// off.
+    Reset(crate::machine::Reset),
+    /// An upgrade's kernel is loaded, after services stopped: boot it.
+    Kexec,
 }
+
+/// How long services get in a reset that is not graceful.
+const UNGRACEFUL: Duration = Duration::from_secs(1);
 
 /// Everything the loop drives.
 pub struct EventLoop {
@@ -213,6 +221,10 @@ impl EventLoop {
         loop {
             let now = Instant::now();
             self.api.before_run(&mut self.rt, now);
+            // An upgrade finishes on its worker: its kexec is asked for here, not by a call.
+            if let Some(what) = self.api.take_power() {
+                self.power(&mut p, what, now);
+            }
             self.discovery.tick(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
             // What the node publishes changes only through reconciles (and a new client
@@ -229,7 +241,7 @@ impl EventLoop {
             }
             let ending = self.supervise(&p, now);
             let going = p.stopping.map(|_| match p.requested {
-                Some(crate::machine::Power::Reboot) => crate::lifecycle::Going::Reboot,
+                Some(what) if what.comes_back() => crate::lifecycle::Going::Reboot,
                 _ => crate::lifecycle::Going::Down,
             });
             self.lifecycle.update(&mut self.rt, &self.kubelet, going);
@@ -365,6 +377,8 @@ impl EventLoop {
                     return Some(match p.requested {
                         Some(crate::machine::Power::Reboot) => Ending::Reboot,
                         Some(crate::machine::Power::Shutdown) => Ending::Shutdown,
+                        Some(crate::machine::Power::Reset(r)) => Ending::Reset(r),
+                        Some(crate::machine::Power::Kexec) => Ending::Kexec,
                         None => Ending::Stopped(sig),
                     });
                 }
@@ -423,7 +437,13 @@ impl EventLoop {
         self.kubelet.shutdown(now);
         self.vips.shutdown();
         self.operators.shutdown(&mut self.rt, now, false);
-        p.stopping = Some((Signal::SIGTERM, now + self.stop_grace));
+        // A reset that is not graceful does not wait for services (what they leave is wiped);
+        // the second lets the call's answer out first.
+        let grace = match what {
+            crate::machine::Power::Reset(r) if !r.graceful => UNGRACEFUL.min(self.stop_grace),
+            _ => self.stop_grace,
+        };
+        p.stopping = Some((Signal::SIGTERM, now + grace));
         p.requested = Some(what);
     }
 

@@ -110,6 +110,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         opts.api_max_connections,
     )?;
     api.keep_config_in(opts.keep_config.clone());
+    api.fetch_roots(opts.config_roots.clone());
     if let Some(h) = &opts.hotplug {
         reactor.add(h.uevents.as_fd(), tags.uevent.token(0))?;
     }

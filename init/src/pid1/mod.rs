@@ -31,6 +31,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const STATE_DIR: &str = "/var/lib/keelson";
 /// How long a reboot or power off waits for the last state write.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
+/// How long a reset waits for the state partition to be zeroed (16 MiB).
+const WIPE_GRACE: Duration = Duration::from_secs(30);
 
 /// Where a config fetched by URL or given inline is kept, so a restart of the node loop (and
 /// a state partition, when there is one) finds it.
@@ -98,7 +100,7 @@ pub fn main() -> ! {
     let debug =
         cmdline.split_whitespace().any(|p| p == "keelson.debug" || p.starts_with("keelson.debug="));
     kmsg::init(if debug { log::LevelFilter::Debug } else { log::LevelFilter::Info });
-    log::info!(target: "pid1", "keelson {} starting as PID 1", env!("CARGO_PKG_VERSION"));
+    log::info!(target: "pid1", "keelson {} starting as PID 1", crate::machine::version());
     for f in mount_failures {
         log::warn!(target: "pid1", "{f}");
     }
@@ -165,6 +167,8 @@ pub fn main() -> ! {
             Ok(Ending::Stopped(sig)) => power_off(sig),
             Ok(Ending::Shutdown) => power_off(Signal::SIGTERM),
             Ok(Ending::Reboot) => restart(),
+            Ok(Ending::Reset(r)) => reset(r),
+            Ok(Ending::Kexec) => kexec(),
             Ok(Ending::Settled) => {}
             Err(e) => {
                 log::error!(target: "pid1", "the node loop failed: {e}; starting it again in 5 s");
@@ -201,6 +205,45 @@ fn restart() -> ! {
     log::info!(target: "pid1", "reboot requested: services stopped; terminating remaining processes");
     finish_processes();
     log::info!(target: "pid1", "reboot");
+    let err = reboot(RebootMode::RB_AUTOBOOT).err();
+    log::error!(target: "pid1", "reboot(RB_AUTOBOOT) failed: {err:?}; halting here");
+    loop {
+        #[allow(clippy::disallowed_methods)] // Halted: the loop is gone, PID 1 must not exit.
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// A reset asked through the API, once services stopped: wipe what it names, then reboot or
+/// power off. Never returns. The next boot finds no stored config: maintenance mode.
+fn reset(r: crate::machine::Reset) -> ! {
+    if r.wipe.state {
+        match crate::state::wipe(WIPE_GRACE) {
+            Ok(()) => log::warn!(target: "pid1", "reset: the node's state is wiped"),
+            Err(e) => log::error!(target: "pid1", "reset: the state could not be wiped: {e}"),
+        }
+    }
+    if r.wipe.ephemeral {
+        // etcd's data lives in RAM under PID 1: the reboot or power off ends it; emptied now
+        // so nothing still running reads it.
+        let data = Path::new(crate::etcd::DATA_DIR);
+        if let Err(e) = crate::state::empty_dir(data) {
+            log::error!(target: "pid1", "reset: {}: {e}", data.display());
+        }
+    }
+    if r.reboot {
+        restart()
+    }
+    power_off(Signal::SIGTERM)
+}
+
+/// An upgrade's kernel and initramfs are loaded and services stopped: boot them. Never
+/// returns; if the kernel refuses, the machine reboots as for `Reboot`.
+fn kexec() -> ! {
+    log::info!(target: "pid1", "upgrade: services stopped; terminating remaining processes");
+    finish_processes();
+    log::info!(target: "pid1", "upgrade: booting the new kernel (kexec)");
+    let err = reboot(RebootMode::RB_KEXEC).err();
+    log::error!(target: "pid1", "reboot(RB_KEXEC) failed: {err:?}; rebooting instead");
     let err = reboot(RebootMode::RB_AUTOBOOT).err();
     log::error!(target: "pid1", "reboot(RB_AUTOBOOT) failed: {err:?}; halting here");
     loop {

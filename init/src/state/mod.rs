@@ -128,6 +128,9 @@ enum Request {
     /// The node reads its config from this file outside the state directory (the image's):
     /// keep it as `config.yaml` too.
     ConfigSource(PathBuf),
+    /// A reset: zero the state partition's slots, empty the state directory, and write
+    /// nothing more during this boot; then answer.
+    Wipe(Sender<Result<(), String>>),
 }
 
 /// May a config run on this node, as far as its `machine.install` goes? The one decision
@@ -163,6 +166,41 @@ pub fn flush(timeout: Duration) {
     if sent && wait.recv_timeout(timeout).is_err() {
         log::warn!(target: "state", "the state was not flushed within {} s", timeout.as_secs());
     }
+}
+
+/// Wipe the node's state for a reset: the state partition's two slots are zeroed whole and
+/// the state directory emptied; the state thread writes nothing more during this boot, so
+/// the next boot finds no config, no identity, no keys. Waits at most `timeout`.
+pub fn wipe(timeout: Duration) -> Result<(), String> {
+    let Some(tx) = REQUESTS.get() else {
+        return Err("no state thread".into());
+    };
+    let (done, wait) = mpsc::channel();
+    if !tx.lock().unwrap_or_else(PoisonError::into_inner).send(Request::Wipe(done)) {
+        return Err("the state thread is gone".into());
+    }
+    wait.recv_timeout(timeout).unwrap_or_else(|_| {
+        Err(format!("the state thread did not wipe within {} s", timeout.as_secs()))
+    })
+}
+
+/// Remove everything in `dir` (the directory itself stays).
+pub fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let e = e?;
+        let path = e.path();
+        if e.file_type()?.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether a driver for a device's modalias can be loaded (the image ships a module for it).
@@ -224,6 +262,8 @@ struct Keeper {
     install_checked: Option<Vec<u8>>,
     retry: Duration,
     next_try: Option<Instant>,
+    /// A reset wiped the state: nothing is written again during this boot.
+    wiped: bool,
 }
 
 /// The open state partition and what it holds.
@@ -246,6 +286,7 @@ impl Keeper {
             install_checked: None,
             retry: RETRY_MIN,
             next_try: None,
+            wiped: false,
         };
         let disks = wait_for_disks(Instant::now() + DISK_WAIT, can_load);
         let mut stored_config = None;
@@ -325,6 +366,9 @@ impl Keeper {
             loop {
                 match requests.try_recv() {
                     Ok(Request::Flush(done)) => flushes.push(done),
+                    Ok(Request::Wipe(done)) => {
+                        let _ = done.send(self.wipe());
+                    }
                     Ok(Request::ConfigSource(path)) => {
                         self.config_source = (path != self.dir.join(CONFIG_FILE)).then_some(path);
                         notices.follow(self.config_source.as_deref());
@@ -351,8 +395,36 @@ impl Keeper {
         }
     }
 
+    /// Zero the slots, empty the directory, and stop writing.
+    fn wipe(&mut self) -> Result<(), String> {
+        self.wiped = true;
+        let mut result = Ok(());
+        if let Some(store) = &mut self.store {
+            match slots::erase(&mut store.medium) {
+                Ok(()) => {
+                    log::warn!(target: "state", "reset: the state partition on /dev/{} is wiped ({} MiB zeroed)", store.disk, (2 * slots::SLOT_BYTES) >> 20);
+                    store.current = None;
+                    store.last = Files::new();
+                    update(|s| s.generation = 0);
+                }
+                Err(e) => result = Err(format!("/dev/{}: {e}", store.disk)),
+            }
+        }
+        if let Err(e) = empty_dir(&self.dir) {
+            let line = format!("{}: {e}", self.dir.display());
+            result = Err(match result {
+                Ok(()) => line,
+                Err(disk) => format!("{disk}; {line}"),
+            });
+        }
+        result
+    }
+
     /// One comparison: write a changed state, or install when a config asks for it.
     fn step(&mut self) {
+        if self.wiped {
+            return;
+        }
         let mut files = snapshot(&self.dir, self.config_source.as_deref());
         // A changed config of which nothing is valid (broken) is not what the node runs: the
         // last good one stays. One with some invalid entries runs without them, so it is

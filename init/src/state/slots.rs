@@ -237,6 +237,21 @@ pub fn clear(m: &mut impl Medium) -> Result<(), SlotError> {
     Ok(())
 }
 
+/// Zero both slots whole, headers and payloads (a reset: the configs and keys they held must
+/// not be readable afterwards).
+pub fn erase(m: &mut impl Medium) -> Result<(), SlotError> {
+    const CHUNK: usize = 1 << 20;
+    let zeros = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    while at < 2 * SLOT_BYTES {
+        let n = (2 * SLOT_BYTES - at).min(CHUNK as u64) as usize;
+        m.write_at(at, zeros.get(..n).unwrap_or(&zeros))?;
+        at += n as u64;
+    }
+    m.sync()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -280,6 +295,21 @@ mod tests {
 
     fn fresh() -> Mem {
         Mem { bytes: vec![0u8; STATE_BYTES as usize], budget: usize::MAX }
+    }
+
+    #[test]
+    fn erase_leaves_nothing_to_load_nor_to_read() {
+        let mut m = fresh();
+        let first = store(&mut m, None, &files("secret-a", 4096)).unwrap();
+        store(&mut m, Some(first), &files("secret-b", 4096)).unwrap();
+        assert!(load(&mut m).unwrap().is_some());
+        erase(&mut m).unwrap();
+        assert_eq!(load(&mut m).unwrap(), None);
+        assert!(m.bytes.iter().all(|b| *b == 0), "both slots zeroed, payloads too");
+        // A state written afterwards starts over, and reads back.
+        let again = store(&mut m, None, &files("c", 64)).unwrap();
+        assert_eq!(again, (0, 1));
+        assert_eq!(load(&mut m).unwrap().map(|l| l.files), Some(files("c", 64)));
     }
 
     #[test]

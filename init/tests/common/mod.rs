@@ -67,6 +67,17 @@ impl Node {
         Self::spawn(ns, cmdline, config, TempDir::new(), false, args)
     }
 
+    /// Like [`Node::start_in_api`], with more `run` arguments.
+    pub fn start_in_api_args(
+        ns: &Netns,
+        cmdline: &str,
+        config: Option<&Path>,
+        root: TempDir,
+        args: &[&str],
+    ) -> Self {
+        Self::spawn(ns, cmdline, config, root, true, args)
+    }
+
     /// Like [`Node::start_api`], with more `run` arguments.
     pub fn start_api_args(ns: &Netns, cmdline: &str, config: Option<&Path>, args: &[&str]) -> Self {
         Self::spawn(ns, cmdline, config, TempDir::new(), true, args)

@@ -35,6 +35,8 @@ pub const METHODS: &[Method] = &[
     },
     method("/machine.MachineService/Reboot", reboot),
     method("/machine.MachineService/Shutdown", shutdown),
+    method("/machine.MachineService/Reset", reset),
+    method("/machine.MachineService/Upgrade", upgrade),
     method("/machine.MachineService/ServiceList", service_list),
     method("/machine.MachineService/ServiceRestart", service_restart),
     method("/machine.MachineService/Dmesg", dmesg),
@@ -60,7 +62,7 @@ fn version(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     let reply = m::Version {
         metadata: Metadata::of(&call.hostname()),
         version: Some(m::VersionInfo {
-            tag: concat!("v", env!("CARGO_PKG_VERSION")).into(),
+            tag: format!("v{}", crate::machine::version()),
             os: std::env::consts::OS.into(),
             arch: arch().into(),
             ..m::VersionInfo::default()
@@ -247,6 +249,117 @@ fn shutdown(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
         actor_id: actor_id(call.now, call.machine.started),
     };
     Reply::unary(&m::ShutdownResponse { messages: vec![reply] })
+}
+
+/// Talos's system partition labels keelson has something under.
+const STATE: &str = "STATE";
+const EPHEMERAL: &str = "EPHEMERAL";
+
+/// What a `ResetRequest` wipes, as Talos reads one: user disks are refused with `SYSTEM_DISK`
+/// (Talos's own rule) and otherwise not supported (keelson keeps nothing on other disks);
+/// listed labels wipe what they name when their `wipe` is set, an unknown label is refused;
+/// no labels wipe everything (unless only user disks are asked for).
+pub(super) fn wipe_of(req: &m::ResetRequest) -> Result<crate::machine::Wipe, Status> {
+    let mode = m::ResetWipeMode::try_from(req.mode).map_err(|_| {
+        Status::new(code::INVALID_ARGUMENT, format!("mode: unknown wipe mode {}", req.mode))
+    })?;
+    if !req.user_disks_to_wipe.is_empty() {
+        if mode == m::ResetWipeMode::SystemDisk {
+            return Err(Status::new(
+                code::INVALID_ARGUMENT,
+                "reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter",
+            ));
+        }
+        return Err(Status::new(
+            code::UNIMPLEMENTED,
+            "user_disks_to_wipe: keelson keeps nothing on user disks and does not wipe them",
+        ));
+    }
+    let mut wipe = crate::machine::Wipe::default();
+    if req.system_partitions_to_wipe.is_empty() {
+        if mode != m::ResetWipeMode::UserDisks {
+            wipe = crate::machine::Wipe { state: true, ephemeral: true };
+        }
+        return Ok(wipe);
+    }
+    if mode == m::ResetWipeMode::UserDisks {
+        return Err(Status::new(
+            code::INVALID_ARGUMENT,
+            "reset failed: invalid input, wipe mode USER_DISKS doesn't support SystemPartitionsToWipe parameter",
+        ));
+    }
+    for (i, spec) in req.system_partitions_to_wipe.iter().enumerate() {
+        let slot = match spec.label.as_str() {
+            STATE => &mut wipe.state,
+            EPHEMERAL => &mut wipe.ephemeral,
+            other => {
+                return Err(Status::new(
+                    code::INVALID_ARGUMENT,
+                    format!(
+                        "system_partitions_to_wipe[{i}].label: {:?} is not a partition keelson has (STATE, EPHEMERAL)",
+                        net::names::escape(other, 64)
+                    ),
+                ))
+            }
+        };
+        *slot |= spec.wipe;
+    }
+    Ok(wipe)
+}
+
+fn reset(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::ResetRequest = decode(req)?;
+    let wipe = wipe_of(&req)?;
+    let plan = crate::machine::Reset { wipe, reboot: req.reboot, graceful: req.graceful };
+    crate::verbs::reset(call.effects, plan)
+        .map_err(|e| Status::new(grpc::code::FAILED_PRECONDITION, e))?;
+    let reply = m::Reset {
+        metadata: Metadata::of(&call.hostname()),
+        actor_id: actor_id(call.now, call.machine.started),
+    };
+    Reply::unary(&m::ResetResponse { messages: vec![reply] })
+}
+
+/// `Upgrade`: `image` is the URL of an upgrade manifest (docs/upgrade.md). The answer comes
+/// once the URL is taken; the download, the digests and the kexec follow on a worker, and a
+/// refusal there is one console line (the node keeps running).
+fn upgrade(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
+    let req: m::UpgradeRequest = decode(req)?;
+    if req.stage {
+        return Err(Status::new(
+            code::UNIMPLEMENTED,
+            "stage: keelson keeps no image on disk to stage; an upgrade boots the new image now",
+        ));
+    }
+    match m::UpgradeRebootMode::try_from(req.reboot_mode) {
+        Ok(m::UpgradeRebootMode::Default) => {}
+        Ok(m::UpgradeRebootMode::Powercycle) => {
+            return Err(Status::new(
+                code::INVALID_ARGUMENT,
+                "reboot_mode: POWERCYCLE would boot what the machine's firmware boots, not the upgrade; keelson upgrades by kexec only",
+            ))
+        }
+        Err(_) => {
+            return Err(Status::new(
+                code::INVALID_ARGUMENT,
+                format!("reboot_mode: unknown mode {}", req.reboot_mode),
+            ))
+        }
+    }
+    crate::verbs::upgrade(call.effects, &req.image).map_err(|e| {
+        let c = if e.starts_with("image:") {
+            code::INVALID_ARGUMENT
+        } else {
+            grpc::code::FAILED_PRECONDITION
+        };
+        Status::new(c, e)
+    })?;
+    let reply = m::Upgrade {
+        metadata: Metadata::of(&call.hostname()),
+        ack: "Upgrade request received".into(),
+        actor_id: actor_id(call.now, call.machine.started),
+    };
+    Reply::unary(&m::UpgradeResponse { messages: vec![reply] })
 }
 
 /// The services the node lists: itself as `machined` (always running), then each service it
@@ -511,6 +624,45 @@ mod tests {
             );
         }
         assert_eq!(applied_mode(ApplyMode::Auto), m::ApplyMode::NoReboot);
+    }
+
+    #[test]
+    fn reset_wipes_as_talos_reads_the_request() {
+        use crate::machine::Wipe;
+        let spec = |label: &str, wipe| m::ResetPartitionSpec { label: label.into(), wipe };
+        let req = |mode: m::ResetWipeMode, parts: Vec<m::ResetPartitionSpec>, disks: Vec<&str>| {
+            m::ResetRequest {
+                mode: mode as i32,
+                system_partitions_to_wipe: parts,
+                user_disks_to_wipe: disks.into_iter().map(str::to_owned).collect(),
+                ..m::ResetRequest::default()
+            }
+        };
+        let all = Wipe { state: true, ephemeral: true };
+        assert_eq!(wipe_of(&req(m::ResetWipeMode::All, vec![], vec![])).ok(), Some(all));
+        assert_eq!(wipe_of(&req(m::ResetWipeMode::SystemDisk, vec![], vec![])).ok(), Some(all));
+        assert_eq!(
+            wipe_of(&req(m::ResetWipeMode::UserDisks, vec![], vec![])).ok(),
+            Some(Wipe::default())
+        );
+        let state = req(m::ResetWipeMode::All, vec![spec("STATE", true)], vec![]);
+        assert_eq!(wipe_of(&state).ok(), Some(Wipe { state: true, ephemeral: false }));
+        let kept =
+            req(m::ResetWipeMode::All, vec![spec("STATE", false), spec("EPHEMERAL", true)], vec![]);
+        assert_eq!(wipe_of(&kept).ok(), Some(Wipe { state: false, ephemeral: true }));
+        let code_of = |r: &m::ResetRequest| wipe_of(r).err().map(|s| (s.code, s.message));
+        let (c, msg) = code_of(&req(m::ResetWipeMode::All, vec![spec("META", true)], vec![]))
+            .unwrap_or_default();
+        assert_eq!(c, code::INVALID_ARGUMENT);
+        assert!(msg.starts_with("system_partitions_to_wipe[0].label: \"META\""), "{msg}");
+        let disks = |mode| req(mode, vec![], vec!["/dev/sdb"]);
+        assert_eq!(
+            code_of(&disks(m::ResetWipeMode::SystemDisk)).map(|c| c.0),
+            Some(code::INVALID_ARGUMENT)
+        );
+        assert_eq!(code_of(&disks(m::ResetWipeMode::All)).map(|c| c.0), Some(code::UNIMPLEMENTED));
+        let bad = m::ResetRequest { mode: 7, ..m::ResetRequest::default() };
+        assert_eq!(code_of(&bad).map(|c| c.0), Some(code::INVALID_ARGUMENT));
     }
 
     #[test]
