@@ -277,3 +277,260 @@ fn a_bootstrapped_control_plane_holds_and_announces_its_vip() {
     assert!(log.contains("this node holds 10.77.0.100"), "{log}");
     assert!(log.contains("this node no longer holds 10.77.0.100"), "{log}");
 }
+
+/// Three control planes (`cp-1`..`cp-3`) on one bridge, and a fourth namespace that watches.
+struct Cluster {
+    switch: Netns,
+    nodes: Vec<Netns>,
+    observer: Netns,
+    dir: TempDir,
+}
+
+const NET: &str = "10.78.0";
+const CLUSTER_VIP: &str = "10.78.0.100";
+const OBSERVER: &str = "10.78.0.50";
+
+impl Cluster {
+    fn new() -> Self {
+        let dir = TempDir::new();
+        pki(dir.path());
+        let switch = Netns::new();
+        switch.ip(&["link", "add", "br0", "type", "bridge"]);
+        switch.ip(&["link", "set", "br0", "up"]);
+        let attach = |ns: &Netns, port: &str| {
+            ns.ip(&["link", "set", "lo", "up"]);
+            ns.veth("eth0", &switch, port);
+            switch.ip(&["link", "set", port, "master", "br0"]);
+        };
+        let nodes: Vec<Netns> = (1..=3)
+            .map(|i| {
+                let ns = Netns::new();
+                attach(&ns, &format!("p{i}"));
+                ns
+            })
+            .collect();
+        let observer = Netns::new();
+        attach(&observer, "p9");
+        observer.ip(&["addr", "add", &format!("{OBSERVER}/24"), "dev", "eth0"]);
+        observer.ip(&["link", "set", "eth0", "up"]);
+        Self { switch, nodes, observer, dir }
+    }
+
+    /// `cp-<i>` at `NET.<i>`, the shared VIP on eth0, the control-plane endpoint on the VIP
+    /// (where a joining member looks for the cluster).
+    fn config(&self, i: usize) -> std::path::PathBuf {
+        let d = self.dir.path();
+        let config = d.join(format!("cp-{i}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "version: v1alpha1\nmachine:\n  type: controlplane\n  time: {{disabled: true}}\n  \
+                 network:\n    hostname: cp-{i}\n    interfaces:\n      - interface: eth0\n        \
+                 addresses: [{NET}.{i}/24]\n        vip: {{ip: {CLUSTER_VIP}}}\ncluster:\n  \
+                 controlPlane: {{endpoint: \"https://{CLUSTER_VIP}:6443\"}}\n  etcd:\n    ca:\n      \
+                 crt: {}\n      key: {}\n",
+                b64(&d.join("ca.crt")),
+                b64(&d.join("ca.key")),
+            ),
+        )
+        .unwrap();
+        config
+    }
+
+    /// `etcdctl` from the observer against every member.
+    fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        let d = self.dir.path();
+        let endpoints =
+            format!("--endpoints=https://{NET}.1:2379,https://{NET}.2:2379,https://{NET}.3:2379");
+        let mut all = vec![
+            "etcdctl".to_owned(),
+            endpoints,
+            format!("--cacert={}", s(&d.join("ca.crt"))),
+            format!("--cert={}", s(&d.join("client.crt"))),
+            format!("--key={}", s(&d.join("client.key"))),
+            "--dial-timeout=2s".to_owned(),
+            "--command-timeout=3s".to_owned(),
+        ];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        self.observer.exec(&refs)
+    }
+
+    /// `(name, started, learner)` of every member, as etcd lists them.
+    fn members(&self) -> Vec<(String, bool, bool)> {
+        let out = self.etcdctl(&["member", "list", "-w", "json"]);
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+            return Vec::new();
+        };
+        v["members"]
+            .as_array()
+            .map(|ms| {
+                ms.iter()
+                    .map(|m| {
+                        (
+                            m["name"].as_str().unwrap_or("").to_owned(),
+                            m["clientURLs"].as_array().is_some_and(|u| !u.is_empty()),
+                            m["isLearner"].as_bool().unwrap_or(false),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Which nodes have the VIP on their link now (1-based).
+    fn holders(&self) -> Vec<usize> {
+        let vip = format!("eth0/{CLUSTER_VIP}/32");
+        (1..=3).filter(|i| self.nodes[i - 1].addresses().contains(&vip)).collect()
+    }
+
+    /// The MAC that answers ARP for the VIP from the observer, if any answers within a second.
+    fn arp_owner(&self) -> Option<String> {
+        let out = self.observer.exec(&["arping", "-c", "1", "-w", "1", "-I", "eth0", CLUSTER_VIP]);
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        text.lines().find(|l| l.contains("from")).and_then(|l| {
+            l.split_whitespace()
+                .find(|w| w.len() == 17 && w.matches(':').count() == 5)
+                .map(str::to_owned)
+        })
+    }
+
+    fn mac(&self, i: usize) -> String {
+        let v = self.nodes[i - 1].ip_json(&["link", "show", "eth0"]);
+        v[0]["address"].as_str().unwrap().to_lowercase()
+    }
+}
+
+impl Drop for Cluster {
+    /// Whatever still runs in the node namespaces (an etcd whose keelson was killed) goes.
+    fn drop(&mut self) {
+        for ns in &self.nodes {
+            let out = Command::new("ip").args(["netns", "pids", &ns.name]).output();
+            for pid in out
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+                .split_whitespace()
+            {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+        let _ = &self.switch;
+    }
+}
+
+/// Three `keelson run` control planes on one bridge, the VIP as their control-plane endpoint:
+/// `cp-1` is bootstrapped, `cp-2` and `cp-3` find the cluster through the VIP, add themselves
+/// as learners, start etcd with `--initial-cluster-state=existing` and promote themselves, so
+/// `etcdctl member list` shows three started voting members. Then the VIP's holder is cut off
+/// the bridge: it lets the address go, and only then does another node take it (polled on
+/// every node's link; never two at once), and the VIP answers ARP from the new holder's MAC.
+#[test]
+fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap() {
+    if !require_root("three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap")
+    {
+        return;
+    }
+    for tool in ["etcd", "etcdctl", "openssl", "arping"] {
+        assert!(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .status()
+                .unwrap()
+                .success(),
+            "{tool} is missing (scripts/setup installs it)"
+        );
+    }
+    let started = std::time::Instant::now();
+    let c = Cluster::new();
+    let nodes: Vec<Node> =
+        (1..=3).map(|i| Node::start_api(&c.nodes[i - 1], "", Some(&c.config(i)))).collect();
+    let logs = || {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("--- cp-{} ---\n{}", i + 1, n.log_text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let sock = nodes[0].api.clone().unwrap();
+    wait_for("cp-1's API socket", T, || sock.exists(), logs);
+    wait_for(
+        "cp-1's address",
+        T,
+        || c.nodes[0].addresses().contains(&format!("eth0/{NET}.1/24")),
+        logs,
+    );
+    println!("{}", scenario(&c.nodes[0], &nodes[0], "bootstrap"));
+    let last = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        "three started voting members",
+        Duration::from_secs(90),
+        || {
+            let m = c.members();
+            let done = m.len() == 3 && m.iter().all(|(_, started, learner)| *started && !learner);
+            *last.borrow_mut() = m;
+            done
+        },
+        || format!("members: {:?}\n{}", last.borrow(), logs()),
+    );
+    let mut names: Vec<String> = last.borrow().iter().map(|m| m.0.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["cp-1", "cp-2", "cp-3"]);
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let log = n.log_text();
+        assert!(log.contains("added as learner"), "cp-{} did not join as a learner:\n{log}", i + 1);
+        assert!(log.contains("promoted to a voting member"), "cp-{}:\n{log}", i + 1);
+    }
+    println!("joined in {:?}", started.elapsed());
+
+    // The VIP: exactly one holder, answering ARP with its MAC.
+    wait_for("one VIP holder", T, || c.holders().len() == 1, logs);
+    let old = c.holders()[0];
+    let old_mac = c.mac(old);
+    wait_for("the VIP answering ARP", T, || c.arp_owner().as_deref() == Some(&old_mac), logs);
+
+    // Cut the holder off the bridge (its processes run on: a partition, the hard case for
+    // overlap) and watch every node's link until another holds the VIP.
+    let cut = std::time::Instant::now();
+    c.switch.ip(&["link", "set", &format!("p{old}"), "nomaster"]);
+    let mut timeline: Vec<(Duration, Vec<usize>)> = vec![(Duration::ZERO, vec![old])];
+    let new = loop {
+        let h = c.holders();
+        assert!(
+            h.len() <= 1,
+            "two nodes hold the VIP at once: {h:?} after {:?}\n{timeline:?}\n{}",
+            cut.elapsed(),
+            logs()
+        );
+        if timeline.last().map(|(_, l)| l) != Some(&h) {
+            timeline.push((cut.elapsed(), h.clone()));
+        }
+        if let [n] = h.as_slice() {
+            if *n != old {
+                break *n;
+            }
+        }
+        assert!(cut.elapsed() < Duration::from_secs(30), "no failover: {timeline:?}\n{}", logs());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!("failover timeline (since the cut, holders): {timeline:?}");
+    // The order: the old holder let go strictly before the new one took the address.
+    let dropped = timeline.iter().position(|(_, h)| h.is_empty());
+    let taken = timeline.iter().position(|(_, h)| h == &vec![new]);
+    assert!(matches!((dropped, taken), (Some(d), Some(t)) if d < t), "{timeline:?}");
+    let new_mac = c.mac(new);
+    wait_for(
+        "the VIP answering ARP from the new holder",
+        T,
+        || c.arp_owner().as_deref() == Some(&new_mac),
+        logs,
+    );
+    println!("failover to cp-{new} answered ARP {:?} after the cut", cut.elapsed());
+    assert!(nodes[old - 1]
+        .log_text()
+        .contains(&format!("this node no longer holds {CLUSTER_VIP}")));
+    for n in nodes {
+        drop(n);
+    }
+    println!("whole test: {:?}", started.elapsed());
+}
