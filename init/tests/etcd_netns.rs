@@ -483,6 +483,35 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
     }
     println!("joined in {:?}", started.elapsed());
 
+    // cp-3 loses its data (a new root: an empty /var/lib/etcd) but is still listed: it
+    // removes its old entry, adds itself again and is promoted again.
+    let mut nodes = nodes;
+    let (old_log, _) = nodes.pop().unwrap().stop_keeping_root();
+    nodes.push(Node::start_api(&c.nodes[2], "", Some(&c.config(3))));
+    let logs = || {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("--- cp-{} ---\n{}", i + 1, n.log_text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    wait_for(
+        "cp-3 removed and added again",
+        Duration::from_secs(60),
+        || {
+            let log = nodes[2].log_text();
+            log.contains("promoted to a voting member") && c.members().iter().all(|m| !m.2)
+        },
+        || format!("previous cp-3:\n{old_log}\n{}", logs()),
+    );
+    let log = nodes[2].log_text();
+    assert!(log.contains("is this node with an empty data directory: removing it"), "{log}");
+    let members = c.members();
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(members.iter().all(|(_, started, learner)| *started && !learner), "{members:?}");
+    println!("cp-3 rejoined after losing its data at {:?}", started.elapsed());
+
     // The VIP: exactly one holder, answering ARP with its MAC.
     wait_for("one VIP holder", T, || c.holders().len() == 1, logs);
     let old = c.holders()[0];
