@@ -278,20 +278,47 @@ fn a_bootstrapped_control_plane_holds_and_announces_its_vip() {
     assert!(log.contains("this node no longer holds 10.77.0.100"), "{log}");
 }
 
+/// The addresses of a three-node test: IPv4 or IPv6 throughout.
+struct Family {
+    /// Node `i`'s address is `<prefix><i>`.
+    prefix: &'static str,
+    len: u8,
+    vip: &'static str,
+    vip_len: u8,
+    observer: &'static str,
+}
+
+const V4: Family =
+    Family { prefix: "10.78.0.", len: 24, vip: "10.78.0.100", vip_len: 32, observer: "10.78.0.50" };
+
+const V6: Family =
+    Family { prefix: "fd78::", len: 64, vip: "fd78::100", vip_len: 128, observer: "fd78::50" };
+
+impl Family {
+    fn addr(&self, i: usize) -> String {
+        format!("{}{i}", self.prefix)
+    }
+
+    fn url(&self, host: &str, port: u16) -> String {
+        if host.contains(':') {
+            format!("https://[{host}]:{port}")
+        } else {
+            format!("https://{host}:{port}")
+        }
+    }
+}
+
 /// Three control planes (`cp-1`..`cp-3`) on one bridge, and a fourth namespace that watches.
 struct Cluster {
+    f: &'static Family,
     switch: Netns,
     nodes: Vec<Netns>,
     observer: Netns,
     dir: TempDir,
 }
 
-const NET: &str = "10.78.0";
-const CLUSTER_VIP: &str = "10.78.0.100";
-const OBSERVER: &str = "10.78.0.50";
-
 impl Cluster {
-    fn new() -> Self {
+    fn new(f: &'static Family) -> Self {
         let dir = TempDir::new();
         pki(dir.path());
         let switch = Netns::new();
@@ -311,24 +338,28 @@ impl Cluster {
             .collect();
         let observer = Netns::new();
         attach(&observer, "p9");
-        observer.ip(&["addr", "add", &format!("{OBSERVER}/24"), "dev", "eth0"]);
+        observer.ip(&["addr", "add", &format!("{}/{}", f.observer, f.len), "dev", "eth0"]);
         observer.ip(&["link", "set", "eth0", "up"]);
-        Self { switch, nodes, observer, dir }
+        Self { f, switch, nodes, observer, dir }
     }
 
-    /// `cp-<i>` at `NET.<i>`, the shared VIP on eth0, the control-plane endpoint on the VIP
-    /// (where a joining member looks for the cluster).
+    /// `cp-<i>`, the shared VIP on eth0, the control-plane endpoint on the VIP (where a
+    /// joining member looks for the cluster).
     fn config(&self, i: usize) -> std::path::PathBuf {
-        let d = self.dir.path();
+        let (d, f) = (self.dir.path(), self.f);
         let config = d.join(format!("cp-{i}.yaml"));
         std::fs::write(
             &config,
             format!(
                 "version: v1alpha1\nmachine:\n  type: controlplane\n  time: {{disabled: true}}\n  \
                  network:\n    hostname: cp-{i}\n    interfaces:\n      - interface: eth0\n        \
-                 addresses: [{NET}.{i}/24]\n        vip: {{ip: {CLUSTER_VIP}}}\ncluster:\n  \
-                 controlPlane: {{endpoint: \"https://{CLUSTER_VIP}:6443\"}}\n  etcd:\n    ca:\n      \
+                 addresses: [\"{}/{}\"]\n        vip: {{ip: \"{}\"}}\ncluster:\n  \
+                 controlPlane: {{endpoint: \"{}\"}}\n  etcd:\n    ca:\n      \
                  crt: {}\n      key: {}\n",
+                f.addr(i),
+                f.len,
+                f.vip,
+                f.url(f.vip, 6443),
                 b64(&d.join("ca.crt")),
                 b64(&d.join("ca.key")),
             ),
@@ -339,12 +370,11 @@ impl Cluster {
 
     /// `etcdctl` from the observer against every member.
     fn etcdctl(&self, args: &[&str]) -> std::process::Output {
-        let d = self.dir.path();
-        let endpoints =
-            format!("--endpoints=https://{NET}.1:2379,https://{NET}.2:2379,https://{NET}.3:2379");
+        let (d, f) = (self.dir.path(), self.f);
+        let endpoints: Vec<String> = (1..=3).map(|i| f.url(&f.addr(i), 2379)).collect();
         let mut all = vec![
             "etcdctl".to_owned(),
-            endpoints,
+            format!("--endpoints={}", endpoints.join(",")),
             format!("--cacert={}", s(&d.join("ca.crt"))),
             format!("--cert={}", s(&d.join("client.crt"))),
             format!("--key={}", s(&d.join("client.key"))),
@@ -356,8 +386,8 @@ impl Cluster {
         self.observer.exec(&refs)
     }
 
-    /// `(name, started, learner)` of every member, as etcd lists them.
-    fn members(&self) -> Vec<(String, bool, bool)> {
+    /// `(name, started, learner, peer URLs)` of every member, as etcd lists them.
+    fn members(&self) -> Vec<(String, bool, bool, String)> {
         let out = self.etcdctl(&["member", "list", "-w", "json"]);
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
             return Vec::new();
@@ -371,6 +401,7 @@ impl Cluster {
                             m["name"].as_str().unwrap_or("").to_owned(),
                             m["clientURLs"].as_array().is_some_and(|u| !u.is_empty()),
                             m["isLearner"].as_bool().unwrap_or(false),
+                            m["peerURLs"].to_string(),
                         )
                     })
                     .collect()
@@ -380,19 +411,21 @@ impl Cluster {
 
     /// Which nodes have the VIP on their link now (1-based).
     fn holders(&self) -> Vec<usize> {
-        let vip = format!("eth0/{CLUSTER_VIP}/32");
+        let vip = format!("eth0/{}/{}", self.f.vip, self.f.vip_len);
         (1..=3).filter(|i| self.nodes[i - 1].addresses().contains(&vip)).collect()
     }
 
-    /// The MAC that answers ARP for the VIP from the observer, if any answers within a second.
-    fn arp_owner(&self) -> Option<String> {
-        let out = self.observer.exec(&["arping", "-c", "1", "-w", "1", "-I", "eth0", CLUSTER_VIP]);
+    /// The MAC that answers ARP (or neighbor solicitation) for the VIP from the observer.
+    fn vip_owner(&self) -> Option<String> {
+        let out = if self.f.vip.contains(':') {
+            self.observer.exec(&["ndisc6", "-q", "-r", "1", "-w", "1000", self.f.vip, "eth0"])
+        } else {
+            self.observer.exec(&["arping", "-c", "1", "-w", "1", "-I", "eth0", self.f.vip])
+        };
         let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
-        text.lines().find(|l| l.contains("from")).and_then(|l| {
-            l.split_whitespace()
-                .find(|w| w.len() == 17 && w.matches(':').count() == 5)
-                .map(str::to_owned)
-        })
+        text.split_whitespace()
+            .find(|w| w.len() == 17 && w.matches(':').count() == 5)
+            .map(str::to_owned)
     }
 
     fn mac(&self, i: usize) -> String {
@@ -406,31 +439,58 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for ns in &self.nodes {
             let out = Command::new("ip").args(["netns", "pids", &ns.name]).output();
-            for pid in out
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default()
-                .split_whitespace()
-            {
+            let pids = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            for pid in pids.unwrap_or_default().split_whitespace() {
                 let _ = Command::new("kill").args(["-KILL", pid]).status();
             }
         }
-        let _ = &self.switch;
     }
+}
+
+fn logs(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("--- cp-{} ---\n{}", i + 1, n.log_text()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn wait_for_three_voters(
+    c: &Cluster,
+    nodes: &[Node],
+    what: &str,
+) -> Vec<(String, bool, bool, String)> {
+    let last = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        what,
+        Duration::from_secs(90),
+        || {
+            let m = c.members();
+            let done =
+                m.len() == 3 && m.iter().all(|(_, started, learner, _)| *started && !learner);
+            *last.borrow_mut() = m;
+            done
+        },
+        || format!("members: {:?}\n{}", last.borrow(), logs(nodes)),
+    );
+    last.into_inner()
 }
 
 /// Three `keelson run` control planes on one bridge, the VIP as their control-plane endpoint:
 /// `cp-1` is bootstrapped, `cp-2` and `cp-3` find the cluster through the VIP, add themselves
 /// as learners, start etcd with `--initial-cluster-state=existing` and promote themselves, so
-/// `etcdctl member list` shows three started voting members. Then the VIP's holder is cut off
+/// `etcdctl member list` shows three started voting members. With `rejoin`, `cp-3` then loses
+/// its data and joins again (its stale entry removed first). Then the VIP's holder is cut off
 /// the bridge: it lets the address go, and only then does another node take it (polled on
-/// every node's link; never two at once), and the VIP answers ARP from the new holder's MAC.
-#[test]
-fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap() {
-    if !require_root("three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap")
-    {
-        return;
-    }
-    for tool in ["etcd", "etcdctl", "openssl", "arping"] {
+/// every node's link; never two at once), and the VIP answers ARP or NDP from the new holder's
+/// MAC. Returns the cluster (for more checks) and the new holder.
+fn three_nodes_and_a_failover(
+    f: &'static Family,
+    rejoin: bool,
+    before_cut: impl FnOnce(&Cluster),
+) -> (Cluster, Vec<Node>, usize) {
+    for tool in ["etcd", "etcdctl", "openssl", "arping", "ndisc6"] {
         assert!(
             Command::new("sh")
                 .args(["-c", &format!("command -v {tool}")])
@@ -441,41 +501,23 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
         );
     }
     let started = std::time::Instant::now();
-    let c = Cluster::new();
-    let nodes: Vec<Node> =
+    let c = Cluster::new(f);
+    let mut nodes: Vec<Node> =
         (1..=3).map(|i| Node::start_api(&c.nodes[i - 1], "", Some(&c.config(i)))).collect();
-    let logs = || {
-        nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("--- cp-{} ---\n{}", i + 1, n.log_text()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     let sock = nodes[0].api.clone().unwrap();
-    wait_for("cp-1's API socket", T, || sock.exists(), logs);
-    wait_for(
-        "cp-1's address",
-        T,
-        || c.nodes[0].addresses().contains(&format!("eth0/{NET}.1/24")),
-        logs,
-    );
+    wait_for("cp-1's API socket", T, || sock.exists(), || logs(&nodes));
+    let own = format!("eth0/{}/{}", f.addr(1), f.len);
+    wait_for("cp-1's address", T, || c.nodes[0].addresses().contains(&own), || logs(&nodes));
     println!("{}", scenario(&c.nodes[0], &nodes[0], "bootstrap"));
-    let last = std::cell::RefCell::new(Vec::new());
-    wait_for(
-        "three started voting members",
-        Duration::from_secs(90),
-        || {
-            let m = c.members();
-            let done = m.len() == 3 && m.iter().all(|(_, started, learner)| *started && !learner);
-            *last.borrow_mut() = m;
-            done
-        },
-        || format!("members: {:?}\n{}", last.borrow(), logs()),
-    );
-    let mut names: Vec<String> = last.borrow().iter().map(|m| m.0.clone()).collect();
+    let members = wait_for_three_voters(&c, &nodes, "three started voting members");
+    let mut names: Vec<String> = members.iter().map(|m| m.0.clone()).collect();
     names.sort();
     assert_eq!(names, ["cp-1", "cp-2", "cp-3"]);
+    // Peers talk over the family's addresses.
+    for i in 1..=3 {
+        let url = f.url(&f.addr(i), 2380);
+        assert!(members.iter().any(|m| m.3.contains(&url)), "{url} not a peer URL: {members:?}");
+    }
     for (i, n) in nodes.iter().enumerate().skip(1) {
         let log = n.log_text();
         assert!(log.contains("added as learner"), "cp-{} did not join as a learner:\n{log}", i + 1);
@@ -483,40 +525,34 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
     }
     println!("joined in {:?}", started.elapsed());
 
-    // cp-3 loses its data (a new root: an empty /var/lib/etcd) but is still listed: it
-    // removes its old entry, adds itself again and is promoted again.
-    let mut nodes = nodes;
-    let (old_log, _) = nodes.pop().unwrap().stop_keeping_root();
-    nodes.push(Node::start_api(&c.nodes[2], "", Some(&c.config(3))));
-    let logs = || {
-        nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("--- cp-{} ---\n{}", i + 1, n.log_text()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    wait_for(
-        "cp-3 removed and added again",
-        Duration::from_secs(60),
-        || {
-            let log = nodes[2].log_text();
-            log.contains("promoted to a voting member") && c.members().iter().all(|m| !m.2)
-        },
-        || format!("previous cp-3:\n{old_log}\n{}", logs()),
-    );
-    let log = nodes[2].log_text();
-    assert!(log.contains("is this node with an empty data directory: removing it"), "{log}");
-    let members = c.members();
-    assert_eq!(members.len(), 3, "{members:?}");
-    assert!(members.iter().all(|(_, started, learner)| *started && !learner), "{members:?}");
-    println!("cp-3 rejoined after losing its data at {:?}", started.elapsed());
+    if rejoin {
+        // cp-3 loses its data (a new root: an empty /var/lib/etcd) but is still listed: it
+        // removes its old entry, adds itself again and is promoted again.
+        let (old_log, _) = nodes.pop().unwrap().stop_keeping_root();
+        nodes.push(Node::start_api(&c.nodes[2], "", Some(&c.config(3))));
+        wait_for(
+            "cp-3 promoted again",
+            Duration::from_secs(60),
+            || nodes[2].log_text().contains("promoted to a voting member"),
+            || format!("previous cp-3:\n{old_log}\n{}", logs(&nodes)),
+        );
+        let log = nodes[2].log_text();
+        assert!(log.contains("is this node with an empty data directory: removing it"), "{log}");
+        wait_for_three_voters(&c, &nodes, "three voting members again");
+        println!("cp-3 rejoined after losing its data at {:?}", started.elapsed());
+    }
 
-    // The VIP: exactly one holder, answering ARP with its MAC.
-    wait_for("one VIP holder", T, || c.holders().len() == 1, logs);
+    // The VIP: exactly one holder, answering with its MAC.
+    wait_for("one VIP holder", T, || c.holders().len() == 1, || logs(&nodes));
     let old = c.holders()[0];
     let old_mac = c.mac(old);
-    wait_for("the VIP answering ARP", T, || c.arp_owner().as_deref() == Some(&old_mac), logs);
+    wait_for(
+        "the VIP answering from its holder",
+        T,
+        || c.vip_owner().as_deref() == Some(&old_mac),
+        || logs(&nodes),
+    );
+    before_cut(&c);
 
     // Cut the holder off the bridge (its processes run on: a partition, the hard case for
     // overlap) and watch every node's link until another holds the VIP.
@@ -529,7 +565,7 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
             h.len() <= 1,
             "two nodes hold the VIP at once: {h:?} after {:?}\n{timeline:?}\n{}",
             cut.elapsed(),
-            logs()
+            logs(&nodes)
         );
         if timeline.last().map(|(_, l)| l) != Some(&h) {
             timeline.push((cut.elapsed(), h.clone()));
@@ -539,7 +575,11 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
                 break *n;
             }
         }
-        assert!(cut.elapsed() < Duration::from_secs(30), "no failover: {timeline:?}\n{}", logs());
+        assert!(
+            cut.elapsed() < Duration::from_secs(30),
+            "no failover: {timeline:?}\n{}",
+            logs(&nodes)
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     println!("failover timeline (since the cut, holders): {timeline:?}");
@@ -549,17 +589,80 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
     assert!(matches!((dropped, taken), (Some(d), Some(t)) if d < t), "{timeline:?}");
     let new_mac = c.mac(new);
     wait_for(
-        "the VIP answering ARP from the new holder",
+        "the VIP answering from the new holder",
         T,
-        || c.arp_owner().as_deref() == Some(&new_mac),
-        logs,
+        || c.vip_owner().as_deref() == Some(&new_mac),
+        || logs(&nodes),
     );
-    println!("failover to cp-{new} answered ARP {:?} after the cut", cut.elapsed());
-    assert!(nodes[old - 1]
-        .log_text()
-        .contains(&format!("this node no longer holds {CLUSTER_VIP}")));
-    for n in nodes {
-        drop(n);
-    }
+    println!("failover to cp-{new} answered {:?} after the cut", cut.elapsed());
+    let gone = format!("this node no longer holds {}", f.vip);
+    assert!(nodes[old - 1].log_text().contains(&gone), "{}", logs(&nodes));
     println!("whole test: {:?}", started.elapsed());
+    (c, nodes, new)
+}
+
+#[test]
+fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap() {
+    if !require_root("three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap")
+    {
+        return;
+    }
+    let (_c, nodes, _) = three_nodes_and_a_failover(&V4, true, |_| {});
+    drop(nodes);
+}
+
+/// The same over IPv6 only: etcd's peers on IPv6 addresses, the endpoint and the VIP IPv6.
+/// tcpdump in the observer sees the new holder's unsolicited Neighbor Advertisements for the
+/// VIP (Override set, its MAC as the target link-layer address), and `ndisc6` resolves the
+/// VIP to the new holder's MAC.
+#[test]
+fn an_ipv6_vip_is_announced_with_unsolicited_na_and_fails_over() {
+    if !require_root("an_ipv6_vip_is_announced_with_unsolicited_na_and_fails_over") {
+        return;
+    }
+    let capture = std::cell::RefCell::new(None);
+    let (c, nodes, new) = three_nodes_and_a_failover(&V6, false, |c| {
+        let log = c.dir.path().join("tcpdump.log");
+        let tcpdump = common::Background::start(
+            &c.observer,
+            &["tcpdump", "-i", "eth0", "-e", "-n", "-l", "-v", "icmp6 and ip6[40] == 136"],
+            log,
+        );
+        wait_for(
+            "tcpdump to listen",
+            T,
+            || tcpdump.text().contains("listening on"),
+            || tcpdump.text(),
+        );
+        *capture.borrow_mut() = Some(tcpdump);
+    });
+    let mut tcpdump = capture.into_inner().unwrap();
+    let new_mac = c.mac(new);
+    // Three unsolicited NAs (tcpdump -v: flags on the line, the option on the next), from
+    // the new holder's MAC to all-nodes, with Override and that MAC as the target address.
+    let nas = |text: &str| -> usize {
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, l)| {
+                let option = lines.get(i + 1).copied().unwrap_or_default();
+                l.contains(&format!("{new_mac} > 33:33:00:00:00:01"))
+                    && l.contains("hlim 255")
+                    && l.contains(&format!("tgt is {}", V6.vip))
+                    && l.contains("Flags [override]")
+                    && option.contains("destination link-address option")
+                    && option.contains(&new_mac)
+            })
+            .count()
+    };
+    wait_for(
+        "three unsolicited NAs from the new holder",
+        Duration::from_secs(10),
+        || nas(&tcpdump.text()) >= 3,
+        || tcpdump.text(),
+    );
+    tcpdump.stop();
+    assert_eq!(nas(&tcpdump.text()), 3, "{}", tcpdump.text());
+    drop(nodes);
 }
