@@ -84,7 +84,7 @@ mod tests {
     use super::*;
 
     fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
+        s.parse().unwrap_or_else(|e| unreachable!("{e}"))
     }
 
     fn member(id: i64, name: &str, peer: &str, client: &str, learner: bool) -> Member {
