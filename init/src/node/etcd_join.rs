@@ -85,15 +85,19 @@ fn pause(stop: &AtomicBool, d: Duration) -> bool {
     !stop.load(Ordering::Relaxed)
 }
 
+/// A thread body, handed to the `spawn_worker` call that names it.
+type Body = Box<dyn FnOnce() + Send>;
+
 fn spawn(
     thread: &str,
+    start: impl FnOnce(Body) -> std::io::Result<std::thread::JoinHandle<()>>,
     id: Identity,
     mut attempt: impl FnMut(&Identity, &Sender<Report>) -> Result<bool, String> + Send + 'static,
 ) -> Result<Worker, String> {
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let (stop2, id2, what) = (stop.clone(), id.clone(), thread.to_owned());
-    evloop::spawn_worker(thread, move || loop {
+    start(Box::new(move || loop {
         match attempt(&id2, &tx) {
             Ok(true) => return,
             Ok(false) => {}
@@ -105,14 +109,15 @@ fn spawn(
         if !pause(&stop2, RETRY) {
             return;
         }
-    })
+    }))
     .map_err(|e| format!("start {thread}: {e}"))?;
     Ok(Worker { id, reports: rx, stop })
 }
 
 /// Add this node to the cluster as a learner.
 pub fn join(id: Identity) -> Result<Worker, String> {
-    spawn("etcd-join", id, |id, tx| {
+    let start = |body: Body| evloop::spawn_worker("etcd-join", body);
+    spawn("etcd-join", start, id, |id, tx| {
         let mut c = client(id, &id.endpoints)?;
         let list = c.member_list().map_err(|e| format!("list the members: {e}"))?;
         if let Some(stale) = join::find_self(&list.members, &id.name, &id.peer_url) {
@@ -132,7 +137,8 @@ pub fn join(id: Identity) -> Result<Worker, String> {
 
 /// Promote this node once it is in sync (nothing to do when it already votes).
 pub fn promote(id: Identity) -> Result<Worker, String> {
-    spawn("etcd-promote", id, |id, tx| {
+    let start = |body: Body| evloop::spawn_worker("etcd-promote", body);
+    spawn("etcd-promote", start, id, |id, tx| {
         let mut c = client(id, &id.endpoints)?;
         let list = c.member_list().map_err(|e| format!("list the members: {e}"))?;
         let Some(me) = join::find_self(&list.members, &id.name, &id.peer_url) else {
