@@ -97,12 +97,18 @@ fn spawn(
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let (stop2, id2, what) = (stop.clone(), id.clone(), thread.to_owned());
+    // A node waiting for the cluster to exist would otherwise log the same line every 2 s.
+    let mut last = String::new();
     start(Box::new(move || loop {
         match attempt(&id2, &tx) {
             Ok(true) => return,
             Ok(false) => {}
+            Err(e) if e == last => {
+                log::debug!(target: "etcd", "{what}: {e}; again in {}s", RETRY.as_secs());
+            }
             Err(e) => {
                 log::info!(target: "etcd", "{what}: {e}; again in {}s", RETRY.as_secs());
+                last.clone_from(&e);
                 let _ = tx.send(Report::Status(e));
             }
         }
