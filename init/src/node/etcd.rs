@@ -122,6 +122,9 @@ impl Etcd {
 
     /// `Bootstrap` passed its checks (and its request is kept): start a new cluster.
     pub fn bootstrap_requested(&mut self) {
+        if self.joined.is_some() {
+            log::warn!(target: "etcd", "Bootstrap after this node joined the running cluster: it stays a member of that cluster");
+        }
         self.bootstrap = true;
     }
 
@@ -226,10 +229,12 @@ impl Etcd {
         // A bootstrapped member keeps `new` for good, and a joined one its member list:
         // etcd ignores both once its WAL exists, and switching to a bare `existing` the moment
         // etcd writes its first file would restart it.
-        let start = if self.bootstrap {
-            Start::New
-        } else if let Some(members) = &self.joined {
+        // A member already added to a running cluster stays in it, even if `Bootstrap` came
+        // meanwhile (its data directory was still empty, so the call was accepted).
+        let start = if let Some(members) = &self.joined {
             Start::Join(members.clone())
+        } else if self.bootstrap {
+            Start::New
         } else if !data_dir_empty(&self.paths.data) {
             Start::Existing
         } else {
@@ -348,7 +353,8 @@ impl Etcd {
             }
         }
         let running = matches!(self.service.state(), State::Running(_));
-        if running && !self.bootstrap && !self.voting && self.promoting.is_none() {
+        let joined = self.joined.is_some() || !self.bootstrap;
+        if running && joined && !self.voting && self.promoting.is_none() {
             if let Some(id) = self.identity.clone() {
                 match etcd_join::promote(id) {
                     Ok(w) => self.promoting = Some(w),
