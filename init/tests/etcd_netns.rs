@@ -346,6 +346,13 @@ impl Cluster {
     /// `cp-<i>`, the shared VIP on eth0, the control-plane endpoint on the VIP (where a
     /// joining member looks for the cluster).
     fn config(&self, i: usize) -> std::path::PathBuf {
+        let f = self.f;
+        let vip = format!("        vip: {{ip: \"{}\"}}\n", f.vip);
+        let cluster = format!("  controlPlane: {{endpoint: \"{}\"}}\n", f.url(f.vip, 6443));
+        self.write_config(i, &vip, &cluster)
+    }
+
+    fn write_config(&self, i: usize, interface: &str, cluster: &str) -> std::path::PathBuf {
         let (d, f) = (self.dir.path(), self.f);
         let config = d.join(format!("cp-{i}.yaml"));
         std::fs::write(
@@ -353,13 +360,10 @@ impl Cluster {
             format!(
                 "version: v1alpha1\nmachine:\n  type: controlplane\n  time: {{disabled: true}}\n  \
                  network:\n    hostname: cp-{i}\n    interfaces:\n      - interface: eth0\n        \
-                 addresses: [\"{}/{}\"]\n        vip: {{ip: \"{}\"}}\ncluster:\n  \
-                 controlPlane: {{endpoint: \"{}\"}}\n  etcd:\n    ca:\n      \
+                 addresses: [\"{}/{}\"]\n{interface}cluster:\n{cluster}  etcd:\n    ca:\n      \
                  crt: {}\n      key: {}\n",
                 f.addr(i),
                 f.len,
-                f.vip,
-                f.url(f.vip, 6443),
                 b64(&d.join("ca.crt")),
                 b64(&d.join("ca.key")),
             ),
@@ -665,4 +669,62 @@ fn an_ipv6_vip_is_announced_with_unsolicited_na_and_fails_over() {
     tcpdump.stop();
     assert_eq!(nas(&tcpdump.text()), 3, "{}", tcpdump.text());
     drop(nodes);
+}
+
+const V4_DISCOVERY: Family =
+    Family { prefix: "10.81.0.", len: 24, vip: "10.81.0.100", vip_len: 32, observer: "10.81.0.50" };
+
+/// Without `cluster.controlPlane.endpoint`, a control plane finds the cluster through the
+/// discovery service: `keelson-discovery-server` on the bridge, both nodes publishing
+/// themselves (machine type `controlplane`, their addresses); `cp-2` asks `cp-1`, which
+/// discovery lists, adds itself as a learner and is promoted.
+#[test]
+fn a_control_plane_finds_the_cluster_to_join_through_discovery() {
+    if !require_root("a_control_plane_finds_the_cluster_to_join_through_discovery") {
+        return;
+    }
+    let server_bin = std::path::Path::new(env!("CARGO_BIN_EXE_keelson"))
+        .with_file_name("keelson-discovery-server");
+    assert!(
+        server_bin.exists(),
+        "{} is not built (cargo test --workspace builds it)",
+        server_bin.display()
+    );
+    let c = Cluster::new(&V4_DISCOVERY);
+    let server_addr = "10.81.0.200";
+    c.switch.ip(&["addr", "add", &format!("{server_addr}/24"), "dev", "br0"]);
+    let _server = common::Background::start(
+        &c.switch,
+        &[&s(&server_bin), "--addr", &format!("{server_addr}:3000")],
+        c.dir.path().join("server.log"),
+    );
+    let cluster = format!(
+        "  id: 8XuV9TZHW08DOk3bVxQjH9ih_TBKjnh-j44tsCLSBzo=\n  \
+         secret: c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=\n  discovery:\n    enabled: true\n    \
+         registries:\n      kubernetes: {{disabled: true}}\n      \
+         service: {{endpoint: \"http://{server_addr}:3000\"}}\n"
+    );
+    let nodes: Vec<Node> = (1..=2)
+        .map(|i| Node::start_api(&c.nodes[i - 1], "", Some(&c.write_config(i, "", &cluster))))
+        .collect();
+    let sock = nodes[0].api.clone().unwrap();
+    wait_for("cp-1's API socket", T, || sock.exists(), || logs(&nodes));
+    println!("{}", scenario(&c.nodes[0], &nodes[0], "bootstrap"));
+    let last = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        "two started voting members",
+        Duration::from_secs(90),
+        || {
+            let m = c.members();
+            let done =
+                m.len() == 2 && m.iter().all(|(_, started, learner, _)| *started && !learner);
+            *last.borrow_mut() = m;
+            done
+        },
+        || format!("members: {:?}\n{}", last.borrow(), logs(&nodes)),
+    );
+    let log = nodes[1].log_text();
+    assert!(log.contains("joining the etcd cluster at https://10.81.0.1:2379"), "{log}");
+    assert!(log.contains("added as learner"), "{log}");
+    assert!(log.contains("promoted to a voting member"), "{log}");
 }
