@@ -460,6 +460,28 @@ impl Client {
         self.call("status", &request::status())
     }
 
+    pub fn member_list(&mut self) -> Result<MemberListResponse, ClientError> {
+        self.call("member list", &request::member_list())
+    }
+
+    /// Add a member by its peer URLs; `learner`: as a non-voting learner (etcd 3.4 on).
+    pub fn member_add(
+        &mut self,
+        peer_urls: &[String],
+        learner: bool,
+    ) -> Result<MemberAddResponse, ClientError> {
+        self.call("member add", &request::member_add(peer_urls, learner))
+    }
+
+    pub fn member_remove(&mut self, id: i64) -> Result<MemberListResponse, ClientError> {
+        self.call("member remove", &request::member_remove(id))
+    }
+
+    /// Make a learner a voting member; etcd refuses while it is not in sync with the leader.
+    pub fn member_promote(&mut self, id: i64) -> Result<MemberListResponse, ClientError> {
+        self.call("member promote", &request::member_promote(id))
+    }
+
     /// `GET /health`: true when etcd says it is healthy.
     pub fn health(&mut self) -> Result<bool, ClientError> {
         let (status, body) = self.exchange(|host| crate::http::get(host, "/health"))?;

@@ -113,12 +113,45 @@ pub fn status() -> Call {
     Call { path: "/v3/maintenance/status", body: b"{}".to_vec(), streaming: false }
 }
 
+pub fn member_list() -> Call {
+    Call { path: "/v3/cluster/member/list", body: b"{}".to_vec(), streaming: false }
+}
+
+pub fn member_add(peer_urls: &[String], is_learner: bool) -> Call {
+    Call::unary(
+        "/v3/cluster/member/add",
+        &MemberAddRequest { peer_urls: peer_urls.to_vec(), is_learner },
+    )
+}
+
+pub fn member_remove(id: i64) -> Call {
+    Call::unary("/v3/cluster/member/remove", &MemberIdRequest { id })
+}
+
+pub fn member_promote(id: i64) -> Call {
+    Call::unary("/v3/cluster/member/promote", &MemberIdRequest { id })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn json(c: &Call) -> serde_json::Value {
         serde_json::from_slice(&c.body).unwrap()
+    }
+
+    #[test]
+    fn member_calls_send_ids_unsigned_and_learners_flagged() {
+        let add = member_add(&["https://10.0.0.2:2380".to_owned()], true);
+        assert_eq!(add.path, "/v3/cluster/member/add");
+        assert_eq!(
+            json(&add),
+            serde_json::json!({"peerURLs": ["https://10.0.0.2:2380"], "isLearner": true})
+        );
+        // A member ID above i64::MAX is kept in an i64 by its bits and goes out unsigned.
+        let id = 0xf1e2_d3c4_b5a6_9788_u64 as i64;
+        assert_eq!(json(&member_promote(id)), serde_json::json!({"ID": "17429726349691885448"}));
+        assert_eq!(member_remove(5).path, "/v3/cluster/member/remove");
     }
 
     #[test]

@@ -76,6 +76,20 @@ pub mod int {
     }
 }
 
+/// uint64 fields (member IDs) held as `i64` with their bits: sent as the unsigned decimal the
+/// gateway's parser expects (a negative string is refused), read as [`int`] reads them.
+pub mod uint {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&(*v as u64))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        super::int::deserialize(d)
+    }
+}
+
 fn is_zero(v: &i64) -> bool {
     *v == 0
 }
@@ -533,4 +547,53 @@ pub struct HeaderOnly {
 pub struct Health {
     pub health: String,
     pub reason: String,
+}
+
+/// One cluster member (`etcdserverpb.Member`). A member added but not started yet has no
+/// name and no client URLs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Member {
+    #[serde(rename = "ID", with = "uint")]
+    pub id: i64,
+    pub name: String,
+    #[serde(rename = "peerURLs")]
+    pub peer_urls: Vec<String>,
+    #[serde(rename = "clientURLs")]
+    pub client_urls: Vec<String>,
+    #[serde(rename = "isLearner")]
+    pub is_learner: bool,
+}
+
+/// `/v3/cluster/member/list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct MemberListResponse {
+    pub header: ResponseHeader,
+    pub members: Vec<Member>,
+}
+
+/// `/v3/cluster/member/add`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MemberAddRequest {
+    #[serde(rename = "peerURLs")]
+    pub peer_urls: Vec<String>,
+    #[serde(rename = "isLearner", skip_serializing_if = "is_false")]
+    pub is_learner: bool,
+}
+
+/// The answer to an add: the new member and the whole list (the new one included).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct MemberAddResponse {
+    pub header: ResponseHeader,
+    pub member: Member,
+    pub members: Vec<Member>,
+}
+
+/// `/v3/cluster/member/remove` and `/v3/cluster/member/promote`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MemberIdRequest {
+    #[serde(rename = "ID", with = "uint")]
+    pub id: i64,
 }

@@ -277,3 +277,454 @@ fn a_bootstrapped_control_plane_holds_and_announces_its_vip() {
     assert!(log.contains("this node holds 10.77.0.100"), "{log}");
     assert!(log.contains("this node no longer holds 10.77.0.100"), "{log}");
 }
+
+/// The addresses of a three-node test: IPv4 or IPv6 throughout.
+struct Family {
+    /// Node `i`'s address is `<prefix><i>`.
+    prefix: &'static str,
+    len: u8,
+    vip: &'static str,
+    vip_len: u8,
+    observer: &'static str,
+}
+
+const V4: Family =
+    Family { prefix: "10.78.0.", len: 24, vip: "10.78.0.100", vip_len: 32, observer: "10.78.0.50" };
+
+const V6: Family =
+    Family { prefix: "fd78::", len: 64, vip: "fd78::100", vip_len: 128, observer: "fd78::50" };
+
+impl Family {
+    fn addr(&self, i: usize) -> String {
+        format!("{}{i}", self.prefix)
+    }
+
+    fn url(&self, host: &str, port: u16) -> String {
+        if host.contains(':') {
+            format!("https://[{host}]:{port}")
+        } else {
+            format!("https://{host}:{port}")
+        }
+    }
+}
+
+/// Three control planes (`cp-1`..`cp-3`) on one bridge, and a fourth namespace that watches.
+struct Cluster {
+    f: &'static Family,
+    switch: Netns,
+    nodes: Vec<Netns>,
+    observer: Netns,
+    dir: TempDir,
+}
+
+impl Cluster {
+    fn new(f: &'static Family) -> Self {
+        let dir = TempDir::new();
+        pki(dir.path());
+        let switch = Netns::new();
+        switch.ip(&["link", "add", "br0", "type", "bridge"]);
+        switch.ip(&["link", "set", "br0", "up"]);
+        let attach = |ns: &Netns, port: &str| {
+            ns.ip(&["link", "set", "lo", "up"]);
+            ns.veth("eth0", &switch, port);
+            switch.ip(&["link", "set", port, "master", "br0"]);
+        };
+        let nodes: Vec<Netns> = (1..=3)
+            .map(|i| {
+                let ns = Netns::new();
+                attach(&ns, &format!("p{i}"));
+                ns
+            })
+            .collect();
+        let observer = Netns::new();
+        attach(&observer, "p9");
+        observer.ip(&["addr", "add", &format!("{}/{}", f.observer, f.len), "dev", "eth0"]);
+        observer.ip(&["link", "set", "eth0", "up"]);
+        Self { f, switch, nodes, observer, dir }
+    }
+
+    /// `cp-<i>`, the shared VIP on eth0, the control-plane endpoint on the VIP (where a
+    /// joining member looks for the cluster).
+    fn config(&self, i: usize) -> std::path::PathBuf {
+        let f = self.f;
+        let vip = format!("        vip: {{ip: \"{}\"}}\n", f.vip);
+        let cluster = format!("  controlPlane: {{endpoint: \"{}\"}}\n", f.url(f.vip, 6443));
+        self.write_config(i, &vip, &cluster)
+    }
+
+    fn write_config(&self, i: usize, interface: &str, cluster: &str) -> std::path::PathBuf {
+        let (d, f) = (self.dir.path(), self.f);
+        let config = d.join(format!("cp-{i}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "version: v1alpha1\nmachine:\n  type: controlplane\n  time: {{disabled: true}}\n  \
+                 network:\n    hostname: cp-{i}\n    interfaces:\n      - interface: eth0\n        \
+                 addresses: [\"{}/{}\"]\n{interface}cluster:\n{cluster}  etcd:\n    ca:\n      \
+                 crt: {}\n      key: {}\n",
+                f.addr(i),
+                f.len,
+                b64(&d.join("ca.crt")),
+                b64(&d.join("ca.key")),
+            ),
+        )
+        .unwrap();
+        config
+    }
+
+    /// `etcdctl` from the observer against every member.
+    fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        let (d, f) = (self.dir.path(), self.f);
+        let endpoints: Vec<String> = (1..=3).map(|i| f.url(&f.addr(i), 2379)).collect();
+        let mut all = vec![
+            "etcdctl".to_owned(),
+            format!("--endpoints={}", endpoints.join(",")),
+            format!("--cacert={}", s(&d.join("ca.crt"))),
+            format!("--cert={}", s(&d.join("client.crt"))),
+            format!("--key={}", s(&d.join("client.key"))),
+            "--dial-timeout=2s".to_owned(),
+            "--command-timeout=3s".to_owned(),
+        ];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        self.observer.exec(&refs)
+    }
+
+    /// `(name, started, learner, peer URLs)` of every member, as etcd lists them.
+    fn members(&self) -> Vec<(String, bool, bool, String)> {
+        let out = self.etcdctl(&["member", "list", "-w", "json"]);
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+            return Vec::new();
+        };
+        v["members"]
+            .as_array()
+            .map(|ms| {
+                ms.iter()
+                    .map(|m| {
+                        (
+                            m["name"].as_str().unwrap_or("").to_owned(),
+                            m["clientURLs"].as_array().is_some_and(|u| !u.is_empty()),
+                            m["isLearner"].as_bool().unwrap_or(false),
+                            m["peerURLs"].to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Which nodes have the VIP on their link now (1-based).
+    fn holders(&self) -> Vec<usize> {
+        let vip = format!("eth0/{}/{}", self.f.vip, self.f.vip_len);
+        (1..=3).filter(|i| self.nodes[i - 1].addresses().contains(&vip)).collect()
+    }
+
+    /// The MAC that answers ARP (or neighbor solicitation) for the VIP from the observer.
+    fn vip_owner(&self) -> Option<String> {
+        let out = if self.f.vip.contains(':') {
+            self.observer.exec(&["ndisc6", "-q", "-r", "1", "-w", "1000", self.f.vip, "eth0"])
+        } else {
+            self.observer.exec(&["arping", "-c", "1", "-w", "1", "-I", "eth0", self.f.vip])
+        };
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        text.split_whitespace()
+            .find(|w| w.len() == 17 && w.matches(':').count() == 5)
+            .map(str::to_owned)
+    }
+
+    fn mac(&self, i: usize) -> String {
+        let v = self.nodes[i - 1].ip_json(&["link", "show", "eth0"]);
+        v[0]["address"].as_str().unwrap().to_lowercase()
+    }
+}
+
+impl Drop for Cluster {
+    /// Whatever still runs in the node namespaces (an etcd whose keelson was killed) goes.
+    fn drop(&mut self) {
+        for ns in &self.nodes {
+            let out = Command::new("ip").args(["netns", "pids", &ns.name]).output();
+            let pids = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            for pid in pids.unwrap_or_default().split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+    }
+}
+
+fn logs(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("--- cp-{} ---\n{}", i + 1, n.log_text()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn wait_for_three_voters(
+    c: &Cluster,
+    nodes: &[Node],
+    what: &str,
+) -> Vec<(String, bool, bool, String)> {
+    let last = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        what,
+        Duration::from_secs(90),
+        || {
+            let m = c.members();
+            let done =
+                m.len() == 3 && m.iter().all(|(_, started, learner, _)| *started && !learner);
+            *last.borrow_mut() = m;
+            done
+        },
+        || format!("members: {:?}\n{}", last.borrow(), logs(nodes)),
+    );
+    last.into_inner()
+}
+
+/// Three `keelson run` control planes on one bridge, the VIP as their control-plane endpoint:
+/// `cp-1` is bootstrapped, `cp-2` and `cp-3` find the cluster through the VIP, add themselves
+/// as learners, start etcd with `--initial-cluster-state=existing` and promote themselves, so
+/// `etcdctl member list` shows three started voting members. With `rejoin`, `cp-3` then loses
+/// its data and joins again (its stale entry removed first). Then the VIP's holder is cut off
+/// the bridge: it lets the address go, and only then does another node take it (polled on
+/// every node's link; never two at once), and the VIP answers ARP or NDP from the new holder's
+/// MAC. Returns the cluster (for more checks) and the new holder.
+fn three_nodes_and_a_failover(
+    f: &'static Family,
+    rejoin: bool,
+    before_cut: impl FnOnce(&Cluster),
+) -> (Cluster, Vec<Node>, usize) {
+    for tool in ["etcd", "etcdctl", "openssl", "arping", "ndisc6"] {
+        assert!(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .status()
+                .unwrap()
+                .success(),
+            "{tool} is missing (scripts/setup installs it)"
+        );
+    }
+    let started = std::time::Instant::now();
+    let c = Cluster::new(f);
+    let mut nodes: Vec<Node> =
+        (1..=3).map(|i| Node::start_api(&c.nodes[i - 1], "", Some(&c.config(i)))).collect();
+    let sock = nodes[0].api.clone().unwrap();
+    wait_for("cp-1's API socket", T, || sock.exists(), || logs(&nodes));
+    let own = format!("eth0/{}/{}", f.addr(1), f.len);
+    wait_for("cp-1's address", T, || c.nodes[0].addresses().contains(&own), || logs(&nodes));
+    println!("{}", scenario(&c.nodes[0], &nodes[0], "bootstrap"));
+    let members = wait_for_three_voters(&c, &nodes, "three started voting members");
+    let mut names: Vec<String> = members.iter().map(|m| m.0.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["cp-1", "cp-2", "cp-3"]);
+    // Peers talk over the family's addresses.
+    for i in 1..=3 {
+        let url = f.url(&f.addr(i), 2380);
+        assert!(members.iter().any(|m| m.3.contains(&url)), "{url} not a peer URL: {members:?}");
+    }
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let log = n.log_text();
+        assert!(log.contains("added as learner"), "cp-{} did not join as a learner:\n{log}", i + 1);
+        assert!(log.contains("promoted to a voting member"), "cp-{}:\n{log}", i + 1);
+    }
+    println!("joined in {:?}", started.elapsed());
+
+    if rejoin {
+        // cp-3 loses its data (a new root: an empty /var/lib/etcd) but is still listed: it
+        // removes its old entry, adds itself again and is promoted again.
+        let (old_log, _) = nodes.pop().unwrap().stop_keeping_root();
+        nodes.push(Node::start_api(&c.nodes[2], "", Some(&c.config(3))));
+        wait_for(
+            "cp-3 promoted again",
+            Duration::from_secs(60),
+            || nodes[2].log_text().contains("promoted to a voting member"),
+            || format!("previous cp-3:\n{old_log}\n{}", logs(&nodes)),
+        );
+        let log = nodes[2].log_text();
+        assert!(log.contains("is this node with an empty data directory: removing it"), "{log}");
+        wait_for_three_voters(&c, &nodes, "three voting members again");
+        println!("cp-3 rejoined after losing its data at {:?}", started.elapsed());
+    }
+
+    // The VIP: exactly one holder, answering with its MAC.
+    wait_for("one VIP holder", T, || c.holders().len() == 1, || logs(&nodes));
+    let old = c.holders()[0];
+    let old_mac = c.mac(old);
+    wait_for(
+        "the VIP answering from its holder",
+        T,
+        || c.vip_owner().as_deref() == Some(&old_mac),
+        || logs(&nodes),
+    );
+    before_cut(&c);
+
+    // Cut the holder off the bridge (its processes run on: a partition, the hard case for
+    // overlap) and watch every node's link until another holds the VIP.
+    let cut = std::time::Instant::now();
+    c.switch.ip(&["link", "set", &format!("p{old}"), "nomaster"]);
+    let mut timeline: Vec<(Duration, Vec<usize>)> = vec![(Duration::ZERO, vec![old])];
+    let new = loop {
+        let h = c.holders();
+        assert!(
+            h.len() <= 1,
+            "two nodes hold the VIP at once: {h:?} after {:?}\n{timeline:?}\n{}",
+            cut.elapsed(),
+            logs(&nodes)
+        );
+        if timeline.last().map(|(_, l)| l) != Some(&h) {
+            timeline.push((cut.elapsed(), h.clone()));
+        }
+        if let [n] = h.as_slice() {
+            if *n != old {
+                break *n;
+            }
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(30),
+            "no failover: {timeline:?}\n{}",
+            logs(&nodes)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!("failover timeline (since the cut, holders): {timeline:?}");
+    // The order: the old holder let go strictly before the new one took the address.
+    let dropped = timeline.iter().position(|(_, h)| h.is_empty());
+    let taken = timeline.iter().position(|(_, h)| h == &vec![new]);
+    assert!(matches!((dropped, taken), (Some(d), Some(t)) if d < t), "{timeline:?}");
+    let new_mac = c.mac(new);
+    wait_for(
+        "the VIP answering from the new holder",
+        T,
+        || c.vip_owner().as_deref() == Some(&new_mac),
+        || logs(&nodes),
+    );
+    println!("failover to cp-{new} answered {:?} after the cut", cut.elapsed());
+    let gone = format!("this node no longer holds {}", f.vip);
+    assert!(nodes[old - 1].log_text().contains(&gone), "{}", logs(&nodes));
+    println!("whole test: {:?}", started.elapsed());
+    (c, nodes, new)
+}
+
+#[test]
+fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap() {
+    if !require_root("three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap")
+    {
+        return;
+    }
+    let (_c, nodes, _) = three_nodes_and_a_failover(&V4, true, |_| {});
+    drop(nodes);
+}
+
+/// The same over IPv6 only: etcd's peers on IPv6 addresses, the endpoint and the VIP IPv6.
+/// tcpdump in the observer sees the new holder's unsolicited Neighbor Advertisements for the
+/// VIP (Override set, its MAC as the target link-layer address), and `ndisc6` resolves the
+/// VIP to the new holder's MAC.
+#[test]
+fn an_ipv6_vip_is_announced_with_unsolicited_na_and_fails_over() {
+    if !require_root("an_ipv6_vip_is_announced_with_unsolicited_na_and_fails_over") {
+        return;
+    }
+    let capture = std::cell::RefCell::new(None);
+    let (c, nodes, new) = three_nodes_and_a_failover(&V6, false, |c| {
+        let log = c.dir.path().join("tcpdump.log");
+        let tcpdump = common::Background::start(
+            &c.observer,
+            &["tcpdump", "-i", "eth0", "-e", "-n", "-l", "-v", "icmp6 and ip6[40] == 136"],
+            log,
+        );
+        wait_for(
+            "tcpdump to listen",
+            T,
+            || tcpdump.text().contains("listening on"),
+            || tcpdump.text(),
+        );
+        *capture.borrow_mut() = Some(tcpdump);
+    });
+    let mut tcpdump = capture.into_inner().unwrap();
+    let new_mac = c.mac(new);
+    // Three unsolicited NAs (tcpdump -v: flags on the line, the option on the next), from
+    // the new holder's MAC to all-nodes, with Override and that MAC as the target address.
+    let nas = |text: &str| -> usize {
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, l)| {
+                let option = lines.get(i + 1).copied().unwrap_or_default();
+                l.contains(&format!("{new_mac} > 33:33:00:00:00:01"))
+                    && l.contains("hlim 255")
+                    && l.contains(&format!("tgt is {}", V6.vip))
+                    && l.contains("Flags [override]")
+                    && option.contains("destination link-address option")
+                    && option.contains(&new_mac)
+            })
+            .count()
+    };
+    wait_for(
+        "three unsolicited NAs from the new holder",
+        Duration::from_secs(10),
+        || nas(&tcpdump.text()) >= 3,
+        || tcpdump.text(),
+    );
+    tcpdump.stop();
+    assert_eq!(nas(&tcpdump.text()), 3, "{}", tcpdump.text());
+    drop(nodes);
+}
+
+const V4_DISCOVERY: Family =
+    Family { prefix: "10.81.0.", len: 24, vip: "10.81.0.100", vip_len: 32, observer: "10.81.0.50" };
+
+/// Without `cluster.controlPlane.endpoint`, a control plane finds the cluster through the
+/// discovery service: `keelson-discovery-server` on the bridge, both nodes publishing
+/// themselves (machine type `controlplane`, their addresses); `cp-2` asks `cp-1`, which
+/// discovery lists, adds itself as a learner and is promoted.
+#[test]
+fn a_control_plane_finds_the_cluster_to_join_through_discovery() {
+    if !require_root("a_control_plane_finds_the_cluster_to_join_through_discovery") {
+        return;
+    }
+    let server_bin = std::path::Path::new(env!("CARGO_BIN_EXE_keelson"))
+        .with_file_name("keelson-discovery-server");
+    assert!(
+        server_bin.exists(),
+        "{} is not built (cargo test --workspace builds it)",
+        server_bin.display()
+    );
+    let c = Cluster::new(&V4_DISCOVERY);
+    let server_addr = "10.81.0.200";
+    c.switch.ip(&["addr", "add", &format!("{server_addr}/24"), "dev", "br0"]);
+    let _server = common::Background::start(
+        &c.switch,
+        &[&s(&server_bin), "--addr", &format!("{server_addr}:3000")],
+        c.dir.path().join("server.log"),
+    );
+    let cluster = format!(
+        "  id: 8XuV9TZHW08DOk3bVxQjH9ih_TBKjnh-j44tsCLSBzo=\n  \
+         secret: c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=\n  discovery:\n    enabled: true\n    \
+         registries:\n      kubernetes: {{disabled: true}}\n      \
+         service: {{endpoint: \"http://{server_addr}:3000\"}}\n"
+    );
+    let nodes: Vec<Node> = (1..=2)
+        .map(|i| Node::start_api(&c.nodes[i - 1], "", Some(&c.write_config(i, "", &cluster))))
+        .collect();
+    let sock = nodes[0].api.clone().unwrap();
+    wait_for("cp-1's API socket", T, || sock.exists(), || logs(&nodes));
+    println!("{}", scenario(&c.nodes[0], &nodes[0], "bootstrap"));
+    let last = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        "two started voting members",
+        Duration::from_secs(90),
+        || {
+            let m = c.members();
+            let done =
+                m.len() == 2 && m.iter().all(|(_, started, learner, _)| *started && !learner);
+            *last.borrow_mut() = m;
+            done
+        },
+        || format!("members: {:?}\n{}", last.borrow(), logs(&nodes)),
+    );
+    let log = nodes[1].log_text();
+    assert!(log.contains("joining the etcd cluster at https://10.81.0.1:2379"), "{log}");
+    assert!(log.contains("added as learner"), "{log}");
+    assert!(log.contains("promoted to a voting member"), "{log}");
+}

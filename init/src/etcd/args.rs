@@ -10,12 +10,15 @@ use std::path::Path;
 use super::{CLIENT_PORT, METRICS_PORT, PEER_PORT};
 
 /// How this member starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
     /// `Bootstrap` was called: a new cluster of this member alone.
     New,
     /// The data directory already holds a member: etcd reads the cluster from it.
     Existing,
+    /// This node was just added (as a learner) to a running cluster: its members, as
+    /// `--initial-cluster` wants them.
+    Join(String),
 }
 
 /// What the command line is made of.
@@ -31,12 +34,13 @@ pub struct Plan<'a> {
     pub data_dir: &'a Path,
     /// Where `ca.crt`, `peer.crt`/`peer.key` and `server.crt`/`server.key` are.
     pub pki_dir: &'a Path,
-    pub start: Start,
+    pub start: &'a Start,
     /// `cluster.etcd.extraArgs`.
     pub extra_args: &'a BTreeMap<String, String>,
 }
 
-fn url(ip: IpAddr, port: u16) -> String {
+/// `https://<ip>:<port>` (brackets around IPv6).
+pub fn url(ip: IpAddr, port: u16) -> String {
     match ip {
         IpAddr::V4(v4) => format!("https://{v4}:{port}"),
         IpAddr::V6(v6) => format!("https://[{v6}]:{port}"),
@@ -95,6 +99,10 @@ pub fn command(plan: &Plan<'_>) -> Vec<String> {
         Start::Existing => {
             set("initial-cluster-state", "existing".into());
         }
+        Start::Join(members) => {
+            set("initial-cluster-state", "existing".into());
+            set("initial-cluster", members.clone());
+        }
     }
     for (k, v) in plan.extra_args {
         if RESERVED.contains(&k.as_str()) {
@@ -133,7 +141,7 @@ mod tests {
             listen: &[],
             data_dir: Path::new("/var/lib/etcd"),
             pki_dir: Path::new("/system/secrets/etcd"),
-            start: Start::New,
+            start: &Start::New,
             extra_args: &extra,
         };
         let cmd = command(&plan);
@@ -160,7 +168,7 @@ mod tests {
             listen: &listen,
             data_dir: Path::new("/var/lib/etcd"),
             pki_dir: Path::new("/p"),
-            start: Start::Existing,
+            start: &Start::Existing,
             extra_args: &none,
         };
         let cmd = command(&plan);
@@ -170,6 +178,27 @@ mod tests {
         assert_eq!(
             flag(&cmd, "listen-peer-urls"),
             Some("https://10.5.0.2:2380,https://[fd00::2]:2380")
+        );
+    }
+
+    #[test]
+    fn a_joining_member_names_the_cluster_it_joins() {
+        let none = BTreeMap::new();
+        let start = Start::Join("cp-1=https://10.5.0.1:2380,cp-2=https://10.5.0.2:2380".into());
+        let plan = Plan {
+            name: "cp-2",
+            advertised: ip("10.5.0.2"),
+            listen: &[],
+            data_dir: Path::new("/var/lib/etcd"),
+            pki_dir: Path::new("/p"),
+            start: &start,
+            extra_args: &none,
+        };
+        let cmd = command(&plan);
+        assert_eq!(flag(&cmd, "initial-cluster-state"), Some("existing"));
+        assert_eq!(
+            flag(&cmd, "initial-cluster"),
+            Some("cp-1=https://10.5.0.1:2380,cp-2=https://10.5.0.2:2380")
         );
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bootstrap;
+pub mod join;
 
 /// Where etcd keeps its data, as in Talos (`constants.EtcdDataPath`).
 pub const DATA_DIR: &str = "/var/lib/etcd";

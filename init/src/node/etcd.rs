@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! etcd on a control-plane node, supervised like the kubelet: it runs when the config says
 //! `machine.type: controlplane` and carries `cluster.etcd.ca` (with its key), the network is
-//! ready, and either its data directory holds a member or `Bootstrap` was called. Its peer
+//! ready, and either its data directory holds a member, `Bootstrap` was called, or it joined
+//! a running cluster as a learner (`etcd_join`, promoted once in sync). Its peer
 //! and client certificates are issued here from the etcd CA for the node's hostname and
 //! addresses, and issued again when those change (etcd is then restarted with them). Its
 //! health is etcd's own `/health`, read on loopback.
@@ -16,14 +17,16 @@ use net::config::{HealthzTarget, MachineConfig, MachineType};
 use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
 use net::nodeaddress;
 use net::resource::{
-    HostnameStatus, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus, HOSTNAME_ID,
+    Affiliate, HostnameStatus, Namespace, NetworkStatus, NodeAddress, OperatorSpec, ServiceStatus,
+    HOSTNAME_ID,
 };
 use runtime::Runtime;
 
+use super::etcd_join::{self, Identity, Report};
 use super::health::Prober;
 use crate::api::identity::{Ca, Sans};
 use crate::etcd::args::{self, Plan, Start};
-use crate::etcd::{data_dir_empty, BOOTSTRAP_MARK, METRICS_PORT};
+use crate::etcd::{data_dir_empty, join, BOOTSTRAP_MARK, METRICS_PORT, PEER_PORT};
 use crate::machine::SOURCE;
 use crate::supervisor::{RestartPolicy, Service, State, Stream};
 
@@ -36,6 +39,8 @@ pub const KEY_HEALTH: u64 = 2;
 
 const PROBE_STARTING: Duration = Duration::from_millis(500);
 const PROBE_STEADY: Duration = Duration::from_secs(5);
+/// How often the loop reads the membership workers' reports.
+const REPORTS: Duration = Duration::from_millis(250);
 
 /// Where etcd's files go.
 #[derive(Debug, Clone)]
@@ -71,6 +76,18 @@ pub struct Etcd {
     generation: u32,
     prober: Prober,
     new_keys: Vec<u64>,
+    /// Adding this node to a running cluster, while that is under way.
+    joining: Option<etcd_join::Worker>,
+    /// Added as a learner in this run: the `--initial-cluster` etcd starts with (kept once
+    /// etcd wrote its data, as `new` is, so that write does not restart it).
+    joined: Option<String>,
+    /// Promoting this (non-bootstrap) member, while etcd runs and it is not known to vote.
+    promoting: Option<etcd_join::Worker>,
+    voting: bool,
+    membership: String,
+    /// Who this node is to the cluster, as last worked out.
+    identity: Option<Identity>,
+    next_reports: Option<Instant>,
 }
 
 impl Etcd {
@@ -93,16 +110,27 @@ impl Etcd {
             generation: 0,
             prober: Prober::default(),
             new_keys: Vec::new(),
+            joining: None,
+            joined: None,
+            promoting: None,
+            voting: false,
+            membership: String::new(),
+            identity: None,
+            next_reports: None,
         }
     }
 
     /// `Bootstrap` passed its checks (and its request is kept): start a new cluster.
     pub fn bootstrap_requested(&mut self) {
+        if self.joined.is_some() {
+            log::warn!(target: "etcd", "Bootstrap after this node joined the running cluster: it stays a member of that cluster");
+        }
         self.bootstrap = true;
     }
 
     /// Follow the config and the network.
     pub fn follow(&mut self, rt: &Runtime, now: Instant) {
+        self.read_reports();
         let want = match self.command(rt) {
             Ok(cmd) => Some(cmd),
             Err(why) => {
@@ -168,26 +196,107 @@ impl Etcd {
         } else {
             addresses.iter().filter(|ip| in_subnets(ip, &etcd.listen_subnets)).copied().collect()
         };
-        // A bootstrapped member keeps `new` for good: etcd ignores it once its WAL exists,
-        // and switching to `existing` the moment etcd writes its first file would restart it.
-        let start = if self.bootstrap {
+        // The configured VIPs are in the certificates whoever holds them (clients and joining
+        // members reach the cluster through them); a VIP coming or going is no reason to
+        // issue them again and restart etcd.
+        let sans: Vec<IpAddr> =
+            addresses.iter().filter(|ip| !vips.contains(ip)).chain(vips.iter()).copied().collect();
+        self.certificates(&ca.crt, ca_key, &hostname, &sans)?;
+        // Where other members are: the control-plane endpoint's host, then the control
+        // planes that discovery lists (Talos asks Kubernetes, which keelson does not run).
+        let endpoint_host = cfg
+            .cluster
+            .as_ref()
+            .and_then(|c| c.control_plane.as_ref())
+            .and_then(|p| p.endpoint_host());
+        let control_planes: Vec<IpAddr> = store
+            .list_specs::<Affiliate>(Namespace::Cluster)
+            .filter(|(_, a)| a.machine_type == "controlplane")
+            .flat_map(|(_, a)| a.addresses.iter().copied())
+            .collect();
+        let mut endpoints = join::endpoints(endpoint_host.as_deref(), &control_planes, &addresses);
+        let identity = Identity {
+            name: hostname.clone(),
+            peer_url: args::url(advertised, PEER_PORT),
+            endpoints: endpoints.clone(),
+            ca: self.paths.pki.join("ca.crt"),
+            cert: self.paths.pki.join("peer.crt"),
+            key: self.paths.pki.join("peer.key"),
+        };
+        // The promotion also asks the local member (a voter answers the list itself).
+        endpoints.push(args::url(IpAddr::from([127, 0, 0, 1]), crate::etcd::CLIENT_PORT));
+        self.identity = Some(Identity { endpoints, ..identity.clone() });
+        // A bootstrapped member keeps `new` for good, and a joined one its member list:
+        // etcd ignores both once its WAL exists, and switching to a bare `existing` the moment
+        // etcd writes its first file would restart it.
+        // A member already added to a running cluster stays in it, even if `Bootstrap` came
+        // meanwhile (its data directory was still empty, so the call was accepted).
+        let start = if let Some(members) = &self.joined {
+            Start::Join(members.clone())
+        } else if self.bootstrap {
             Start::New
         } else if !data_dir_empty(&self.paths.data) {
             Start::Existing
         } else {
-            return Err("waiting for Bootstrap (keelson does not join existing members yet)".into());
+            return Err(self.join(identity));
         };
-        self.certificates(&ca.crt, ca_key, &hostname, &addresses)?;
+        self.joining = None;
         let plan = Plan {
             name: &hostname,
             advertised,
             listen: &listen,
             data_dir: &self.paths.data,
             pki_dir: &self.paths.pki,
-            start,
+            start: &start,
             extra_args: &etcd.extra_args,
         };
         Ok(args::command(&plan))
+    }
+
+    /// An empty member that was not bootstrapped: join the running cluster (its worker, made
+    /// again when who this node is or where it looks changes). The service's reason.
+    fn join(&mut self, identity: Identity) -> String {
+        if identity.endpoints.is_empty() {
+            self.joining = None;
+            return "waiting for Bootstrap, or for cluster.controlPlane.endpoint or a discovered \
+                    control plane to join"
+                .into();
+        }
+        if self.joining.as_ref().is_none_or(|w| w.id != identity) {
+            log::info!(target: "etcd", "joining the etcd cluster at {}", identity.endpoints.join(", "));
+            self.membership = "looking for the members".into();
+            self.joining = match etcd_join::join(identity) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    self.membership = e;
+                    None
+                }
+            };
+        }
+        format!("joining the cluster: {}", self.membership)
+    }
+
+    fn read_reports(&mut self) {
+        let reports: Vec<Report> = [self.joining.as_ref(), self.promoting.as_ref()]
+            .into_iter()
+            .flatten()
+            .flat_map(|w| w.reports().collect::<Vec<_>>())
+            .collect();
+        for r in reports {
+            match r {
+                Report::Status(s) => self.membership = s,
+                Report::Joined(members) => {
+                    self.joined = Some(members);
+                    self.joining = None;
+                    self.membership = "added as a learner".into();
+                }
+                Report::Voting => {
+                    self.voting = true;
+                    self.promoting = None;
+                    self.membership.clear();
+                }
+            }
+        }
     }
 
     /// Issue the peer and server certificates when the CA, the hostname or the addresses
@@ -243,7 +352,21 @@ impl Etcd {
                 self.new_keys.push(if stream == Stream::Out { KEY_STDOUT } else { KEY_STDERR });
             }
         }
-        if !matches!(self.service.state(), State::Running(_)) {
+        let running = matches!(self.service.state(), State::Running(_));
+        let joined = self.joined.is_some() || !self.bootstrap;
+        if running && joined && !self.voting && self.promoting.is_none() {
+            if let Some(id) = self.identity.clone() {
+                match etcd_join::promote(id) {
+                    Ok(w) => self.promoting = Some(w),
+                    Err(e) => self.membership = e,
+                }
+            }
+        } else if !running {
+            self.promoting = None;
+        }
+        let busy = self.joining.is_some() || self.promoting.is_some();
+        self.next_reports = busy.then(|| now + REPORTS);
+        if !running {
             self.healthy = false;
             self.next_probe = None;
             return;
@@ -310,6 +433,8 @@ impl Etcd {
                 String::new()
             } else if pid == 0 {
                 self.why_not.clone()
+            } else if self.promoting.is_some() && !self.membership.is_empty() {
+                format!("{} ({})", self.health_reason, self.membership)
             } else {
                 self.health_reason.clone()
             },
@@ -386,6 +511,6 @@ impl EventSource<Runtime> for Etcd {
 
     fn poll_at(&self) -> Option<Instant> {
         let probe = self.next_probe.filter(|_| !self.prober.in_flight);
-        [self.service.poll_at(), probe].into_iter().flatten().min()
+        [self.service.poll_at(), probe, self.next_reports].into_iter().flatten().min()
     }
 }

@@ -15,6 +15,7 @@ mod config_url;
 mod discovery;
 mod error;
 mod etcd;
+mod etcd_join;
 mod event_loop;
 mod hardware;
 pub(crate) mod health;

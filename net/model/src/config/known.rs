@@ -83,7 +83,10 @@ fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
 
 fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 24] {
     [
-        ("cluster.controlPlane", c.control_plane.is_some()),
+        (
+            "cluster.controlPlane.localAPIServerPort",
+            c.control_plane.as_ref().is_some_and(|p| p.local_api_server_port.is_some()),
+        ),
         ("cluster.clusterName", c.cluster_name.is_some()),
         ("cluster.network", c.network.is_some()),
         ("cluster.token", c.token.is_some()),

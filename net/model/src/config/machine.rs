@@ -341,9 +341,12 @@ pub struct Cluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdConfig>,
 
+    /// `cluster.controlPlane`: its `endpoint` is where a joining control plane looks for
+    /// etcd members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlaneConfig>,
+
     // Talos keys keelson ignores (see `known.rs`).
-    #[serde(default, skip_serializing)]
-    pub(crate) control_plane: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) cluster_name: Option<TalosKey>,
     #[serde(default, skip_serializing)]
@@ -387,6 +390,35 @@ pub struct Cluster {
     pub(crate) allow_scheduling_on_masters: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) admin_kubeconfig: Option<TalosKey>,
+}
+
+/// `cluster.controlPlane`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlPlaneConfig {
+    /// The Kubernetes API's URL (`https://<host>:<port>`); its host also names the etcd
+    /// members a joining control plane asks first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The local API server's port; ignored (keelson runs no API server).
+    #[serde(default, skip_serializing, rename = "localAPIServerPort")]
+    pub(crate) local_api_server_port: Option<TalosKey>,
+}
+
+impl ControlPlaneConfig {
+    /// The endpoint's host (brackets of an IPv6 literal removed), when it is a URL with one.
+    pub fn endpoint_host(&self) -> Option<String> {
+        let url = self.endpoint.as_deref()?.trim();
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        let authority = rest.split(['/', '?', '#']).next()?;
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+        let host = if let Some(v6) = authority.strip_prefix('[') {
+            v6.split_once(']')?.0
+        } else {
+            authority.split(':').next()?
+        };
+        (!host.is_empty()).then(|| host.to_owned())
+    }
 }
 
 /// `cluster.etcd`, the keys Talos reads for its etcd service.

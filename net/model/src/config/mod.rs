@@ -90,9 +90,9 @@ pub use documents::{
 pub use error::{ConfigError, Position};
 pub use healthz::{HealthzTarget, DEFAULT_HEALTHZ};
 pub use machine::{
-    Cluster, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig, InstallConfig,
-    KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType, MetricsConfig,
-    NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,
+    Cluster, ControlPlaneConfig, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig,
+    InstallConfig, KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType,
+    MetricsConfig, NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,
 };
 pub use migrate::{migrate, MigrateError};
 pub use network::{

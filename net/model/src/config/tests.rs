@@ -201,7 +201,6 @@ fn known_talos_keys_warn() {
         ("machine.certSANs", "certSANs:"),
         ("machine.kubelet.image", "image: ghcr.io/siderolabs/kubelet"),
         ("cluster.clusterName", "clusterName: demo"),
-        ("cluster.controlPlane", "controlPlane: {endpoint"),
     ];
     let want: Vec<String> = expect
         .iter()
@@ -214,6 +213,9 @@ fn known_talos_keys_warn() {
         .collect();
     // The endpoint filters act: this config enables the discovery service.
     assert_eq!(cfg.warnings, want);
+    // cluster.controlPlane.endpoint is read (joining control planes look there for etcd).
+    let cp = cfg.cluster.as_ref().and_then(|c| c.control_plane.as_ref()).unwrap();
+    assert!(cp.endpoint_host().is_some_and(|h| !h.is_empty()), "{cp:?}");
     assert_eq!(
         cfg.warnings[2],
         "machine.install.image (line 9): a Talos key keelson does not use; ignored"
@@ -759,4 +761,18 @@ fn cluster_etcd_keys_as_talos_reads_them() {
     );
     let e = err("version: v1alpha1\ncluster:\n  etcd:\n    advertisedSubnets: [10.0.0.0/33]\n");
     assert_eq!(e.path, "cluster.etcd.advertisedSubnets[0]");
+}
+
+#[test]
+fn the_control_plane_endpoint_host_is_read_from_the_url() {
+    let host = |url: &str| {
+        ControlPlaneConfig { endpoint: Some(url.to_owned()), ..Default::default() }.endpoint_host()
+    };
+    assert_eq!(host("https://10.5.0.100:6443").as_deref(), Some("10.5.0.100"));
+    assert_eq!(host("https://[fd00::100]:6443/").as_deref(), Some("fd00::100"));
+    assert_eq!(host("https://cp.example.org").as_deref(), Some("cp.example.org"));
+    assert_eq!(host("cp.example.org:6443").as_deref(), Some("cp.example.org"));
+    assert_eq!(host("https://u@h:1/x").as_deref(), Some("h"));
+    assert_eq!(host("https://:6443"), None);
+    assert_eq!(host("https://[fd00::1"), None);
 }
