@@ -8,8 +8,8 @@
 //! and a candidate waiting for its predecessor polls (one short transaction every
 //! [`POLL`]) instead of blocking on a watch.
 //!
-//! Not wired into the node yet (docs/control-plane.md): the node's [`Holder`] would turn
-//! add/remove into operator-layer AddressSpecs and send the announcements.
+//! The node's [`Holder`] (`node::vips`) turns add and remove into operator-layer
+//! AddressSpecs and sends the announcements (docs/control-plane.md).
 
 use std::time::{Duration, Instant};
 
