@@ -37,6 +37,17 @@ pub trait NodeApi {
     fn version(&mut self, address: &str) -> Result<String, CallError>;
     /// `Disks` over the maintenance API: how many disks.
     fn disks(&mut self, address: &str) -> Result<usize, CallError>;
+    /// `Version`'s boot report (keelson's `keelson_boot`: `BOOTIF=` and `keelson.image=` of
+    /// a network boot), over the maintenance API when `insecure`; `None` when the node
+    /// reports no boot. The default reports none (nodes that are not keelson).
+    fn boot_report(
+        &mut self,
+        address: &str,
+        insecure: bool,
+    ) -> Result<Option<states::BootReport>, CallError> {
+        let _ = (address, insecure);
+        Ok(None)
+    }
     /// `ApplyConfiguration{mode: AUTO}`. `Ok(true)`: the node closed the connection as it
     /// rebooted (counted as success, as Talos's own clients do).
     fn apply_configuration(
@@ -275,6 +286,11 @@ impl<N: NodeApi> Reconciler<N> {
         let facts = states::MachineFacts {
             parent_found,
             pxe: spec.pxe_client_spec.is_some(),
+            pxe_mac: spec
+                .pxe_client_spec
+                .as_ref()
+                .map(|p| p.mac_address.to_ascii_lowercase().replace('-', ":"))
+                .unwrap_or_default(),
             import: mode == Mode::Import,
             dry_run: mode == Mode::DryRun,
             want_version: spec.version.clone(),
@@ -397,13 +413,24 @@ impl<N: NodeApi> Reconciler<N> {
     /// Make one node call; the answer is an observation.
     fn perform(&mut self, call: &Call, address: &str, config: &str) -> Obs {
         match call {
-            Call::Disks => Obs::Disks(self.node.disks(address)),
+            Call::Boot => match self.node.boot_report(address, true) {
+                Ok(Some(r)) => Obs::Booted(Ok(r)),
+                Ok(None) => Obs::Disks(self.node.disks(address)),
+                Err(e) => Obs::Booted(Err(e)),
+            },
             Call::Apply { insecure, dry_run } => {
                 Obs::Apply(self.node.apply_configuration(address, *insecure, config, *dry_run))
             }
             Call::Readiness { want_version } => {
                 let kubelet = self.node.service_info(address, "kubelet");
-                let version = want_version.as_ref().map(|_| self.node.version(address));
+                // A network-booted node runs the image it was served: its name is the
+                // version (the installer's tag otherwise).
+                let version =
+                    want_version.as_ref().map(|_| match self.node.boot_report(address, false) {
+                        Ok(Some(r)) if !r.image.is_empty() => Ok(r.image),
+                        Ok(_) => self.node.version(address),
+                        Err(e) => Err(e),
+                    });
                 Obs::Readiness { kubelet, version }
             }
             Call::Upgrade { version } => Obs::Upgrade(match self.node.version(address) {

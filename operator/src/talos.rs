@@ -164,6 +164,32 @@ impl GrpcNode {
     }
 }
 
+/// A node's boot report, checked: a MAC of six hex pairs and an image name of the boot
+/// service's syntax, or empty.
+fn boot_report(
+    b: &talos_api::machine::KeelsonBoot,
+) -> Result<crate::states::BootReport, CallError> {
+    let mac = if b.mac.is_empty() {
+        String::new()
+    } else {
+        crate::pxe::mac::Mac::parse(&b.mac)
+            .map_err(|_| {
+                CallError::Garbage(format!(
+                    "Version: boot MAC {:?} is not a MAC address",
+                    base::names::escape(&b.mac, 64)
+                ))
+            })?
+            .to_string()
+    };
+    if !b.image.is_empty() && !crate::pxe::images::valid_version(&b.image) {
+        return Err(CallError::Garbage(format!(
+            "Version: boot image {:?} is not an image name",
+            base::names::escape(&b.image, 80)
+        )));
+    }
+    Ok(crate::states::BootReport { mac, image: b.image.clone() })
+}
+
 impl NodeApi for GrpcNode {
     fn version(&mut self, address: &str) -> Result<String, CallError> {
         let r: VersionResponse =
@@ -178,6 +204,18 @@ impl NodeApi for GrpcNode {
             )));
         }
         Ok(tag)
+    }
+
+    fn boot_report(
+        &mut self,
+        address: &str,
+        insecure: bool,
+    ) -> Result<Option<crate::states::BootReport>, CallError> {
+        let r: VersionResponse =
+            self.unary(address, insecure, &machine("Version"), &Empty::default())?;
+        let m = r.messages.first().ok_or_else(|| CallError::Garbage("Version: no reply".into()))?;
+        metadata_error(m.metadata.as_ref())?;
+        m.keelson_boot.as_ref().map(boot_report).transpose()
     }
 
     fn disks(&mut self, address: &str) -> Result<usize, CallError> {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use etcd::local::{LocalEtcd, Options};
 use operator::ctl;
 use operator::key::Layout;
-use operator::kinds::{Body, MachineSpec, TM};
+use operator::kinds::{Body, MachineSpec, Status, TM};
 use operator::reconcile::Reconciler;
 use operator::states::State;
 use operator::store::{Resource, Store};
@@ -47,14 +47,16 @@ impl Drop for Killed {
     }
 }
 
-#[test]
-fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
-    if !testkit::require_root("a_pxe_machine_reaches_pending_through_a_real_nodes_disks") {
-        return;
+/// What a PXE TalosMachine went through against `keelson run --cmdline CMDLINE`, until
+/// Installing asked about kubelet: its states in order, its status and the node's log. `None`
+/// when skipped.
+fn drive(test: &str, cmdline: &str) -> Option<(Vec<Option<State>>, Status, String)> {
+    if !testkit::require_root(test) {
+        return None;
     }
     let Some(bin) = keelson_bin() else {
         testkit::skip_or_fail("no keelson binary (cargo build -p keelson, or KEELSON_BIN)");
-        return;
+        return None;
     };
     if !std::process::Command::new("etcd")
         .arg("--version")
@@ -62,11 +64,11 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
         .is_ok_and(|o| o.status.success())
     {
         testkit::skip_or_fail("no etcd binary (Debian: etcd-server)");
-        return;
+        return None;
     }
     let ns = Netns::new();
     ns.ip(&["link", "set", "lo", "up"]);
-    let root = std::env::temp_dir().join(format!("keelson-opnode-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("keelson-opnode-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let log = root.join("keelson.log");
@@ -74,7 +76,7 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
         .args(["netns", "exec", &ns.name, "unshare", "-u"])
         .arg(&bin)
         .arg("run")
-        .args(["--cmdline", ""])
+        .args(["--cmdline", cmdline])
         .arg("--root")
         .arg(&root)
         .arg("--state")
@@ -138,7 +140,8 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
             // Installing asks the configured node about kubelet over mutual TLS; any answer
             // (a kubelet that is not running in a namespace) ends the test.
             let asked = m.spec.status.events.iter().any(|e| e.reason == "KubeletNotReady" || e.reason == "KubeletRunning");
-            if m.spec.status.state == Some(State::Installing) && asked {
+            let wrong = m.spec.status.events.iter().any(|e| e.reason == "WrongMachine");
+            if (m.spec.status.state == Some(State::Installing) && asked) || wrong {
                 return (seen, m.spec.status);
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -150,6 +153,18 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
     .unwrap();
     let (states, status) = seen;
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    drop(node);
+    Some((states, status, log_text))
+}
+
+#[test]
+fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
+    // No BOOTIF= on the node's command line: no boot report, so Disks answers instead.
+    let Some((states, status, log_text)) =
+        drive("a_pxe_machine_reaches_pending_through_a_real_nodes_disks", "")
+    else {
+        return;
+    };
     assert_eq!(
         states,
         [Some(State::Booting), Some(State::Pending), Some(State::Installing)],
@@ -164,7 +179,45 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
     eprintln!("events: {:?}", status.events);
     // The applied configuration is in status without its secrets.
     assert!(status.config.contains("REDACTED") && !status.config_hash.is_empty());
-    drop(node);
+}
+
+#[test]
+fn a_pxe_machine_reaches_pending_on_the_nodes_boot_report() {
+    // The command line a keelson-operator boot script gives: the node reports its boot NIC
+    // and image in Version, and the operator matches the MAC to the pxeClientSpec.
+    let Some((states, status, log_text)) = drive(
+        "a_pxe_machine_reaches_pending_on_the_nodes_boot_report",
+        "BOOTIF=01-52-54-00-00-00-01 keelson.image=v1.13.0",
+    ) else {
+        return;
+    };
+    assert_eq!(
+        states,
+        [Some(State::Booting), Some(State::Pending), Some(State::Installing)],
+        "{status:?}\n{log_text}"
+    );
+    let reasons: Vec<&str> = status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons[..3], ["WaitingForBoot", "BootReported", "Applied"], "{status:?}");
+    assert_eq!(status.events[1].message, "node booted from 52:54:00:00:00:01 (v1.13.0)");
+    // The image is the version asked for: recorded as observed.
+    assert_eq!(status.observed_version, "v1.13.0");
+}
+
+#[test]
+fn a_pxe_machine_stays_booting_when_another_machine_answers() {
+    let Some((states, status, log_text)) = drive(
+        "a_pxe_machine_stays_booting_when_another_machine_answers",
+        "BOOTIF=01-52-54-00-00-00-99 keelson.image=v1.13.0",
+    ) else {
+        return;
+    };
+    assert_eq!(states, [Some(State::Booting)], "{status:?}\n{log_text}");
+    let wrong = status.events.iter().find(|e| e.reason == "WrongMachine");
+    assert!(
+        wrong.is_some_and(|e| e.message
+            == "the node at this endpoint booted from 52:54:00:00:00:99, not 52:54:00:00:00:01"),
+        "{status:?}"
+    );
 }
 
 /// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.

@@ -325,7 +325,7 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "talosmachine/m1 created\n");
     op.wait_for("TalosMachine m1: (new) -> Booting", Duration::from_secs(20));
-    // Booting polls Disks; the condition says why it waits.
+    // Booting polls Version (the node's boot report); the condition says why it waits.
     op.wait_for("TalosMachine m1: Booting -> Booting (WaitingForBoot)", Duration::from_secs(20));
     let out = ctl(&["get", "tm", "--data-dir", data]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -335,7 +335,7 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     );
     let out = ctl(&["describe", "tm", "m1", "--data-dir", data]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.contains("WaitingForBoot") && text.contains("Disks: "), "{text}");
+    assert!(text.contains("WaitingForBoot") && text.contains("Version: "), "{text}");
     assert!(text.contains("refused"), "{text}");
 
     // A bad document: refused with document, field path and line, exit 1, nothing written.
