@@ -34,6 +34,8 @@ options:
   --talos-ca FILE           the CA of configured nodes (PEM), with --talos-cert and
   --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
   --talos-key FILE          calls after maintenance mode
+  --secrets-key FILE        the key sealing the cluster secrets it generates (32 bytes;
+                            default DIR/secrets.key, made when absent)
 
 apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
@@ -75,6 +77,8 @@ pub struct ServeOptions {
     pub talos_tls: Option<(PathBuf, PathBuf, PathBuf)>,
     /// Network boot (docs/pxe.md).
     pub pxe: crate::pxe::options::Options,
+    /// The key sealing generated cluster secrets (default `DIR/secrets.key`).
+    pub secrets_key: Option<PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -92,6 +96,7 @@ impl Default for ServeOptions {
             talos_port: crate::talos::PORT,
             talos_tls: None,
             pxe: crate::pxe::options::Options::default(),
+            secrets_key: None,
         }
     }
 }
@@ -184,6 +189,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             }
             Value(v) if verb != "serve" && positional.len() < 2 => positional.push(v.string()?),
             Long("data-dir") => o.data_dir = Some(p.value()?.into()),
+            Long("secrets-key") => o.secrets_key = Some(p.value()?.into()),
             Long("etcd-endpoints") => {
                 let v = p.value()?.string()?;
                 o.endpoints = v

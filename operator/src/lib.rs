@@ -9,6 +9,7 @@ pub mod key;
 pub mod kinds;
 pub mod pxe;
 pub mod reconcile;
+pub mod secrets;
 pub mod serve;
 pub mod states;
 pub mod store;

@@ -43,6 +43,8 @@ pub enum ServeError {
     Boot(#[from] crate::pxe::StartError),
     #[error("etcd at {0}: {1}")]
     Unreachable(String, etcd::ClientError),
+    #[error("{0}")]
+    Secrets(#[from] crate::secrets::SecretsError),
 }
 
 fn display(text: &str) -> String {
@@ -156,6 +158,16 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     );
     // The store the controllers use; its salt is the prefix, as Omni salts per account.
     let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    // The key sealing generated cluster secrets: every replica needs the same one.
+    let key_path = match &o.secrets_key {
+        Some(p) => p.clone(),
+        None => {
+            let dir = o.data_dir.clone().or_else(default_data_dir).ok_or(ServeError::NoDataDir)?;
+            create_private_dir(&dir).map_err(|e| ServeError::DataDir(dir.clone(), e))?;
+            dir.join("secrets.key")
+        }
+    };
+    let key = crate::secrets::SecretsKey::load_or_create(&key_path)?;
     // Network boot, on every replica (it only reads): stopped when this returns.
     let _boot = crate::pxe::from_serve(o, &client)?;
     // Maintenance-mode calls need no credentials; calls to configured nodes need the client
@@ -168,7 +180,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         None => None,
     };
     let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
-    let mut reconciler = Reconciler::new(store, node, &o.namespace);
+    let mut reconciler = Reconciler::new(store, node, &o.namespace).with_secrets_key(key);
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);

@@ -101,13 +101,15 @@ fn metadata_error(m: Option<&Metadata>) -> Result<(), CallError> {
 pub struct GrpcNode {
     insecure: Arc<rustls::ClientConfig>,
     secure: Option<Arc<rustls::ClientConfig>>,
+    /// A generated cluster's admin client, for the calls of its machines (before `secure`).
+    cluster: Option<Arc<rustls::ClientConfig>>,
     port: u16,
 }
 
 impl GrpcNode {
     /// `secure`: the client configuration with the client certificate for configured nodes.
     pub fn new(secure: Option<Arc<rustls::ClientConfig>>) -> Result<Self, String> {
-        Ok(Self { insecure: connect::insecure_config(None)?, secure, port: PORT })
+        Ok(Self { insecure: connect::insecure_config(None)?, secure, cluster: None, port: PORT })
     }
 
     /// Talk to another port (tests run nodes on loopback ports).
@@ -120,7 +122,7 @@ impl GrpcNode {
         let tls = if insecure {
             self.insecure.clone()
         } else {
-            self.secure.clone().ok_or_else(|| {
+            self.cluster.clone().or_else(|| self.secure.clone()).ok_or_else(|| {
                 CallError::Unreachable(
                     "no client certificate configured for configured nodes".into(),
                 )
@@ -191,6 +193,10 @@ fn boot_report(
 }
 
 impl NodeApi for GrpcNode {
+    fn use_client(&mut self, client: Option<Arc<rustls::ClientConfig>>) {
+        self.cluster = client;
+    }
+
     fn version(&mut self, address: &str) -> Result<String, CallError> {
         let r: VersionResponse =
             self.unary(address, false, &machine("Version"), &Empty::default())?;

@@ -22,6 +22,7 @@ use operator::ctl;
 use operator::key::Layout;
 use operator::kinds::{Body, MachineSpec, Status, TM};
 use operator::reconcile::Reconciler;
+use operator::secrets::{SecretsKey, CLUSTER_SECRETS};
 use operator::states::State;
 use operator::store::{Resource, Store};
 use operator::talos::GrpcNode;
@@ -50,7 +51,14 @@ impl Drop for Killed {
 /// What a PXE TalosMachine went through against `keelson run --cmdline CMDLINE`, until
 /// Installing asked about kubelet: its states in order, its status and the node's log. `None`
 /// when skipped.
-fn drive(test: &str, cmdline: &str) -> Option<(Vec<Option<State>>, Status, String)> {
+/// `generated`: the machine has no `config`; the reconciler generates the cluster's secrets
+/// and configuration and calls the configured node with its own admin client (none given).
+/// The fourth value is the stored cluster secrets resource, as JSON (empty without).
+fn drive(
+    test: &str,
+    cmdline: &str,
+    generated: bool,
+) -> Option<(Vec<Option<State>>, Status, String, String)> {
     if !testkit::require_root(test) {
         return None;
     }
@@ -121,14 +129,24 @@ fn drive(test: &str, cmdline: &str) -> Option<(Vec<Option<State>>, Status, Strin
         let layout = Layout::new("/keelson-operator", b"/keelson-operator");
         let mut s = Store::new(etcd.client(), layout.clone());
         let indented: String = config.lines().map(|l| format!("    {l}\n")).collect();
-        let doc = format!(
-            "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: n1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:01\n    cpuArchitecture: amd64\n  config: |\n{indented}"
-        );
+        let mut doc = "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: n1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:01\n    cpuArchitecture: amd64\n".to_owned();
+        if !generated {
+            doc.push_str(&format!("  config: |\n{indented}"));
+        }
         ctl::apply(&mut s, &doc).unwrap();
         let (ca, crt, key) = &pems;
         let secure = etcd::client::tls_config(ca, Some((crt, key))).unwrap();
-        let node = GrpcNode::new(Some(secure)).unwrap();
+        let node = GrpcNode::new((!generated).then_some(secure)).unwrap();
         let mut r = Reconciler::new(Store::new(etcd.client(), layout), node, "default");
+        if generated {
+            r = r.with_secrets_key(SecretsKey::from_bytes(&[9; 32]).unwrap());
+        }
+        let stored = |s: &mut Store| {
+            s.get::<serde_json::Value>("default", CLUSTER_SECRETS, "n1")
+                .unwrap()
+                .map(|r| r.spec.to_string())
+                .unwrap_or_default()
+        };
         let mut seen = Vec::new();
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
@@ -142,26 +160,26 @@ fn drive(test: &str, cmdline: &str) -> Option<(Vec<Option<State>>, Status, Strin
             let asked = m.spec.status.events.iter().any(|e| e.reason == "KubeletNotReady" || e.reason == "KubeletRunning");
             let wrong = m.spec.status.events.iter().any(|e| e.reason == "WrongMachine");
             if (m.spec.status.state == Some(State::Installing) && asked) || wrong {
-                return (seen, m.spec.status);
+                return (seen, m.spec.status, stored(&mut s));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
         let m: Resource<Body<MachineSpec>> = s.get("default", TM, "n1").unwrap().unwrap();
-        (seen, m.spec.status)
+        (seen, m.spec.status, stored(&mut s))
     })
     .join()
     .unwrap();
-    let (states, status) = seen;
+    let (states, status, secrets) = seen;
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     drop(node);
-    Some((states, status, log_text))
+    Some((states, status, log_text, secrets))
 }
 
 #[test]
 fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
     // No BOOTIF= on the node's command line: no boot report, so Disks answers instead.
-    let Some((states, status, log_text)) =
-        drive("a_pxe_machine_reaches_pending_through_a_real_nodes_disks", "")
+    let Some((states, status, log_text, _)) =
+        drive("a_pxe_machine_reaches_pending_through_a_real_nodes_disks", "", false)
     else {
         return;
     };
@@ -185,9 +203,10 @@ fn a_pxe_machine_reaches_pending_through_a_real_nodes_disks() {
 fn a_pxe_machine_reaches_pending_on_the_nodes_boot_report() {
     // The command line a keelson-operator boot script gives: the node reports its boot NIC
     // and image in Version, and the operator matches the MAC to the pxeClientSpec.
-    let Some((states, status, log_text)) = drive(
+    let Some((states, status, log_text, _)) = drive(
         "a_pxe_machine_reaches_pending_on_the_nodes_boot_report",
         "BOOTIF=01-52-54-00-00-00-01 keelson.image=v1.13.0",
+        false,
     ) else {
         return;
     };
@@ -205,9 +224,10 @@ fn a_pxe_machine_reaches_pending_on_the_nodes_boot_report() {
 
 #[test]
 fn a_pxe_machine_stays_booting_when_another_machine_answers() {
-    let Some((states, status, log_text)) = drive(
+    let Some((states, status, log_text, _)) = drive(
         "a_pxe_machine_stays_booting_when_another_machine_answers",
         "BOOTIF=01-52-54-00-00-00-99 keelson.image=v1.13.0",
+        false,
     ) else {
         return;
     };
@@ -250,4 +270,37 @@ impl EnterAndKeep for Netns {
         self.enter();
         std::mem::forget(self);
     }
+}
+
+#[test]
+fn a_machine_without_config_gets_its_clusters_generated_one() {
+    // No config and no client certificate given: the operator generates the cluster's
+    // secrets, applies the configuration rendered from them in maintenance mode, and the
+    // configured node answers ServiceList to the operator's own admin certificate.
+    let Some((states, status, log_text, secrets)) = drive(
+        "a_machine_without_config_gets_its_clusters_generated_one",
+        "BOOTIF=01-52-54-00-00-00-01 keelson.image=v1.13.0",
+        true,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        states,
+        [Some(State::Booting), Some(State::Pending), Some(State::Installing)],
+        "{status:?}\n{log_text}"
+    );
+    let reasons: Vec<&str> = status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(
+        reasons[..4],
+        ["WaitingForBoot", "BootReported", "Applied", "KubeletNotReady"],
+        "{status:?}"
+    );
+    // The applied configuration is the generated one, its keys redacted in status.
+    assert!(status.config.contains("type: controlplane"), "{}", status.config);
+    assert!(status.config.contains("clusterName: n1"), "{}", status.config);
+    assert!(!status.config.contains("LS0tLS1CRUdJTiBQUklWQVRF"), "{}", status.config);
+    // Stored sealed: a nonce and ciphertext, no PEM and no token in the clear.
+    let v: serde_json::Value = serde_json::from_str(&secrets).unwrap();
+    assert!(v["nonce"].is_string() && v["sealed"].is_string(), "{secrets}");
+    assert!(!secrets.contains("BEGIN") && !secrets.contains("LS0tLS1CRUdJT"), "{secrets}");
 }
