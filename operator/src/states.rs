@@ -112,7 +112,8 @@ pub enum Call {
     Readiness {
         want_version: Option<String>,
     },
-    /// `Version`, then `Upgrade` unless already there.
+    /// `Version`, then `Upgrade` unless already there; for a node that reports a network
+    /// boot, its boot report, then `Reboot` into the image the boot service now serves.
     Upgrade {
         version: String,
     },

@@ -315,6 +315,17 @@ impl NodeApi for GrpcNode {
             UpgradeRequest { image: image.into(), preserve: false, stage: false, force: true };
         self.per_node(address, "Upgrade", &req)
     }
+
+    fn reboot(&mut self, address: &str) -> Result<(), CallError> {
+        let req = talos_api::machine::RebootRequest {
+            mode: talos_api::machine::RebootMode::Default as i32,
+        };
+        match self.per_node(address, "Reboot", &req) {
+            // A node going down may drop the connection before it answers.
+            Err(CallError::Unreachable(m)) if m.contains("closed") => Ok(()),
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
