@@ -34,6 +34,7 @@ options:
   --talos-ca FILE           the CA of configured nodes (PEM), with --talos-cert and
   --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
   --talos-key FILE          calls after maintenance mode
+  --metrics-listen ADDR:PORT  Prometheus metrics at http://ADDR:PORT/metrics
   --secrets-key FILE        the key sealing the cluster secrets it generates (32 bytes;
                             default DIR/secrets.key, made when absent)
 
@@ -79,6 +80,8 @@ pub struct ServeOptions {
     pub pxe: crate::pxe::options::Options,
     /// The key sealing generated cluster secrets (default `DIR/secrets.key`).
     pub secrets_key: Option<PathBuf>,
+    /// Where `GET /metrics` is served (docs/operator.md).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for ServeOptions {
@@ -97,6 +100,7 @@ impl Default for ServeOptions {
             talos_tls: None,
             pxe: crate::pxe::options::Options::default(),
             secrets_key: None,
+            metrics_listen: None,
         }
     }
 }
@@ -190,6 +194,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             Value(v) if verb != "serve" && positional.len() < 2 => positional.push(v.string()?),
             Long("data-dir") => o.data_dir = Some(p.value()?.into()),
             Long("secrets-key") => o.secrets_key = Some(p.value()?.into()),
+            Long("metrics-listen") => {
+                let v = p.value()?.string()?;
+                o.metrics_listen = Some(v.parse().map_err(|_| {
+                    CliError::Usage(
+                        "--metrics-listen: an address and port like 127.0.0.1:9810".into(),
+                    )
+                })?);
+            }
             Long("etcd-endpoints") => {
                 let v = p.value()?.string()?;
                 o.endpoints = v

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod ctl;
 pub mod key;
 pub mod kinds;
+pub mod metrics;
 pub mod pxe;
 pub mod reconcile;
 pub mod secrets;

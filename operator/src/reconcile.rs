@@ -188,6 +188,7 @@ pub struct Reconciler<N> {
     secrets_key: Option<SecretsKey>,
     /// Each generated cluster's admin client, issued once per run.
     clients: HashMap<String, Arc<rustls::ClientConfig>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl<N: NodeApi> Reconciler<N> {
@@ -199,7 +200,28 @@ impl<N: NodeApi> Reconciler<N> {
             due: HashMap::new(),
             secrets_key: None,
             clients: HashMap::new(),
+            metrics: None,
         }
+    }
+
+    /// Count reconcile durations and resources by state in `m`.
+    pub fn with_metrics(mut self, m: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(m);
+        self
+    }
+
+    /// Time one resource's reconcile.
+    fn timed<T>(
+        &mut self,
+        kind: &'static str,
+        f: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let start = Instant::now();
+        let r = f(self);
+        if let Some(m) = &self.metrics {
+            m.reconciled(kind, start.elapsed().as_secs_f64(), r.is_ok());
+        }
+        r
     }
 
     /// Generate configurations and cluster secrets for machines without a `config`, sealed
@@ -285,27 +307,34 @@ impl<N: NodeApi> Reconciler<N> {
         let mut next = states::RESYNC;
         let now = Instant::now();
         let mut seen = Vec::new();
+        let mut by_state: BTreeMap<(&'static str, String), u64> = BTreeMap::new();
+        let state_name = |s: Option<State>| s.map_or("New", State::name).to_owned();
         for kind in [TCP, TW] {
             let (pools, _) = self.store.list::<Body<PoolSpec>>(&self.namespace, kind)?;
             // Pools make no node calls while they wait (their machines' states are read from
             // the store), so they are looked at every pass, their backoff aside.
             for p in pools {
-                next = next.min(self.pool(kind, p)?);
+                *by_state.entry((kind, state_name(p.spec.status.state))).or_default() += 1;
+                next = next.min(self.timed(kind, |r| r.pool(kind, p))?);
             }
         }
         let (machines, _) = self.store.list::<Body<MachineSpec>>(&self.namespace, TM)?;
         for m in machines {
+            *by_state.entry((TM, state_name(m.spec.status.state))).or_default() += 1;
             let (id, v) = (m.metadata.id.clone(), m.metadata.version);
             seen.push((TM, id.clone()));
             if let Some(wait) = self.not_due(TM, &id, v, now) {
                 next = next.min(wait);
                 continue;
             }
-            let wait = self.machine_with_retry(m)?;
+            let wait = self.timed(TM, |r| r.machine_with_retry(m))?;
             self.set_due(TM, &id, v, wait);
             next = next.min(wait);
         }
         self.due.retain(|k, _| seen.contains(k));
+        if let Some(metrics) = &self.metrics {
+            metrics.resources(by_state);
+        }
         Ok(next)
     }
 

@@ -45,6 +45,8 @@ pub enum ServeError {
     Unreachable(String, etcd::ClientError),
     #[error("{0}")]
     Secrets(#[from] crate::secrets::SecretsError),
+    #[error("metrics listener on {0}: {1}")]
+    Metrics(std::net::SocketAddr, std::io::Error),
 }
 
 fn display(text: &str) -> String {
@@ -180,7 +182,15 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         None => None,
     };
     let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
-    let mut reconciler = Reconciler::new(store, node, &o.namespace).with_secrets_key(key);
+    let metrics = crate::metrics::Metrics::new();
+    let _metrics_guard = match o.metrics_listen {
+        Some(addr) => Some(metrics_listener(addr, metrics.clone())?),
+        None => None,
+    };
+    let store = store.with_metrics(metrics.clone());
+    let mut reconciler = Reconciler::new(store, node, &o.namespace)
+        .with_secrets_key(key)
+        .with_metrics(metrics.clone());
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);
@@ -214,7 +224,9 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.id(),
                     session.ttl()
                 );
+                metrics.set_leader(true);
                 lead(&mut client, &session, &election, e.key(), &mut reconciler, stop);
+                metrics.set_leader(false);
                 if stop.load(Ordering::Relaxed) {
                     match session::resign(&mut client, &mut e) {
                         Ok(_) => log::info!("{} resigned", display(&me)),
@@ -239,6 +251,34 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Stops the metrics listener when dropped.
+struct MetricsGuard(std::sync::Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+
+impl Drop for MetricsGuard {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        if let Some(t) = self.1.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn metrics_listener(
+    addr: std::net::SocketAddr,
+    m: std::sync::Arc<crate::metrics::Metrics>,
+) -> Result<MetricsGuard, ServeError> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| ServeError::Metrics(addr, e))?;
+    let local = listener.local_addr().map_err(|e| ServeError::Metrics(addr, e))?;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = evloop::spawn_worker("operator-metrics", move || {
+        crate::metrics::serve(listener, m, s2);
+    })
+    .map_err(|e| ServeError::Metrics(addr, e))?;
+    log::info!("metrics on http://{local}/metrics");
+    Ok(MetricsGuard(stop, Some(t)))
 }
 
 /// Lead while the lease is trusted and the key is still the oldest, running the controllers;

@@ -76,6 +76,33 @@ def state_of(data):
             observed.group(1) if observed else None, p.stdout)
 
 
+def check_metrics(port, check):
+    """Scrape the leader's /metrics: promtool accepts it, and it counts what happened."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                          text=True)
+    ok = check(lint.returncode == 0, "promtool check metrics accepts the operator's /metrics"
+               + ("" if lint.returncode == 0 else f": {lint.stdout}{lint.stderr}"))
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    tm = 'kind="TalosMachines.keelson.dev"'
+    ok &= check(samples.get("keelson_operator_leader") == 1, "the metrics say this replica leads")
+    ok &= check(samples.get(f'keelson_operator_resources{{{tm},state="Available"}}') == 1,
+                "one TalosMachine Available in keelson_operator_resources")
+    ok &= check(samples.get(f"keelson_operator_reconcile_seconds_count{{{tm}}}", 0) >= 4,
+                "reconcile durations counted for the TalosMachine")
+    ok &= check(samples.get('keelson_operator_etcd_request_seconds_count{op="range"}', 0) > 0
+                and samples.get('keelson_operator_etcd_request_seconds_count{op="txn"}', 0) > 0,
+                "etcd request latency counted (range and txn)")
+    if not ok:
+        print(text)
+    return ok
+
+
 def main():
     args = sys.argv[1:]
     upgrade = "--upgrade" in args
@@ -89,14 +116,15 @@ def main():
         initrd, _ = vm.build_initramfs()
     kernel = vm.newest_kernel()
     data = Path(tempfile.mkdtemp(prefix="keelson-pxe-op-"))
-    port, api_port = vm.free_port(), vm.free_port()
+    port, api_port, metrics_port = vm.free_port(), vm.free_port(), vm.free_port()
     base = f"http://10.0.2.2:{port}"
     run([OPERATOR, "image", "add", "v1.13.0", "--kernel", kernel, "--initramfs", initrd,
          "--data-dir", data])
     op_log_path = data / "operator.log"
     op = subprocess.Popen(
         [str(OPERATOR), "serve", "--data-dir", str(data), "--boot-http", f"127.0.0.1:{port}",
-         "--boot-url", base, "--talos-port", str(api_port)],
+         "--boot-url", base, "--talos-port", str(api_port),
+         "--metrics-listen", f"127.0.0.1:{metrics_port}"],
         stdout=open(op_log_path, "w"), stderr=subprocess.STDOUT)
     qemu = None
     ok = False
@@ -178,6 +206,7 @@ def main():
                     "the operator generated the cluster's secrets")
         ok &= check("REDACTED" in yaml and "clusterName: pxe1" in yaml,
                     "status shows the generated configuration, redacted")
+        ok &= check_metrics(metrics_port, check)
         if bench:
             print(f"BENCH: QEMU start to Available: {t_available:.1f} s")
         if ok and upgrade:
