@@ -79,7 +79,17 @@ def state_of(data):
 def check_metrics(port, check):
     """Scrape the leader's /metrics: promtool accepts it, and it counts what happened."""
     import urllib.request
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    tm = 'kind="TalosMachines.keelson.dev"'
+    available = f'keelson_operator_resources{{{tm},state="Available"}} 1'
+    # The gauge is the state at the start of the leader's last pass: the pass after the one
+    # that made the machine Available counts it (passes run every 0.5 to 5 s).
+    end = time.monotonic() + 15
+    while True:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                      timeout=10).read().decode()
+        if available in text.splitlines() or time.monotonic() > end:
+            break
+        time.sleep(0.5)
     lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                           text=True)
     ok = check(lint.returncode == 0, "promtool check metrics accepts the operator's /metrics"
@@ -89,7 +99,6 @@ def check_metrics(port, check):
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
-    tm = 'kind="TalosMachines.keelson.dev"'
     ok &= check(samples.get("keelson_operator_leader") == 1, "the metrics say this replica leads")
     ok &= check(samples.get(f'keelson_operator_resources{{{tm},state="Available"}}') == 1,
                 "one TalosMachine Available in keelson_operator_resources")
