@@ -389,3 +389,117 @@ fn a_status_write_that_conflicts_is_computed_again_from_a_fresh_read() {
     assert_eq!(m.spec.labels.len(), 2, "{:?}", m.spec.labels);
     assert_eq!(m.spec.status.events.iter().filter(|e| e.reason == "NodeAnswered").count(), 1);
 }
+
+/// A network-booted node: it reports its boot NIC and image, and a reboot brings it back
+/// with the image the boot service serves then.
+#[derive(Debug, Default)]
+struct Netboot {
+    image: String,
+    /// What the next boot gets (the boot service's answer for this MAC).
+    served: String,
+    calls: Vec<String>,
+}
+
+impl NodeApi for Netboot {
+    fn version(&mut self, a: &str) -> Result<String, CallError> {
+        self.calls.push(format!("Version {a}"));
+        Ok("v0.1.0".into())
+    }
+    fn boot_report(
+        &mut self,
+        a: &str,
+        insecure: bool,
+    ) -> Result<Option<operator::states::BootReport>, CallError> {
+        self.calls.push(format!("BootReport {a} insecure={insecure}"));
+        Ok(Some(operator::states::BootReport {
+            mac: "52:54:00:00:00:20".into(),
+            image: self.image.clone(),
+        }))
+    }
+    fn disks(&mut self, a: &str) -> Result<usize, CallError> {
+        self.calls.push(format!("Disks {a}"));
+        Ok(1)
+    }
+    fn apply_configuration(
+        &mut self,
+        a: &str,
+        insecure: bool,
+        _config: &str,
+        _dry_run: bool,
+    ) -> Result<bool, CallError> {
+        self.calls.push(format!("ApplyConfiguration {a} insecure={insecure}"));
+        Ok(false)
+    }
+    fn service_info(&mut self, a: &str, name: &str) -> Result<ServiceObs, CallError> {
+        self.calls.push(format!("ServiceInfo {a} {name}"));
+        Ok(ServiceObs { state: "Running".into(), healthy: true })
+    }
+    fn bootstrap(&mut self, _a: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+    fn kubeconfig(&mut self, _a: &str) -> Result<String, CallError> {
+        Ok(String::new())
+    }
+    fn reset(&mut self, a: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Reset {a}"));
+        Ok(())
+    }
+    fn upgrade(&mut self, a: &str, image: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Upgrade {a} {image}"));
+        Ok(())
+    }
+    fn reboot(&mut self, a: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Reboot {a}"));
+        self.image = self.served.clone();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_network_booted_machine_is_reimaged_by_a_reboot() {
+    let Some((etcd, _dir)) = start("netboot") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, TM_DOC).unwrap();
+    let node = Netboot { image: "v1.13.0".into(), served: "v1.13.0".into(), ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    let mut seen = Vec::new();
+    let step = |r: &mut Reconciler<Netboot>, seen: &mut Vec<Option<State>>| {
+        r.store
+            .modify::<Body<MachineSpec>>("default", TM, "lone", |m| m.spec.status.next_attempt = 0)
+            .unwrap();
+        r.pass().unwrap();
+        let st = state_of(&mut store(&etcd), "lone");
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+    };
+    for _ in 0..6 {
+        step(&mut r, &mut seen);
+    }
+    use State::*;
+    assert_eq!(seen, [Some(Booting), Some(Pending), Some(Installing), Some(Available)]);
+    // The boot report settled Booting: no Disks call.
+    assert!(!r.node.calls.iter().any(|c| c.starts_with("Disks")), "{:?}", r.node.calls);
+    assert_eq!(machine(&mut s, "lone").spec.status.observed_version, "v1.13.0");
+
+    // A new version: the boot service serves it from now on; the operator reboots the node.
+    r.node.served = "v1.13.1".into();
+    r.node.calls.clear();
+    ctl::apply(&mut s, &TM_DOC.replace("version: v1.13.0", "version: v1.13.1")).unwrap();
+    seen.clear();
+    for _ in 0..6 {
+        step(&mut r, &mut seen);
+    }
+    assert_eq!(seen, [Some(Upgrading), Some(Available)], "{:?}", r.node.calls);
+    let calls = &r.node.calls;
+    assert!(calls.contains(&"Reboot 10.0.0.20".to_owned()), "{calls:?}");
+    // Not Talos's Upgrade (an installer image for a disk install).
+    assert!(!calls.iter().any(|c| c.starts_with("Upgrade")), "{calls:?}");
+    // Upgrading ends on the image the node reports, over mutual TLS.
+    assert!(calls.contains(&"BootReport 10.0.0.20 insecure=false".to_owned()), "{calls:?}");
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.observed_version, "v1.13.1");
+    let reasons: Vec<&str> = m.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert!(reasons.ends_with(&["Upgrading", "KubeletRunning"]), "{reasons:?}");
+    assert!(reasons.contains(&"BootReported"), "{reasons:?}");
+}
