@@ -385,6 +385,23 @@ impl<N: NodeApi> Reconciler<N> {
         let now = now_secs();
         let address = m.spec.spec.endpoint.clone();
         if m.metadata.phase == Phase::TearingDown {
+            // Reset goes to a configured node: its cluster's client, if it has generated
+            // secrets (never generated for a machine on its way out).
+            let ns = self.namespace.clone();
+            let spec = m.spec.spec.clone();
+            let r = secrets::machine_config(
+                &mut self.store,
+                &ns,
+                self.secrets_key.as_ref(),
+                &m.metadata.id,
+                &spec,
+                false,
+            )?;
+            let client = match &r.cluster {
+                Some((cluster, bundle)) => self.cluster_client(cluster, bundle).ok(),
+                None => None,
+            };
+            self.node.use_client(client);
             return self.machine_delete(m, mode, now);
         }
         if m.spec.status.next_attempt > now {
