@@ -503,3 +503,69 @@ fn a_network_booted_machine_is_reimaged_by_a_reboot() {
     assert!(reasons.ends_with(&["Upgrading", "KubeletRunning"]), "{reasons:?}");
     assert!(reasons.contains(&"BootReported"), "{reasons:?}");
 }
+
+#[test]
+fn pools_without_config_get_their_clusters_generated_configs() {
+    let Some((etcd, _dir)) = start("generated") else { return };
+    let mut s = store(&etcd);
+    let cp = CP
+        .replace(
+            "  config: |\n    machine:\n      type: controlplane\n      token: sekrit.token\n",
+            "",
+        )
+        .replace("      - address: 10.0.0.12\n", "");
+    let tw = "apiVersion: keelson.dev/v1alpha1\nkind: TalosWorker\nmetadata:\n  name: w\nspec:\n  version: v1.13.0\n  controlPlaneRef: cp\n  metalSpec:\n    machines:\n      - address: 10.0.0.21\n";
+    ctl::apply(&mut s, &format!("{cp}---\n{tw}")).unwrap();
+    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
+    let key = operator::secrets::SecretsKey::from_bytes(&[5; 32]).unwrap();
+    let mut r = Reconciler::new(store(&etcd), node, "default").with_secrets_key(key);
+    for _ in 0..12 {
+        r.pass().unwrap();
+    }
+    let parse =
+        |a: &str| -> serde_yaml::Value { serde_yaml::from_str(&r.node.applied[a]).unwrap() };
+    let (c, w) = (parse("10.0.0.11"), parse("10.0.0.21"));
+    assert_eq!(c["machine"]["type"].as_str(), Some("controlplane"));
+    assert_eq!(w["machine"]["type"].as_str(), Some("worker"));
+    // One cluster: the same CA and token, the control plane's endpoint.
+    assert_eq!(c["machine"]["ca"]["crt"], w["machine"]["ca"]["crt"]);
+    assert_eq!(c["cluster"]["token"], w["cluster"]["token"]);
+    assert_eq!(c["cluster"]["clusterName"].as_str(), Some("cp"));
+    for v in [&c, &w] {
+        assert_eq!(
+            v["cluster"]["controlPlane"]["endpoint"].as_str(),
+            Some("https://10.0.0.10:6443")
+        );
+    }
+    // The worker holds no CA key; the control plane does.
+    assert!(c["machine"]["ca"]["key"].is_string() && w["machine"]["ca"].get("key").is_none());
+    // One sealed bundle, for the control plane's name.
+    use operator::secrets::CLUSTER_SECRETS;
+    let (bundles, _) = s.list::<serde_json::Value>("default", CLUSTER_SECRETS).unwrap();
+    let ids: Vec<&str> = bundles.iter().map(|b| b.metadata.id.as_str()).collect();
+    assert_eq!(ids, ["cp"]);
+    for id in ["cp-10-0-0-11", "w-10-0-0-21"] {
+        assert_eq!(state_of(&mut s, id), Some(State::Available), "{id}");
+    }
+    // Another key cannot open it: the machines are not configured, and say why.
+    let other = operator::secrets::SecretsKey::from_bytes(&[6; 32]).unwrap();
+    let mut r2 =
+        Reconciler::new(store(&etcd), Scripted::default(), "default").with_secrets_key(other);
+    ctl::apply(
+        &mut s,
+        &TM_DOC
+            .replace("name: lone", "name: cp2")
+            .replace("  config: 'machine: {type: worker}'\n", "  controlPlaneRef: cp\n"),
+    )
+    .unwrap();
+    for _ in 0..4 {
+        r2.store
+            .modify::<Body<MachineSpec>>("default", TM, "cp2", |m| m.spec.status.next_attempt = 0)
+            .unwrap();
+        r2.pass().unwrap();
+    }
+    let m = machine(&mut s, "cp2");
+    assert!(r2.node.applied.is_empty(), "{:?}", r2.node.calls);
+    let why = m.spec.status.conditions.iter().find(|c| c.kind == "ConfigApplied").unwrap();
+    assert!(why.message.contains("cannot be opened"), "{why:?}");
+}
