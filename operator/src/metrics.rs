@@ -190,6 +190,11 @@ fn respond(mut s: TcpStream, m: &Metrics) {
         let _ = s.write_all(
             b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
         );
+        // Closing with unread input would reset the connection and could lose the answer:
+        // end our side, then read (a bounded amount, briefly) what the client still sends.
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let _ = std::io::copy(&mut (&mut s).take(64 << 10), &mut std::io::sink());
         return;
     };
     let (code, ctype, body) = answer(&head, m);
