@@ -127,7 +127,7 @@ pub fn status(prev: MachineStage, f: &Facts) -> MachineStatus {
     let stage = next_stage(prev, f);
     let unmet_conditions = unmet(f);
     let ready = stage == MachineStage::Running && unmet_conditions.is_empty();
-    MachineStatus { stage, status: MachineStatusStatus { ready, unmet_conditions } }
+    MachineStatus { stage, status: MachineStatusStatus { ready, unmet_conditions }, boot: None }
 }
 
 /// The console line of a transition: the new stage, and what is missing when not ready.

@@ -231,3 +231,38 @@ fn a_staged_config_is_booted_into_at_the_next_start() {
     assert!(!dir.path().join("config.yaml.staged").exists());
     node.stop();
 }
+
+#[test]
+fn a_network_boot_is_reported_in_machinestatus() {
+    if !require_root("a_network_boot_is_reported_in_machinestatus") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let path = dir.path().join("config.yaml");
+    replace(&path, &config(&dir.path().join("sigterm.log"), "      variant: a\n"));
+    // What keelson-operator's boot script puts on the command line (docs/pxe.md).
+    let node =
+        Node::start_api(&ns, "BOOTIF=01-52-54-00-A1-B2-C3 keelson.image=v1.13.0", Some(&path));
+    let ctx = || node.log_text();
+    wait_for("running", T, || node.log_text().contains("-> running"), ctx);
+    let s = machine_status(&node);
+    assert_eq!(
+        s["boot"],
+        serde_json::json!({"mac": "52:54:00:a1:b2:c3", "image": "v1.13.0"}),
+        "{s}"
+    );
+    // A bad BOOTIF= is one log line with its column, and nothing reported.
+    let (ns2, peer2) = (Netns::new(), Netns::new());
+    ns2.veth("eth0", &peer2, "up0");
+    let other = Node::start_api(&ns2, "BOOTIF=52-54-00-a1-b2-c3", Some(&path));
+    let ctx = || other.log_text();
+    wait_for("running", T, || other.log_text().contains("-> running"), ctx);
+    assert!(machine_status(&other).get("boot").is_none());
+    assert!(
+        other.log_text().contains("BOOTIF=52-54-00-a1-b2-c3: column 8"),
+        "{}",
+        other.log_text()
+    );
+}

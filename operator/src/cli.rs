@@ -38,6 +38,9 @@ options:
   --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
   --talos-key FILE          calls after maintenance mode
   --min-vni ID, --max-vni ID  the network IDs allocated (default 200 to 16777215)
+  --metrics-listen ADDR:PORT  Prometheus metrics at http://ADDR:PORT/metrics
+  --secrets-key FILE        the key sealing the cluster secrets it generates (32 bytes;
+                            default DIR/secrets.key, made when absent)
 
 apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
@@ -82,6 +85,10 @@ pub struct ServeOptions {
     pub pxe: crate::pxe::options::Options,
     /// Tenant network IDs: `--min-vni`, `--max-vni`.
     pub vni: crate::networks::allocate::Range,
+    /// The key sealing generated cluster secrets (default `DIR/secrets.key`).
+    pub secrets_key: Option<PathBuf>,
+    /// Where `GET /metrics` is served (docs/operator.md).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for ServeOptions {
@@ -100,6 +107,8 @@ impl Default for ServeOptions {
             talos_tls: None,
             pxe: crate::pxe::options::Options::default(),
             vni: crate::networks::allocate::Range::default(),
+            secrets_key: None,
+            metrics_listen: None,
         }
     }
 }
@@ -196,6 +205,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             }
             Value(v) if verb != "serve" && positional.len() < 2 => positional.push(v.string()?),
             Long("data-dir") => o.data_dir = Some(p.value()?.into()),
+            Long("secrets-key") => o.secrets_key = Some(p.value()?.into()),
+            Long("metrics-listen") => {
+                let v = p.value()?.string()?;
+                o.metrics_listen = Some(v.parse().map_err(|_| {
+                    CliError::Usage(
+                        "--metrics-listen: an address and port like 127.0.0.1:9810".into(),
+                    )
+                })?);
+            }
             Long("etcd-endpoints") => {
                 let v = p.value()?.string()?;
                 o.endpoints = v

@@ -43,6 +43,10 @@ pub enum ServeError {
     Boot(#[from] crate::pxe::StartError),
     #[error("etcd at {0}: {1}")]
     Unreachable(String, etcd::ClientError),
+    #[error("{0}")]
+    Secrets(#[from] crate::secrets::SecretsError),
+    #[error("metrics listener on {0}: {1}")]
+    Metrics(std::net::SocketAddr, std::io::Error),
 }
 
 fn display(text: &str) -> String {
@@ -156,6 +160,16 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     );
     // The store the controllers use; its salt is the prefix, as Omni salts per account.
     let store = Store::new(client.clone(), Layout::new(&o.prefix, o.prefix.as_bytes()));
+    // The key sealing generated cluster secrets: every replica needs the same one.
+    let key_path = match &o.secrets_key {
+        Some(p) => p.clone(),
+        None => {
+            let dir = o.data_dir.clone().or_else(default_data_dir).ok_or(ServeError::NoDataDir)?;
+            create_private_dir(&dir).map_err(|e| ServeError::DataDir(dir.clone(), e))?;
+            dir.join("secrets.key")
+        }
+    };
+    let key = crate::secrets::SecretsKey::load_or_create(&key_path)?;
     // Network boot, on every replica (it only reads): stopped when this returns.
     let _boot = crate::pxe::from_serve(o, &client)?;
     // Maintenance-mode calls need no credentials; calls to configured nodes need the client
@@ -168,7 +182,15 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         None => None,
     };
     let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
-    let mut reconciler = Reconciler::new(store, node, &o.namespace);
+    let metrics = crate::metrics::Metrics::new();
+    let _metrics_guard = match o.metrics_listen {
+        Some(addr) => Some(metrics_listener(addr, metrics.clone())?),
+        None => None,
+    };
+    let store = store.with_metrics(metrics.clone());
+    let mut reconciler = Reconciler::new(store, node, &o.namespace)
+        .with_secrets_key(key)
+        .with_metrics(metrics.clone());
     let mut networks = crate::networks::controller::Controller::new(
         crate::networks::allocate::Allocator::new(o.vni),
         &o.namespace,
@@ -206,6 +228,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.id(),
                     session.ttl()
                 );
+                metrics.set_leader(true);
                 lead(
                     &mut client,
                     &session,
@@ -215,6 +238,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     &mut networks,
                     stop,
                 );
+                metrics.set_leader(false);
                 if stop.load(Ordering::Relaxed) {
                     match session::resign(&mut client, &mut e) {
                         Ok(_) => log::info!("{} resigned", display(&me)),
@@ -239,6 +263,34 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Stops the metrics listener when dropped.
+struct MetricsGuard(std::sync::Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+
+impl Drop for MetricsGuard {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        if let Some(t) = self.1.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn metrics_listener(
+    addr: std::net::SocketAddr,
+    m: std::sync::Arc<crate::metrics::Metrics>,
+) -> Result<MetricsGuard, ServeError> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| ServeError::Metrics(addr, e))?;
+    let local = listener.local_addr().map_err(|e| ServeError::Metrics(addr, e))?;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = evloop::spawn_worker("operator-metrics", move || {
+        crate::metrics::serve(listener, m, s2);
+    })
+    .map_err(|e| ServeError::Metrics(addr, e))?;
+    log::info!("metrics on http://{local}/metrics");
+    Ok(MetricsGuard(stop, Some(t)))
 }
 
 /// Lead while the lease is trusted and the key is still the oldest, running the controllers;

@@ -80,6 +80,15 @@ impl CallError {
 /// gRPC's ALREADY_EXISTS.
 pub const ALREADY_EXISTS: i32 = 6;
 
+/// What a node says of its network boot: the NIC the firmware booted from and the image.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BootReport {
+    /// `aa:bb:cc:dd:ee:ff`, or empty.
+    pub mac: String,
+    /// The image (version) name, or empty.
+    pub image: String,
+}
+
 /// A service's state as ServiceInfo reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceObs {
@@ -90,8 +99,10 @@ pub struct ServiceObs {
 /// The node calls a state asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
-    /// `Disks` over the maintenance API (TLS without a client certificate).
-    Disks,
+    /// `Version` over the maintenance API (TLS without a client certificate): the boot the
+    /// node reports (`BOOTIF=`, `keelson.image=` of a network boot); when it reports none (not
+    /// a network boot, or not keelson), `Disks` there instead.
+    Boot,
     /// `ApplyConfiguration{mode: AUTO}`; `insecure` in maintenance mode.
     Apply {
         insecure: bool,
@@ -101,7 +112,8 @@ pub enum Call {
     Readiness {
         want_version: Option<String>,
     },
-    /// `Version`, then `Upgrade` unless already there.
+    /// `Version`, then `Upgrade` unless already there; for a node that reports a network
+    /// boot, its boot report, then `Reboot` into the image the boot service now serves.
     Upgrade {
         version: String,
     },
@@ -119,6 +131,8 @@ pub enum Obs {
     /// No call was made.
     None,
     Disks(Result<usize, CallError>),
+    /// The node's boot report (an error is `Version`'s).
+    Booted(Result<BootReport, CallError>),
     /// `Ok(true)`: the node closed the connection as it rebooted into the install, which
     /// counts as success.
     Apply(Result<bool, CallError>),
@@ -200,6 +214,8 @@ pub struct MachineFacts {
     /// The parent named by controlPlaneRef/workerRef exists (true when none is named).
     pub parent_found: bool,
     pub pxe: bool,
+    /// `pxeClientSpec.macAddress`, lowercase `aa:bb:…` (empty without one).
+    pub pxe_mac: String,
     pub import: bool,
     pub dry_run: bool,
     /// The version asked for, and the one last applied or seen.
@@ -217,7 +233,7 @@ pub fn machine_call(state: Option<State>, f: &MachineFacts) -> Option<Call> {
     match state {
         None if f.import || f.pxe => None,
         None | Some(State::Pending) => Some(Call::Apply { insecure: true, dry_run: f.dry_run }),
-        Some(State::Booting) => Some(Call::Disks),
+        Some(State::Booting) => Some(Call::Boot),
         Some(State::Installing) => Some(Call::Readiness { want_version: None }),
         Some(State::Upgrading) => {
             Some(Call::Readiness { want_version: Some(f.want_version.clone()) })
@@ -271,6 +287,46 @@ pub fn machine_step(state: Option<State>, f: &MachineFacts, obs: &Obs) -> Step {
                 "NodeAnswered",
                 &format!("maintenance API answered Disks ({n} disks)"),
             ),
+        ),
+        (Some(State::Booting), Obs::Booted(Ok(r))) if !r.mac.is_empty() && r.mac != f.pxe_mac => {
+            stay(
+                state,
+                Some(warn(
+                    "Ready",
+                    "WrongMachine",
+                    format!(
+                        "the node at this endpoint booted from {}, not {}",
+                        r.mac,
+                        if f.pxe_mac.is_empty() { "a PXE client" } else { &f.pxe_mac }
+                    ),
+                )),
+                POLL,
+            )
+        }
+        (Some(State::Booting), Obs::Booted(Ok(r))) => {
+            let image = if r.image.is_empty() { "no image name" } else { &r.image };
+            let mac = if r.mac.is_empty() { "an unnamed NIC" } else { &r.mac };
+            // The version is recorded only when the node runs the one asked for.
+            let actions =
+                if r.image == f.want_version { vec![Action::RecordVersion] } else { vec![] };
+            go(
+                State::Pending,
+                actions,
+                cond(
+                    "Ready",
+                    "False",
+                    "BootReported",
+                    &format!("node booted from {mac} ({image})"),
+                ),
+            )
+        }
+        (Some(State::Booting), Obs::Booted(Err(e))) => stay(
+            state,
+            Some(Cond {
+                warning: false,
+                ..warn("Ready", "WaitingForBoot", format!("Version: {}", e.message()))
+            }),
+            POLL,
         ),
         (Some(State::Booting), Obs::Disks(Err(e))) => stay(
             state,
@@ -608,7 +664,10 @@ mod tests {
 
     #[test]
     fn machine_transitions() {
-        let pxe = MachineFacts { pxe: true, ..facts() };
+        let pxe = MachineFacts { pxe: true, pxe_mac: "52:54:00:a1:b2:c3".into(), ..facts() };
+        let booted = |mac: &str, image: &str| {
+            Obs::Booted(Ok(BootReport { mac: mac.into(), image: image.into() }))
+        };
         let import = MachineFacts { import: true, ..facts() };
         let orphan = MachineFacts { parent_found: false, ..facts() };
         let newer = MachineFacts { want_version: "v1.14.0".into(), ..facts() };
@@ -623,11 +682,46 @@ mod tests {
         // (state, facts, observation, call expected for the state, next state, reason)
         let table: Vec<Row<&MachineFacts>> = vec![
             (None, &pxe, Obs::None, None, Some(Booting), "WaitingForBoot"),
+            // The node reports the NIC it booted from: this machine's MAC.
+            (
+                Some(Booting),
+                &pxe,
+                booted("52:54:00:a1:b2:c3", "v1.13.0"),
+                Some(Call::Boot),
+                Some(Pending),
+                "BootReported",
+            ),
+            // Another machine answers at the endpoint: not this one, keep waiting.
+            (
+                Some(Booting),
+                &pxe,
+                booted("52:54:00:00:00:09", "v1.13.0"),
+                Some(Call::Boot),
+                Some(Booting),
+                "WrongMachine",
+            ),
+            // A report without a MAC (an image name only) is a boot too.
+            (
+                Some(Booting),
+                &pxe,
+                booted("", "v1.13.0"),
+                Some(Call::Boot),
+                Some(Pending),
+                "BootReported",
+            ),
+            (
+                Some(Booting),
+                &pxe,
+                Obs::Booted(Err(CallError::Unreachable("connection refused".into()))),
+                Some(Call::Boot),
+                Some(Booting),
+                "WaitingForBoot",
+            ),
             (
                 Some(Booting),
                 &pxe,
                 Obs::Disks(Ok(2)),
-                Some(Call::Disks),
+                Some(Call::Boot),
                 Some(Pending),
                 "NodeAnswered",
             ),
@@ -635,7 +729,7 @@ mod tests {
                 Some(Booting),
                 &pxe,
                 Obs::Disks(down()),
-                Some(Call::Disks),
+                Some(Call::Boot),
                 Some(Booting),
                 "WaitingForBoot",
             ),
@@ -643,7 +737,7 @@ mod tests {
                 Some(Booting),
                 &pxe,
                 Obs::Disks(Err(CallError::Timeout)),
-                Some(Call::Disks),
+                Some(Call::Boot),
                 Some(Booting),
                 "WaitingForBoot",
             ),
@@ -791,6 +885,31 @@ mod tests {
             assert_eq!(s.next, next, "row {i}: {s:?}");
             assert_eq!(reason(&s), why, "row {i}: {s:?}");
         }
+    }
+
+    #[test]
+    fn a_boot_report_records_the_version_only_when_it_is_the_one_asked_for() {
+        let pxe = MachineFacts { pxe: true, pxe_mac: "52:54:00:a1:b2:c3".into(), ..facts() };
+        let report = |image: &str| {
+            Obs::Booted(Ok(BootReport { mac: "52:54:00:a1:b2:c3".into(), image: image.into() }))
+        };
+        let s = machine_step(Some(Booting), &pxe, &report("v1.13.0"));
+        assert!(s.actions.contains(&Action::RecordVersion), "{s:?}");
+        let c = s.condition.unwrap();
+        assert_eq!(c.message, "node booted from 52:54:00:a1:b2:c3 (v1.13.0)");
+        let s = machine_step(Some(Booting), &pxe, &report("v1.12.0"));
+        assert!(!s.actions.contains(&Action::RecordVersion), "{s:?}");
+        let s = machine_step(
+            Some(Booting),
+            &pxe,
+            &Obs::Booted(Ok(BootReport { mac: "52:54:00:00:00:09".into(), image: String::new() })),
+        );
+        let c = s.condition.unwrap();
+        assert!(c.warning);
+        assert_eq!(
+            c.message,
+            "the node at this endpoint booted from 52:54:00:00:00:09, not 52:54:00:a1:b2:c3"
+        );
     }
 
     #[test]

@@ -168,11 +168,33 @@ fn now_secs() -> u64 {
 pub struct Store {
     client: Client,
     layout: Layout,
+    /// Request latency goes here when set (`serve --metrics-listen`).
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 impl Store {
     pub fn new(client: Client, layout: Layout) -> Self {
-        Self { client, layout }
+        Self { client, layout, metrics: None }
+    }
+
+    /// Count each etcd request's latency in `m`.
+    pub fn with_metrics(mut self, m: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(m);
+        self
+    }
+
+    /// Run one etcd request, timed.
+    fn timed<T>(
+        &mut self,
+        op: &'static str,
+        f: impl FnOnce(&mut Client) -> Result<T, etcd::ClientError>,
+    ) -> Result<T, etcd::ClientError> {
+        let start = std::time::Instant::now();
+        let r = f(&mut self.client);
+        if let Some(m) = &self.metrics {
+            m.etcd(op, start.elapsed().as_secs_f64(), r.is_ok());
+        }
+        r
     }
 
     pub fn layout(&self) -> &Layout {
@@ -232,7 +254,7 @@ impl Store {
         id: &str,
     ) -> Result<Option<Resource<S>>, StoreError> {
         let key = self.layout.key(ns, kind, id);
-        match self.client.get(&key)? {
+        match self.timed("get", |c| c.get(&key))? {
             None => Ok(None),
             Some(kv) => decode(&self.layout, &kv, Some((ns, kind, id))).map(Some),
         }
@@ -245,11 +267,12 @@ impl Store {
         expected: i64,
         op: RequestOp,
     ) -> Result<TxnResponse, StoreError> {
-        Ok(self.client.txn(&TxnRequest {
+        let req = TxnRequest {
             compare: vec![Compare::version(key, CompareResult::Equal, expected)],
             success: vec![op, RequestOp::Range(range_key(key))],
             failure: vec![RequestOp::Range(range_key(key))],
-        })?)
+        };
+        Ok(self.timed("txn", |c| c.txn(&req))?)
     }
 
     /// The version a failed guard found (0: the key is gone).
@@ -344,7 +367,8 @@ impl Store {
         for k in &keys {
             success.push(RequestOp::Range(range_key(k)));
         }
-        let t = self.client.txn(&TxnRequest { compare, success, failure: vec![] })?;
+        let req = TxnRequest { compare, success, failure: vec![] };
+        let t = self.timed("txn", |c| c.txn(&req))?;
         if !t.succeeded {
             let what = rs.iter().map(|r| r.metadata.what()).collect::<Vec<_>>().join(", ");
             return Err(StoreError::Conflict { what, expected: 0, found: -1 });
@@ -441,7 +465,7 @@ impl Store {
         kind: &str,
     ) -> Result<(Vec<Resource<S>>, i64), StoreError> {
         let p = self.layout.kind_prefix(ns, kind);
-        let r = self.client.range(&etcd::request::range_prefix(&p, 0))?;
+        let r = self.timed("range", |c| c.range(&etcd::request::range_prefix(&p, 0)))?;
         let list =
             r.kvs.iter().map(|kv| decode(&self.layout, kv, None)).collect::<Result<_, _>>()?;
         Ok((list, r.header.revision))

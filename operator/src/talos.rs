@@ -101,13 +101,15 @@ fn metadata_error(m: Option<&Metadata>) -> Result<(), CallError> {
 pub struct GrpcNode {
     insecure: Arc<rustls::ClientConfig>,
     secure: Option<Arc<rustls::ClientConfig>>,
+    /// A generated cluster's admin client, for the calls of its machines (before `secure`).
+    cluster: Option<Arc<rustls::ClientConfig>>,
     port: u16,
 }
 
 impl GrpcNode {
     /// `secure`: the client configuration with the client certificate for configured nodes.
     pub fn new(secure: Option<Arc<rustls::ClientConfig>>) -> Result<Self, String> {
-        Ok(Self { insecure: connect::insecure_config(None)?, secure, port: PORT })
+        Ok(Self { insecure: connect::insecure_config(None)?, secure, cluster: None, port: PORT })
     }
 
     /// Talk to another port (tests run nodes on loopback ports).
@@ -120,7 +122,7 @@ impl GrpcNode {
         let tls = if insecure {
             self.insecure.clone()
         } else {
-            self.secure.clone().ok_or_else(|| {
+            self.cluster.clone().or_else(|| self.secure.clone()).ok_or_else(|| {
                 CallError::Unreachable(
                     "no client certificate configured for configured nodes".into(),
                 )
@@ -164,7 +166,37 @@ impl GrpcNode {
     }
 }
 
+/// A node's boot report, checked: a MAC of six hex pairs and an image name of the boot
+/// service's syntax, or empty.
+fn boot_report(
+    b: &talos_api::machine::KeelsonBoot,
+) -> Result<crate::states::BootReport, CallError> {
+    let mac = if b.mac.is_empty() {
+        String::new()
+    } else {
+        crate::pxe::mac::Mac::parse(&b.mac)
+            .map_err(|_| {
+                CallError::Garbage(format!(
+                    "Version: boot MAC {:?} is not a MAC address",
+                    base::names::escape(&b.mac, 64)
+                ))
+            })?
+            .to_string()
+    };
+    if !b.image.is_empty() && !crate::pxe::images::valid_version(&b.image) {
+        return Err(CallError::Garbage(format!(
+            "Version: boot image {:?} is not an image name",
+            base::names::escape(&b.image, 80)
+        )));
+    }
+    Ok(crate::states::BootReport { mac, image: b.image.clone() })
+}
+
 impl NodeApi for GrpcNode {
+    fn use_client(&mut self, client: Option<Arc<rustls::ClientConfig>>) {
+        self.cluster = client;
+    }
+
     fn version(&mut self, address: &str) -> Result<String, CallError> {
         let r: VersionResponse =
             self.unary(address, false, &machine("Version"), &Empty::default())?;
@@ -178,6 +210,18 @@ impl NodeApi for GrpcNode {
             )));
         }
         Ok(tag)
+    }
+
+    fn boot_report(
+        &mut self,
+        address: &str,
+        insecure: bool,
+    ) -> Result<Option<crate::states::BootReport>, CallError> {
+        let r: VersionResponse =
+            self.unary(address, insecure, &machine("Version"), &Empty::default())?;
+        let m = r.messages.first().ok_or_else(|| CallError::Garbage("Version: no reply".into()))?;
+        metadata_error(m.metadata.as_ref())?;
+        m.keelson_boot.as_ref().map(boot_report).transpose()
     }
 
     fn disks(&mut self, address: &str) -> Result<usize, CallError> {
@@ -270,6 +314,17 @@ impl NodeApi for GrpcNode {
         let req =
             UpgradeRequest { image: image.into(), preserve: false, stage: false, force: true };
         self.per_node(address, "Upgrade", &req)
+    }
+
+    fn reboot(&mut self, address: &str) -> Result<(), CallError> {
+        let req = talos_api::machine::RebootRequest {
+            mode: talos_api::machine::RebootMode::Default as i32,
+        };
+        match self.per_node(address, "Reboot", &req) {
+            // A node going down may drop the connection before it answers.
+            Err(CallError::Unreachable(m)) if m.contains("closed") => Ok(()),
+            other => other,
+        }
     }
 }
 

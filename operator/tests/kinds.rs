@@ -389,3 +389,183 @@ fn a_status_write_that_conflicts_is_computed_again_from_a_fresh_read() {
     assert_eq!(m.spec.labels.len(), 2, "{:?}", m.spec.labels);
     assert_eq!(m.spec.status.events.iter().filter(|e| e.reason == "NodeAnswered").count(), 1);
 }
+
+/// A network-booted node: it reports its boot NIC and image, and a reboot brings it back
+/// with the image the boot service serves then.
+#[derive(Debug, Default)]
+struct Netboot {
+    image: String,
+    /// What the next boot gets (the boot service's answer for this MAC).
+    served: String,
+    calls: Vec<String>,
+}
+
+impl NodeApi for Netboot {
+    fn version(&mut self, a: &str) -> Result<String, CallError> {
+        self.calls.push(format!("Version {a}"));
+        Ok("v0.1.0".into())
+    }
+    fn boot_report(
+        &mut self,
+        a: &str,
+        insecure: bool,
+    ) -> Result<Option<operator::states::BootReport>, CallError> {
+        self.calls.push(format!("BootReport {a} insecure={insecure}"));
+        Ok(Some(operator::states::BootReport {
+            mac: "52:54:00:00:00:20".into(),
+            image: self.image.clone(),
+        }))
+    }
+    fn disks(&mut self, a: &str) -> Result<usize, CallError> {
+        self.calls.push(format!("Disks {a}"));
+        Ok(1)
+    }
+    fn apply_configuration(
+        &mut self,
+        a: &str,
+        insecure: bool,
+        _config: &str,
+        _dry_run: bool,
+    ) -> Result<bool, CallError> {
+        self.calls.push(format!("ApplyConfiguration {a} insecure={insecure}"));
+        Ok(false)
+    }
+    fn service_info(&mut self, a: &str, name: &str) -> Result<ServiceObs, CallError> {
+        self.calls.push(format!("ServiceInfo {a} {name}"));
+        Ok(ServiceObs { state: "Running".into(), healthy: true })
+    }
+    fn bootstrap(&mut self, _a: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+    fn kubeconfig(&mut self, _a: &str) -> Result<String, CallError> {
+        Ok(String::new())
+    }
+    fn reset(&mut self, a: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Reset {a}"));
+        Ok(())
+    }
+    fn upgrade(&mut self, a: &str, image: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Upgrade {a} {image}"));
+        Ok(())
+    }
+    fn reboot(&mut self, a: &str) -> Result<(), CallError> {
+        self.calls.push(format!("Reboot {a}"));
+        self.image = self.served.clone();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_network_booted_machine_is_reimaged_by_a_reboot() {
+    let Some((etcd, _dir)) = start("netboot") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, TM_DOC).unwrap();
+    let node = Netboot { image: "v1.13.0".into(), served: "v1.13.0".into(), ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    let mut seen = Vec::new();
+    let step = |r: &mut Reconciler<Netboot>, seen: &mut Vec<Option<State>>| {
+        r.store
+            .modify::<Body<MachineSpec>>("default", TM, "lone", |m| m.spec.status.next_attempt = 0)
+            .unwrap();
+        r.pass().unwrap();
+        let st = state_of(&mut store(&etcd), "lone");
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+    };
+    for _ in 0..6 {
+        step(&mut r, &mut seen);
+    }
+    use State::*;
+    assert_eq!(seen, [Some(Booting), Some(Pending), Some(Installing), Some(Available)]);
+    // The boot report settled Booting: no Disks call.
+    assert!(!r.node.calls.iter().any(|c| c.starts_with("Disks")), "{:?}", r.node.calls);
+    assert_eq!(machine(&mut s, "lone").spec.status.observed_version, "v1.13.0");
+
+    // A new version: the boot service serves it from now on; the operator reboots the node.
+    r.node.served = "v1.13.1".into();
+    r.node.calls.clear();
+    ctl::apply(&mut s, &TM_DOC.replace("version: v1.13.0", "version: v1.13.1")).unwrap();
+    seen.clear();
+    for _ in 0..6 {
+        step(&mut r, &mut seen);
+    }
+    assert_eq!(seen, [Some(Upgrading), Some(Available)], "{:?}", r.node.calls);
+    let calls = &r.node.calls;
+    assert!(calls.contains(&"Reboot 10.0.0.20".to_owned()), "{calls:?}");
+    // Not Talos's Upgrade (an installer image for a disk install).
+    assert!(!calls.iter().any(|c| c.starts_with("Upgrade")), "{calls:?}");
+    // Upgrading ends on the image the node reports, over mutual TLS.
+    assert!(calls.contains(&"BootReport 10.0.0.20 insecure=false".to_owned()), "{calls:?}");
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.observed_version, "v1.13.1");
+    let reasons: Vec<&str> = m.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert!(reasons.ends_with(&["Upgrading", "KubeletRunning"]), "{reasons:?}");
+    assert!(reasons.contains(&"BootReported"), "{reasons:?}");
+}
+
+#[test]
+fn pools_without_config_get_their_clusters_generated_configs() {
+    let Some((etcd, _dir)) = start("generated") else { return };
+    let mut s = store(&etcd);
+    let cp = CP
+        .replace(
+            "  config: |\n    machine:\n      type: controlplane\n      token: sekrit.token\n",
+            "",
+        )
+        .replace("      - address: 10.0.0.12\n", "");
+    let tw = "apiVersion: keelson.dev/v1alpha1\nkind: TalosWorker\nmetadata:\n  name: w\nspec:\n  version: v1.13.0\n  controlPlaneRef: cp\n  metalSpec:\n    machines:\n      - address: 10.0.0.21\n";
+    ctl::apply(&mut s, &format!("{cp}---\n{tw}")).unwrap();
+    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
+    let key = operator::secrets::SecretsKey::from_bytes(&[5; 32]).unwrap();
+    let mut r = Reconciler::new(store(&etcd), node, "default").with_secrets_key(key);
+    for _ in 0..12 {
+        r.pass().unwrap();
+    }
+    let parse =
+        |a: &str| -> serde_yaml::Value { serde_yaml::from_str(&r.node.applied[a]).unwrap() };
+    let (c, w) = (parse("10.0.0.11"), parse("10.0.0.21"));
+    assert_eq!(c["machine"]["type"].as_str(), Some("controlplane"));
+    assert_eq!(w["machine"]["type"].as_str(), Some("worker"));
+    // One cluster: the same CA and token, the control plane's endpoint.
+    assert_eq!(c["machine"]["ca"]["crt"], w["machine"]["ca"]["crt"]);
+    assert_eq!(c["cluster"]["token"], w["cluster"]["token"]);
+    assert_eq!(c["cluster"]["clusterName"].as_str(), Some("cp"));
+    for v in [&c, &w] {
+        assert_eq!(
+            v["cluster"]["controlPlane"]["endpoint"].as_str(),
+            Some("https://10.0.0.10:6443")
+        );
+    }
+    // The worker holds no CA key; the control plane does.
+    assert!(c["machine"]["ca"]["key"].is_string() && w["machine"]["ca"].get("key").is_none());
+    // One sealed bundle, for the control plane's name.
+    use operator::secrets::CLUSTER_SECRETS;
+    let (bundles, _) = s.list::<serde_json::Value>("default", CLUSTER_SECRETS).unwrap();
+    let ids: Vec<&str> = bundles.iter().map(|b| b.metadata.id.as_str()).collect();
+    assert_eq!(ids, ["cp"]);
+    for id in ["cp-10-0-0-11", "w-10-0-0-21"] {
+        assert_eq!(state_of(&mut s, id), Some(State::Available), "{id}");
+    }
+    // Another key cannot open it: the machines are not configured, and say why.
+    let other = operator::secrets::SecretsKey::from_bytes(&[6; 32]).unwrap();
+    let mut r2 =
+        Reconciler::new(store(&etcd), Scripted::default(), "default").with_secrets_key(other);
+    ctl::apply(
+        &mut s,
+        &TM_DOC
+            .replace("name: lone", "name: cp2")
+            .replace("  config: 'machine: {type: worker}'\n", "  controlPlaneRef: cp\n"),
+    )
+    .unwrap();
+    for _ in 0..4 {
+        r2.store
+            .modify::<Body<MachineSpec>>("default", TM, "cp2", |m| m.spec.status.next_attempt = 0)
+            .unwrap();
+        r2.pass().unwrap();
+    }
+    let m = machine(&mut s, "cp2");
+    assert!(r2.node.applied.is_empty(), "{:?}", r2.node.calls);
+    let why = m.spec.status.conditions.iter().find(|c| c.kind == "ConfigApplied").unwrap();
+    assert!(why.message.contains("cannot be opened"), "{why:?}");
+}

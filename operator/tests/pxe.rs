@@ -132,7 +132,8 @@ fn http_scripts_images_and_configs() {
         script,
         format!(
             "#!ipxe\necho keelson-operator: {KNOWN} boots v1\n\
-             kernel {base}/images/v1/vmlinuz initrd=initramfs console=ttyS0 \
+             kernel {base}/images/v1/vmlinuz initrd=initramfs \
+             BOOTIF=01-52-54-00-12-34-56 keelson.image=v1 console=ttyS0 \
              talos.config={base}/config/{KNOWN}\n\
              initrd --name initramfs {base}/images/v1/initramfs\nboot\n"
         )
@@ -419,7 +420,8 @@ fn serve_with_boot_http_reads_the_table_from_etcd() {
     assert_eq!(code, "200");
     assert!(
         script.contains(&format!(
-            "kernel {base}/images/v2/vmlinuz initrd=initramfs talos.config={base}/config/{KNOWN}\n"
+            "kernel {base}/images/v2/vmlinuz initrd=initramfs BOOTIF=01-52-54-00-12-34-56 \
+             keelson.image=v2 talos.config={base}/config/{KNOWN}\n"
         )),
         "{script}"
     );
@@ -510,7 +512,8 @@ fn serve_boots_a_talos_machine_by_its_pxe_client_spec() {
     assert_eq!(code, "200");
     assert!(
         script.contains(&format!(
-            "kernel {base}/images/v1.13.0/vmlinuz initrd=initramfs console=ttyS0 talos.platform=metal\n"
+            "kernel {base}/images/v1.13.0/vmlinuz initrd=initramfs BOOTIF=01-52-54-00-00-00-20 \
+             keelson.image=v1.13.0 console=ttyS0 talos.platform=metal\n"
         )),
         "{script}"
     );

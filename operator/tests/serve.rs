@@ -325,7 +325,7 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "talosmachine/m1 created\n");
     op.wait_for("TalosMachine m1: (new) -> Booting", Duration::from_secs(20));
-    // Booting polls Disks; the condition says why it waits.
+    // Booting polls Version (the node's boot report); the condition says why it waits.
     op.wait_for("TalosMachine m1: Booting -> Booting (WaitingForBoot)", Duration::from_secs(20));
     let out = ctl(&["get", "tm", "--data-dir", data]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -335,7 +335,7 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     );
     let out = ctl(&["describe", "tm", "m1", "--data-dir", data]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.contains("WaitingForBoot") && text.contains("Disks: "), "{text}");
+    assert!(text.contains("WaitingForBoot") && text.contains("Version: "), "{text}");
     assert!(text.contains("refused"), "{text}");
 
     // A bad document: refused with document, field path and line, exit 1, nothing written.
@@ -350,6 +350,93 @@ fn the_leader_reconciles_what_apply_writes_to_its_private_etcd() {
     let out = ctl(&["get", "tm", "m1", "-o", "json", "--data-dir", data]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"]["state"], "Booting");
+    op.signal(Signal::SIGTERM);
+    assert!(op.wait_exit(Duration::from_secs(30)).success());
+}
+
+/// One HTTP/1.1 request to the metrics listener: the status code and body.
+fn http(addr: &str, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    // A refused request may end in a reset after the answer: keep what arrived.
+    let _ = s.read_to_end(&mut raw);
+    let out = String::from_utf8_lossy(&raw).into_owned();
+    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (code, body)
+}
+
+#[test]
+fn serve_exposes_prometheus_metrics() {
+    if !have_etcd("metrics") {
+        return;
+    }
+    let dir = temp("metrics");
+    let data = dir.0.join("state");
+    let data = data.to_str().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port().to_string();
+    drop(closed);
+    let mut op = Operator::start(
+        &["--data-dir", data, "--talos-port", &port, "--metrics-listen", "127.0.0.1:0"],
+        &[],
+    );
+    let line = op.wait_for("metrics on http://", Duration::from_secs(60));
+    let addr = line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_owned();
+    op.wait_for(" leads (lease ", Duration::from_secs(60));
+    let file = dir.0.join("m.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m1\nspec:\n  endpoint: 127.0.0.1\n  version: v1.13.0\n  pxeClientSpec:\n    macAddress: 52:54:00:00:00:08\n    cpuArchitecture: amd64\n",
+    )
+    .unwrap();
+    assert!(ctl(&["apply", "-f", file.to_str().unwrap(), "--data-dir", data]).status.success());
+    op.wait_for("TalosMachine m1: Booting -> Booting (WaitingForBoot)", Duration::from_secs(20));
+    // The gauge is the state at the start of a pass: the next pass counts Booting.
+    let want = "keelson_operator_resources{kind=\"TalosMachines.keelson.dev\",state=\"Booting\"} 1";
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    let body = loop {
+        let (code, body) = http(&addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(code, 200, "{body}");
+        if body.lines().any(|l| l == want) || std::time::Instant::now() > until {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    for line in [want, "keelson_operator_leader 1"] {
+        assert!(body.lines().any(|l| l == line), "{line} not in\n{body}");
+    }
+    assert!(body.contains("keelson_operator_etcd_request_seconds_count{op=\"range\"}"), "{body}");
+    assert!(
+        body.contains(
+            "keelson_operator_reconcile_seconds_count{kind=\"TalosMachines.keelson.dev\"}"
+        ),
+        "{body}"
+    );
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut p) => {
+            use std::io::Write;
+            p.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+            let out = p.wait_with_output().unwrap();
+            assert!(out.status.success(), "promtool: {out:?}\n{body}");
+        }
+        Err(_) => testkit::skip_or_fail("no promtool (Debian: prometheus)"),
+    }
+    assert_eq!(http(&addr, "GET /other HTTP/1.1\r\n\r\n").0, 404);
+    assert_eq!(http(&addr, "POST /metrics HTTP/1.1\r\n\r\n").0, 405);
+    // A head that never ends is cut at 8 KiB.
+    assert_eq!(
+        http(&addr, &format!("GET /metrics HTTP/1.1\r\nX: {}\r\n", "a".repeat(9000))).0,
+        400
+    );
     op.signal(Signal::SIGTERM);
     assert!(op.wait_exit(Duration::from_secs(30)).success());
 }

@@ -18,6 +18,20 @@ pub struct Version {
     pub platform: Option<PlatformInfo>,
     #[prost(message, optional, tag = "4")]
     pub features: Option<FeaturesInfo>,
+    /// keelson's addition, far from Talos's numbers (its clients skip unknown fields).
+    #[prost(message, optional, tag = "1000")]
+    pub keelson_boot: Option<KeelsonBoot>,
+}
+
+/// How a node was booted, when a network boot said so: `BOOTIF=` and `keelson.image=`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KeelsonBoot {
+    /// The NIC the firmware booted from, `aa:bb:cc:dd:ee:ff`.
+    #[prost(string, tag = "1")]
+    pub mac: String,
+    /// The image name the boot server served.
+    #[prost(string, tag = "2")]
+    pub image: String,
 }
 
 /// `Version`'s reply.
@@ -614,6 +628,7 @@ mod tests {
                 version: Some(VersionInfo { tag: "v0.1.0".into(), ..Default::default() }),
                 platform: None,
                 features: Some(FeaturesInfo { rbac: true }),
+                keelson_boot: None,
             }],
         };
         let bytes = reply.encode_to_vec();

@@ -71,7 +71,8 @@ impl Lifecycle {
             kubelet: kubelet.facts(),
         };
         let prev = self.last.as_ref().map(|s| s.stage);
-        let next = lifecycle::status(prev.unwrap_or_default(), &facts);
+        let mut next = lifecycle::status(prev.unwrap_or_default(), &facts);
+        next.boot = crate::api::rpc::dispatch::boot_source(rt);
         if self.last.as_ref() == Some(&next) {
             return;
         }

@@ -150,10 +150,19 @@ pub fn from_serve(
     let layout = crate::key::Layout::new(&o.prefix, o.prefix.as_bytes());
     let store = crate::store::Store::new(client.clone(), layout.clone());
     let talos = crate::store::Store::new(client.clone(), layout);
+    let mut talos = talos_table::TalosMachines::new(talos, &o.namespace);
+    // The key `serve` made (or was given) opens generated cluster secrets for `/config/MAC`.
+    let key_path = o.secrets_key.clone().unwrap_or_else(|| dir.join("secrets.key"));
+    if key_path.exists() {
+        match crate::secrets::SecretsKey::load_or_create(&key_path) {
+            Ok(k) => talos = talos.with_secrets_key(k),
+            Err(e) => log::warn!("boot service: {e}; generated configurations not served"),
+        }
+    }
     // Explicit `machine add` entries first, then TalosMachines with a pxeClientSpec.
     let table: Arc<dyn MachineTable> = Arc::new(talos_table::Chain(vec![
         Arc::new(machines::StoreTable::new(store)),
-        Arc::new(talos_table::TalosMachines::new(talos, &o.namespace)),
+        Arc::new(talos),
     ]));
     let stop = Arc::new(AtomicBool::new(false));
     let running = start(&o.pxe, images, table, stop.clone())?;

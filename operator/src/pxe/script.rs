@@ -9,24 +9,25 @@ use super::machines::{valid_cmdline, Machine};
 /// service's URL, no trailing slash), its kernel arguments, and `talos.config=` when the
 /// operator holds a configuration for it (without one Talos starts in maintenance mode).
 /// `initrd=initramfs` names the initrd for kernels booted through the EFI stub.
+/// `BOOTIF=01-aa-bb-…` (pxelinux's and dracut's form) and `keelson.image=VERSION` let the node
+/// report which NIC it booted from and what it was served, so the operator knows the machine
+/// that answers is the one it booted (and at which version).
 pub fn boot(base: &str, m: &Machine) -> String {
     let v = &m.version;
-    let mut args = String::new();
+    let bootif = m.mac.to_string().replace(':', "-");
+    let mut args = format!("BOOTIF=01-{bootif} keelson.image={v}");
     // The table only stores valid arguments; checked again because the table is a trait.
-    if valid_cmdline(&m.cmdline) {
+    if valid_cmdline(&m.cmdline) && !m.cmdline.trim().is_empty() {
+        args.push(' ');
         args.push_str(m.cmdline.trim());
     }
     if m.has_config {
-        if !args.is_empty() {
-            args.push(' ');
-        }
-        args.push_str(&format!("talos.config={base}/config/{}", m.mac));
+        args.push_str(&format!(" talos.config={base}/config/{}", m.mac));
     }
-    let sep = if args.is_empty() { "" } else { " " };
     format!(
         "#!ipxe\n\
          echo keelson-operator: {mac} boots {v}\n\
-         kernel {base}/images/{v}/vmlinuz initrd=initramfs{sep}{args}\n\
+         kernel {base}/images/{v}/vmlinuz initrd=initramfs {args}\n\
          initrd --name initramfs {base}/images/{v}/initramfs\n\
          boot\n",
         mac = m.mac,
@@ -62,13 +63,20 @@ mod tests {
             s,
             "#!ipxe\n\
              echo keelson-operator: 52:54:00:12:34:56 boots v1\n\
-             kernel http://10.0.2.2:8080/images/v1/vmlinuz initrd=initramfs console=ttyS0 \
+             kernel http://10.0.2.2:8080/images/v1/vmlinuz initrd=initramfs \
+             BOOTIF=01-52-54-00-12-34-56 keelson.image=v1 console=ttyS0 \
              talos.config=http://10.0.2.2:8080/config/52:54:00:12:34:56\n\
              initrd --name initramfs http://10.0.2.2:8080/images/v1/initramfs\n\
              boot\n"
         );
         let s = boot("http://h", &m("", false));
-        assert!(s.contains("kernel http://h/images/v1/vmlinuz initrd=initramfs\n"), "{s}");
+        assert!(
+            s.contains(
+                "kernel http://h/images/v1/vmlinuz initrd=initramfs \
+                 BOOTIF=01-52-54-00-12-34-56 keelson.image=v1\n"
+            ),
+            "{s}"
+        );
         assert!(!s.contains("talos.config"));
     }
 

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Machines the boot service knows from the operator's TalosMachine resources: a TalosMachine
-//! with a `pxeClientSpec` boots its `version` with `kernelCmdlineArgs`, and no config from the
-//! boot service (it starts in maintenance mode, where the TalosMachine controller applies its
-//! configuration). [`Chain`] asks several tables in order, so an explicit `machine add` entry
+//! with a `pxeClientSpec` boots its `version` with `kernelCmdlineArgs`. Its first boot has no
+//! config from the boot service (it starts in maintenance mode, where the TalosMachine
+//! controller applies its configuration); once a configuration was applied (`status.configHash`)
+//! the service serves it at `/config/MAC` (rendered as the controller renders it, from the
+//! sealed cluster secrets when the machine has no `config`), so a reboot into another version
+//! comes up configured. [`Chain`] asks several tables in order, so an explicit `machine add` entry
 //! wins over a TalosMachine of the same MAC.
 
 use std::sync::{Arc, Mutex};
@@ -10,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use super::mac::Mac;
 use super::machines::{valid_cmdline, Machine, MachineTable, TableError};
 use crate::kinds::{Body, MachineSpec, TM};
+use crate::secrets::SecretsKey;
 use crate::store::Store;
 
 /// The TalosMachines of one namespace.
@@ -17,11 +21,29 @@ use crate::store::Store;
 pub struct TalosMachines {
     store: Mutex<Store>,
     namespace: String,
+    key: Option<SecretsKey>,
 }
 
 impl TalosMachines {
     pub fn new(store: Store, namespace: &str) -> Self {
-        Self { store: Mutex::new(store), namespace: namespace.into() }
+        Self { store: Mutex::new(store), namespace: namespace.into(), key: None }
+    }
+
+    /// Open generated cluster secrets with `key` (the one `serve` seals them with).
+    pub fn with_secrets_key(mut self, key: SecretsKey) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// The TalosMachine booting `mac`.
+    fn find(&self, mac: &Mac) -> Result<Option<(String, Body<MachineSpec>)>, TableError> {
+        let mut s = self.store.lock().map_err(|_| TableError::Poisoned)?;
+        // IDs are hashed into keys, so a MAC is found by listing (a cluster's machines).
+        let (list, _) = s.list::<Body<MachineSpec>>(&self.namespace, TM)?;
+        Ok(list
+            .into_iter()
+            .find(|r| machine_of(mac, &r.spec.spec).is_some())
+            .map(|r| (r.metadata.id, r.spec)))
     }
 }
 
@@ -40,14 +62,35 @@ pub fn machine_of(mac: &Mac, spec: &MachineSpec) -> Option<Machine> {
 
 impl MachineTable for TalosMachines {
     fn machine(&self, mac: &Mac) -> Result<Option<Machine>, TableError> {
-        let mut s = self.store.lock().map_err(|_| TableError::Poisoned)?;
-        // IDs are hashed into keys, so a MAC is found by listing (a cluster's machines).
-        let (list, _) = s.list::<Body<MachineSpec>>(&self.namespace, TM)?;
-        Ok(list.iter().find_map(|r| machine_of(mac, &r.spec.spec)))
+        Ok(self.find(mac)?.and_then(|(_, body)| {
+            let mut m = machine_of(mac, &body.spec)?;
+            m.has_config = !body.status.config_hash.is_empty();
+            Some(m)
+        }))
     }
 
-    fn config(&self, _mac: &Mac) -> Result<Option<Vec<u8>>, TableError> {
-        Ok(None)
+    fn config(&self, mac: &Mac) -> Result<Option<Vec<u8>>, TableError> {
+        let Some((id, body)) = self.find(mac)? else { return Ok(None) };
+        if body.status.config_hash.is_empty() {
+            return Ok(None);
+        }
+        let mut s = self.store.lock().map_err(|_| TableError::Poisoned)?;
+        // Never generates: only the leader's controller does, before it applies.
+        let r = crate::secrets::machine_config(
+            &mut s,
+            &self.namespace,
+            self.key.as_ref(),
+            &id,
+            &body.spec,
+            false,
+        )?;
+        match r.config {
+            Ok(c) => Ok(Some(c.into_bytes())),
+            Err(e) => {
+                log::warn!("TalosMachine {id}: no configuration to serve: {e}");
+                Ok(None)
+            }
+        }
     }
 }
 

@@ -84,6 +84,22 @@ pub fn hostname(rt: &Runtime) -> String {
         .unwrap_or_default()
 }
 
+/// What the kernel command line says of a network boot (`BOOTIF=`, `keelson.image=`), if it
+/// says anything: keelson-operator matches the MAC to the machine it booted.
+pub fn boot_source(rt: &Runtime) -> Option<net::resource::BootSource> {
+    let c = rt.store().get_spec::<net::cmdline::CmdlineNetwork>(
+        Namespace::Runtime,
+        net::controllers::CMDLINE_ID,
+    )?;
+    if c.boot_mac.is_none() && c.image.is_none() {
+        return None;
+    }
+    Some(net::resource::BootSource {
+        mac: c.boot_mac.clone().unwrap_or_default(),
+        image: c.image.clone().unwrap_or_default(),
+    })
+}
+
 /// What a handler answers.
 pub enum Reply {
     /// One message (unary call).

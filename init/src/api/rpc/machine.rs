@@ -71,6 +71,8 @@ fn version(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
         // Talos's maintenance service leaves the features out: there is no RBAC without a
         // config.
         features: (!maintenance).then_some(m::FeaturesInfo { rbac: true }),
+        keelson_boot: super::dispatch::boot_source(call.rt)
+            .map(|b| m::KeelsonBoot { mac: b.mac, image: b.image }),
     };
     Reply::unary(&m::VersionResponse { messages: vec![reply] })
 }

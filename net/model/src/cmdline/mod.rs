@@ -19,6 +19,8 @@
 //! | `talos.network.interface.ignore=` (repeatable) | a link name |
 //! | `talos.config=` | config URL (first one) |
 //! | `talos.platform=` | accepted and ignored here |
+//! | `BOOTIF=` | `01-` and the MAC the firmware booted from (pxelinux, dracut); reported, not used for links |
+//! | `keelson.image=` | the image name a network boot served (keelson-operator's version); reported |
 //! | `keelson.debug` | flag (`=0`/`=1` style values also accepted) |
 //! | `keelson.modules=` (repeatable) | comma-separated module names, loaded at boot |
 //! | `net.ifnames=` | `0` keeps kernel link names (no predictable renaming) |

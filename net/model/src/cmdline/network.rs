@@ -33,6 +33,13 @@ pub struct CmdlineNetwork {
     /// `talos.config.inline=` (base64), not decoded here. Not shown: it may hold keys.
     #[serde(skip)]
     pub config_inline: Option<String>,
+    /// The NIC the firmware booted from: pxelinux's and dracut's `BOOTIF=01-aa-bb-cc-dd-ee-ff`
+    /// (hardware type 1, Ethernet), as `aa:bb:cc:dd:ee:ff`. A network boot names it; the node
+    /// reports it so the operator that served the boot knows which machine answered.
+    pub boot_mac: Option<String>,
+    /// `keelson.image=`: the name of the image the node booted (the version keelson-operator
+    /// served it as), reported with the boot MAC.
+    pub image: Option<String>,
     /// `keelson.debug` present.
     pub debug: bool,
     /// Kernel modules from `keelson.modules=a,b` (repeatable), loaded at boot beside the

@@ -140,6 +140,38 @@ impl<'a> Parser<'a> {
             }
             // Platform selection is not a network matter; accepted so it draws no warning.
             "talos.platform" => Ok(()),
+            "BOOTIF" => {
+                let v = value()?;
+                let mac = parse_bootif(v.text).ok_or_else(|| {
+                    FieldError::invalid(
+                        &v,
+                        "BOOTIF",
+                        "expected 01- and six hex pairs separated by '-' (01-aa-bb-cc-dd-ee-ff)",
+                    )
+                })?;
+                if self.net.boot_mac.is_none() {
+                    self.net.boot_mac = Some(mac);
+                } else {
+                    self.warn(p.key_offset, "BOOTIF repeated; the first one is used");
+                }
+                Ok(())
+            }
+            "keelson.image" => {
+                let v = value()?;
+                if !valid_image_name(v.text) {
+                    return Err(FieldError::invalid(
+                        &v,
+                        "image name",
+                        "expected 1 to 64 of A-Z a-z 0-9 . _ + -, not starting with '.'",
+                    ));
+                }
+                if self.net.image.is_none() {
+                    self.net.image = Some(v.text.to_owned());
+                } else {
+                    self.warn(p.key_offset, "keelson.image repeated; the first one is used");
+                }
+                Ok(())
+            }
             "keelson.debug" => {
                 self.net.debug = match p.value {
                     None | Some("1" | "true" | "yes" | "on") => true,
@@ -273,4 +305,24 @@ impl<'a> Parser<'a> {
             )),
         }
     }
+}
+
+/// pxelinux's `BOOTIF=` (its `IPAPPEND 2`, also read by dracut): the ARP hardware type `01`
+/// (Ethernet) and the MAC, all as dash-separated hex pairs. Gives `aa:bb:cc:dd:ee:ff`.
+fn parse_bootif(text: &str) -> Option<String> {
+    let rest = text.strip_prefix("01-")?;
+    let pairs: Vec<&str> = rest.split('-').collect();
+    if pairs.len() != 6
+        || !pairs.iter().all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return None;
+    }
+    Some(pairs.join(":").to_ascii_lowercase())
+}
+
+/// The image names keelson-operator gives versions (`image add`).
+fn valid_image_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
 }

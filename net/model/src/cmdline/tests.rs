@@ -603,3 +603,40 @@ fn never_panics_on_noise() {
         let _ = to_specs(&n, &view);
     }
 }
+
+#[test]
+fn boot_mac_and_image_of_a_network_boot() {
+    let n = clean("console=ttyS0 BOOTIF=01-52-54-00-A1-b2-c3 keelson.image=v1.7.0+pxe");
+    assert_eq!(n.boot_mac.as_deref(), Some("52:54:00:a1:b2:c3"));
+    assert_eq!(n.image.as_deref(), Some("v1.7.0+pxe"));
+    let n = parse(
+        "BOOTIF=01-52-54-00-a1-b2-c3 BOOTIF=01-00-00-00-00-00-01 keelson.image=a keelson.image=b",
+    );
+    assert_eq!(n.boot_mac.as_deref(), Some("52:54:00:a1:b2:c3"));
+    assert_eq!(n.image.as_deref(), Some("a"));
+    assert_eq!(n.warnings.len(), 2, "{:?}", n.warnings);
+    for bad in [
+        "BOOTIF=52-54-00-a1-b2-c3",
+        "BOOTIF=06-52-54-00-a1-b2-c3",
+        "BOOTIF=01-52-54-00-a1-b2",
+        "BOOTIF=01-52-54-00-a1-b2-c3-d4",
+        "BOOTIF=01-5g-54-00-a1-b2-c3",
+        "BOOTIF=01-525-4-00-a1-b2-c3",
+        "BOOTIF",
+    ] {
+        let (n, e) = one_error(bad);
+        assert_eq!(n.boot_mac, None, "{bad}");
+        assert_eq!(e.param, "BOOTIF", "{bad}");
+        assert_eq!(e.column, if bad == "BOOTIF" { 1 } else { 8 }, "{bad}: {e}");
+    }
+    for bad in ["keelson.image=.x", "keelson.image=a/b", "keelson.image=", "keelson.image=a$b"] {
+        let (n, e) = one_error(bad);
+        assert_eq!(n.image, None, "{bad}");
+        assert_eq!(e.param, "keelson.image", "{bad}");
+    }
+    assert_eq!(
+        clean(&format!("keelson.image={}", "a".repeat(64))).image.map(|i| i.len()),
+        Some(64)
+    );
+    assert_eq!(one_error(&format!("keelson.image={}", "a".repeat(65))).0.image, None);
+}

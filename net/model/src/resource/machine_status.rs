@@ -79,4 +79,21 @@ pub struct MachineStatus {
     pub stage: MachineStage,
     /// Whether it is ready, and what is missing.
     pub status: MachineStatusStatus,
+    /// How the machine was booted, when a network boot said so (keelson's addition: Talos
+    /// has no such field; its clients ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<BootSource>,
+}
+
+/// What a network boot put on the kernel command line: the NIC the firmware booted from
+/// (`BOOTIF=`) and the image it was served as (`keelson.image=`).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootSource {
+    /// `aa:bb:cc:dd:ee:ff`, or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mac: String,
+    /// The image name, or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
 }
