@@ -520,7 +520,7 @@ mod tests {
     fn a_version_reply_round_trips_with_its_field_numbers() {
         let reply = VersionResponse {
             messages: vec![Version {
-                metadata: Some(Metadata { hostname: "n1".into(), error: String::new() }),
+                metadata: Some(Metadata { hostname: "n1".into(), ..Metadata::default() }),
                 version: Some(VersionInfo { tag: "v0.1.0".into(), ..Default::default() }),
                 platform: None,
                 features: Some(FeaturesInfo { rbac: true }),

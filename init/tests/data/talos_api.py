@@ -462,7 +462,8 @@ def protos(proto_dir):
     from talos_linux_api.v1_6_0 import common as tc
 
     out = tempfile.mkdtemp()
-    files = sorted(os.path.join(proto_dir, f) for f in os.listdir(proto_dir) if f.endswith(".proto"))
+    # Nested files too (google/rpc/status.proto, which common.proto imports).
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(proto_dir) for f in fs if f.endswith(".proto"))
     include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
     assert protoc.main(["protoc", f"-I{proto_dir}", f"-I{include}", f"--python_out={out}"] + files) == 0
     sys.path.insert(0, out)

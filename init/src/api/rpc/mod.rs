@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod events;
 mod feeds;
 mod machine;
+pub mod proxy;
 mod routes;
 mod storage;
 mod time;
@@ -52,7 +53,13 @@ fn h2_config() -> h2::Config {
 /// One call on the connection.
 enum CallState {
     /// The request is arriving.
-    Receiving { method: &'static Method, body: Vec<u8>, started: Instant },
+    Receiving {
+        method: &'static Method,
+        body: Vec<u8>,
+        started: Instant,
+        /// Where it is served (the `nodes`/`node` metadata: [`proxy`]).
+        route: proxy::Route,
+    },
     /// A server stream.
     Streaming(Streaming),
 }
@@ -232,8 +239,14 @@ impl GrpcConn {
             log::debug!(target: "api", "gRPC: {} refused: {status}", method.path);
             return refuse(h, status);
         }
-        self.calls
-            .insert(stream, CallState::Receiving { method, body: Vec::new(), started: call.now });
+        let route = match proxy::route(fields, method.path) {
+            Ok(r) => r,
+            Err(status) => return refuse(h, status),
+        };
+        self.calls.insert(
+            stream,
+            CallState::Receiving { method, body: Vec::new(), started: call.now, route },
+        );
     }
 
     /// Request body bytes: kept within the method's limit and the connection's budget.
@@ -272,10 +285,14 @@ impl GrpcConn {
         if !matches!(self.calls.get(&stream), Some(CallState::Receiving { .. })) {
             return;
         }
-        let Some(CallState::Receiving { method, body, .. }) = self.calls.remove(&stream) else {
+        let Some(CallState::Receiving { method, body, route, .. }) = self.calls.remove(&stream)
+        else {
             return;
         };
-        let reply = one_message(&body, method.max_request).and_then(|m| (method.handler)(call, &m));
+        let reply = one_message(&body, method.max_request).and_then(|m| match route {
+            proxy::Route::Local => (method.handler)(call, &m),
+            other => proxy::start(other, method.path, &m, call).map(Reply::Stream),
+        });
         let h = &mut self.h2;
         match reply {
             Ok(Reply::Unary(msg)) => {
@@ -444,6 +461,7 @@ mod tests {
                     effects: &mut self.effects,
                     events: &self.events,
                     cosi: &self.cosi,
+                    bell: None,
                     now: self.now,
                 };
                 self.server.recv(&up, &mut call);
