@@ -279,6 +279,19 @@ pub struct ServiceRestartResponse {
     pub messages: Vec<ServiceRestart>,
 }
 
+/// `ServiceStart`'s request (the fields of `ServiceRestartRequest`).
+pub type ServiceStartRequest = ServiceRestartRequest;
+/// `ServiceStart`'s per-node reply.
+pub type ServiceStart = ServiceRestart;
+/// `ServiceStart`'s reply.
+pub type ServiceStartResponse = ServiceRestartResponse;
+/// `ServiceStop`'s request.
+pub type ServiceStopRequest = ServiceRestartRequest;
+/// `ServiceStop`'s per-node reply.
+pub type ServiceStop = ServiceRestart;
+/// `ServiceStop`'s reply.
+pub type ServiceStopResponse = ServiceRestartResponse;
+
 /// `Dmesg`'s request.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DmesgRequest {

@@ -169,6 +169,11 @@ impl Server {
         self.effects.restart.take()
     }
 
+    /// A service start or stop asked for since the last call.
+    pub fn take_service_op(&mut self) -> Option<(String, crate::supervisor::Op)> {
+        self.effects.service_op.take()
+    }
+
     /// A reboot or shutdown asked for since the last call.
     pub fn take_power(&mut self) -> Option<Power> {
         self.effects.power.take()

@@ -13,12 +13,14 @@
 //!   reset (its client stopped reading), and the other calls go on.
 
 mod cosi;
+mod deferred;
 pub mod dispatch;
 pub mod events;
 mod feeds;
 mod machine;
 pub mod proxy;
 mod routes;
+mod service_ops;
 mod storage;
 mod time;
 
