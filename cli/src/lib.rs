@@ -8,6 +8,7 @@
 pub mod aliases;
 pub mod client;
 pub mod connect;
+pub mod kubeconfig;
 pub mod machine;
 pub mod output;
 pub mod rpc;

@@ -17,6 +17,7 @@ mod deferred;
 pub mod dispatch;
 pub mod events;
 mod feeds;
+mod kubeconfig;
 mod machine;
 pub mod proxy;
 mod routes;

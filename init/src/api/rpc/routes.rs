@@ -8,6 +8,7 @@ use super::dispatch::Method;
 pub const SERVICES: &[&[Method]] = &[
     super::machine::METHODS,
     super::service_ops::METHODS,
+    super::kubeconfig::METHODS,
     super::storage::METHODS,
     super::time::METHODS,
     super::cosi::METHODS,

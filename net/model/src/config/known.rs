@@ -81,15 +81,17 @@ fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
     ]
 }
 
-fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 24] {
+fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 23] {
     [
-        ("cluster.controlPlane", c.control_plane.is_some()),
+        (
+            "cluster.controlPlane.localAPIServerPort",
+            c.control_plane.as_ref().is_some_and(|p| p.local_api_server_port.is_some()),
+        ),
         ("cluster.clusterName", c.cluster_name.is_some()),
         ("cluster.network", c.network.is_some()),
         ("cluster.token", c.token.is_some()),
         ("cluster.aescbcEncryptionSecret", c.aescbc_encryption_secret.is_some()),
         ("cluster.secretboxEncryptionSecret", c.secretbox_encryption_secret.is_some()),
-        ("cluster.ca", c.ca.is_some()),
         ("cluster.aggregatorCA", c.aggregator_ca.is_some()),
         ("cluster.acceptedCAs", c.accepted_cas.is_some()),
         ("cluster.serviceAccount", c.service_account.is_some()),

@@ -340,10 +340,15 @@ pub struct Cluster {
     /// etcd on a control-plane node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdConfig>,
+    /// The Kubernetes API's endpoint (`controlPlane.endpoint`), for the admin kubeconfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlane>,
+    /// The Kubernetes CA (`ca.crt` and `ca.key`): the admin kubeconfig's client certificate
+    /// is issued from it on a control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PemKeyPair>,
 
     // Talos keys keelson ignores (see `known.rs`).
-    #[serde(default, skip_serializing)]
-    pub(crate) control_plane: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) cluster_name: Option<TalosKey>,
     #[serde(default, skip_serializing)]
@@ -354,8 +359,6 @@ pub struct Cluster {
     pub(crate) aescbc_encryption_secret: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) secretbox_encryption_secret: Option<TalosKey>,
-    #[serde(default, skip_serializing)]
-    pub(crate) ca: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "aggregatorCA")]
     pub(crate) aggregator_ca: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "acceptedCAs")]
@@ -430,8 +433,22 @@ impl std::fmt::Debug for Cluster {
             .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
             .field("discovery", &self.discovery)
             .field("etcd", &self.etcd)
+            .field("control_plane", &self.control_plane)
+            .field("ca", &self.ca)
             .finish_non_exhaustive()
     }
+}
+
+/// `cluster.controlPlane`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlPlane {
+    /// The Kubernetes API's URL (`https://HOST:PORT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Talos's local API server port; keelson runs no API server.
+    #[serde(default, skip_serializing, rename = "localAPIServerPort")]
+    pub(crate) local_api_server_port: Option<TalosKey>,
 }
 
 /// `cluster.discovery`.

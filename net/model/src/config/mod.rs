@@ -90,7 +90,7 @@ pub use documents::{
 pub use error::{ConfigError, Position};
 pub use healthz::{HealthzTarget, DEFAULT_HEALTHZ};
 pub use machine::{
-    Cluster, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig, InstallConfig,
+    Cluster, ControlPlane, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig, InstallConfig,
     KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType, MetricsConfig,
     NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,
 };

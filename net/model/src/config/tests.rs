@@ -201,7 +201,6 @@ fn known_talos_keys_warn() {
         ("machine.certSANs", "certSANs:"),
         ("machine.kubelet.image", "image: ghcr.io/siderolabs/kubelet"),
         ("cluster.clusterName", "clusterName: demo"),
-        ("cluster.controlPlane", "controlPlane: {endpoint"),
     ];
     let want: Vec<String> = expect
         .iter()
