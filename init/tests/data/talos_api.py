@@ -467,7 +467,10 @@ def protos(proto_dir):
     include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
     assert protoc.main(["protoc", f"-I{proto_dir}", f"-I{include}", f"--python_out={out}"] + files) == 0
     sys.path.insert(0, out)
-    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc}
+    from talos_linux_api.v1_6_0.talos.resource.definitions import network as tnet
+    from talos_linux_api.v1_6_0.talos.resource.definitions import runtime as truntime
+
+    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc, "network": tnet, "runtime": truntime}
     checked = 0
 
     def walk(desc, prefix=""):
@@ -479,7 +482,8 @@ def protos(proto_dir):
         pb = importlib.import_module(f"{package}_pb2")
         for top in pb.DESCRIPTOR.message_types_by_name.values():
             for name, d in walk(top):
-                cls = getattr(bp, name)
+                # betterproto spells `NetIP` as `NetIp`.
+                cls = getattr(bp, name, None) or next(getattr(bp, n) for n in dir(bp) if n.lower() == name.lower())
                 numbers = {f.name: betterproto.FieldMetadata.get(f).number for f in dataclasses.fields(cls)}
                 for f in d.fields:
                     assert numbers.get(f.name) == f.number, f"{package}.{name}.{f.name}: {f.number} here, {numbers.get(f.name)} in Talos"
