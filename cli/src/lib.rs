@@ -8,6 +8,7 @@
 pub mod aliases;
 pub mod client;
 pub mod connect;
+pub mod kubeconfig;
 pub mod lifecycle;
 pub mod machine;
 pub mod output;

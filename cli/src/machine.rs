@@ -485,6 +485,7 @@ mod tests {
                 }),
                 platform: None,
                 features: Some(FeaturesInfo { rbac: true }),
+                keelson_boot: None,
             }],
         };
         let text = version_text("10.0.0.2", &reply, true);
@@ -496,7 +497,8 @@ mod tests {
         // A node with a client certificate, and its features: not in maintenance mode. The
         // node is named as the user named it, whatever hostname it reports.
         let mut named = reply.clone();
-        named.messages[0].metadata = Some(Metadata { hostname: "n1".into(), error: String::new() });
+        named.messages[0].metadata =
+            Some(Metadata { hostname: "n1".into(), ..Metadata::default() });
         let text = version_text("10.0.0.2", &named, false);
         assert!(
             text.contains("\tNODE:        10.0.0.2\n") && !text.contains("maintenance"),
@@ -595,7 +597,7 @@ mod tests {
         evil.model = "\x1b[2J".into();
         let reply = DisksResponse {
             messages: vec![Disks {
-                metadata: Some(Metadata { hostname: "n1".into(), error: String::new() }),
+                metadata: Some(Metadata { hostname: "n1".into(), ..Metadata::default() }),
                 disks: vec![evil],
             }],
         };

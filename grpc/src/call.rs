@@ -46,28 +46,33 @@ impl Status {
     }
 }
 
+/// gRPC's name of a status code (`PermissionDenied`); `code` for a number it does not define.
+pub fn code_name(code: u32) -> &'static str {
+    match code {
+        0 => "OK",
+        1 => "Canceled",
+        2 => "Unknown",
+        3 => "InvalidArgument",
+        4 => "DeadlineExceeded",
+        5 => "NotFound",
+        6 => "AlreadyExists",
+        7 => "PermissionDenied",
+        8 => "ResourceExhausted",
+        9 => "FailedPrecondition",
+        10 => "Aborted",
+        11 => "OutOfRange",
+        12 => "Unimplemented",
+        13 => "Internal",
+        14 => "Unavailable",
+        15 => "DataLoss",
+        16 => "Unauthenticated",
+        _ => "code",
+    }
+}
+
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match self.code {
-            0 => "OK",
-            1 => "Canceled",
-            2 => "Unknown",
-            3 => "InvalidArgument",
-            4 => "DeadlineExceeded",
-            5 => "NotFound",
-            6 => "AlreadyExists",
-            7 => "PermissionDenied",
-            8 => "ResourceExhausted",
-            9 => "FailedPrecondition",
-            10 => "Aborted",
-            11 => "OutOfRange",
-            12 => "Unimplemented",
-            13 => "Internal",
-            14 => "Unavailable",
-            15 => "DataLoss",
-            16 => "Unauthenticated",
-            _ => "code",
-        };
+        let name = code_name(self.code);
         write!(f, "{name} ({}): {}", self.code, base::names::escape(&self.message, 512))
     }
 }

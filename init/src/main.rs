@@ -144,6 +144,13 @@ const COMMANDS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "kubeconfig",
+        "  keelson kubeconfig [PATH] [NODE OPTIONS]
+      The admin kubeconfig of a control-plane node (gRPC Kubeconfig, os:admin), written to
+      PATH (default ./kubeconfig) with mode 0600; one node.
+",
+    ),
+    (
         "reboot",
         "  keelson reboot [--mode default|powercycle|staged] [NODE OPTIONS]
       Stop the node's services, then reboot (os:admin or os:operator; `run` just stops).
@@ -259,6 +266,7 @@ fn main() -> ExitCode {
         Some("upgrade") => cli::lifecycle::upgrade_main(rest),
         Some("service" | "services") => cli::client::service_main(rest),
         Some("events") => cli::client::events_main(rest),
+        Some("kubeconfig") => cli::kubeconfig::main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

@@ -88,6 +88,18 @@ pub struct Service {
     last_exit: Option<String>,
     /// A restart was asked for: the process being stopped starts again at once.
     restarting: bool,
+    /// Stopped through the API (`ServiceStop`): not started again, whatever its command and
+    /// policy, until `ServiceStart` or `ServiceRestart`.
+    held: bool,
+}
+
+/// What the API asks of a service beyond a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `ServiceStart`: run it again (after a `ServiceStop`).
+    Start,
+    /// `ServiceStop`: stop it and keep it stopped.
+    Stop,
 }
 
 /// Which output stream.
@@ -112,6 +124,7 @@ impl Service {
             starts: 0,
             last_exit: None,
             restarting: false,
+            held: false,
         }
     }
 
@@ -138,7 +151,7 @@ impl Service {
                 let _ = killpg(r.pid, Signal::SIGTERM);
                 r.kill_at = Some(now + STOP_GRACE);
             }
-            (None, Some(_)) => {
+            (None, Some(_)) if !self.held => {
                 self.start_at = Some(now);
                 self.delay = None;
             }
@@ -156,6 +169,9 @@ impl Service {
                 let _ = killpg(r.pid, Signal::SIGKILL);
                 r.kill_at = None;
             }
+            return false;
+        }
+        if self.held {
             return false;
         }
         let (Some(cmd), Some(at)) = (self.desired.clone(), self.start_at) else { return false };
@@ -191,7 +207,7 @@ impl Service {
         let Some(r) = self.running.take() else { return false };
         let uptime = now.saturating_duration_since(r.started);
         self.last_exit = Some(format!("{how} after {uptime:.1?}"));
-        if self.desired.is_some() {
+        if self.desired.is_some() && !self.held {
             // A command change or an asked-for restart starts again at once; a crash backs
             // off.
             let changed =
@@ -280,6 +296,36 @@ impl Service {
             None => {
                 self.start_at = Some(now);
                 self.delay = None;
+            }
+        }
+        true
+    }
+
+    /// `ServiceStart` / `ServiceStop`; false when nothing is configured to run.
+    pub fn api(&mut self, op: Op, now: Instant) -> bool {
+        if self.desired.is_none() {
+            return false;
+        }
+        match op {
+            Op::Start => {
+                self.held = false;
+                if self.running.is_none() {
+                    log::info!(target: "pid1", "starting {} (asked through the API)", self.name);
+                    self.start_at = Some(now);
+                    self.delay = None;
+                }
+            }
+            Op::Stop => {
+                self.held = true;
+                self.restarting = false;
+                self.start_at = None;
+                if let Some(r) = &mut self.running {
+                    if r.kill_at.is_none() {
+                        log::info!(target: "pid1", "stopping {} (asked through the API)", self.name);
+                        let _ = killpg(r.pid, Signal::SIGTERM);
+                        r.kill_at = Some(now + STOP_GRACE);
+                    }
+                }
             }
         }
         true
@@ -402,5 +448,23 @@ mod tests {
         assert_eq!(s.state(), State::Waiting(t0 + Duration::from_secs(1)));
         assert!(!s.poll(t0 + Duration::from_secs(1)));
         assert_eq!(s.state(), State::Waiting(t0 + Duration::from_secs(3)), "delay doubled");
+    }
+
+    #[test]
+    fn a_service_stopped_through_the_api_stays_stopped_until_started() {
+        let mut s = Service::new("kubelet", RestartPolicy::default());
+        let t0 = Instant::now();
+        assert!(!s.api(Op::Stop, t0), "nothing configured");
+        s.set_desired(Some(vec!["/nonexistent/kubelet".into()]), t0);
+        assert!(s.api(Op::Stop, t0));
+        assert_eq!(s.state(), State::Stopped);
+        let later = t0 + Duration::from_secs(600);
+        assert!(!s.poll(later));
+        assert_eq!(s.state(), State::Stopped, "no start, whatever the policy");
+        // A new command does not start it either.
+        s.set_desired(Some(vec!["/nonexistent/other".into()]), later);
+        assert_eq!(s.state(), State::Stopped);
+        assert!(s.api(Op::Start, later));
+        assert_eq!(s.state(), State::Waiting(later));
     }
 }

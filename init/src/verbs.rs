@@ -27,6 +27,8 @@ pub struct Effects {
     pub(crate) trial: Option<Trial>,
     /// A supervised service to restart (its id).
     pub(crate) restart: Option<String>,
+    /// A supervised service to start or stop (its id).
+    pub(crate) service_op: Option<(String, crate::supervisor::Op)>,
     /// Where the node reads its config from: an applied config is written there.
     pub(crate) config_path: Option<PathBuf>,
     /// etcd's data directory and the file that keeps a bootstrap request.

@@ -91,6 +91,25 @@ fn metrics_parse_in_both_formats_and_match_what_the_node_runs() {
 }
 
 #[test]
+fn grpc_calls_are_counted_by_method_and_code() {
+    if !require_root("grpc_calls_are_counted_by_method_and_code") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    ns.ip(&["link", "set", "lo", "up"]);
+    let dir = TempDir::new();
+    let config = write_config(&dir, "10.7.0.2/24", None);
+    let node =
+        Node::start_api_args(&ns, "", Some(&config), &["--metrics-listen", "127.0.0.1:9100"]);
+    let sock = node.api.clone().unwrap();
+    wait_for("the API socket", T, || sock.exists(), || node.log_text());
+    wait_for("metrics listener", T, || listening(&ns, "127.0.0.1:9100"), || node.log_text());
+    scrape(&ns, &["api", "127.0.0.1:9100", &sock.display().to_string()], &node);
+    node.stop();
+}
+
+#[test]
 fn slow_and_oversized_heads_do_not_keep_a_scrape_out() {
     if !require_root("slow_and_oversized_heads_do_not_keep_a_scrape_out") {
         return;

@@ -4,6 +4,7 @@ not write (prometheus_client's text and OpenMetrics parsers, promtool's linter),
 hostile clients against the listener.
 
 usage: metrics_scrape.py scrape HOST:PORT MIN_ADDRESSES
+       metrics_scrape.py api HOST:PORT API_SOCKET
        metrics_scrape.py hostile HOST:PORT
 """
 import socket
@@ -170,6 +171,45 @@ def scenario_hostile(addr):
         except ConnectionResetError:
             pass
         s.close()
+
+
+def scenario_api(addr, sock):
+    """gRPC calls on the node's socket (grpcio), then the calls by method and code and the
+    unary durations in the scrape, in both formats."""
+    import grpc
+
+    ch = grpc.insecure_channel(f"unix:{sock}")
+    call = lambda path, req: ch.unary_unary(path, request_serializer=bytes, response_deserializer=bytes)(req, timeout=10)
+    for _ in range(3):
+        call("/machine.MachineService/Version", b"")
+    for path, req, code in [
+        ("/machine.MachineService/Nope", b"", grpc.StatusCode.UNIMPLEMENTED),
+        ("/not.A/Service", b"", grpc.StatusCode.UNIMPLEMENTED),
+        ("/machine.MachineService/ServiceRestart", b"\x0a\x04nope", grpc.StatusCode.NOT_FOUND),
+    ]:
+        try:
+            call(path, req)
+            check(False, f"{path} answered")
+        except grpc.RpcError as e:
+            check(e.code() == code, f"{path}: {e.code()}")
+    ch.close()
+    for accept, parse in [(None, prom_parse), ("application/openmetrics-text; version=1.0.0", om_parse)]:
+        status, _, body = request(addr, "GET", "/metrics", accept)
+        check(status == 200, f"GET /metrics: {status}")
+        got = samples(parse, body.decode())
+        calls = {(dict(k[1])["method"], dict(k[1])["code"]): v for k, v in got.items()
+                 if k[0] == "keelson_api_requests_total"}
+        check(calls.get(("/machine.MachineService/Version", "OK"), 0) >= 3, f"Version OK: {calls}")
+        check(calls.get(("other", "Unimplemented"), 0) >= 2, f"other: {calls}")
+        check(calls.get(("/machine.MachineService/ServiceRestart", "NotFound"), 0) >= 1, f"ServiceRestart: {calls}")
+        check(all(m == "other" or m.startswith("/machine.") for m, _ in calls), f"unknown paths stay out: {calls}")
+        count = got.get(("keelson_api_unary_seconds_count", (("method", "/machine.MachineService/Version"),)))
+        check(count is not None and count >= 3, f"Version durations: {count}")
+        if accept is None:
+            lint = subprocess.run(["promtool", "check", "metrics"], input=body.decode(),
+                                  capture_output=True, text=True)
+            check(lint.returncode == 0, f"promtool: {lint.stdout}{lint.stderr}")
+        print(f"  {accept or 'text'}: {sorted(calls.items())}")
 
 
 SCENARIOS = {

@@ -353,9 +353,12 @@ mod tests {
                 message: "etcd data directory is not empty".into()
             }
         );
-        assert!(
-            metadata_error(Some(&Metadata { hostname: "n".into(), error: "boom".into() })).is_err()
-        );
+        assert!(metadata_error(Some(&Metadata {
+            hostname: "n".into(),
+            error: "boom".into(),
+            ..Metadata::default()
+        }))
+        .is_err());
         assert!(metadata_error(Metadata::of("n").as_ref()).is_ok());
     }
 

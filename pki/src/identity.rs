@@ -278,8 +278,35 @@ impl Ca {
         self.issue(params)
     }
 
+    /// A Kubernetes client certificate: `organization` (the groups) and `common_name` (the
+    /// user), an ECDSA P-256 key (what Kubernetes' own tools issue).
+    pub fn issue_kube_client(
+        &self,
+        organization: &str,
+        common_name: &str,
+        days: i64,
+    ) -> Result<Identity, IdentityError> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::OrganizationName, organization);
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.not_before = days_from_now(-1);
+        params.not_after = days_from_now(days);
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+        self.issue_with(params, key)
+    }
+
     fn issue(&self, params: CertificateParams) -> Result<Identity, IdentityError> {
-        let key = new_key()?;
+        self.issue_with(params, new_key()?)
+    }
+
+    fn issue_with(
+        &self,
+        params: CertificateParams,
+        key: KeyPair,
+    ) -> Result<Identity, IdentityError> {
         let cert = params.signed_by(&key, &self.issuer())?;
         Ok(Identity {
             chain: vec![cert.der().clone()],

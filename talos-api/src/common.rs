@@ -9,13 +9,25 @@ pub struct Metadata {
     pub hostname: String,
     #[prost(string, tag = "2")]
     pub error: String,
+    /// The failure as a gRPC status (set with `error` by a proxying node).
+    #[prost(message, optional, tag = "3")]
+    pub status: Option<RpcStatus>,
 }
 
 impl Metadata {
     /// The metadata of a reply from the node named `hostname`.
     pub fn of(hostname: &str) -> Option<Self> {
-        Some(Self { hostname: hostname.to_owned(), error: String::new() })
+        Some(Self { hostname: hostname.to_owned(), ..Self::default() })
     }
+}
+
+/// `google.rpc.Status` (its `details` are not kept).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    #[prost(string, tag = "2")]
+    pub message: String,
 }
 
 /// A chunk of a byte stream (`Dmesg`, `Logs`).

@@ -12,6 +12,7 @@
 pub mod authz;
 pub mod common;
 pub mod cosi;
+pub mod definitions;
 pub mod google;
 pub mod machine;
 pub mod storage;

@@ -383,6 +383,19 @@ pub struct ServiceRestartResponse {
     pub messages: Vec<ServiceRestart>,
 }
 
+/// `ServiceStart`'s request (the fields of `ServiceRestartRequest`).
+pub type ServiceStartRequest = ServiceRestartRequest;
+/// `ServiceStart`'s per-node reply.
+pub type ServiceStart = ServiceRestart;
+/// `ServiceStart`'s reply.
+pub type ServiceStartResponse = ServiceRestartResponse;
+/// `ServiceStop`'s request.
+pub type ServiceStopRequest = ServiceRestartRequest;
+/// `ServiceStop`'s per-node reply.
+pub type ServiceStop = ServiceRestart;
+/// `ServiceStop`'s reply.
+pub type ServiceStopResponse = ServiceRestartResponse;
+
 /// `Dmesg`'s request.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DmesgRequest {
@@ -624,7 +637,7 @@ mod tests {
     fn a_version_reply_round_trips_with_its_field_numbers() {
         let reply = VersionResponse {
             messages: vec![Version {
-                metadata: Some(Metadata { hostname: "n1".into(), error: String::new() }),
+                metadata: Some(Metadata { hostname: "n1".into(), ..Metadata::default() }),
                 version: Some(VersionInfo { tag: "v0.1.0".into(), ..Default::default() }),
                 platform: None,
                 features: Some(FeaturesInfo { rbac: true }),

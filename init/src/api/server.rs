@@ -61,8 +61,10 @@ const TLS_FOLLOWS: [Kind; 3] = [Kind::AddressStatus, Kind::HostnameStatus, Kind:
 
 /// The key (under the API's tag) of the local socket; the TLS listeners' follow it.
 const KEY_SOCKET: u64 = 0;
-/// The first connection's key, above every listener's.
-const FIRST_CONN_KEY: u64 = 1 + MAX_LISTENERS as u64;
+/// The key of the bell worker threads ring (calls forwarded to other nodes).
+const KEY_BELL: u64 = 1 + MAX_LISTENERS as u64;
+/// The first connection's key, above every listener's and the bell's.
+const FIRST_CONN_KEY: u64 = 2 + MAX_LISTENERS as u64;
 
 /// The key after `key` for the next connection: keys (2^48 of them) outlast any number of
 /// connections, and should they wrap, they skip the listeners'.
@@ -86,6 +88,9 @@ pub struct Server {
     events: EventLog,
     /// The recent changes of every kind, for COSI's watches.
     cosi: History,
+    /// Rung by the threads of forwarded calls ([`super::rpc::proxy`]): their answers wait
+    /// in the calls' feeds, pumped after every loop iteration.
+    bell: Option<evloop::Bell>,
 }
 
 /// Where a connection whose TLS handshake just ended goes.
@@ -123,6 +128,13 @@ impl Server {
             [] => None,
             addrs => Some(Remote::bind(addrs, reactor, tag.token(KEY_SOCKET + 1))?),
         };
+        // Without a bell, forwarded calls still end: their feeds are asked at their deadline.
+        let bell = evloop::Bell::new().map_err(|e| e.to_string()).and_then(|b| {
+            let fd = std::os::fd::AsFd::as_fd(&b);
+            reactor.add(fd, tag.token(KEY_BELL)).map(|()| b).map_err(|e| e.to_string())
+        });
+        let bell =
+            bell.map_err(|e| log::warn!(target: "api", "no bell for forwarded calls: {e}")).ok();
         Ok(Self {
             socket,
             remote,
@@ -133,6 +145,7 @@ impl Server {
             effects: Effects::default(),
             events: EventLog::default(),
             cosi: History::default(),
+            bell,
         })
     }
 
@@ -161,6 +174,11 @@ impl Server {
         self.effects.restart.take()
     }
 
+    /// A service start or stop asked for since the last call.
+    pub fn take_service_op(&mut self) -> Option<(String, crate::supervisor::Op)> {
+        self.effects.service_op.take()
+    }
+
     /// A reboot or shutdown asked for since the last call.
     pub fn take_power(&mut self) -> Option<Power> {
         self.effects.power.take()
@@ -169,6 +187,7 @@ impl Server {
     /// True when `token` is a listener's or a connection's.
     pub fn owns(&self, token: u64) -> bool {
         (token == self.tag.token(KEY_SOCKET) && self.socket.is_some())
+            || (token == self.tag.token(KEY_BELL) && self.bell.is_some())
             || self.remote.as_ref().is_some_and(|r| r.owns(token))
             || self.conns.contains_key(&token)
     }
@@ -205,12 +224,21 @@ impl Server {
             self.accept_local(reactor, now);
             return;
         }
+        if token == self.tag.token(KEY_BELL) {
+            // What rang waits in a feed: the loop's next `after_run` pumps it.
+            if let Some(b) = &self.bell {
+                b.drain();
+            }
+            return;
+        }
         if self.remote.as_ref().is_some_and(|r| r.owns(token)) {
             self.accept_tls(token, reactor, now);
             return;
         }
         let Some(mut conn) = self.conns.remove(&token) else { return };
-        if !serve(&mut conn, rt, machine, now, &mut self.effects, (&self.events, &self.cosi)) {
+        let ringer = self.bell.as_ref().map(evloop::Bell::ringer);
+        let shared = (&self.events, &self.cosi, ringer.as_ref());
+        if !serve(&mut conn, rt, machine, now, &mut self.effects, shared) {
             return;
         }
         match self.place(&mut conn) {
@@ -481,7 +509,7 @@ fn serve(
     machine: Machine,
     now: Instant,
     effects: &mut Effects,
-    (events, cosi): (&EventLog, &History),
+    (events, cosi, bell): (&EventLog, &History, Option<&evloop::Ringer>),
 ) -> bool {
     if !conn.read(now) {
         return false;
@@ -490,7 +518,7 @@ fn serve(
     if conn.grpc().is_some() {
         let input = conn.take_input();
         let access = access(conn, rt);
-        let mut call = Call { access, rt, machine, effects, events, cosi, now };
+        let mut call = Call { access, rt, machine, effects, events, cosi, bell, now };
         if let Some(g) = conn.grpc_mut() {
             g.recv(&input, &mut call);
         }

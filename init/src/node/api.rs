@@ -120,6 +120,11 @@ impl Api {
         self.0.as_mut().and_then(Server::take_restart)
     }
 
+    /// A service start or stop a client asked for (its id), once.
+    pub fn take_service_op(&mut self) -> Option<(String, crate::supervisor::Op)> {
+        self.0.as_mut().and_then(Server::take_service_op)
+    }
+
     /// Open connections (`None`: the API is not served).
     pub fn open_connections(&self) -> Option<usize> {
         self.0.as_ref().map(Server::open_connections)

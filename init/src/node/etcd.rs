@@ -463,6 +463,11 @@ impl Etcd {
         self.service.restart(now)
     }
 
+    /// `ServiceStart` / `ServiceStop`; false when it is not configured here.
+    pub fn api(&mut self, op: crate::supervisor::Op, now: Instant) -> bool {
+        self.service.api(op, now)
+    }
+
     /// Begin stopping it.
     pub fn shutdown(&mut self, now: Instant) {
         self.service.shutdown(now);

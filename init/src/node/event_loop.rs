@@ -515,11 +515,28 @@ impl EventLoop {
                     self.etcd.bootstrap_requested();
                 }
                 if let Some(id) = self.api.take_restart() {
+                    // A restart runs a service a `ServiceStop` held stopped, as in Talos.
+                    let start = crate::supervisor::Op::Start;
+                    match id.as_str() {
+                        "kubelet" => drop(self.kubelet.api(start, now)),
+                        "etcd" => drop(self.etcd.api(start, now)),
+                        _ => {}
+                    }
                     if id == "kubelet" && !self.kubelet.restart(now) {
                         log::warn!(target: "run", "kubelet restart asked for, but no kubelet is configured");
                     }
                     if id == "etcd" && !self.etcd.restart(now) {
                         log::warn!(target: "run", "etcd restart asked for, but etcd is not running here");
+                    }
+                }
+                if let Some((id, op)) = self.api.take_service_op() {
+                    let done = match id.as_str() {
+                        "kubelet" => self.kubelet.api(op, now),
+                        "etcd" => self.etcd.api(op, now),
+                        _ => false,
+                    };
+                    if !done {
+                        log::warn!(target: "run", "{op:?} of {id} asked for, but it is not configured here");
                     }
                 }
                 return;

@@ -344,6 +344,11 @@ impl Kubelet {
         self.service.restart(now)
     }
 
+    /// `ServiceStart` / `ServiceStop`; false when it is not configured here.
+    pub fn api(&mut self, op: crate::supervisor::Op, now: Instant) -> bool {
+        self.service.api(op, now)
+    }
+
     /// Begin stopping it.
     pub fn shutdown(&mut self, now: Instant) {
         self.service.shutdown(now);

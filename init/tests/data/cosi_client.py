@@ -233,7 +233,48 @@ def local(sock, link, addr):
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
     assert len(msgs) == 2 and msgs[1].event[0].event_type == st.DESTROYED, msgs
+    proto_specs(stub, addr)
     say("ok local")
+
+
+def proto_specs(stub, addr):
+    """The protobuf specs talosctl decodes, read with the PyPI Talos bindings (generated from
+    Talos's own .proto files) and checked against what the YAML says."""
+    import ipaddress
+
+    from talos_linux_api.v1_6_0.talos.resource.definitions import network as tnet
+    from talos_linux_api.v1_6_0.talos.resource.definitions import runtime as truntime
+
+    def listed(t, ns="network", some=True):
+        out = [r.resource for r in stub.List(st.ListRequest(namespace=ns, type=t), timeout=T)]
+        assert out or not some, t
+        for r in out:
+            assert r.spec.proto_spec, (t, r.metadata.id)
+        return out
+
+    lo = next(r for r in listed(ADDRESSES) if r.metadata.id == "lo/127.0.0.1/8")
+    a = tnet.AddressStatusSpec().parse(lo.spec.proto_spec)
+    assert bytes(a.address.ip) == bytes([127, 0, 0, 1]) and a.address.prefix_length == 8, a
+    assert a.link_name == "lo" and a.family == 2 and a.scope == 254, a
+    ours = ipaddress.ip_interface(addr)
+    mine = [tnet.AddressStatusSpec().parse(r.spec.proto_spec) for r in listed(ADDRESSES)]
+    assert any(bytes(m.address.ip) == ours.ip.packed and m.address.prefix_length == ours.network.prefixlen for m in mine), mine
+    links = {r.metadata.id: tnet.LinkStatusSpec().parse(r.spec.proto_spec) for r in listed("LinkStatuses.net.talos.dev")}
+    assert links["lo"].type == 772 and links["lo"].flags & 0x9 == 0x9, links["lo"]  # loopback, UP|LOOPBACK
+    assert links["lo"].operational_state in (0, 6), links["lo"]
+    routes = [tnet.RouteStatusSpec().parse(r.spec.proto_spec) for r in listed("RouteStatuses.net.talos.dev")]
+    assert any(r.out_link_name and r.table == 254 and r.family == 2 for r in routes), routes
+    # A node without a config has no hostname; one with a name sends it.
+    h = [tnet.HostnameStatusSpec().parse(r.spec.proto_spec) for r in listed("HostnameStatuses.net.talos.dev", some=False)]
+    assert all(x.hostname for x in h), h
+    n = [tnet.NodeAddressSpec().parse(r.spec.proto_spec) for r in listed("NodeAddresses.net.talos.dev")]
+    assert any(bytes(p.ip) == ours.ip.packed for x in n for p in x.addresses), n
+    ms = listed("MachineStatuses.runtime.talos.dev", "runtime")[0]
+    m = truntime.MachineStatusSpec().parse(ms.spec.proto_spec)
+    # No config: maintenance, as the YAML says.
+    assert "stage: maintenance" in ms.spec.yaml_spec, ms.spec.yaml_spec
+    assert m.stage == 3 and any(c.name == "config" for c in m.status.unmet_conditions), m
+    say(f"  proto_spec: {len(mine)} addresses, {len(links)} links, {len(routes)} routes, hostnames {[x.hostname for x in h]}, stage {m.stage}")
 
 
 def maintenance(addr):

@@ -462,11 +462,15 @@ def protos(proto_dir):
     from talos_linux_api.v1_6_0 import common as tc
 
     out = tempfile.mkdtemp()
-    files = sorted(os.path.join(proto_dir, f) for f in os.listdir(proto_dir) if f.endswith(".proto"))
+    # Nested files too (google/rpc/status.proto, which common.proto imports).
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(proto_dir) for f in fs if f.endswith(".proto"))
     include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
     assert protoc.main(["protoc", f"-I{proto_dir}", f"-I{include}", f"--python_out={out}"] + files) == 0
     sys.path.insert(0, out)
-    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc}
+    from talos_linux_api.v1_6_0.talos.resource.definitions import network as tnet
+    from talos_linux_api.v1_6_0.talos.resource.definitions import runtime as truntime
+
+    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc, "network": tnet, "runtime": truntime}
     checked = 0
     # keelson's own additions (docs/api.md): they must stay clear of Talos's names and numbers.
     keelson_messages = {("machine", "KeelsonBoot")}
@@ -486,7 +490,8 @@ def protos(proto_dir):
                     assert not hasattr(bp, name), f"{package}.{name}: Talos has a message of that name"
                     added += 1
                     continue
-                cls = getattr(bp, name)
+                # betterproto spells `NetIP` as `NetIp`.
+                cls = getattr(bp, name, None) or next(getattr(bp, n) for n in dir(bp) if n.lower() == name.lower())
                 numbers = {f.name: betterproto.FieldMetadata.get(f).number for f in dataclasses.fields(cls)}
                 for f in d.fields:
                     if keelson_fields.get((package, name, f.name)) == f.number:

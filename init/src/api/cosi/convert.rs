@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A stored resource as COSI sends it: metadata with Talos's type and namespace, the spec as
 //! YAML in `yaml_spec` (the same serialisation as the JSON API and `keelson get -o yaml`).
-//! `proto_spec` stays empty: keelson has no protobuf encoding of Talos's specs. Pure.
+//! `proto_spec` carries Talos's protobuf for the types talosctl decodes from it
+//! ([`super::proto_spec`]); other types leave it empty. Pure.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -55,7 +56,10 @@ pub fn resource(r: &Resource) -> cosi::Resource {
     });
     cosi::Resource {
         metadata: Some(metadata(r)),
-        spec: Some(cosi::Spec { proto_spec: Vec::new(), yaml_spec }),
+        spec: Some(cosi::Spec {
+            proto_spec: super::proto_spec::encode(r).unwrap_or_default(),
+            yaml_spec,
+        }),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod convert;
 pub mod definitions;
 pub mod handlers;
 pub mod names;
+mod proto_spec;
 pub mod watch;
 
 use grpc::call::Status;

@@ -61,6 +61,9 @@ pub struct Call<'a> {
     pub events: &'a EventLog,
     /// The recent changes of every kind (for COSI's watches).
     pub cosi: &'a History,
+    /// Rung by a worker thread that has something for a feed (calls forwarded to other
+    /// nodes); `None` where nothing waits on a bell (tests).
+    pub bell: Option<&'a evloop::Ringer>,
     pub now: Instant,
 }
 

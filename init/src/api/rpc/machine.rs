@@ -46,7 +46,6 @@ pub const METHODS: &[Method] = &[
     method("/machine.MachineService/Memory", memory),
     method("/machine.MachineService/LoadAvg", load_avg),
     method("/machine.MachineService/Bootstrap", bootstrap),
-    method("/machine.MachineService/Kubeconfig", no_control_plane),
 ];
 
 /// The platform keelson reports: Talos names the environment it runs in (`metal`, `aws`,
@@ -583,14 +582,6 @@ fn bootstrap(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     log::warn!(target: "api", "Bootstrap: etcd starts a new cluster of this node");
     let reply = m::Bootstrap { metadata: Metadata::of(&call.hostname()) };
     Reply::unary(&m::BootstrapResponse { messages: vec![reply] })
-}
-
-/// `Kubeconfig` needs the Kubernetes control plane, which keelson does not run yet.
-fn no_control_plane(_call: &mut Call<'_>, _req: &[u8]) -> Result<Reply, Status> {
-    Err(Status::new(
-        grpc::code::FAILED_PRECONDITION,
-        "this node runs no control plane (keelson does not run etcd or the Kubernetes control plane yet)",
-    ))
 }
 
 #[cfg(test)]

@@ -13,11 +13,16 @@
 //!   reset (its client stopped reading), and the other calls go on.
 
 mod cosi;
+mod deferred;
 pub mod dispatch;
 pub mod events;
 mod feeds;
+mod kubeconfig;
 mod machine;
+pub mod proxy;
 mod routes;
+mod service_ops;
+pub mod stats;
 mod storage;
 mod time;
 
@@ -52,13 +57,31 @@ fn h2_config() -> h2::Config {
 /// One call on the connection.
 enum CallState {
     /// The request is arriving.
-    Receiving { method: &'static Method, body: Vec<u8>, started: Instant },
+    Receiving {
+        method: &'static Method,
+        body: Vec<u8>,
+        started: Instant,
+        /// Where it is served (the `nodes`/`node` metadata: [`proxy`]).
+        route: proxy::Route,
+    },
     /// A server stream.
     Streaming(Streaming),
 }
 
+impl CallState {
+    /// The call's method.
+    fn method(&self) -> &'static str {
+        match self {
+            Self::Receiving { method, .. } => method.path,
+            Self::Streaming(s) => s.method,
+        }
+    }
+}
+
 struct Streaming {
     feed: Box<dyn dispatch::Feed>,
+    /// Its method, for the metrics when it ends.
+    method: &'static str,
     /// Bytes waiting on the stream when last looked at, and when they last moved.
     waiting: usize,
     moved: Instant,
@@ -142,6 +165,7 @@ impl GrpcConn {
     pub fn revoke(&mut self) {
         let status = Status::new(code::UNAVAILABLE, "the node's TLS trust changed: reconnect");
         for (stream, call) in std::mem::take(&mut self.calls) {
+            stats::ended(Some(call.method()), status.code);
             match call {
                 CallState::Streaming(_) => send_trailers(&mut self.h2, stream, &status),
                 CallState::Receiving { .. } => send_status(&mut self.h2, stream, &status),
@@ -196,7 +220,9 @@ impl GrpcConn {
                     }
                 }
                 Event::Reset { stream, .. } => {
-                    self.calls.remove(&stream);
+                    if let Some(c) = self.calls.remove(&stream) {
+                        stats::ended(Some(c.method()), code::CANCELLED);
+                    }
                 }
                 Event::GoAway { .. } | Event::PingAck(_) => {}
             }
@@ -213,7 +239,11 @@ impl GrpcConn {
             return;
         }
         let path = String::from_utf8_lossy(field(fields, ":path").unwrap_or_default()).into_owned();
-        let refuse = |h: &mut h2::Connection, status: Status| send_status(h, stream, &status);
+        let route_of = routes::route(&path).map(|m| m.path);
+        let refuse = |h: &mut h2::Connection, status: Status| {
+            stats::ended(route_of, status.code);
+            send_status(h, stream, &status)
+        };
         if field(fields, ":method") != Some(b"POST") {
             return refuse(h, Status::new(code::UNIMPLEMENTED, "gRPC calls are POSTs"));
         }
@@ -232,8 +262,14 @@ impl GrpcConn {
             log::debug!(target: "api", "gRPC: {} refused: {status}", method.path);
             return refuse(h, status);
         }
-        self.calls
-            .insert(stream, CallState::Receiving { method, body: Vec::new(), started: call.now });
+        let route = match proxy::route(fields, method.path) {
+            Ok(r) => r,
+            Err(status) => return refuse(h, status),
+        };
+        self.calls.insert(
+            stream,
+            CallState::Receiving { method, body: Vec::new(), started: call.now, route },
+        );
     }
 
     /// Request body bytes: kept within the method's limit and the connection's budget.
@@ -260,6 +296,7 @@ impl GrpcConn {
         };
         if let Some(why) = over {
             log::debug!(target: "api", "gRPC: {why}");
+            stats::ended(Some(method.path), code::RESOURCE_EXHAUSTED);
             self.calls.remove(&stream);
             send_status(&mut self.h2, stream, &Status::new(code::RESOURCE_EXHAUSTED, why));
             // It may still be sending: it need not.
@@ -272,24 +309,38 @@ impl GrpcConn {
         if !matches!(self.calls.get(&stream), Some(CallState::Receiving { .. })) {
             return;
         }
-        let Some(CallState::Receiving { method, body, .. }) = self.calls.remove(&stream) else {
+        let Some(CallState::Receiving { method, body, route, started }) =
+            self.calls.remove(&stream)
+        else {
             return;
         };
-        let reply = one_message(&body, method.max_request).and_then(|m| (method.handler)(call, &m));
+        let reply = one_message(&body, method.max_request).and_then(|m| match route {
+            proxy::Route::Local => (method.handler)(call, &m),
+            other => proxy::start(other, method.path, &m, call).map(Reply::Stream),
+        });
         let h = &mut self.h2;
         match reply {
             Ok(Reply::Unary(msg)) => {
                 let _ = h.send_headers(stream, &grpc::response_headers(), false);
                 let _ = h.send_data(stream, &grpc::frame_message(&msg), false);
                 send_trailers(h, stream, &Status::new(code::OK, ""));
+                stats::ended(Some(method.path), code::OK);
+                stats::unary(method.path, started.elapsed().as_secs_f64());
             }
             Ok(Reply::Stream(feed)) => {
                 let _ = h.send_headers(stream, &grpc::response_headers(), false);
-                let s = Streaming { feed, waiting: 0, moved: call.now, hungry: true };
+                let s = Streaming {
+                    feed,
+                    method: method.path,
+                    waiting: 0,
+                    moved: call.now,
+                    hungry: true,
+                };
                 self.calls.insert(stream, CallState::Streaming(s));
             }
             Err(status) => {
                 log::debug!(target: "api", "gRPC: {}: {status}", method.path);
+                stats::ended(Some(method.path), status.code);
                 send_status(h, stream, &status);
             }
         }
@@ -346,8 +397,11 @@ impl GrpcConn {
             s.waiting = self.h2.queued(stream);
         }
         for (stream, status) in ended {
-            let was_receiving =
-                matches!(self.calls.remove(&stream), Some(CallState::Receiving { .. }));
+            let removed = self.calls.remove(&stream);
+            let was_receiving = matches!(removed, Some(CallState::Receiving { .. }));
+            if let Some(c) = &removed {
+                stats::ended(Some(c.method()), status.as_ref().map_or(code::CANCELLED, |s| s.code));
+            }
             match status {
                 Some(st) if was_receiving => {
                     send_status(&mut self.h2, stream, &st);
@@ -444,6 +498,7 @@ mod tests {
                     effects: &mut self.effects,
                     events: &self.events,
                     cosi: &self.cosi,
+                    bell: None,
                     now: self.now,
                 };
                 self.server.recv(&up, &mut call);
@@ -556,7 +611,13 @@ mod tests {
         let id = p.open("/machine.MachineService/Events", &grpc::frame_message(&[]), true);
         p.exchange(Access::Admin);
         let feed: Box<dyn dispatch::Feed> = Box::new(Bulk { left: total });
-        let s = Streaming { feed, waiting: 0, moved: p.now, hungry: true };
+        let s = Streaming {
+            feed,
+            method: "/machine.MachineService/Events",
+            waiting: 0,
+            moved: p.now,
+            hungry: true,
+        };
         p.server.calls.insert(id, CallState::Streaming(s));
         id
     }

@@ -5,8 +5,14 @@
 use super::dispatch::Method;
 
 /// Every service the node serves.
-pub const SERVICES: &[&[Method]] =
-    &[super::machine::METHODS, super::storage::METHODS, super::time::METHODS, super::cosi::METHODS];
+pub const SERVICES: &[&[Method]] = &[
+    super::machine::METHODS,
+    super::service_ops::METHODS,
+    super::kubeconfig::METHODS,
+    super::storage::METHODS,
+    super::time::METHODS,
+    super::cosi::METHODS,
+];
 
 /// The method at `path`.
 pub fn route(path: &str) -> Option<&'static Method> {

@@ -201,12 +201,13 @@ impl Metrics {
         let text = "text/plain; charset=utf-8";
         match req.path.as_str() {
             "/metrics" => {
+                let (calls, unary) = crate::api::rpc::stats::snapshot();
                 let body = render::render(
                     req.format,
                     &rt.controllers(),
                     rt.store(),
                     proc::read(),
-                    self.api_connections,
+                    &render::ApiFigures { connections: self.api_connections, calls, unary },
                     SystemTime::now(),
                 );
                 http::response(200, req.format.content_type(), &body, req.head_only)

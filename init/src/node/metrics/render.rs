@@ -26,6 +26,17 @@ pub struct Process {
     pub open_fds: Option<u64>,
 }
 
+/// What the management API reports.
+#[derive(Debug, Clone, Default)]
+pub struct ApiFigures {
+    /// Open connections (`None`: the API is not served).
+    pub connections: Option<usize>,
+    /// gRPC calls by method and code (both from fixed sets: `api::rpc::stats`).
+    pub calls: Vec<(&'static str, &'static str, u64)>,
+    /// Unary calls' durations by method.
+    pub unary: Vec<(&'static str, base::metrics::Histogram)>,
+}
+
 /// Samples of one family, up to [`MAX_SERIES`].
 struct Capped<'a> {
     e: &'a mut Exposition,
@@ -50,7 +61,7 @@ pub fn render(
     controllers: &[ControllerState],
     store: &Store,
     process: Process,
-    api_connections: Option<usize>,
+    api: &ApiFigures,
     now: SystemTime,
 ) -> String {
     let mut e = Exposition::new(format);
@@ -98,10 +109,11 @@ pub fn render(
         )
         .sample(&[], fds as f64);
     }
-    if let Some(n) = api_connections {
+    if let Some(n) = api.connections {
         e.family("keelson_api_connections", Type::Gauge, "Open connections to the management API.")
             .sample(&[], n as f64);
     }
+    api_calls(&mut e, api, &mut dropped);
     e.family(
         "keelson_metrics_dropped_series",
         Type::Gauge,
@@ -109,6 +121,32 @@ pub fn render(
     )
     .sample(&[], dropped as f64);
     e.finish()
+}
+
+/// gRPC calls by method and code, and unary durations by method.
+fn api_calls(e: &mut Exposition, api: &ApiFigures, dropped: &mut u64) {
+    if !api.calls.is_empty() {
+        e.family(
+            "keelson_api_requests",
+            Type::Counter,
+            "gRPC API calls by method (`other`: not served) and status code.",
+        );
+        let mut c = Capped { e, written: 0, dropped };
+        for (method, code, n) in &api.calls {
+            c.sample(&[("method", method), ("code", code)], *n as f64);
+        }
+    }
+    if !api.unary.is_empty() {
+        e.family(
+            "keelson_api_unary_seconds",
+            Type::Histogram,
+            "How long unary gRPC calls took, from the request head to the answer, by method.",
+        );
+        for (method, h) in api.unary.iter().take(MAX_SERIES) {
+            e.histogram(&[("method", method)], h);
+        }
+        *dropped += api.unary.len().saturating_sub(MAX_SERIES) as u64;
+    }
 }
 
 /// Resources in the store by namespace and kind (both compiled-in sets).
@@ -281,7 +319,12 @@ mod tests {
         let rt = filled(now);
         let controllers = [controller("AddressSpec", 4, 1), controller("LinkStatus", 2, 0)];
         let process = Process { rss_bytes: Some(4096), open_fds: Some(12) };
-        let text = render(Format::Prometheus, &controllers, rt.store(), process, Some(3), now);
+        let mut api = ApiFigures { connections: Some(3), ..ApiFigures::default() };
+        api.calls.push(("/machine.MachineService/Version", "OK", 2));
+        let mut h = base::metrics::Histogram::new(&[0.1]);
+        h.observe(0.05);
+        api.unary.push(("/machine.MachineService/Version", h));
+        let text = render(Format::Prometheus, &controllers, rt.store(), process, &api, now);
         for want in [
             "# TYPE keelson_controller_reconciles_total counter\n",
             "keelson_controller_reconciles_total{controller=\"AddressSpec\"} 4\n",
@@ -300,6 +343,10 @@ mod tests {
             "keelson_kubespan_peer_handshake_age_seconds{peer=\"peerA=\"} 30\n",
             "keelson_time_synced 1\n",
             "keelson_time_offset_seconds -0.0025\n",
+            "# TYPE keelson_api_requests_total counter\n",
+            "keelson_api_requests_total{method=\"/machine.MachineService/Version\",code=\"OK\"} 2\n",
+            "keelson_api_unary_seconds_bucket{method=\"/machine.MachineService/Version\",le=\"0.1\"} 1\n",
+            "keelson_api_unary_seconds_count{method=\"/machine.MachineService/Version\"} 1\n",
             "keelson_process_resident_memory_bytes 4096\n",
             "keelson_process_open_fds 12\n",
             "keelson_api_connections 3\n",
@@ -310,7 +357,14 @@ mod tests {
         // Only the one peer with a handshake has an age; only the finite lease is reported.
         assert_eq!(text.matches("keelson_kubespan_peer_handshake_age_seconds{").count(), 1);
         assert_eq!(text.matches("keelson_operator_lease_seconds{").count(), 1);
-        let om = render(Format::OpenMetrics, &controllers, rt.store(), process, None, now);
+        let om = render(
+            Format::OpenMetrics,
+            &controllers,
+            rt.store(),
+            process,
+            &ApiFigures::default(),
+            now,
+        );
         assert!(om.contains("# TYPE keelson_controller_reconciles counter\n"), "{om}");
         assert!(om.ends_with("# EOF\n"));
         assert!(!om.contains("keelson_api_connections"), "{om}");
@@ -329,7 +383,14 @@ mod tests {
             };
             rt.put_input("test", Namespace::Network, &format!("dhcp4/l{i}"), s).unwrap();
         }
-        let text = render(Format::Prometheus, &[], rt.store(), Process::default(), None, now);
+        let text = render(
+            Format::Prometheus,
+            &[],
+            rt.store(),
+            Process::default(),
+            &ApiFigures::default(),
+            now,
+        );
         assert_eq!(text.matches("keelson_operator_state{").count(), MAX_SERIES);
         assert!(text.contains("\nkeelson_metrics_dropped_series 10\n"), "{text}");
         // No process figures read: none written, rather than a zero that looks real.

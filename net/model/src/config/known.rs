@@ -81,7 +81,7 @@ fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
     ]
 }
 
-fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 24] {
+fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 23] {
     [
         (
             "cluster.controlPlane.localAPIServerPort",
@@ -92,7 +92,6 @@ fn cluster_keys(c: &Cluster) -> [(&'static str, bool); 24] {
         ("cluster.token", c.token.is_some()),
         ("cluster.aescbcEncryptionSecret", c.aescbc_encryption_secret.is_some()),
         ("cluster.secretboxEncryptionSecret", c.secretbox_encryption_secret.is_some()),
-        ("cluster.ca", c.ca.is_some()),
         ("cluster.aggregatorCA", c.aggregator_ca.is_some()),
         ("cluster.acceptedCAs", c.accepted_cas.is_some()),
         ("cluster.serviceAccount", c.service_account.is_some()),

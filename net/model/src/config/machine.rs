@@ -340,9 +340,13 @@ pub struct Cluster {
     /// etcd on a control-plane node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdConfig>,
+    /// The Kubernetes CA (`ca.crt` and `ca.key`): the admin kubeconfig's client certificate
+    /// is issued from it on a control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PemKeyPair>,
 
-    /// `cluster.controlPlane`: its `endpoint` is where a joining control plane looks for
-    /// etcd members.
+    /// `cluster.controlPlane`: its `endpoint` is the admin kubeconfig's server and where a
+    /// joining control plane looks for etcd members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneConfig>,
 
@@ -357,8 +361,6 @@ pub struct Cluster {
     pub(crate) aescbc_encryption_secret: Option<TalosKey>,
     #[serde(default, skip_serializing)]
     pub(crate) secretbox_encryption_secret: Option<TalosKey>,
-    #[serde(default, skip_serializing)]
-    pub(crate) ca: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "aggregatorCA")]
     pub(crate) aggregator_ca: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "acceptedCAs")]
@@ -462,6 +464,8 @@ impl std::fmt::Debug for Cluster {
             .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
             .field("discovery", &self.discovery)
             .field("etcd", &self.etcd)
+            .field("control_plane", &self.control_plane)
+            .field("ca", &self.ca)
             .finish_non_exhaustive()
     }
 }
