@@ -32,6 +32,10 @@ fn store(etcd: &LocalEtcd) -> Store {
     Store::new(etcd.client(), Layout::new("/keelson-operator", b"/keelson-operator"))
 }
 
+/// `printf 'apiVersion: v1\nkind: Config\nclusters: []\n' > kubeconfig; tar cf - kubeconfig |
+/// gzip -9 | base64`.
+const KUBECONFIG_TGZ: &str = "H4sIAAAAAAACA+3SMQ7CMAyF4cw5hY/gSA1DVu7AghhKKSgqSlDacn5CFyQGmEAg/d9iy8+T5WHe911Ox3gyH6PVqmmWWj1XVe8e/X3unPdqRM0XzOPUFhFTcp5e7b3L/1R7iZu+jDGnIFdnh5gOQdbLQ9juXI9TwyDbnTUAAAAAAAAAAAAAAAAAgF9yA8S2kFoAKAAA";
+
 const CP: &str = "\
 apiVersion: keelson.dev/v1alpha1
 kind: TalosControlPlane
@@ -170,7 +174,8 @@ impl NodeApi for Scripted {
     }
     fn kubeconfig(&mut self, a: &str) -> Result<String, CallError> {
         self.calls.push(format!("Kubeconfig {a}"));
-        Ok("apiVersion: v1\nkind: Config\n".into())
+        // As a node answers: base64 of a .tar.gz holding `kubeconfig` (GNU tar, gzip -9).
+        Ok(KUBECONFIG_TGZ.into())
     }
     fn reset(&mut self, a: &str) -> Result<(), CallError> {
         self.calls.push(format!("Reset {a}"));
@@ -263,11 +268,27 @@ fn a_control_plane_creates_its_machines_bootstraps_and_is_ready() {
     let Some((etcd, _dir)) = start("cp") else { return };
     let mut s = store(&etcd);
     ctl::apply(&mut s, CP).unwrap();
-    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
-    let mut r = Reconciler::new(store(&etcd), node, "default");
-    for _ in 0..10 {
+    let node = Scripted { version: "v1.13.0".into(), kubelet_waits: 1, ..Default::default() };
+    let key = || operator::secrets::SecretsKey::from_bytes(&[7; 32]).unwrap();
+    let mut r = Reconciler::new(store(&etcd), node, "default").with_secrets_key(key());
+    // The control plane's states as each pass leaves them, repeats dropped.
+    let mut seen: Vec<Option<State>> = vec![];
+    for _ in 0..12 {
         r.pass().unwrap();
+        let cp: Resource<Body<PoolSpec>> = s.get("default", TCP, "cp").unwrap().unwrap();
+        let st = cp.spec.status.state;
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+        // Available only once every machine is.
+        if st == Some(State::Available) {
+            for id in ["cp-10-0-0-11", "cp-10-0-0-12"] {
+                assert_eq!(state_of(&mut s, id), Some(State::Available), "{seen:?}");
+            }
+        }
     }
+    use State::{Available, Bootstrapped, Pending, Ready};
+    assert_eq!(seen, [Some(Pending), Some(Available), Some(Bootstrapped), Some(Ready)]);
     let cp: Resource<Body<PoolSpec>> = s.get("default", TCP, "cp").unwrap().unwrap();
     assert_eq!(cp.spec.status.state, Some(State::Ready), "{:?}", cp.spec.status);
     for id in ["cp-10-0-0-11", "cp-10-0-0-12"] {
@@ -276,8 +297,18 @@ fn a_control_plane_creates_its_machines_bootstraps_and_is_ready() {
     // Bootstrap goes to the first machine only, once.
     let boots: Vec<&String> = r.node.calls.iter().filter(|c| c.starts_with("Bootstrap")).collect();
     assert_eq!(boots, ["Bootstrap 10.0.0.11"]);
+    // The kubeconfig is stored sealed: neither its text nor the node's archive is readable
+    // in etcd; `kubeconfig` opens it with the key, and only with that key.
     let k: Resource<Kubeconfig> = s.get("default", KUBECONFIGS, "cp").unwrap().unwrap();
-    assert!(k.spec.kubeconfig.contains("kind: Config"));
+    let raw = serde_json::to_string(&k.spec).unwrap();
+    assert!(!raw.contains("H4sI") && !raw.contains("Config"), "{raw}");
+    let text = ctl::kubeconfig(&mut s, "default", &key(), "cp").unwrap();
+    assert_eq!(text, b"apiVersion: v1\nkind: Config\nclusters: []\n");
+    let other = operator::secrets::SecretsKey::from_bytes(&[8; 32]).unwrap();
+    let e = ctl::kubeconfig(&mut s, "default", &other, "cp").unwrap_err().to_string();
+    assert!(e.contains("cannot be opened"), "{e}");
+    let e = ctl::kubeconfig(&mut s, "default", &key(), "nope").unwrap_err().to_string();
+    assert!(e.contains("no kubeconfig of TalosControlPlane nope"), "{e}");
     // The status shows the configuration applied without its secrets.
     let m = machine(&mut s, "cp-10-0-0-11");
     assert!(r.node.applied["10.0.0.11"].contains("sekrit.token"));
