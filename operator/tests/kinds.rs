@@ -600,3 +600,44 @@ fn pools_without_config_get_their_clusters_generated_configs() {
     let why = m.spec.status.conditions.iter().find(|c| c.kind == "ConfigApplied").unwrap();
     assert!(why.message.contains("cannot be opened"), "{why:?}");
 }
+
+#[test]
+fn a_worker_is_pending_until_every_machine_is_available_then_ready() {
+    let Some((etcd, _dir)) = start("worker") else { return };
+    let mut s = store(&etcd);
+    let tw = "apiVersion: keelson.dev/v1alpha1\nkind: TalosWorker\nmetadata:\n  name: w\nspec:\n  version: v1.13.0\n  controlPlaneRef: cp\n  config: |\n    machine:\n      type: worker\n  metalSpec:\n    machines:\n      - address: 10.0.0.21\n      - address: 10.0.0.22\n";
+    ctl::apply(&mut s, &format!("{CP}---\n{tw}")).unwrap();
+    // kubelet answers Waiting four times: the worker's machines become Available apart.
+    let node = Scripted { version: "v1.13.0".into(), kubelet_waits: 4, ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    let ids = ["w-10-0-0-21", "w-10-0-0-22"];
+    let mut seen: Vec<Option<State>> = vec![];
+    let mut partly_available_while_pending = false;
+    for _ in 0..20 {
+        // Every machine due at once (its 30 s wait skipped): a write makes it due.
+        for id in ids {
+            let _ = r.store.modify::<Body<MachineSpec>>("default", TM, id, |m| {
+                m.spec.status.next_attempt = 0;
+            });
+        }
+        r.pass().unwrap();
+        let w: Resource<Body<PoolSpec>> =
+            s.get("default", operator::kinds::TW, "w").unwrap().unwrap();
+        let st = w.spec.status.state;
+        let available =
+            ids.iter().filter(|id| state_of(&mut s, id) == Some(State::Available)).count();
+        match st {
+            Some(State::Ready) => assert_eq!(available, 2, "Ready before its machines"),
+            Some(State::Pending) if available == 1 => partly_available_while_pending = true,
+            _ => {}
+        }
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+    }
+    assert_eq!(seen, [Some(State::Pending), Some(State::Ready)]);
+    assert!(partly_available_while_pending, "one machine Available, the worker still Pending");
+    let w: Resource<Body<PoolSpec>> = s.get("default", operator::kinds::TW, "w").unwrap().unwrap();
+    let reasons: Vec<&str> = w.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["ConfigReady", "MachinesAvailable"]);
+}
