@@ -641,3 +641,57 @@ fn a_worker_is_pending_until_every_machine_is_available_then_ready() {
     let reasons: Vec<&str> = w.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
     assert_eq!(reasons, ["ConfigReady", "MachinesAvailable"]);
 }
+
+#[test]
+fn the_kubeconfig_command_prints_and_writes_the_control_planes_kubeconfig() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
+    let Some((etcd, dir)) = start("kubeconfig-cmd") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, CP).unwrap();
+    let key_file = dir.0.join("secrets.key");
+    std::fs::write(&key_file, [9u8; 32]).unwrap();
+    let key = operator::secrets::SecretsKey::load(&key_file).unwrap();
+    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default").with_secrets_key(key);
+    let bin = env!("CARGO_BIN_EXE_keelson-operator");
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .arg("kubeconfig")
+            .args(args)
+            .args(["--etcd-endpoints", &etcd.client_url])
+            .arg("--secrets-key")
+            .arg(&key_file)
+            .output()
+            .unwrap()
+    };
+    // Before Ready: nothing stored, said so.
+    let out = run(&["cp"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no kubeconfig of TalosControlPlane cp in namespace default"), "{err}");
+    for _ in 0..12 {
+        r.pass().unwrap();
+    }
+    let out = run(&["cp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"apiVersion: v1\nkind: Config\nclusters: []\n");
+    // To a file: mode 0600, even over an existing world-readable one.
+    let path = dir.0.join("kc");
+    std::fs::write(&path, "old").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&["cp", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&path).unwrap(), b"apiVersion: v1\nkind: Config\nclusters: []\n");
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    // A missing key file is refused, and not made.
+    let missing = dir.0.join("none.key");
+    let out = Command::new(bin)
+        .args(["kubeconfig", "cp", "--etcd-endpoints", &etcd.client_url, "--secrets-key"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.key"));
+    assert!(!missing.exists());
+}
