@@ -13,6 +13,7 @@ usage: keelson-operator serve [options]
        keelson-operator get KIND [NAME] [-o yaml|json] [options]
        keelson-operator describe KIND NAME [options]
        keelson-operator delete KIND NAME [options]
+       keelson-operator kubeconfig NAME [PATH] [options]
 
 KIND: tcp, tw, tm (TalosControlPlane, TalosWorker, TalosMachine); net (Network);
 nid (NetworkID) and nn (NodeNetwork), both cluster-scoped (docs/tenant-networks.md).
@@ -42,7 +43,10 @@ options:
   --secrets-key FILE        the key sealing the cluster secrets it generates (32 bytes;
                             default DIR/secrets.key, made when absent)
 
-apply, get, describe and delete talk to the etcd of --etcd-endpoints, else to the private etcd
+kubeconfig prints a Ready TalosControlPlane's admin kubeconfig, or writes it to PATH (mode
+0600); it opens it with --secrets-key (default DIR/secrets.key, never made by this command).
+
+apply, get, describe, delete and kubeconfig talk to the etcd of --etcd-endpoints, else to the private etcd
 of a running `serve` with the same --data-dir.
   -h, --help                this text
 
@@ -131,6 +135,7 @@ pub enum Verb {
     Get { kind: Kind, name: Option<String>, output: Output },
     Describe { kind: Kind, name: String },
     Delete { kind: Kind, name: String },
+    Kubeconfig { name: String, path: Option<PathBuf> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,11 +165,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         Some(other) => return Err(other.unexpected().into()),
         None => {
             return Err(CliError::Usage(
-                "a command is needed: serve, apply, get, describe, delete".into(),
+                "a command is needed: serve, apply, get, describe, delete, kubeconfig".into(),
             ))
         }
     };
-    if !["serve", "apply", "get", "describe", "delete"].contains(&verb.as_str()) {
+    if !["serve", "apply", "get", "describe", "delete", "kubeconfig"].contains(&verb.as_str()) {
         return Err(CliError::Usage(format!("unknown command {verb:?}")));
     }
     let mut positional: Vec<String> = Vec::new();
@@ -276,6 +281,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             Verb::Apply { file }
         }
         "get" => Verb::Get { kind: kind_arg(pos.next())?, name: pos.next(), output },
+        "kubeconfig" => {
+            let name = pos
+                .next()
+                .ok_or_else(|| CliError::Usage("kubeconfig needs a control plane's name".into()))?;
+            Verb::Kubeconfig { name, path: pos.next().map(PathBuf::from) }
+        }
         v => {
             let kind = kind_arg(pos.next())?;
             let name = pos.next().ok_or_else(|| CliError::Usage(format!("{v} needs a name")))?;
@@ -363,6 +374,12 @@ mod tests {
             c.verb,
             Verb::Get { kind: Kind::ControlPlane, name: None, output: Output::Table }
         );
+        let c = parse(args(&["kubeconfig", "cp", "/tmp/kc"])).unwrap();
+        assert_eq!(c.verb, Verb::Kubeconfig { name: "cp".into(), path: Some("/tmp/kc".into()) });
+        let c = parse(args(&["kubeconfig", "cp", "--secrets-key", "/k"])).unwrap();
+        assert_eq!(c.verb, Verb::Kubeconfig { name: "cp".into(), path: None });
+        assert_eq!(c.options.secrets_key, Some("/k".into()));
+        assert!(matches!(parse(args(&["kubeconfig"])), Err(CliError::Usage(_))));
         let c = parse(args(&["delete", "tw", "w"])).unwrap();
         assert_eq!(c.verb, Verb::Delete { kind: Kind::Worker, name: "w".into() });
         assert!(parse(args(&["apply"])).is_err());

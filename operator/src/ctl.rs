@@ -285,3 +285,26 @@ pub fn delete(store: &mut Store, ns: &str, kind: Kind, name: &str) -> Result<Str
         Ok(format!("{what} deleting (the operator finishes: {})", r.metadata.finalizers.join(", ")))
     }
 }
+
+/// `kubeconfig NAME`: a control plane's admin kubeconfig, opened with the secrets key and
+/// taken out of the node's `.tar.gz`.
+pub fn kubeconfig(
+    store: &mut Store,
+    ns: &str,
+    key: &crate::secrets::SecretsKey,
+    name: &str,
+) -> Result<Vec<u8>, CtlError> {
+    use crate::reconcile::{kubeconfig_aad, Kubeconfig, KUBECONFIGS};
+    use base64::Engine as _;
+    let r = store.get::<Kubeconfig>(ns, KUBECONFIGS, name)?.ok_or_else(|| {
+        CtlError::Encode(format!(
+            "no kubeconfig of TalosControlPlane {name} in namespace {ns} (stored once it is Ready)"
+        ))
+    })?;
+    let aad = kubeconfig_aad(ns, name);
+    let plain = key.open_bytes(&aad, &r.spec).map_err(|e| CtlError::Encode(e.to_string()))?;
+    let archive = base64::engine::general_purpose::STANDARD
+        .decode(plain.trim_ascii())
+        .map_err(|_| CtlError::Encode(format!("{aad}: the node's answer is not base64")))?;
+    cli::kubeconfig::extract(&archive).map_err(|e| CtlError::Encode(format!("{aad}: {e}")))
+}

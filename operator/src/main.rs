@@ -110,6 +110,29 @@ fn resource_command(cmd: &Command) -> ExitCode {
         },
         _ => None,
     };
+    // The key opening a kubeconfig: read before any connection, never made here.
+    let key = match &cmd.verb {
+        Verb::Kubeconfig { .. } => {
+            let path = o.secrets_key.clone().or_else(|| {
+                o.data_dir
+                    .clone()
+                    .or_else(operator::cli::default_data_dir)
+                    .map(|d| d.join("secrets.key"))
+            });
+            let Some(path) = path else {
+                eprintln!("keelson-operator: no --secrets-key and no --data-dir");
+                return ExitCode::FAILURE;
+            };
+            match operator::secrets::SecretsKey::load(&path) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    eprintln!("keelson-operator: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
     let client = match operator::serve::client(o) {
         Ok(c) => c,
         Err(e) => {
@@ -122,16 +145,29 @@ fn resource_command(cmd: &Command) -> ExitCode {
     let result = match &cmd.verb {
         Verb::Serve => return ExitCode::FAILURE,
         Verb::Apply { .. } => ctl::apply(&mut store, input.as_deref().unwrap_or(""))
-            .map(|lines| lines.join("\n") + "\n"),
+            .map(|lines| (lines.join("\n") + "\n").into_bytes()),
         Verb::Get { kind, name, output } => {
-            ctl::get(&mut store, ns, *kind, name.as_deref(), *output)
+            ctl::get(&mut store, ns, *kind, name.as_deref(), *output).map(String::into_bytes)
         }
-        Verb::Describe { kind, name } => ctl::describe(&mut store, ns, *kind, name),
-        Verb::Delete { kind, name } => ctl::delete(&mut store, ns, *kind, name).map(|l| l + "\n"),
+        Verb::Describe { kind, name } => {
+            ctl::describe(&mut store, ns, *kind, name).map(String::into_bytes)
+        }
+        Verb::Delete { kind, name } => {
+            ctl::delete(&mut store, ns, *kind, name).map(|l| (l + "\n").into_bytes())
+        }
+        Verb::Kubeconfig { name, path } => match &key {
+            Some(key) => ctl::kubeconfig(&mut store, ns, key, name).and_then(|k| match path {
+                Some(p) => write_private(p, &k)
+                    .map(|()| format!("kubeconfig written to {}\n", p.display()).into_bytes())
+                    .map_err(|e| CtlError::Encode(format!("{}: {e}", p.display()))),
+                None => Ok(k),
+            }),
+            None => return ExitCode::FAILURE,
+        },
     };
     match result {
         Ok(text) => {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            let _ = std::io::stdout().lock().write_all(&text);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -139,6 +175,20 @@ fn resource_command(cmd: &Command) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Write a secret file: mode 0600 from its creation, and so even when it existed.
+fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(data)?;
+    f.sync_all()
 }
 
 fn read_input(file: &std::path::Path) -> Result<String, CtlError> {

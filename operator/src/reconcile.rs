@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::kinds::{
@@ -87,10 +86,13 @@ pub fn installer_image(version: &str) -> String {
     format!("ghcr.io/siderolabs/installer:{version}")
 }
 
-/// A stored kubeconfig.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kubeconfig {
-    pub kubeconfig: String,
+/// A stored kubeconfig: the node's answer (base64 of its `.tar.gz`), sealed with the
+/// secrets key as the cluster secrets are, bound to [`kubeconfig_aad`].
+pub type Kubeconfig = secrets::Sealed;
+
+/// The associated data a control plane's kubeconfig is sealed with.
+pub fn kubeconfig_aad(namespace: &str, name: &str) -> String {
+    format!("{KUBECONFIGS}/{namespace}/{name}")
 }
 
 fn now_secs() -> u64 {
@@ -836,23 +838,28 @@ impl<N: NodeApi> Reconciler<N> {
         Ok(self.fresh::<Body<MachineSpec>>(TM, &r.clone())?.map(|m| m.spec.spec.endpoint))
     }
 
-    fn store_kubeconfig(&mut self, id: &str, k: String) -> Result<(), StoreError> {
+    /// Seal and store a control plane's kubeconfig; an unchanged one is not rewritten (each
+    /// seal has a fresh nonce, so the plain texts are compared).
+    fn store_kubeconfig(&mut self, id: &str, k: String) -> Result<(), String> {
         let ns = self.namespace.clone();
-        match self.store.get::<Kubeconfig>(&ns, KUBECONFIGS, id)? {
-            Some(mut r) => {
-                if r.spec.kubeconfig != k {
-                    r.spec.kubeconfig = k;
-                    self.store.update(&mut r)?;
+        let aad = kubeconfig_aad(&ns, id);
+        let key = self
+            .secrets_key
+            .as_ref()
+            .ok_or("no secrets key to seal it with (serve --secrets-key)")?;
+        let sealed = key.seal_bytes(&aad, k.clone().into_bytes()).map_err(|e| e.to_string())?;
+        let r = match self.store.get::<Kubeconfig>(&ns, KUBECONFIGS, id) {
+            Ok(Some(mut r)) => {
+                if key.open_bytes(&aad, &r.spec).ok().as_deref() == Some(k.as_bytes()) {
+                    return Ok(());
                 }
-                Ok(())
+                r.spec = sealed;
+                self.store.update(&mut r)
             }
-            None => self.store.create(&mut Resource::new(
-                &ns,
-                KUBECONFIGS,
-                id,
-                Kubeconfig { kubeconfig: k },
-            )),
-        }
+            Ok(None) => self.store.create(&mut Resource::new(&ns, KUBECONFIGS, id, sealed)),
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| e.to_string())
     }
 
     fn write_pool(

@@ -43,7 +43,7 @@ pub enum SecretsError {
     Pki(#[from] pki::identity::IdentityError),
     #[error("cluster secrets: no randomness from the system")]
     Random,
-    #[error("cluster secrets {0}: cannot be opened with this operator's secrets key")]
+    #[error("{0}: cannot be opened with this operator's secrets key")]
     Open(String),
     #[error("cluster secrets {0}: {1}")]
     Garbage(String, String),
@@ -249,6 +249,15 @@ impl SecretsKey {
         Ok(Self(LessSafeKey::new(k)))
     }
 
+    /// The key in `path`, which must exist (readers such as `kubeconfig` never make one).
+    pub fn load(path: &Path) -> Result<Self, SecretsError> {
+        let err = |why: String| SecretsError::Key { path: path.display().to_string(), why };
+        let b = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let b: [u8; 32] =
+            b.try_into().map_err(|b: Vec<u8>| err(format!("{} bytes, expected 32", b.len())))?;
+        Self::from_bytes(&b)
+    }
+
     /// The key in `path`: exactly 32 bytes; made (mode 0600, never overwritten) when absent.
     /// Every replica of an operator sharing a store needs the same file.
     pub fn load_or_create(path: &Path) -> Result<Self, SecretsError> {
@@ -278,9 +287,14 @@ impl SecretsKey {
 
     /// `bundle` sealed, bound to `aad` (the resource's namespace and ID).
     pub fn seal(&self, aad: &str, bundle: &ClusterSecrets) -> Result<Sealed, SecretsError> {
-        let nonce = random::<NONCE_LEN>(&SystemRandom::new())?;
-        let mut data = serde_json::to_vec(bundle)
+        let data = serde_json::to_vec(bundle)
             .map_err(|e| SecretsError::Garbage(bundle.cluster_name.clone(), e.to_string()))?;
+        self.seal_bytes(aad, data)
+    }
+
+    /// Any secret (a kubeconfig) sealed, bound to `aad`, with a fresh nonce.
+    pub fn seal_bytes(&self, aad: &str, mut data: Vec<u8>) -> Result<Sealed, SecretsError> {
+        let nonce = random::<NONCE_LEN>(&SystemRandom::new())?;
         self.0
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
@@ -293,6 +307,13 @@ impl SecretsKey {
 
     /// The bundle in `s`, if this key sealed it for `aad` and nobody changed it.
     pub fn open(&self, aad: &str, s: &Sealed) -> Result<ClusterSecrets, SecretsError> {
+        let plain = self.open_bytes(aad, s)?;
+        serde_json::from_slice(&plain)
+            .map_err(|e| SecretsError::Garbage(aad.to_owned(), e.to_string()))
+    }
+
+    /// What [`Self::seal_bytes`] sealed for `aad`, if nobody changed it.
+    pub fn open_bytes(&self, aad: &str, s: &Sealed) -> Result<Vec<u8>, SecretsError> {
         let d = |t: &str| base64::engine::general_purpose::STANDARD.decode(t.as_bytes());
         let garbage = |why: &str| SecretsError::Garbage(aad.to_owned(), why.to_owned());
         let nonce: [u8; NONCE_LEN] = d(&s.nonce)
@@ -308,7 +329,7 @@ impl SecretsKey {
                 &mut data,
             )
             .map_err(|_| SecretsError::Open(aad.to_owned()))?;
-        serde_json::from_slice(plain).map_err(|e| garbage(&e.to_string()))
+        Ok(plain.to_vec())
     }
 }
 

@@ -32,6 +32,10 @@ fn store(etcd: &LocalEtcd) -> Store {
     Store::new(etcd.client(), Layout::new("/keelson-operator", b"/keelson-operator"))
 }
 
+/// `printf 'apiVersion: v1\nkind: Config\nclusters: []\n' > kubeconfig; tar cf - kubeconfig |
+/// gzip -9 | base64`.
+const KUBECONFIG_TGZ: &str = "H4sIAAAAAAACA+3SMQ7CMAyF4cw5hY/gSA1DVu7AghhKKSgqSlDacn5CFyQGmEAg/d9iy8+T5WHe911Ox3gyH6PVqmmWWj1XVe8e/X3unPdqRM0XzOPUFhFTcp5e7b3L/1R7iZu+jDGnIFdnh5gOQdbLQ9juXI9TwyDbnTUAAAAAAAAAAAAAAAAAgF9yA8S2kFoAKAAA";
+
 const CP: &str = "\
 apiVersion: keelson.dev/v1alpha1
 kind: TalosControlPlane
@@ -170,7 +174,8 @@ impl NodeApi for Scripted {
     }
     fn kubeconfig(&mut self, a: &str) -> Result<String, CallError> {
         self.calls.push(format!("Kubeconfig {a}"));
-        Ok("apiVersion: v1\nkind: Config\n".into())
+        // As a node answers: base64 of a .tar.gz holding `kubeconfig` (GNU tar, gzip -9).
+        Ok(KUBECONFIG_TGZ.into())
     }
     fn reset(&mut self, a: &str) -> Result<(), CallError> {
         self.calls.push(format!("Reset {a}"));
@@ -263,11 +268,27 @@ fn a_control_plane_creates_its_machines_bootstraps_and_is_ready() {
     let Some((etcd, _dir)) = start("cp") else { return };
     let mut s = store(&etcd);
     ctl::apply(&mut s, CP).unwrap();
-    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
-    let mut r = Reconciler::new(store(&etcd), node, "default");
-    for _ in 0..10 {
+    let node = Scripted { version: "v1.13.0".into(), kubelet_waits: 1, ..Default::default() };
+    let key = || operator::secrets::SecretsKey::from_bytes(&[7; 32]).unwrap();
+    let mut r = Reconciler::new(store(&etcd), node, "default").with_secrets_key(key());
+    // The control plane's states as each pass leaves them, repeats dropped.
+    let mut seen: Vec<Option<State>> = vec![];
+    for _ in 0..12 {
         r.pass().unwrap();
+        let cp: Resource<Body<PoolSpec>> = s.get("default", TCP, "cp").unwrap().unwrap();
+        let st = cp.spec.status.state;
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+        // Available only once every machine is.
+        if st == Some(State::Available) {
+            for id in ["cp-10-0-0-11", "cp-10-0-0-12"] {
+                assert_eq!(state_of(&mut s, id), Some(State::Available), "{seen:?}");
+            }
+        }
     }
+    use State::{Available, Bootstrapped, Pending, Ready};
+    assert_eq!(seen, [Some(Pending), Some(Available), Some(Bootstrapped), Some(Ready)]);
     let cp: Resource<Body<PoolSpec>> = s.get("default", TCP, "cp").unwrap().unwrap();
     assert_eq!(cp.spec.status.state, Some(State::Ready), "{:?}", cp.spec.status);
     for id in ["cp-10-0-0-11", "cp-10-0-0-12"] {
@@ -276,8 +297,18 @@ fn a_control_plane_creates_its_machines_bootstraps_and_is_ready() {
     // Bootstrap goes to the first machine only, once.
     let boots: Vec<&String> = r.node.calls.iter().filter(|c| c.starts_with("Bootstrap")).collect();
     assert_eq!(boots, ["Bootstrap 10.0.0.11"]);
+    // The kubeconfig is stored sealed: neither its text nor the node's archive is readable
+    // in etcd; `kubeconfig` opens it with the key, and only with that key.
     let k: Resource<Kubeconfig> = s.get("default", KUBECONFIGS, "cp").unwrap().unwrap();
-    assert!(k.spec.kubeconfig.contains("kind: Config"));
+    let raw = serde_json::to_string(&k.spec).unwrap();
+    assert!(!raw.contains("H4sI") && !raw.contains("Config"), "{raw}");
+    let text = ctl::kubeconfig(&mut s, "default", &key(), "cp").unwrap();
+    assert_eq!(text, b"apiVersion: v1\nkind: Config\nclusters: []\n");
+    let other = operator::secrets::SecretsKey::from_bytes(&[8; 32]).unwrap();
+    let e = ctl::kubeconfig(&mut s, "default", &other, "cp").unwrap_err().to_string();
+    assert!(e.contains("cannot be opened"), "{e}");
+    let e = ctl::kubeconfig(&mut s, "default", &key(), "nope").unwrap_err().to_string();
+    assert!(e.contains("no kubeconfig of TalosControlPlane nope"), "{e}");
     // The status shows the configuration applied without its secrets.
     let m = machine(&mut s, "cp-10-0-0-11");
     assert!(r.node.applied["10.0.0.11"].contains("sekrit.token"));
@@ -568,4 +599,99 @@ fn pools_without_config_get_their_clusters_generated_configs() {
     assert!(r2.node.applied.is_empty(), "{:?}", r2.node.calls);
     let why = m.spec.status.conditions.iter().find(|c| c.kind == "ConfigApplied").unwrap();
     assert!(why.message.contains("cannot be opened"), "{why:?}");
+}
+
+#[test]
+fn a_worker_is_pending_until_every_machine_is_available_then_ready() {
+    let Some((etcd, _dir)) = start("worker") else { return };
+    let mut s = store(&etcd);
+    let tw = "apiVersion: keelson.dev/v1alpha1\nkind: TalosWorker\nmetadata:\n  name: w\nspec:\n  version: v1.13.0\n  controlPlaneRef: cp\n  config: |\n    machine:\n      type: worker\n  metalSpec:\n    machines:\n      - address: 10.0.0.21\n      - address: 10.0.0.22\n";
+    ctl::apply(&mut s, &format!("{CP}---\n{tw}")).unwrap();
+    // kubelet answers Waiting four times: the worker's machines become Available apart.
+    let node = Scripted { version: "v1.13.0".into(), kubelet_waits: 4, ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    let ids = ["w-10-0-0-21", "w-10-0-0-22"];
+    let mut seen: Vec<Option<State>> = vec![];
+    let mut partly_available_while_pending = false;
+    for _ in 0..20 {
+        // Every machine due at once (its 30 s wait skipped): a write makes it due.
+        for id in ids {
+            let _ = r.store.modify::<Body<MachineSpec>>("default", TM, id, |m| {
+                m.spec.status.next_attempt = 0;
+            });
+        }
+        r.pass().unwrap();
+        let w: Resource<Body<PoolSpec>> =
+            s.get("default", operator::kinds::TW, "w").unwrap().unwrap();
+        let st = w.spec.status.state;
+        let available =
+            ids.iter().filter(|id| state_of(&mut s, id) == Some(State::Available)).count();
+        match st {
+            Some(State::Ready) => assert_eq!(available, 2, "Ready before its machines"),
+            Some(State::Pending) if available == 1 => partly_available_while_pending = true,
+            _ => {}
+        }
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+    }
+    assert_eq!(seen, [Some(State::Pending), Some(State::Ready)]);
+    assert!(partly_available_while_pending, "one machine Available, the worker still Pending");
+    let w: Resource<Body<PoolSpec>> = s.get("default", operator::kinds::TW, "w").unwrap().unwrap();
+    let reasons: Vec<&str> = w.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["ConfigReady", "MachinesAvailable"]);
+}
+
+#[test]
+fn the_kubeconfig_command_prints_and_writes_the_control_planes_kubeconfig() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
+    let Some((etcd, dir)) = start("kubeconfig-cmd") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, CP).unwrap();
+    let key_file = dir.0.join("secrets.key");
+    std::fs::write(&key_file, [9u8; 32]).unwrap();
+    let key = operator::secrets::SecretsKey::load(&key_file).unwrap();
+    let node = Scripted { version: "v1.13.0".into(), ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default").with_secrets_key(key);
+    let bin = env!("CARGO_BIN_EXE_keelson-operator");
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .arg("kubeconfig")
+            .args(args)
+            .args(["--etcd-endpoints", &etcd.client_url])
+            .arg("--secrets-key")
+            .arg(&key_file)
+            .output()
+            .unwrap()
+    };
+    // Before Ready: nothing stored, said so.
+    let out = run(&["cp"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no kubeconfig of TalosControlPlane cp in namespace default"), "{err}");
+    for _ in 0..12 {
+        r.pass().unwrap();
+    }
+    let out = run(&["cp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"apiVersion: v1\nkind: Config\nclusters: []\n");
+    // To a file: mode 0600, even over an existing world-readable one.
+    let path = dir.0.join("kc");
+    std::fs::write(&path, "old").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&["cp", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&path).unwrap(), b"apiVersion: v1\nkind: Config\nclusters: []\n");
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    // A missing key file is refused, and not made.
+    let missing = dir.0.join("none.key");
+    let out = Command::new(bin)
+        .args(["kubeconfig", "cp", "--etcd-endpoints", &etcd.client_url, "--secrets-key"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.key"));
+    assert!(!missing.exists());
 }
