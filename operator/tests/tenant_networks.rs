@@ -192,7 +192,11 @@ struct Recorder {
 }
 
 impl Dataplane for Recorder {
-    fn apply(&mut self, want: &[NodeNetworkSpec]) -> BTreeMap<u32, Outcome> {
+    fn apply(
+        &mut self,
+        want: &[NodeNetworkSpec],
+        _remotes: &BTreeMap<u32, Vec<std::net::IpAddr>>,
+    ) -> BTreeMap<u32, Outcome> {
         self.now = want.iter().map(|w| (w.id, w.clone())).collect();
         want.iter()
             .map(|w| (w.id, Outcome::Realised { peers: w.peered_ids.clone(), failed: vec![] }))

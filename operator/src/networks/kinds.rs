@@ -172,6 +172,9 @@ pub struct NodeReport {
     pub message: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peerings: Vec<PeerState>,
+    /// The node's VTEP address: the other nodes carrying the network flood to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vtep: Option<std::net::IpAddr>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
