@@ -229,7 +229,7 @@ fn a_range_of_100_gives_100_claims_and_20_exhausted_and_a_freed_id_comes_back() 
     assert_eq!(c.id, 250);
     let by: Vec<String> =
         cl.etcdctl_ids().into_iter().filter(|(id, _)| *id == 250).map(|x| x.1).collect();
-    assert_eq!(by, [waiting.clone()]);
+    assert_eq!(by, std::slice::from_ref(waiting));
 }
 
 #[test]
