@@ -298,3 +298,232 @@ fn bench_ten_thousand_networks_on_three_members() {
     let n = std::env::var("KEELSON_BENCH_NETWORKS").ok().and_then(|v| v.parse().ok());
     many(n.unwrap_or(10_000), "many10k");
 }
+
+/// IronCore's allocator, in this harness, for comparison: a random start, a wrapping scan over
+/// the whole range, one create per candidate (no index, no cap), then the Network's status as
+/// a second write. Returns the ID and the creates tried.
+fn ironcore_claim(
+    s: &mut Store,
+    range: Range,
+    n: &Network,
+    r: &mut dyn FnMut() -> u64,
+) -> (u32, usize) {
+    let claim = allocate::claim_of(n);
+    let mut attempts = 0;
+    for id in range.from(range.pick(r())) {
+        attempts += 1;
+        let body = serde_json::json!({"spec": {"claimRef": claim}});
+        let mut nid = Resource::new(CLUSTER, NETWORK_IDS, &id.to_string(), body);
+        match s.create(&mut nid) {
+            Ok(()) => {
+                s.modify::<operator::networks::kinds::Body<NetworkSpec, NetworkStatus>>(
+                    NS,
+                    NETWORKS,
+                    &n.metadata.id,
+                    |x| x.spec.status.id = Some(id),
+                )
+                .unwrap();
+                return (id, attempts);
+            }
+            Err(operator::store::StoreError::AlreadyExists(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("range exhausted");
+}
+
+/// `fill` of the IDs of `range`, spread pseudo-randomly, claimed by someone else (with their
+/// index keys, which only keelson's allocator reads).
+fn prefill(s: &mut Store, range: Range, fill: u32) {
+    let taken: Vec<u32> = (range.min()..=range.max())
+        .filter(|id| {
+            (u64::from(*id).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) % 100 < u64::from(fill)
+        })
+        .collect();
+    for chunk in taken.chunks(50) {
+        let mut rs: Vec<Resource<serde_json::Value>> = chunk
+            .iter()
+            .map(|id| {
+                let spec = serde_json::json!({"spec": {"claimRef": {"namespace": "x", "name": format!("f{id}"), "uid": "1"}}});
+                Resource::new(CLUSTER, NETWORK_IDS, &id.to_string(), spec)
+            })
+            .collect();
+        s.write_all(&mut rs).unwrap();
+        let layout = s.layout().clone();
+        let puts = chunk
+            .iter()
+            .map(|id| {
+                etcd::wire::RequestOp::Put(etcd::wire::PutRequest {
+                    key: allocate::index_key(&layout, *id),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let t = etcd::wire::TxnRequest { compare: vec![], success: puts, failure: vec![] };
+        assert!(s.client().txn(&t).unwrap().succeeded);
+    }
+}
+
+/// One row: `threads` allocators making `claims` claims into `range` with `algo`.
+fn bench_row(
+    cl: &Cluster,
+    algo: &'static str,
+    range: Range,
+    threads: usize,
+    claims: usize,
+    tag: &str,
+) -> String {
+    let mut s = cl.store();
+    let nets: Vec<Network> = (0..claims).map(|i| network(&mut s, &format!("{tag}-{i}"))).collect();
+    let nets = Arc::new(nets);
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (mut s, nets, next) = (cl.store(), nets.clone(), next.clone());
+            std::thread::spawn(move || {
+                let a = Allocator::new(range);
+                let mut r = rng(0xbe9c + t as u64 * 104_729);
+                let mut out = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(n) = nets.get(i) else { break };
+                    let t1 = Instant::now();
+                    let (id, attempts) = if algo == "keelson" {
+                        let c = a.claim(&mut s, n, None, &mut r).unwrap();
+                        (c.id, c.attempts)
+                    } else {
+                        ironcore_claim(&mut s, range, n, &mut r)
+                    };
+                    out.push((id, t1.elapsed(), attempts));
+                }
+                out
+            })
+        })
+        .collect();
+    let all: Vec<_> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let wall = t0.elapsed();
+    let ids: BTreeSet<u32> = all.iter().map(|x| x.0).collect();
+    assert_eq!(ids.len(), claims, "{algo}: duplicates");
+    let mut lat: Vec<Duration> = all.iter().map(|x| x.1).collect();
+    lat.sort();
+    let pct = |p: usize| lat[(lat.len() * p / 100).min(lat.len() - 1)];
+    let failed: usize = all.iter().map(|x| x.2 - 1).sum();
+    format!(
+        "| {algo} | {threads} | {:.0} | {:.1} | {:.1} | {:.2} |",
+        claims as f64 / wall.as_secs_f64(),
+        pct(50).as_secs_f64() * 1e3,
+        pct(99).as_secs_f64() * 1e3,
+        failed as f64 / claims as f64,
+    )
+}
+
+/// A dataplane that realises whatever it is given (the bench times the store path).
+struct Realise;
+
+impl operator::networks::node::Dataplane for Realise {
+    fn apply(
+        &mut self,
+        want: &[operator::networks::kinds::NodeNetworkSpec],
+        _: &std::collections::BTreeMap<u32, Vec<std::net::IpAddr>>,
+    ) -> std::collections::BTreeMap<u32, operator::networks::node::Outcome> {
+        want.iter()
+            .map(|w| {
+                let o = operator::networks::node::Outcome::Realised {
+                    peers: w.peered_ids.clone(),
+                    failed: vec![],
+                };
+                (w.id, o)
+            })
+            .collect()
+    }
+}
+
+/// The allocators side by side, and peering latency (`scripts/bench-networks`).
+#[test]
+#[ignore = "benchmark: scripts/bench-networks"]
+fn bench_allocators_side_by_side() {
+    use operator::networks::controller::Controller;
+    use operator::networks::kinds::NetState;
+    let Some(cl) = Cluster::start("bench") else { return };
+    let claims: usize =
+        std::env::var("KEELSON_BENCH_CLAIMS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let size = 4_000u32;
+    let mut s = cl.store();
+    println!("range of {size} IDs per row, {claims} claims per row, 3-member etcd (no fsync)");
+    println!("| algorithm | allocators | claims/s | p50 ms | p99 ms | failed compares/claim |");
+    println!("|---|---|---|---|---|---|");
+    let mut base = 1_000u32;
+    for fill in [0u32, 50, 90] {
+        println!("| **{fill} % filled** | | | | | |");
+        for threads in [1usize, 8, 32] {
+            for algo in ["keelson", "IronCore"] {
+                let range = Range::new(base, base + size - 1).unwrap();
+                base += size;
+                prefill(&mut s, range, fill);
+                let tag = format!("{algo}-{fill}-{threads}");
+                println!("{}", bench_row(&cl, algo, range, threads, claims, &tag));
+            }
+        }
+    }
+
+    // Peering: both sides declared → Ready on two nodes, and one side removed → withdrawn,
+    // through the controller's pass and each node's round (the store path, without the
+    // pass and round intervals).
+    let mut c = Controller::new(Allocator::new(Range::new(100_000, 200_000).unwrap()), NS);
+    // A store prefix of its own: the pass lists every Network and claim, and the rows above
+    // left tens of thousands.
+    let mut s = Store::new(cl.client(), Layout::new("/bench-peering", b"/bench-peering"));
+    let doc = |me: &str, peer: &str, octet: u8| {
+        format!(
+            "apiVersion: keelson.dev/v1alpha1\nkind: Network\nmetadata:\n  name: {me}\nspec:\n  \
+             prefixes: [10.{octet}.0.0/16]\n  peerings:\n    - name: to-{peer}\n      \
+             networkRef: {{name: {peer}}}\n"
+        )
+    };
+    let (mut n1, mut n2) = (Realise, Realise);
+    let mut ready = Vec::new();
+    let mut gone = Vec::new();
+    for round in 0..20 {
+        let (a, b) = (format!("pa{round}"), format!("pb{round}"));
+        let t0 = Instant::now();
+        operator::ctl::apply(&mut s, &format!("{}---\n{}", doc(&a, &b, 1), doc(&b, &a, 2)))
+            .unwrap();
+        loop {
+            c.pass(&mut s).unwrap();
+            operator::networks::node::sync(&mut s, "n1", &mut n1).unwrap();
+            operator::networks::node::sync(&mut s, "n2", &mut n2).unwrap();
+            c.pass(&mut s).unwrap();
+            let na: Network = s.get(NS, NETWORKS, &a).unwrap().unwrap();
+            let nb: Network = s.get(NS, NETWORKS, &b).unwrap().unwrap();
+            if na.spec.status.peerings[0].state == NetState::Ready
+                && nb.spec.status.peerings[0].state == NetState::Ready
+            {
+                break;
+            }
+        }
+        ready.push(t0.elapsed());
+        let t0 = Instant::now();
+        operator::ctl::delete(&mut s, NS, operator::kinds::Kind::Network, &b).unwrap();
+        loop {
+            c.pass(&mut s).unwrap();
+            operator::networks::node::sync(&mut s, "n1", &mut n1).unwrap();
+            operator::networks::node::sync(&mut s, "n2", &mut n2).unwrap();
+            c.pass(&mut s).unwrap();
+            let na: Network = s.get(NS, NETWORKS, &a).unwrap().unwrap();
+            if na.spec.status.peerings[0].state == NetState::Pending {
+                break;
+            }
+        }
+        gone.push(t0.elapsed());
+        operator::ctl::delete(&mut s, NS, operator::kinds::Kind::Network, &a).unwrap();
+        c.pass(&mut s).unwrap();
+    }
+    ready.sort();
+    gone.sort();
+    println!(
+        "peering, 2 nodes, 20 pairs (store path, no intervals): declared -> Ready p50 {:?} max {:?}; \
+         one side deleted -> withdrawn p50 {:?} max {:?}",
+        ready[10], ready[19], gone[10], gone[19]
+    );
+}
