@@ -288,8 +288,9 @@ fn route(sock: &mut RouteSocket, r: &LeakRoute) -> Result<KernelRoute, NlError> 
     Ok(k)
 }
 
-/// Carry out `steps`; every step is tried. Returns the routes that failed (with why) and the
-/// first device error, if any (a network whose devices failed is not realised).
+/// Carry out `steps`; every step is tried. Returns the leaked routes that failed (with why)
+/// and per network its first error, if any (a network whose devices, flooding entries or route
+/// to its other nodes failed is not realised).
 pub fn apply(
     sock: &mut RouteSocket,
     steps: &[Step],
@@ -317,6 +318,10 @@ pub fn apply(
         if let Err(e) = r {
             log::warn!("tenant networks: {s:?}: {e}");
             match s {
+                // The route to the network's other nodes: the network itself is not in place.
+                Step::AddRoute(r) if r.via == r.id => {
+                    devices.entry(r.id).or_insert_with(|| format!("route {}: {e}", r.dst));
+                }
                 Step::AddRoute(r) => {
                     routes.insert(r.clone(), e.to_string());
                 }
