@@ -133,14 +133,34 @@ fn workload(node: &Node, id: u32, dev: &str, gw: &str, addr: &str) -> Netns {
     w
 }
 
-fn pings(from: &Netns, to: &str, wait: &str) -> bool {
-    from.exec(&["ping", "-n", "-q", "-c", "1", "-W", wait, to]).status.success()
-}
-
-fn reaches(from: &Netns, to: &str) -> bool {
-    // The first packet waits for ARP through the overlay, answered by proxy after up to the
-    // kernel's proxy delay: a few tries.
-    (0..3).any(|_| pings(from, to, "2"))
+/// Pings, all at once (the VM is slow, and a ping that must fail costs its whole deadline):
+/// each `(from, to, reaches, why)` must reach or not. Reaching is a reply within 8 s (the
+/// first packet waits for ARP through the overlay, answered by proxy after up to the
+/// kernel's proxy delay); not reaching is no reply within 3 s.
+fn pings(cases: &[(&Netns, &str, bool, &str)]) {
+    let running: Vec<_> = cases
+        .iter()
+        .map(|(from, to, reaches, _)| {
+            let deadline = if *reaches { "8" } else { "3" };
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &from.name, "ping", "-n", "-q", "-i", "0.5"])
+                .args(["-c", "1", "-w", deadline, to])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for (mut child, (_, to, reaches, why)) in running.into_iter().zip(cases) {
+        // `-c 1 -w N`: a packet every 0.5 s until one is answered (success) or N seconds
+        // passed (failure).
+        let ok = child.wait().unwrap().success();
+        if ok != *reaches {
+            wrong.push(format!("{why} ({to}): reached {ok}, want {reaches}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]
@@ -205,21 +225,23 @@ fn two_nodes_reach_across_the_underlay_only_where_peered() {
     let z1 = workload(&n1, iz, "wz", "10.3.1.1/24", "10.3.1.2/24");
     let z2 = workload(&n2, iz, "wz", "10.3.2.1/24", "10.3.2.2/24");
 
-    // A network reaches itself across the nodes.
-    assert!(reaches(&x1, "10.1.2.2"), "X on n1 -> X on n2");
-    assert!(reaches(&x2, "10.1.1.2"), "X on n2 -> X on n1");
-    assert!(reaches(&z1, "10.3.2.2"), "Z on n1 -> Z on n2");
-    // Peered, in each direction, only what the other side allows.
-    assert!(reaches(&x1, "10.2.2.2"), "X 10.1.1/24 -> Y 10.2.2/24 (both allowed)");
-    assert!(reaches(&y2, "10.1.1.2"), "Y 10.2.2/24 -> X 10.1.1/24 (both allowed)");
-    assert!(!pings(&x1, "10.2.1.2", "1"), "Y allows X only 10.2.2.0/24");
-    assert!(!pings(&y2, "10.1.2.2", "1"), "X allows Y only 10.1.1.0/24");
-    assert!(!pings(&x2, "10.2.2.2", "1"), "Y has no route back to X's 10.1.2.0/24");
-    // Z reaches neither, on either node.
-    assert!(!pings(&z1, "10.1.2.2", "1"), "Z -> X");
-    assert!(!pings(&z1, "10.2.2.2", "1"), "Z -> Y");
-    assert!(!pings(&z2, "10.1.1.2", "1"), "Z -> X");
-    assert!(!pings(&y1, "10.3.2.2", "1"), "Y -> Z");
+    pings(&[
+        // A network reaches itself across the nodes.
+        (&x1, "10.1.2.2", true, "X on n1 -> X on n2"),
+        (&x2, "10.1.1.2", true, "X on n2 -> X on n1"),
+        (&z1, "10.3.2.2", true, "Z on n1 -> Z on n2"),
+        // Peered, in each direction, only what the other side allows.
+        (&x1, "10.2.2.2", true, "X 10.1.1/24 -> Y 10.2.2/24 (both allowed)"),
+        (&y2, "10.1.1.2", true, "Y 10.2.2/24 -> X 10.1.1/24 (both allowed)"),
+        (&x1, "10.2.1.2", false, "Y allows X only 10.2.2.0/24"),
+        (&y2, "10.1.2.2", false, "X allows Y only 10.1.1.0/24"),
+        (&x2, "10.2.2.2", false, "Y has no route back to X's 10.1.2.0/24"),
+        // Z reaches neither, on either node.
+        (&z1, "10.1.2.2", false, "Z -> X"),
+        (&z1, "10.2.2.2", false, "Z -> Y"),
+        (&z2, "10.1.1.2", false, "Z -> X"),
+        (&y1, "10.3.2.2", false, "Y -> Z"),
+    ]);
     eprintln!("pings checked: {:?}", t0.elapsed());
 
     // Y withdraws its side: both nodes drop the leaked routes, X's peering goes Pending.
@@ -237,8 +259,10 @@ fn two_nodes_reach_across_the_underlay_only_where_peered() {
         assert!(leaked.is_empty(), "{}: {leaked:?}", n.name);
     }
     eprintln!("one side withdrawn to routes gone on both nodes: {:?}", t1.elapsed());
-    assert!(!pings(&x1, "10.2.2.2", "1"), "withdrawn: X -> Y");
-    assert!(!pings(&y2, "10.1.1.2", "1"), "withdrawn: Y -> X");
-    assert!(reaches(&x1, "10.1.2.2"), "X still reaches X");
+    pings(&[
+        (&x1, "10.2.2.2", false, "withdrawn: X -> Y"),
+        (&y2, "10.1.1.2", false, "withdrawn: Y -> X"),
+        (&x1, "10.1.2.2", true, "X still reaches X"),
+    ]);
     eprintln!("total: {:?}", t0.elapsed());
 }
