@@ -796,7 +796,11 @@ pub fn validate(o: &Object) -> Result<(), Invalid> {
         Object::ControlPlane(m) => check_pool(Kind::ControlPlane, &m.spec),
         Object::Worker(m) => check_pool(Kind::Worker, &m.spec),
         Object::Machine(m) => check_machine(&m.spec),
-        Object::Network(m) => crate::networks::kinds::check_network(&m.spec),
+        Object::Network(m) => crate::networks::kinds::check_named_network(
+            m.metadata.namespace.as_deref(),
+            &m.metadata.name,
+            &m.spec,
+        ),
     }
 }
 

@@ -192,7 +192,11 @@ struct Recorder {
 }
 
 impl Dataplane for Recorder {
-    fn apply(&mut self, want: &[NodeNetworkSpec]) -> BTreeMap<u32, Outcome> {
+    fn apply(
+        &mut self,
+        want: &[NodeNetworkSpec],
+        _remotes: &BTreeMap<u32, Vec<std::net::IpAddr>>,
+    ) -> BTreeMap<u32, Outcome> {
         self.now = want.iter().map(|w| (w.id, w.clone())).collect();
         want.iter()
             .map(|w| (w.id, Outcome::Realised { peers: w.peered_ids.clone(), failed: vec![] }))
@@ -355,11 +359,11 @@ fn peering_needs_both_sides_and_withdraws_when_one_goes() {
     assert_eq!(ctl::apply(&mut s, &y).unwrap(), ["network/a unchanged"]);
 }
 
-/// The allocator under contention, as a benchmark (`scripts/bench-network-ids`; ignored in the
+/// The allocator under contention, as a benchmark (`scripts/bench-networks`; ignored in the
 /// suite): 32 allocators, a range of 20,000 IDs 90 % claimed, 1,000 claims (95 % after). Prints the claim
 /// latency percentiles and the failed compares per claim; fails on a duplicate or an error.
 #[test]
-#[ignore = "benchmark: scripts/bench-network-ids"]
+#[ignore = "benchmark: scripts/bench-networks"]
 fn bench_claims_under_contention() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;

@@ -5,16 +5,19 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVrf, InfoVxlan, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo,
-    LinkMessage,
+    AfSpecInet, AfSpecUnspec, InetDevConf, InfoData, InfoKind, InfoVrf, InfoVxlan, LinkAttribute,
+    LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
 };
-use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use super::{id_of, table, vrf_name, Device, Found, LeakRoute, Observed, Step};
+use super::{id_of, table, vrf_name, vxlan_name, Device, Flood, Found, LeakRoute, Observed, Step};
 use crate::netlink::{KernelRoute, NlError, RouteSocket};
-use crate::resource::nethelpers::{Family, RoutingTable};
+use crate::resource::nethelpers::{Family, RouteProtocol, RouteType, RoutingTable};
 
 fn tenant_id(name: &str, prefix: &str) -> Option<u32> {
     name.strip_prefix(prefix).and_then(|_| id_of(name))
@@ -26,9 +29,21 @@ fn decode(m: &LinkMessage, names: &BTreeMap<u32, String>) -> Option<Found> {
     let mut kind = None;
     let mut data = None;
     let mut master = None;
+    let mut routes_for_others = false;
     for a in &m.attributes {
         match a {
             LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::AfSpecUnspec(specs) => {
+                for sp in specs {
+                    if let AfSpecUnspec::Inet(inet) = sp {
+                        for i in inet {
+                            if let AfSpecInet::DevConf(c) = i {
+                                routes_for_others = c.proxy_arp != 0 && c.forwarding != 0;
+                            }
+                        }
+                    }
+                }
+            }
             LinkAttribute::Controller(i) => master = Some(*i),
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
@@ -44,7 +59,10 @@ fn decode(m: &LinkMessage, names: &BTreeMap<u32, String>) -> Option<Found> {
     }
     let name = name?;
     let id = id_of(&name)?;
-    let up = m.header.flags.contains(LinkFlags::Up);
+    let mut up = m.header.flags.contains(LinkFlags::Up);
+    if tenant_id(&name, super::VXLAN_PREFIX).is_some() {
+        up &= routes_for_others;
+    }
     let master = master.and_then(|i| names.get(&i)).and_then(|n| tenant_id(n, super::VRF_PREFIX));
     let device = match (kind, data) {
         (Some(InfoKind::Vrf), Some(InfoData::Vrf(attrs)))
@@ -117,15 +135,103 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
     for id in vrfs {
         for family in [Family::Inet4, Family::Inet6] {
             for r in sock.dump_routes_in(family, RoutingTable(table(id)))? {
-                let via =
-                    r.oif.and_then(|i| names.get(&i)).and_then(|n| tenant_id(n, super::VRF_PREFIX));
+                // Only the routes this module writes (static unicast): the kernel's own on
+                // these devices (IPv6 link-local, multicast, local) are not ours to remove.
+                if r.protocol != RouteProtocol::STATIC || r.kind != RouteType::UNICAST {
+                    continue;
+                }
+                let oif = r.oif.and_then(|i| names.get(&i));
+                let via = oif.and_then(|n| tenant_id(n, super::VRF_PREFIX)).or_else(|| {
+                    // Through the network's own VXLAN device: to its other nodes.
+                    oif.and_then(|n| tenant_id(n, super::VXLAN_PREFIX)).filter(|v| *v == id)
+                });
                 if let (Some(via), Some(dst)) = (via, r.dst) {
                     o.routes.insert(LeakRoute { id, dst, via });
                 }
             }
         }
     }
+    // Flooding entries: all-zeros MAC with a remote, on this module's VXLAN devices.
+    let vxlans: BTreeMap<u32, u32> = msgs
+        .iter()
+        .filter_map(|m| {
+            let n = names.get(&m.header.index)?;
+            Some((m.header.index, tenant_id(n, super::VXLAN_PREFIX)?))
+        })
+        .collect();
+    if !vxlans.is_empty() {
+        let mut req = NeighbourMessage::default();
+        req.header.family = AddressFamily::Bridge;
+        for m in sock.dump("dump_fdb", RouteNetlinkMessage::GetNeighbour(req))? {
+            let RouteNetlinkMessage::NewNeighbour(n) = m else { continue };
+            let Some(id) = vxlans.get(&n.header.ifindex) else { continue };
+            let mut zero = false;
+            let mut dst = None;
+            for a in &n.attributes {
+                match a {
+                    NeighbourAttribute::LinkLayerAddress(l) => zero = l.iter().all(|b| *b == 0),
+                    NeighbourAttribute::Destination(NeighbourAddress::Inet(a)) => {
+                        dst = Some(IpAddr::V4(*a))
+                    }
+                    NeighbourAttribute::Destination(NeighbourAddress::Inet6(a)) => {
+                        dst = Some(IpAddr::V6(*a))
+                    }
+                    // In an AF_BRIDGE message the address's family is told by its length.
+                    NeighbourAttribute::Destination(NeighbourAddress::Other(b)) => {
+                        dst = <[u8; 4]>::try_from(b.as_slice())
+                            .map(IpAddr::from)
+                            .or_else(|_| <[u8; 16]>::try_from(b.as_slice()).map(IpAddr::from))
+                            .ok();
+                    }
+                    _ => {}
+                }
+            }
+            if let (true, Some(dst)) = (zero, dst) {
+                o.floods.insert(Flood { id: *id, dst });
+            }
+        }
+    }
     Ok(o)
+}
+
+fn flood(sock: &mut RouteSocket, f: &Flood, add: bool) -> Result<(), NlError> {
+    let mut n = NeighbourMessage::default();
+    n.header.family = AddressFamily::Bridge;
+    n.header.ifindex = index_of(sock, &vxlan_name(f.id))?;
+    n.header.state = NeighbourState::Permanent;
+    n.header.flags = NeighbourFlags::Own;
+    n.attributes.push(NeighbourAttribute::LinkLayerAddress(vec![0; 6]));
+    n.attributes.push(NeighbourAttribute::Destination(match f.dst {
+        IpAddr::V4(a) => NeighbourAddress::Inet(a),
+        IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+    }));
+    let target = format!("{} dst {}", vxlan_name(f.id), f.dst);
+    if add {
+        sock.request(
+            "fdb_append",
+            &target,
+            RouteNetlinkMessage::NewNeighbour(n),
+            NLM_F_CREATE | NLM_F_APPEND,
+        )
+        .map(drop)
+    } else {
+        sock.request("fdb_delete", &target, RouteNetlinkMessage::DelNeighbour(n), 0).map(drop)
+    }
+}
+
+/// A VXLAN device forwards, and answers ARP for the addresses its node routes through other
+/// devices: a remote node resolves this node's workloads to it.
+fn route_for_others(sock: &mut RouteSocket, index: u32) -> Result<(), NlError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = index;
+    let mut conf = InetDevConf::default();
+    conf.forwarding = 1;
+    conf.proxy_arp = 1;
+    msg.attributes.push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet(vec![
+        AfSpecInet::DevConfRequest(conf),
+    ])]));
+    sock.request("link_set_inet_conf", &index.to_string(), RouteNetlinkMessage::SetLink(msg), 0)
+        .map(drop)
 }
 
 fn index_of(sock: &mut RouteSocket, name: &str) -> Result<u32, NlError> {
@@ -177,12 +283,14 @@ fn route(sock: &mut RouteSocket, r: &LeakRoute) -> Result<KernelRoute, NlError> 
     };
     let mut k = KernelRoute::new(family, Some(r.dst));
     k.table = RoutingTable(table(r.id));
-    k.oif = Some(index_of(sock, &vrf_name(r.via))?);
+    let dev = if r.via == r.id { vxlan_name(r.id) } else { vrf_name(r.via) };
+    k.oif = Some(index_of(sock, &dev)?);
     Ok(k)
 }
 
-/// Carry out `steps`; every step is tried. Returns the routes that failed (with why) and the
-/// first device error, if any (a network whose devices failed is not realised).
+/// Carry out `steps`; every step is tried. Returns the leaked routes that failed (with why)
+/// and per network its first error, if any (a network whose devices, flooding entries or route
+/// to its other nodes failed is not realised).
 pub fn apply(
     sock: &mut RouteSocket,
     steps: &[Step],
@@ -197,12 +305,23 @@ pub fn apply(
             Step::SetMaster { device, vrf } => index_of(sock, device)
                 .and_then(|i| Ok((i, index_of(sock, vrf)?)))
                 .and_then(|(i, m)| sock.link_set_master(i, Some(m))),
-            Step::SetUp(n) => index_of(sock, n).and_then(|i| sock.link_set_up(i, true)),
+            Step::SetUp(n) => index_of(sock, n).and_then(|i| {
+                if super::id_of(n).is_some() && n.starts_with(super::VXLAN_PREFIX) {
+                    route_for_others(sock, i)?;
+                }
+                sock.link_set_up(i, true)
+            }),
             Step::AddRoute(r) => route(sock, r).and_then(|k| sock.route_replace(&k)),
+            Step::AddFlood(f) => flood(sock, f, true),
+            Step::DeleteFlood(f) => flood(sock, f, false),
         };
         if let Err(e) = r {
             log::warn!("tenant networks: {s:?}: {e}");
             match s {
+                // The route to the network's other nodes: the network itself is not in place.
+                Step::AddRoute(r) if r.via == r.id => {
+                    devices.entry(r.id).or_insert_with(|| format!("route {}: {e}", r.dst));
+                }
                 Step::AddRoute(r) => {
                     routes.insert(r.clone(), e.to_string());
                 }
@@ -214,7 +333,10 @@ pub fn apply(
                         devices.entry(id).or_insert_with(|| e.to_string());
                     }
                 }
-                Step::DeleteRoute(_) | Step::DeleteDevice(_) => {}
+                Step::AddFlood(f) => {
+                    devices.entry(f.id).or_insert_with(|| e.to_string());
+                }
+                Step::DeleteRoute(_) | Step::DeleteDevice(_) | Step::DeleteFlood(_) => {}
             }
         }
     }

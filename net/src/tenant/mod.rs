@@ -6,6 +6,13 @@
 //! B's VRF, so the lookup continues in B's table (what metalnet does by copying routes between
 //! dpservice VNI tables).
 //!
+//! Across nodes, each VXLAN device floods to the VTEP of every other node carrying its network
+//! (an all-zeros forwarding entry per remote VTEP, `bridge fdb append 00:00:00:00:00:00 dst
+//! VTEP`, and learning for the rest), the network's own prefixes are routed through it in its
+//! table (a node's own workloads are more specific, on their own interfaces in the VRF), and
+//! it answers ARP for the addresses its node routes elsewhere (proxy ARP), so a node resolves
+//! a remote workload's address to the remote node's VXLAN device.
+//!
 //! [`desired`] and [`plan`] are pure: what the node should have, and the steps from what it
 //! has. [`kernel`] observes and applies them over rtnetlink.
 
@@ -37,6 +44,10 @@ pub struct TenantNetwork {
     pub id: u32,
     /// Peers: their IDs and the prefixes of theirs this network may reach.
     pub peers: Vec<Peer>,
+    /// The network's own prefixes (routed through its VXLAN device when other nodes carry it).
+    pub prefixes: Vec<IpNet>,
+    /// The VTEP addresses of the other nodes carrying this network.
+    pub remotes: Vec<IpAddr>,
 }
 
 /// One peer of a network.
@@ -120,15 +131,25 @@ impl Device {
     }
 }
 
-/// A leaked route: in `id`'s VRF table, `dst` through `via`'s VRF device.
+/// A route in `id`'s VRF table: `dst` through `via`'s VRF device (a leaked route), or when
+/// `via == id` through the network's own VXLAN device (to the network's other nodes).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LeakRoute {
     /// The network whose table holds the route.
     pub id: u32,
     /// Destination.
     pub dst: IpNet,
-    /// The peer whose VRF the route leads into.
+    /// The peer whose VRF the route leads into (`id` itself: the network's VXLAN device).
     pub via: u32,
+}
+
+/// A forwarding entry on a network's VXLAN device: flood to a remote VTEP.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Flood {
+    /// The network (its VXLAN device).
+    pub id: u32,
+    /// The other node's VTEP.
+    pub dst: IpAddr,
 }
 
 /// What the node should have.
@@ -136,8 +157,10 @@ pub struct LeakRoute {
 pub struct Desired {
     /// VRFs first, then VXLAN devices.
     pub devices: Vec<Device>,
-    /// Leaked routes, sorted.
+    /// Leaked routes and routes to the network's other nodes, sorted.
     pub routes: BTreeSet<LeakRoute>,
+    /// Flooding entries towards other nodes' VTEPs.
+    pub floods: BTreeSet<Flood>,
     /// Per network, the peers that cannot be realised here and why.
     pub unrealisable: BTreeMap<u32, Vec<(u32, String)>>,
 }
@@ -149,7 +172,8 @@ pub struct Found {
     pub name: String,
     /// What it is (`None`: another kind, or settings this module cannot read: replaced).
     pub device: Option<Device>,
-    /// Administratively up.
+    /// Administratively up (a VXLAN device: and forwarding, answering ARP for what its node
+    /// routes elsewhere; both are set with it).
     pub up: bool,
     /// The network ID of the tenant VRF it is enslaved to.
     pub master: Option<u32>,
@@ -160,8 +184,10 @@ pub struct Found {
 pub struct Observed {
     /// Devices under this module's names.
     pub devices: Vec<Found>,
-    /// Leaked routes found.
+    /// Leaked routes and routes through the networks' VXLAN devices found.
     pub routes: BTreeSet<LeakRoute>,
+    /// Flooding entries found on this module's VXLAN devices.
+    pub floods: BTreeSet<Flood>,
 }
 
 /// The node's target: a VRF and a VXLAN device per network, and per peer its prefixes leaked
@@ -179,6 +205,15 @@ pub fn desired(nets: &[TenantNetwork], underlay: &Underlay) -> Desired {
         d.devices.push(Device::Vxlan { id: *id, local: underlay.local, port });
     }
     for n in nets.iter().filter(|n| here.contains(&n.id)) {
+        // Other nodes are reached only where some are known: a lone node routes nothing away.
+        for dst in &n.remotes {
+            d.floods.insert(Flood { id: n.id, dst: *dst });
+        }
+        if !n.remotes.is_empty() {
+            for dst in &n.prefixes {
+                d.routes.insert(LeakRoute { id: n.id, dst: dst.trunc(), via: n.id });
+            }
+        }
         for p in &n.peers {
             let why = if p.id == n.id {
                 Some("a network cannot peer with itself")
@@ -219,6 +254,10 @@ pub enum Step {
     SetUp(String),
     /// Add (or replace) a leaked route.
     AddRoute(LeakRoute),
+    /// Remove a flooding entry.
+    DeleteFlood(Flood),
+    /// Add a flooding entry (appended: one device floods to many VTEPs).
+    AddFlood(Flood),
 }
 
 /// The steps from `have` to `want`, in an order the kernel accepts: stale routes, stale
@@ -245,6 +284,11 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
     for r in &have.routes {
         if !want.routes.contains(r) {
             steps.push(Step::DeleteRoute(r.clone()));
+        }
+    }
+    for f in &have.floods {
+        if !want.floods.contains(f) {
+            steps.push(Step::DeleteFlood(f.clone()));
         }
     }
     for f in &have.devices {
@@ -277,8 +321,20 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
     for r in &want.routes {
         // A route leading into a re-created VRF went with the old device (added again, as
         // a replace: its table may still hold it).
-        if !have.routes.contains(r) || deleted.contains(&r.id) || deleted.contains(&r.via) {
+        let vxlan_new = r.via == r.id && !kept.contains(&vxlan_name(r.id));
+        if !have.routes.contains(r)
+            || deleted.contains(&r.id)
+            || deleted.contains(&r.via)
+            || vxlan_new
+        {
             steps.push(Step::AddRoute(r.clone()));
+        }
+    }
+    // A re-created VXLAN device lost its entries with the old one.
+    for f in &want.floods {
+        if !have.floods.contains(f) || deleted.contains(&f.id) || !kept.contains(&vxlan_name(f.id))
+        {
+            steps.push(Step::AddFlood(f.clone()));
         }
     }
     steps

@@ -44,7 +44,10 @@ impl Kernel {
 
 /// The node layer in the planner's terms (prefixes that do not parse are left out: the
 /// controller wrote them checked).
-pub fn tenant_networks(want: &[NodeNetworkSpec]) -> Vec<TenantNetwork> {
+pub fn tenant_networks(
+    want: &[NodeNetworkSpec],
+    remotes: &BTreeMap<u32, Vec<IpAddr>>,
+) -> Vec<TenantNetwork> {
     want.iter()
         .filter(|w| (1..=tenant::MAX_ID).contains(&w.id))
         .map(|w| TenantNetwork {
@@ -62,13 +65,19 @@ pub fn tenant_networks(want: &[NodeNetworkSpec]) -> Vec<TenantNetwork> {
                         .collect(),
                 })
                 .collect(),
+            prefixes: w.prefixes.iter().filter_map(|s| parse_prefix(s)).collect(),
+            remotes: remotes.get(&w.id).cloned().unwrap_or_default(),
         })
         .collect()
 }
 
 impl Dataplane for Kernel {
-    fn apply(&mut self, want: &[NodeNetworkSpec]) -> BTreeMap<u32, Outcome> {
-        let nets = tenant_networks(want);
+    fn apply(
+        &mut self,
+        want: &[NodeNetworkSpec],
+        remotes: &BTreeMap<u32, Vec<IpAddr>>,
+    ) -> BTreeMap<u32, Outcome> {
+        let nets = tenant_networks(want, remotes);
         match kernel::sync(&mut self.sock, &nets, &self.underlay) {
             Ok(m) => m
                 .into_iter()
@@ -84,6 +93,10 @@ impl Dataplane for Kernel {
                 .collect(),
             Err(e) => nets.iter().map(|n| (n.id, Outcome::Failed(e.to_string()))).collect(),
         }
+    }
+
+    fn vtep(&self) -> Option<IpAddr> {
+        self.underlay.local
     }
 }
 
@@ -214,7 +227,7 @@ mod tests {
                 prefixes: vec!["10.2.0.0/16".into(), "junk".into()],
             }],
         }];
-        let nets = tenant_networks(&want);
+        let nets = tenant_networks(&want, &BTreeMap::new());
         assert_eq!(nets[0].peers.len(), 2);
         assert_eq!(nets[0].peers[0].prefixes, ["10.2.0.0/16".parse::<ipnet::IpNet>().unwrap()]);
         assert!(nets[0].peers[1].prefixes.is_empty());

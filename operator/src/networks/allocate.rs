@@ -357,21 +357,23 @@ pub fn delete_id(store: &mut Store, name: &str) -> Result<bool, StoreError> {
     for _ in 0..4 {
         let c: Option<NetworkId> = store.get(CLUSTER, NETWORK_IDS, name)?;
         let Some(c) = c else { return Ok(false) };
-        if delete_guarded(store, id, c.metadata.version)? {
+        if delete_guarded(store, id, c.metadata.revision)? {
             return Ok(true);
         }
     }
     Err(StoreError::Conflict { what: format!("NetworkID {id}"), expected: 0, found: -1 })
 }
 
-/// Delete NetworkID `id` and its index key if the NetworkID is still at `version`.
-pub fn delete_guarded(store: &mut Store, id: u32, version: i64) -> Result<bool, StoreError> {
+/// Delete NetworkID `id` and its index key if the NetworkID is still the one read, at
+/// `mod_revision` (a key's version starts again at 1 when it is deleted and created again, so
+/// only the revision tells a re-claim from the claim that was read).
+pub fn delete_guarded(store: &mut Store, id: u32, mod_revision: i64) -> Result<bool, StoreError> {
     let layout = store.layout().clone();
     let key = layout.key(CLUSTER, NETWORK_IDS, &encode_id(id));
     let del =
         |key: Vec<u8>| RequestOp::DeleteRange(DeleteRangeRequest { key, ..Default::default() });
     let t = store.client().txn(&TxnRequest {
-        compare: vec![Compare::version(&key, CompareResult::Equal, version)],
+        compare: vec![Compare::mod_revision(&key, CompareResult::Equal, mod_revision)],
         success: vec![del(key.clone()), del(index_key(&layout, id))],
         failure: vec![],
     })?;
@@ -389,8 +391,18 @@ pub enum Released {
 }
 
 /// Delete the NetworkID this Network claimed, only while its claimRef names this Network's
-/// UID, at the version that was checked (a re-claim in between is a conflict, not a delete).
+/// UID, at the revision that was checked (a re-claim in between is a conflict, not a delete).
 pub fn release(store: &mut Store, n: &Network) -> Result<Released, StoreError> {
+    release_with(store, n, &mut |_| {})
+}
+
+/// [`release`], running `between` after each read of the claim and before its guarded delete
+/// (tests force a re-claim into that window).
+pub fn release_with(
+    store: &mut Store,
+    n: &Network,
+    between: &mut dyn FnMut(&mut Store),
+) -> Result<Released, StoreError> {
     let Some(id) = n.spec.status.id else { return Ok(Released::Gone) };
     let mine = ClaimRef { uid: n.spec.status.uid.clone(), ..claim_of(n) };
     for _ in 0..4 {
@@ -399,16 +411,8 @@ pub fn release(store: &mut Store, n: &Network) -> Result<Released, StoreError> {
         if c.spec.spec.claim_ref != mine {
             return Ok(Released::NotOurs(describe_claim(&c.spec.spec.claim_ref)));
         }
-        let layout = store.layout().clone();
-        let key = layout.key(CLUSTER, NETWORK_IDS, &encode_id(id));
-        let del =
-            |key: Vec<u8>| RequestOp::DeleteRange(DeleteRangeRequest { key, ..Default::default() });
-        let t = store.client().txn(&TxnRequest {
-            compare: vec![Compare::version(&key, CompareResult::Equal, c.metadata.version)],
-            success: vec![del(key.clone()), del(index_key(&layout, id))],
-            failure: vec![],
-        })?;
-        if t.succeeded {
+        between(store);
+        if delete_guarded(store, id, c.metadata.revision)? {
             return Ok(Released::Deleted(id));
         }
     }

@@ -147,7 +147,7 @@ impl Controller {
                 continue;
             }
             let Some(id) = super::kinds::parse_id(&c.metadata.id) else { continue };
-            if allocate::delete_guarded(store, id, c.metadata.version)? {
+            if allocate::delete_guarded(store, id, c.metadata.revision)? {
                 log::info!(
                     "NetworkID {id}: its Network {}/{} (uid {}) is gone; released",
                     show(&r.namespace),

@@ -172,6 +172,9 @@ pub struct NodeReport {
     pub message: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peerings: Vec<PeerState>,
+    /// The node's VTEP address: the other nodes carrying the network flood to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vtep: Option<std::net::IpAddr>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,6 +255,10 @@ fn check_prefixes(path: &str, list: &[String]) -> Result<Vec<IpNet>, Invalid> {
         if out.contains(&n) {
             return Err(bad(format!("{path}[{i}]"), "listed twice"));
         }
+        // Overlapping prefixes would make the routes (and the exposed sets) ambiguous.
+        if let Some(j) = out.iter().position(|o| within(&n, o) || within(o, &n)) {
+            return Err(bad(format!("{path}[{i}]"), format!("overlaps {path}[{j}]")));
+        }
         out.push(n);
     }
     Ok(out)
@@ -298,6 +305,30 @@ pub fn check_network(s: &NetworkSpec) -> Result<(), Invalid> {
                     "not inside any of spec.prefixes (a peering exposes this network's own addresses)",
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Validate a Network with its name: [`check_network`], and no peering naming the Network
+/// itself (`namespace` is the document's, `None` when it names none).
+pub fn check_named_network(
+    namespace: Option<&str>,
+    name: &str,
+    s: &NetworkSpec,
+) -> Result<(), Invalid> {
+    check_network(s)?;
+    for (i, p) in s.peerings.iter().enumerate() {
+        let same_ns = match (p.network_ref.namespace.as_deref(), namespace) {
+            (None, _) => true,
+            (Some(r), Some(n)) => r == n,
+            (Some(_), None) => false,
+        };
+        if same_ns && p.network_ref.name == name {
+            return Err(bad(
+                format!("spec.peerings[{i}].networkRef"),
+                "names this Network itself (a network reaches its own prefixes already)",
+            ));
         }
     }
     Ok(())
@@ -391,10 +422,59 @@ mod tests {
                 NetworkSpec { peerings: vec![peering("x", "B_", &[])], ..ok.clone() },
                 "spec.peerings[0].networkRef.name",
             ),
+            (
+                NetworkSpec {
+                    prefixes: vec!["10.1.0.0/16".into(), "10.1.2.0/24".into()],
+                    ..ok.clone()
+                },
+                "spec.prefixes[1]",
+            ),
+            (
+                NetworkSpec {
+                    prefixes: vec!["10.1.2.0/24".into(), "10.0.0.0/8".into()],
+                    peerings: vec![],
+                    ..ok.clone()
+                },
+                "spec.prefixes[1]",
+            ),
+            (
+                NetworkSpec {
+                    peerings: vec![peering("to-b", "b", &["10.1.0.0/24", "10.1.0.128/25"])],
+                    ..ok.clone()
+                },
+                "spec.peerings[0].prefixes[1]",
+            ),
+            (
+                NetworkSpec { prefixes: vec!["10.1.0.0/33".into()], ..ok.clone() },
+                "spec.prefixes[0]",
+            ),
+            (NetworkSpec { prefixes: vec!["10.1.0.0".into()], ..ok.clone() }, "spec.prefixes[0]"),
         ];
         for (spec, path) in cases {
             assert_eq!(check_network(&spec).map_err(|e| e.0), Err(path.to_owned()), "{spec:?}");
         }
+    }
+
+    #[test]
+    fn a_peering_to_itself_is_refused() {
+        let spec = |ns: Option<&str>| NetworkSpec {
+            prefixes: vec!["10.1.0.0/16".into()],
+            peerings: vec![
+                peering("to-b", "b", &[]),
+                PeeringSpec {
+                    name: "me".into(),
+                    network_ref: NetworkRef { namespace: ns.map(Into::into), name: "a".into() },
+                    prefixes: vec![],
+                },
+            ],
+            ..Default::default()
+        };
+        let path = Err("spec.peerings[1].networkRef".to_owned());
+        assert_eq!(check_named_network(None, "a", &spec(None)).map_err(|e| e.0), path);
+        assert_eq!(check_named_network(Some("t"), "a", &spec(Some("t"))).map_err(|e| e.0), path);
+        // The same name in another namespace is another Network.
+        assert_eq!(check_named_network(Some("t"), "a", &spec(Some("u"))), Ok(()));
+        assert_eq!(check_named_network(None, "c", &spec(None)), Ok(()));
     }
 
     #[test]

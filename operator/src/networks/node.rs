@@ -4,6 +4,7 @@
 //! network and per peer what was realised into the NodeNetwork's status under the node's name.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use crate::store::{Store, StoreError};
 
@@ -23,9 +24,19 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// The node's dataplane: bring it to exactly `want` (networks not listed are removed).
+/// The node's dataplane: bring it to exactly `want` (networks not listed are removed), each
+/// network forwarding towards `remotes[id]`, the VTEPs of the other nodes carrying it.
 pub trait Dataplane {
-    fn apply(&mut self, want: &[NodeNetworkSpec]) -> BTreeMap<u32, Outcome>;
+    fn apply(
+        &mut self,
+        want: &[NodeNetworkSpec],
+        remotes: &BTreeMap<u32, Vec<IpAddr>>,
+    ) -> BTreeMap<u32, Outcome>;
+
+    /// This node's VTEP address, reported so that the other nodes forward to it.
+    fn vtep(&self) -> Option<IpAddr> {
+        None
+    }
 }
 
 type NodeBody = Body<NodeNetworkSpec, NodeNetworkStatus>;
@@ -37,6 +48,7 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
             state: NetState::Pending,
             message: "not applied yet".into(),
             peerings: vec![],
+            vtep: None,
         },
         Some(Outcome::Failed(why)) => NodeReport {
             state: NetState::Error,
@@ -46,6 +58,7 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
                 .iter()
                 .map(|&id| PeerState { id, state: NetState::Error })
                 .collect(),
+            vtep: None,
         },
         Some(Outcome::Realised { peers, failed }) => {
             let peerings = spec
@@ -71,6 +84,7 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
                 state: NetState::Ready,
                 message: base::names::escape(&message, 300),
                 peerings,
+                vtep: None,
             }
         }
     }
@@ -81,10 +95,28 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
 pub fn sync(store: &mut Store, node: &str, dp: &mut dyn Dataplane) -> Result<usize, StoreError> {
     let (all, _) = store.list::<NodeBody>(CLUSTER, NODE_NETWORKS)?;
     let want: Vec<NodeNetworkSpec> = all.iter().map(|r| r.spec.spec.clone()).collect();
-    let outcomes = dp.apply(&want);
+    // The other nodes that realised a network, by the VTEP they reported.
+    let remotes: BTreeMap<u32, Vec<IpAddr>> = all
+        .iter()
+        .map(|r| {
+            let s = &r.spec.status;
+            let vteps = s
+                .nodes
+                .iter()
+                .filter(|(n, rep)| n.as_str() != node && rep.state == NetState::Ready)
+                .filter_map(|(_, rep)| rep.vtep)
+                .filter(|v| Some(*v) != dp.vtep())
+                .collect();
+            (r.spec.spec.id, vteps)
+        })
+        .collect();
+    let outcomes = dp.apply(&want, &remotes);
     for r in &all {
         let spec = &r.spec.spec;
-        let rep = report(spec, outcomes.get(&spec.id));
+        let mut rep = report(spec, outcomes.get(&spec.id));
+        if rep.state == NetState::Ready {
+            rep.vtep = dp.vtep();
+        }
         if r.spec.status.nodes.get(node) == Some(&rep) {
             continue;
         }

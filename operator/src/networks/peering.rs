@@ -233,7 +233,12 @@ mod tests {
         assert_eq!(peer_state(&st, 5).0, NetState::Pending);
         st.nodes.insert(
             "n1".into(),
-            NodeReport { state: NetState::Ready, message: String::new(), peerings: ready(&[5]) },
+            NodeReport {
+                state: NetState::Ready,
+                message: String::new(),
+                peerings: ready(&[5]),
+                vtep: None,
+            },
         );
         assert_eq!(peer_state(&st, 5).0, NetState::Ready);
         st.nodes.insert("n2".into(), NodeReport::default());
@@ -245,6 +250,7 @@ mod tests {
                 state: NetState::Error,
                 message: "no vrf".into(),
                 peerings: vec![PeerState { id: 5, state: NetState::Error }],
+                vtep: None,
             },
         );
         let (s, why) = peer_state(&st, 5);

@@ -26,10 +26,12 @@ fn vrf_and_vxlan_devices_and_leaked_routes() {
             TenantNetwork {
                 id: 300,
                 peers: vec![Peer { id: 301, prefixes: vec![p("10.2.7.0/24")] }],
+                ..Default::default()
             },
             TenantNetwork {
                 id: 301,
                 peers: vec![Peer { id: 300, prefixes: vec![p("10.1.0.0/16"), p("fd00:1::/64")] }],
+                ..Default::default()
             },
         ];
         let out = sync(&mut sock, &nets, &u).expect("sync");
@@ -54,8 +56,8 @@ fn vrf_and_vxlan_devices_and_leaked_routes() {
 
         // One side withdrawn: its routes go, the devices stay.
         let alone = vec![
-            TenantNetwork { id: 300, peers: vec![] },
-            TenantNetwork { id: 301, peers: vec![] },
+            TenantNetwork { id: 300, ..Default::default() },
+            TenantNetwork { id: 301, ..Default::default() },
         ];
         sync(&mut sock, &alone, &u).expect("sync");
         let have = observe(&mut sock).expect("observe");

@@ -9,10 +9,15 @@ fn p(s: &str) -> IpNet {
 
 fn peered() -> Vec<TenantNetwork> {
     vec![
-        TenantNetwork { id: 300, peers: vec![Peer { id: 301, prefixes: vec![p("10.2.7.0/24")] }] },
+        TenantNetwork {
+            id: 300,
+            peers: vec![Peer { id: 301, prefixes: vec![p("10.2.7.0/24")] }],
+            ..Default::default()
+        },
         TenantNetwork {
             id: 301,
             peers: vec![Peer { id: 300, prefixes: vec![p("10.1.0.0/16"), p("fd00:1::/64")] }],
+            ..Default::default()
         },
     ]
 }
@@ -31,6 +36,7 @@ fn after(want: &Desired) -> Observed {
             })
             .collect(),
         routes: want.routes.clone(),
+        floods: want.floods.clone(),
     }
 }
 
@@ -121,6 +127,7 @@ fn peers_that_cannot_be_realised_say_why() {
             Peer { id: 300, prefixes: vec![p("10.0.0.0/8")] },
             Peer { id: 555, prefixes: vec![p("10.5.0.0/16")] },
         ],
+        ..Default::default()
     }];
     let want = desired(&nets, &Underlay::default());
     assert!(want.routes.is_empty());
@@ -134,4 +141,45 @@ fn peers_that_cannot_be_realised_say_why() {
         assert_eq!(id_of(n), None, "{n}");
     }
     assert!(vrf_name(MAX_ID).len() <= 15 && vxlan_name(MAX_ID).len() <= 15);
+}
+
+#[test]
+fn other_nodes_get_a_flood_entry_each_and_the_networks_prefixes_through_its_vxlan() {
+    let mut nets = peered();
+    nets[0].prefixes = vec![p("10.1.0.0/16")];
+    // Alone on the node: nothing leads away.
+    let want = desired(&nets, &Underlay::default());
+    assert!(want.floods.is_empty());
+    assert!(!want.routes.iter().any(|r| r.via == r.id), "{:?}", want.routes);
+    nets[0].remotes = vec!["192.0.2.2".parse().unwrap(), "192.0.2.3".parse().unwrap()];
+    let want = desired(&nets, &Underlay::default());
+    let floods: Vec<(u32, String)> =
+        want.floods.iter().map(|f| (f.id, f.dst.to_string())).collect();
+    assert_eq!(floods, [(300, "192.0.2.2".into()), (300, "192.0.2.3".into())]);
+    assert!(want.routes.contains(&LeakRoute { id: 300, dst: p("10.1.0.0/16"), via: 300 }));
+    // From nothing: both entries added after the devices; then nothing left to do.
+    let steps = plan(&want, &Observed::default());
+    let first_flood = steps.iter().position(|s| matches!(s, Step::AddFlood(_))).unwrap();
+    let last_create = steps.iter().rposition(|s| matches!(s, Step::CreateDevice(_))).unwrap();
+    assert!(last_create < first_flood, "{steps:?}");
+    assert_eq!(steps.iter().filter(|s| matches!(s, Step::AddFlood(_))).count(), 2);
+    assert!(plan(&want, &after(&want)).is_empty());
+    // A node that left: its entry goes, the other stays.
+    let have = after(&want);
+    nets[0].remotes.truncate(1);
+    let want = desired(&nets, &Underlay::default());
+    assert_eq!(
+        plan(&want, &have),
+        [Step::DeleteFlood(Flood { id: 300, dst: "192.0.2.3".parse().unwrap() })]
+    );
+    // The last one gone: the route through the VXLAN device goes too.
+    nets[0].remotes.clear();
+    let want = desired(&nets, &Underlay::default());
+    let steps = plan(&want, &have);
+    assert!(steps.contains(&Step::DeleteRoute(LeakRoute {
+        id: 300,
+        dst: p("10.1.0.0/16"),
+        via: 300
+    })));
+    assert_eq!(steps.len(), 3, "{steps:?}");
 }
