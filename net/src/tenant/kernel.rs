@@ -133,8 +133,13 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
         })
         .collect();
     for id in vrfs {
+        let mut closed = 0;
         for family in [Family::Inet4, Family::Inet6] {
             for r in sock.dump_routes_in(family, RoutingTable(table(id)))? {
+                if r.kind == RouteType::UNREACHABLE && r.dst.is_none_or(|d| d.prefix_len() == 0) {
+                    closed += 1;
+                    continue;
+                }
                 // Only the routes this module writes (static unicast): the kernel's own on
                 // these devices (IPv6 link-local, multicast, local) are not ours to remove.
                 if r.protocol != RouteProtocol::STATIC || r.kind != RouteType::UNICAST {
@@ -149,6 +154,9 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
                     o.routes.insert(LeakRoute { id, dst, via });
                 }
             }
+        }
+        if closed >= 2 {
+            o.isolated.insert(id);
         }
     }
     // Flooding entries: all-zeros MAC with a remote, on this module's VXLAN devices.
@@ -288,6 +296,18 @@ fn route(sock: &mut RouteSocket, r: &LeakRoute) -> Result<KernelRoute, NlError> 
     Ok(k)
 }
 
+/// `unreachable default` in a network's table, for IPv4 and IPv6 (replaced: idempotent).
+fn isolate(sock: &mut RouteSocket, id: u32) -> Result<(), NlError> {
+    for (family, dst) in [(Family::Inet4, "0.0.0.0/0"), (Family::Inet6, "::/0")] {
+        let mut k = KernelRoute::new(family, dst.parse().ok());
+        k.table = RoutingTable(table(id));
+        k.kind = RouteType::UNREACHABLE;
+        k.priority = super::ISOLATION_METRIC;
+        sock.route_replace(&k)?;
+    }
+    Ok(())
+}
+
 /// Carry out `steps`; every step is tried. Returns the leaked routes that failed (with why)
 /// and per network its first error, if any (a network whose devices, flooding entries or route
 /// to its other nodes failed is not realised).
@@ -314,6 +334,7 @@ pub fn apply(
             Step::AddRoute(r) => route(sock, r).and_then(|k| sock.route_replace(&k)),
             Step::AddFlood(f) => flood(sock, f, true),
             Step::DeleteFlood(f) => flood(sock, f, false),
+            Step::Isolate(id) => isolate(sock, *id),
         };
         if let Err(e) = r {
             log::warn!("tenant networks: {s:?}: {e}");
@@ -335,6 +356,10 @@ pub fn apply(
                 }
                 Step::AddFlood(f) => {
                     devices.entry(f.id).or_insert_with(|| e.to_string());
+                }
+                // An open table is a network not in place: its traffic could leave the VRF.
+                Step::Isolate(id) => {
+                    devices.entry(*id).or_insert_with(|| e.to_string());
                 }
                 Step::DeleteRoute(_) | Step::DeleteDevice(_) | Step::DeleteFlood(_) => {}
             }

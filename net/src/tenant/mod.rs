@@ -36,6 +36,9 @@ pub const TABLE_BASE: u32 = 0x1000_0000;
 pub const MAX_ID: u32 = (1 << 24) - 1;
 /// VXLAN's IANA port (RFC 7348).
 pub const VXLAN_PORT: u16 = 4789;
+/// The metric of each VRF table's `unreachable default`: the highest the kernel's VRF
+/// documentation suggests (Documentation/networking/vrf.rst), so every real route wins.
+pub const ISOLATION_METRIC: u32 = 4_278_198_272;
 
 /// One network as the node layer describes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -188,6 +191,8 @@ pub struct Observed {
     pub routes: BTreeSet<LeakRoute>,
     /// Flooding entries found on this module's VXLAN devices.
     pub floods: BTreeSet<Flood>,
+    /// Networks whose table ends in an `unreachable default` for IPv4 and for IPv6.
+    pub isolated: BTreeSet<u32>,
 }
 
 /// The node's target: a VRF and a VXLAN device per network, and per peer its prefixes leaked
@@ -258,6 +263,10 @@ pub enum Step {
     DeleteFlood(Flood),
     /// Add a flooding entry (appended: one device floods to many VTEPs).
     AddFlood(Flood),
+    /// End a network's table in `unreachable default` (IPv4 and IPv6): without it a lookup
+    /// that misses in the VRF's table goes on to the node's main table, and a tenant's
+    /// packets would leave through the node's own routes.
+    Isolate(u32),
 }
 
 /// The steps from `have` to `want`, in an order the kernel accepts: stale routes, stale
@@ -316,6 +325,14 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
         }
         if !up {
             steps.push(Step::SetUp(name));
+        }
+    }
+    // Before any route leads into the VRF: a new table is closed before it is used.
+    for d in &want.devices {
+        if let Device::Vrf { id, .. } = d {
+            if !have.isolated.contains(id) || !kept.contains(&d.name()) {
+                steps.push(Step::Isolate(*id));
+            }
         }
     }
     for r in &want.routes {

@@ -48,6 +48,8 @@ fn vrf_and_vxlan_devices_and_leaked_routes() {
             }
         }
         assert_eq!(have.routes, want.routes);
+        // Both tables end in unreachable default (IPv4 and IPv6): no fall-through to main.
+        assert_eq!(have.isolated, [300, 301].into_iter().collect());
         let vx = sock.get_link_by_name("tvx300").unwrap().unwrap();
         assert_eq!(vx.kind, "vxlan");
         assert_eq!(sock.get_link_by_name("tvrf300").unwrap().unwrap().vrf_table, Some(table(300)));

@@ -37,6 +37,12 @@ fn after(want: &Desired) -> Observed {
             .collect(),
         routes: want.routes.clone(),
         floods: want.floods.clone(),
+        isolated: want
+            .devices
+            .iter()
+            .filter(|d| matches!(d, Device::Vrf { .. }))
+            .map(Device::id)
+            .collect(),
     }
 }
 
@@ -71,8 +77,17 @@ fn a_vrf_and_a_vxlan_per_network_and_peer_routes_into_the_peers_vrf() {
     assert!(!steps.iter().any(|s| matches!(s, Step::SetMaster { .. })));
     assert_eq!(steps.iter().filter(|s| matches!(s, Step::SetUp(_))).count(), 4);
     assert!(matches!(steps.last(), Some(Step::AddRoute(_))));
+    // Each VRF's table is closed (unreachable default) before any route leads into it.
+    let first_route = steps.iter().position(|s| matches!(s, Step::AddRoute(_))).unwrap();
+    for id in [300, 301] {
+        assert!(pos(&Step::Isolate(id)) < first_route, "{steps:?}");
+    }
     // Applied, nothing is left to do.
     assert_eq!(plan(&want, &after(&want)), []);
+    // A table that lost its unreachable default (someone flushed it) is closed again.
+    let mut open = after(&want);
+    open.isolated.remove(&301);
+    assert_eq!(plan(&want, &open), [Step::Isolate(301)]);
 }
 
 #[test]
