@@ -19,11 +19,9 @@ use etcd::Client;
 use net::operator::vip::{Action, Event, LeaderKey, Vip};
 
 /// How often a waiting candidate looks at its predecessor again, and the longest sleep.
-pub const POLL: Duration = Duration::from_millis(250);
-/// The etcd client's timeout: a call that starts just before the fence must end before the
-/// fence margin (1 s) is used up, yet a loaded etcd's keep-alive answers take a few hundred
-/// milliseconds.
-pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+/// One local etcd read each time, so a successor sees its predecessor's key gone soon after
+/// etcd revokes it.
+pub const POLL: Duration = Duration::from_millis(100);
 
 /// Where the address goes.
 pub trait Holder {
@@ -57,9 +55,10 @@ impl<H: Holder> std::fmt::Debug for Driver<H> {
 impl<H: Holder> Driver<H> {
     /// A driver for the VIP named `name` (`talos:v1:vip:election:<ip>`) on `client`.
     pub fn new(client: Client, name: &str, hostname: &str, holder: H, vip: Vip) -> Self {
+        let timeout = vip.timings().call_timeout();
         Self {
             vip,
-            client: short(&client),
+            client: short(&client, timeout),
             name: name.as_bytes().to_vec(),
             hostname: hostname.as_bytes().to_vec(),
             holder,
@@ -72,7 +71,7 @@ impl<H: Holder> Driver<H> {
     /// Talk to other endpoints from now on (the same short timeout).
     #[cfg(test)]
     pub fn set_client(&mut self, client: &Client) {
-        self.client = short(client);
+        self.client = short(client, self.vip.timings().call_timeout());
     }
 
     fn now(&self) -> Duration {
@@ -244,10 +243,11 @@ impl<H: Holder> Driver<H> {
     }
 }
 
-/// `client`'s endpoints with [`CALL_TIMEOUT`].
-fn short(client: &Client) -> Client {
+/// `client`'s endpoints with the timeout the fence allows (`Timings::call_timeout`: a call
+/// that starts just before the fence must end well inside the margin).
+fn short(client: &Client, timeout: Duration) -> Client {
     let mut config = client.config().clone();
-    config.timeout = CALL_TIMEOUT;
+    config.timeout = timeout;
     Client::new(config)
 }
 
@@ -264,6 +264,11 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use net::operator::vip::{election_name, Timings};
+
+    /// The timings this test's bounds were set for (a 5 s lease, fenced at 4 s).
+    fn five_seconds() -> Timings {
+        Timings::parse("ttl=5,keepalive=1,margin=1").unwrap()
+    }
 
     /// Who holds the address now, and every time two did at once.
     #[derive(Default)]
@@ -325,7 +330,7 @@ mod tests {
             let name = election_name("10.5.0.100".parse().unwrap_or_else(|e| unreachable!("{e}")));
             let rec = Recorder { host: host.clone(), link, announced: 0 };
             let mut d =
-                Driver::new(good.clone(), &name, &host, rec, Vip::new(&host, Timings::default()));
+                Driver::new(good.clone(), &name, &host, rec, Vip::new(&host, five_seconds()));
             d.handle(Event::Start);
             let mut was_cut = false;
             while !stop.load(Ordering::Relaxed) {
