@@ -124,14 +124,20 @@ impl Timings {
                 "keepalive" => t.keepalive = parse_duration(v).ok_or_else(bad)?,
                 "margin" => t.margin = parse_duration(v).ok_or_else(bad)?,
                 "announce" => {
-                    t.announcements = v.parse().ok().filter(|n| (1..=10).contains(n)).ok_or_else(bad)?
+                    t.announcements =
+                        v.parse().ok().filter(|n| (1..=10).contains(n)).ok_or_else(bad)?
                 }
                 _ => return Err(TimingsError::Syntax(part.into())),
             }
         }
         let whole = t.ttl.subsec_nanos() == 0 && t.ttl >= Duration::from_secs(1);
         let fence = t.ttl.saturating_sub(t.margin);
-        if !whole || t.margin.is_zero() || fence.is_zero() || t.keepalive.is_zero() || t.keepalive > fence {
+        if !whole
+            || t.margin.is_zero()
+            || fence.is_zero()
+            || t.keepalive.is_zero()
+            || t.keepalive > fence
+        {
             return Err(TimingsError::Unsafe);
         }
         Ok(t)
@@ -975,7 +981,10 @@ mod tests {
         assert_eq!(Timings::parse("ttl"), Err(TimingsError::Syntax("ttl".into())));
         assert_eq!(Timings::parse("lease=5"), Err(TimingsError::Syntax("lease=5".into())));
         assert!(matches!(Timings::parse("ttl=5h"), Err(TimingsError::Value { .. })));
-        assert!(matches!(Timings::parse("ttl=99999999999999999999"), Err(TimingsError::Value { .. })));
+        assert!(matches!(
+            Timings::parse("ttl=99999999999999999999"),
+            Err(TimingsError::Value { .. })
+        ));
         assert!(matches!(Timings::parse("announce=0"), Err(TimingsError::Value { .. })));
         // The client's timeout stays inside the margin.
         for t in [Timings::default(), Timings::talos()] {
