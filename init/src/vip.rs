@@ -267,7 +267,7 @@ mod tests {
 
     /// The timings this test's bounds were set for (a 5 s lease, fenced at 4 s).
     fn five_seconds() -> Timings {
-        Timings::parse("ttl=5,keepalive=1,margin=1").unwrap()
+        Timings::parse("ttl=5,keepalive=1,margin=1").unwrap_or_else(|e| unreachable!("{e}"))
     }
 
     /// Who holds the address now, and every time two did at once.

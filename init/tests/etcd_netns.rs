@@ -639,12 +639,11 @@ fn watch_vip(
     let start = std::time::Instant::now();
     loop {
         let h: Vec<usize> = c.holders().into_iter().filter(|n| !dead.contains(n)).collect();
-        assert!(
-            h.len() <= 1,
-            "{what}: two holders {h:?} after {:?}\n{}",
-            start.elapsed(),
-            logs(nodes)
-        );
+        // The links are read one after another: a handover between two reads looks like two
+        // holders. It is two only if the first still holds after the second was seen holding.
+        let vip = format!("eth0/{}/{}", c.f.vip, c.f.vip_len);
+        let both = h.len() > 1 && c.nodes[h[0] - 1].addresses().contains(&vip);
+        assert!(!both, "{what}: two holders {h:?} after {:?}\n{}", start.elapsed(), logs(nodes));
         if done(&h) {
             return start.elapsed();
         }
