@@ -365,6 +365,70 @@ mod tests {
         unreachable!("no holder {want:?} within {within:?}; holder now {:?}", holder(link));
     }
 
+    /// Talos's side of the queue, run by a tool we did not write: `etcdctl elect`, which is
+    /// etcd's Go `concurrency.Election` (as Talos's VIP operator uses it), holds the VIP's
+    /// election first with the value `talos-1`. keelson queues behind it and never holds while
+    /// it leads; when it resigns (SIGINT), keelson takes over at once.
+    #[test]
+    fn waits_behind_a_go_election_holder_and_takes_over_when_it_resigns() {
+        if std::process::Command::new("etcd").arg("--version").output().is_err()
+            || std::process::Command::new("etcdctl").arg("version").output().is_err()
+        {
+            assert!(std::env::var("KEELSON_REQUIRE_ROOT").as_deref() != Ok("1"), "no etcd/etcdctl");
+            eprintln!("SKIP: no etcd or etcdctl binary");
+            return;
+        }
+        use std::io::BufRead;
+        let dir = std::env::temp_dir().join(format!("keelson-vip-go-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut opts = etcd::local::Options::new(&dir.join("data"), &dir.join("etcd.log"));
+        opts.no_fsync = true;
+        let mut local =
+            etcd::local::LocalEtcd::start(&opts).unwrap_or_else(|e| unreachable!("{e}"));
+        let url = local.client_url.clone();
+        let name = election_name("10.5.0.100".parse().unwrap_or_else(|e| unreachable!("{e}")));
+        let mut go = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &url, "elect", &name, "talos-1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| unreachable!("etcdctl: {e}"));
+        let out = go.stdout.take().unwrap_or_else(|| unreachable!("piped"));
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        // It prints its key, then its value, once it leads.
+        let key =
+            lines.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(key.starts_with(&format!("{name}/")), "{key}");
+
+        let link = Arc::new(Mutex::new(Link::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let a = candidate(&url, "cp-a", &link, Arc::new(AtomicBool::new(false)), stop.clone());
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(holder(&link), None, "keelson held while the Go candidate led");
+
+        let resigned = Instant::now();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(go.id()).unwrap_or(i32::MAX));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let _ = go.wait();
+        wait_holder(&link, Some("cp-a"), Duration::from_secs(3));
+        eprintln!("took over {:?} after the Go holder's SIGINT", resigned.elapsed());
+        stop.store(true, Ordering::Relaxed);
+        let _ = a.join();
+        let l = link.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(l.overlaps.is_empty(), "{:?}", l.overlaps);
+        drop(l);
+        local.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Two candidates on a real etcd: one holds; a partitioned holder lets go before the
     /// other takes over (never two at once); a planned stop hands over at once.
     #[test]
