@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use etcd::election::{Election, Step};
 use etcd::wire::TxnResponse;
 use etcd::Client;
-use net::operator::vip::{Action, Event, LeaderKey, Vip};
+use net::operator::vip::{Action, Event, LeaderKey, Phase, Vip};
 
 /// How often a waiting candidate looks at its predecessor again, and the longest sleep.
 /// One local etcd read each time, so a successor sees its predecessor's key gone soon after
@@ -167,6 +167,21 @@ impl<H: Holder> Driver<H> {
                 Vec::new()
             }
             Action::RemoveAddress => {
+                // One line saying why, for whoever wonders why nobody holds the VIP.
+                let t = self.vip.timings();
+                match self.vip.phase() {
+                    Phase::Fenced => log::warn!(
+                        target: "vip",
+                        "fenced: no successful keep-alive for {:?} (etcd unreachable or without quorum); the address goes until one succeeds",
+                        t.ttl.saturating_sub(t.margin)
+                    ),
+                    Phase::Releasing => {
+                        log::info!(target: "vip", "handing over: the address goes first")
+                    }
+                    _ => {
+                        log::info!(target: "vip", "leadership lost (lease gone, another leader, or etcd down); the address goes")
+                    }
+                }
                 if self.holder.remove() {
                     vec![Event::AddressRemoved]
                 } else {

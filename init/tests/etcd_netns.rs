@@ -679,7 +679,9 @@ fn the_vip_moves_on_shutdown_and_kill_and_leaves_while_quorum_is_lost() {
     let asked = std::time::Instant::now();
     let out =
         common::keelson_in(&c.nodes[held - 1], &["shutdown", "--socket", sock.to_str().unwrap()]);
-    assert!(out.0, "keelson shutdown: {out:?}");
+    // `keelson run` may stop before its answer is out (the request was taken all the same:
+    // the handover below shows it).
+    assert!(out.0 || out.2.contains("Broken pipe"), "keelson shutdown: {out:?}");
     watch_vip(&c, &nodes, "handover on shutdown", &[], Duration::from_secs(10), |h| {
         h.len() == 1 && h[0] != held
     });
@@ -716,6 +718,9 @@ fn the_vip_moves_on_shutdown_and_kill_and_leaves_while_quorum_is_lost() {
         |h| h.is_empty(),
     );
     println!("quorum lost: cp-{last} let the VIP go {gone:?} later");
+    // Its log says why nobody holds the VIP.
+    let log = nodes[last - 1].log_text();
+    assert!(log.contains("fenced: no successful keep-alive"), "cp-{last}:\n{log}");
     sh(&["kill", "-CONT", &etcd[0]]);
     let back =
         watch_vip(&c, &nodes, "the VIP back with quorum", &[next], Duration::from_secs(30), |h| {
