@@ -105,7 +105,8 @@ impl Timings {
     /// starts just before it must end well inside the margin, leaving the rest for the
     /// address's removal.
     pub fn call_timeout(&self) -> Duration {
-        self.margin * 5 / 8
+        // No overflow whatever the margin: 5/8 of it, or half of a huge one.
+        self.margin.checked_mul(5).map_or(self.margin / 2, |d| d / 8)
     }
 
     /// Parses `talos`, or comma-separated `ttl=1s,keepalive=200ms,margin=400ms,announce=3`
