@@ -47,6 +47,11 @@ pub fn url(ip: IpAddr, port: u16) -> String {
     }
 }
 
+/// etcd's `--heartbeat-interval` (ms).
+pub const HEARTBEAT_MS: u32 = 50;
+/// etcd's `--election-timeout` (ms): ten heartbeats, as etcd's defaults.
+pub const ELECTION_TIMEOUT_MS: u32 = 500;
+
 /// Flags keelson sets that `extraArgs` must not replace (they carry its TLS and identity).
 pub const RESERVED: [&str; 9] = [
     "name",
@@ -88,6 +93,11 @@ pub fn command(plan: &Plan<'_>) -> Vec<String> {
     set("peer-key-file", pki("peer.key"));
     set("peer-trusted-ca-file", pki("ca.crt"));
     set("peer-client-cert-auth", "true".into());
+    // Raft timings for a fast VIP failover (docs/control-plane.md): a dead leader is replaced
+    // within 0.5 to 1 s, and etcd's smallest lease becomes 1 s (3/2 election timeout, rounded
+    // up). etcd's defaults are 100 and 1000. `extraArgs` may set them back.
+    set("heartbeat-interval", HEARTBEAT_MS.to_string());
+    set("election-timeout", ELECTION_TIMEOUT_MS.to_string());
     // Talos's fixed settings that every supported etcd knows.
     set("experimental-initial-corrupt-check", "true".into());
     set("experimental-watch-progress-notify-interval", "5s".into());
@@ -174,6 +184,9 @@ mod tests {
         let cmd = command(&plan);
         assert_eq!(flag(&cmd, "initial-cluster-state"), Some("existing"));
         assert_eq!(flag(&cmd, "initial-cluster"), None);
+        // keelson's raft timings, which the VIP's 1 s lease relies on.
+        assert_eq!(flag(&cmd, "heartbeat-interval"), Some("50"));
+        assert_eq!(flag(&cmd, "election-timeout"), Some("500"));
         assert_eq!(flag(&cmd, "initial-advertise-peer-urls"), Some("https://[fd00::2]:2380"));
         assert_eq!(
             flag(&cmd, "listen-peer-urls"),

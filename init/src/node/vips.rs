@@ -44,6 +44,8 @@ struct LoopHolder {
     vip: IpAddr,
     /// Cleared when the address goes: pending announcements of it are dropped.
     holding: Arc<AtomicBool>,
+    /// How many times each announcement goes out.
+    repeats: u32,
 }
 
 impl LoopHolder {
@@ -72,10 +74,10 @@ impl Holder for LoopHolder {
     /// the fence margin before anyone else can win.
     fn announce(&mut self) {
         let Some(announcer) = self.announcer.clone() else { return };
-        let (vip, holding) = (self.vip, self.holding.clone());
+        let (vip, holding, repeats) = (self.vip, self.holding.clone(), self.repeats);
         let spawned = evloop::spawn_worker("vip-announce", move || {
             let origin = Instant::now();
-            let mut schedule = Schedule::new(Duration::ZERO);
+            let mut schedule = Schedule::repeating(Duration::ZERO, repeats);
             while let Some(at) = schedule.deadline() {
                 #[allow(clippy::disallowed_methods)] // A worker, not the loop.
                 std::thread::sleep(at.saturating_sub(origin.elapsed()));
@@ -93,6 +95,19 @@ impl Holder for LoopHolder {
             log::warn!(target: "vip", "announce {vip}: {e}");
         }
     }
+}
+
+/// The environment variable that overrides the election's timings (docs/config.md). PID 1
+/// gets it from the kernel command line (`KEELSON_VIP_TIMINGS=talos`).
+pub const TIMINGS_ENV: &str = "KEELSON_VIP_TIMINGS";
+
+/// The timings from [`TIMINGS_ENV`], or the defaults (with one warning when it is bad).
+fn timings() -> Timings {
+    let Ok(v) = std::env::var(TIMINGS_ENV) else { return Timings::default() };
+    Timings::parse(&v).unwrap_or_else(|e| {
+        log::warn!(target: "vip", "{TIMINGS_ENV}: {e}; using the defaults");
+        Timings::default()
+    })
 }
 
 struct Worker {
@@ -273,18 +288,20 @@ fn start(
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
+    let timings = timings();
     let holder = LoopHolder {
         asks: ask_tx,
         acks: ack_rx,
         announcer: announcer.map(Arc::new),
         vip: ip,
         holding: Arc::new(AtomicBool::new(false)),
+        repeats: timings.announcements,
     };
     let hostname = setup.hostname.to_owned();
     let name = election_name(ip);
     let (stop2, done2) = (stop.clone(), done.clone());
     evloop::spawn_worker("vip", move || {
-        let vip = Vip::new(&hostname, Timings::default());
+        let vip = Vip::new(&hostname, timings);
         let mut d = Driver::new(client, &name, &hostname, holder, vip);
         loop {
             if stop2.load(Ordering::Relaxed) {

@@ -92,17 +92,23 @@ pub fn neighbor_advert(vip: Ipv6Addr, mac: [u8; 6]) -> Vec<u8> {
 pub struct Schedule {
     start: Duration,
     sent: u32,
+    repeats: u32,
 }
 
 impl Schedule {
     /// An announcement starting at `now`.
     pub fn new(now: Duration) -> Self {
-        Self { start: now, sent: 0 }
+        Self::repeating(now, REPEATS)
+    }
+
+    /// An announcement starting at `now`, sent `repeats` times (Talos sends one).
+    pub fn repeating(now: Duration, repeats: u32) -> Self {
+        Self { start: now, sent: 0, repeats }
     }
 
     /// When the next repeat is due (`None` when all went out).
     pub fn deadline(&self) -> Option<Duration> {
-        (self.sent < REPEATS).then(|| self.start + INTERVAL * self.sent)
+        (self.sent < self.repeats).then(|| self.start + INTERVAL * self.sent)
     }
 
     /// Is a repeat due at `now`? Counts it as sent. A late caller sends one, not a burst.
@@ -113,8 +119,9 @@ impl Schedule {
                 let behind = u32::try_from(
                     (now.saturating_sub(self.start)).as_millis() / INTERVAL.as_millis().max(1),
                 )
-                .unwrap_or(REPEATS);
-                self.sent = behind.saturating_add(1).max(self.sent.saturating_add(1)).min(REPEATS);
+                .unwrap_or(self.repeats);
+                self.sent =
+                    behind.saturating_add(1).max(self.sent.saturating_add(1)).min(self.repeats);
                 true
             }
             _ => false,

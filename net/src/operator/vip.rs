@@ -37,7 +37,7 @@ pub fn election_name(ip: IpAddr) -> String {
 /// The lease and its timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timings {
-    /// Lease TTL asked from etcd.
+    /// Lease TTL asked from etcd (whole seconds: etcd's unit).
     pub ttl: Duration,
     /// Keep-alive period.
     pub keepalive: Duration,
@@ -47,22 +47,116 @@ pub struct Timings {
     pub retry: Duration,
     /// How long a planned handover waits for the address removal before resigning anyway.
     pub release_wait: Duration,
+    /// How many times a new holder announces the address (a second apart).
+    pub announcements: u32,
 }
 
 impl Default for Timings {
-    /// TTL 5 s, keep-alive every 1 s, fence at 4 s: four keep-alives may fail before the
-    /// holder lets go, and a dead holder's VIP moves within about 5 s (Talos: 60 s). etcd's
-    /// smallest TTL with its default timings is 2 s, and an etcd leader change extends
-    /// leases rather than shortening them, so 5 s is safe.
+    /// TTL 1 s, keep-alive every 200 ms, fence 600 ms after the last good keep-alive was
+    /// sent. With the etcd timings keelson passes (heartbeat 50 ms, election 500 ms), etcd's
+    /// smallest lease is 1 s, and a dead holder that was also etcd's leader loses its lease
+    /// about 1 s (election) + 1.5 s (TTL + election timeout, etcd's extension on a new
+    /// leader) after its death; see docs/control-plane.md for the measurements.
     fn default() -> Self {
         Self {
-            ttl: Duration::from_secs(5),
-            keepalive: Duration::from_secs(1),
-            margin: Duration::from_secs(1),
+            ttl: Duration::from_secs(1),
+            keepalive: Duration::from_millis(200),
+            margin: Duration::from_millis(400),
             retry: Duration::from_secs(1),
             release_wait: Duration::from_secs(2),
+            announcements: 3,
         }
     }
+}
+
+/// A bad `KEELSON_VIP_TIMINGS` value.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TimingsError {
+    /// Not `key=value`, or an unknown key.
+    #[error("{0:?}: expected ttl=, keepalive=, margin= or announce=, or the word talos")]
+    Syntax(String),
+    /// A value that is not a duration (`5s`, `250ms`, `5`) or a count.
+    #[error("{key}: {value:?} is not a valid value")]
+    Value {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// The values do not leave a fence that fires before etcd can expire the lease.
+    #[error("need ttl a whole number of seconds >= 1, 0 < margin < ttl and 0 < keepalive <= ttl - margin")]
+    Unsafe,
+}
+
+impl Timings {
+    /// Talos's parameters: a 60 s session (Go's `concurrency.NewSession` default, kept alive
+    /// every TTL/3) and one announcement. The fence still fires 1 s before the TTL.
+    pub fn talos() -> Self {
+        Self {
+            ttl: Duration::from_secs(60),
+            keepalive: Duration::from_secs(20),
+            margin: Duration::from_secs(1),
+            announcements: 1,
+            ..Self::default()
+        }
+    }
+
+    /// The etcd client's timeout. The fence can fire only between calls, so a call that
+    /// starts just before it must end well inside the margin, leaving the rest for the
+    /// address's removal.
+    pub fn call_timeout(&self) -> Duration {
+        // No overflow whatever the margin: 5/8 of it, or half of a huge one.
+        self.margin.checked_mul(5).map_or(self.margin / 2, |d| d / 8)
+    }
+
+    /// Parses `talos`, or comma-separated `ttl=1s,keepalive=200ms,margin=400ms,announce=3`
+    /// (any subset; the rest keep their defaults; a bare number is seconds).
+    pub fn parse(s: &str) -> Result<Self, TimingsError> {
+        let mut t = Self::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "talos" {
+                t = Self::talos();
+                continue;
+            }
+            let (k, v) = part.split_once('=').ok_or_else(|| TimingsError::Syntax(part.into()))?;
+            let bad = || TimingsError::Value { key: k.into(), value: v.into() };
+            match k {
+                "ttl" => t.ttl = parse_duration(v).ok_or_else(bad)?,
+                "keepalive" => t.keepalive = parse_duration(v).ok_or_else(bad)?,
+                "margin" => t.margin = parse_duration(v).ok_or_else(bad)?,
+                "announce" => {
+                    t.announcements =
+                        v.parse().ok().filter(|n| (1..=10).contains(n)).ok_or_else(bad)?
+                }
+                _ => return Err(TimingsError::Syntax(part.into())),
+            }
+        }
+        let whole = t.ttl.subsec_nanos() == 0 && t.ttl >= Duration::from_secs(1);
+        let fence = t.ttl.saturating_sub(t.margin);
+        if !whole
+            || t.margin.is_zero()
+            || fence.is_zero()
+            || t.keepalive.is_zero()
+            || t.keepalive > fence
+        {
+            return Err(TimingsError::Unsafe);
+        }
+        Ok(t)
+    }
+}
+
+/// `250ms`, `5s` or `5` (seconds), at most an hour.
+fn parse_duration(v: &str) -> Option<Duration> {
+    let (num, unit_ms) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000)
+    } else {
+        (v, 1000)
+    };
+    let n: u64 = num.parse().ok()?;
+    let d = Duration::from_millis(n.checked_mul(unit_ms)?);
+    (d <= Duration::from_secs(3600)).then_some(d)
 }
 
 /// What the driver does next. Actions of one call run in the order given.
@@ -224,6 +318,11 @@ impl Vip {
             release_until: Duration::ZERO,
             elected: false,
         }
+    }
+
+    /// The timings it runs with.
+    pub fn timings(&self) -> Timings {
+        self.timings
     }
 
     /// Where the machine is.
@@ -498,8 +597,20 @@ mod tests {
     }
     use Step::{Ev, Tick};
 
+    /// The table's numbers: a 5 s lease kept alive every second, fenced 1 s before its end.
+    fn five_seconds() -> Timings {
+        Timings {
+            ttl: s(5.0),
+            keepalive: s(1.0),
+            margin: s(1.0),
+            retry: s(1.0),
+            release_wait: s(2.0),
+            announcements: 3,
+        }
+    }
+
     fn run(name: &str, steps: Vec<Step>) -> Vip {
-        let mut v = Vip::new("cp-1", Timings::default());
+        let mut v = Vip::new("cp-1", five_seconds());
         for (i, step) in steps.into_iter().enumerate() {
             let (got, phase, want, what) = match step {
                 Ev(t, e, want, phase) => {
@@ -800,9 +911,22 @@ mod tests {
     /// keep-alives that stop at any point, with any one-way delay under the margin.
     #[test]
     fn the_fence_always_fires_before_etcd_can_expire_the_lease() {
-        let t = Timings::default();
+        // One-way delays up to half the call timeout (a slower answer is a failed call), and
+        // for the 5 s lease up to 900 ms as before.
+        let cases = [
+            (Timings::default(), vec![0u64, 10, 50, 100, 125]),
+            (Timings::talos(), vec![0, 10, 300]),
+            (five_seconds(), vec![0, 10, 300, 900]),
+        ];
+        for (t, delays) in cases {
+            fence_before_expiry(t, &delays);
+        }
+    }
+
+    fn fence_before_expiry(t: Timings, delays: &[u64]) {
+        let end = t.ttl * 12;
         for stop_after in 0..20u32 {
-            for delay_ms in [0u64, 10, 300, 900] {
+            for &delay_ms in delays {
                 let delay = Duration::from_millis(delay_ms);
                 let mut v = Vip::new("cp-1", t);
                 v.handle(Duration::ZERO, E::Start);
@@ -814,7 +938,7 @@ mod tests {
                 let mut now = delay * 2;
                 let mut n = 0;
                 let mut dropped_at = None;
-                while now < Duration::from_secs(60) {
+                while now < end {
                     now += Duration::from_millis(10);
                     for a in v.tick(now) {
                         match a {
@@ -840,6 +964,32 @@ mod tests {
                     "stop_after {stop_after} delay {delay_ms}: dropped at {dropped:?}, etcd expiry {etcd_expiry:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn timings_parse_and_refuse_unsafe_values() {
+        assert_eq!(Timings::parse(""), Ok(Timings::default()));
+        assert_eq!(Timings::parse("talos"), Ok(Timings::talos()));
+        let t = Timings::parse("ttl=5,keepalive=1s,margin=1000ms,announce=1").unwrap();
+        assert_eq!((t.ttl, t.keepalive, t.margin, t.announcements), (s(5.0), s(1.0), s(1.0), 1));
+        let t = Timings::parse("talos, announce=3").unwrap();
+        assert_eq!((t.ttl, t.announcements), (s(60.0), 3));
+        assert_eq!(Timings::parse("ttl=1500ms"), Err(TimingsError::Unsafe));
+        assert_eq!(Timings::parse("ttl=2,margin=2"), Err(TimingsError::Unsafe));
+        assert_eq!(Timings::parse("ttl=2,margin=1,keepalive=1500ms"), Err(TimingsError::Unsafe));
+        assert_eq!(Timings::parse("margin=0"), Err(TimingsError::Unsafe));
+        assert_eq!(Timings::parse("ttl"), Err(TimingsError::Syntax("ttl".into())));
+        assert_eq!(Timings::parse("lease=5"), Err(TimingsError::Syntax("lease=5".into())));
+        assert!(matches!(Timings::parse("ttl=5h"), Err(TimingsError::Value { .. })));
+        assert!(matches!(
+            Timings::parse("ttl=99999999999999999999"),
+            Err(TimingsError::Value { .. })
+        ));
+        assert!(matches!(Timings::parse("announce=0"), Err(TimingsError::Value { .. })));
+        // The client's timeout stays inside the margin.
+        for t in [Timings::default(), Timings::talos()] {
+            assert!(t.call_timeout() < t.margin);
         }
     }
 }
