@@ -10,6 +10,7 @@ pub mod client;
 pub mod connect;
 pub mod machine;
 pub mod output;
+pub mod resources;
 pub mod rpc;
 pub mod tls;
 

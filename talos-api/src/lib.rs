@@ -13,6 +13,7 @@ pub mod authz;
 pub mod common;
 pub mod cosi;
 pub mod google;
+pub mod keelson;
 pub mod machine;
 pub mod storage;
 pub mod time;

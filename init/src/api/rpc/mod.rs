@@ -16,6 +16,7 @@ mod cosi;
 pub mod dispatch;
 pub mod events;
 mod feeds;
+mod keelson;
 mod machine;
 mod routes;
 mod storage;
@@ -130,9 +131,9 @@ impl GrpcConn {
         self.h2.is_closed() || (self.h2.is_going_away() && self.calls.is_empty())
     }
 
-    /// Say goodbye (GOAWAY); calls in progress finish.
-    pub fn go_away(&mut self) {
-        self.h2.go_away(h2::code::NO_ERROR);
+    /// Say goodbye (GOAWAY, with `why` as its debug data); calls in progress finish.
+    pub fn go_away(&mut self, why: &str) {
+        self.h2.go_away_saying(h2::code::NO_ERROR, why.as_bytes());
     }
 
     /// The connection's rights are gone: streams end with `Unavailable`, answers already

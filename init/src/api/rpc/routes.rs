@@ -5,8 +5,13 @@
 use super::dispatch::Method;
 
 /// Every service the node serves.
-pub const SERVICES: &[&[Method]] =
-    &[super::machine::METHODS, super::storage::METHODS, super::time::METHODS, super::cosi::METHODS];
+pub const SERVICES: &[&[Method]] = &[
+    super::machine::METHODS,
+    super::storage::METHODS,
+    super::time::METHODS,
+    super::cosi::METHODS,
+    super::keelson::METHODS,
+];
 
 /// The method at `path`.
 pub fn route(path: &str) -> Option<&'static Method> {
