@@ -15,6 +15,7 @@ use crate::aliases;
 use crate::connect::{self, Common, Target};
 use crate::machine;
 use crate::output::{self, Format};
+use crate::resource::Kind;
 use crate::resources::{self, Change, Query};
 use crate::rpc::{Channel, RpcError};
 use talos_api::google::Empty;
@@ -126,7 +127,15 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
     }
     each(&common, |target, out| {
         let mut c = Channel::connect(target, false).map_err(rpc_err)?;
-        get_one(&mut c, kind, &namespace, id.as_deref(), format, out)
+        // A node in maintenance mode lets its machine status be read by ID only (COSI lists
+        // of `runtime` are refused there, as Talos refuses them): it has one, `machine`.
+        let id = match id.as_deref() {
+            None if kind == Kind::MachineStatus && target.is_insecure() => {
+                Some(crate::resource::MACHINE_STATUS_ID)
+            }
+            id => id,
+        };
+        get_one(&mut c, kind, &namespace, id, format, out)
     })
 }
 

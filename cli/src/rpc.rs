@@ -13,7 +13,7 @@ use grpc::h2::{self, Connection, Event, Role};
 use grpc::{Response, ResponseReader, Status};
 use talos_api::Message;
 
-use crate::connect::{self, Stream, Target, Wire};
+use crate::connect::{self, Stream, Target};
 
 /// How long a one-shot call may take (and how long a write may wait).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -55,9 +55,9 @@ impl RpcError {
         matches!(self, Self::Status(s) if s.code == grpc::code::UNIMPLEMENTED)
     }
 
-    /// The node has no gRPC API at all (it predates it): its JSON-lines API may serve the
-    /// call. Nothing of an answer was handed on before. (`Unimplemented` is an answer: in
-    /// maintenance mode it is how a node refuses what it does not serve without a config.)
+    /// The node has no gRPC API at all (a keelson node from before it). (`Unimplemented` is
+    /// an answer: in maintenance mode it is how a node refuses what it does not serve without
+    /// a config.)
     pub fn not_served(&self) -> bool {
         matches!(self, Self::NotGrpc(_))
     }
@@ -111,7 +111,7 @@ fn h2_config() -> h2::Config {
 impl Channel {
     /// Connect to `target`; `streaming` calls wait for the node without a read timeout.
     pub fn connect(target: &Target, streaming: bool) -> Result<Self, RpcError> {
-        let io = connect::open_as(target, (!streaming).then_some(TIMEOUT), TIMEOUT, Wire::Grpc)
+        let io = connect::open(target, (!streaming).then_some(TIMEOUT), TIMEOUT)
             .map_err(RpcError::Transport)?;
         let (authority, tls) = match target {
             // `:authority` must be a host; a socket path is not one.
@@ -228,8 +228,8 @@ impl Channel {
                 Err(e) => return Err(RpcError::Transport(format!("receive: {e}"))),
             };
             let data = buf.get(..n).unwrap_or_default();
-            // A node from before the gRPC API reads the preface as a bad JSON request and
-            // answers with a JSON object; an HTTP/2 server's first byte starts its SETTINGS
+            // A keelson node from before the gRPC API reads the preface as a bad JSON request
+            // and answers with a JSON object (said plainly rather than as an HTTP/2 error); an HTTP/2 server's first byte starts its SETTINGS
             // frame's length, which is never `{` (it would be over 8 MB).
             if self.received == 0 && data.first() == Some(&b'{') {
                 return Err(RpcError::NotGrpc("it answered in JSON lines"));

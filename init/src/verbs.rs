@@ -2,9 +2,9 @@
 //! The node's verbs that change its config, in one place the API calls once per request: apply
 //! a machine config with its mode (auto, no-reboot, reboot, staged, try), validate it and diff
 //! it against what runs, keep it for the next start, and what each request leaves for the loop
-//! to do (a reboot, a trial to roll back, a service to restart). Both the JSON-lines server and
-//! the gRPC MachineService translate their requests into these calls and their answers out of
-//! them; neither holds node logic of its own.
+//! to do (a reboot, a trial to roll back, a service to restart), confirm a config on trial, a
+//! staged reboot, the status document. The gRPC services (`api::rpc`) translate their requests
+//! into these calls and their answers out of them; they hold no node logic of their own.
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -181,11 +181,21 @@ impl Conn {
         Ok(())
     }
 
-    /// Output waiting that does not move drops a gRPC connection after this: bytes the socket
-    /// does not take, or bytes the HTTP/2 engine holds behind a flow-control window the client
-    /// never opens again (a watcher that stopped reading, whose stream ended meanwhile).
+    /// Output waiting that does not move drops a gRPC connection: bytes the socket does not
+    /// take, after [`super::rpc::STALL`]; bytes held further up (behind flow-control windows
+    /// the client never opens again, in the TLS session), after twice that, so a stalled
+    /// stream is reset on its own first ([`super::rpc`]) and the connection goes only when
+    /// nothing moves at all (a watcher that stopped reading, whose stream ended meanwhile).
     fn write_deadline(&self) -> Option<Instant> {
-        (self.grpc().is_some() && self.pending() > 0).then(|| self.last_write + super::rpc::STALL)
+        let g = self.grpc()?;
+        let stall = super::rpc::STALL;
+        if self.unwritten() > 0 {
+            Some(self.last_write + stall)
+        } else if g.held() > 0 || self.stream.wants_write() {
+            Some(self.last_write + 2 * stall)
+        } else {
+            None
+        }
     }
 
     fn idle_deadline(&self) -> Option<Instant> {
@@ -293,7 +303,7 @@ impl Conn {
             return false;
         }
         if self.write_deadline().is_some_and(|d| d <= now) {
-            log::warn!(target: "api", "dropping a client that does not read (gRPC: {} bytes waiting for {} s)", self.pending(), super::rpc::STALL.as_secs());
+            log::warn!(target: "api", "dropping a client that does not read (gRPC: {} bytes waiting)", self.pending());
             return false;
         }
         if self.handshake_deadline().is_some_and(|d| d <= now) {
