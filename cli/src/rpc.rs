@@ -174,8 +174,28 @@ impl Channel {
         self.h2.send_data(id, &grpc::frame_message(req), true)?;
         let mut reader = ResponseReader::new(max);
         let mut buf = vec![0u8; 16 << 10];
+        // Once the request is out, a node may close right after its answer (a reboot): a
+        // write that fails then (an acknowledgement of its frames) leaves the answer to read.
+        let mut sent = false;
+        let mut broken = false;
         loop {
-            self.flush()?;
+            if broken {
+                drop(self.h2.take_output());
+            } else {
+                match self.flush() {
+                    Ok(()) => sent = true,
+                    Err(e)
+                        if sent
+                            && matches!(
+                                e.kind(),
+                                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                            ) =>
+                    {
+                        broken = true
+                    }
+                    Err(e) => return Err(RpcError::Transport(format!("send: {e}"))),
+                }
+            }
             while let Some(ev) = self.h2.poll_event() {
                 let mut out = Vec::new();
                 match ev {
@@ -202,7 +222,9 @@ impl Channel {
                 }
             }
             if self.h2.is_closed() {
-                let _ = self.flush();
+                if !broken {
+                    let _ = self.flush();
+                }
                 return Err(RpcError::Transport("the node closed the HTTP/2 connection".into()));
             }
             let n = match self.io.read(&mut buf) {
@@ -229,28 +251,28 @@ impl Channel {
             };
             let data = buf.get(..n).unwrap_or_default();
             // A keelson node from before the gRPC API reads the preface as a bad JSON request
-            // and answers with a JSON object (said plainly rather than as an HTTP/2 error); an HTTP/2 server's first byte starts its SETTINGS
-            // frame's length, which is never `{` (it would be over 8 MB).
+            // and answers with a JSON object, said plainly rather than as an HTTP/2 error: an
+            // HTTP/2 server's first byte starts its SETTINGS frame's length, which is never
+            // `{` (it would be over 8 MB).
             if self.received == 0 && data.first() == Some(&b'{') {
                 return Err(RpcError::NotGrpc("it answered in JSON lines"));
             }
             self.received += n;
             if let Err(e) = self.h2.recv(data) {
-                let _ = self.flush();
+                if !broken {
+                    let _ = self.flush();
+                }
                 return Err(e.into());
             }
         }
     }
 
-    fn flush(&mut self) -> Result<(), RpcError> {
+    fn flush(&mut self) -> std::io::Result<()> {
         let out = self.h2.take_output();
         if out.is_empty() {
             return Ok(());
         }
-        self.io
-            .write_all(&out)
-            .and_then(|()| self.io.flush())
-            .map_err(|e| RpcError::Transport(format!("send: {e}")))
+        self.io.write_all(&out).and_then(|()| self.io.flush())
     }
 }
 

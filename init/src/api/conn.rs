@@ -48,6 +48,9 @@ pub struct Conn {
     last_activity: Instant,
     /// When output last moved (or started waiting).
     last_write: Instant,
+    /// Since when output waits that the client does not take (in the socket, behind its
+    /// flow-control windows, in the TLS session), as of the last flush; moves with it.
+    held_since: Option<Instant>,
     /// Whether the preface came.
     pub(super) proto: Proto,
     /// When the first byte of an unfinished preface arrived.
@@ -73,6 +76,7 @@ impl Conn {
             accepted: now,
             last_activity: now,
             last_write: now,
+            held_since: None,
             proto: Proto::Sniff,
             preface_started: None,
             closing: false,
@@ -187,14 +191,12 @@ impl Conn {
     /// stream is reset on its own first ([`super::rpc`]) and the connection goes only when
     /// nothing moves at all (a watcher that stopped reading, whose stream ended meanwhile).
     fn write_deadline(&self) -> Option<Instant> {
-        let g = self.grpc()?;
+        self.grpc()?;
         let stall = super::rpc::STALL;
         if self.unwritten() > 0 {
             Some(self.last_write + stall)
-        } else if g.held() > 0 || self.stream.wants_write() {
-            Some(self.last_write + 2 * stall)
         } else {
-            None
+            self.held_since.map(|t| t + 2 * stall)
         }
     }
 
@@ -314,6 +316,14 @@ impl Conn {
             log::debug!(target: "api", "closing a connection whose preface did not end in time");
             self.refuse(&format!("request not completed within {} s", REQUEST_DEADLINE.as_secs()));
         } else if self.idle_deadline().is_some_and(|d| d <= now) {
+            // Frames made this turn (a stream's reset) are given their chance to go first.
+            let fresh = self.grpc().is_some_and(|g| g.held() > g.blocked());
+            if self.held_since.is_some() && !fresh {
+                // Idle with output that never left (a watcher whose stream was reset because
+                // it stopped reading): nothing it would be told would reach it either.
+                log::warn!(target: "api", "dropping a client that does not read ({} bytes waiting, idle for {} s)", self.pending(), IDLE.as_secs());
+                return false;
+            }
             log::debug!(target: "api", "closing an idle connection");
             if self.closing {
                 return false;
@@ -329,6 +339,14 @@ impl Conn {
         if self.flush(now).is_err() {
             return false;
         }
+        let blocked = self.grpc().map_or(0, GrpcConn::blocked);
+        let held = self.unwritten() > 0 || blocked > 0 || self.stream.wants_write();
+        self.held_since = match self.held_since {
+            _ if !held => None,
+            None => Some(now),
+            // Output that moved starts the wait again.
+            Some(t) => Some(t.max(self.last_write)),
+        };
         if self.grpc().is_some_and(GrpcConn::done) {
             self.closing = true;
         }

@@ -102,6 +102,12 @@ impl GrpcConn {
         self.h2.output_len() + self.h2.queued_total()
     }
 
+    /// Bytes it holds behind flow-control windows the client has not opened (not counting
+    /// frames just made and not yet handed to the socket).
+    pub fn blocked(&self) -> usize {
+        self.h2.queued_total()
+    }
+
     /// The store kinds its streams need the changes of.
     pub fn kinds(&self) -> impl Iterator<Item = net::resource::Kind> + '_ {
         self.calls.values().flat_map(|c| match c {
