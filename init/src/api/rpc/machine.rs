@@ -523,6 +523,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn mode_details_carry_the_per_field_diff_and_what_the_mode_did() {
+        let v = serde_json::json!({
+            "changes": [
+                {"action": "added", "type": "AddressSpec", "id": "eth0/10.0.0.5/24"},
+                {"action": "changed", "type": "LinkSpec", "id": "eth0",
+                 "fields": [{"field": "mtu", "before": 1500, "after": 9000}]},
+                {"action": "removed", "type": "AddressSpec", "id": "eth0/10.0.0.2/24"},
+            ],
+        });
+        let dry = mode_details(ApplyMode::Auto, true, &v);
+        assert_eq!(
+            dry,
+            "Dry run summary: nothing was applied\n\
+             + added AddressSpec eth0/10.0.0.5/24\n\
+             ~ changed LinkSpec eth0\n    mtu: 1500 -> 9000\n\
+             - removed AddressSpec eth0/10.0.0.2/24\n\
+             3 resource(s) would change (dry run: nothing applied)\n"
+        );
+        let mut v = v;
+        v["trialSeconds"] = serde_json::json!(60);
+        let t = mode_details(ApplyMode::Try(Duration::from_secs(60)), false, &v);
+        assert!(t.starts_with("Applied configuration on trial"), "{t}");
+        assert!(t.contains("3 resource(s) changing: applied\non trial for 60 s:"), "{t}");
+        let staged = serde_json::json!({"changes": [], "staged": "/c.yaml.staged"});
+        let s = mode_details(ApplyMode::Staged, false, &staged);
+        assert!(s.contains("no changes to network resources\nstaged: /c.yaml.staged"), "{s}");
+        let kept = serde_json::json!({"changes": [], "kept": "/c.yaml", "reboot": true});
+        let r = mode_details(ApplyMode::Reboot, false, &kept);
+        assert!(r.ends_with("kept: /c.yaml\nthe node reboots now\n"), "{r}");
+    }
+
+    #[test]
     fn apply_modes_as_talos_takes_them() {
         let m_ = |mode: m::ApplyMode, maintenance| apply_mode(mode as i32, None, maintenance);
         assert_eq!(m_(m::ApplyMode::Auto, false).ok(), Some(ApplyMode::Auto));
