@@ -1,101 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The client commands: `get`, `logs`, `apply-config`, `explain`, `machine-status`,
-//! `version`. Each connects to the node (the local socket, or TLS: [`crate::connect`]), sends
-//! one request line and prints the answer; with several nodes, each node's output lines are
-//! prefixed with its name.
+//! `version`, ... Each connects to the node (the local socket, or TLS: [`crate::connect`]),
+//! makes its gRPC calls (Talos's machine API, COSI, keelson's `keelson.v1.NodeService`) and
+//! prints the answer; with several nodes, each node's output lines are prefixed with its name.
 
 use std::ffi::OsString;
-use std::io::{BufReader, ErrorKind, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::aliases;
-use crate::connect::{self, Common, Stream, Target};
+use crate::connect::{self, Common, Target};
 use crate::machine;
-use crate::output::{self, Format, Remote};
+use crate::output::{self, Format};
+use crate::resource::Kind;
+use crate::resources::{self, Change, Query};
 use crate::rpc::{Channel, RpcError};
-use talos_api::machine::EventsRequest;
+use talos_api::google::Empty;
+use talos_api::keelson;
+use talos_api::machine::{
+    ApplyConfigurationRequest, ApplyConfigurationResponse, ApplyMode, EventsRequest, RebootResponse,
+};
 
-/// How long a one-shot request may take.
-const TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest config file `apply-config` reads: past the node's request limit, so the node
 /// can say itself that a file is too large, yet bounded.
 const CONFIG_FILE_LIMIT: u64 = 64 << 20;
-/// Longest answer line read. A `list` of 10,000 routes is about 6 MiB; a peer sending more
-/// than this without a newline is not a keelson node, or a broken one.
-pub const MAX_ANSWER: usize = 64 << 20;
 
-/// A request as its line. A big one (`apply-config`) is serialized before connecting: the
-/// node closes a connection that stays silent too long.
-fn line(req: &Value) -> String {
-    let mut line = req.to_string();
-    line.push('\n');
-    line
-}
-
-const CLOSED: &str = "the node closed the connection";
-
-/// A connection to the API.
-struct Client {
-    reader: BufReader<Box<dyn Stream>>,
-}
-
-impl Client {
-    fn connect(target: &Target, streaming: bool) -> Result<Self, String> {
-        let s = connect::open(target, (!streaming).then_some(TIMEOUT), TIMEOUT)?;
-        Ok(Self { reader: BufReader::new(s) })
-    }
-
-    fn send(&mut self, req: &Value) -> Result<(), String> {
-        self.send_line(&line(req))
-    }
-
-    /// Send a request serialized by [`line`].
-    fn send_line(&mut self, line: &str) -> Result<(), String> {
-        let w = self.reader.get_mut();
-        match w.write_all(line.as_bytes()).and_then(|()| w.flush()) {
-            Ok(()) => Ok(()),
-            // The node stopped reading and closed (a request over its limit, say): its answer
-            // says why, and is worth more than "broken pipe".
-            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
-                match self.recv() {
-                    Err(answer) if answer != CLOSED => Err(answer),
-                    _ => Err(format!("send: {e}")),
-                }
-            }
-            Err(e) => Err(format!("send: {e}")),
-        }
-    }
-
-    /// The next response line; an `ok: false` one becomes its error.
-    fn recv(&mut self) -> Result<Value, String> {
-        let mut line = Vec::new();
-        let n =
-            base::bounded::read_line(&mut self.reader, &mut line, MAX_ANSWER).map_err(
-                |e| match e {
-                    base::bounded::ReadError::LineTooLong { limit } => format!(
-                        "answer line longer than {limit} bytes: not a keelson API or a broken node"
-                    ),
-                    // TLS 1.3 says no to a client certificate after the client's handshake is
-                    // done: the refusal arrives as an alert on the first read.
-                    e if e.to_string().contains("alert") => format!(
-                        "the node refused this client at the TLS handshake ({e}): a client certificate from the node's CA is needed (--keelsonconfig), --insecure only reaches a node in maintenance mode"
-                    ),
-                    e => format!("receive: {e}"),
-                },
-            )?;
-        if n == 0 {
-            return Err(CLOSED.into());
-        }
-        let v: Value = serde_json::from_slice(&line).map_err(|e| format!("bad response: {e}"))?;
-        if v["ok"] != json!(true) {
-            return Err(v["error"].as_str().unwrap_or("request failed").to_owned());
-        }
-        Ok(v)
-    }
+/// An RPC error as the verb reports it.
+fn rpc_err(e: RpcError) -> String {
+    e.to_string()
 }
 
 fn text(v: OsString) -> Result<String, String> {
@@ -140,13 +75,6 @@ fn each(
     match failed {
         0 => Ok(()),
         n => Err(format!("{n} of {} nodes failed", targets.len())),
-    }
-}
-
-fn remote(v: &Value) -> Remote {
-    Remote {
-        node: v["node"].as_str().unwrap_or_default().to_owned(),
-        resource: v["resource"].clone(),
     }
 }
 
@@ -198,8 +126,16 @@ fn get(raw: Vec<OsString>) -> Result<(), String> {
         return watch_one(target, kind, &namespace, id, format);
     }
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        get_one(&mut c, kind, &namespace, id.as_deref(), format, out)
+        let mut c = Channel::connect(target, false).map_err(rpc_err)?;
+        // A node in maintenance mode lets its machine status be read by ID only (COSI lists
+        // of `runtime` are refused there, as Talos refuses them): it has one, `machine`.
+        let id = match id.as_deref() {
+            None if kind == Kind::MachineStatus && target.is_insecure() => {
+                Some(crate::resource::MACHINE_STATUS_ID)
+            }
+            id => id,
+        };
+        get_one(&mut c, kind, &namespace, id, format, out)
     })
 }
 
@@ -210,87 +146,81 @@ fn watch_one(
     id: Option<String>,
     format: Format,
 ) -> Result<(), String> {
-    let mut c = Client::connect(target, true)?;
+    let mut c = Channel::connect(target, true).map_err(rpc_err)?;
+    let node = resources::node_name(&mut c).map_err(rpc_err)?;
+    let q = Query { kind, namespace };
     let out = &mut std::io::stdout().lock();
-    {
-        c.send(
-            &json!({"op": "watch", "type": kind.short_name(), "namespace": namespace, "id": id}),
-        )?;
-        let mut header = false;
-        // Seeded wide enough for typical IDs, so later rows rarely have to widen a column.
-        let mut widths: Vec<usize> = output::remote_header(&[" "], kind.short_name())
-            .iter()
-            .enumerate()
-            .map(|(i, h)| match i {
-                0 => 1,
-                4 => h.len().max(28),
-                _ => h.len().max(8),
-            })
-            .collect();
-        loop {
-            let v = c.recv()?;
-            let event = v["event"].as_str().unwrap_or_default();
-            if event == "bootstrapped" {
-                continue;
-            }
-            let r = remote(&v);
-            let text = match format {
-                Format::Json => format!("{v}\n"),
-                Format::Yaml => format!(
-                    "event: {event}\n{}---\n",
-                    output::remote_yaml(&r).map_err(|e| e.to_string())?
-                ),
-                Format::Table => {
-                    let mark = match event {
-                        "created" => "+",
-                        "destroyed" => "-",
-                        _ => "*",
-                    };
-                    let mut rows = Vec::new();
-                    if !header {
-                        header = true;
-                        rows.push(output::remote_header(&[" "], kind.short_name()));
-                    }
-                    rows.push(output::remote_row(&[mark], &r));
-                    output::align_with(&rows, &mut widths)
+    let mut header = false;
+    // Seeded wide enough for typical IDs, so later rows rarely have to widen a column.
+    let mut widths: Vec<usize> = output::remote_header(&[" "], kind.short_name())
+        .iter()
+        .enumerate()
+        .map(|(i, h)| match i {
+            0 => 1,
+            4 => h.len().max(28),
+            _ => h.len().max(8),
+        })
+        .collect();
+    let mut show = |change: Change, r: &talos_api::cosi::Resource| -> Result<(), String> {
+        let r = match change {
+            Change::Destroyed => resources::tombstone(r, q, &node),
+            _ => resources::to_remote(r, q, &node),
+        };
+        let event = change.name();
+        let text = match format {
+            Format::Json => format!(
+                "{}\n",
+                json!({"ok": true, "event": event, "node": r.node, "resource": r.resource})
+            ),
+            Format::Yaml => format!(
+                "event: {event}\n{}---\n",
+                output::remote_yaml(&r).map_err(|e| e.to_string())?
+            ),
+            Format::Table => {
+                let mark = match change {
+                    Change::Created => "+",
+                    Change::Destroyed => "-",
+                    Change::Updated => "*",
+                };
+                let mut rows = Vec::new();
+                if !header {
+                    header = true;
+                    rows.push(output::remote_header(&[" "], kind.short_name()));
                 }
-            };
-            out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| e.to_string())?;
-        }
-    }
+                rows.push(output::remote_row(&[mark], &r));
+                output::align_with(&rows, &mut widths)
+            }
+        };
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| e.to_string())
+    };
+    resources::watch(&mut c, q, id.as_deref(), &mut show).map_err(rpc_err)
 }
 
 fn get_one(
-    c: &mut Client,
+    c: &mut Channel,
     kind: crate::resource::Kind,
     namespace: &str,
     id: Option<&str>,
     format: Format,
     mut out: &mut dyn Write,
 ) -> Result<(), String> {
-    let items = match &id {
+    let node = resources::node_name(c).map_err(rpc_err)?;
+    let q = Query { kind, namespace };
+    let items = match id {
         Some(id) => {
-            c.send(
-                &json!({"op": "get", "type": kind.short_name(), "namespace": namespace, "id": id}),
-            )?;
-            vec![remote(&c.recv()?)]
+            vec![resources::to_remote(&resources::get(c, q, id).map_err(rpc_err)?, q, &node)]
         }
-        None => {
-            c.send(&json!({"op": "list", "type": kind.short_name(), "namespace": namespace}))?;
-            let v = c.recv()?;
-            let node = v["node"].clone();
-            v["resources"]
-                .as_array()
-                .map(|a| a.iter().map(|r| remote(&json!({"node": node, "resource": r}))).collect())
-                .unwrap_or_default()
-        }
+        None => resources::list(c, q)
+            .map_err(rpc_err)?
+            .iter()
+            .map(|r| resources::to_remote(r, q, &node))
+            .collect(),
     };
     output::render_remote(&mut out, &items, format).map_err(|e| e.to_string())
 }
 
 /// `keelson logs [SERVICE] [-f] [--tail N] [NODE OPTIONS]`: a service's log; machined's
-/// (the default) is the node's own log ring. gRPC `Logs`; JSON lines for a node without it
-/// (machined's only).
+/// (the default) is the node's own log ring (gRPC `Logs`).
 pub fn logs_main(raw: Vec<OsString>) -> ExitCode {
     finish("logs", logs(raw))
 }
@@ -322,21 +252,7 @@ fn logs_args(raw: Vec<OsString>) -> Result<(Common, bool, i32, String), String> 
 fn logs(raw: Vec<OsString>) -> Result<(), String> {
     let (common, follow, tail, service) = logs_args(raw)?;
     let run = |target: &Target, out: &mut dyn Write| {
-        grpc_first(
-            target,
-            follow,
-            out,
-            |c, out| machine::logs(c, &service, follow, tail, out),
-            |out| {
-                if service != "machined" {
-                    return Err(format!(
-                        "this node has no gRPC Logs: only machined's log is served (not {:?})",
-                        output::escape_cell(&service)
-                    ));
-                }
-                logs_one(target, follow, out)
-            },
-        )
+        grpc(target, follow, out, |c, out| machine::logs(c, &service, follow, tail, out))
     };
     if follow {
         let targets = common.targets()?;
@@ -346,23 +262,6 @@ fn logs(raw: Vec<OsString>) -> Result<(), String> {
         return run(target, &mut std::io::stdout().lock());
     }
     each(&common, run)
-}
-
-fn logs_one(target: &Target, follow: bool, out: &mut dyn Write) -> Result<(), String> {
-    let mut c = Client::connect(target, follow)?;
-    c.send(&json!({"op": "logs", "follow": follow}))?;
-    loop {
-        let v = c.recv()?;
-        for l in v["lines"].as_array().into_iter().flatten() {
-            // The node's log carries text from the network (DHCP options, peer names).
-            writeln!(out, "{}", output::escape_cell(l.as_str().unwrap_or_default()))
-                .map_err(|e| e.to_string())?;
-        }
-        out.flush().map_err(|e| e.to_string())?;
-        if !follow {
-            return Ok(());
-        }
-    }
 }
 
 /// `keelson apply-config FILE [--dry-run] [--allow-partial] [--socket PATH]`
@@ -398,78 +297,77 @@ fn apply(raw: Vec<OsString>) -> Result<(), String> {
     // that is merely too large is sent, and the node's answer says why it is refused.
     let config = base::bounded::read_text(&file, CONFIG_FILE_LIMIT)
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let request = line(&json!({
-        "op": "apply-config", "config": config, "dryRun": dry, "mode": mode, "timeoutSeconds": timeout,
-        "allowPartial": allow_partial,
-    }));
-    drop(config);
+    let mode = apply_mode(mode.as_deref(), timeout)?;
+    let request = ApplyConfigurationRequest {
+        data: config.into_bytes(),
+        mode: mode.0 as i32,
+        dry_run: dry,
+        try_mode_timeout: mode.1,
+    };
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send_line(&request)?;
-        let v = c.recv().map_err(|e| format!("{}: {e}", file.display()))?;
-        apply_report(&v, dry, out)
+        let mut c = Channel::connect(target, false).map_err(rpc_err)?;
+        let reply: ApplyConfigurationResponse = if allow_partial {
+            let req = keelson::ApplyConfigurationRequest {
+                request: Some(request.clone()),
+                allow_partial: true,
+            };
+            c.unary(keelson::path::APPLY_CONFIGURATION, &req)
+        } else {
+            c.unary(&machine::path("ApplyConfiguration"), &request)
+        }
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+        out.write_all(apply_report(&reply).as_bytes()).map_err(|e| e.to_string())
     })
 }
 
-fn apply_report(v: &Value, dry: bool, out: &mut dyn Write) -> Result<(), String> {
+/// `--mode` and `--timeout` as Talos's apply mode and try timeout. No mode: `auto`.
+fn apply_mode(
+    mode: Option<&str>,
+    timeout: Option<u64>,
+) -> Result<(ApplyMode, Option<talos_api::google::Duration>), String> {
+    let mode = match mode.unwrap_or("auto") {
+        "auto" => ApplyMode::Auto,
+        "no-reboot" => ApplyMode::NoReboot,
+        "reboot" => ApplyMode::Reboot,
+        "staged" => ApplyMode::Staged,
+        "try" => ApplyMode::Try,
+        other => {
+            return Err(format!(
+                "unknown mode {:?} (auto, no-reboot, reboot, staged, try)",
+                output::escape_cell(other)
+            ))
+        }
+    };
+    let timeout = match (mode, timeout) {
+        (_, Some(0)) => return Err("--timeout: at least 1 s".into()),
+        (ApplyMode::Try, Some(t)) => Some(talos_api::google::Duration {
+            seconds: i64::try_from(t).map_err(|_| "--timeout: too long")?,
+            nanos: 0,
+        }),
+        _ => None,
+    };
+    Ok((mode, timeout))
+}
+
+/// What the node says about an apply: its warnings (a dropped entry as `dropped:`), then the
+/// node's account of it (the changes, what the mode did), every line escaped.
+fn apply_report(reply: &ApplyConfigurationResponse) -> String {
     let mut text = String::new();
-    for w in v["warnings"].as_array().into_iter().flatten() {
-        text.push_str(&format!("warning: {}\n", w.as_str().unwrap_or_default()));
-    }
-    for d in v["dropped"].as_array().into_iter().flatten() {
-        text.push_str(&format!("dropped: {}\n", d.as_str().unwrap_or_default()));
-    }
-    let changes = v["changes"].as_array().cloned().unwrap_or_default();
-    for ch in &changes {
-        let action = ch["action"].as_str().unwrap_or_default();
-        let mark = match action {
-            "added" => "+",
-            "removed" => "-",
-            _ => "~",
-        };
-        text.push_str(&format!(
-            "{mark} {action} {} {}\n",
-            ch["type"].as_str().unwrap_or_default(),
-            ch["id"].as_str().unwrap_or_default()
-        ));
-        for f in ch["fields"].as_array().into_iter().flatten() {
-            text.push_str(&format!(
-                "    {}: {} -> {}\n",
-                f["field"].as_str().unwrap_or_default(),
-                f["before"],
-                f["after"]
-            ));
+    for m in &reply.messages {
+        for w in &m.warnings {
+            let line = match w.strip_prefix("dropped: ") {
+                Some(d) => format!("dropped: {}", output::escape_cell(d)),
+                None => format!("warning: {}", output::escape_cell(w)),
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        for l in m.mode_details.lines() {
+            text.push_str(&output::escape_cell(l));
+            text.push('\n');
         }
     }
-    let staged = v["staged"].as_str();
-    text.push_str(&match (changes.is_empty(), dry) {
-        (true, _) => "no changes to network resources\n".to_owned(),
-        (false, false) if staged.is_some() => {
-            format!("{} resource(s) will change at the next start (staged)\n", changes.len())
-        }
-        (false, true) => {
-            format!("{} resource(s) would change (dry run: nothing applied)\n", changes.len())
-        }
-        (false, false) => format!("{} resource(s) changing: applied\n", changes.len()),
-    });
-    if let Some(t) = v["trialSeconds"].as_u64() {
-        text.push_str(&format!(
-            "on trial for {t} s: `keelson config confirm` keeps it, otherwise the node rolls back\n"
-        ));
-    }
-    if let Some(path) = staged {
-        text.push_str(&format!(
-            "staged: {} (the next start boots into it)\n",
-            output::escape_cell(path)
-        ));
-    }
-    if let Some(kept) = v["kept"].as_str() {
-        text.push_str(&format!("kept: {}\n", output::escape_cell(kept)));
-    }
-    if v["reboot"] == json!(true) {
-        text.push_str("the node reboots now\n");
-    }
-    out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+    text
 }
 
 /// `90`, `90s`, `2m`, `1h` (Talos's `--timeout 1m`) as seconds.
@@ -496,11 +394,14 @@ pub fn confirm_main(raw: Vec<OsString>) -> ExitCode {
 fn confirm(raw: Vec<OsString>) -> Result<(), String> {
     let common = node_options(raw)?;
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": "confirm-config"}))?;
-        let v = c.recv()?;
-        let kept = output::escape_cell(v["kept"].as_str().unwrap_or_default());
-        writeln!(out, "the config on trial is kept ({kept})").map_err(|e| e.to_string())
+        let mut c = Channel::connect(target, false).map_err(rpc_err)?;
+        let reply: keelson::ConfirmConfigurationResponse =
+            c.unary(keelson::path::CONFIRM_CONFIGURATION, &Empty {}).map_err(rpc_err)?;
+        for m in &reply.messages {
+            let kept = output::escape_cell(&m.kept);
+            writeln!(out, "the config on trial is kept ({kept})").map_err(|e| e.to_string())?;
+        }
+        Ok(())
     })
 }
 
@@ -531,19 +432,19 @@ fn explain(raw: Vec<OsString>) -> Result<(), String> {
     let kind = aliases::resolve(kind).map_err(|e| e.to_string())?;
     let namespace = ns.unwrap_or_else(|| aliases::default_namespace(kind).to_string());
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": "get", "type": kind.short_name(), "namespace": namespace, "id": id}))?;
-        explain_report(&c.recv()?, kind, id, out)
+        let mut c = Channel::connect(target, false).map_err(rpc_err)?;
+        let q = Query { kind, namespace: &namespace };
+        let r = resources::get(&mut c, q, id).map_err(rpc_err)?;
+        explain_report(&resources::to_remote(&r, q, "").resource, kind, id, out)
     })
 }
 
 fn explain_report(
-    v: &Value,
+    r: &Value,
     kind: crate::resource::Kind,
     id: &str,
     out: &mut dyn Write,
 ) -> Result<(), String> {
-    let r = &v["resource"];
     let mut text = format!("{} {} (version {})\n", kind.short_name(), id, r["metadata"]["version"]);
     match r["provenance"].as_object() {
         Some(p) if !p.is_empty() => {
@@ -572,7 +473,8 @@ fn explain_report(
     out.write_all(text.as_bytes()).map_err(|e| e.to_string())
 }
 
-/// `keelson machine-status [--socket PATH]`: the raw status as JSON.
+/// `keelson machine-status [--socket PATH]`: keelson's status document as JSON
+/// (`keelson.v1.NodeService/MachineStatus`).
 pub fn status_main(raw: Vec<OsString>) -> ExitCode {
     finish("machine-status", status(raw))
 }
@@ -587,16 +489,21 @@ fn status(raw: Vec<OsString>) -> Result<(), String> {
         }
     }
     each(&common, |target, out| {
-        let mut c = Client::connect(target, false)?;
-        c.send(&json!({"op": "machine-status"}))?;
-        let v = c.recv()?;
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-        writeln!(out, "{text}").map_err(|e| e.to_string())
+        let mut c = Channel::connect(target, false).map_err(rpc_err)?;
+        let reply: keelson::MachineStatusResponse =
+            c.unary(keelson::path::MACHINE_STATUS, &Empty {}).map_err(rpc_err)?;
+        for m in &reply.messages {
+            let v: Value = serde_json::from_str(&m.status_json)
+                .map_err(|e| format!("bad answer: status_json: {e}"))?;
+            let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+            writeln!(out, "{text}").map_err(|e| e.to_string())?;
+        }
+        Ok(())
     })
 }
 
 /// `keelson version [--client] [NODE OPTIONS]`: the client's version, and each node's
-/// (gRPC `Version`; a node without it answers over JSON lines).
+/// (gRPC `Version`).
 pub fn version_main(raw: Vec<OsString>) -> ExitCode {
     finish("version", version(raw))
 }
@@ -620,45 +527,21 @@ fn version(raw: Vec<OsString>) -> Result<(), String> {
         return Ok(());
     }
     each(&common, |target, out| {
-        grpc_first(
-            target,
-            false,
-            out,
-            // Only a node in maintenance mode answers a client without a certificate.
-            |c, out| machine::version(c, &target.name(), target.is_insecure(), out),
-            |out| {
-                let mut c = Client::connect(target, false)?;
-                c.send(&json!({"op": "version"}))?;
-                let v = c.recv()?;
-                let mode = if v["maintenance"] == json!(true) { " (maintenance mode)" } else { "" };
-                writeln!(
-                    out,
-                    "Server:\n\tkeelson {}{mode}",
-                    output::escape_cell(v["version"].as_str().unwrap_or_default())
-                )
-                .map_err(|e| e.to_string())
-            },
-        )
+        // Only a node in maintenance mode answers a client without a certificate.
+        grpc(target, false, out, |c, out| {
+            machine::version(c, &target.name(), target.is_insecure(), out)
+        })
     })
 }
 
-/// Call over gRPC; when the node does not serve the call there (a node from before the gRPC
-/// API, or a method it does not have yet), over JSON lines instead.
-fn grpc_first(
+/// Connect to `target` and make `f`'s calls.
+fn grpc(
     target: &Target,
     streaming: bool,
     out: &mut dyn Write,
-    grpc: impl FnOnce(&mut Channel, &mut dyn Write) -> Result<(), RpcError>,
-    json_lines: impl FnOnce(&mut dyn Write) -> Result<(), String>,
+    f: impl FnOnce(&mut Channel, &mut dyn Write) -> Result<(), RpcError>,
 ) -> Result<(), String> {
-    match Channel::connect(target, streaming).and_then(|mut c| grpc(&mut c, out)) {
-        Ok(()) => Ok(()),
-        Err(e) if e.not_served() => {
-            log::debug!("{}: {e}; over JSON lines", target.name());
-            json_lines(out)
-        }
-        Err(e) => Err(e.to_string()),
-    }
+    Channel::connect(target, streaming).and_then(|mut c| f(&mut c, out)).map_err(rpc_err)
 }
 
 /// Parse only the node options (for verbs without options of their own).
@@ -675,60 +558,17 @@ fn node_options(raw: Vec<OsString>) -> Result<Common, String> {
 }
 
 /// `keelson disks [NODE OPTIONS]`: block devices, from the node's sysfs (gRPC
-/// `storage.StorageService/Disks`, talosctl's columns; JSON lines for a node without it).
+/// `storage.StorageService/Disks`, talosctl's columns).
 pub fn disks_main(raw: Vec<OsString>) -> ExitCode {
     finish("disks", disks(raw))
 }
 
 fn disks(raw: Vec<OsString>) -> Result<(), String> {
     let common = node_options(raw)?;
-    each(&common, |target, out| {
-        grpc_first(target, false, out, machine::disks, |out| disks_json_lines(target, out))
-    })
+    each(&common, |target, out| grpc(target, false, out, machine::disks))
 }
 
-fn disks_json_lines(target: &Target, out: &mut dyn Write) -> Result<(), String> {
-    let mut c = Client::connect(target, false)?;
-    c.send(&json!({"op": "disks"}))?;
-    let v = c.recv()?;
-    let cell = |d: &Value, k: &str| output::escape_cell(d[k].as_str().unwrap_or("-"));
-    let mut rows =
-        vec![["DEV", "MODEL", "SERIAL", "WWID", "SIZE", "ROTATIONAL", "TRANSPORT", "RO"]
-            .map(String::from)
-            .to_vec()];
-    for d in v["disks"].as_array().into_iter().flatten() {
-        rows.push(vec![
-            format!("/dev/{}", cell(d, "name")),
-            cell(d, "model"),
-            cell(d, "serial"),
-            cell(d, "wwid"),
-            human_size(d["size"].as_u64().unwrap_or(0)),
-            d["rotational"].as_bool().unwrap_or(false).to_string(),
-            cell(d, "transport"),
-            d["readOnly"].as_bool().unwrap_or(false).to_string(),
-        ]);
-    }
-    out.write_all(output::align(&rows).as_bytes()).map_err(|e| e.to_string())
-}
-
-fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1000.0 && unit + 1 < UNITS.len() {
-        v /= 1000.0;
-        unit += 1;
-    }
-    let name = UNITS.get(unit).copied().unwrap_or("B");
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {name}")
-    }
-}
-
-/// `keelson dmesg [-f] [NODE OPTIONS]`: the node's kernel ring buffer (gRPC `Dmesg`;
-/// JSON lines, without `-f`, for a node without it).
+/// `keelson dmesg [-f] [NODE OPTIONS]`: the node's kernel ring buffer (gRPC `Dmesg`).
 pub fn dmesg_main(raw: Vec<OsString>) -> ExitCode {
     finish("dmesg", dmesg(raw))
 }
@@ -753,26 +593,7 @@ fn dmesg_args(raw: Vec<OsString>) -> Result<(Common, bool), String> {
 fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
     let (common, follow) = dmesg_args(raw)?;
     let run = |target: &Target, out: &mut dyn Write| {
-        grpc_first(
-            target,
-            follow,
-            out,
-            |c, out| machine::dmesg(c, follow, out),
-            |out| {
-                if follow {
-                    return Err("this node cannot follow its kernel log (no gRPC Dmesg)".into());
-                }
-                let mut c = Client::connect(target, false)?;
-                c.send(&json!({"op": "dmesg"}))?;
-                let v = c.recv()?;
-                let mut text = String::new();
-                for l in v["lines"].as_array().into_iter().flatten() {
-                    text.push_str(&output::escape_cell(l.as_str().unwrap_or_default()));
-                    text.push('\n');
-                }
-                out.write_all(text.as_bytes()).map_err(|e| e.to_string())
-            },
-        )
+        grpc(target, follow, out, |c, out| machine::dmesg(c, follow, out))
     };
     if follow {
         let targets = common.targets()?;
@@ -786,7 +607,7 @@ fn dmesg(raw: Vec<OsString>) -> Result<(), String> {
 
 /// `keelson reboot|shutdown [NODE OPTIONS]`: stop the node's services, then reboot or power
 /// off (`keelson run` stops instead). gRPC `Reboot` and `Shutdown`; `--mode staged` is
-/// keelson's own and goes over JSON lines.
+/// keelson's own: `keelson.v1.NodeService/StagedReboot`.
 pub fn power_main(op: &'static str, raw: Vec<OsString>) -> ExitCode {
     finish(op, power(op, raw))
 }
@@ -821,35 +642,16 @@ fn power_args(op: &str, raw: Vec<OsString>) -> Result<(Common, Option<String>), 
 
 fn power(op: &'static str, raw: Vec<OsString>) -> Result<(), String> {
     let (common, mode) = power_args(op, raw)?;
-    let json_lines = |target: &Target, out: &mut dyn Write| -> Result<(), String> {
-        if mode.as_deref() == Some("powercycle") {
-            return Err("this node has no gRPC Reboot: --mode powercycle needs it".into());
-        }
-        let mut c = Client::connect(target, false)?;
-        let mut request = json!({"op": op});
-        if let Some(m) = &mode {
-            request["mode"] = json!(m);
-        }
-        c.send(&request)?;
-        c.recv()?;
-        writeln!(out, "{op}: accepted; the node stops its services").map_err(|e| e.to_string())
-    };
     each(&common, |target, out| {
-        if mode.as_deref() == Some("staged") {
-            return json_lines(target, out);
-        }
-        let grpc_mode = i32::from(mode.as_deref() == Some("powercycle"));
-        grpc_first(
-            target,
-            false,
-            out,
-            |c, out| {
-                machine::power(c, op, grpc_mode)?;
-                writeln!(out, "{op}: accepted; the node stops its services")
-                    .map_err(|e| RpcError::Handler(e.to_string()))
-            },
-            |out| json_lines(target, out),
-        )
+        grpc(target, false, out, |c, out| {
+            if mode.as_deref() == Some("staged") {
+                let _: RebootResponse = c.unary(keelson::path::STAGED_REBOOT, &Empty {})?;
+            } else {
+                machine::power(c, op, i32::from(mode.as_deref() == Some("powercycle")))?;
+            }
+            writeln!(out, "{op}: accepted; the node stops its services")
+                .map_err(|e| RpcError::Handler(e.to_string()))
+        })
     })
 }
 
@@ -1038,6 +840,36 @@ mod tests {
         assert!(dmesg_args(args(&["-f"])).unwrap().1);
         assert!(dmesg_args(args(&["--follow", "-n", "10.0.0.2"])).unwrap().1);
         assert!(dmesg_args(args(&["extra"])).is_err());
+    }
+
+    #[test]
+    fn apply_modes_are_talos_s() {
+        assert_eq!(apply_mode(None, None), Ok((ApplyMode::Auto, None)));
+        assert_eq!(apply_mode(Some("no-reboot"), None), Ok((ApplyMode::NoReboot, None)));
+        assert_eq!(apply_mode(Some("staged"), Some(5)), Ok((ApplyMode::Staged, None)));
+        let t = talos_api::google::Duration { seconds: 90, nanos: 0 };
+        assert_eq!(apply_mode(Some("try"), Some(90)), Ok((ApplyMode::Try, Some(t))));
+        assert_eq!(apply_mode(Some("try"), None), Ok((ApplyMode::Try, None)), "the node's default");
+        assert!(apply_mode(Some("try"), Some(0)).is_err());
+        let e = apply_mode(Some("later\u{1b}"), None).err().unwrap_or_default();
+        assert!(e.contains("unknown mode") && !e.contains('\u{1b}'), "{e}");
+    }
+
+    #[test]
+    fn the_node_s_account_of_an_apply_prints_as_it_came_escaped() {
+        let reply = ApplyConfigurationResponse {
+            messages: vec![talos_api::machine::ApplyConfiguration {
+                metadata: None,
+                warnings: vec!["w1".into(), "dropped: mtu (line 6)".into()],
+                mode: ApplyMode::NoReboot as i32,
+                mode_details: "Applied\n+ added AddressSpec eth0/10.0.0.5/24\nkept: /x\u{1b}\n"
+                    .into(),
+            }],
+        };
+        assert_eq!(
+            apply_report(&reply),
+            "warning: w1\ndropped: mtu (line 6)\nApplied\n+ added AddressSpec eth0/10.0.0.5/24\nkept: /x\\u{1b}\n"
+        );
     }
 
     #[test]

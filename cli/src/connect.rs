@@ -353,32 +353,12 @@ impl ServerCertVerifier for Unverified {
     }
 }
 
-/// Connect to one node. `timeout`: how long a read may wait (`None` when streaming).
+/// Connect to one node for gRPC (over TLS offering ALPN `h2`, the way Talos's clients do).
+/// `timeout`: how long a read may wait (`None` when streaming).
 pub fn open(
     target: &Target,
     timeout: Option<Duration>,
     write_timeout: Duration,
-) -> Result<Box<dyn Stream>, String> {
-    open_as(target, timeout, write_timeout, Wire::JsonLines)
-}
-
-/// What a connection speaks: the JSON-lines API, or gRPC (HTTP/2; over TLS it offers ALPN
-/// `h2`, the way Talos's clients do).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    /// One JSON object per line.
-    JsonLines,
-    /// HTTP/2 with gRPC.
-    Grpc,
-}
-
-/// Connect to one node for `wire`. `timeout`: how long a read may wait (`None` when
-/// streaming).
-pub fn open_as(
-    target: &Target,
-    timeout: Option<Duration>,
-    write_timeout: Duration,
-    wire: Wire,
 ) -> Result<Box<dyn Stream>, String> {
     match target {
         Target::Local(path) => {
@@ -406,14 +386,9 @@ pub fn open_as(
                         let _ = tcp.set_nodelay(true);
                         let server_name = ServerName::try_from(host.clone())
                             .map_err(|e| format!("{name}: {e}"))?;
-                        let config = match wire {
-                            Wire::JsonLines => tls.clone(),
-                            Wire::Grpc => {
-                                let mut c = ClientConfig::clone(tls);
-                                c.alpn_protocols = vec![b"h2".to_vec()];
-                                Arc::new(c)
-                            }
-                        };
+                        let mut config = ClientConfig::clone(tls);
+                        config.alpn_protocols = vec![b"h2".to_vec()];
+                        let config = Arc::new(config);
                         let mut conn = ClientConnection::new(config, server_name)
                             .map_err(|e| format!("{name}: {e}"))?;
                         let mut tcp = tcp;
@@ -422,9 +397,9 @@ pub fn open_as(
                             conn.complete_io(&mut tcp).map_err(|e| format!("{name}: TLS: {e}"))?;
                         }
                         // A node that picks no protocol may still take HTTP/2 after the
-                        // handshake (it tells the two apart by the preface); one that picks
-                        // another protocol does not speak gRPC.
-                        if wire == Wire::Grpc && conn.alpn_protocol().is_some_and(|p| p != b"h2") {
+                        // handshake (keelson's does); one that picks another protocol does
+                        // not speak gRPC.
+                        if conn.alpn_protocol().is_some_and(|p| p != b"h2") {
                             return Err(format!(
                                 "{name}: the node chose another protocol than HTTP/2 at ALPN"
                             ));

@@ -12,6 +12,7 @@ pub mod kubeconfig;
 pub mod lifecycle;
 pub mod machine;
 pub mod output;
+pub mod resources;
 pub mod rpc;
 pub mod tls;
 

@@ -13,7 +13,7 @@ use grpc::h2::{self, Connection, Event, Role};
 use grpc::{Response, ResponseReader, Status};
 use talos_api::Message;
 
-use crate::connect::{self, Stream, Target, Wire};
+use crate::connect::{self, Stream, Target};
 
 /// How long a one-shot call may take (and how long a write may wait).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -55,9 +55,9 @@ impl RpcError {
         matches!(self, Self::Status(s) if s.code == grpc::code::UNIMPLEMENTED)
     }
 
-    /// The node has no gRPC API at all (it predates it): its JSON-lines API may serve the
-    /// call. Nothing of an answer was handed on before. (`Unimplemented` is an answer: in
-    /// maintenance mode it is how a node refuses what it does not serve without a config.)
+    /// The node has no gRPC API at all (a keelson node from before it). (`Unimplemented` is
+    /// an answer: in maintenance mode it is how a node refuses what it does not serve without
+    /// a config.)
     pub fn not_served(&self) -> bool {
         matches!(self, Self::NotGrpc(_))
     }
@@ -111,7 +111,7 @@ fn h2_config() -> h2::Config {
 impl Channel {
     /// Connect to `target`; `streaming` calls wait for the node without a read timeout.
     pub fn connect(target: &Target, streaming: bool) -> Result<Self, RpcError> {
-        let io = connect::open_as(target, (!streaming).then_some(TIMEOUT), TIMEOUT, Wire::Grpc)
+        let io = connect::open(target, (!streaming).then_some(TIMEOUT), TIMEOUT)
             .map_err(RpcError::Transport)?;
         let (authority, tls) = match target {
             // `:authority` must be a host; a socket path is not one.
@@ -174,8 +174,28 @@ impl Channel {
         self.h2.send_data(id, &grpc::frame_message(req), true)?;
         let mut reader = ResponseReader::new(max);
         let mut buf = vec![0u8; 16 << 10];
+        // Once the request is out, a node may close right after its answer (a reboot): a
+        // write that fails then (an acknowledgement of its frames) leaves the answer to read.
+        let mut sent = false;
+        let mut broken = false;
         loop {
-            self.flush()?;
+            if broken {
+                drop(self.h2.take_output());
+            } else {
+                match self.flush() {
+                    Ok(()) => sent = true,
+                    Err(e)
+                        if sent
+                            && matches!(
+                                e.kind(),
+                                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                            ) =>
+                    {
+                        broken = true
+                    }
+                    Err(e) => return Err(RpcError::Transport(format!("send: {e}"))),
+                }
+            }
             while let Some(ev) = self.h2.poll_event() {
                 let mut out = Vec::new();
                 match ev {
@@ -202,7 +222,9 @@ impl Channel {
                 }
             }
             if self.h2.is_closed() {
-                let _ = self.flush();
+                if !broken {
+                    let _ = self.flush();
+                }
                 return Err(RpcError::Transport("the node closed the HTTP/2 connection".into()));
             }
             let n = match self.io.read(&mut buf) {
@@ -228,29 +250,29 @@ impl Channel {
                 Err(e) => return Err(RpcError::Transport(format!("receive: {e}"))),
             };
             let data = buf.get(..n).unwrap_or_default();
-            // A node from before the gRPC API reads the preface as a bad JSON request and
-            // answers with a JSON object; an HTTP/2 server's first byte starts its SETTINGS
-            // frame's length, which is never `{` (it would be over 8 MB).
+            // A keelson node from before the gRPC API reads the preface as a bad JSON request
+            // and answers with a JSON object, said plainly rather than as an HTTP/2 error: an
+            // HTTP/2 server's first byte starts its SETTINGS frame's length, which is never
+            // `{` (it would be over 8 MB).
             if self.received == 0 && data.first() == Some(&b'{') {
                 return Err(RpcError::NotGrpc("it answered in JSON lines"));
             }
             self.received += n;
             if let Err(e) = self.h2.recv(data) {
-                let _ = self.flush();
+                if !broken {
+                    let _ = self.flush();
+                }
                 return Err(e.into());
             }
         }
     }
 
-    fn flush(&mut self) -> Result<(), RpcError> {
+    fn flush(&mut self) -> std::io::Result<()> {
         let out = self.h2.take_output();
         if out.is_empty() {
             return Ok(());
         }
-        self.io
-            .write_all(&out)
-            .and_then(|()| self.io.flush())
-            .map_err(|e| RpcError::Transport(format!("send: {e}")))
+        self.io.write_all(&out).and_then(|()| self.io.flush())
     }
 }
 

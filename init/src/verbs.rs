@@ -2,23 +2,26 @@
 //! The node's verbs that change its config, in one place the API calls once per request: apply
 //! a machine config with its mode (auto, no-reboot, reboot, staged, try), validate it and diff
 //! it against what runs, keep it for the next start, and what each request leaves for the loop
-//! to do (a reboot, a trial to roll back, a service to restart). Both the JSON-lines server and
-//! the gRPC MachineService translate their requests into these calls and their answers out of
-//! them; neither holds node logic of its own.
+//! to do (a reboot, a trial to roll back, a service to restart), confirm a config on trial, a
+//! staged reboot, the status document. The gRPC services (`api::rpc`) translate their requests
+//! into these calls and their answers out of them; they hold no node logic of their own.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use net::config::MachineConfig;
-use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID};
-use net::resource::{Kind, LinkStatus, Namespace, Resource};
+use net::controllers::{self, CMDLINE_ID, MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
+use net::resource::{
+    Kind, LinkStatus, MachineStatus, Namespace, NetworkStatus, Resource, ServiceStatus, TimeStatus,
+    MACHINE_STATUS_ID, TIME_STATUS_ID,
+};
 use runtime::Runtime;
 use serde_json::{json, Value};
 
 use crate::api::diff::{self, Specs};
 use crate::api::remote;
 use crate::api::trial::{self, ApplyMode, Trial};
-use crate::machine::Power;
+use crate::machine::{Machine, Power};
 
 /// What requests leave behind for the server and the loop.
 #[derive(Debug, Default)]
@@ -134,6 +137,52 @@ pub(crate) fn follow_upgrade(effects: &mut Effects) {
         }
         Outcome::Failed(line) => log::error!(target: "upgrade", "upgrade refused: {line}"),
     }
+}
+
+/// `config confirm`: keep the config on trial. Ok: where it is kept (or why not); Err: there
+/// is none.
+pub(crate) fn confirm_config(effects: &mut Effects) -> Result<Value, String> {
+    let trial = effects.trial.take().ok_or("no config on trial (apply-config --mode try first)")?;
+    log::info!(target: "api", "the config on trial is confirmed");
+    Ok(effects.keep(&trial.text))
+}
+
+/// `reboot --mode staged`: reboot, only when a staged config waits (the next start boots into
+/// it).
+pub(crate) fn staged_reboot(effects: &mut Effects) -> Result<(), String> {
+    let waiting =
+        effects.config_path.as_deref().is_some_and(|p| crate::staged::path_for(p).is_file());
+    if !waiting {
+        return Err(
+            "reboot --mode staged: no staged config (apply-config --mode staged first)".into()
+        );
+    }
+    effects.power = Some(Power::Reboot);
+    Ok(())
+}
+
+/// keelson's status document: stage and readiness, uptime, network readiness, the kubelet,
+/// time sync, the persistent state and the controllers' last errors.
+pub(crate) fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> Value {
+    let store = rt.store();
+    let network = store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID);
+    let ready =
+        network.is_some_and(|s| s.address_ready && s.connectivity_ready && s.etc_files_ready);
+    let status = store.get_spec::<MachineStatus>(Namespace::Runtime, MACHINE_STATUS_ID);
+    json!({
+        "node": node,
+        "stage": status.map(|s| s.stage),
+        "ready": status.is_some_and(|s| s.status.ready),
+        "unmetConditions": status.map(|s| &s.status.unmet_conditions),
+        "uptimeSeconds": now.saturating_duration_since(machine.started).as_secs_f64(),
+        "settled": machine.settled,
+        "networkReady": ready,
+        "network": network,
+        "kubelet": store.get_spec::<ServiceStatus>(Namespace::Runtime, "kubelet"),
+        "time": store.get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID),
+        "state": crate::state::status(),
+        "errors": rt.controllers().iter().filter_map(|c| c.last_error.as_ref().map(|e| format!("{}: {e}", c.name))).collect::<Vec<_>>(),
+    })
 }
 
 /// The merged spec kinds an `apply-config` diff covers: the layered kinds of the kind table.

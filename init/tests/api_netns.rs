@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The local API against `keelson run --api-socket` in namespaces these tests create: the CLI
-//! and raw socket clients, checked against the kernel's own view (`ip -j`).
+//! The local API against `keelson run --api-socket` in namespaces these tests create: the CLI,
+//! gRPC clients on raw sockets and raw bytes, checked against the kernel's own view (`ip -j`).
 #![allow(clippy::disallowed_methods)] // Tests and examples drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
@@ -17,7 +17,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cli::rpc::Channel;
 use common::{keelson, require_root, wait_for, Netns, Node, TempDir};
+use grpc::h2;
+use talos_api::cosi;
+use talos_api::google::Empty;
+use talos_api::keelson;
+use talos_api::Message;
 
 const T: Duration = Duration::from_secs(15);
 
@@ -71,14 +77,35 @@ fn ip_addresses(ns: &Netns) -> Vec<String> {
     a
 }
 
-fn request(path: &Path, line: &[u8]) -> String {
-    let mut s = UnixStream::connect(path).unwrap();
+/// A gRPC channel on a new connection to the socket.
+fn channel(path: &Path) -> Channel {
+    let s = UnixStream::connect(path).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
-    s.write_all(line).unwrap();
-    let mut r = BufReader::new(s);
-    let mut out = String::new();
-    r.read_line(&mut out).unwrap();
-    out
+    s.set_write_timeout(Some(T)).unwrap();
+    Channel::over(Box::new(s), "localhost".into(), false)
+}
+
+/// `keelson.v1.NodeService/MachineStatus` on a new connection: the node answers, with its
+/// status document.
+fn machine_status_answers(path: &Path) -> bool {
+    let reply: Result<keelson::MachineStatusResponse, _> =
+        channel(path).unary(keelson::path::MACHINE_STATUS, &Empty {});
+    reply.is_ok_and(|r| r.messages.iter().any(|m| m.status_json.contains("uptimeSeconds")))
+}
+
+/// A client's bytes for one call: the preface, SETTINGS, the request's HEADERS and DATA.
+fn call_bytes(path: &str, msg: &[u8]) -> Vec<u8> {
+    let cfg = h2::Config {
+        stream_window: 1 << 20,
+        conn_window: 1 << 20,
+        max_header_list: 16 << 10,
+        max_concurrent_streams: 0,
+    };
+    let mut c = h2::Connection::new(h2::Role::Client, cfg);
+    let head = grpc::request_headers(false, "localhost", path, "test", None);
+    let id = c.open_stream(&head, false).unwrap();
+    c.send_data(id, &grpc::frame_message(msg), true).unwrap();
+    c.take_output()
 }
 
 fn setup() -> (Netns, Netns, TempDir, Node) {
@@ -255,17 +282,25 @@ fn bad_input_and_limits() {
     }
     let (ns, _peer, dir, node) = setup();
     let path = node.api.clone().unwrap();
-    // Garbage: an error line, and the connection still answers.
+    // Garbage instead of the HTTP/2 preface: closed at once (no protocol to answer in), and
+    // the node still answers a new connection.
     let mut s = UnixStream::connect(&path).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
+    let sent = Instant::now();
     s.write_all(b"\x00\xff\xfegarbage\n{\"op\":\"machine-status\"}\n").unwrap();
-    let mut r = BufReader::new(s.try_clone().unwrap());
-    let mut l = String::new();
-    r.read_line(&mut l).unwrap();
-    assert!(l.contains("\"ok\":false"), "{l}");
-    l.clear();
-    r.read_line(&mut l).unwrap();
-    assert!(l.contains("\"ok\":true") && l.contains("uptimeSeconds"), "{l}");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(got.is_empty() && sent.elapsed() < Duration::from_secs(2), "{got:?}");
+    assert!(machine_status_answers(&path));
+    // Garbage after the preface: HTTP/2's own error (a GOAWAY frame), then the close.
+    let mut s = UnixStream::connect(&path).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    s.write_all(h2::PREFACE).unwrap();
+    s.write_all(b"\x00\x00\x04\xff\xff\x00\x00\x00\x07garbage, garbage").unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let goaway = got.windows(4).any(|w| w[3] == 0x07 && w[..3] >= [0, 0, 8][..]);
+    assert!(goaway, "{got:?}");
 
     // An over-size request: an error (or a reset) and the connection closes.
     let mut big = UnixStream::connect(&path).unwrap();
@@ -292,13 +327,28 @@ fn bad_input_and_limits() {
     });
     // 200 concurrent connections, all open at once, each asks for something.
     let conns: Vec<UnixStream> = (0..200).map(|_| UnixStream::connect(&path).unwrap()).collect();
-    assert!(request(&path, b"{\"op\":\"list\",\"type\":\"links\"}\n").contains("\"ok\":true"));
-    for mut c in conns {
+    let links =
+        cosi::ListRequest { namespace: "network".into(), r#type: "links".into(), options: None };
+    let mut listed = 0;
+    channel(&path)
+        .call(cosi::path::LIST, &links, 1 << 20, &mut |_: cosi::ListResponse| {
+            listed += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert!(listed >= 2, "lo and eth0: {listed}");
+    let hostname = cosi::GetRequest {
+        namespace: "network".into(),
+        r#type: "hostname".into(),
+        id: "hostname".into(),
+        options: None,
+    };
+    for c in conns {
         c.set_read_timeout(Some(T)).unwrap();
-        let _ = c.write_all(b"{\"op\":\"get\",\"type\":\"hostname\",\"id\":\"hostname\"}\n");
-        let mut line = String::new();
-        let _ = BufReader::new(c).read_line(&mut line);
+        c.set_write_timeout(Some(T)).unwrap();
+        let mut ch = Channel::over(Box::new(c), "localhost".into(), false);
         // An answer (ok or error) or a dropped connection; never a hang.
+        let _: Result<cosi::GetResponse, _> = ch.unary(cosi::path::GET, &hostname);
     }
     // And it keeps reconciling.
     write_config(&dir, "config.yaml", "10.7.0.8/24");
@@ -329,7 +379,7 @@ fn bad_input_and_limits() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
-    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+    assert!(machine_status_answers(&path));
     node.stop();
 }
 
@@ -340,8 +390,16 @@ fn a_watcher_that_does_not_read_is_dropped() {
     }
     let (ns, _peer, _dir, node) = setup();
     let path = node.api.clone().unwrap();
+    // A COSI watch of every address, whose answers are never read.
     let mut slow = UnixStream::connect(&path).unwrap();
-    slow.write_all(b"{\"op\":\"watch\",\"type\":\"addresses\"}\n").unwrap();
+    let watch = cosi::WatchRequest {
+        namespace: "network".into(),
+        r#type: "addresses".into(),
+        options: Some(cosi::WatchOptions { bootstrap_contents: true, ..Default::default() }),
+        api_version: 1,
+        ..Default::default()
+    };
+    slow.write_all(&call_bytes(cosi::path::WATCH, &watch.encode_to_vec())).unwrap();
     // Thousands of kernel addresses: several MiB of events for a client that reads none.
     let batch = node.root.path().join("batch");
     let lines: String = (0..12_000)
@@ -358,7 +416,7 @@ fn a_watcher_that_does_not_read_is_dropped() {
         || node.log_text().lines().rev().take(20).collect::<Vec<_>>().join("\n"),
     );
     // The node still answers, and the dropped connection ends.
-    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+    assert!(machine_status_answers(&path));
     slow.set_read_timeout(Some(T)).unwrap();
     let mut sink = Vec::new();
     let _ = slow.read_to_end(&mut sink);
@@ -411,7 +469,7 @@ fn a_live_socket_is_never_taken_over() {
     let mut second = run_on(&other, &root, &path);
     let (ok, err) = exit_within(&mut second, T).expect("the second node did not refuse");
     assert!(!ok && err.contains("another process answers on it"), "{err}");
-    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+    assert!(machine_status_answers(&path));
 
     // Something that is not a socket is never removed.
     let file = root.path().join("not-a-socket");
@@ -429,10 +487,7 @@ fn a_live_socket_is_never_taken_over() {
     wait_for(
         "the node on a stale socket answers",
         T,
-        || {
-            UnixStream::connect(&stale).is_ok()
-                && request(&stale, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true")
-        },
+        || UnixStream::connect(&stale).is_ok() && machine_status_answers(&stale),
         String::new,
     );
     common::sh(&["kill", "-TERM", &fourth.id().to_string()]);
@@ -473,19 +528,23 @@ fn slow_clients_do_not_lock_out_a_new_one() {
     // Let the node close the probe connections first.
     std::thread::sleep(Duration::from_millis(300));
 
-    // Every slot taken by a client that sends a byte a second and never ends its line.
+    // Every slot taken by a client that sends the HTTP/2 preface a byte a second (24 bytes:
+    // it never ends within the test).
     let started = Instant::now();
-    let mut slow: Vec<(UnixStream, Vec<u8>, Option<Duration>)> = (0..SLOTS)
+    let mut slow: Vec<(UnixStream, Vec<u8>, Option<Duration>, usize)> = (0..SLOTS)
         .map(|_| {
             let mut s = UnixStream::connect(&path).unwrap();
-            s.write_all(b"{").unwrap();
+            s.write_all(&h2::PREFACE[..1]).unwrap();
             s.set_nonblocking(true).unwrap();
-            (s, Vec::new(), None)
+            (s, Vec::new(), None, 1)
         })
         .collect();
-    let drip = |slow: &mut Vec<(UnixStream, Vec<u8>, Option<Duration>)>| {
-        for (s, got, closed) in slow.iter_mut().filter(|c| c.2.is_none()) {
-            let _ = s.write_all(b" ");
+    let drip = |slow: &mut Vec<(UnixStream, Vec<u8>, Option<Duration>, usize)>| {
+        for (s, got, closed, sent) in slow.iter_mut().filter(|c| c.2.is_none()) {
+            let next = h2::PREFACE.get(*sent..*sent + 1).unwrap_or(b" ");
+            if s.write_all(next).is_ok() {
+                *sent += 1;
+            }
             let mut b = [0u8; 4096];
             loop {
                 match s.read(&mut b) {
@@ -508,8 +567,7 @@ fn slow_clients_do_not_lock_out_a_new_one() {
 
     // A new client gets its answer while every dripper still holds its slot: by eviction, not
     // by waiting for a request deadline to free one (no dripper has been told its time is up).
-    let answer = request(&path, b"{\"op\":\"machine-status\"}\n");
-    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert!(machine_status_answers(&path));
     drip(&mut slow);
     let timed_out = slow
         .iter()
@@ -527,18 +585,19 @@ fn slow_clients_do_not_lock_out_a_new_one() {
     let text = |g: &Vec<u8>| String::from_utf8_lossy(g).into_owned();
     let evicted = slow.iter().filter(|c| text(&c.1).contains("closed to make room")).count();
     assert_eq!(evicted, 1, "{:?}", slow.iter().map(|c| text(&c.1)).collect::<Vec<_>>());
-    for (_, got, closed) in slow.iter().filter(|c| !text(&c.1).contains("closed to make room")) {
+    for (_, got, closed, _) in slow.iter().filter(|c| !text(&c.1).contains("closed to make room")) {
         assert!(text(got).contains("request not completed within 5 s"), "{}", text(got));
         let closed = closed.expect("a dripping client was not closed");
         assert!(closed >= Duration::from_secs(4) && closed < Duration::from_secs(12), "{closed:?}");
     }
-    assert!(request(&path, b"{\"op\":\"machine-status\"}\n").contains("\"ok\":true"));
+    assert!(machine_status_answers(&path));
     node.stop();
 }
 
 #[test]
-fn the_client_bounds_an_answer_line() {
-    // No node and no privileges: a fake server that never ends its answer line.
+fn the_client_bounds_what_a_broken_node_sends() {
+    // No node and no privileges: a fake server that answers with bytes that never end (read
+    // as HTTP/2, a frame far over the client's frame limit).
     let dir = TempDir::new();
     let path = dir.path().join("fake.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -552,7 +611,7 @@ fn the_client_bounds_an_answer_line() {
     });
     let (ok, _, err) = keelson(&["get", "addresses", "--socket", path.to_str().unwrap()]);
     assert!(!ok, "{err}");
-    assert!(err.contains("answer line longer than 67108864 bytes"), "{err}");
+    assert!(err.contains("frame larger than our maximum"), "{err}");
 }
 
 #[test]
@@ -569,8 +628,7 @@ fn apply_config_over_the_limit_reports_the_nodes_answer() {
     std::fs::write(&big, text).unwrap();
     let (ok, _, err) = keelson(&["apply-config", big.to_str().unwrap(), "--socket", &sock(&node)]);
     assert!(!ok, "{err}");
-    assert!(err.contains("request longer than 1048576 bytes"), "{err}");
-    assert!(request(&node.api.clone().unwrap(), b"{\"op\":\"machine-status\"}\n")
-        .contains("\"ok\":true"));
+    assert!(err.contains("exceeds the 1048576 byte limit"), "{err}");
+    assert!(machine_status_answers(&node.api.clone().unwrap()));
     node.stop();
 }

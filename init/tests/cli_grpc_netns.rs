@@ -2,8 +2,7 @@
 //! The `keelson` client's verbs over Talos's gRPC API against `keelson run` in namespaces
 //! these tests create: the local socket, maintenance mode over TLS (`--insecure`, ALPN h2),
 //! and mutual TLS with a `keelsonconfig`. Each verb's output is the gRPC path's own layout
-//! (talosctl's: `Tag:` lines, the disks columns, the services table), so a client that fell
-//! back to JSON lines fails these tests.
+//! (talosctl's: `Tag:` lines, the disks columns, the services table).
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,

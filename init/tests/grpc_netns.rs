@@ -51,8 +51,8 @@ fn the_proto_subset_has_talos_field_numbers() {
 }
 
 #[test]
-fn the_local_socket_speaks_grpc_and_json() {
-    if !require_root("the_local_socket_speaks_grpc_and_json") {
+fn the_local_socket_speaks_grpc() {
+    if !require_root("the_local_socket_speaks_grpc") {
         return;
     }
     let ns = Netns::new();
@@ -61,7 +61,7 @@ fn the_local_socket_speaks_grpc_and_json() {
     let sock = node.api.clone().unwrap();
     wait_for("the API socket", T, || sock.exists(), || node.log_text());
     println!("{}", scenario(&ns, &node, &["local", &s(&sock)]));
-    // The JSON protocol still answers on the same socket.
+    // And keelson's own client, on the same socket.
     let (ok, out, err) = keelson(&ns, &["version", "--socket", &s(&sock)]);
     assert!(ok, "{out}{err}");
     node.stop();

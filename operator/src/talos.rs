@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cli::connect::{self, Target, Wire};
+use cli::connect::{self, Target};
 use cli::rpc::{Channel, RpcError};
 use talos_api::common::{Data, Empty, Metadata};
 use talos_api::machine::{
@@ -135,7 +135,7 @@ impl GrpcNode {
             tls,
             insecure,
         };
-        let io = connect::open_as(&target, Some(CALL_TIMEOUT), CALL_TIMEOUT, Wire::Grpc)
+        let io = connect::open(&target, Some(CALL_TIMEOUT), CALL_TIMEOUT)
             .map_err(CallError::Unreachable)?;
         let authority = if address.contains(':') {
             format!("[{address}]:{}", self.port)

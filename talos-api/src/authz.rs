@@ -74,6 +74,11 @@ const RULES: &[(&str, u8)] = &[
     ("/storage.StorageService/Disks", READ),
     ("/time.TimeService/Time", READ),
     ("/time.TimeService/TimeCheck", READ),
+    // keelson's extension: the same roles as Talos's calls they stand beside.
+    ("/keelson.v1.NodeService/ApplyConfiguration", A),
+    ("/keelson.v1.NodeService/ConfirmConfiguration", A),
+    ("/keelson.v1.NodeService/MachineStatus", READ),
+    ("/keelson.v1.NodeService/StagedReboot", OPERATE),
 ];
 
 /// May a client with `role` call `path`? Methods not in the table need `os:admin`.
@@ -101,6 +106,7 @@ pub fn in_maintenance(path: &str) -> Maintenance {
     match path {
         "/machine.MachineService/Version"
         | "/machine.MachineService/ApplyConfiguration"
+        | "/keelson.v1.NodeService/ApplyConfiguration"
         | "/storage.StorageService/Disks"
         | "/cosi.resource.State/Get"
         | "/cosi.resource.State/List"
@@ -163,5 +169,22 @@ mod tests {
             assert_eq!(in_maintenance(&path), Maintenance::Absent, "{absent}");
         }
         assert_eq!(in_maintenance("/time.TimeService/Time"), Maintenance::Absent);
+    }
+
+    #[test]
+    fn keelson_extension_calls_take_the_roles_of_the_talos_calls_they_stand_beside() {
+        use crate::keelson::path;
+        for admin in [path::APPLY_CONFIGURATION, path::CONFIRM_CONFIGURATION] {
+            assert!(!allows(Role::Operator, admin), "{admin}");
+            assert!(allows(Role::Admin, admin), "{admin}");
+        }
+        assert!(allows(Role::Operator, path::STAGED_REBOOT));
+        assert!(!allows(Role::Reader, path::STAGED_REBOOT));
+        assert!(allows(Role::Reader, path::MACHINE_STATUS));
+        // A node without a config takes one (a partial one too), and nothing else of these.
+        assert_eq!(in_maintenance(path::APPLY_CONFIGURATION), Maintenance::Served);
+        for absent in [path::CONFIRM_CONFIGURATION, path::STAGED_REBOOT, path::MACHINE_STATUS] {
+            assert_eq!(in_maintenance(absent), Maintenance::Absent, "{absent}");
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod common;
 pub mod cosi;
 pub mod definitions;
 pub mod google;
+pub mod keelson;
 pub mod machine;
 pub mod storage;
 pub mod time;

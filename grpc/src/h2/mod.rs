@@ -295,9 +295,16 @@ impl Connection {
     /// Say goodbye: GOAWAY names the last peer stream we handle; later ones are ignored, the
     /// open streams finish normally (a graceful shutdown waits for `open_streams() == 0`).
     pub fn go_away(&mut self, code: u32) {
+        self.go_away_saying(code, b"");
+    }
+
+    /// [`Self::go_away`] with debug data: why, for the people reading the peer's logs (RFC
+    /// 9113 §6.8; at most 256 bytes of it are sent).
+    pub fn go_away_saying(&mut self, code: u32, why: &[u8]) {
         if !self.closed && !self.going_away {
             let mut p = self.last_peer_stream.to_be_bytes().to_vec();
             p.extend_from_slice(&code.to_be_bytes());
+            p.extend_from_slice(why.get(..256).unwrap_or(why));
             self.frame(GOAWAY, 0, 0, &p);
             self.going_away = true;
         }

@@ -1,46 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 //! One API connection: its buffers, its deadlines and the bounds that keep a client from
-//! stalling or exhausting the node.
-//! - a request line is at most [`MAX_REQUEST`] bytes; a longer one gets an error and the
-//!   connection is closed;
-//! - a request line must be complete within [`REQUEST_DEADLINE`] of its first byte: a client
-//!   dripping bytes is answered with an error and closed, however often it sends;
-//! - a connection with no stream open that does nothing for [`IDLE`] is closed;
+//! stalling or exhausting the node. A connection speaks gRPC ([`super::rpc`]): its first
+//! bytes must be the HTTP/2 client preface, anything else is closed at once.
+//! - the preface must be complete within [`REQUEST_DEADLINE`] of its first byte, and each
+//!   request within the same time of its head ([`super::rpc`]): a client dripping bytes is
+//!   told why (GOAWAY with a reason) and closed, however often it sends;
+//! - a connection with no call open that does nothing for [`IDLE`] is closed;
 //! - at most [`READ_BUDGET`] bytes are read per wakeup;
-//! - output waiting for a slow reader is capped at [`WRITE_CAP`]; a watcher over the cap is
-//!   dropped (it can reconnect and get the current state again);
+//! - output waiting for a slow reader is capped at [`WRITE_CAP`], and output that does not
+//!   move for [`super::rpc::STALL`] drops the connection;
 //! - a TLS handshake must be done within [`REQUEST_DEADLINE`] of the accept.
-//!
-//! A connection whose first bytes are the HTTP/2 client preface speaks gRPC
-//! ([`super::rpc`]) instead of JSON lines; the same bounds hold, and on top of them output
-//! that the client does not take for [`super::rpc::STALL`] drops the connection.
 
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::protocol::{self, ProtocolError, Query, MAX_REQUEST};
 use super::rpc::GrpcConn;
 use super::slots::{Class, Source};
 use super::transport::{Access, Transport};
 use crate::reactor::Reactor;
 
-/// Closed after this long without a byte in either direction (unless streaming).
+/// Closed after this long without a byte in either direction (unless a call is open).
 pub const IDLE: Duration = Duration::from_secs(10);
 pub use super::transport::REQUEST_DEADLINE;
-/// Most bytes queued for one connection before a streaming one is dropped.
+/// Most bytes queued for one connection before it is dropped.
 pub const WRITE_CAP: usize = 4 << 20;
 /// Bytes read from one connection per wakeup (level-triggered epoll brings us back): one busy
 /// client cannot monopolise a loop iteration.
 const READ_BUDGET: usize = 256 << 10;
 
-/// What a connection speaks, from its first bytes.
+/// Where a connection is, from its first bytes.
 pub enum Proto {
     /// Not known yet: the bytes so far are a prefix of the HTTP/2 client preface.
     Sniff,
-    /// JSON lines (anything that is not the HTTP/2 preface).
-    Json,
     /// gRPC over HTTP/2.
     Grpc(Box<GrpcConn>),
 }
@@ -57,14 +48,13 @@ pub struct Conn {
     last_activity: Instant,
     /// When output last moved (or started waiting).
     last_write: Instant,
-    /// What it speaks.
+    /// Since when output waits that the client does not take (in the socket, behind its
+    /// flow-control windows, in the TLS session), as of the last flush; moves with it.
+    held_since: Option<Instant>,
+    /// Whether the preface came.
     pub(super) proto: Proto,
-    /// When the first byte of the unfinished request line in `rbuf` arrived.
-    line_started: Option<Instant>,
-    /// The watch this connection streams.
-    pub(super) watch: Option<Query>,
-    /// Following logs from this sequence number.
-    pub(super) follow: Option<u64>,
+    /// When the first byte of an unfinished preface arrived.
+    preface_started: Option<Instant>,
     /// Stop reading; close once the output is written.
     closing: bool,
     /// What epoll watches for now (read, write).
@@ -86,10 +76,9 @@ impl Conn {
             accepted: now,
             last_activity: now,
             last_write: now,
+            held_since: None,
             proto: Proto::Sniff,
-            line_started: None,
-            watch: None,
-            follow: None,
+            preface_started: None,
             closing: false,
             interest: (true, false),
             class,
@@ -107,9 +96,9 @@ impl Conn {
         self.wbuf.len() - self.woff
     }
 
-    /// It watches resources or follows the log, or has gRPC calls open.
+    /// It has gRPC calls open (a stream, or a call being answered).
     pub fn streaming(&self) -> bool {
-        self.watch.is_some() || self.follow.is_some() || self.grpc().is_some_and(GrpcConn::busy)
+        self.grpc().is_some_and(GrpcConn::busy)
     }
 
     /// Its gRPC side, once it spoke the HTTP/2 preface.
@@ -128,38 +117,32 @@ impl Conn {
         }
     }
 
-    /// Decide what it speaks from the first bytes read: the HTTP/2 client preface makes it a
-    /// gRPC connection, anything else a JSON one; a prefix of the preface waits for more.
-    pub fn sniff(&mut self) {
+    /// Check the first bytes read against the HTTP/2 client preface: the whole preface makes
+    /// it a gRPC connection, a prefix of it waits for more (within [`REQUEST_DEADLINE`]).
+    /// False: anything else, which is no protocol the node speaks; the connection is to be
+    /// dropped.
+    pub fn sniff(&mut self, now: Instant) -> bool {
         if !matches!(self.proto, Proto::Sniff) || self.rbuf.is_empty() {
-            return;
+            return true;
         }
         let preface = grpc::h2::PREFACE;
         let n = self.rbuf.len().min(preface.len());
         if self.rbuf[..n] != preface[..n] {
-            self.proto = Proto::Json;
-        } else if n == preface.len() {
-            self.proto = Proto::Grpc(Box::default());
+            log::debug!(target: "api", "closing a connection that does not speak HTTP/2");
+            return false;
         }
+        if n == preface.len() {
+            self.proto = Proto::Grpc(Box::default());
+            self.preface_started = None;
+        } else {
+            self.preface_started.get_or_insert(now);
+        }
+        true
     }
 
     /// Everything read so far (a gRPC connection's input goes to its HTTP/2 engine whole).
     pub fn take_input(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.rbuf)
-    }
-
-    /// Queue one line.
-    pub fn send(&mut self, v: &Value) {
-        if self.grpc().is_some() {
-            // A JSON answer (an error line) means nothing to an HTTP/2 client.
-            return;
-        }
-        if self.wbuf.len() == self.woff {
-            self.last_write = Instant::now();
-        }
-        // Serializing a `Value` cannot fail.
-        let _ = serde_json::to_writer(&mut self.wbuf, v);
-        self.wbuf.push(b'\n');
     }
 
     /// What the client may do (the role its certificate carries, for TLS).
@@ -202,17 +185,27 @@ impl Conn {
         Ok(())
     }
 
-    /// Output waiting that does not move drops a gRPC connection after this.
+    /// Output waiting that does not move drops a gRPC connection: bytes the socket does not
+    /// take, after [`super::rpc::STALL`]; bytes held further up (behind flow-control windows
+    /// the client never opens again, in the TLS session), after twice that, so a stalled
+    /// stream is reset on its own first ([`super::rpc`]) and the connection goes only when
+    /// nothing moves at all (a watcher that stopped reading, whose stream ended meanwhile).
     fn write_deadline(&self) -> Option<Instant> {
-        (self.grpc().is_some() && self.unwritten() > 0).then(|| self.last_write + super::rpc::STALL)
+        self.grpc()?;
+        let stall = super::rpc::STALL;
+        if self.unwritten() > 0 {
+            Some(self.last_write + stall)
+        } else {
+            self.held_since.map(|t| t + 2 * stall)
+        }
     }
 
     fn idle_deadline(&self) -> Option<Instant> {
         (!self.streaming() || self.closing).then(|| self.last_activity + IDLE)
     }
 
-    fn line_deadline(&self) -> Option<Instant> {
-        self.line_started.filter(|_| !self.closing).map(|t| t + REQUEST_DEADLINE)
+    fn preface_deadline(&self) -> Option<Instant> {
+        self.preface_started.filter(|_| !self.closing).map(|t| t + REQUEST_DEADLINE)
     }
 
     fn handshake_deadline(&self) -> Option<Instant> {
@@ -228,7 +221,7 @@ impl Conn {
             .then_some(self.last_activity);
         [
             self.idle_deadline(),
-            self.line_deadline(),
+            self.preface_deadline(),
             self.handshake_deadline(),
             self.write_deadline(),
             grpc,
@@ -250,27 +243,34 @@ impl Conn {
         if let Some(g) = self.grpc_mut() {
             g.revoke();
         }
-        self.watch = None;
-        self.follow = None;
         self.finish();
     }
 
     /// Stop reading; close once what is queued is written.
     pub fn finish(&mut self) {
         self.rbuf = Vec::new();
-        self.line_started = None;
+        self.preface_started = None;
         self.closing = true;
     }
 
-    /// Answer with an error and stop reading; the connection closes once it is written.
-    fn refuse(&mut self, why: &str) {
-        if let Some(g) = self.grpc_mut() {
-            g.go_away();
+    /// Say why it is closed (a GOAWAY whose debug data is `why`; before the preface is
+    /// complete, after the server's own preface) and stop reading; the connection closes once
+    /// it is written.
+    pub fn refuse(&mut self, why: &str) {
+        if matches!(self.proto, Proto::Sniff) {
+            self.proto = Proto::Grpc(Box::default());
         }
-        self.send(&protocol::error(why));
-        self.rbuf = Vec::new();
-        self.line_started = None;
-        self.closing = true;
+        if let Some(g) = self.grpc_mut() {
+            g.go_away(why);
+        }
+        self.finish();
+    }
+
+    /// Say why (see [`Self::refuse`]), write what the socket takes now, and close.
+    pub fn refuse_now(&mut self, why: &str, now: Instant) {
+        self.refuse(why);
+        let _ = self.flush(now);
+        self.stream.close();
     }
 
     /// Read what is there, within the budget; false when the connection is to be dropped.
@@ -288,10 +288,6 @@ impl Conn {
                     self.rbuf.extend_from_slice(&chunk[..n]);
                     self.last_activity = now;
                     budget = budget.saturating_sub(n);
-                    let json = matches!(self.proto, Proto::Json);
-                    if json && self.rbuf.len() > MAX_REQUEST + 1 && !self.rbuf.contains(&b'\n') {
-                        break;
-                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -301,62 +297,39 @@ impl Conn {
         true
     }
 
-    /// The complete request lines read (blank ones skipped), without their newlines.
-    pub fn take_lines(&mut self, now: Instant) -> Vec<Vec<u8>> {
-        let mut lines = Vec::new();
-        let mut completed = false;
-        while let Some(pos) = self.rbuf.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.rbuf.drain(..=pos).collect();
-            line.truncate(pos);
-            completed = true;
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                lines.push(line);
-            }
-        }
-        // The deadline runs from the first byte of the unfinished line: bytes after a newline
-        // read now start a new line now.
-        self.line_started = match self.line_started {
-            _ if self.rbuf.is_empty() => None,
-            Some(t) if !completed => Some(t),
-            _ => Some(now),
-        };
-        lines
-    }
-
-    /// Refuse an unfinished line that is already too long (after answering the lines
-    /// before it).
-    pub fn refuse_overlong(&mut self) {
-        if self.rbuf.len() > MAX_REQUEST {
-            self.refuse(&ProtocolError::TooLong.to_string());
-        }
-    }
-
     /// Enforce the write cap and the deadlines; false when the connection is to be dropped
     /// now.
     pub fn check_bounds(&mut self, now: Instant) -> bool {
-        let grpc = self.grpc().is_some();
-        if (self.streaming() || grpc) && self.pending() > WRITE_CAP {
+        if self.pending() > WRITE_CAP {
             log::warn!(target: "api", "dropping a client that does not read ({} bytes queued)", self.pending());
             return false;
         }
         if self.write_deadline().is_some_and(|d| d <= now) {
-            log::warn!(target: "api", "dropping a gRPC client that does not read ({} bytes waiting for {} s)", self.unwritten(), super::rpc::STALL.as_secs());
+            log::warn!(target: "api", "dropping a client that does not read (gRPC: {} bytes waiting)", self.pending());
             return false;
         }
         if self.handshake_deadline().is_some_and(|d| d <= now) {
             log::debug!(target: "api", "dropping a client whose TLS handshake did not end in time");
             return false;
         }
-        if self.line_deadline().is_some_and(|d| d <= now) {
-            log::debug!(target: "api", "closing a connection whose request did not end in time");
+        if self.preface_deadline().is_some_and(|d| d <= now) {
+            log::debug!(target: "api", "closing a connection whose preface did not end in time");
             self.refuse(&format!("request not completed within {} s", REQUEST_DEADLINE.as_secs()));
         } else if self.idle_deadline().is_some_and(|d| d <= now) {
+            // Frames made this turn (a stream's reset) are given their chance to go first.
+            let fresh = self.grpc().is_some_and(|g| g.held() > g.blocked());
+            if self.held_since.is_some() && !fresh {
+                // Idle with output that never left (a watcher whose stream was reset because
+                // it stopped reading): nothing it would be told would reach it either.
+                log::warn!(target: "api", "dropping a client that does not read ({} bytes waiting, idle for {} s)", self.pending(), IDLE.as_secs());
+                return false;
+            }
             log::debug!(target: "api", "closing an idle connection");
             if self.closing {
                 return false;
             }
             // Said once, so a client that was too slow to send learns why it was closed.
-            self.refuse(&format!("closed after {} s without a request", IDLE.as_secs()));
+            self.refuse(&format!("closed after {} s without a call", IDLE.as_secs()));
         }
         true
     }
@@ -366,6 +339,14 @@ impl Conn {
         if self.flush(now).is_err() {
             return false;
         }
+        let blocked = self.grpc().map_or(0, GrpcConn::blocked);
+        let held = self.unwritten() > 0 || blocked > 0 || self.stream.wants_write();
+        self.held_since = match self.held_since {
+            _ if !held => None,
+            None => Some(now),
+            // Output that moved starts the wait again.
+            Some(t) => Some(t.max(self.last_write)),
+        };
         if self.grpc().is_some_and(GrpcConn::done) {
             self.closing = true;
         }
@@ -397,22 +378,35 @@ mod tests {
     }
 
     #[test]
-    fn the_first_bytes_decide_the_protocol() {
+    fn only_the_http2_preface_opens_a_connection() {
+        let now = Instant::now();
         let (mut c, _peer) = pair();
         c.rbuf = b"PRI * HTTP/2".to_vec();
-        c.sniff();
+        assert!(c.sniff(now));
         assert!(matches!(c.proto, Proto::Sniff), "a prefix of the preface waits");
+        assert_eq!(c.deadline(), Some(now + REQUEST_DEADLINE), "but not for long");
         c.rbuf.extend_from_slice(b".0\r\n\r\nSM\r\n\r\n");
-        c.sniff();
+        assert!(c.sniff(now));
         assert!(c.grpc().is_some());
         let (mut c, _peer) = pair();
         c.rbuf = b"{\"op\":\"version\"}\n".to_vec();
-        c.sniff();
-        assert!(matches!(c.proto, Proto::Json));
+        assert!(!c.sniff(now), "JSON lines are no longer spoken");
         let (mut c, _peer) = pair();
         c.rbuf = b"PRX".to_vec();
-        c.sniff();
-        assert!(matches!(c.proto, Proto::Json), "one byte off the preface is JSON");
+        assert!(!c.sniff(now), "one byte off the preface");
+    }
+
+    #[test]
+    fn a_preface_that_drips_is_told_why_and_closed() {
+        let now = Instant::now();
+        let (mut c, _peer) = pair();
+        c.rbuf = b"PRI".to_vec();
+        assert!(c.sniff(now));
+        assert!(c.check_bounds(now + Duration::from_secs(1)));
+        assert!(c.check_bounds(now + REQUEST_DEADLINE), "told, then closed once written");
+        let said = c.grpc_mut().map(|g| g.take_output()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&said);
+        assert!(text.contains("request not completed within 5 s"), "{text}");
     }
 
     #[test]

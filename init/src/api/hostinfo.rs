@@ -1,12 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! What `disks` and `dmesg` answer: block devices from sysfs (`/sys/block`, see the kernel's
-//! Documentation/ABI/stable/sysfs-block) and the kernel ring buffer from `/dev/kmsg`
-//! (Documentation/ABI/testing/dev-kmsg). Both are read without blocking and bounded: sysfs
-//! attributes are small in-memory files, and `/dev/kmsg` is opened non-blocking and read until
-//! it has nothing more (or the bound).
+//! What `Disks` and `Dmesg` answer: block devices from sysfs (`/sys/block`, see the kernel's
+//! Documentation/ABI/stable/sysfs-block), read bounded (sysfs attributes are small in-memory
+//! files), and a `/dev/kmsg` record (Documentation/ABI/testing/dev-kmsg) as a line.
 
-use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -15,9 +11,6 @@ use serde_json::{json, Value};
 const ATTR_LIMIT: u64 = 4096;
 /// Most block devices listed.
 const MAX_DISKS: usize = 1024;
-/// Most kernel log records returned, and their bytes in all.
-const MAX_RECORDS: usize = 8192;
-const MAX_BYTES: usize = 2 << 20;
 
 fn attr(path: &Path) -> Option<String> {
     let text = net::bounded::read_text(path, ATTR_LIMIT).ok()?;
@@ -82,35 +75,6 @@ fn transport(sys_path: &str) -> &'static str {
     } else {
         "unknown"
     }
-}
-
-/// The kernel ring buffer as `[seconds] message` lines, oldest first.
-pub fn dmesg(kmsg: &Path) -> Value {
-    let mut f =
-        match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(kmsg) {
-            Ok(f) => f,
-            Err(e) => return json!({"ok": false, "error": format!("{}: {e}", kmsg.display())}),
-        };
-    let mut lines = Vec::new();
-    let mut bytes = 0;
-    // One record per read; a record is at most about 8 KiB.
-    let mut buf = vec![0u8; 16 << 10];
-    while lines.len() < MAX_RECORDS && bytes < MAX_BYTES {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let line = record(&String::from_utf8_lossy(&buf[..n]));
-                bytes += line.len();
-                lines.push(line);
-            }
-            // A record overwritten while we read: the next read goes on from the next one.
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) => return json!({"ok": false, "error": format!("{}: {e}", kmsg.display())}),
-        }
-    }
-    json!({"ok": true, "lines": lines})
 }
 
 /// `PRI,SEQ,USEC,FLAGS;MESSAGE\n KEY=VALUE...` as `[ seconds] MESSAGE`, with what the node's

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The API: Talos's gRPC machine API ([`rpc`]) and, for what the client has not moved to
-//! it, a line-delimited JSON protocol, on a local Unix socket and over TLS on TCP (port
-//! 50000), served from the node's event loop; and `gen config` (which needs the node's CA
-//! code). The client commands are the `cli` crate.
+//! The API: Talos's gRPC machine API, COSI and keelson's extension ([`rpc`]), on a local
+//! Unix socket and over TLS on TCP (port 50000), served from the node's event loop; and
+//! `gen config` (which needs the node's CA code). The client commands are the `cli` crate.
 
 mod conn;
 pub mod cosi;
@@ -11,7 +10,6 @@ pub mod diff;
 pub mod gen;
 mod hostinfo;
 pub mod identity;
-pub mod protocol;
 pub mod remote;
 pub mod rpc;
 pub mod server;

@@ -4,12 +4,12 @@
 //! Requests are answered here; each connection's bounds are in [`super::conn`], the socket
 //! path's ownership in [`super::socket`], the TCP listeners and TLS mode in
 //! [`super::remote`]. The local socket and TLS connections share the same connection code
-//! and bounds; what a client may call depends on how it connected ([`allowed`]).
+//! and bounds; what a client may call depends on how it connected.
 //!
 //! At most [`MAX_CONNECTIONS`], split into slots per class ([`super::slots`]: a pool for TLS
 //! handshakes, reserves for the local socket and for `os:admin`). When a class's slots are
-//! full, a new connection takes the place of the oldest one of that class that has no stream
-//! open and no answer waiting (that one gets an error line and is closed), so a new client
+//! full, a new connection takes the place of the oldest one of that class that has no call
+//! open and no answer waiting (that one is told why in a GOAWAY and closed), so a new client
 //! always gets an answer; only when every such connection streams does the new one get
 //! `too many connections`.
 //!
@@ -17,9 +17,9 @@
 //! off), every TLS connection accepted before loses its rights and is closed, whether its
 //! handshake finished or not.
 //!
-//! Each connection speaks what its first bytes say: the HTTP/2 client preface makes it a
-//! gRPC connection (Talos's machine API, [`super::rpc`]), anything else stays on the JSON
-//! lines protocol. Both share the slots, the trust generations and the connection bounds.
+//! Every connection speaks gRPC (Talos's machine API, COSI and keelson's extension:
+//! [`super::rpc`]): its first bytes must be the HTTP/2 client preface, anything else is
+//! closed. What a client may call is checked per method ([`super::rpc::dispatch::authorize`]).
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -29,29 +29,23 @@ use std::time::Instant;
 
 use evloop::Tag;
 use net::config::MachineConfig;
-use net::controllers::{MACHINE_CONFIG_ID, NETWORK_STATUS_ID};
-use net::resource::{
-    HostnameStatus, Kind, MachineStatus, Namespace, NetworkStatus, Resource, ServiceStatus,
-    TimeStatus, HOSTNAME_ID, MACHINE_STATUS_ID, TIME_STATUS_ID,
-};
-use runtime::{Change, ChangeKind, Runtime};
-use serde_json::{json, Value};
+use net::controllers::MACHINE_CONFIG_ID;
+use net::resource::{Kind, Namespace};
+use runtime::{Change, Runtime};
 
 use super::conn::Conn;
 use super::cosi::watch::History;
-use super::protocol::{self, Query, Request};
 use super::remote::{Remote, MAX_LISTENERS};
 use super::rpc::dispatch::{Call, FeedCtx};
 use super::rpc::events::{self, EventLog};
+use super::rpc::GrpcConn;
 use super::slots::{self, Class, Counts, Limits, Source};
 pub use super::socket::ServerError;
 use super::socket::Socket;
 use super::transport::{Access, Transport};
-use crate::logring;
 use crate::machine::{Machine, Power};
 use crate::reactor::Reactor;
 pub use crate::verbs::Effects;
-use crate::verbs::{apply_with_mode, Apply};
 
 /// Most open connections, unless the node is told otherwise (`run --api-max-connections`).
 pub const MAX_CONNECTIONS: usize = 256;
@@ -97,7 +91,7 @@ pub struct Server {
 enum Placed {
     /// Its slots (or it was placed before).
     Kept,
-    /// Nowhere: no slot for its role; it gets an error line and is closed.
+    /// Nowhere: no slot for its role; it is told why and closed.
     Refused,
     /// Nowhere: it has no rights (the trust moved on during its handshake).
     Gone,
@@ -270,10 +264,7 @@ impl Server {
         };
         if !self.make_room(class) {
             log::debug!(target: "api", "no slot left for a {:?} TLS client", conn.access());
-            conn.send(&protocol::error(
-                "too many connections: every slot for this client's role is busy",
-            ));
-            conn.finish();
+            conn.refuse("too many connections: every slot for this client's role is busy");
             return Placed::Refused;
         }
         conn.class = class;
@@ -321,7 +312,6 @@ impl Server {
     fn journaled_kinds(&self) -> Vec<Kind> {
         let mut kinds = TLS_FOLLOWS.to_vec();
         kinds.extend(events::KINDS);
-        kinds.extend(self.conns.values().filter_map(|c| c.watch.as_ref().map(|q| q.kind)));
         kinds.extend(self.conns.values().filter_map(Conn::grpc).flat_map(|g| g.kinds()));
         // COSI's rings keep the recent changes of every kind (a watch may ask for the last
         // events of any kind), so every kind is journaled.
@@ -329,8 +319,8 @@ impl Server {
         kinds
     }
 
-    /// After the runtime ran: stream store changes to watchers and new log lines to
-    /// followers, close idle connections, and update what epoll watches for.
+    /// After the runtime ran: feed the gRPC streams (watches, followed logs), close idle
+    /// connections, and update what epoll watches for.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
         self.events.record(rt, changes, now);
         self.cosi.record(changes);
@@ -342,29 +332,9 @@ impl Server {
         {
             self.revoke_stale();
         }
-        let (log_lines, log_next) = if self.conns.values().any(|c| c.follow.is_some()) {
-            logring::since(0)
-        } else {
-            (vec![], 0)
-        };
-        let first_kept = log_next - log_lines.len() as u64;
-        let node = node_name(rt);
         let tokens: Vec<u64> = self.conns.keys().copied().collect();
         for token in tokens {
             let Some(mut conn) = self.conns.remove(&token) else { continue };
-            if let Some(q) = conn.watch.clone() {
-                for ch in changes.iter().filter(|c| matches(&q, c)) {
-                    conn.send(&event(rt, ch, &node));
-                }
-            }
-            if let Some(from) = conn.follow {
-                let skip = usize::try_from(from.saturating_sub(first_kept)).unwrap_or(usize::MAX);
-                let new: Vec<&String> = log_lines.iter().skip(skip).collect();
-                if !new.is_empty() {
-                    conn.send(&json!({"ok": true, "lines": new}));
-                }
-                conn.follow = Some(log_next);
-            }
             let outside = conn.unwritten();
             if let Some(g) = conn.grpc_mut() {
                 let ctx = FeedCtx { rt, changes, events: &self.events, cosi: &self.cosi, now };
@@ -450,9 +420,10 @@ impl Server {
         now: Instant,
     ) {
         if !self.make_room(class) {
-            let mut line = protocol::error("too many connections").to_string();
-            line.push('\n');
-            stream.refuse_raw(&line);
+            // Before its preface: the server's preface, then a GOAWAY saying why.
+            let mut g = GrpcConn::new();
+            g.go_away("too many connections");
+            stream.refuse_raw(&g.take_output());
             return;
         }
         let token = self.tag.token(self.next_key);
@@ -489,20 +460,13 @@ impl Server {
         };
         let Some(mut conn) = oldest.and_then(|t| self.conns.remove(&t)) else { return false };
         log::debug!(target: "api", "closing the oldest idle connection to make room for a new one");
-        if conn.grpc().is_none() {
-            // A gRPC client would take an error line for a broken frame: it just sees the
-            // close.
-            let mut line = protocol::error("too many connections: closed to make room").to_string();
-            line.push('\n');
-            conn.stream.refuse_raw(&line);
-        }
-        conn.stream.close();
+        conn.refuse_now("too many connections: closed to make room", Instant::now());
         true
     }
 }
 
-/// Read what is there and answer every complete request line; false when the connection is
-/// to be dropped now.
+/// Read what is there and run the gRPC calls it completes; false when the connection is to
+/// be dropped now.
 fn serve(
     conn: &mut Conn,
     rt: &mut Runtime,
@@ -511,10 +475,9 @@ fn serve(
     effects: &mut Effects,
     (events, cosi, bell): (&EventLog, &History, Option<&evloop::Ringer>),
 ) -> bool {
-    if !conn.read(now) {
+    if !conn.read(now) || !conn.sniff(now) {
         return false;
     }
-    conn.sniff();
     if conn.grpc().is_some() {
         let input = conn.take_input();
         let access = access(conn, rt);
@@ -527,121 +490,8 @@ fn serve(
             // GOAWAY: some clients (grpclib) fail the call a GOAWAY follows in the same read.
             conn.finish();
         }
-        return true;
     }
-    if matches!(conn.proto, super::conn::Proto::Sniff) {
-        return true;
-    }
-    for line in conn.take_lines(now) {
-        handle(conn, &line, rt, machine, now, effects);
-    }
-    conn.refuse_overlong();
     true
-}
-
-fn handle(
-    conn: &mut Conn,
-    line: &[u8],
-    rt: &mut Runtime,
-    machine: Machine,
-    now: Instant,
-    effects: &mut Effects,
-) {
-    let request = match protocol::parse(line) {
-        Ok(r) => r,
-        Err(e) => {
-            conn.send(&protocol::error(&e.to_string()));
-            return;
-        }
-    };
-    if conn.streaming() {
-        conn.send(&protocol::error("this connection is streaming; open another for new requests"));
-        return;
-    }
-    if let Err(why) = allowed(access(conn, rt), &request) {
-        conn.send(&protocol::error(&why));
-        return;
-    }
-    let node = node_name(rt);
-    let reply = match request.clone() {
-        Request::Get(q) => {
-            let id = q.id.clone().unwrap_or_default();
-            match rt.store().get(q.namespace, q.kind, &id) {
-                Some(r) => json!({"ok": true, "node": node, "resource": r}),
-                None => protocol::error(&format!(
-                    "{} {id:?} not found in namespace {}",
-                    q.kind, q.namespace
-                )),
-            }
-        }
-        Request::List(q) => {
-            let list: Vec<&Resource> = rt.store().list(q.namespace, q.kind).collect();
-            json!({"ok": true, "node": node, "resources": list})
-        }
-        Request::Watch(q) => {
-            for r in rt.store().list(q.namespace, q.kind) {
-                if q.id.as_ref().is_none_or(|id| *id == r.metadata.id) {
-                    conn.send(
-                        &json!({"ok": true, "event": "created", "node": node, "resource": r}),
-                    );
-                }
-            }
-            conn.watch = Some(q);
-            json!({"ok": true, "event": "bootstrapped"})
-        }
-        Request::Logs { follow } => {
-            let (lines, next) = logring::since(0);
-            if follow {
-                conn.follow = Some(next);
-            }
-            json!({"ok": true, "lines": lines})
-        }
-        Request::ApplyConfig { config, dry_run, mode, allow_partial } => {
-            let apply = Apply { text: &config, dry_run, partial: allow_partial };
-            match apply_with_mode(rt, apply, mode, effects, now) {
-                Ok(v) => v,
-                Err(e) => protocol::error(&e),
-            }
-        }
-        Request::ConfirmConfig => match effects.trial.take() {
-            Some(t) => {
-                log::info!(target: "api", "the config on trial is confirmed");
-                json!({"ok": true, "node": node, "kept": effects.keep(&t.text)})
-            }
-            None => protocol::error("no config on trial (apply-config --mode try first)"),
-        },
-        Request::MachineStatus => machine_status(rt, machine, &node, now),
-        Request::Version => json!({
-            "ok": true,
-            "node": node,
-            "version": env!("CARGO_PKG_VERSION"),
-            "maintenance": access(conn, rt) == Access::Maintenance,
-        }),
-        Request::Disks => super::hostinfo::disks(Path::new("/sys/block")),
-        Request::Dmesg => super::hostinfo::dmesg(Path::new("/dev/kmsg")),
-        Request::Reboot { staged: true }
-            if !effects
-                .config_path
-                .as_deref()
-                .is_some_and(|p| crate::staged::path_for(p).is_file()) =>
-        {
-            protocol::error(
-                "reboot --mode staged: no staged config (apply-config --mode staged first)",
-            )
-        }
-        Request::Reboot { .. } | Request::Shutdown => {
-            let what = if request_is_reboot(&request) { Power::Reboot } else { Power::Shutdown };
-            effects.power = Some(what);
-            // The answer is written before services stop; the connection then closes.
-            conn.finish();
-            json!({"ok": true, "node": node, "action": format!("{what:?}").to_lowercase()})
-        }
-    };
-    conn.send(&reply);
-}
-
-fn request_is_reboot(r: &Request) -> bool {
-    matches!(r, Request::Reboot { .. })
 }
 
 /// What the client may do now. Maintenance ends the moment a config is in the store, before
@@ -661,150 +511,14 @@ fn access(conn: &Conn, rt: &Runtime) -> Access {
     }
 }
 
-/// May a client with `access` make this request? Err: why not, for the client.
-fn allowed(access: Access, request: &Request) -> Result<(), String> {
-    let changes_config = matches!(request, Request::ApplyConfig { .. } | Request::ConfirmConfig);
-    let power = matches!(request, Request::Reboot { .. } | Request::Shutdown);
-    match access {
-        Access::Admin => Ok(()),
-        Access::Reader if power => Err("permission denied: os:reader may not reboot or shut down (os:admin or os:operator)".into()),
-        Access::Operator | Access::Reader if changes_config => Err(format!(
-            "permission denied: {} may not apply a config (os:admin only)",
-            role_name(access)
-        )),
-        Access::Operator | Access::Reader => Ok(()),
-        Access::Maintenance => match request {
-            Request::Version | Request::Disks | Request::ApplyConfig { .. } => Ok(()),
-            Request::Get(q) | Request::List(q)
-                if matches!(q.namespace, Namespace::Network | Namespace::NetworkConfig) =>
-            {
-                Ok(())
-            }
-            // The stage tells an operator where the machine is (it says `maintenance`).
-            Request::Get(q) | Request::List(q) if q.kind == Kind::MachineStatus => Ok(()),
-            _ => Err("not available in maintenance mode: apply a machine config with machine.ca first (maintenance allows version, disks, get/list of network resources and machinestatus, apply-config)".into()),
-        },
-        Access::Pending => Err("not authenticated".into()),
-        Access::Revoked => Err("this connection was made under a TLS trust the node no longer has (maintenance ended, or machine.ca changed): reconnect with a certificate from the node's CA".into()),
-    }
-}
-
-fn role_name(access: Access) -> &'static str {
-    match access {
-        Access::Operator => "os:operator",
-        Access::Reader => "os:reader",
-        _ => "this client",
-    }
-}
-
-/// Does a change concern a watch?
-fn matches(q: &Query, ch: &Change) -> bool {
-    ch.namespace == q.namespace && ch.kind == q.kind && q.id.as_ref().is_none_or(|id| *id == ch.id)
-}
-
-/// A store change as a watch event. The resource is read now, so several changes of one
-/// resource in one loop iteration all show its latest version.
-fn event(rt: &Runtime, ch: &Change, node: &str) -> Value {
-    let what = match ch.what {
-        ChangeKind::Created => "created",
-        ChangeKind::Updated | ChangeKind::TearingDown | ChangeKind::Finalizers => "updated",
-        ChangeKind::Destroyed => "destroyed",
-    };
-    match rt.store().get(ch.namespace, ch.kind, &ch.id).filter(|_| what != "destroyed") {
-        Some(r) => json!({"ok": true, "event": what, "node": node, "resource": r}),
-        // Gone: only its identity is left.
-        None => json!({"ok": true, "event": "destroyed", "node": node, "resource": {
-            "metadata": {"namespace": ch.namespace, "type": ch.kind, "id": ch.id}
-        }}),
-    }
-}
-
-/// The node's hostname, or empty (the NODE column).
-fn node_name(rt: &Runtime) -> String {
-    rt.store()
-        .get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID)
-        .map(|h| h.hostname.clone())
-        .unwrap_or_default()
-}
-
-fn machine_status(rt: &Runtime, machine: Machine, node: &str, now: Instant) -> Value {
-    let store = rt.store();
-    let network = store.get_spec::<NetworkStatus>(Namespace::Network, NETWORK_STATUS_ID);
-    let ready =
-        network.is_some_and(|s| s.address_ready && s.connectivity_ready && s.etc_files_ready);
-    let status = store.get_spec::<MachineStatus>(Namespace::Runtime, MACHINE_STATUS_ID);
-    json!({
-        "ok": true,
-        "node": node,
-        "stage": status.map(|s| s.stage),
-        "ready": status.is_some_and(|s| s.status.ready),
-        "unmetConditions": status.map(|s| &s.status.unmet_conditions),
-        "uptimeSeconds": now.saturating_duration_since(machine.started).as_secs_f64(),
-        "settled": machine.settled,
-        "networkReady": ready,
-        "network": network,
-        "kubelet": store.get_spec::<ServiceStatus>(Namespace::Runtime, "kubelet"),
-        "time": store.get_spec::<TimeStatus>(Namespace::Runtime, TIME_STATUS_ID),
-        "state": crate::state::status(),
-        "errors": rt.controllers().iter().filter_map(|c| c.last_error.as_ref().map(|e| format!("{}: {e}", c.name))).collect::<Vec<_>>(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::trial::ApplyMode;
 
     #[test]
     fn connection_keys_stay_above_the_listeners_even_when_they_wrap() {
         assert_eq!(next_conn_key(FIRST_CONN_KEY), FIRST_CONN_KEY + 1);
         assert_eq!(next_conn_key(evloop::tokens::KEY_MASK), FIRST_CONN_KEY);
         assert!(FIRST_CONN_KEY > KEY_SOCKET + MAX_LISTENERS as u64);
-    }
-
-    #[test]
-    fn who_may_do_what() {
-        let q = |ns: Namespace| Query { kind: Kind::AddressStatus, namespace: ns, id: None };
-        let apply = Request::ApplyConfig {
-            config: String::new(),
-            dry_run: false,
-            mode: ApplyMode::Auto,
-            allow_partial: false,
-        };
-        let cases = [
-            (Access::Admin, apply.clone(), true),
-            (Access::Admin, Request::Reboot { staged: false }, true),
-            (Access::Operator, apply.clone(), false),
-            (Access::Operator, Request::Shutdown, true),
-            (Access::Reader, apply.clone(), false),
-            (Access::Reader, Request::Reboot { staged: false }, false),
-            (Access::Reader, Request::Logs { follow: true }, true),
-            (Access::Maintenance, apply.clone(), true),
-            (Access::Maintenance, Request::Version, true),
-            (Access::Maintenance, Request::Disks, true),
-            (Access::Maintenance, Request::List(q(Namespace::Network)), true),
-            (Access::Maintenance, Request::Get(q(Namespace::NetworkConfig)), true),
-            (Access::Maintenance, Request::List(q(Namespace::Config)), false),
-            (
-                Access::Maintenance,
-                Request::Get(Query {
-                    kind: Kind::MachineStatus,
-                    namespace: Namespace::Runtime,
-                    id: Some("machine".into()),
-                }),
-                true,
-            ),
-            (Access::Maintenance, Request::Watch(q(Namespace::Network)), false),
-            (Access::Maintenance, Request::Logs { follow: false }, false),
-            (Access::Maintenance, Request::Dmesg, false),
-            (Access::Maintenance, Request::Reboot { staged: false }, false),
-            (Access::Maintenance, Request::MachineStatus, false),
-            (Access::Pending, Request::Version, false),
-            (Access::Revoked, Request::Version, false),
-            (Access::Revoked, apply.clone(), false),
-        ];
-        for (access, request, ok) in cases {
-            assert_eq!(allowed(access, &request).is_ok(), ok, "{access:?} {request:?}");
-        }
     }
 }

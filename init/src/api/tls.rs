@@ -249,7 +249,7 @@ impl Transport for TlsStream {
         self.tcp.as_fd()
     }
 
-    fn refuse_raw(&mut self, _line: &str) {
+    fn refuse_raw(&mut self, _bytes: &[u8]) {
         // Plaintext would be garbage to a TLS client; closing is the answer.
     }
 

@@ -54,7 +54,7 @@ pub trait Transport {
     /// The socket, for epoll.
     fn fd(&self) -> BorrowedFd<'_>;
     /// Say one line to a client that is being turned away, best effort, without blocking.
-    fn refuse_raw(&mut self, line: &str);
+    fn refuse_raw(&mut self, bytes: &[u8]);
     /// The connection ends: say so (TLS close_notify), best effort.
     fn close(&mut self) {}
 }
@@ -77,7 +77,7 @@ impl Transport for UnixStream {
         self.as_fd()
     }
 
-    fn refuse_raw(&mut self, line: &str) {
-        let _ = Write::write(self, line.as_bytes());
+    fn refuse_raw(&mut self, bytes: &[u8]) {
+        let _ = Write::write(self, bytes);
     }
 }

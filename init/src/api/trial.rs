@@ -30,33 +30,6 @@ pub enum ApplyMode {
     Try(Duration),
 }
 
-impl ApplyMode {
-    /// From the request's `mode` and `timeoutSeconds`.
-    pub fn parse(mode: Option<&str>, timeout_s: Option<u64>) -> Result<Self, String> {
-        let timeout = timeout_s.map_or(DEFAULT_TRY, Duration::from_secs);
-        if timeout.is_zero() || timeout > MAX_TRY {
-            return Err(format!("try timeout: 1 s to {} h", MAX_TRY.as_secs() / 3600));
-        }
-        Ok(match mode.unwrap_or("auto") {
-            "auto" => Self::Auto,
-            "no-reboot" => Self::NoReboot,
-            "reboot" => Self::Reboot,
-            "staged" => Self::Staged,
-            "try" => Self::Try(timeout),
-            other => {
-                return Err(format!(
-                    "unknown mode {:?} (auto, no-reboot, reboot, staged, try)",
-                    model_escape(other)
-                ))
-            }
-        })
-    }
-}
-
-fn model_escape(s: &str) -> String {
-    net::names::escape(s, 64)
-}
-
 /// A config on trial: what to go back to, and when.
 #[derive(Debug)]
 pub struct Trial {
@@ -110,21 +83,4 @@ pub fn write_back(path: &std::path::Path, text: &str) -> Result<(), String> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
     net::atomic_file::write(&target, text.as_bytes(), 0o600, net::atomic_file::Durability::File)
         .map_err(|e| format!("{}: {e}", target.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes() {
-        assert_eq!(ApplyMode::parse(None, None), Ok(ApplyMode::Auto));
-        assert_eq!(ApplyMode::parse(Some("try"), None), Ok(ApplyMode::Try(DEFAULT_TRY)));
-        assert_eq!(
-            ApplyMode::parse(Some("try"), Some(5)),
-            Ok(ApplyMode::Try(Duration::from_secs(5)))
-        );
-        assert!(ApplyMode::parse(Some("try"), Some(0)).is_err());
-        assert!(ApplyMode::parse(Some("nope\u{1b}"), None).is_err_and(|e| !e.contains('\u{1b}')));
-    }
 }

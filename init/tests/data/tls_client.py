@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A scripted TLS client for the API tests, driven one JSON command per stdin line; one
 answer line per command on stdout. Connections are named, so a test can open one, do other
-things, and finish its handshake later.
+things, and finish its handshake later. Calls are gRPC over HTTP/2 (the `h2` library, the
+protobuf messages written by hand: they are a few fields).
 
   {"do": "connect", "id": "a"}                      TCP only, no ClientHello yet
   {"do": "flood", "n": N, "from": ADDR}             N TCP connections from ADDR (kept open,
@@ -10,9 +11,11 @@ things, and finish its handshake later.
                                                     its CA is trusted and its certificate
                                                     shown; without, nothing is checked and
                                                     no certificate is shown (--insecure)
-  {"do": "send", "id": "a", "req": {...}}           one request line, one answer line
+  {"do": "send", "id": "a", "req": {"call": C}}     one gRPC call: C is "version", or
+                                                    "apply" with "config": TEXT (mode AUTO);
+                                                    answered `ok` or `error: status N: MSG`
   {"do": "watchers", "n": N, "client": PATH}        N connections that each watch addresses
-                                                    (kept open): how many were let in
+                                                    over COSI (kept open): how many were let in
   {"do": "close"}                                   close everything
 Errors are answered as `error: WHY` (a closed connection included)."""
 import base64
@@ -20,8 +23,13 @@ import json
 import os
 import socket
 import ssl
+import struct
 import sys
 import tempfile
+
+import h2.config
+import h2.connection
+import h2.events
 
 PORT = 50000
 conns = {}
@@ -61,15 +69,84 @@ def handshake(raw, client):
     return s
 
 
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(number, value):
+    """A length-delimited protobuf field."""
+    return varint(number << 3 | 2) + varint(len(value)) + value
+
+
+def request(req):
+    """The method path and message of a `send` request."""
+    if req["call"] == "version":
+        return "/machine.MachineService/Version", b""
+    if req["call"] == "apply":
+        # machine.ApplyConfigurationRequest: data = 1, mode = 4 (AUTO = 1).
+        return "/machine.MachineService/ApplyConfiguration", field(1, req["config"].encode()) + b"\x20\x01"
+    raise ValueError(f"unknown call {req['call']}")
+
+
+def h2conn(s):
+    """The HTTP/2 connection on socket `s` (made, with its preface sent, on first use)."""
+    c = getattr(s, "_h2", None)
+    if c is None:
+        c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        s.sendall(c.data_to_send())
+        s._h2 = c
+    return c
+
+
+def start(s, path, msg):
+    c = h2conn(s)
+    stream = c.get_next_available_stream_id()
+    c.send_headers(stream, [(":method", "POST"), (":scheme", "https"), (":path", path),
+                            (":authority", "127.0.0.1"), ("content-type", "application/grpc"),
+                            ("te", "trailers")])
+    c.send_data(stream, b"\x00" + struct.pack(">I", len(msg)) + msg, end_stream=True)
+    s.sendall(c.data_to_send())
+    return c, stream
+
+
+def events(s, c):
+    data = s.recv(65536)
+    if not data:
+        raise ConnectionError("closed by the node")
+    evs = c.receive_data(data)
+    out = c.data_to_send()
+    if out:
+        s.sendall(out)
+    return evs
+
+
 def ask(s, req):
-    s.sendall((json.dumps(req) + "\n").encode())
-    line = b""
-    while not line.endswith(b"\n"):
-        b = s.recv(1)
-        if not b:
-            raise ConnectionError("closed by the node")
-        line += b
-    return line.decode().strip()
+    """One unary call: `ok`, or why not."""
+    path, msg = request(req)
+    c, stream = start(s, path, msg)
+    while True:
+        for e in events(s, c):
+            if isinstance(e, h2.events.DataReceived):
+                c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.TrailersReceived) or (
+                isinstance(e, h2.events.ResponseReceived) and e.stream_ended is not None
+            ):
+                h = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                     for k, v in e.headers}
+                status = h.get("grpc-status", "?")
+                if status == "0":
+                    return "ok"
+                return f"error: status {status}: {h.get('grpc-message', '')}"
+            elif isinstance(e, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                return f"error: {type(e).__name__}"
 
 
 def run(cmd):
@@ -99,13 +176,21 @@ def run(cmd):
         for _ in range(cmd["n"]):
             try:
                 s = ctx.wrap_socket(connect(), server_hostname="127.0.0.1")
-                s.sendall(b'{"op":"watch","type":"addresses"}\n')
-                buf = b""
-                while b'"bootstrapped"' not in buf:
-                    b = s.recv(65536)
-                    if not b or b'"ok":false' in buf + b:
-                        raise ConnectionError("refused")
-                    buf += b
+                # cosi.resource.WatchRequest: namespace = 1, type = 2, options = 4
+                # (bootstrap_contents = 1), api_version = 5.
+                watch = field(1, b"network") + field(2, b"addresses") + field(4, b"\x08\x01") + b"\x28\x01"
+                c, stream = start(s, "/cosi.resource.State/Watch", watch)
+                watching = False
+                while not watching:
+                    for e in events(s, c):
+                        if isinstance(e, h2.events.DataReceived):
+                            # The first message: the watch is in place.
+                            watching = True
+                        elif isinstance(e, (h2.events.TrailersReceived, h2.events.StreamReset,
+                                            h2.events.ConnectionTerminated)):
+                            raise ConnectionError("refused")
+                        elif isinstance(e, h2.events.ResponseReceived) and e.stream_ended is not None:
+                            raise ConnectionError("refused")
                 kept.append(s)
                 n += 1
             except (OSError, ssl.SSLError):

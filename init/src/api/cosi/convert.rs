@@ -2,7 +2,9 @@
 //! A stored resource as COSI sends it: metadata with Talos's type and namespace, the spec as
 //! YAML in `yaml_spec` (the same serialisation as the JSON API and `keelson get -o yaml`).
 //! `proto_spec` carries Talos's protobuf for the types talosctl decodes from it
-//! ([`super::proto_spec`]); other types leave it empty. Pure.
+//! ([`super::proto_spec`]); other types leave it empty. A merged spec's provenance (which
+//! `network-config` inputs each field came from: keelson's own) travels as the annotation
+//! [`PROVENANCE`], JSON. Pure.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,6 +12,10 @@ use net::resource::{Kind, Phase, Resource};
 use talos_api::cosi;
 
 use super::names::{cosi_namespace, cosi_type};
+
+/// The annotation that carries a merged spec's provenance: a JSON object of field → inputs
+/// (`*`: the whole spec), as `keelson get -o yaml` and `keelson explain` show it.
+pub const PROVENANCE: &str = "keelson.dev/provenance";
 
 /// A time as `google.protobuf.Timestamp`; times before 1970 (a clock that was never set) as
 /// 1970.
@@ -43,7 +49,13 @@ pub fn metadata(r: &Resource) -> cosi::Metadata {
         updated: Some(timestamp(m.updated)),
         finalizers: m.finalizers.iter().map(str::to_owned).collect(),
         labels: Default::default(),
-        annotations: Default::default(),
+        annotations: r
+            .provenance
+            .as_ref()
+            .and_then(|p| serde_json::to_string(p).ok())
+            .map(|p| (PROVENANCE.to_owned(), p))
+            .into_iter()
+            .collect(),
     }
 }
 

@@ -160,7 +160,13 @@ pub fn get(
     req: &cosi::GetRequest,
 ) -> Result<cosi::GetResponse, Status> {
     let target = target(&req.namespace, &req.r#type)?;
-    may_read(access, &target)?;
+    // keelson's one exception to maintenance's namespaces: the machine status, by ID (its
+    // stage says `maintenance`; `keelson get machinestatus --insecure`). Lists and watches of
+    // `runtime` stay refused, as Talos refuses them.
+    let machine_status = matches!(target, Target::Store { kind: Kind::MachineStatus, .. });
+    if !(access == Access::Maintenance && machine_status) {
+        may_read(access, &target)?;
+    }
     match one(store, &target, &req.id) {
         Some(r) => Ok(cosi::GetResponse { resource: Some(r) }),
         None => Err(status(
@@ -335,6 +341,23 @@ mod tests {
         assert!(ok("runtime", "MachineStatuses.runtime.talos.dev").is_err());
         assert!(ok("cluster", "Members.cluster.talos.dev").is_err());
         assert!(ok("network", "LinkSpecs.net.talos.dev").is_err());
+    }
+
+    #[test]
+    fn maintenance_gets_the_machine_status_by_id_but_lists_no_runtime() {
+        let mut rt = store();
+        let status = net::resource::MachineStatus::default();
+        rt.put_input("test", Namespace::Runtime, net::resource::MACHINE_STATUS_ID, status).unwrap();
+        let ty = "MachineStatuses.runtime.talos.dev";
+        let req = get_req("runtime", ty, net::resource::MACHINE_STATUS_ID);
+        assert!(get(rt.store(), Access::Maintenance, &req).is_ok());
+        let list =
+            cosi::ListRequest { namespace: "runtime".into(), r#type: ty.into(), options: None };
+        let e = ListFeed::start(rt.store(), Access::Maintenance, &list).err().map(|s| s.code);
+        assert_eq!(e, Some(code::PERMISSION_DENIED));
+        let other = get_req("runtime", "Services.v1alpha1.talos.dev", "kubelet");
+        let e = get(rt.store(), Access::Maintenance, &other).err().map(|s| s.code);
+        assert_eq!(e, Some(code::PERMISSION_DENIED));
     }
 
     /// Every reply of a list, taken a message at a time.

@@ -343,6 +343,8 @@ impl WatchFeed {
                         "buffer overrun: the watch fell more than {RING_PER_KIND} changes of {} behind",
                         handlers::describe(&self.target)
                     );
+                    // The server's side of a watcher that does not keep up (or does not read).
+                    log::warn!(target: "api", "COSI: ending a watch that fell behind ({why})");
                     let mut err = event(EventType::Errored, None);
                     err.error = Some(why.clone());
                     events.push(err);

@@ -47,6 +47,8 @@ pub struct Method {
 
 /// The request limit of calls whose request is a few fields.
 pub const SMALL_REQUEST: usize = 64 << 10;
+/// The request limit of an apply (the request holds the config as text).
+pub const APPLY_REQUEST: usize = 1 << 20;
 
 /// What a call runs with: who called, and the node.
 pub struct Call<'a> {

@@ -11,10 +11,9 @@ use talos_api::common::Metadata;
 use talos_api::google::Empty;
 use talos_api::machine as m;
 
-use super::dispatch::{decode, Call, Method, Reply, SMALL_REQUEST};
+use super::dispatch::{decode, Call, Method, Reply, APPLY_REQUEST, SMALL_REQUEST};
 use super::events::{service_action, service_health};
 use super::feeds::{DmesgFeed, EventsFeed, LogsFeed};
-use crate::api::protocol::MAX_REQUEST;
 use crate::api::transport::Access;
 use crate::api::trial::{self, ApplyMode};
 use crate::machine::Power;
@@ -29,8 +28,7 @@ pub const METHODS: &[Method] = &[
     method("/machine.MachineService/Version", version),
     Method {
         path: "/machine.MachineService/ApplyConfiguration",
-        // The JSON protocol's bound on a request (which holds the config as text).
-        max_request: MAX_REQUEST,
+        max_request: APPLY_REQUEST,
         handler: apply_configuration,
     },
     method("/machine.MachineService/Reboot", reboot),
@@ -152,6 +150,15 @@ fn apply_error(why: String) -> Status {
 
 fn apply_configuration(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     let req: m::ApplyConfigurationRequest = decode(req)?;
+    apply(call, &req, false)
+}
+
+/// An apply, Talos's or keelson's (`partial`: invalid entries are dropped, not refused).
+pub(super) fn apply(
+    call: &mut Call<'_>,
+    req: &m::ApplyConfigurationRequest,
+    partial: bool,
+) -> Result<Reply, Status> {
     let maintenance = call.maintenance();
     let mode = apply_mode(req.mode, req.try_mode_timeout, maintenance)?;
     let text = std::str::from_utf8(&req.data)
@@ -159,7 +166,7 @@ fn apply_configuration(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status>
     let hostname = call.hostname();
     if maintenance && req.dry_run {
         // What Talos's maintenance service says: there is nothing to compare with.
-        let cfg = load_applied(text, false).map_err(apply_error)?;
+        let cfg = load_applied(text, partial).map_err(apply_error)?;
         let reply = m::ApplyConfiguration {
             metadata: Metadata::of(&hostname),
             warnings: cfg.warnings.clone(),
@@ -168,7 +175,7 @@ fn apply_configuration(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status>
         };
         return Reply::unary(&m::ApplyConfigurationResponse { messages: vec![reply] });
     }
-    let apply = Apply { text, dry_run: req.dry_run, partial: false };
+    let apply = Apply { text, dry_run: req.dry_run, partial };
     let v = apply_with_mode(call.rt, apply, mode, call.effects, call.now).map_err(apply_error)?;
     if maintenance && !req.dry_run {
         // The config ends maintenance: this connection's rights end with it (its answer
@@ -176,7 +183,8 @@ fn apply_configuration(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status>
         call.access = Access::Revoked;
     }
     let mut warnings: Vec<String> = strings(&v["warnings"]);
-    warnings.extend(strings(&v["dropped"]));
+    // Marked, so a client tells a dropped entry from a warning about a kept one.
+    warnings.extend(strings(&v["dropped"]).iter().map(|d| format!("dropped: {d}")));
     let reply = m::ApplyConfiguration {
         metadata: Metadata::of(&hostname),
         warnings,
@@ -190,17 +198,12 @@ fn strings(v: &Value) -> Vec<String> {
     v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
 }
 
-/// What the apply did, for people: the mode's outcome and the resource changes.
-fn mode_details(mode: ApplyMode, dry_run: bool, v: &Value) -> String {
-    let changes: Vec<String> = v["changes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
-            format!("{} {} {}", s("action"), s("type"), s("id"))
-        })
-        .collect();
+/// What the apply did, for people: the mode's outcome, then each resource change with its
+/// fields (`+ added`, `- removed`, `~ changed`), a count, and what the mode left behind (a
+/// trial, a staged file, where the config is kept, a reboot). `keelson apply-config` prints
+/// it as it is.
+pub(super) fn mode_details(mode: ApplyMode, dry_run: bool, v: &Value) -> String {
+    use std::fmt::Write as _;
     let what = match (mode, dry_run) {
         (_, true) => "Dry run summary: nothing was applied".to_owned(),
         (ApplyMode::Reboot, false) => "Applied configuration; the node reboots now".to_owned(),
@@ -215,15 +218,52 @@ fn mode_details(mode: ApplyMode, dry_run: bool, v: &Value) -> String {
             "Applied configuration without a reboot".to_owned()
         }
     };
-    if changes.is_empty() {
-        format!("{what}\nNo resource changes.")
-    } else {
-        format!("{what}\nResource changes:\n{}", changes.join("\n"))
+    let mut text = format!("{what}\n");
+    let changes = v["changes"].as_array().map_or(&[][..], Vec::as_slice);
+    for ch in changes {
+        let s = |k: &str| ch[k].as_str().unwrap_or_default().to_owned();
+        let action = s("action");
+        let mark = match action.as_str() {
+            "added" => "+",
+            "removed" => "-",
+            _ => "~",
+        };
+        let _ = writeln!(text, "{mark} {action} {} {}", s("type"), s("id"));
+        for f in ch["fields"].as_array().into_iter().flatten() {
+            let field = f["field"].as_str().unwrap_or_default();
+            let _ = writeln!(text, "    {field}: {} -> {}", f["before"], f["after"]);
+        }
     }
+    let staged = v["staged"].as_str();
+    let n = changes.len();
+    let _ = match (n == 0, dry_run) {
+        (true, _) => writeln!(text, "no changes to network resources"),
+        (false, false) if staged.is_some() => {
+            writeln!(text, "{n} resource(s) will change at the next start (staged)")
+        }
+        (false, true) => writeln!(text, "{n} resource(s) would change (dry run: nothing applied)"),
+        (false, false) => writeln!(text, "{n} resource(s) changing: applied"),
+    };
+    if let Some(t) = v["trialSeconds"].as_u64() {
+        let _ = writeln!(
+            text,
+            "on trial for {t} s: `keelson config confirm` keeps it, otherwise the node rolls back"
+        );
+    }
+    if let Some(path) = staged {
+        let _ = writeln!(text, "staged: {path} (the next start boots into it)");
+    }
+    if let Some(kept) = v["kept"].as_str() {
+        let _ = writeln!(text, "kept: {kept}");
+    }
+    if v["reboot"] == Value::Bool(true) {
+        text.push_str("the node reboots now\n");
+    }
+    text
 }
 
 /// An actor id for a power request (Talos's clients follow the events of it).
-fn actor_id(now: Instant, started: Instant) -> String {
+pub(super) fn actor_id(now: Instant, started: Instant) -> String {
     format!("keelson-{:x}", now.saturating_duration_since(started).as_nanos())
 }
 
@@ -587,6 +627,38 @@ fn bootstrap(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mode_details_carry_the_per_field_diff_and_what_the_mode_did() {
+        let v = serde_json::json!({
+            "changes": [
+                {"action": "added", "type": "AddressSpec", "id": "eth0/10.0.0.5/24"},
+                {"action": "changed", "type": "LinkSpec", "id": "eth0",
+                 "fields": [{"field": "mtu", "before": 1500, "after": 9000}]},
+                {"action": "removed", "type": "AddressSpec", "id": "eth0/10.0.0.2/24"},
+            ],
+        });
+        let dry = mode_details(ApplyMode::Auto, true, &v);
+        assert_eq!(
+            dry,
+            "Dry run summary: nothing was applied\n\
+             + added AddressSpec eth0/10.0.0.5/24\n\
+             ~ changed LinkSpec eth0\n    mtu: 1500 -> 9000\n\
+             - removed AddressSpec eth0/10.0.0.2/24\n\
+             3 resource(s) would change (dry run: nothing applied)\n"
+        );
+        let mut v = v;
+        v["trialSeconds"] = serde_json::json!(60);
+        let t = mode_details(ApplyMode::Try(Duration::from_secs(60)), false, &v);
+        assert!(t.starts_with("Applied configuration on trial"), "{t}");
+        assert!(t.contains("3 resource(s) changing: applied\non trial for 60 s:"), "{t}");
+        let staged = serde_json::json!({"changes": [], "staged": "/c.yaml.staged"});
+        let s = mode_details(ApplyMode::Staged, false, &staged);
+        assert!(s.contains("no changes to network resources\nstaged: /c.yaml.staged"), "{s}");
+        let kept = serde_json::json!({"changes": [], "kept": "/c.yaml", "reboot": true});
+        let r = mode_details(ApplyMode::Reboot, false, &kept);
+        assert!(r.ends_with("kept: /c.yaml\nthe node reboots now\n"), "{r}");
+    }
 
     #[test]
     fn apply_modes_as_talos_takes_them() {

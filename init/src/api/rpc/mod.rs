@@ -17,6 +17,7 @@ mod deferred;
 pub mod dispatch;
 pub mod events;
 mod feeds;
+mod keelson;
 mod kubeconfig;
 mod machine;
 pub mod proxy;
@@ -124,6 +125,12 @@ impl GrpcConn {
         self.h2.output_len() + self.h2.queued_total()
     }
 
+    /// Bytes it holds behind flow-control windows the client has not opened (not counting
+    /// frames just made and not yet handed to the socket).
+    pub fn blocked(&self) -> usize {
+        self.h2.queued_total()
+    }
+
     /// The store kinds its streams need the changes of.
     pub fn kinds(&self) -> impl Iterator<Item = net::resource::Kind> + '_ {
         self.calls.values().flat_map(|c| match c {
@@ -153,9 +160,9 @@ impl GrpcConn {
         self.h2.is_closed() || (self.h2.is_going_away() && self.calls.is_empty())
     }
 
-    /// Say goodbye (GOAWAY); calls in progress finish.
-    pub fn go_away(&mut self) {
-        self.h2.go_away(h2::code::NO_ERROR);
+    /// Say goodbye (GOAWAY, with `why` as its debug data); calls in progress finish.
+    pub fn go_away(&mut self, why: &str) {
+        self.h2.go_away_saying(h2::code::NO_ERROR, why.as_bytes());
     }
 
     /// The connection's rights are gone: streams end with `Unavailable`, answers already

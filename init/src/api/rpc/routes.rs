@@ -12,6 +12,7 @@ pub const SERVICES: &[&[Method]] = &[
     super::storage::METHODS,
     super::time::METHODS,
     super::cosi::METHODS,
+    super::keelson::METHODS,
 ];
 
 /// The method at `path`.
