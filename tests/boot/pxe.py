@@ -15,13 +15,21 @@ user network: the VM's tap and a veth to a second namespace where dnsmasq hands 
 and nothing else; the operator runs `serve --proxy-dhcp br0` next to the bridge, and the ROM
 learns the script URL only from the operator's proxyDHCP answers (the operator logs them).
 
+On the bridge the test also checks that the VM's address came from dnsmasq (its log and lease
+file name the VM's MAC), and that a MAC the operator does not know gets nothing from the proxy:
+a client in a third namespace on the same bridge (busybox udhcpc with option 60
+`PXEClient:Arch:00000:UNDI:002001`, MAC STRANGER) gets a lease from dnsmasq, while tcpdump on
+br0 sees no packet from the operator's address for that MAC and the operator logs it as
+unknown. `--capture DIR` keeps that tcpdump (DHCP and proxyDHCP, ports 67, 68 and 4011) as
+DIR/NAME.pcap (NAME: `ipxe-bios` or `ovmf`), the captures the proxyDHCP unit tests read.
+
 With --uefi (implies --proxy-dhcp): OVMF's own network stack instead of QEMU's iPXE ROM (the
 NIC's option ROM is left out): the firmware's PXE client gets `ipxe.efi` named by the
 operator's proxyDHCP (option 93 = 7) and fetches it from the operator's TFTP server; that
 iPXE asks again (user class iPXE) and gets the script URL.
 
 scripts/test runs the default and --uefi boots (about 15 s and 40 s). Usage:
-  scripts/test-pxe [--initrd PATH] [--proxy-dhcp] [--uefi] [--keep]
+  scripts/test-pxe [--initrd PATH] [--proxy-dhcp] [--uefi] [--capture DIR] [--keep]
 """
 
 import os
@@ -41,6 +49,8 @@ OPERATOR = vm.ROOT / "target/debug/keelson-operator"
 TIMEOUT = 240
 NS = "keelson-pxe"
 NS_DHCP = "keelson-pxe-dhcp"
+NS_STRANGER = "keelson-pxe-stranger"
+STRANGER = "52:54:00:de:ad:01"
 BRIDGE_IP = "192.168.77.1"
 
 
@@ -60,7 +70,15 @@ def netns_up(data):
     sh(*x, "ip", "tuntap", "add", "dev", "tap0", "mode", "tap")
     sh(*x, "ip", "link", "add", "veth0", "type", "veth", "peer", "name", "veth1")
     sh(*x, "ip", "link", "set", "veth1", "netns", NS_DHCP)
-    for dev in ("tap0", "veth0"):
+    # The stranger's NIC: an unknown MAC on the same LAN.
+    sh("ip", "netns", "add", NS_STRANGER)
+    sh(*x, "ip", "link", "add", "veth2", "type", "veth", "peer", "name", "eth0")
+    sh(*x, "ip", "link", "set", "eth0", "netns", NS_STRANGER)
+    z = ("ip", "netns", "exec", NS_STRANGER)
+    sh(*z, "ip", "link", "set", "eth0", "address", STRANGER)
+    sh(*z, "ip", "link", "set", "lo", "up")
+    sh(*z, "ip", "link", "set", "eth0", "up")
+    for dev in ("tap0", "veth0", "veth2"):
         sh(*x, "ip", "link", "set", dev, "master", "br0")
         sh(*x, "ip", "link", "set", dev, "up")
     sh(*x, "ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", "br0")
@@ -76,8 +94,43 @@ def netns_up(data):
 
 
 def netns_down():
-    for ns in (NS, NS_DHCP):
+    for ns in (NS, NS_DHCP, NS_STRANGER):
         subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+
+
+def pcap_dhcp(path):
+    """(source IPv4, destination port, chaddr, BOOTP payload) of each UDP packet in a
+    classic pcap file of Ethernet frames (tcpdump -w), read with no library."""
+    import struct
+    b = Path(path).read_bytes()
+    if len(b) < 24 or b[:4] not in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        raise SystemExit(f"{path}: not a little-endian pcap file")
+    out, i = [], 24
+    while i + 16 <= len(b):
+        incl = struct.unpack_from("<I", b, i + 8)[0]
+        f = b[i + 16:i + 16 + incl]
+        i += 16 + incl
+        if len(f) < 14 + 20 + 8 or f[12:14] != b"\x08\x00" or f[23] != 17:
+            continue
+        ihl = (f[14] & 15) * 4
+        udp = 14 + ihl
+        dport = struct.unpack_from(">H", f, udp + 2)[0]
+        bootp = f[udp + 8:]
+        if len(bootp) < 44:
+            continue
+        src = ".".join(str(c) for c in f[26:30])
+        out.append((src, dport, ":".join(f"{c:02x}" for c in bootp[28:34]), bootp))
+    return out
+
+
+def stranger_asks(data):
+    """The unknown MAC's PXE-flavoured DHCP: it must get a lease (dnsmasq answers it)."""
+    p = subprocess.run(
+        ["ip", "netns", "exec", NS_STRANGER, "busybox", "udhcpc", "-i", "eth0", "-n", "-q",
+         "-f", "-t", "4", "-T", "2", "-s", "/bin/true", "-V", "PXEClient:Arch:00000:UNDI:002001"],
+        capture_output=True, text=True, timeout=60)
+    (data / "udhcpc.log").write_text(p.stdout + p.stderr)
+    return p.returncode == 0 and "lease of 192.168.77." in p.stdout + p.stderr
 
 
 def run(cmd, **kw):
@@ -114,8 +167,14 @@ def main():
          vm.BASE_CMDLINE, "--config", config, "--data-dir", data])
     op_log = open(data / "operator.log", "w")
     dnsmasq = None
+    tcpdump = None
+    capture = Path(args[args.index("--capture") + 1]).resolve() if "--capture" in args else None
     if proxy:
         dnsmasq = netns_up(data)
+        tcpdump = subprocess.Popen(
+            ["ip", "netns", "exec", NS, "tcpdump", "-Z", "root", "-i", "br0", "-U", "-s", "1500", "-w",
+             str(data / "dhcp.pcap"), "udp port 67 or udp port 68 or udp port 4011"],
+            stdout=subprocess.DEVNULL, stderr=open(data / "tcpdump.log", "w"))
         serve = ["ip", "netns", "exec", NS, str(OPERATOR), "serve", "--data-dir", str(data),
                  "--boot-http", f"0.0.0.0:{port}", "--proxy-dhcp", "br0",
                  "--tftp", f"{BRIDGE_IP}:69"]
@@ -199,6 +258,37 @@ def main():
             hit = "ipxe.efi:" in served and "bytes in blocks of" in served
             print(f"{'ok' if hit else 'FAIL'}: the operator's TFTP sent ipxe.efi", flush=True)
             ok = ok and hit
+        if proxy and ok:
+            hit = stranger_asks(data)
+            print(f"{'ok' if hit else 'FAIL'}: the unknown MAC {STRANGER} (option 60 PXEClient) "
+                  "got a lease from dnsmasq", flush=True)
+            ok = ok and hit
+            time.sleep(1)
+            served = (data / "operator.log").read_text()
+            hit = f"proxydhcp: {STRANGER} is not in the machine table" in served
+            print(f"{'ok' if hit else 'FAIL'}: the operator logged the unknown MAC", flush=True)
+            ok = ok and hit
+            tcpdump.terminate()
+            tcpdump.wait(timeout=10)
+            pkts = pcap_dhcp(data / "dhcp.pcap")
+            from_op = [p for p in pkts if p[0] == BRIDGE_IP]
+            hit = any(p[2] == STRANGER for p in pkts) and any(p[2] == MAC for p in from_op) \
+                and not any(p[2] == STRANGER for p in from_op)
+            print(f"{'ok' if hit else 'FAIL'}: tcpdump on br0: the stranger's requests seen, "
+                  f"the operator answered {MAC} ({len(from_op)} packets) and never {STRANGER}",
+                  flush=True)
+            ok = ok and hit
+            leases = (data / "dnsmasq.leases").read_text()
+            dlog = (data / "dnsmasq.log").read_text()
+            hit = MAC in leases and re.search(rf"DHCPACK\(veth1\) 192\.168\.77\.\d+ {MAC}", dlog)
+            print(f"{'ok' if hit else 'FAIL'}: the VM's address came from dnsmasq", flush=True)
+            ok = ok and bool(hit)
+            if capture and ok:
+                capture.mkdir(parents=True, exist_ok=True)
+                name = "ovmf" if uefi else "ipxe-bios"
+                subprocess.run(["cp", str(data / "dhcp.pcap"), str(capture / f"{name}.pcap")],
+                               check=True)
+                print(f"capture: {capture / name}.pcap ({len(pkts)} packets)", flush=True)
         if proxy:
             hit = "proxydhcp: answered" in served
             for line in served.splitlines():
@@ -212,6 +302,9 @@ def main():
             qemu.wait()
         op.terminate()
         op.wait(timeout=30)
+        if tcpdump and tcpdump.poll() is None:
+            tcpdump.terminate()
+            tcpdump.wait(timeout=10)
         if dnsmasq:
             dnsmasq.terminate()
             dnsmasq.wait(timeout=10)

@@ -224,6 +224,9 @@ def main():
             doc.write_text(machine_doc("v1.13.1"))
             run([OPERATOR, "apply", "-f", doc, "--data-dir", data])
             seen.clear()
+            # Upgrading -> Available needs the node's own report: the operator's readiness
+            # check compares the image the node reports (its boot report, from the kernel's
+            # keelson.image=) with the spec's version and stays in Upgrading until they match.
             ok &= check(watch("Available", "v1.13.1", TIMEOUT + 60),
                         "after the version change the machine is Available at v1.13.1")
             log = op_log()

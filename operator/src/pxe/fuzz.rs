@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Fuzz targets of the boot services' parsers: `tftp` and `boothttp` (below).
+//! Fuzz targets of the boot services' parsers: `tftp`, `boothttp` and `proxydhcp` (below).
 //!
 //! `tftp`: [`parse_request`] (a read request from anyone on the network) and the OACK and
 //! ERROR packets made from its answer. Oracles: no panic; nothing over 512 bytes is accepted; an accepted path is non-empty
@@ -13,6 +13,7 @@ use testkit::fuzzkit::{run, Mutator, Target, Verdict};
 use super::http::{self, Route};
 use super::images::valid_version;
 use super::mac::Mac;
+use super::proxydhcp::{self, captures, Outcome};
 use super::tftp::{error_packet, oack, parse_request, MAX_BLKSIZE, MIN_BLKSIZE};
 
 fn rrq(parts: &[&str]) -> Vec<u8> {
@@ -186,4 +187,119 @@ fn fuzz_target_boothttp() {
         default_iters: 100_000,
     };
     run(target, check_http);
+}
+
+/// `proxydhcp`: [`proxydhcp::handle`] (a datagram from anyone on the provisioning LAN) and
+/// [`proxydhcp::parse`]. Oracles: no panic; an answer goes only to a known MAC's DHCPDISCOVER
+/// or DHCPREQUEST with option 60 `PXEClient`, and is a BOOTREPLY with the request's xid and
+/// chaddr, `yiaddr` 0, OFFER for a DISCOVER and ACK for a REQUEST, the client's option 97
+/// echoed, and a file that is one of the three first stages or that MAC's script URL, the
+/// same in `file` and option 67; an unknown MAC is reported as unknown and gets nothing;
+/// option 175's sub-option codes are never 0 or 255 and at most one per two bytes.
+fn check_proxydhcp(b: &[u8]) -> Result<Verdict, String> {
+    use dhcproto::v4::{self, DhcpOption, MessageType, OptionCode};
+    let cfg = proxydhcp::Config {
+        server: std::net::Ipv4Addr::new(192, 168, 77, 1),
+        http_base: "http://192.168.77.1:8080".into(),
+    };
+    // Known: MACs whose last byte is odd (the captured VM's, 0xc3, is).
+    let known = |m: &Mac| m.0[5] & 1 == 1;
+    let req = proxydhcp::decode(b);
+    if let Some(p) = req.as_ref().and_then(|r| proxydhcp::parse(r).ok()) {
+        if p.ipxe_features.iter().any(|c| *c == 0 || *c == 255) || p.ipxe_features.len() > 128 {
+            return Err(format!("option 175 codes {:?}", p.ipxe_features));
+        }
+    }
+    match proxydhcp::handle(b, known, &cfg) {
+        Outcome::Ignored => Ok(Verdict::Refused),
+        Outcome::Unknown(m) | Outcome::NoFile(m, _) if req.is_none() => {
+            Err(format!("{m}: an outcome for bytes that do not decode"))
+        }
+        Outcome::Unknown(m) if known(&m) => Err(format!("known {m} reported unknown")),
+        Outcome::NoFile(m, _) if !known(&m) => Err(format!("unknown {m} looked up")),
+        Outcome::Unknown(_) | Outcome::NoFile(..) => Ok(Verdict::Refused),
+        Outcome::Answer(out, mac, file) => {
+            let req = req.ok_or("an answer to bytes that do not decode")?;
+            let p =
+                proxydhcp::parse(&req).map_err(|e| format!("answered a non-PXE request: {e:?}"))?;
+            if !known(&mac) || p.mac != mac {
+                return Err(format!("answered {mac}"));
+            }
+            let r = proxydhcp::decode(&out).ok_or("the answer does not decode")?;
+            let want_kind = match p.kind {
+                MessageType::Discover => MessageType::Offer,
+                MessageType::Request => MessageType::Ack,
+                k => return Err(format!("answered a {k:?}")),
+            };
+            if r.opcode() != v4::Opcode::BootReply
+                || r.xid() != req.xid()
+                || r.chaddr() != req.chaddr()
+                || !r.yiaddr().is_unspecified()
+                || r.opts().get(OptionCode::MessageType)
+                    != Some(&DhcpOption::MessageType(want_kind))
+            {
+                return Err(format!("answer {r:?} to {req:?}"));
+            }
+            let echoed = match r.opts().get(OptionCode::ClientMachineIdentifier) {
+                Some(DhcpOption::ClientMachineIdentifier(id)) => Some(id.clone()),
+                _ => None,
+            };
+            if echoed != p.uuid {
+                return Err(format!("option 97 {echoed:?}, sent {:?}", p.uuid));
+            }
+            let script = format!("{}/boot/{}.ipxe", cfg.http_base, mac);
+            let files =
+                [proxydhcp::BIOS_FILE, proxydhcp::UEFI_X64_FILE, proxydhcp::UEFI_ARM64_FILE];
+            if !(files.contains(&file.as_str()) || file == script) {
+                return Err(format!("file {file:?}"));
+            }
+            let o67 = match r.opts().get(OptionCode::BootfileName) {
+                Some(DhcpOption::BootfileName(f)) => f.clone(),
+                _ => Vec::new(),
+            };
+            let fname = r.fname().unwrap_or_default();
+            let fname = fname.split(|c| *c == 0).next().unwrap_or_default();
+            if o67 != file.as_bytes() || fname != file.as_bytes() {
+                return Err(format!("file {file:?}, option 67 {o67:?}, fname {fname:?}"));
+            }
+            Ok(Verdict::Accepted)
+        }
+    }
+}
+
+#[test]
+fn fuzz_target_proxydhcp() {
+    // Every request the captures hold (iPXE, OVMF, ipxe.efi, keelson, udhcpc).
+    let seeds: Vec<Vec<u8>> = [captures::IPXE_BIOS, captures::OVMF]
+        .iter()
+        .flat_map(|c| captures::pcap(c))
+        .filter(|p| p.dport == 67 || p.dport == 4011)
+        .map(|p| p.payload)
+        .collect();
+    assert!(seeds.len() >= 8, "the captures' requests");
+    let target = Target {
+        name: "proxydhcp",
+        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        seeds,
+        mutator: Mutator {
+            dict: &[
+                b"\x63\x82\x53\x63",
+                b"\x35\x01\x01",
+                b"\x35\x01\x03",
+                b"\x3c\x09PXEClient",
+                b"\x5d\x02\x00\x07",
+                b"\x5d\x02\x00\x0b",
+                b"\x5d\x01\x00",
+                b"\x4d\x04iPXE",
+                b"\x61\x11\x00",
+                b"\xaf\x03\x13\x01\x01",
+                b"\x36\x04\xc0\xa8\x4d\x01",
+                b"\xff",
+            ],
+            lengths: None,
+            max_len: 1500,
+        },
+        default_iters: 50_000,
+    };
+    run(target, check_proxydhcp);
 }
