@@ -60,9 +60,18 @@ def free_port():
 
 
 def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), mac=None,
-                 api_port=None, nic="virtio-net-pci", machine=None, nic_id=None):
-    """The QEMU command line for one node; `api_port` on 127.0.0.1 reaches its TLS API."""
+                 api_port=None, nic="virtio-net-pci", machine=None, nic_id=None, user_nic=True,
+                 wrap=()):
+    """The QEMU command line for one node; `api_port` on 127.0.0.1 reaches its TLS API.
+    Without `user_nic` the node has only the NICs `extra` names; `wrap` goes before QEMU
+    (for instance `ip netns exec NS`, to reach taps in a namespace)."""
+    user = ("-nic", f"user,model={nic},hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
+            + (f",hostfwd=tcp:127.0.0.1:{api_port}-:{API_PORT}" if api_port else "")
+            + (f",mac={mac}" if mac else "")
+            # A name for the network backend, for -object filter-dump,netdev=... in `extra`.
+            + (f",id={nic_id}" if nic_id else ""))
     return [
+        *wrap,
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory),
         "-nographic", "-no-reboot",
         # The console on stdio, multiplexed with a monitor (Ctrl-A c, Ctrl-A x to quit) for a
@@ -72,11 +81,7 @@ def qemu_command(kernel, initrd, cmdline, port, monitor, memory=512, extra=(), m
         "-kernel", str(kernel), "-initrd", str(initrd),
         "-append", cmdline,
         *(["-machine", machine] if machine else []),
-        "-nic", f"user,model={nic},hostfwd=tcp:127.0.0.1:{port}-:{GUEST_PORT}"
-        + (f",hostfwd=tcp:127.0.0.1:{api_port}-:{API_PORT}" if api_port else "")
-        + (f",mac={mac}" if mac else "")
-        # A name for the network backend, for -object filter-dump,netdev=... in `extra`.
-        + (f",id={nic_id}" if nic_id else ""),
+        *(user if user_nic else ()),
         *extra,
     ]
 
@@ -93,7 +98,7 @@ class Node:
 
     def __init__(self, name, initrd=DEFAULT_INITRD, kernel=None, cmdline=None, append="",
                  port=None, log=None, echo=False, extra=(), mac=None, nic="virtio-net-pci",
-                 machine=None, nic_id=None):
+                 machine=None, nic_id=None, user_nic=True, wrap=()):
         BUILD.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.kernel = Path(kernel) if kernel else newest_kernel()
@@ -110,7 +115,7 @@ class Node:
             self.monitor.unlink()
         cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
                            extra=extra, mac=mac, api_port=self.api_port, nic=nic,
-                           machine=machine, nic_id=nic_id)
+                           machine=machine, nic_id=nic_id, user_nic=user_nic, wrap=wrap)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
         self.log.flush()
@@ -271,7 +276,9 @@ class Node:
 def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
                     ca_bundle=None, add=(), binary=None, version_suffix=None):
     """Runs scripts/build-initramfs; returns the image path. `add`: (source, path in the
-    image) pairs of extra files."""
+    image) pairs of extra files. KEELSON_BINARY names a static keelson binary (demo-kubelet
+    beside it) to use instead of building this checkout's, for iterating on a harness."""
+    binary = binary or os.environ.get("KEELSON_BINARY")
     cmd = [str(ROOT / "scripts/build-initramfs")]
     for src, dest in add:
         cmd += ["--add", f"{src}:{dest}"]

@@ -34,5 +34,8 @@ pub mod host;
 pub mod netlink;
 pub mod nodeaddress;
 pub mod operator;
+pub mod ra_dns;
+#[cfg(test)]
+mod ra_dns_fuzz;
 pub mod tenant;
 pub mod wireguard_keys;

@@ -5,7 +5,8 @@
 //! PID 1. keelson starts it once the network is ready, with `--node-ip=` and
 //! `--hostname-override=` appended. It:
 //!
-//! - serves HTTP/1.0 on `0.0.0.0:8080` (`--listen PORT|ADDR:PORT`): `GET /` answers with its
+//! - serves HTTP/1.0 on `[::]:8080`, IPv4 and IPv6 (`--listen PORT|ADDR:PORT`; `0.0.0.0`
+//!   when the kernel has no IPv6): `GET /` answers with its
 //!   own argv, the node's addresses, PID 1's resident memory and `ok`; `GET /zombies` counts
 //!   the processes in state Z, so a boot test can check that PID 1 reaps;
 //! - answers `GET /healthz` with `200 ok` there and on `127.0.0.1:10248` (the kubelet's own
@@ -23,7 +24,7 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,7 +91,9 @@ fn run(args: Vec<OsString>) -> ExitCode {
         return ExitCode::from(code);
     }
     on_sigterm(opts.sigterm_log.clone());
-    let listener = match TcpListener::bind(opts.listen) {
+    let listener = match TcpListener::bind(opts.listen)
+        .or_else(|e| ipv4_fallback(opts.listen).map_or(Err(e), TcpListener::bind))
+    {
         Ok(l) => l,
         Err(e) => {
             eprintln!("demo-kubelet: cannot listen on {}: {e}", opts.listen);
@@ -240,7 +243,7 @@ fn get_root(target: SocketAddr) -> Result<http::Response, String> {
 /// is accepted and only echoed.
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut opts = Options {
-        listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 8080)),
+        listen: SocketAddr::from((Ipv6Addr::UNSPECIFIED, 8080)),
         orphan_every: Duration::from_secs(2),
         probe: None,
         healthz: SocketAddr::from((Ipv4Addr::LOCALHOST, 10248)),
@@ -299,10 +302,17 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
     Ok(opts)
 }
 
-/// `8080`, `0.0.0.0:8080` or `[::]:8080`.
+/// Where to listen when binding `addr` failed: `[::]` (both families on Linux) becomes
+/// `0.0.0.0` for a kernel without IPv6 (ipv6.disable=1); any other address has none.
+fn ipv4_fallback(addr: SocketAddr) -> Option<SocketAddr> {
+    (addr.ip() == Ipv6Addr::UNSPECIFIED)
+        .then(|| SocketAddr::from((Ipv4Addr::UNSPECIFIED, addr.port())))
+}
+
+/// `8080` (all addresses, IPv4 and IPv6: `[::]:8080`), `0.0.0.0:8080` or `[::]:8080`.
 fn parse_listen(value: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = value.parse::<u16>() {
-        return Ok(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)));
+        return Ok(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)));
     }
     value.parse().map_err(|_| format!("--listen: expected PORT or ADDR:PORT, got {value:?}"))
 }
@@ -574,13 +584,33 @@ mod tests {
     }
 
     #[test]
+    fn the_default_listener_takes_both_families() {
+        assert_eq!(
+            ipv4_fallback("[::]:8080".parse().unwrap()),
+            Some("0.0.0.0:8080".parse().unwrap())
+        );
+        assert_eq!(ipv4_fallback("[fd00::1]:8080".parse().unwrap()), None);
+        assert_eq!(ipv4_fallback("0.0.0.0:8080".parse().unwrap()), None);
+        // The default address on an ephemeral port answers over IPv4 and IPv6 loopback.
+        let mut o = parse_options(&strings(&[])).unwrap();
+        o.listen.set_port(0);
+        let l = TcpListener::bind(o.listen).unwrap();
+        let port = l.local_addr().unwrap().port();
+        TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+        TcpStream::connect((Ipv6Addr::LOCALHOST, port)).unwrap();
+    }
+
+    #[test]
     fn options_default_and_overrides() {
         let o = parse_options(&strings(&["--node-ip=10.0.2.15", "--hostname-override=n"])).unwrap();
-        assert_eq!(o.listen, "0.0.0.0:8080".parse().unwrap());
+        // All addresses of both families: an IPv6-only node serves too.
+        assert_eq!(o.listen, "[::]:8080".parse().unwrap());
         assert_eq!(o.orphan_every, Duration::from_secs(2));
         let o = parse_options(&strings(&["--listen", "9000", "--orphan-every=0.5"])).unwrap();
-        assert_eq!(o.listen, "0.0.0.0:9000".parse().unwrap());
+        assert_eq!(o.listen, "[::]:9000".parse().unwrap());
         assert_eq!(o.orphan_every, Duration::from_millis(500));
+        let o = parse_options(&strings(&["--listen=0.0.0.0:9000"])).unwrap();
+        assert_eq!(o.listen, "0.0.0.0:9000".parse().unwrap());
         let o = parse_options(&strings(&["--listen=[::]:81"])).unwrap();
         assert_eq!(o.listen, "[::]:81".parse().unwrap());
         assert!(parse_options(&strings(&["--listen"])).is_err());
