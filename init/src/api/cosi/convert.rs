@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A stored resource as COSI sends it: metadata with Talos's type and namespace, the spec as
-//! YAML in `yaml_spec` (the same serialisation as the JSON API and `keelson get -o yaml`).
+//! YAML in `yaml_spec` (the serialisation `keelson get -o yaml` shows).
 //! `proto_spec` carries Talos's protobuf for the types talosctl decodes from it
 //! ([`super::proto_spec`]); other types leave it empty. A merged spec's provenance (which
 //! `network-config` inputs each field came from: keelson's own) travels as the annotation
