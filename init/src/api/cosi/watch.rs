@@ -9,7 +9,7 @@
 //! Changes are kept as COSI keeps them: a ring per kind ([`History`]) that every watch of the
 //! kind reads from its own position, so nothing is buffered per watcher. A ring holds the
 //! last [`RING_PER_KIND`] changes (identity only: the resource is read from the store when
-//! the event is sent, so a burst of updates to one resource costs one read); a watcher that falls further behind than that
+//! the event is sent); a watcher that falls further behind than that
 //! gets one ERRORED event and its stream ends (`ResourceExhausted`), as a COSI watcher gets
 //! "buffer overrun". A client that does not read at all is the server's to drop (its HTTP/2
 //! window stays full); nothing waits for it here but its position.
