@@ -86,7 +86,7 @@ pub mod uint {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-        super::int::deserialize(d)
+        crate::wire::int::deserialize(d)
     }
 }
 

@@ -6,30 +6,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::kinds::{self, Body, InputError, Kind, Manifest, Object, ObjectMeta, API_VERSION};
-use crate::store::{Phase, Resource, Store, StoreError};
+use crate::command::table;
+pub use crate::command::{age, CtlError, Output};
+use crate::kinds::{self, Body, Kind, Manifest, Object, ObjectMeta, API_VERSION};
+use crate::store::{Phase, Resource, Store};
 
 /// Attempts at an `apply` that keeps meeting concurrent writers.
 const APPLY_ATTEMPTS: usize = 5;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CtlError {
-    #[error("{0}")]
-    Input(#[from] InputError),
-    #[error("{0}")]
-    Store(#[from] StoreError),
-    #[error("{kind} {name} not found in namespace {ns}")]
-    NotFound { kind: &'static str, name: String, ns: String },
-    #[error("{0}")]
-    Encode(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
-    Table,
-    Yaml,
-    Json,
-}
 
 type Generic = Resource<Body<serde_json::Value>>;
 /// Any kind, its status kept as it is stored (each kind has its own status type).
@@ -37,17 +20,6 @@ type Raw = Resource<crate::networks::kinds::Body<serde_json::Value, serde_json::
 
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// An age as kubectl shows one: `42s`, `7m`, `3h`, `12d`.
-pub fn age(since: u64, now: u64) -> String {
-    let s = now.saturating_sub(since);
-    match s {
-        0..=119 => format!("{s}s"),
-        120..=7199 => format!("{}m", s / 60),
-        7200..=172_799 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
 }
 
 fn encode<T: Serialize>(v: &T) -> Result<serde_json::Value, CtlError> {
@@ -196,29 +168,6 @@ pub fn get(
             Ok(table(&rows))
         }
     }
-}
-
-pub(crate) fn table<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut widths = [0usize; N];
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, (w, c)) in widths.iter().zip(r).enumerate() {
-            if i + 1 == N {
-                line.push_str(c);
-            } else {
-                let _ = write!(line, "{c:<w$}   ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// `describe KIND NAME`: the resource, its conditions and its events.

@@ -597,14 +597,7 @@ fn bad(path: impl Into<String>, msg: impl Into<String>) -> Invalid {
     (path.into(), msg.into())
 }
 
-/// A DNS-1123 label-ish name, as Kubernetes wants object names.
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
-}
+pub use crate::names::valid_name;
 
 /// `vX.Y.Z` with an optional suffix (`-beta.0`).
 pub fn valid_version(s: &str) -> bool {

@@ -5,10 +5,12 @@
 //! ([`networks`]).
 
 pub mod cli;
+pub mod command;
 pub mod ctl;
 pub mod key;
 pub mod kinds;
 pub mod metrics;
+pub mod names;
 pub mod networks;
 pub mod pxe;
 pub mod reconcile;

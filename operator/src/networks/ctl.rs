@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::ctl::{age, table, CtlError, Output};
+use crate::command::{age, table, CtlError, Output};
 use crate::kinds::Kind;
 use crate::kinds::{Manifest, ObjectMeta, API_VERSION};
 use crate::store::{Phase, Resource, Store};

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::kinds::valid_name;
+use crate::names::valid_name;
 use crate::store::Resource;
 
 pub const NETWORKS: &str = "Networks.keelson.dev";
