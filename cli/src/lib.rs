@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod aliases;
+pub mod bootstrap;
 pub mod client;
 pub mod connect;
 pub mod kubeconfig;

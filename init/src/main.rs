@@ -144,6 +144,13 @@ const COMMANDS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "bootstrap",
+        "  keelson bootstrap [NODE OPTIONS]
+      Start the etcd cluster on one control-plane node (gRPC Bootstrap, os:admin); prints
+      nothing when accepted, the node's refusal otherwise (AlreadyExists: done before).
+",
+    ),
+    (
         "kubeconfig",
         "  keelson kubeconfig [PATH] [NODE OPTIONS]
       The admin kubeconfig of a control-plane node (gRPC Kubeconfig, os:admin), written to
@@ -267,6 +274,7 @@ fn main() -> ExitCode {
         Some("service" | "services") => cli::client::service_main(rest),
         Some("events") => cli::client::events_main(rest),
         Some("kubeconfig") => cli::kubeconfig::main(rest),
+        Some("bootstrap") => cli::bootstrap::main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

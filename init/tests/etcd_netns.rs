@@ -191,6 +191,13 @@ fn bootstrap_starts_etcd_with_mutual_tls_and_a_second_bootstrap_is_already_exist
     );
     println!("{}", scenario(&ns, &node, "service"));
     println!("{}", scenario(&ns, &node, "again"));
+    // `keelson bootstrap` hears the same AlreadyExists.
+    let out = Command::new(env!("CARGO_BIN_EXE_keelson"))
+        .args(["bootstrap", "--socket", &s(&sock)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("AlreadyExists"), "{err}");
     // The request was kept before etcd started, and etcd wrote its member directory.
     let root = node.api.as_ref().unwrap().parent().unwrap().to_path_buf();
     assert!(root.join("state/etcd-bootstrap-requested").exists());

@@ -63,5 +63,8 @@ fn a_control_plane_issues_the_admin_kubeconfig_and_a_worker_refuses() {
     println!("{}", common::python_scenario(&ns, &worker, SCRIPT, &["worker", &sock]));
     let (ok, _, err) = keelson(&["kubeconfig", &path, "--socket", &sock]);
     assert!(!ok && err.contains("only available on control plane nodes"), "{err}");
+    // `keelson bootstrap` says the worker's refusal as the node gave it.
+    let (ok, _, err) = keelson(&["bootstrap", "--socket", &sock]);
+    assert!(!ok && err.contains("FailedPrecondition") && err.contains("control plane"), "{err}");
     worker.stop();
 }
