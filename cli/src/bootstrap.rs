@@ -14,13 +14,7 @@ use crate::rpc::Channel;
 
 /// `keelson bootstrap`.
 pub fn main(raw: Vec<OsString>) -> ExitCode {
-    match run(raw) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("keelson bootstrap: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::client::finish("bootstrap", run(raw))
 }
 
 fn run(raw: Vec<OsString>) -> Result<(), String> {

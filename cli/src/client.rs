@@ -37,7 +37,8 @@ fn text(v: OsString) -> Result<String, String> {
     v.into_string().map_err(|v| format!("not UTF-8: {v:?}"))
 }
 
-fn finish(cmd: &str, r: Result<(), String>) -> ExitCode {
+/// A verb's exit: success, or its error on stderr as `keelson CMD: ERROR` and failure.
+pub(crate) fn finish(cmd: &str, r: Result<(), String>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -49,7 +50,7 @@ fn finish(cmd: &str, r: Result<(), String>) -> ExitCode {
 
 /// Run `f` for each node: straight to stdout for one, each line prefixed with the node's
 /// name for several (a node that fails does not stop the others).
-fn each(
+pub(crate) fn each(
     common: &Common,
     f: impl Fn(&Target, &mut dyn Write) -> Result<(), String>,
 ) -> Result<(), String> {

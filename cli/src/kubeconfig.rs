@@ -41,13 +41,7 @@ pub enum ArchiveError {
 
 /// `keelson kubeconfig`.
 pub fn main(raw: Vec<OsString>) -> ExitCode {
-    match run(raw) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("keelson kubeconfig: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::client::finish("kubeconfig", run(raw))
 }
 
 fn run(raw: Vec<OsString>) -> Result<(), String> {

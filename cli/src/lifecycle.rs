@@ -4,14 +4,14 @@
 //! than these verbs. Each node answers on its own; one that refuses does not stop the others.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::process::ExitCode;
 
 use talos_api::machine::{
     ResetPartitionSpec, ResetRequest, ResetResponse, ResetWipeMode, UpgradeRequest, UpgradeResponse,
 };
 
-use crate::connect::{self, Common, Target};
+use crate::client::{each, finish};
+use crate::connect::{self, Common};
 use crate::machine::path;
 use crate::rpc::Channel;
 
@@ -232,70 +232,12 @@ fn upgrade(raw: Vec<OsString>) -> Result<(), String> {
 
 /// Now as talosctl prints a time (UTC, RFC 3339).
 fn now_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
+    rfc3339(std::time::SystemTime::now())
 }
 
-/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar, from
-/// the day count by the usual era arithmetic).
-fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-fn finish(cmd: &str, r: Result<(), String>) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("keelson {cmd}: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Run `f` for each node: to stdout for one, each line prefixed with the node for several.
-fn each(
-    common: &Common,
-    f: impl Fn(&Target, &mut dyn Write) -> Result<(), String>,
-) -> Result<(), String> {
-    let targets = common.targets()?;
-    if let [one] = targets.as_slice() {
-        return f(one, &mut std::io::stdout().lock());
-    }
-    let mut failed = 0;
-    for t in &targets {
-        let mut buf = Vec::new();
-        let r = f(t, &mut buf);
-        for line in String::from_utf8_lossy(&buf).lines() {
-            println!("{}: {line}", t.name());
-        }
-        if let Err(e) = r {
-            eprintln!("{}: {e}", t.name());
-            failed += 1;
-        }
-    }
-    match failed {
-        0 => Ok(()),
-        n => Err(format!("{n} of {} nodes failed", targets.len())),
-    }
+/// A time as `YYYY-MM-DDTHH:MM:SSZ`, the resources' own formatting.
+fn rfc3339(t: std::time::SystemTime) -> String {
+    crate::resource::Rfc3339(t).to_string()
 }
 
 #[cfg(test)]
@@ -335,9 +277,10 @@ mod tests {
 
     #[test]
     fn times_as_rfc3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_798_761_599), "2026-12-31T23:59:59Z");
+        let at = |s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(at(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(at(1_798_761_599)), "2026-12-31T23:59:59Z");
     }
 
     #[test]
