@@ -8,64 +8,15 @@ grpclib stubs). Each scenario asserts what it gets and prints `ok SCENARIO` at t
   python3 reset_upgrade.py maintenance ADDR"""
 
 import asyncio
-import base64
-import os
-import ssl
 import sys
-import tempfile
 
-import grpclib
-from grpclib.client import Channel
 from grpclib.const import Status
 
 from talos_linux_api.v1_6_0 import machine as tm
 from talos_linux_api.v1_6_0 import storage as tstorage
-import betterproto.lib.google.protobuf as pb
 
-EMPTY = pb.Empty()
-
-
-def say(*a):
-    print(*a, flush=True)
-
-
-def keelsonconfig(path):
-    fields = {}
-    with open(path) as f:
-        for line in f:
-            key, _, value = line.strip().partition(": ")
-            if key in ("ca", "crt", "key") and key not in fields:
-                fields[key] = base64.b64decode(value)
-    d = tempfile.mkdtemp()
-    for k, v in fields.items():
-        with open(os.path.join(d, k), "wb") as f:
-            f.write(v)
-    return {k: os.path.join(d, k) for k in fields}
-
-
-def channel(addr, client=None):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.set_alpn_protocols(["h2"])
-    if client is None:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    else:
-        files = keelsonconfig(client)
-        ctx.load_verify_locations(files["ca"])
-        ctx.load_cert_chain(files["crt"], files["key"])
-    host, _, port = addr.rpartition(":")
-    return Channel(host, int(port), ssl=ctx)
-
-
-async def fails(what, code, coro, contains=""):
-    try:
-        got = await coro
-    except grpclib.exceptions.GRPCError as e:
-        assert e.status == code, f"{what}: {e.status} {e.message!r}, wanted {code}"
-        assert contains in (e.message or ""), f"{what}: {e.message!r} lacks {contains!r}"
-        say(f"  {what}: {e.status.name}: {e.message}")
-        return e
-    raise AssertionError(f"{what}: answered {got!r}, wanted {code}")
+# The helpers every Talos API scenario shares (TLS from a keelsonconfig, refusals).
+from talos_api import EMPTY, channel, fails, pb_set, say
 
 
 def wipe(*labels):
@@ -135,11 +86,6 @@ async def maintenance(addr):
     await fails("reset in maintenance mode", Status.UNIMPLEMENTED, m.reset(tm.ResetRequest()))
     ch.close()
     say("ok maintenance")
-
-
-def pb_set(msg, field):
-    import betterproto
-    return betterproto.serialized_on_wire(getattr(msg, field))
 
 
 SCENARIOS = {"refusals": refusals, "upgrade": upgrade, "reset": reset, "maintenance": maintenance}

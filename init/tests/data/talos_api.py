@@ -72,12 +72,13 @@ def channel(addr, client=None):
     return Channel(host, int(port), ssl=tls(client))
 
 
-async def fails(what, code, coro):
-    """`coro` must fail with gRPC status `code`."""
+async def fails(what, code, coro, contains=""):
+    """`coro` must fail with gRPC status `code` (and a message holding `contains`)."""
     try:
         got = await coro
     except grpclib.exceptions.GRPCError as e:
         assert e.status == code, f"{what}: {e.status} {e.message!r}, wanted {code}"
+        assert contains in (e.message or ""), f"{what}: {e.message!r} lacks {contains!r}"
         say(f"  {what}: {e.status.name}: {e.message}")
         return e
     raise AssertionError(f"{what}: answered {got!r}, wanted {code}")
