@@ -340,28 +340,7 @@ fn prefill(s: &mut Store, range: Range, fill: u32) {
             (u64::from(*id).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) % 100 < u64::from(fill)
         })
         .collect();
-    for chunk in taken.chunks(50) {
-        let mut rs: Vec<Resource<serde_json::Value>> = chunk
-            .iter()
-            .map(|id| {
-                let spec = serde_json::json!({"spec": {"claimRef": {"namespace": "x", "name": format!("f{id}"), "uid": "1"}}});
-                Resource::new(CLUSTER, NETWORK_IDS, &id.to_string(), spec)
-            })
-            .collect();
-        s.write_all(&mut rs).unwrap();
-        let layout = s.layout().clone();
-        let puts = chunk
-            .iter()
-            .map(|id| {
-                etcd::wire::RequestOp::Put(etcd::wire::PutRequest {
-                    key: allocate::index_key(&layout, *id),
-                    ..Default::default()
-                })
-            })
-            .collect();
-        let t = etcd::wire::TxnRequest { compare: vec![], success: puts, failure: vec![] };
-        assert!(s.client().txn(&t).unwrap().succeeded);
-    }
+    common::claim_ids_as_others(s, &taken, "f");
 }
 
 /// One row: `threads` allocators making `claims` claims into `range` with `algo`.

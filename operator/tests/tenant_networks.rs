@@ -374,28 +374,7 @@ fn bench_claims_under_contention() {
     // Every tenth ID stays free.
     let taken: Vec<u32> = (0..size).filter(|i| i % 10 != 0).map(|i| 200 + i).collect();
     assert_eq!(taken.len() as u32, filled);
-    for chunk in taken.chunks(50) {
-        let mut rs: Vec<Resource<serde_json::Value>> = chunk
-            .iter()
-            .map(|id| {
-                let spec = serde_json::json!({"spec": {"claimRef": {"namespace": "x", "name": format!("n{id}"), "uid": "1"}}});
-                Resource::new(CLUSTER, NETWORK_IDS, &id.to_string(), spec)
-            })
-            .collect();
-        s.write_all(&mut rs).unwrap();
-        let layout = s.layout().clone();
-        let puts = chunk
-            .iter()
-            .map(|id| {
-                etcd::wire::RequestOp::Put(etcd::wire::PutRequest {
-                    key: allocate::index_key(&layout, *id),
-                    ..Default::default()
-                })
-            })
-            .collect();
-        let t = etcd::wire::TxnRequest { compare: vec![], success: puts, failure: vec![] };
-        assert!(s.client().txn(&t).unwrap().succeeded);
-    }
+    common::claim_ids_as_others(&mut s, &taken, "n");
     let left = Arc::new(AtomicUsize::new(claims));
     let started = Instant::now();
     let workers: Vec<_> = (0..threads)

@@ -44,3 +44,33 @@ pub fn start_etcd(suite: &str, test: &str) -> Option<(LocalEtcd, Dir)> {
     opts.no_fsync = true;
     Some((LocalEtcd::start(&opts).unwrap(), dir))
 }
+
+/// Network IDs claimed by someone else (`PREFIX<id>` in namespace `x`), with the index keys
+/// keelson's allocator reads, 50 to a transaction: a range filled before a test or bench.
+pub fn claim_ids_as_others(s: &mut operator::store::Store, ids: &[u32], prefix: &str) {
+    use operator::networks::allocate;
+    use operator::networks::kinds::{CLUSTER, NETWORK_IDS};
+    use operator::store::Resource;
+    for chunk in ids.chunks(50) {
+        let mut rs: Vec<Resource<serde_json::Value>> = chunk
+            .iter()
+            .map(|id| {
+                let spec = serde_json::json!({"spec": {"claimRef": {"namespace": "x", "name": format!("{prefix}{id}"), "uid": "1"}}});
+                Resource::new(CLUSTER, NETWORK_IDS, &id.to_string(), spec)
+            })
+            .collect();
+        s.write_all(&mut rs).unwrap();
+        let layout = s.layout().clone();
+        let puts = chunk
+            .iter()
+            .map(|id| {
+                etcd::wire::RequestOp::Put(etcd::wire::PutRequest {
+                    key: allocate::index_key(&layout, *id),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let t = etcd::wire::TxnRequest { compare: vec![], success: puts, failure: vec![] };
+        assert!(s.client().txn(&t).unwrap().succeeded);
+    }
+}
