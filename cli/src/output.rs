@@ -279,6 +279,14 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("RX", "receiveBytes"),
             ("TX", "transmitBytes"),
         ],
+        "VIPStatus" => &[
+            ("LINK", "linkName"),
+            ("HOLDING", "holding"),
+            ("HOLDER", "holder"),
+            ("STATE", "state"),
+            ("SINCE", "since"),
+            ("REASON", "reason"),
+        ],
         "OperatorStatus" => &[
             ("STATE", "state"),
             ("ADDRESS", "address"),

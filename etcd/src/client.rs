@@ -266,6 +266,9 @@ impl Client {
                 Ok(tcp) => {
                     tcp.set_nodelay(true)?;
                     tcp.set_write_timeout(Some(self.config.timeout))?;
+                    // The TLS handshake runs inside the first write and reads the server's
+                    // answer: a hung (stopped) server must not hold it for ever.
+                    tcp.set_read_timeout(Some(self.config.timeout))?;
                     if !ep.tls {
                         return Ok(Conn::Plain(tcp));
                     }

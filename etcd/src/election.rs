@@ -73,6 +73,8 @@ pub struct Election {
     lease: i64,
     rev: i64,
     state: State,
+    /// The leader's value as the last check read it (a waiting candidate's view of who holds).
+    leader_value: Option<Vec<u8>>,
 }
 
 /// `<name>/`: the prefix all candidates of the election `name` share.
@@ -93,15 +95,19 @@ pub fn candidate_key(name: &[u8], lease: i64) -> Vec<u8> {
 
 /// The range that finds the leader: the oldest key under the prefix.
 pub fn leader_query(name: &[u8]) -> Call {
-    let p = prefix(name);
-    request::range(&RangeRequest {
-        key: p.clone(),
-        range_end: prefix_end(&p),
+    request::range(&oldest(&prefix(name)))
+}
+
+/// The oldest key under `prefix` (the leader).
+fn oldest(prefix: &[u8]) -> RangeRequest {
+    RangeRequest {
+        key: prefix.to_vec(),
+        range_end: prefix_end(prefix),
         limit: 1,
         sort_order: SortOrder::Ascend,
         sort_target: SortTarget::Create,
         ..Default::default()
-    })
+    }
 }
 
 /// The leader in [`leader_query`]'s answer (none when nobody campaigns).
@@ -162,6 +168,7 @@ impl Election {
             lease,
             rev: 0,
             state: State::Idle,
+            leader_value: None,
         }
     }
 
@@ -180,6 +187,12 @@ impl Election {
 
     pub fn is_leader(&self) -> bool {
         self.state == State::Leader
+    }
+
+    /// The leader's value (its hostname, for a VIP) as the last check read it: known while
+    /// waiting, refreshed by every look at the predecessor at no extra request.
+    pub fn leader_value(&self) -> Option<&[u8]> {
+        self.leader_value.as_deref()
     }
 
     /// Start: write the key if absent, else read it (a second campaign on the same lease
@@ -225,8 +238,8 @@ impl Election {
         }
     }
 
-    /// One transaction reading the key just before ours and our own key, both at the same
-    /// revision.
+    /// One transaction reading the key just before ours, our own key and the leader (the
+    /// oldest key, for [`Election::leader_value`]), all at the same revision.
     fn check(&mut self) -> Step {
         self.state = State::Checking;
         let predecessor = RangeRequest {
@@ -240,7 +253,11 @@ impl Election {
         };
         Step::Send(request::txn(&TxnRequest {
             compare: vec![],
-            success: vec![RequestOp::Range(predecessor), RequestOp::Range(range_key(&self.key))],
+            success: vec![
+                RequestOp::Range(predecessor),
+                RequestOp::Range(range_key(&self.key)),
+                RequestOp::Range(oldest(&self.prefix)),
+            ],
             failure: vec![],
         }))
     }
@@ -288,6 +305,9 @@ impl Election {
                     self.state = State::Done;
                     return Step::Lost(Lost::BadAnswer);
                 };
+                // An etcd that answers only two ranges (not ours) leaves the leader unknown.
+                self.leader_value =
+                    r.range(2).and_then(|l| l.kvs.first()).map(|kv| kv.value.clone());
                 if own.kvs.first().is_none_or(|kv| kv.create_revision != self.rev) {
                     self.state = State::Done;
                     return Step::Lost(Lost::KeyGone);
@@ -383,10 +403,15 @@ mod tests {
         assert_eq!(check["success"][0]["request_range"]["max_create_revision"], "27");
         assert_eq!(check["success"][0]["request_range"]["sort_order"], "DESCEND");
         // Predecessor e/f at 27: watch it from the next revision.
-        let step =
-            e.answered(&ranges(30, &[&[kv(b"e/f", 27, b"a")], &[kv(b"e/10", 28, b"node-b")]]));
+        assert_eq!(check["success"][2]["request_range"]["sort_order"], "ASCEND");
+        assert_eq!(check["success"][2]["request_range"]["limit"], "1");
+        let step = e.answered(&ranges(
+            30,
+            &[&[kv(b"e/f", 27, b"a")], &[kv(b"e/10", 28, b"node-b")], &[kv(b"e/e", 20, b"cp-1")]],
+        ));
         assert_eq!(step, Step::WatchDelete { key: b"e/f".to_vec(), start_revision: 31 });
         assert!(!e.is_leader());
+        assert_eq!(e.leader_value(), Some(&b"cp-1"[..]));
         txn_body(&e.predecessor_deleted());
         assert_eq!(e.answered(&ranges(32, &[&[], &[kv(b"e/10", 28, b"node-b")]])), Step::Elected);
         assert!(e.is_leader());

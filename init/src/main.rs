@@ -29,6 +29,7 @@ mod supervisor;
 mod upgrade;
 mod verbs;
 mod vip;
+mod vip_state;
 
 use std::process::ExitCode;
 

@@ -11,12 +11,14 @@
 //! The node's [`Holder`] (`node::vips`) turns add and remove into operator-layer
 //! AddressSpecs and sends the announcements (docs/control-plane.md).
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use etcd::election::{Election, Step};
 use etcd::wire::TxnResponse;
 use etcd::Client;
 use net::operator::vip::{Action, Event, LeaderKey, Phase, Vip};
+
+use crate::vip_state::{classify, Campaign, Failure, Seen};
 
 /// How often a waiting candidate looks at its predecessor again, and the longest sleep.
 /// One local etcd read each time, so a successor sees its predecessor's key gone soon after
@@ -32,6 +34,9 @@ pub trait Holder {
     fn remove(&mut self) -> bool;
     /// Announce it.
     fn announce(&mut self);
+    /// The election's state as a user sees it changed (`since`: when); `holder` is the
+    /// leader's hostname when known. For the `VIPStatus` resource.
+    fn report(&mut self, _campaign: &Campaign, _holder: Option<&str>, _since: SystemTime) {}
 }
 
 /// One VIP's election, driven.
@@ -44,6 +49,14 @@ pub struct Driver<H: Holder> {
     election: Option<Election>,
     waiting: bool,
     origin: Instant,
+    /// The last etcd call's failure (cleared by a success).
+    failure: Option<Failure>,
+    /// The local etcd is not running (from [`Event::EtcdDown`] until [`Event::Start`]).
+    etcd_down: bool,
+    /// When the fence fired, on the wall clock (its last successful keep-alive).
+    fenced_at: Option<SystemTime>,
+    /// What [`Holder::report`] was last told.
+    reported: Option<(Campaign, Option<String>)>,
 }
 
 impl<H: Holder> std::fmt::Debug for Driver<H> {
@@ -65,6 +78,10 @@ impl<H: Holder> Driver<H> {
             election: None,
             waiting: false,
             origin: Instant::now(),
+            failure: None,
+            etcd_down: false,
+            fenced_at: None,
+            reported: None,
         }
     }
 
@@ -80,8 +97,53 @@ impl<H: Holder> Driver<H> {
 
     /// Feed `event` and do what follows.
     pub fn handle(&mut self, event: Event) {
+        match event {
+            Event::EtcdDown => self.etcd_down = true,
+            Event::Start => {
+                self.etcd_down = false;
+                self.failure = None;
+            }
+            _ => {}
+        }
         let actions = self.vip.handle(self.now(), event);
         self.perform(actions);
+        self.report();
+    }
+
+    /// Tell the holder when the user-visible state changed (only then: no extra polling or
+    /// writes while nothing changes).
+    fn report(&mut self) {
+        let phase = self.vip.phase();
+        if phase != Phase::Fenced {
+            self.fenced_at = None;
+        } else if self.fenced_at.is_none() {
+            let ago =
+                self.vip.last_keepalive().map_or(Duration::ZERO, |t| self.now().saturating_sub(t));
+            self.fenced_at = SystemTime::now().checked_sub(ago);
+        }
+        let leader = self
+            .election
+            .as_ref()
+            .and_then(|e| e.leader_value())
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        let campaign = Campaign::of(Seen {
+            phase,
+            waiting: self.waiting,
+            leader: leader.as_deref(),
+            failure: self.failure.as_ref(),
+            fenced: self.fenced_at,
+            etcd_down: self.etcd_down,
+        });
+        let holder = match &campaign {
+            Campaign::Holding => Some(String::from_utf8_lossy(&self.hostname).into_owned()),
+            Campaign::Waiting { holder } => holder.clone(),
+            _ => None,
+        };
+        let now = (campaign, holder);
+        if self.reported.as_ref() != Some(&now) {
+            self.holder.report(&now.0, now.1.as_deref(), SystemTime::now());
+            self.reported = Some(now);
+        }
     }
 
     /// One round: time-driven actions, a waiting candidate's poll. Returns how long to sleep.
@@ -91,6 +153,7 @@ impl<H: Holder> Driver<H> {
         if self.waiting {
             self.poll_predecessor();
         }
+        self.report();
         let next = self.vip.deadline().map_or(POLL, |d| d.saturating_sub(self.now()));
         next.min(POLL)
     }
@@ -110,29 +173,29 @@ impl<H: Holder> Driver<H> {
     fn run(&mut self, action: Action) -> Vec<Event> {
         match action {
             Action::QueryLeader => match etcd::session::leader(&mut self.client, &self.name) {
-                Ok(l) => vec![Event::Leader(l.map(|l| LeaderKey {
+                Ok(l) => self.ok(vec![Event::Leader(l.map(|l| LeaderKey {
                     key: l.key,
                     value: l.value,
                     create_revision: l.create_revision,
                     lease: l.lease,
-                }))],
-                Err(e) => failed("read the leader", &e),
+                }))]),
+                Err(e) => self.failed("read the leader", &e),
             },
             Action::ResignStale { .. } => {
                 // Every key of ours on another lease, not only the leader's.
                 match etcd::session::clear_stale(&mut self.client, &self.name, &self.hostname, 0) {
                     Ok(n) => {
                         log::info!(target: "vip", "resigned {n} stale key(s) of this node");
-                        vec![Event::StaleResigned]
+                        self.ok(vec![Event::StaleResigned])
                     }
-                    Err(e) => failed("resign a stale key", &e),
+                    Err(e) => self.failed("resign a stale key", &e),
                 }
             }
             Action::GrantLease { ttl } => {
                 let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
                 match self.client.lease_grant(secs) {
-                    Ok(r) => vec![Event::LeaseGranted { id: r.id }],
-                    Err(e) => failed("grant a lease", &e),
+                    Ok(r) => self.ok(vec![Event::LeaseGranted { id: r.id }]),
+                    Err(e) => self.failed("grant a lease", &e),
                 }
             }
             Action::Campaign { lease } => {
@@ -145,15 +208,17 @@ impl<H: Holder> Driver<H> {
                 let sent_at = self.now();
                 match self.client.lease_keep_alive(lease) {
                     Ok(ttl) if ttl > 0 => {
+                        self.failure = None;
                         let mut out = vec![Event::KeepAliveOk { sent_at }];
                         if self.vip.holds_address() && !self.still_leader() {
                             out.push(Event::LeaderChanged);
                         }
                         out
                     }
-                    Ok(_) => vec![Event::LeaseGone],
+                    Ok(_) => self.ok(vec![Event::LeaseGone]),
                     Err(e) => {
                         log::debug!(target: "vip", "keep-alive failed: {e}");
+                        self.failure = Some(classify(&e));
                         vec![Event::KeepAliveFailed]
                     }
                 }
@@ -224,10 +289,13 @@ impl<H: Holder> Driver<H> {
             let Some(e) = self.election.as_mut() else { return Vec::new() };
             step = match step {
                 Step::Send(call) => match self.client.call::<TxnResponse>("txn", &call) {
-                    Ok(r) => e.answered(&r),
+                    Ok(r) => {
+                        self.failure = None;
+                        e.answered(&r)
+                    }
                     Err(err) => {
                         self.waiting = false;
-                        return failed("campaign", &err);
+                        return self.failed("campaign", &err);
                     }
                 },
                 Step::WatchDelete { .. } => {
@@ -266,9 +334,19 @@ fn short(client: &Client, timeout: Duration) -> Client {
     Client::new(config)
 }
 
-fn failed(what: &str, e: &etcd::ClientError) -> Vec<Event> {
-    log::debug!(target: "vip", "{what}: {e}");
-    vec![Event::Failed]
+impl<H: Holder> Driver<H> {
+    /// A call succeeded: etcd answers.
+    fn ok(&mut self, events: Vec<Event>) -> Vec<Event> {
+        self.failure = None;
+        events
+    }
+
+    /// A call failed: remembered (for the status) and fed to the machine.
+    fn failed(&mut self, what: &str, e: &etcd::ClientError) -> Vec<Event> {
+        log::debug!(target: "vip", "{what}: {e}");
+        self.failure = Some(classify(e));
+        vec![Event::Failed]
+    }
 }
 
 #[cfg(test)]

@@ -421,6 +421,12 @@ impl Cluster {
     }
 
     /// Which nodes have the VIP on their link now (1-based).
+    /// Node `i`'s bridge port was taken off the bridge (the partition).
+    fn switch_port_cut(&self, i: usize) -> bool {
+        let v = self.switch.ip_json(&["link", "show", &format!("p{i}")]);
+        v[0]["master"].as_str() != Some("br0")
+    }
+
     fn holders(&self) -> Vec<usize> {
         let vip = format!("eth0/{}/{}", self.f.vip, self.f.vip_len);
         (1..=3).filter(|i| self.nodes[i - 1].addresses().contains(&vip)).collect()
@@ -455,6 +461,42 @@ impl Drop for Cluster {
                 let _ = Command::new("kill").args(["-KILL", pid]).status();
             }
         }
+    }
+}
+
+/// `keelson get vipstatus -o yaml` on node `i` (1-based) over its API socket.
+fn vipstatus(c: &Cluster, nodes: &[Node], i: usize) -> String {
+    let sock = nodes[i - 1].api.clone().unwrap();
+    let (ok, out, err) = common::keelson_in(
+        &c.nodes[i - 1],
+        &["get", "vipstatus", "-o", "yaml", "--socket", sock.to_str().unwrap()],
+    );
+    assert!(ok, "keelson get vipstatus on cp-{i}: {err}");
+    out
+}
+
+/// Wait until every node's `VIPStatus` for the VIP holds `want(node)`'s lines: the status
+/// follows the election within the loop's 50 ms look at the worker.
+fn wait_for_vipstatus(
+    c: &Cluster,
+    nodes: &[Node],
+    what: &str,
+    want: impl Fn(usize) -> Vec<String>,
+) {
+    for i in 1..=3 {
+        let last = std::cell::RefCell::new(String::new());
+        wait_for(
+            &format!("{what} (cp-{i})"),
+            Duration::from_secs(10),
+            || {
+                let y = vipstatus(c, nodes, i);
+                let done = y.contains(&format!("vip: {}", c.f.vip))
+                    && want(i).iter().all(|l| y.contains(l.as_str()));
+                *last.borrow_mut() = y;
+                done
+            },
+            || format!("cp-{i} wants {:?}, shows:\n{}\n{}", want(i), last.borrow(), logs(nodes)),
+        );
     }
 }
 
@@ -618,7 +660,22 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
     {
         return;
     }
-    let (_c, nodes, _) = three_nodes_and_a_failover(&V4, true, |_| {});
+    let (c, nodes, new) = three_nodes_and_a_failover(&V4, true, |_| {});
+    // The new holder says so; the third node (not the cut one) waits behind it.
+    let yaml = vipstatus(&c, &nodes, new);
+    assert!(yaml.contains("state: holding") && yaml.contains("holding: true"), "{yaml}");
+    let third = (1..=3).find(|i| *i != new && !c.switch_port_cut(*i)).unwrap();
+    let want = format!("reason: waiting behind cp-{new}");
+    let last = std::cell::RefCell::new(String::new());
+    wait_for(
+        "the third node waiting behind the new holder",
+        Duration::from_secs(10),
+        || {
+            *last.borrow_mut() = vipstatus(&c, &nodes, third);
+            last.borrow().contains(&want)
+        },
+        || format!("cp-{third}:\n{}\n{}", last.borrow(), logs(&nodes)),
+    );
     drop(nodes);
 }
 
@@ -680,6 +737,19 @@ fn the_vip_moves_on_shutdown_and_kill_and_leaves_while_quorum_is_lost() {
     }
     wait_for_three_voters(&c, &nodes, "three voting members after the partition");
     watch_vip(&c, &nodes, "stable holder", &[], T, |h| h == [held]);
+    // Every node says who holds the VIP: the holder itself, the others wait behind it.
+    wait_for_vipstatus(&c, &nodes, "the VIP's status", |i| {
+        if i == held {
+            vec!["holding: true".into(), "state: holding".into(), format!("holder: cp-{held}")]
+        } else {
+            vec![
+                "holding: false".into(),
+                "state: waiting".into(),
+                format!("holder: cp-{held}"),
+                format!("reason: waiting behind cp-{held}"),
+            ]
+        }
+    });
 
     // Planned: `keelson shutdown` of the holder.
     let sock = nodes[held - 1].api.clone().unwrap();
@@ -728,6 +798,23 @@ fn the_vip_moves_on_shutdown_and_kill_and_leaves_while_quorum_is_lost() {
     // Its log says why nobody holds the VIP.
     let log = nodes[last - 1].log_text();
     assert!(log.contains("fenced: no successful keep-alive"), "cp-{last}:\n{log}");
+    // And so does its VIPStatus: quorum lost, fenced since its last keep-alive.
+    let last_want = [
+        "holding: false",
+        "state: quorum lost",
+        "quorum lost: etcd answers no leader or not in time; fenced: no keep-alive since 20",
+    ];
+    let y = std::cell::RefCell::new(String::new());
+    wait_for(
+        "the former holder's VIPStatus saying quorum lost",
+        Duration::from_secs(10),
+        || {
+            *y.borrow_mut() = vipstatus(&c, &nodes, last);
+            last_want.iter().all(|l| y.borrow().contains(l))
+        },
+        || format!("cp-{last}:\n{}\n{}", y.borrow(), logs(&nodes)),
+    );
+    println!("cp-{last}'s VIPStatus without quorum:\n{}", y.borrow());
     sh(&["kill", "-CONT", &etcd[0]]);
     let back =
         watch_vip(&c, &nodes, "the VIP back with quorum", &[next], Duration::from_secs(30), |h| {

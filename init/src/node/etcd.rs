@@ -458,6 +458,11 @@ impl Etcd {
         })
     }
 
+    /// The config makes this node a control plane.
+    pub fn is_control_plane(&self) -> bool {
+        self.control_plane
+    }
+
     /// `ServiceRestart etcd`.
     pub fn restart(&mut self, now: Instant) -> bool {
         self.service.restart(now)

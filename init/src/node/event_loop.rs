@@ -396,7 +396,8 @@ impl EventLoop {
                     .map(|h| h.hostname.clone())
                     .unwrap_or_default();
                 let setup = self.etcd.vip_setup(&hostname);
-                self.vips.sync(&mut self.rt, setup);
+                let control_plane = self.etcd.is_control_plane();
+                self.vips.sync(&mut self.rt, setup, control_plane);
             }
         }
         self.kubelet.poll(now);

@@ -12,19 +12,27 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use ipnet::IpNet;
 use net::operator::announce::{Announcer, Schedule};
 use net::operator::vip::{election_name, Event, Timings, Vip};
 use net::resource::{
-    layered_id, operator_output_id, AddressSpec, ConfigLayer, Kind, LinkStatus, Namespace,
-    OperatorSpec,
+    layered_id, operator_output_id, vip_status_id, AddressSpec, ConfigLayer, Kind, LinkStatus,
+    Namespace, OperatorSpec, Rfc3339, VipStatus,
 };
 use runtime::Runtime;
 
 use crate::machine::SOURCE;
 use crate::vip::{Driver, Holder};
+use crate::vip_state::Campaign;
+
+/// A worker's state change, for the `VIPStatus` resource.
+struct Report {
+    campaign: Campaign,
+    holder: Option<String>,
+    since: SystemTime,
+}
 
 /// What a worker asks of the loop.
 enum Ask {
@@ -46,6 +54,7 @@ struct LoopHolder {
     holding: Arc<AtomicBool>,
     /// How many times each announcement goes out.
     repeats: u32,
+    reports: Sender<Report>,
 }
 
 impl LoopHolder {
@@ -95,6 +104,11 @@ impl Holder for LoopHolder {
             log::warn!(target: "vip", "announce {vip}: {e}");
         }
     }
+
+    fn report(&mut self, campaign: &Campaign, holder: Option<&str>, since: SystemTime) {
+        let r = Report { campaign: campaign.clone(), holder: holder.map(str::to_owned), since };
+        let _ = self.reports.send(r);
+    }
 }
 
 /// The environment variable that overrides the election's timings (docs/config.md). PID 1
@@ -120,6 +134,7 @@ struct Worker {
     done: Arc<AtomicBool>,
     started: bool,
     holding: bool,
+    reports: Receiver<Report>,
 }
 
 /// Every VIP's worker.
@@ -127,6 +142,8 @@ struct Worker {
 pub struct Vips {
     workers: BTreeMap<String, Worker>,
     stopping: bool,
+    /// The `VIPStatus` last written per spec ID.
+    statuses: BTreeMap<String, VipStatus>,
 }
 
 impl std::fmt::Debug for Vips {
@@ -146,8 +163,9 @@ pub struct Setup<'a> {
 }
 
 impl Vips {
-    /// Follow the VIP specs; `etcd` is `Some` while the local etcd is running and healthy.
-    pub fn sync(&mut self, rt: &mut Runtime, etcd: Option<Setup<'_>>) {
+    /// Follow the VIP specs; `etcd` is `Some` while the local etcd is running and healthy;
+    /// `control_plane`: the config makes this node one.
+    pub fn sync(&mut self, rt: &mut Runtime, etcd: Option<Setup<'_>>, control_plane: bool) {
         self.serve(rt);
         if self.stopping {
             return;
@@ -159,6 +177,33 @@ impl Vips {
                 o.vip.as_ref().map(|v| (id.to_owned(), (o.link_name.clone(), v.ip)))
             })
             .collect();
+        // A VIP without a worker: say why nobody campaigns for it here.
+        for (id, (link, ip)) in &wanted {
+            if self.workers.contains_key(id) {
+                continue;
+            }
+            let campaign =
+                if control_plane { Campaign::WaitingForEtcd } else { Campaign::NotControlPlane };
+            self.publish(
+                rt,
+                id,
+                link,
+                *ip,
+                &Report { campaign, holder: None, since: SystemTime::now() },
+            );
+        }
+        let unwanted: Vec<String> = self
+            .statuses
+            .keys()
+            .filter(|id| !wanted.contains_key(*id) && !self.workers.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in unwanted {
+            if let Some(st) = self.statuses.remove(&id) {
+                let sid = vip_status_id(st.vip);
+                let _ = rt.remove_input(SOURCE, Namespace::Network, Kind::VipStatus, &sid);
+            }
+        }
         let gone: Vec<String> =
             self.workers.keys().filter(|id| !wanted.contains_key(*id)).cloned().collect();
         for id in gone {
@@ -206,8 +251,42 @@ impl Vips {
         }
     }
 
-    /// Act on the workers' asks.
+    /// Write `id`'s status when it differs from the last written (`since` only moves with the
+    /// state).
+    fn publish(&mut self, rt: &mut Runtime, id: &str, link: &str, ip: IpAddr, r: &Report) {
+        let status = VipStatus {
+            vip: ip,
+            link_name: link.to_owned(),
+            holding: r.campaign.holding(),
+            holder: r.holder.clone().unwrap_or_default(),
+            state: r.campaign.state().to_owned(),
+            reason: r.campaign.reason(),
+            since: Rfc3339(r.since).to_string(),
+        };
+        if let Some(old) = self.statuses.get(id) {
+            if (VipStatus { since: old.since.clone(), ..status.clone() }) == *old {
+                return;
+            }
+        }
+        match rt.put_input(SOURCE, Namespace::Network, &vip_status_id(ip), status.clone()) {
+            Ok(()) => {
+                self.statuses.insert(id.to_owned(), status);
+            }
+            Err(e) => log::warn!(target: "vip", "{id}: status: {e}"),
+        }
+    }
+
+    /// Act on the workers' asks, and write their state changes.
     fn serve(&mut self, rt: &mut Runtime) {
+        let mut reports = Vec::new();
+        for (id, w) in &self.workers {
+            while let Ok(r) = w.reports.try_recv() {
+                reports.push((id.clone(), w.link.clone(), w.ip, r));
+            }
+        }
+        for (id, link, ip, r) in reports {
+            self.publish(rt, &id, &link, ip, &r);
+        }
         for (id, w) in &mut self.workers {
             while let Ok(ask) = w.asks.try_recv() {
                 match ask {
@@ -286,6 +365,7 @@ fn start(
     let (ask_tx, ask_rx) = mpsc::channel();
     let (ack_tx, ack_rx) = mpsc::channel();
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
+    let (report_tx, report_rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let timings = timings();
@@ -296,6 +376,7 @@ fn start(
         vip: ip,
         holding: Arc::new(AtomicBool::new(false)),
         repeats: timings.announcements,
+        reports: report_tx,
     };
     let hostname = setup.hostname.to_owned();
     let name = election_name(ip);
@@ -330,5 +411,6 @@ fn start(
         done,
         started: true,
         holding: false,
+        reports: report_rx,
     })
 }

@@ -61,6 +61,8 @@ macro_rules! kind_table {
                 layered(operators, $crate::merge::merge_operators, "network.OperatorMergeController");
             /// What an operator is doing.
             OperatorStatus($crate::resource::OperatorStatus) = "OperatorStatus", "OperatorStatuses.net.keelson.dev";
+            /// A shared VIP's election as this node sees it.
+            VipStatus($crate::resource::VipStatus) = "VIPStatus", "VIPStatuses.net.keelson.dev";
             /// Desired policy routing rule.
             RoutingRuleSpec($crate::resource::RoutingRuleSpec) = "RoutingRuleSpec", "RoutingRuleSpecs.net.keelson.dev",
                 layered(rules, $crate::merge::merge_rules, "network.RoutingRuleMergeController");

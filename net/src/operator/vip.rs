@@ -330,6 +330,11 @@ impl Vip {
         self.phase
     }
 
+    /// When the last successful keep-alive (or the grant) was sent, while there is a lease.
+    pub fn last_keepalive(&self) -> Option<Duration> {
+        self.lease.map(|l| l.last_ok)
+    }
+
     /// Is the address supposed to be on the link?
     pub fn holds_address(&self) -> bool {
         self.phase == Phase::Holding

@@ -79,6 +79,8 @@ pub fn cosi_type(kind: Kind) -> CosiType {
         Kind::OperatorStatus => {
             t("OperatorStatuses.net.keelson.dev", "OperatorStatus", "network", &[])
         }
+        // Talos has no VIP status resource: keelson's own name.
+        Kind::VipStatus => t("VIPStatuses.net.keelson.dev", "VIPStatus", "network", &[]),
         Kind::RoutingRuleSpec => {
             t("RoutingRuleSpecs.net.talos.dev", "RoutingRuleSpec", "network", &[])
         }

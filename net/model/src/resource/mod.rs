@@ -34,6 +34,7 @@ mod service;
 mod system_information;
 mod time_status;
 mod timeserver;
+mod vip_status;
 mod wireguard;
 
 #[cfg(test)]
@@ -65,4 +66,5 @@ pub use service::*;
 pub use system_information::*;
 pub use time_status::*;
 pub use timeserver::*;
+pub use vip_status::*;
 pub use wireguard::*;
