@@ -463,6 +463,11 @@ impl Client {
         self.call("status", &request::status())
     }
 
+    /// Hand raft leadership to member `target`; the endpoint must be the leader.
+    pub fn move_leader(&mut self, target: i64) -> Result<MoveLeaderResponse, ClientError> {
+        self.call("move leader", &request::move_leader(target))
+    }
+
     pub fn member_list(&mut self) -> Result<MemberListResponse, ClientError> {
         self.call("member list", &request::member_list())
     }

@@ -128,6 +128,11 @@ pub fn member_remove(id: i64) -> Call {
     Call::unary("/v3/cluster/member/remove", &MemberIdRequest { id })
 }
 
+/// Hand raft leadership to member `target` (only the leader accepts it).
+pub fn move_leader(target: i64) -> Call {
+    Call::unary("/v3/maintenance/transfer-leadership", &MoveLeaderRequest { target_id: target })
+}
+
 pub fn member_promote(id: i64) -> Call {
     Call::unary("/v3/cluster/member/promote", &MemberIdRequest { id })
 }

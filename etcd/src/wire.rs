@@ -526,6 +526,20 @@ pub struct StatusResponse {
     pub errors: Vec<String>,
 }
 
+/// `/v3/maintenance/transfer-leadership` (sent to the leader).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MoveLeaderRequest {
+    #[serde(rename = "targetID", with = "uint")]
+    pub target_id: i64,
+}
+
+/// The answer to a leadership transfer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct MoveLeaderResponse {
+    pub header: ResponseHeader,
+}
+
 /// `/v3/kv/compaction`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CompactionRequest {

@@ -42,6 +42,9 @@ pub struct Effects {
     pub(crate) upgrade: Option<crate::upgrade::Job>,
     /// Trust roots for an upgrade's https downloads (empty: the image's defaults).
     pub(crate) roots: Vec<PathBuf>,
+    /// A graceful reset of a control plane whose etcd member count is being checked: it
+    /// goes ahead when the check's thread says so ([`follow_reset`]).
+    pub(crate) pending_reset: Option<(std::sync::mpsc::Receiver<()>, crate::machine::Reset)>,
 }
 
 impl Effects {
@@ -82,6 +85,23 @@ pub(crate) fn reset(effects: &mut Effects, r: crate::machine::Reset) -> Result<(
     log::warn!(target: "api", "reset requested: wipe {}, then {}{}", wipe_names(r.wipe), if r.reboot { "reboot" } else { "power off" }, if r.graceful { "" } else { " (not graceful: services get 1 s)" });
     effects.power = Some(Power::Reset(r));
     Ok(())
+}
+
+/// A graceful reset whose etcd check passed goes ahead; one the check refused is dropped
+/// (its caller got the refusal).
+pub(crate) fn follow_reset(effects: &mut Effects) {
+    let Some((rx, r)) = &effects.pending_reset else { return };
+    let r = *r;
+    match rx.try_recv() {
+        Ok(()) => {
+            effects.pending_reset = None;
+            if let Err(e) = reset(effects, r) {
+                log::warn!(target: "api", "reset not started: {e}");
+            }
+        }
+        Err(std::sync::mpsc::TryRecvError::Disconnected) => effects.pending_reset = None,
+        Err(std::sync::mpsc::TryRecvError::Empty) => {}
+    }
 }
 
 fn wipe_names(w: crate::machine::Wipe) -> &'static str {

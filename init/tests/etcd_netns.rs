@@ -266,6 +266,16 @@ fn a_bootstrapped_control_plane_holds_and_announces_its_vip() {
     assert_eq!(lines.len(), 2, "one candidate key and its value: {keys}");
     assert!(lines[0].starts_with(&format!("talos:v1:vip:election:{VIP}/")), "{keys}");
     assert_eq!(lines[1], "cp-1", "{keys}");
+    // The only member: a graceful Reset is refused (the node keeps running, the VIP too).
+    let (ok, _, err) = common::keelson_in(&ns, &["reset", "--socket", sock.to_str().unwrap()]);
+    assert!(!ok && err.contains("FailedPrecondition") && err.contains("only member"), "{err}");
+    assert!(err.contains("graceful=false"), "{err}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        ns.addresses().contains(&vip),
+        "the VIP went after a refused reset:\n{}",
+        node.log_text()
+    );
     let log = node.stop();
     assert!(!ns.addresses().contains(&vip), "the VIP stayed after the stop:\n{log}");
     tcpdump.stop();
@@ -420,13 +430,13 @@ impl Cluster {
             .unwrap_or_default()
     }
 
-    /// Which nodes have the VIP on their link now (1-based).
     /// Node `i`'s bridge port was taken off the bridge (the partition).
     fn switch_port_cut(&self, i: usize) -> bool {
         let v = self.switch.ip_json(&["link", "show", &format!("p{i}")]);
         v[0]["master"].as_str() != Some("br0")
     }
 
+    /// Which nodes have the VIP on their link now (1-based).
     fn holders(&self) -> Vec<usize> {
         let vip = format!("eth0/{}/{}", self.f.vip, self.f.vip_len);
         (1..=3).filter(|i| self.nodes[i - 1].addresses().contains(&vip)).collect()
@@ -676,6 +686,88 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
         },
         || format!("cp-{third}:\n{}\n{}", last.borrow(), logs(&nodes)),
     );
+
+    // Decommission: the cut node comes back, then a graceful Reset of the holder hands the
+    // VIP over, removes its etcd member and wipes it; the other two keep quorum and the VIP.
+    for p in 1..=3 {
+        c.switch.ip(&["link", "set", &format!("p{p}"), "master", "br0"]);
+    }
+    wait_for_three_voters(&c, &nodes, "three voting members after the partition");
+    // The cut member comes back with a stale log and a raised term (etcd 3.4 runs without
+    // pre-vote): wait until raft settled and all three applied the same index, or removing
+    // an up-to-date member would leave the two remaining electing for seconds.
+    let status = std::cell::RefCell::new(String::new());
+    wait_for(
+        "the three members in step",
+        Duration::from_secs(30),
+        || {
+            let _ = c.etcdctl(&["put", "before-reset", "ok"]);
+            let out = c.etcdctl(&["endpoint", "status", "-w", "json"]);
+            *status.borrow_mut() = String::from_utf8_lossy(&out.stdout).into_owned();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let seen: Vec<(i64, i64)> = v
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| {
+                            let st = &e["Status"];
+                            (
+                                st["raftTerm"].as_i64().unwrap_or(-1),
+                                st["raftAppliedIndex"].as_i64().unwrap_or(-1),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            seen.len() == 3 && seen.iter().all(|x| *x == seen[0] && x.0 > 0)
+        },
+        || format!("{}\n{}", status.borrow(), logs(&nodes)),
+    );
+    watch_vip(&c, &nodes, "stable holder", &[], T, |h| h == [new]);
+    let sock = nodes[new - 1].api.clone().unwrap();
+    let asked = std::time::Instant::now();
+    let out = common::keelson_in(&c.nodes[new - 1], &["reset", "--socket", sock.to_str().unwrap()]);
+    assert!(out.0, "keelson reset of cp-{new}: {out:?}\n{}", logs(&nodes));
+    let took = watch_vip(&c, &nodes, "handover on reset", &[], Duration::from_secs(10), |h| {
+        h.len() == 1 && h[0] != new
+    });
+    println!("reset of cp-{new}: another node held the VIP {took:?} later");
+    let gone = format!("cp-{new}");
+    let members = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        "two members after the reset",
+        Duration::from_secs(20),
+        || {
+            *members.borrow_mut() = c.members();
+            let m = members.borrow();
+            m.len() == 2
+                && m.iter().all(|(name, started, learner, _)| *name != gone && *started && !learner)
+        },
+        || format!("members: {:?}\n{}", members.borrow(), logs(&nodes)),
+    );
+    println!("members {:?} after {:?}", members.borrow(), asked.elapsed());
+    let log = nodes[new - 1].log_text();
+    assert!(log.contains("leave etcd: member") && log.contains("removed; 2 remain"), "{log}");
+    // Quorum: a write goes through the remaining two (once they have a raft leader again,
+    // when the removed member was it), and the VIP stays with one of them.
+    let err = std::cell::RefCell::new(String::new());
+    let wrote = std::time::Instant::now();
+    wait_for(
+        "a write to the two remaining members",
+        Duration::from_secs(15),
+        || {
+            let put = c.etcdctl(&["put", "after-reset", "ok"]);
+            *err.borrow_mut() = String::from_utf8_lossy(&put.stderr).into_owned();
+            put.status.success()
+        },
+        || format!("{}\n{}", err.borrow(), logs(&nodes)),
+    );
+    println!("a write went through {:?} after the members were two", wrote.elapsed());
+    for _ in 0..20 {
+        let h = c.holders();
+        assert!(h.len() == 1 && h[0] != new, "the VIP after the reset: {h:?}\n{}", logs(&nodes));
+        std::thread::sleep(Duration::from_millis(100));
+    }
     drop(nodes);
 }
 

@@ -306,6 +306,7 @@ impl Server {
             }
         }
         crate::verbs::follow_upgrade(&mut self.effects);
+        crate::verbs::follow_reset(&mut self.effects);
     }
 
     /// The kinds whose changes matter here: what the TLS identity follows, and every watch.

@@ -15,6 +15,9 @@ pub struct Paths {
     pub data: std::path::PathBuf,
     /// The file that keeps the request (in the state directory), if there is one.
     pub mark: Option<std::path::PathBuf>,
+    /// etcd's CA and certificates (`ca.crt`, `peer.crt`, `peer.key`): a graceful `Reset`
+    /// asks the local etcd how many members it has.
+    pub pki: std::path::PathBuf,
 }
 
 /// What the checks look at, gathered by the caller.

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod bootstrap;
 pub mod join;
+pub mod leave;
 
 /// Where etcd keeps its data, as in Talos (`constants.EtcdDataPath`).
 pub const DATA_DIR: &str = "/var/lib/etcd";

@@ -41,6 +41,10 @@ const PROBE_STARTING: Duration = Duration::from_millis(500);
 const PROBE_STEADY: Duration = Duration::from_secs(5);
 /// How often the loop reads the membership workers' reports.
 const REPORTS: Duration = Duration::from_millis(250);
+/// The longest a graceful reset waits for this node to leave etcd before it goes on.
+pub const LEAVE_LIMIT: Duration = Duration::from_secs(12);
+/// How often the loop looks at the leave step.
+const LEAVE_CHECK: Duration = Duration::from_millis(100);
 
 /// Where etcd's files go.
 #[derive(Debug, Clone)]
@@ -88,6 +92,11 @@ pub struct Etcd {
     /// Who this node is to the cluster, as last worked out.
     identity: Option<Identity>,
     next_reports: Option<Instant>,
+    /// A graceful reset's `leave etcd` step, while under way.
+    leaving: Option<etcd_join::Leaving>,
+    /// Its bound (set once the step began).
+    leave_until: Option<Instant>,
+    next_leave_check: Option<Instant>,
 }
 
 impl Etcd {
@@ -117,6 +126,9 @@ impl Etcd {
             membership: String::new(),
             identity: None,
             next_reports: None,
+            leaving: None,
+            leave_until: None,
+            next_leave_check: None,
         }
     }
 
@@ -473,6 +485,47 @@ impl Etcd {
         self.service.api(op, now)
     }
 
+    /// A graceful reset: remove this node's member before etcd stops (Talos's `leave etcd`),
+    /// on a worker; [`Etcd::has_left`] says when to go on. Nothing to do when etcd is not
+    /// running here.
+    pub fn leave(&mut self, now: Instant) {
+        if self.leave_until.is_some() {
+            return;
+        }
+        self.leave_until = Some(now + LEAVE_LIMIT);
+        self.joining = None;
+        self.promoting = None;
+        if !self.control_plane || !matches!(self.service.state(), State::Running(_)) {
+            return;
+        }
+        let Some(id) = self.identity.clone() else { return };
+        match etcd_join::leave(id) {
+            Ok(l) => {
+                self.leaving = Some(l);
+                self.next_leave_check = Some(now + LEAVE_CHECK);
+            }
+            Err(e) => log::warn!(target: "etcd", "leave etcd: {e}; the reset goes on without it"),
+        }
+    }
+
+    /// The leave step ended, or ran past [`LEAVE_LIMIT`] (then one line says so).
+    pub fn has_left(&mut self, now: Instant) -> bool {
+        let Some(l) = &self.leaving else { return true };
+        if l.is_done() {
+            self.leaving = None;
+            self.next_leave_check = None;
+            return true;
+        }
+        if self.leave_until.is_some_and(|t| now >= t) {
+            log::warn!(target: "etcd", "leave etcd: no answer within {} s (etcd unreachable?); the reset goes on", LEAVE_LIMIT.as_secs());
+            self.leaving = None;
+            self.next_leave_check = None;
+            return true;
+        }
+        self.next_leave_check = Some(now + LEAVE_CHECK);
+        false
+    }
+
     /// Begin stopping it.
     pub fn shutdown(&mut self, now: Instant) {
         self.service.shutdown(now);
@@ -521,6 +574,9 @@ impl EventSource<Runtime> for Etcd {
 
     fn poll_at(&self) -> Option<Instant> {
         let probe = self.next_probe.filter(|_| !self.prober.in_flight);
-        [self.service.poll_at(), probe, self.next_reports].into_iter().flatten().min()
+        [self.service.poll_at(), probe, self.next_reports, self.next_leave_check]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }

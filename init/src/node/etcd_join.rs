@@ -17,6 +17,9 @@ use crate::etcd::join;
 pub const RETRY: Duration = Duration::from_secs(2);
 /// Each etcd call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the leave step retries a refused removal (the loop waits
+/// `node::etcd::LEAVE_LIMIT` for the whole step, a little more).
+const LEAVE_RETRY_FOR: Duration = Duration::from_secs(8);
 
 /// What a worker tells the loop.
 #[derive(Debug)]
@@ -169,4 +172,97 @@ pub fn promote(id: Identity) -> Result<Worker, String> {
             Err(e) => Err(format!("promote: {e}")),
         }
     })
+}
+
+/// A graceful reset's `leave etcd` step, under way on its thread (`etcd-leave`).
+#[derive(Debug)]
+pub struct Leaving {
+    done: Arc<AtomicBool>,
+}
+
+impl Leaving {
+    /// The step ended (removed, or said why not).
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Relaxed)
+    }
+}
+
+/// Remove this node's member from the cluster (one attempt: the reset goes on either way,
+/// bounded by the caller). The last member stays, and so does a member that cannot be
+/// reached; each says so in one line.
+pub fn leave(id: Identity) -> Result<Leaving, String> {
+    use crate::etcd::leave::{plan, Leave};
+    let done = Arc::new(AtomicBool::new(false));
+    let done2 = done.clone();
+    evloop::spawn_worker("etcd-leave", move || {
+        let step = || -> Result<String, String> {
+            let mut c = client(&id, &id.endpoints)?;
+            let list = c.member_list().map_err(|e| format!("list the members: {e}"))?;
+            // Raft's leader as this member sees it (0 when it cannot say).
+            let mut local = client(&id, &[local_url()])?;
+            let leader = local.status().map(|s| s.leader).unwrap_or(0);
+            match plan(&list.members, &id.name, &id.peer_url, leader) {
+                Leave::LastMember => {
+                    Ok("this node is the only member: it stays (nothing to hand the data to)"
+                        .into())
+                }
+                Leave::NotAMember => Ok("this node is not a member: nothing to remove".into()),
+                Leave::Remove { id: member, via, hand_to } => {
+                    if let Some(to) = hand_to {
+                        match local.move_leader(to) {
+                            Ok(_) => log::info!(target: "etcd", "leave etcd: raft leadership handed to {:x}", to as u64),
+                            Err(e) => log::warn!(target: "etcd", "leave etcd: hand leadership to {:x}: {e}; the others elect a leader after the removal", to as u64),
+                        }
+                    }
+                    let mut c = if via.is_empty() { c } else { client(&id, &via)? };
+                    // etcd's strict reconfiguration check refuses ("unhealthy cluster") until
+                    // the leader has been connected to enough members for 5 s, which a new
+                    // leader (the handover above) or a peer that just came back has not:
+                    // retried within the step's bound, as Talos retries its leave.
+                    let until = std::time::Instant::now() + LEAVE_RETRY_FOR;
+                    loop {
+                        match c.member_remove(member) {
+                            Ok(left) => {
+                                break Ok(format!("member {:x} removed; {} remain", member as u64, left.members.len()))
+                            }
+                            Err(e) if std::time::Instant::now() < until => {
+                                log::debug!(target: "etcd", "leave etcd: remove member {:x}: {e}; again", member as u64);
+                                #[allow(clippy::disallowed_methods)] // A worker, not the loop.
+                                std::thread::sleep(Duration::from_millis(500));
+                            }
+                            Err(e) => break Err(format!("remove member {:x}: {e}", member as u64)),
+                        }
+                    }
+                }
+            }
+        };
+        match step() {
+            Ok(what) => log::info!(target: "etcd", "leave etcd: {what}"),
+            Err(e) => log::warn!(target: "etcd", "leave etcd: {e}; the reset goes on without it"),
+        }
+        done2.store(true, Ordering::Relaxed);
+    })
+    .map_err(|e| format!("start etcd-leave: {e}"))?;
+    Ok(Leaving { done })
+}
+
+/// How many members the local etcd lists (the graceful reset's check; blocking, for a
+/// worker thread).
+pub fn count_members(
+    ca: &std::path::Path,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<usize, String> {
+    let tls = etcd::client::tls_config(ca, Some((cert, key))).map_err(|e| e.to_string())?;
+    let local =
+        crate::etcd::args::url(std::net::IpAddr::from([127, 0, 0, 1]), crate::etcd::CLIENT_PORT);
+    let mut config = etcd::Config::new(&[local.as_str()], Some(tls)).map_err(|e| e.to_string())?;
+    config.timeout = CALL_TIMEOUT;
+    let list = etcd::Client::new(config).member_list().map_err(|e| e.to_string())?;
+    Ok(list.members.len())
+}
+
+/// The local member's client URL.
+fn local_url() -> String {
+    crate::etcd::args::url(std::net::IpAddr::from([127, 0, 0, 1]), crate::etcd::CLIENT_PORT)
 }

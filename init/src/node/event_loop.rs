@@ -368,10 +368,18 @@ impl EventLoop {
     fn supervise(&mut self, p: &Progress, now: Instant) -> Option<Ending> {
         match p.stopping {
             Some((sig, deadline)) => {
-                // The VIPs hand over while etcd still runs; then etcd stops.
+                // The VIPs hand over while etcd still runs; a graceful reset then leaves etcd
+                // (Talos's `leave etcd`); then etcd stops.
                 if !self.etcd_stopping && (self.vips.is_stopped(&mut self.rt) || now >= deadline) {
-                    self.etcd.shutdown(now);
-                    self.etcd_stopping = true;
+                    let leaving =
+                        matches!(p.requested, Some(crate::machine::Power::Reset(r)) if r.graceful);
+                    if leaving {
+                        self.etcd.leave(now);
+                    }
+                    if !leaving || self.etcd.has_left(now) || now >= deadline {
+                        self.etcd.shutdown(now);
+                        self.etcd_stopping = true;
+                    }
                 }
                 if (self.kubelet.is_stopped() && self.etcd.is_stopped()) || now >= deadline {
                     return Some(match p.requested {

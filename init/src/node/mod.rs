@@ -15,7 +15,7 @@ mod config_url;
 mod discovery;
 mod error;
 mod etcd;
-mod etcd_join;
+pub(crate) mod etcd_join;
 mod event_loop;
 mod hardware;
 pub(crate) mod health;
@@ -163,6 +163,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     api.etcd_paths(crate::etcd::bootstrap::Paths {
         data: etcd_paths.data.clone(),
         mark: opts.state.as_ref().map(|s| s.join(crate::etcd::BOOTSTRAP_MARK)),
+        pki: etcd_paths.pki.clone(),
     });
     let node = EventLoop {
         tokens,

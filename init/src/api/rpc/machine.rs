@@ -352,13 +352,75 @@ fn reset(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     let req: m::ResetRequest = decode(req)?;
     let wipe = wipe_of(&req)?;
     let plan = crate::machine::Reset { wipe, reboot: req.reboot, graceful: req.graceful };
-    crate::verbs::reset(call.effects, plan)
-        .map_err(|e| Status::new(grpc::code::FAILED_PRECONDITION, e))?;
     let reply = m::Reset {
         metadata: Metadata::of(&call.hostname()),
         actor_id: actor_id(call.now, call.machine.started),
     };
-    Reply::unary(&m::ResetResponse { messages: vec![reply] })
+    let answer = m::ResetResponse { messages: vec![reply] };
+    if let Some(pki) = graceful_etcd_member(call, &plan) {
+        return reset_after_etcd_check(call, plan, &pki, answer);
+    }
+    crate::verbs::reset(call.effects, plan)
+        .map_err(|e| Status::new(grpc::code::FAILED_PRECONDITION, e))?;
+    Reply::unary(&answer)
+}
+
+/// A graceful reset of a control plane whose etcd holds data (a member): the directory of
+/// etcd's certificates, for the member count check.
+fn graceful_etcd_member(
+    call: &Call<'_>,
+    plan: &crate::machine::Reset,
+) -> Option<std::path::PathBuf> {
+    use net::config::{MachineConfig, MachineType};
+    if !plan.graceful {
+        return None;
+    }
+    let cfg = call
+        .rt
+        .store()
+        .get_spec::<MachineConfig>(Namespace::Config, net::controllers::MACHINE_CONFIG_ID)?;
+    if cfg.machine.machine_type != Some(MachineType::ControlPlane) {
+        return None;
+    }
+    let paths = call.effects.etcd.as_ref()?;
+    (!crate::etcd::data_dir_empty(&paths.data)).then(|| paths.pki.clone())
+}
+
+/// Talos refuses a graceful reset that would cost etcd its quorum; keelson refuses the one
+/// that would remove the last member. The count is a blocking etcd call, so it runs on a
+/// worker (the answer is deferred); an etcd that does not answer does not hold the reset up
+/// (the leave step says so again).
+fn reset_after_etcd_check(
+    call: &mut Call<'_>,
+    plan: crate::machine::Reset,
+    pki: &std::path::Path,
+    answer: m::ResetResponse,
+) -> Result<Reply, Status> {
+    if call.effects.power.is_some() || call.effects.pending_reset.is_some() {
+        return Err(Status::new(grpc::code::FAILED_PRECONDITION, "the node is already going down"));
+    }
+    if let Some(job) = &call.effects.upgrade {
+        return Err(Status::new(
+            grpc::code::FAILED_PRECONDITION,
+            format!("an upgrade from {} is under way", job.shown),
+        ));
+    }
+    let (ca, cert, key) = (pki.join("ca.crt"), pki.join("peer.crt"), pki.join("peer.key"));
+    let (go, gone) = std::sync::mpsc::channel();
+    let bytes = talos_api::Message::encode_to_vec(&answer);
+    let feed = super::deferred::run(call, Duration::from_secs(8), move || {
+        match crate::node::etcd_join::count_members(&ca, &cert, &key) {
+            Ok(n) => crate::etcd::leave::check_graceful_reset(n)
+                .map_err(|e| Status::new(grpc::code::FAILED_PRECONDITION, e))?,
+            Err(e) => {
+                log::warn!(target: "api", "reset: etcd's members could not be counted ({e}); going on")
+            }
+        }
+        let _ = go.send(());
+        Ok(bytes)
+    })?;
+    call.effects.pending_reset = Some((gone, plan));
+    Ok(Reply::Stream(feed))
 }
 
 /// `Upgrade`: `image` is the URL of an upgrade manifest (docs/upgrade.md). The answer comes
