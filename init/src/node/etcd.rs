@@ -42,7 +42,7 @@ const PROBE_STEADY: Duration = Duration::from_secs(5);
 /// How often the loop reads the membership workers' reports.
 const REPORTS: Duration = Duration::from_millis(250);
 /// The longest a graceful reset waits for this node to leave etcd before it goes on.
-pub const LEAVE_LIMIT: Duration = Duration::from_secs(12);
+pub const LEAVE_LIMIT: Duration = Duration::from_secs(8);
 /// How often the loop looks at the leave step.
 const LEAVE_CHECK: Duration = Duration::from_millis(100);
 

@@ -19,7 +19,7 @@ pub const RETRY: Duration = Duration::from_secs(2);
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the leave step retries a refused removal (the loop waits
 /// `node::etcd::LEAVE_LIMIT` for the whole step, a little more).
-const LEAVE_RETRY_FOR: Duration = Duration::from_secs(8);
+const LEAVE_RETRY_FOR: Duration = Duration::from_secs(6);
 
 /// What a worker tells the loop.
 #[derive(Debug)]
