@@ -165,6 +165,7 @@ impl Campaign {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::time::Duration;
 

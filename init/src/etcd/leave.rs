@@ -53,6 +53,7 @@ pub fn check_graceful_reset(members: usize) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn member(id: i64, name: &str, n: u8) -> Member {
