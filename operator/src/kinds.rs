@@ -235,6 +235,21 @@ pub struct MachineSpec {
     pub additional_config: Vec<String>,
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+    /// The Kubernetes version of its kubelet (`machine.kubelet.image`): set by its pool, one
+    /// `maxUnavailable` batch at a time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kube_version: String,
+}
+
+/// The kubelet image of a Kubernetes version, as Talos names it (`machine.kubelet.image`).
+pub fn kubelet_image(kube_version: &str) -> String {
+    format!("ghcr.io/siderolabs/kubelet:{kube_version}")
+}
+
+/// The merge patch that sets a machine's kubelet image: applied after the configuration's own
+/// patches, so what status says was applied is the version asked for.
+pub fn kubelet_patch(kube_version: &str) -> String {
+    format!("machine:\n  kubelet:\n    image: {}\n", kubelet_image(kube_version))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,6 +295,15 @@ pub struct Status {
     pub observed_version: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub observed_kube_version: String,
+    /// A machine: the Kubernetes version whose kubelet was applied (`NO_REBOOT`) and is not
+    /// healthy yet, and since when (Unix seconds): the kubelet rollout's bound runs from it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubelet_pending: String,
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub kubelet_since: u64,
+    /// A pool: the spec (its sha256) a kubelet rollout failed with; another spec retries.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failed_spec: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub imported: bool,
     /// Failed attempts in a row (backoff), and when the next may start (Unix seconds).
@@ -776,6 +800,9 @@ fn check_machine(s: &MachineSpec) -> Result<(), Invalid> {
     }
     if let Some(x) = &s.pxe_client_spec {
         check_pxe("spec.pxeClientSpec", x)?;
+    }
+    if !s.kube_version.is_empty() && !valid_version(&s.kube_version) {
+        return Err(bad("spec.kubeVersion", "a Kubernetes version like v1.35.0"));
     }
     check_yaml_texts("spec.configPatches", &s.config_patches)?;
     check_yaml_texts("spec.additionalConfig", &s.additional_config)?;
