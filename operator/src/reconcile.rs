@@ -966,6 +966,17 @@ impl<N: NodeApi> Reconciler<N> {
             };
             states::control_plane_step(state, &facts, &obs)
         };
+        // Ready for the first time with every machine's kubelet at the version asked for: that
+        // is the version the pool runs (a worker's install is no rollout).
+        let mut step = step;
+        let first_ready =
+            step.next == Some(State::Ready) && matches!(state, None | Some(State::Pending));
+        if first_ready
+            && at_want == existing.len()
+            && !step.actions.contains(&Action::RecordKubeVersion)
+        {
+            step.actions.push(Action::RecordKubeVersion);
+        }
         if step.next != state {
             log::info!(
                 "{kind} {}: {} -> {}",
