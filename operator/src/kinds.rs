@@ -941,6 +941,22 @@ spec:
 ";
 
     #[test]
+    fn a_kube_version_becomes_the_kubelet_image_after_the_patches() {
+        let base = "version: v1alpha1\nmachine:\n  type: worker\n  kubelet:\n    image: old\n";
+        let mine = "machine:\n  kubelet:\n    image: mine\n    command: [/k]\n".to_owned();
+        let out = render_config(base, &[mine, kubelet_patch("v1.36.0")], &[]).unwrap();
+        let v: serde_yaml::Value = serde_yaml::from_str(&out).unwrap();
+        assert_eq!(
+            v["machine"]["kubelet"]["image"].as_str(),
+            Some("ghcr.io/siderolabs/kubelet:v1.36.0")
+        );
+        assert_eq!(v["machine"]["kubelet"]["command"][0].as_str(), Some("/k"));
+        let doc = "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m\nspec:\n  endpoint: 10.0.0.5\n  version: v1.13.0\n  kubeVersion: 1.36\n";
+        let e = parse(doc).unwrap_err();
+        assert_eq!((e.path.as_str(), e.line), ("spec.kubeVersion", 8), "{e}");
+    }
+
+    #[test]
     fn documents_parse_into_kinds() {
         let text = format!(
             "{TCP_DOC}---\napiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m1\n  annotations:\n    keelson.dev/reconcile-mode: dryrun\nspec:\n  endpoint: 10.0.0.20\n  version: v1.13.0\n"

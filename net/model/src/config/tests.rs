@@ -228,7 +228,10 @@ fn a_kubelet_image_with_spaces_or_control_characters_is_refused() {
     for bad in ["\"a b\"", "\"x\\ty\"", "\"\""] {
         let text = format!("version: v1alpha1\nmachine:\n  kubelet:\n    image: {bad}\n");
         let e = parse(&text).unwrap_err().to_string();
-        assert!(e.contains("machine.kubelet.image") && e.contains("an image reference"), "{bad}: {e}");
+        assert!(
+            e.contains("machine.kubelet.image") && e.contains("an image reference"),
+            "{bad}: {e}"
+        );
     }
 }
 
