@@ -456,6 +456,22 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
                 m.spec.status.config
             );
         }
+        // The window a lost status write leaves: the same configuration applied again
+        // (NO_REBOOT) is taken and restarts nothing.
+        let name = operator::reconcile::child_name("w1", NODES[1]);
+        let spec = machine(&mut r.store, &name).spec.spec;
+        let again =
+            secrets::machine_config(&mut r.store, "default", Some(&key), &name, &spec, false)
+                .unwrap()
+                .config
+                .unwrap();
+        let (applied, started) = (nodes[1].count(APPLIED), nodes[1].count(KUBELET_STARTED));
+        let mut direct = GrpcNode::new(None).unwrap();
+        direct.use_client(Some(bundle.admin_client().unwrap()));
+        direct.apply_no_reboot(NODES[1], &again).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(nodes[1].count(APPLIED), applied + 1, "{}", nodes[1].log_text());
+        assert_eq!(nodes[1].count(KUBELET_STARTED), started, "{}", nodes[1].log_text());
 
         // 3. A version whose kubelet exits at once: the control plane's machine is given up on
         // after the bound, the rollout fails naming it, and the workers are left alone.
