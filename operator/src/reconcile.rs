@@ -214,9 +214,9 @@ pub struct Reconciler<N> {
     /// Each generated cluster's admin client, issued once per run.
     clients: HashMap<String, Arc<rustls::ClientConfig>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// The longest wait before a resource is looked at again (waiting states poll every
-    /// [`states::POLL`] otherwise).
-    poll: Duration,
+    /// The longest wait before a resource is looked at again (`None`: as its state says,
+    /// waiting states every [`states::POLL`]).
+    poll: Option<Duration>,
     /// How long a kubelet applied in a rollout has to become healthy.
     kubelet_bound: Duration,
 }
@@ -236,14 +236,14 @@ impl<N: NodeApi> Reconciler<N> {
             secrets_key: None,
             clients: HashMap::new(),
             metrics: None,
-            poll: states::RESYNC,
+            poll: None,
             kubelet_bound: KUBELET_BOUND,
         }
     }
 
     /// Look at every resource at least this often (tests: a short time instead of 30 s).
     pub fn with_poll(mut self, poll: Duration) -> Self {
-        self.poll = poll;
+        self.poll = Some(poll);
         self
     }
 
@@ -364,7 +364,8 @@ impl<N: NodeApi> Reconciler<N> {
             // the store), so they are looked at every pass, their backoff aside.
             for p in pools {
                 *by_state.entry((kind, state_name(p.spec.status.state))).or_default() += 1;
-                next = next.min(self.timed(kind, |r| r.pool(kind, p))?.min(self.poll));
+                let wait = self.timed(kind, |r| r.pool(kind, p))?;
+                next = next.min(self.poll.map_or(wait, |p| wait.min(p)));
             }
         }
         let (machines, _) = self.store.list::<Body<MachineSpec>>(&self.namespace, TM)?;
@@ -376,7 +377,8 @@ impl<N: NodeApi> Reconciler<N> {
                 next = next.min(wait);
                 continue;
             }
-            let wait = self.timed(TM, |r| r.machine_with_retry(m))?.min(self.poll);
+            let wait = self.timed(TM, |r| r.machine_with_retry(m))?;
+            let wait = self.poll.map_or(wait, |p| wait.min(p));
             self.set_due(TM, &id, v, wait);
             next = next.min(wait);
         }

@@ -673,10 +673,14 @@ fn kubelet_step(state: Option<State>, f: &MachineFacts, k: &Result<ServiceObs, C
                     if k.healthy { "" } else { ", not healthy" }
                 ),
             )),
-            POLL.min(f.kubelet_left),
+            KUBELET_POLL.min(f.kubelet_left),
         ),
     }
 }
+
+/// How often a rolled kubelet is looked at until healthy: a restart takes seconds, and the
+/// next machine of the rollout waits for it (ServiceList is one cheap call).
+pub const KUBELET_POLL: Duration = Duration::from_secs(5);
 
 /// The reason a machine's kubelet rollout failed with.
 pub const KUBELET_UPGRADE_FAILED: &str = "KubeletUpgradeFailed";
@@ -1292,8 +1296,11 @@ mod tests {
         );
         let s = machine_step(Some(Upgrading), &waiting, &obs("Running", false));
         assert_eq!((s.next, reason(&s)), (Some(Upgrading), "KubeletNotReady"));
-        // The next look is no later than the bound.
-        assert!(s.actions.contains(&Action::Requeue(Duration::from_secs(10))), "{s:?}");
+        // The next look is soon (a restart takes seconds), and no later than the bound.
+        assert!(s.actions.contains(&Action::Requeue(KUBELET_POLL)), "{s:?}");
+        let close = MachineFacts { kubelet_left: Duration::from_secs(2), ..waiting.clone() };
+        let s = machine_step(Some(Upgrading), &close, &obs("Running", false));
+        assert!(s.actions.contains(&Action::Requeue(Duration::from_secs(2))), "{s:?}");
         let overdue = MachineFacts { kubelet_left: Duration::ZERO, ..waiting.clone() };
         let s = machine_step(Some(Upgrading), &overdue, &obs("Waiting", false));
         assert_eq!((s.next, reason(&s)), (Some(Upgrading), KUBELET_UPGRADE_FAILED));
