@@ -221,9 +221,10 @@ pub struct Reconciler<N> {
     kubelet_bound: Duration,
 }
 
-/// How long a rolled kubelet has to become healthy by default: a kubelet pulls nothing here
-/// (keelson runs a command), but a real one restarting re-registers and waits for its API
-/// server; five minutes is Talos's `upgrade-k8s` wait for a node to become ready again.
+/// How long a rolled kubelet has to become healthy by default. Talos's `upgrade-k8s` waits for
+/// the kubelet service to be healthy again and then up to 3 minutes for its node to be Ready
+/// at the new version; five minutes covers an image pull and that with margin (a keelson
+/// kubelet pulls nothing: a healthy one is back in seconds).
 pub const KUBELET_BOUND: Duration = Duration::from_secs(300);
 
 impl<N: NodeApi> Reconciler<N> {
