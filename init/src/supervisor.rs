@@ -379,11 +379,32 @@ impl Service {
     }
 }
 
+/// Whether `arg` is an environment assignment `NAME=value` (NAME: a letter or `_`, then
+/// letters, digits and `_`), as `env(1)` and the shell read leading words.
+fn assignment(arg: &str) -> Option<(&str, &str)> {
+    let (name, value) = arg.split_once('=')?;
+    let mut b = name.bytes();
+    let first = b.next()?;
+    let ok = (first.is_ascii_alphabetic() || first == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_');
+    ok.then_some((name, value))
+}
+
+/// Split a command into its leading environment assignments and the program with its
+/// arguments (`KUBELET_IMAGE=… /usr/bin/kubelet …`).
+fn split_env(cmd: &[String]) -> (Vec<(&str, &str)>, &[String]) {
+    let n = cmd.iter().take_while(|a| assignment(a).is_some()).count();
+    let env = cmd.iter().take(n).filter_map(|a| assignment(a)).collect();
+    (env, cmd.get(n..).unwrap_or_default())
+}
+
 fn spawn(cmd: &[String]) -> std::io::Result<Running> {
+    let (env, rest) = split_env(cmd);
     let (program, args) =
-        cmd.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
+        rest.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
     let mut c = Command::new(program);
     c.args(args)
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -418,6 +439,20 @@ fn spawn(cmd: &[String]) -> std::io::Result<Running> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn leading_assignments_are_the_environment() {
+        let cmd: Vec<String> =
+            ["KUBELET_IMAGE=ghcr.io/x:v1", "_A1=", "/bin/k", "B=c"].map(String::from).to_vec();
+        let (env, rest) = super::split_env(&cmd);
+        assert_eq!(env, [("KUBELET_IMAGE", "ghcr.io/x:v1"), ("_A1", "")]);
+        assert_eq!(rest, ["/bin/k", "B=c"]);
+        for not in ["=x", "1A=x", "A-B=x", "/usr/bin/a=b", "plain"] {
+            assert!(super::assignment(not).is_none(), "{not}");
+        }
+        let only: Vec<String> = vec!["A=b".into()];
+        assert!(super::split_env(&only).1.is_empty());
+    }
+
     use super::*;
 
     #[test]

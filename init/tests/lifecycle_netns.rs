@@ -167,6 +167,63 @@ fn a_kubelet_upgrade_goes_through_upgrading_and_a_failing_one_stays_there() {
     assert!(log.contains("services stopped, state flushed"), "{log}");
 }
 
+/// `machine.kubelet.image` reaches the kubelet as `KUBELET_IMAGE`; a new image is an upgrade
+/// (what keelson-operator's kubelet rollouts apply), the same configuration again is nothing.
+#[test]
+fn a_new_kubelet_image_restarts_the_kubelet_with_it_in_its_environment() {
+    if !require_root("a_new_kubelet_image_restarts_the_kubelet_with_it_in_its_environment") {
+        return;
+    }
+    let (ns, peer) = (Netns::new(), Netns::new());
+    ns.veth("eth0", &peer, "up0");
+    let dir = TempDir::new();
+    let sigterm_log = dir.path().join("sigterm.log");
+    let path = dir.path().join("config.yaml");
+    let with_image = |tag: &str| {
+        config(&sigterm_log, "      variant: a\n").replace(
+            "  kubelet:\n",
+            // clusterDNS: a Talos key keelson warns about at every load, so a load shows.
+            &format!(
+                "  kubelet:\n    image: ghcr.io/siderolabs/kubelet:{tag}\n    clusterDNS: [10.96.0.10]\n"
+            ),
+        )
+    };
+    replace(&path, &with_image("v1.35.0"));
+    let node = Node::start_api(&ns, "", Some(&path));
+    let ctx = || node.log_text();
+    wait_for("running", T, || node.log_text().contains("-> running"), ctx);
+    let environ = |pid: u32| {
+        let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        raw.split(|b| *b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>()
+    };
+    let old = *started_pids(&node.log_text()).last().unwrap();
+    let want = "KUBELET_IMAGE=ghcr.io/siderolabs/kubelet:v1.35.0".to_owned();
+    assert!(environ(old).contains(&want), "{:?}", environ(old));
+
+    replace(&path, &with_image("v1.36.0"));
+    wait_for("upgrading", T, || node.log_text().contains("running -> upgrading"), ctx);
+    wait_for("running again", T, || node.log_text().contains("upgrading -> running"), ctx);
+    let log = node.log_text();
+    let new = *started_pids(&log).last().unwrap();
+    assert_ne!(old, new, "{log}");
+    let want = "KUBELET_IMAGE=ghcr.io/siderolabs/kubelet:v1.36.0".to_owned();
+    assert!(environ(new).contains(&want), "{:?}", environ(new));
+    let got = std::fs::read_to_string(&sigterm_log).unwrap_or_default();
+    assert!(got.contains(&format!("SIGTERM pid {old}\n")), "{got:?}\n{log}");
+    assert!(log.contains(&format!("(pid {new}): {want} ")), "{log}");
+
+    // The same configuration written again: read again, nothing restarted.
+    let starts = started_pids(&log).len();
+    let loads = |log: &str| log.matches("machine.kubelet.clusterDNS").count();
+    let loaded = loads(&log);
+    replace(&path, &format!("{}# again\n", with_image("v1.36.0")));
+    wait_for("loaded again", T, || loads(&node.log_text()) > loaded, ctx);
+    std::thread::sleep(Duration::from_secs(1));
+    let log = node.log_text();
+    assert_eq!(started_pids(&log).len(), starts, "{log}");
+    assert_eq!(stage_lines(&log).len(), 4, "{log}");
+}
+
 fn plain_config(addr: &str) -> String {
     format!(
         "version: v1alpha1\nmachine:\n  network:\n    hostname: node-1\n    interfaces:\n      - interface: eth0\n        addresses: [{addr}]\n  time:\n    disabled: true\n"

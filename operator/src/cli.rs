@@ -40,6 +40,8 @@ options:
   --talos-key FILE          calls after maintenance mode
   --min-vni ID, --max-vni ID  the network IDs allocated (default 200 to 16777215)
   --metrics-listen ADDR:PORT  Prometheus metrics at http://ADDR:PORT/metrics
+  --kubelet-timeout SECONDS how long a kubelet rolled to a new kubeVersion has to become
+                            healthy before the rollout fails (default 300, 1 to 86400)
   --secrets-key FILE        the key sealing the cluster secrets it generates (32 bytes;
                             default DIR/secrets.key, made when absent)
 
@@ -93,6 +95,8 @@ pub struct ServeOptions {
     pub secrets_key: Option<PathBuf>,
     /// Where `GET /metrics` is served (docs/operator.md).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// A rolled kubelet's bound (`--kubelet-timeout`).
+    pub kubelet_timeout: std::time::Duration,
 }
 
 impl Default for ServeOptions {
@@ -113,6 +117,7 @@ impl Default for ServeOptions {
             vni: crate::networks::allocate::Range::default(),
             secrets_key: None,
             metrics_listen: None,
+            kubelet_timeout: crate::reconcile::KUBELET_BOUND,
         }
     }
 }
@@ -191,6 +196,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                 }
             }
             Long("talos-port") if verb == "serve" => o.talos_port = p.value()?.parse()?,
+            Long("kubelet-timeout") if verb == "serve" => {
+                let secs: u64 = p.value()?.parse()?;
+                if !(1..=86_400).contains(&secs) {
+                    return Err(CliError::Usage("--kubelet-timeout: 1 to 86400 seconds".into()));
+                }
+                o.kubelet_timeout = std::time::Duration::from_secs(secs);
+            }
             Long("min-vni") if verb == "serve" => min_vni = p.value()?.parse()?,
             Long("max-vni") if verb == "serve" => max_vni = p.value()?.parse()?,
             Long("talos-ca") if verb == "serve" => talos[0] = Some(PathBuf::from(p.value()?)),
@@ -357,6 +369,12 @@ mod tests {
         assert!(parse(args(&["serve", "--max-vni", "16777216"])).is_err());
         let o = parse(args(&["serve", "--min-vni", "1000", "--max-vni", "1255"])).unwrap().options;
         assert_eq!((o.vni.min(), o.vni.max()), (1000, 1255));
+        for bad in ["0", "86401", "5m", "-1"] {
+            assert!(parse(args(&["serve", "--kubelet-timeout", bad])).is_err(), "{bad}");
+        }
+        assert!(parse(args(&["get", "tm", "--kubelet-timeout", "5"])).is_err());
+        let o = parse(args(&["serve", "--kubelet-timeout", "45"])).unwrap().options;
+        assert_eq!(o.kubelet_timeout, std::time::Duration::from_secs(45));
     }
 
     #[test]

@@ -235,6 +235,21 @@ pub struct MachineSpec {
     pub additional_config: Vec<String>,
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+    /// The Kubernetes version of its kubelet (`machine.kubelet.image`): set by its pool, one
+    /// `maxUnavailable` batch at a time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kube_version: String,
+}
+
+/// The kubelet image of a Kubernetes version, as Talos names it (`machine.kubelet.image`).
+pub fn kubelet_image(kube_version: &str) -> String {
+    format!("ghcr.io/siderolabs/kubelet:{kube_version}")
+}
+
+/// The merge patch that sets a machine's kubelet image: applied after the configuration's own
+/// patches, so what status says was applied is the version asked for.
+pub fn kubelet_patch(kube_version: &str) -> String {
+    format!("machine:\n  kubelet:\n    image: {}\n", kubelet_image(kube_version))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,6 +295,15 @@ pub struct Status {
     pub observed_version: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub observed_kube_version: String,
+    /// A machine: the Kubernetes version whose kubelet was applied (`NO_REBOOT`) and is not
+    /// healthy yet, and since when (Unix seconds): the kubelet rollout's bound runs from it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubelet_pending: String,
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub kubelet_since: u64,
+    /// A pool: the spec (its sha256) a kubelet rollout failed with; another spec retries.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failed_spec: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub imported: bool,
     /// Failed attempts in a row (backoff), and when the next may start (Unix seconds).
@@ -777,6 +801,9 @@ fn check_machine(s: &MachineSpec) -> Result<(), Invalid> {
     if let Some(x) = &s.pxe_client_spec {
         check_pxe("spec.pxeClientSpec", x)?;
     }
+    if !s.kube_version.is_empty() && !valid_version(&s.kube_version) {
+        return Err(bad("spec.kubeVersion", "a Kubernetes version like v1.35.0"));
+    }
     check_yaml_texts("spec.configPatches", &s.config_patches)?;
     check_yaml_texts("spec.additionalConfig", &s.additional_config)?;
     Ok(())
@@ -912,6 +939,22 @@ spec:
           cpuArchitecture: amd64
       - address: 10.0.0.12
 ";
+
+    #[test]
+    fn a_kube_version_becomes_the_kubelet_image_after_the_patches() {
+        let base = "version: v1alpha1\nmachine:\n  type: worker\n  kubelet:\n    image: old\n";
+        let mine = "machine:\n  kubelet:\n    image: mine\n    command: [/k]\n".to_owned();
+        let out = render_config(base, &[mine, kubelet_patch("v1.36.0")], &[]).unwrap();
+        let v: serde_yaml::Value = serde_yaml::from_str(&out).unwrap();
+        assert_eq!(
+            v["machine"]["kubelet"]["image"].as_str(),
+            Some("ghcr.io/siderolabs/kubelet:v1.36.0")
+        );
+        assert_eq!(v["machine"]["kubelet"]["command"][0].as_str(), Some("/k"));
+        let doc = "apiVersion: keelson.dev/v1alpha1\nkind: TalosMachine\nmetadata:\n  name: m\nspec:\n  endpoint: 10.0.0.5\n  version: v1.13.0\n  kubeVersion: 1.36\n";
+        let e = parse(doc).unwrap_err();
+        assert_eq!((e.path.as_str(), e.line), ("spec.kubeVersion", 8), "{e}");
+    }
 
     #[test]
     fn documents_parse_into_kinds() {

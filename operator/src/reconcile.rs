@@ -58,6 +58,12 @@ pub trait NodeApi {
         config: &str,
         dry_run: bool,
     ) -> Result<bool, CallError>;
+    /// `ApplyConfiguration{mode: NO_REBOOT}` over mutual TLS: a kubelet rollout's apply (the
+    /// node restarts its kubelet and does not reboot). The default is the AUTO apply (test
+    /// nodes).
+    fn apply_no_reboot(&mut self, address: &str, config: &str) -> Result<(), CallError> {
+        self.apply_configuration(address, false, config, false).map(|_| ())
+    }
     /// `ServiceInfo(name)`.
     fn service_info(&mut self, address: &str, name: &str) -> Result<states::ServiceObs, CallError>;
     fn bootstrap(&mut self, address: &str) -> Result<(), CallError>;
@@ -113,16 +119,23 @@ pub fn child_name(pool: &str, address: &str) -> String {
 type Machine = Resource<Body<MachineSpec>>;
 type Pool = Resource<Body<PoolSpec>>;
 
+/// What a step's actions record.
+#[derive(Debug, Default)]
+struct Record<'a> {
+    /// The configuration just applied (RecordApplied).
+    config: Option<&'a str>,
+    /// The Talos version asked for (RecordApplied, RecordVersion).
+    version: &'a str,
+    /// The Kubernetes version now running (RecordKubeVersion), or just applied (StartKubelet).
+    kube: &'a str,
+    /// The pool's spec, its sha256 (RecordFailedSpec).
+    spec: &'a str,
+}
+
 /// Apply a step to a status: state, condition with time and event, recorded facts, backoff.
 /// Returns when to look again.
-fn apply_step(
-    status: &mut Status,
-    step: &Step,
-    now: u64,
-    config: Option<&str>,
-    want_version: &str,
-    kube_version: &str,
-) -> Duration {
+fn apply_step(status: &mut Status, step: &Step, now: u64, r: &Record<'_>) -> Duration {
+    let (config, want_version, kube_version) = (r.config, r.version, r.kube);
     let mut requeue = states::RESYNC;
     if let Some(next) = step.next {
         status.state = Some(next);
@@ -138,6 +151,16 @@ fn apply_step(
             }
             Action::RecordVersion => status.observed_version = want_version.to_owned(),
             Action::RecordKubeVersion => status.observed_kube_version = kube_version.to_owned(),
+            Action::StartKubelet => {
+                status.kubelet_pending = kube_version.to_owned();
+                status.kubelet_since = now;
+            }
+            Action::ClearKubelet => {
+                status.kubelet_pending.clear();
+                status.kubelet_since = 0;
+            }
+            Action::RecordFailedSpec => status.failed_spec = r.spec.to_owned(),
+            Action::ClearFailedSpec => status.failed_spec.clear(),
             Action::Failed => {
                 status.failures = status.failures.saturating_add(1);
                 let b = states::backoff(status.failures);
@@ -191,7 +214,18 @@ pub struct Reconciler<N> {
     /// Each generated cluster's admin client, issued once per run.
     clients: HashMap<String, Arc<rustls::ClientConfig>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// The longest wait before a resource is looked at again (`None`: as its state says,
+    /// waiting states every [`states::POLL`]).
+    poll: Option<Duration>,
+    /// How long a kubelet applied in a rollout has to become healthy.
+    kubelet_bound: Duration,
 }
+
+/// How long a rolled kubelet has to become healthy by default. Talos's `upgrade-k8s` waits for
+/// the kubelet service to be healthy again and then up to 3 minutes for its node to be Ready
+/// at the new version; five minutes covers an image pull and that with margin (a keelson
+/// kubelet pulls nothing: a healthy one is back in seconds).
+pub const KUBELET_BOUND: Duration = Duration::from_secs(300);
 
 impl<N: NodeApi> Reconciler<N> {
     pub fn new(store: Store, node: N, namespace: &str) -> Self {
@@ -203,7 +237,21 @@ impl<N: NodeApi> Reconciler<N> {
             secrets_key: None,
             clients: HashMap::new(),
             metrics: None,
+            poll: None,
+            kubelet_bound: KUBELET_BOUND,
         }
+    }
+
+    /// Look at every resource at least this often (tests: a short time instead of 30 s).
+    pub fn with_poll(mut self, poll: Duration) -> Self {
+        self.poll = Some(poll);
+        self
+    }
+
+    /// The bound of a rolled kubelet's wait for health ([`KUBELET_BOUND`] by default).
+    pub fn with_kubelet_bound(mut self, bound: Duration) -> Self {
+        self.kubelet_bound = bound;
+        self
     }
 
     /// Count reconcile durations and resources by state in `m`.
@@ -317,7 +365,8 @@ impl<N: NodeApi> Reconciler<N> {
             // the store), so they are looked at every pass, their backoff aside.
             for p in pools {
                 *by_state.entry((kind, state_name(p.spec.status.state))).or_default() += 1;
-                next = next.min(self.timed(kind, |r| r.pool(kind, p))?);
+                let wait = self.timed(kind, |r| r.pool(kind, p))?;
+                next = next.min(self.poll.map_or(wait, |p| wait.min(p)));
             }
         }
         let (machines, _) = self.store.list::<Body<MachineSpec>>(&self.namespace, TM)?;
@@ -330,6 +379,7 @@ impl<N: NodeApi> Reconciler<N> {
                 continue;
             }
             let wait = self.timed(TM, |r| r.machine_with_retry(m))?;
+            let wait = self.poll.map_or(wait, |p| wait.min(p));
             self.set_due(TM, &id, v, wait);
             next = next.min(wait);
         }
@@ -413,6 +463,7 @@ impl<N: NodeApi> Reconciler<N> {
         let config = self.machine_config(&m.metadata.id, &spec.clone())?;
         let parent_found = self.parent_found(&m.spec.spec)?;
         let status = &m.spec.status;
+        let since = Duration::from_secs(now.saturating_sub(status.kubelet_since));
         let facts = states::MachineFacts {
             parent_found,
             pxe: spec.pxe_client_spec.is_some(),
@@ -426,11 +477,16 @@ impl<N: NodeApi> Reconciler<N> {
             want_version: spec.version.clone(),
             observed_version: status.observed_version.clone(),
             config_drift: config.as_ref().is_ok_and(|c| sha256_hex(c) != status.config_hash),
+            want_kube_version: spec.kube_version.clone(),
+            observed_kube_version: status.observed_kube_version.clone(),
+            kubelet_pending: status.kubelet_pending.clone(),
+            kubelet_left: self.kubelet_bound.saturating_sub(since),
+            kubelet_bound: self.kubelet_bound,
         };
         let state = status.state;
         let call = states::machine_call(state, &facts);
         let obs = match (&call, &config) {
-            (Some(Call::Apply { .. }), Err(e)) => {
+            (Some(Call::Apply { .. } | Call::ApplyKubelet { .. }), Err(e)) => {
                 // The configuration cannot be rendered: say so, do not call the node.
                 let step = Step {
                     next: state,
@@ -483,7 +539,14 @@ impl<N: NodeApi> Reconciler<N> {
         config: Option<&str>,
     ) -> Result<Duration, StoreError> {
         let want = m.spec.spec.version.clone();
-        let requeue = apply_step(&mut m.spec.status, step, now, config, &want, "");
+        // The kubelet that became healthy is the one applied, when a rollout waits for one.
+        let kube = match m.spec.status.kubelet_pending.as_str() {
+            _ if step.actions.contains(&Action::StartKubelet) => m.spec.spec.kube_version.clone(),
+            "" => m.spec.spec.kube_version.clone(),
+            p => p.to_owned(),
+        };
+        let r = Record { config, version: &want, kube: &kube, spec: "" };
+        let requeue = apply_step(&mut m.spec.status, step, now, &r);
         if m != *before {
             self.store.update(&mut m)?;
         }
@@ -586,21 +649,25 @@ impl<N: NodeApi> Reconciler<N> {
             }
             Call::Bootstrap => Obs::Bootstrap(self.node.bootstrap(address)),
             Call::Kubeconfig => Obs::Kubeconfig(Err(CallError::Garbage("unused".into()))),
-            // Talos's upgrade-k8s flow patches the machine config through COSI and applies it
-            // with NO_REBOOT: not done yet, and said so.
-            Call::UpgradeKubernetes { .. } => Obs::UpgradeKubernetes(Err(CallError::Status {
-                code: 12,
-                message: "Kubernetes upgrades are not implemented yet".into(),
-            })),
+            // Talos's upgrade-k8s sets machine.kubelet.image in each node's configuration and
+            // applies it with NO_REBOOT; the configuration rendered here carries the image.
+            Call::ApplyKubelet { .. } => {
+                Obs::ApplyKubelet(self.node.apply_no_reboot(address, config))
+            }
         }
     }
 
-    /// A pool's desired machines: (name, spec, annotations), the rolling gate applied.
+    /// A pool's desired machines: (name, spec, annotations), the rolling gates applied: the
+    /// Talos version's, then the kubelet's (`kube`: the Kubernetes version; `frozen`: existing
+    /// machines keep theirs, after a failed rollout or while a worker waits for its control
+    /// plane).
     fn desired_children(
         &mut self,
         kind: &str,
         p: &Pool,
         existing: &BTreeMap<String, Machine>,
+        kube: &str,
+        frozen: bool,
     ) -> Vec<(String, MachineSpec)> {
         let spec = &p.spec.spec;
         let mut out = Vec::new();
@@ -627,6 +694,7 @@ impl<N: NodeApi> Reconciler<N> {
                     config_patches: patches,
                     additional_config: additional,
                     deletion_policy: spec.deletion_policy,
+                    kube_version: kube.to_owned(),
                 },
             ));
         }
@@ -648,7 +716,58 @@ impl<N: NodeApi> Reconciler<N> {
                 want.version = e.spec.spec.version.clone();
             }
         }
+        // The kubelet's gate: a machine given a new Talos version just now counts as down.
+        let gate: Vec<(bool, bool)> = out
+            .iter()
+            .enumerate()
+            .map(|(i, (name, want))| match existing.get(name) {
+                Some(e) => {
+                    let st = &e.spec.status;
+                    let bumped = e.spec.spec.version != want.version;
+                    (
+                        e.spec.spec.kube_version != want.kube_version,
+                        !bumped
+                            && allowed.get(i) != Some(&true)
+                            && st.state == Some(State::Available)
+                            && st.kubelet_pending.is_empty()
+                            && st.observed_kube_version == e.spec.spec.kube_version,
+                    )
+                }
+                None => (false, true),
+            })
+            .collect();
+        let allowed = states::kube_rollout(&gate, spec.rollout_strategy.max_unavailable);
+        for (i, (name, want)) in out.iter_mut().enumerate() {
+            if let Some(e) = existing.get(name.as_str()) {
+                if frozen || allowed.get(i) == Some(&false) {
+                    want.kube_version = e.spec.spec.kube_version.clone();
+                }
+            }
+        }
         out
+    }
+
+    /// A pool's kubelet rollout, as its machines show it: how many run a healthy kubelet of
+    /// `kube`, and the first whose kubelet failed.
+    fn kube_facts(existing: &BTreeMap<String, Machine>, kube: &str) -> (usize, Option<String>) {
+        let at = existing
+            .values()
+            .filter(|m| {
+                let st = &m.spec.status;
+                st.state == Some(State::Available)
+                    && st.kubelet_pending.is_empty()
+                    && st.observed_kube_version == kube
+            })
+            .count();
+        let failed = existing.iter().find_map(|(name, m)| {
+            let st = &m.spec.status;
+            let c = st.conditions.iter().find(|c| c.kind == "Ready")?;
+            (st.state == Some(State::Upgrading)
+                && !st.kubelet_pending.is_empty()
+                && c.reason == states::KUBELET_UPGRADE_FAILED)
+                .then(|| format!("TalosMachine {name}: {}", c.message))
+        });
+        (at, failed)
     }
 
     /// A TalosControlPlane or TalosWorker: its machines, then its own step.
@@ -690,9 +809,23 @@ impl<N: NodeApi> Reconciler<N> {
         if since > now && p.metadata.phase != Phase::TearingDown {
             return Ok(Duration::from_secs(since - now));
         }
+        // The Kubernetes version the machines' kubelets run: a worker without its own takes its
+        // control plane's, and rolls only once its control plane has (kubelets are never newer
+        // than the API server).
+        let mut kube = p.spec.spec.kube_version.clone();
+        let mut blocked = false;
         if kind == TW {
             let cp = p.spec.spec.control_plane_ref.clone().unwrap_or_default();
-            if self.fresh::<serde_json::Value>(TCP, &cp)?.is_none() {
+            let parent = self.fresh::<Body<PoolSpec>>(TCP, &cp)?;
+            if let Some(c) = &parent {
+                if kube.is_empty() {
+                    kube = c.spec.spec.kube_version.clone();
+                }
+                let st = &c.spec.status;
+                blocked = st.state != Some(State::Ready)
+                    || st.observed_kube_version != c.spec.spec.kube_version;
+            }
+            if parent.is_none() {
                 let step = Step {
                     next: p.spec.status.state,
                     actions: vec![Action::Requeue(Duration::from_secs(5))],
@@ -704,11 +837,18 @@ impl<N: NodeApi> Reconciler<N> {
                         warning: true,
                     }),
                 };
-                return self.write_pool(p, &before, &step, now);
+                return self.write_pool(p, &before, &step, now, &kube);
             }
         }
+        // The spec as a generation: a rollout that failed is tried again once it changes.
+        let spec_hash = sha256_hex(&serde_json::to_string(&p.spec.spec).unwrap_or_default());
+        let status = &p.spec.status;
+        let failed_unchanged =
+            status.state == Some(State::KubernetesUpgradeFailed) && status.failed_spec == spec_hash;
+        let frozen =
+            failed_unchanged || (blocked && status.state != Some(State::UpgradingKubernetes));
         // The machines.
-        let desired = self.desired_children(kind, &p, &existing);
+        let desired = self.desired_children(kind, &p, &existing, &kube, frozen);
         let mut annotations = BTreeMap::new();
         if mode != Mode::Reconcile {
             if let Some(v) = p.spec.annotations.get(MODE_ANNOTATION) {
@@ -777,7 +917,22 @@ impl<N: NodeApi> Reconciler<N> {
             }
         }
         let state = p.spec.status.state;
-        let step = if kind == TW {
+        let (at_want, failed) = Self::kube_facts(&existing, &kube);
+        let kube_facts = states::KubeFacts {
+            import: mode == Mode::Import,
+            dry_run: mode == Mode::DryRun,
+            want: kube.clone(),
+            observed: p.spec.status.observed_kube_version.clone(),
+            // Machines listed by machineRef are their own: only the pool's are rolled.
+            total: existing.len(),
+            at_want,
+            failed,
+            spec_changed: !failed_unchanged,
+            blocked,
+        };
+        let step = if let Some(step) = states::kube_step(state, &kube_facts) {
+            step
+        } else if kind == TW {
             states::worker_step(state, mode == Mode::Import, &children)
         } else {
             let facts = states::ControlPlaneFacts {
@@ -814,6 +969,17 @@ impl<N: NodeApi> Reconciler<N> {
             };
             states::control_plane_step(state, &facts, &obs)
         };
+        // Ready for the first time with every machine's kubelet at the version asked for: that
+        // is the version the pool runs (a worker's install is no rollout).
+        let mut step = step;
+        let first_ready =
+            step.next == Some(State::Ready) && matches!(state, None | Some(State::Pending));
+        if first_ready
+            && at_want == existing.len()
+            && !step.actions.contains(&Action::RecordKubeVersion)
+        {
+            step.actions.push(Action::RecordKubeVersion);
+        }
         if step.next != state {
             log::info!(
                 "{kind} {}: {} -> {}",
@@ -825,7 +991,9 @@ impl<N: NodeApi> Reconciler<N> {
         if mode == Mode::Import {
             p.spec.status.imported = true;
         }
-        self.write_pool(p, &before, &step, now)
+        let r = Record { kube: &kube, spec: &spec_hash, ..Record::default() };
+        let requeue = apply_step(&mut p.spec.status, &step, now, &r);
+        self.store_pool(p, &before, requeue)
     }
 
     /// The address Bootstrap and Kubeconfig go to: the first listed machine.
@@ -868,9 +1036,19 @@ impl<N: NodeApi> Reconciler<N> {
         before: &Pool,
         step: &Step,
         now: u64,
+        kube: &str,
     ) -> Result<Duration, StoreError> {
-        let kube = p.spec.spec.kube_version.clone();
-        let requeue = apply_step(&mut p.spec.status, step, now, None, "", &kube);
+        let requeue =
+            apply_step(&mut p.spec.status, step, now, &Record { kube, ..Record::default() });
+        self.store_pool(p, before, requeue)
+    }
+
+    fn store_pool(
+        &mut self,
+        mut p: Pool,
+        before: &Pool,
+        requeue: Duration,
+    ) -> Result<Duration, StoreError> {
         if p != *before {
             // A conflict here is left to the next pass, which reads afresh.
             match self.store.update(&mut p) {

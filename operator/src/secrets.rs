@@ -383,7 +383,12 @@ pub fn machine_config(
     s: &MachineSpec,
     create: bool,
 ) -> Result<Rendered, StoreError> {
-    let render = |base: &str| render_config(base, &s.config_patches, &s.additional_config);
+    // The kubelet's version goes last: what status records as applied is what was asked for.
+    let mut patches = s.config_patches.clone();
+    if !s.kube_version.is_empty() {
+        patches.push(crate::kinds::kubelet_patch(&s.kube_version));
+    }
+    let render = |base: &str| render_config(base, &patches, &s.additional_config);
     if !s.config.is_empty() {
         return Ok(Rendered { config: render(&s.config), cluster: None });
     }

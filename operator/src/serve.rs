@@ -190,7 +190,8 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     let store = store.with_metrics(metrics.clone());
     let mut reconciler = Reconciler::new(store, node, &o.namespace)
         .with_secrets_key(key)
-        .with_metrics(metrics.clone());
+        .with_metrics(metrics.clone())
+        .with_kubelet_bound(o.kubelet_timeout);
     let mut networks = crate::networks::controller::Controller::new(
         crate::networks::allocate::Allocator::new(o.vni),
         &o.namespace,

@@ -119,8 +119,9 @@ pub enum Call {
     },
     Bootstrap,
     Kubeconfig,
-    /// A Kubernetes upgrade (Talos's `upgrade-k8s` flow).
-    UpgradeKubernetes {
+    /// `ApplyConfiguration{mode: NO_REBOOT}` (mutual TLS) of the configuration re-rendered
+    /// with the kubelet of Kubernetes `version`: the node restarts its kubelet, no reboot.
+    ApplyKubelet {
         version: String,
     },
 }
@@ -144,7 +145,7 @@ pub enum Obs {
     Upgrade(Result<bool, CallError>),
     Bootstrap(Result<(), CallError>),
     Kubeconfig(Result<(), CallError>),
-    UpgradeKubernetes(Result<(), CallError>),
+    ApplyKubelet(Result<(), CallError>),
 }
 
 /// What to do besides moving to the next state.
@@ -155,6 +156,13 @@ pub enum Action {
     /// Record the version the node runs.
     RecordVersion,
     RecordKubeVersion,
+    /// A machine: record the kubelet version just applied as pending, from now (the bound of
+    /// its rollout runs from here); clear it once healthy.
+    StartKubelet,
+    ClearKubelet,
+    /// A pool: record the spec a kubelet rollout failed with / forget it.
+    RecordFailedSpec,
+    ClearFailedSpec,
     /// Count a failure (backoff) / clear the count.
     Failed,
     Succeeded,
@@ -223,6 +231,21 @@ pub struct MachineFacts {
     pub observed_version: String,
     /// The rendered configuration differs from the one last applied.
     pub config_drift: bool,
+    /// The Kubernetes version its spec asks of its kubelet, and the one last seen healthy.
+    pub want_kube_version: String,
+    pub observed_kube_version: String,
+    /// A kubelet applied and not healthy yet: its version, and the time left of the bound
+    /// (zero: overdue).
+    pub kubelet_pending: String,
+    pub kubelet_left: Duration,
+    /// The bound itself (for messages).
+    pub kubelet_bound: Duration,
+}
+
+impl MachineFacts {
+    fn kube_drift(&self) -> bool {
+        !self.want_kube_version.is_empty() && self.want_kube_version != self.observed_kube_version
+    }
 }
 
 /// The call a TalosMachine in `state` makes.
@@ -230,17 +253,29 @@ pub fn machine_call(state: Option<State>, f: &MachineFacts) -> Option<Call> {
     if !f.parent_found {
         return None;
     }
+    let kubelet = || Call::ApplyKubelet { version: f.want_kube_version.clone() };
     match state {
         None if f.import || f.pxe => None,
         None | Some(State::Pending) => Some(Call::Apply { insecure: true, dry_run: f.dry_run }),
         Some(State::Booting) => Some(Call::Boot),
         Some(State::Installing) => Some(Call::Readiness { want_version: None }),
+        // A kubelet rollout: the spec changed while it waited (a fix) applies again; else
+        // wait for it to be healthy.
+        Some(State::Upgrading) if !f.kubelet_pending.is_empty() && f.config_drift => {
+            Some(kubelet())
+        }
+        Some(State::Upgrading) if !f.kubelet_pending.is_empty() => {
+            Some(Call::Readiness { want_version: None })
+        }
         Some(State::Upgrading) => {
             Some(Call::Readiness { want_version: Some(f.want_version.clone()) })
         }
+        // An adopted machine is left as it is (import).
+        Some(State::Available) if f.import => None,
         Some(State::Available) if f.want_version != f.observed_version && !f.dry_run => {
             Some(Call::Upgrade { version: f.want_version.clone() })
         }
+        Some(State::Available) if f.kube_drift() && !f.dry_run => Some(kubelet()),
         Some(State::Available) if f.config_drift => {
             Some(Call::Apply { insecure: false, dry_run: f.dry_run })
         }
@@ -270,7 +305,7 @@ pub fn machine_step(state: Option<State>, f: &MachineFacts, obs: &Obs) -> Step {
         }
         (None, Obs::None) if f.import => go(
             State::Available,
-            vec![Action::RecordVersion],
+            vec![Action::RecordVersion, Action::RecordKubeVersion],
             cond("Ready", "True", "Imported", "adopted a running machine"),
         ),
         (None, Obs::None) if f.pxe => go(
@@ -363,6 +398,27 @@ pub fn machine_step(state: Option<State>, f: &MachineFacts, obs: &Obs) -> Step {
         (None | Some(State::Pending | State::Available), Obs::Apply(Err(e))) => {
             failed(state, "ConfigApplied", "ApplyConfiguration", e)
         }
+        (Some(State::Available | State::Upgrading), Obs::ApplyKubelet(Ok(()))) => go(
+            State::Upgrading,
+            vec![Action::RecordApplied, Action::StartKubelet],
+            cond(
+                "Ready",
+                "False",
+                "KubeletUpgrading",
+                &format!(
+                    "kubelet {} applied without a reboot; waiting for it to be healthy",
+                    f.want_kube_version
+                ),
+            ),
+        ),
+        (Some(State::Available | State::Upgrading), Obs::ApplyKubelet(Err(e))) => {
+            failed(state, "Ready", "ApplyConfiguration (kubelet)", e)
+        }
+        (Some(State::Upgrading), Obs::Readiness { kubelet, version: None })
+            if !f.kubelet_pending.is_empty() =>
+        {
+            kubelet_step(state, f, kubelet)
+        }
         (Some(State::Installing | State::Upgrading), Obs::Readiness { kubelet, version }) => {
             match (kubelet, version) {
                 (Err(e), _) | (_, Some(Err(e))) => failed(state, "Ready", "ServiceInfo/Version", e),
@@ -377,7 +433,7 @@ pub fn machine_step(state: Option<State>, f: &MachineFacts, obs: &Obs) -> Step {
                     POLL,
                 ),
                 (Ok(k), _) if k.state == "Running" && k.healthy => {
-                    let mut a = vec![];
+                    let mut a = vec![Action::RecordKubeVersion];
                     if version.is_some() {
                         a.push(Action::RecordVersion);
                     }
@@ -451,23 +507,11 @@ pub struct ControlPlaneFacts {
     pub observed_kube_version: String,
 }
 
-impl ControlPlaneFacts {
-    fn kube_drift(&self) -> bool {
-        !self.want_kube_version.is_empty() && self.want_kube_version != self.observed_kube_version
-    }
-}
-
 /// The call a TalosControlPlane in `state` makes.
 pub fn control_plane_call(state: Option<State>, f: &ControlPlaneFacts) -> Option<Call> {
     match state {
         Some(State::Available) if f.children.all_available() && !f.dry_run => Some(Call::Bootstrap),
         Some(State::Bootstrapped) => Some(Call::Kubeconfig),
-        Some(State::Ready) if f.kube_drift() && !f.dry_run => {
-            Some(Call::UpgradeKubernetes { version: f.want_kube_version.clone() })
-        }
-        Some(State::UpgradingKubernetes) => {
-            Some(Call::UpgradeKubernetes { version: f.want_kube_version.clone() })
-        }
         _ => None,
     }
 }
@@ -543,37 +587,6 @@ pub fn control_plane_step(state: Option<State>, f: &ControlPlaneFacts, obs: &Obs
         (Some(State::Bootstrapped), Obs::Kubeconfig(Err(e))) => {
             failed(state, "Ready", "Kubeconfig", e)
         }
-        (Some(State::Ready), Obs::UpgradeKubernetes(Ok(()))) => go(
-            State::UpgradingKubernetes,
-            vec![],
-            cond(
-                "KubernetesUpgrade",
-                "Unknown",
-                "Started",
-                &format!("upgrading Kubernetes to {}", f.want_kube_version),
-            ),
-        ),
-        (Some(State::UpgradingKubernetes), Obs::UpgradeKubernetes(Ok(()))) => go(
-            State::Ready,
-            vec![Action::RecordKubeVersion],
-            cond(
-                "KubernetesUpgrade",
-                "True",
-                "KubernetesUpgradeSucceeded",
-                &format!("Kubernetes {}", f.want_kube_version),
-            ),
-        ),
-        (Some(State::Ready | State::UpgradingKubernetes), Obs::UpgradeKubernetes(Err(e))) => Step {
-            next: Some(State::KubernetesUpgradeFailed),
-            actions: vec![Action::Failed],
-            condition: Some(warn("KubernetesUpgrade", "KubernetesUpgradeFailed", e.message())),
-        },
-        // A new kubeVersion after a failure tries again.
-        (Some(State::KubernetesUpgradeFailed), Obs::None) if f.kube_drift() => Step {
-            next: Some(State::Ready),
-            actions: vec![Action::Requeue(RESYNC)],
-            condition: None,
-        },
         (s, _) => stay(s, None, RESYNC),
     }
 }
@@ -581,9 +594,11 @@ pub fn control_plane_step(state: Option<State>, f: &ControlPlaneFacts, obs: &Obs
 /// A TalosWorker's transition (no node calls of its own).
 pub fn worker_step(state: Option<State>, import: bool, c: &Children) -> Step {
     match state {
-        None if import => {
-            go(State::Ready, vec![], cond("Ready", "True", "Imported", "adopted running workers"))
-        }
+        None if import => go(
+            State::Ready,
+            vec![Action::RecordKubeVersion],
+            cond("Ready", "True", "Imported", "adopted running workers"),
+        ),
         None => go(
             State::Pending,
             vec![],
@@ -611,6 +626,165 @@ pub fn worker_step(state: Option<State>, import: bool, c: &Children) -> Step {
         ),
         s => stay(s, None, RESYNC),
     }
+}
+
+/// A machine's kubelet applied and awaited: healthy ends it; past the bound it is a failure
+/// its pool reports (the machine keeps looking, and a spec change applies again).
+fn kubelet_step(state: Option<State>, f: &MachineFacts, k: &Result<ServiceObs, CallError>) -> Step {
+    let v = &f.kubelet_pending;
+    match k {
+        Ok(k) if k.state == "Running" && k.healthy => go(
+            State::Available,
+            vec![Action::RecordKubeVersion, Action::ClearKubelet],
+            cond("Ready", "True", "KubeletRunning", &format!("kubelet {v} is running and healthy")),
+        ),
+        _ if f.kubelet_left.is_zero() => {
+            let why = match k {
+                Ok(k) => format!(
+                    "kubelet is {}{}",
+                    k.state,
+                    if k.healthy { "" } else { ", not healthy" }
+                ),
+                Err(e) => format!("ServiceInfo: {}", e.message()),
+            };
+            stay(
+                state,
+                Some(warn(
+                    "Ready",
+                    KUBELET_UPGRADE_FAILED,
+                    format!(
+                        "kubelet {v} not healthy within {:?} of its apply: {why}",
+                        f.kubelet_bound
+                    ),
+                )),
+                POLL,
+            )
+        }
+        Err(e) => failed(state, "Ready", "ServiceInfo", e),
+        Ok(k) => stay(
+            state,
+            Some(cond(
+                "Ready",
+                "False",
+                "KubeletNotReady",
+                &format!(
+                    "kubelet {v} is {}{}",
+                    k.state,
+                    if k.healthy { "" } else { ", not healthy" }
+                ),
+            )),
+            KUBELET_POLL.min(f.kubelet_left),
+        ),
+    }
+}
+
+/// How often a rolled kubelet is looked at until healthy: a restart takes seconds, and the
+/// next machine of the rollout waits for it (ServiceList is one cheap call).
+pub const KUBELET_POLL: Duration = Duration::from_secs(5);
+
+/// The reason a machine's kubelet rollout failed with.
+pub const KUBELET_UPGRADE_FAILED: &str = "KubeletUpgradeFailed";
+
+/// What a pool's kubelet rollout knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeFacts {
+    pub import: bool,
+    pub dry_run: bool,
+    /// The Kubernetes version asked for (a worker without one: its control plane's), and the
+    /// one its machines last all ran.
+    pub want: String,
+    pub observed: String,
+    pub total: usize,
+    /// Machines Available with a healthy kubelet of `want`.
+    pub at_want: usize,
+    /// The first machine whose kubelet failed (`TalosMachine NAME: why`).
+    pub failed: Option<String>,
+    /// The spec differs from the one the last rollout failed with.
+    pub spec_changed: bool,
+    /// A worker waits for its control plane's rollout (kubelets are never newer than the
+    /// API server: Kubernetes's version skew policy).
+    pub blocked: bool,
+}
+
+/// A pool's kubelet rollout: `Some` step for the states it owns (Ready with a new
+/// `kubeVersion`, UpgradingKubernetes, KubernetesUpgradeFailed), `None` otherwise. The
+/// machines themselves are rolled by the gate ([`kube_rollout`]) and their own steps.
+pub fn kube_step(state: Option<State>, f: &KubeFacts) -> Option<Step> {
+    let drift = !f.want.is_empty() && f.want != f.observed;
+    match state {
+        Some(State::Ready) if drift && !f.import && !f.dry_run && !f.blocked => Some(go(
+            State::UpgradingKubernetes,
+            vec![],
+            cond(
+                "KubernetesUpgrade",
+                "Unknown",
+                "Started",
+                &format!("rolling the kubelets to {}", f.want),
+            ),
+        )),
+        Some(State::UpgradingKubernetes) => Some(match &f.failed {
+            Some(why) => Step {
+                next: Some(State::KubernetesUpgradeFailed),
+                actions: vec![Action::RecordFailedSpec, Action::Requeue(RESYNC)],
+                condition: Some(warn("KubernetesUpgrade", "KubernetesUpgradeFailed", why.clone())),
+            },
+            None if f.total > 0 && f.at_want == f.total => go(
+                State::Ready,
+                vec![Action::RecordKubeVersion],
+                cond(
+                    "KubernetesUpgrade",
+                    "True",
+                    "KubernetesUpgradeSucceeded",
+                    &format!("{} of {} kubelets at {}", f.at_want, f.total, f.want),
+                ),
+            ),
+            None => stay(
+                state,
+                Some(cond(
+                    "KubernetesUpgrade",
+                    "Unknown",
+                    "Rolling",
+                    &format!("{} of {} kubelets at {}", f.at_want, f.total, f.want),
+                )),
+                POLL,
+            ),
+        }),
+        // An edit of the spec (a fix, another version) tries again.
+        Some(State::KubernetesUpgradeFailed) if f.spec_changed => Some(go(
+            State::UpgradingKubernetes,
+            vec![Action::ClearFailedSpec],
+            cond(
+                "KubernetesUpgrade",
+                "Unknown",
+                "Retrying",
+                &format!("the spec changed: rolling the kubelets to {}", f.want),
+            ),
+        )),
+        Some(State::KubernetesUpgradeFailed) => Some(stay(state, None, RESYNC)),
+        _ => None,
+    }
+}
+
+/// The kubelet gate: for each machine (`needs_bump`: its kubeVersion is not the pool's;
+/// `settled`: Available with a healthy kubelet of its kubeVersion), whether to give it the
+/// new version now. A machine that is not settled is down already and may take it (a fix
+/// reaches the machine that failed); settled ones only while fewer than `max_unavailable`
+/// are not.
+pub fn kube_rollout(children: &[(bool, bool)], max_unavailable: u32) -> Vec<bool> {
+    let unsettled = children.iter().filter(|(_, settled)| !settled).count();
+    let mut budget = (max_unavailable as usize).saturating_sub(unsettled);
+    children
+        .iter()
+        .map(|(needs_bump, settled)| match (needs_bump, settled) {
+            (false, _) => false,
+            (true, false) => true,
+            (true, true) if budget > 0 => {
+                budget -= 1;
+                true
+            }
+            (true, true) => false,
+        })
+        .collect()
 }
 
 /// The rolling gate: for each child (`needs_bump`: its version is not the pool's; `settled`:
@@ -1003,39 +1177,8 @@ mod tests {
                 "NodeTimeout",
             ),
             (Some(Ready), f(3, false, k, k), Obs::None, None, Some(Ready), "-"),
-            (
-                Some(Ready),
-                f(3, false, up, k),
-                Obs::UpgradeKubernetes(Ok(())),
-                Some(Call::UpgradeKubernetes { version: up.into() }),
-                Some(UpgradingKubernetes),
-                "Started",
-            ),
-            (
-                Some(UpgradingKubernetes),
-                f(3, false, up, k),
-                Obs::UpgradeKubernetes(Ok(())),
-                Some(Call::UpgradeKubernetes { version: up.into() }),
-                Some(Ready),
-                "KubernetesUpgradeSucceeded",
-            ),
-            (
-                Some(UpgradingKubernetes),
-                f(3, false, up, k),
-                Obs::UpgradeKubernetes(Err(CallError::Garbage("x".into()))),
-                Some(Call::UpgradeKubernetes { version: up.into() }),
-                Some(KubernetesUpgradeFailed),
-                "KubernetesUpgradeFailed",
-            ),
-            (Some(KubernetesUpgradeFailed), f(3, false, up, k), Obs::None, None, Some(Ready), "-"),
-            (
-                Some(KubernetesUpgradeFailed),
-                f(3, false, k, k),
-                Obs::None,
-                None,
-                Some(KubernetesUpgradeFailed),
-                "-",
-            ),
+            // A new kubeVersion is the pool's kubelet rollout ([`kube_step`]), no call here.
+            (Some(Ready), f(3, false, up, k), Obs::None, None, Some(Ready), "-"),
         ];
         for (i, (state, f, obs, call, next, why)) in table.into_iter().enumerate() {
             assert_eq!(control_plane_call(state, &f), call, "row {i}: call");
@@ -1043,6 +1186,147 @@ mod tests {
             assert_eq!(s.next, next, "row {i}: {s:?}");
             assert_eq!(reason(&s), why, "row {i}: {s:?}");
         }
+    }
+
+    #[test]
+    fn kubelet_rollout_of_a_pool() {
+        let f = |want: &str, seen: &str, at_want, failed: Option<&str>| KubeFacts {
+            want: want.into(),
+            observed: seen.into(),
+            total: 3,
+            at_want,
+            failed: failed.map(str::to_owned),
+            ..Default::default()
+        };
+        let next = |state, f: &KubeFacts| kube_step(state, f).map(|s| (s.next, reason(&s)));
+        let (k, up) = ("v1.35.0", "v1.36.0");
+        // Nothing to roll: the other steps decide.
+        assert_eq!(next(Some(Ready), &f(k, k, 3, None)), None);
+        assert_eq!(next(Some(Ready), &f("", k, 3, None)), None);
+        assert_eq!(next(Some(Pending), &f(up, k, 0, None)), None);
+        assert_eq!(
+            next(Some(Ready), &f(up, k, 0, None)),
+            Some((Some(UpgradingKubernetes), "Started"))
+        );
+        // Import, dry run and a worker waiting for its control plane do not start one.
+        for g in [
+            KubeFacts { import: true, ..f(up, k, 0, None) },
+            KubeFacts { dry_run: true, ..f(up, k, 0, None) },
+            KubeFacts { blocked: true, ..f(up, k, 0, None) },
+        ] {
+            assert_eq!(next(Some(Ready), &g), None, "{g:?}");
+        }
+        assert_eq!(
+            next(Some(UpgradingKubernetes), &f(up, k, 1, None)),
+            Some((Some(UpgradingKubernetes), "Rolling"))
+        );
+        let done = kube_step(Some(UpgradingKubernetes), &f(up, k, 3, None)).unwrap();
+        assert_eq!((done.next, reason(&done)), (Some(Ready), "KubernetesUpgradeSucceeded"));
+        assert!(done.actions.contains(&Action::RecordKubeVersion));
+        let failed = f(up, k, 1, Some("TalosMachine w-1: kubelet v1.36.0 not healthy"));
+        let s = kube_step(Some(UpgradingKubernetes), &failed).unwrap();
+        assert_eq!(
+            (s.next, reason(&s)),
+            (Some(KubernetesUpgradeFailed), "KubernetesUpgradeFailed")
+        );
+        assert!(s.actions.contains(&Action::RecordFailedSpec), "{s:?}");
+        let c = s.condition.unwrap();
+        assert!(c.warning && c.message.contains("TalosMachine w-1"), "{c:?}");
+        // Failed stays failed until the spec changes; then it rolls again.
+        assert_eq!(
+            next(Some(KubernetesUpgradeFailed), &failed),
+            Some((Some(KubernetesUpgradeFailed), "-"))
+        );
+        let edited = KubeFacts { spec_changed: true, ..failed };
+        assert_eq!(
+            next(Some(KubernetesUpgradeFailed), &edited),
+            Some((Some(UpgradingKubernetes), "Retrying"))
+        );
+    }
+
+    #[test]
+    fn kubelet_rollout_of_a_machine() {
+        let bound = Duration::from_secs(300);
+        let rolled = MachineFacts {
+            want_kube_version: "v1.36.0".into(),
+            observed_kube_version: "v1.35.0".into(),
+            config_drift: true,
+            kubelet_bound: bound,
+            ..facts()
+        };
+        let call = Call::ApplyKubelet { version: "v1.36.0".into() };
+        assert_eq!(machine_call(Some(Available), &rolled), Some(call.clone()));
+        // Import leaves an adopted machine alone; a Talos version change goes first.
+        assert_eq!(
+            machine_call(Some(Available), &MachineFacts { import: true, ..rolled.clone() }),
+            None
+        );
+        let both = MachineFacts { want_version: "v1.14.0".into(), ..rolled.clone() };
+        assert_eq!(
+            machine_call(Some(Available), &both),
+            Some(Call::Upgrade { version: "v1.14.0".into() })
+        );
+        let s = machine_step(Some(Available), &rolled, &Obs::ApplyKubelet(Ok(())));
+        assert_eq!((s.next, reason(&s)), (Some(Upgrading), "KubeletUpgrading"));
+        assert!(
+            s.actions.contains(&Action::StartKubelet) && s.actions.contains(&Action::RecordApplied)
+        );
+        let s = machine_step(Some(Available), &rolled, &Obs::ApplyKubelet(Err(CallError::Timeout)));
+        assert_eq!((s.next, reason(&s)), (Some(Available), "NodeTimeout"));
+        // Waiting: only ServiceInfo, no Version; the applied configuration is current.
+        let waiting = MachineFacts {
+            kubelet_pending: "v1.36.0".into(),
+            kubelet_left: Duration::from_secs(10),
+            config_drift: false,
+            ..rolled.clone()
+        };
+        assert_eq!(
+            machine_call(Some(Upgrading), &waiting),
+            Some(Call::Readiness { want_version: None })
+        );
+        let obs = |state: &str, healthy| Obs::Readiness {
+            kubelet: kubelet(state, healthy),
+            version: None,
+        };
+        let s = machine_step(Some(Upgrading), &waiting, &obs("Running", true));
+        assert_eq!((s.next, reason(&s)), (Some(Available), "KubeletRunning"));
+        assert!(
+            s.actions.contains(&Action::RecordKubeVersion)
+                && s.actions.contains(&Action::ClearKubelet)
+        );
+        let s = machine_step(Some(Upgrading), &waiting, &obs("Running", false));
+        assert_eq!((s.next, reason(&s)), (Some(Upgrading), "KubeletNotReady"));
+        // The next look is soon (a restart takes seconds), and no later than the bound.
+        assert!(s.actions.contains(&Action::Requeue(KUBELET_POLL)), "{s:?}");
+        let close = MachineFacts { kubelet_left: Duration::from_secs(2), ..waiting.clone() };
+        let s = machine_step(Some(Upgrading), &close, &obs("Running", false));
+        assert!(s.actions.contains(&Action::Requeue(Duration::from_secs(2))), "{s:?}");
+        let overdue = MachineFacts { kubelet_left: Duration::ZERO, ..waiting.clone() };
+        let s = machine_step(Some(Upgrading), &overdue, &obs("Waiting", false));
+        assert_eq!((s.next, reason(&s)), (Some(Upgrading), KUBELET_UPGRADE_FAILED));
+        assert_eq!(
+            s.condition.unwrap().message,
+            "kubelet v1.36.0 not healthy within 300s of its apply: kubelet is Waiting, not healthy"
+        );
+        // Healthy after all, even late: done.
+        let s = machine_step(Some(Upgrading), &overdue, &obs("Running", true));
+        assert_eq!(s.next, Some(Available));
+        // The spec changed while it waited (a fix): applied again.
+        let fixed = MachineFacts { config_drift: true, ..overdue };
+        assert_eq!(machine_call(Some(Upgrading), &fixed), Some(call));
+        let s = machine_step(Some(Upgrading), &fixed, &Obs::ApplyKubelet(Ok(())));
+        assert_eq!((s.next, reason(&s)), (Some(Upgrading), "KubeletUpgrading"));
+    }
+
+    #[test]
+    fn kubelet_gate_keeps_max_unavailable_and_lets_a_failed_machine_take_a_fix() {
+        let settled = (true, true);
+        assert_eq!(kube_rollout(&[settled, settled, settled], 1), [true, false, false]);
+        assert_eq!(kube_rollout(&[settled, settled, settled], 2), [true, true, false]);
+        // One rolling already: the others wait; it takes a new version itself.
+        assert_eq!(kube_rollout(&[(false, false), settled], 1), [false, false]);
+        assert_eq!(kube_rollout(&[(true, false), settled], 1), [true, false]);
+        assert_eq!(kube_rollout(&[(false, true), settled], 1), [false, true]);
     }
 
     #[test]

@@ -265,6 +265,21 @@ impl NodeApi for GrpcNode {
         }
     }
 
+    fn apply_no_reboot(&mut self, address: &str, config: &str) -> Result<(), CallError> {
+        let req = ApplyConfigurationRequest {
+            data: config.as_bytes().to_vec(),
+            mode: ApplyMode::NoReboot as i32,
+            dry_run: false,
+            try_mode_timeout: None,
+        };
+        let r: ApplyConfigurationResponse =
+            self.unary(address, false, &machine("ApplyConfiguration"), &req)?;
+        for m in &r.messages {
+            metadata_error(m.metadata.as_ref())?;
+        }
+        Ok(())
+    }
+
     fn service_info(&mut self, address: &str, name: &str) -> Result<ServiceObs, CallError> {
         // Talos has no ServiceInfo call: its client filters ServiceList.
         let r: ServiceListResponse =

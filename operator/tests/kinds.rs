@@ -695,3 +695,127 @@ fn the_kubeconfig_command_prints_and_writes_the_control_planes_kubeconfig() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("none.key"));
     assert!(!missing.exists());
 }
+
+/// Nodes whose kubelet is unhealthy for `restart` ServiceInfo calls after each apply, and
+/// counts each node's applies (the kubelet rollout's `NO_REBOOT` included).
+#[derive(Default)]
+struct Kubelets {
+    restart: u32,
+    down: BTreeMap<String, u32>,
+    applies: BTreeMap<String, Vec<String>>,
+}
+
+impl NodeApi for Kubelets {
+    fn version(&mut self, _: &str) -> Result<String, CallError> {
+        Ok("v1.13.0".into())
+    }
+    fn disks(&mut self, _: &str) -> Result<usize, CallError> {
+        Ok(1)
+    }
+    fn apply_configuration(
+        &mut self,
+        a: &str,
+        _: bool,
+        config: &str,
+        _: bool,
+    ) -> Result<bool, CallError> {
+        self.applies.entry(a.into()).or_default().push(config.into());
+        self.down.insert(a.into(), self.restart);
+        Ok(false)
+    }
+    fn service_info(&mut self, a: &str, _: &str) -> Result<ServiceObs, CallError> {
+        match self.down.get_mut(a) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                Ok(ServiceObs { state: "Running".into(), healthy: false })
+            }
+            _ => Ok(ServiceObs { state: "Running".into(), healthy: true }),
+        }
+    }
+    fn bootstrap(&mut self, _: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+    fn kubeconfig(&mut self, _: &str) -> Result<String, CallError> {
+        Ok(KUBECONFIG_TGZ.into())
+    }
+    fn reset(&mut self, _: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+    fn upgrade(&mut self, _: &str, _: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_kubelet_rollout_goes_max_unavailable_machines_at_a_time() {
+    let Some((etcd, _dir)) = start("kubelet-batches") else { return };
+    let mut s = store(&etcd);
+    let doc = |kube: &str| {
+        format!("apiVersion: keelson.dev/v1alpha1\nkind: TalosControlPlane\nmetadata:\n  name: cp\nspec:\n  version: v1.13.0\n  endpoint: https://10.0.0.10:6443\n  kubeVersion: {kube}\n  rolloutStrategy:\n    maxUnavailable: 2\n  config: |\n    machine:\n      type: controlplane\n  metalSpec:\n    machines:\n      - address: 10.0.0.11\n      - address: 10.0.0.12\n      - address: 10.0.0.13\n")
+    };
+    ctl::apply(&mut s, &doc("v1.35.0")).unwrap();
+    let key = operator::secrets::SecretsKey::from_bytes(&[3; 32]).unwrap();
+    let node = Kubelets { restart: 2, ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default")
+        .with_secrets_key(key)
+        .with_poll(std::time::Duration::ZERO);
+    let cp = |s: &mut Store| -> Resource<Body<PoolSpec>> {
+        s.get("default", TCP, "cp").unwrap().unwrap()
+    };
+    for _ in 0..40 {
+        r.pass().unwrap();
+        if cp(&mut s).spec.status.state == Some(State::Ready) {
+            break;
+        }
+    }
+    assert_eq!(cp(&mut s).spec.status.observed_kube_version, "v1.35.0");
+    let ids = ["cp-10-0-0-11", "cp-10-0-0-12", "cp-10-0-0-13"];
+    ctl::apply(&mut s, &doc("v1.36.0")).unwrap();
+    // Per pass: the machines whose kubelet was applied and is not healthy yet.
+    let mut batches: Vec<Vec<&str>> = vec![];
+    for _ in 0..40 {
+        r.pass().unwrap();
+        let rolling: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| !machine(&mut s, id).spec.status.kubelet_pending.is_empty())
+            .collect();
+        assert!(rolling.len() <= 2, "{rolling:?}");
+        if batches.last() != Some(&rolling) {
+            batches.push(rolling);
+        }
+        let p = cp(&mut s);
+        if p.spec.status.state == Some(State::Ready)
+            && p.spec.status.observed_kube_version == "v1.36.0"
+        {
+            break;
+        }
+    }
+    // Two at once, then the third once they are healthy.
+    assert_eq!(
+        batches,
+        [vec!["cp-10-0-0-11", "cp-10-0-0-12"], vec![], vec!["cp-10-0-0-13"], vec![]],
+        "{:?}",
+        cp(&mut s).spec.status
+    );
+    let p = cp(&mut s);
+    assert_eq!(p.spec.status.observed_kube_version, "v1.36.0");
+    let reasons: Vec<&str> = p.spec.status.events.iter().map(|e| e.reason.as_str()).collect();
+    assert!(
+        reasons.ends_with(&["Started", "Rolling", "Rolling", "KubernetesUpgradeSucceeded"]),
+        "{reasons:?}"
+    );
+    let progress: Vec<&str> =
+        p.spec.status.events.iter().rev().take(3).map(|e| e.message.as_str()).collect();
+    assert_eq!(
+        progress,
+        ["3 of 3 kubelets at v1.36.0", "2 of 3 kubelets at v1.36.0", "0 of 3 kubelets at v1.36.0"]
+    );
+    // Each node: its install, then one apply carrying the new kubelet image.
+    for a in ["10.0.0.11", "10.0.0.12", "10.0.0.13"] {
+        let applied = &r.node.applies[a];
+        assert_eq!(applied.len(), 2, "{a}");
+        assert!(applied[0].contains("image: ghcr.io/siderolabs/kubelet:v1.35.0"), "{}", applied[0]);
+        assert!(applied[1].contains("image: ghcr.io/siderolabs/kubelet:v1.36.0"), "{}", applied[1]);
+    }
+}

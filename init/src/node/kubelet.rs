@@ -35,6 +35,9 @@ pub const KEY_STDERR: u64 = 1;
 /// The key of the health check's wake-up socket.
 pub const KEY_HEALTH: u64 = 2;
 
+/// The environment variable holding `machine.kubelet.image`.
+pub const KUBELET_IMAGE_ENV: &str = "KUBELET_IMAGE";
+
 /// The command the kubelet should run now, or why none (not configured, network not ready,
 /// the clock not trusted yet).
 fn command(
@@ -84,7 +87,11 @@ fn command(
             .ok_or("waiting for a node IP (machine.kubelet.nodeIP.validSubnets)")?;
     *previous_ip = Some(ip);
     let host = store.get_spec::<HostnameStatus>(Namespace::Network, HOSTNAME_ID).ok_or(waiting)?;
-    let mut cmd = kubelet.command.clone();
+    // The image is the kubelet's release in Talos; keelson runs a command, which gets it in
+    // its environment (a new image is a new command line, so the kubelet restarts).
+    let mut cmd: Vec<String> =
+        kubelet.image.iter().map(|i| format!("{KUBELET_IMAGE_ENV}={i}")).collect();
+    cmd.extend(kubelet.command.iter().cloned());
     cmd.extend(kubelet.extra_args.iter().flat_map(|(k, v)| v.flags(k)));
     cmd.push(format!("--node-ip={ip}"));
     cmd.push(format!("--hostname-override={}", host.hostname));
@@ -97,6 +104,7 @@ fn command(
 struct Release {
     command: Vec<String>,
     extra_args: BTreeMap<String, ArgValue>,
+    image: Option<String>,
 }
 
 /// The configured release and health endpoint, if a kubelet is configured.
@@ -107,7 +115,12 @@ fn configured(rt: &Runtime) -> Option<(Release, String)> {
         return None;
     }
     let url = k.healthz.clone().unwrap_or_else(|| DEFAULT_HEALTHZ.to_owned());
-    Some((Release { command: k.command.clone(), extra_args: k.extra_args.clone() }, url))
+    let release = Release {
+        command: k.command.clone(),
+        extra_args: k.extra_args.clone(),
+        image: k.image.clone(),
+    };
+    Some((release, url))
 }
 
 fn status(s: &Service, command: Option<&Vec<String>>, health: &Health) -> ServiceStatus {

@@ -73,6 +73,21 @@ impl ScalarParser for HealthzUrl {
     }
 }
 
+/// `machine.kubelet.image`: an image reference as Talos writes it
+/// (`ghcr.io/siderolabs/kubelet:v1.35.0`), kept as written. It reaches the kubelet's
+/// environment, so only printable ASCII without spaces, at most 512 bytes.
+pub(crate) struct KubeletImage;
+impl ScalarParser for KubeletImage {
+    type Out = String;
+    const EXPECTING: &'static str = "an image reference";
+    fn parse(s: &str) -> Result<String, String> {
+        if s.is_empty() || s.len() > 512 || !s.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("an image reference: 1 to 512 printable ASCII characters, no spaces".into());
+        }
+        Ok(s.to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

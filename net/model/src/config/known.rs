@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The fixed list of Talos keys keelson accepts but does not use.
 //!
-//! Real Talos configs carry PKI, install, kubelet-image, etcd and Kubernetes settings that a
+//! Real Talos configs carry PKI, install, etcd and Kubernetes settings that a
 //! network-only init has no use for. Rejecting them would make every Talos config unusable;
 //! ignoring *any* unknown key would hide typos. So exactly these keys are accepted, their
 //! content is not looked at, and each one present yields a warning with its line. Keys under
@@ -64,9 +64,8 @@ fn install_keys(i: &InstallConfig) -> [(&'static str, bool); 9] {
     ]
 }
 
-fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 9] {
+fn kubelet_keys(k: &KubeletConfig) -> [(&'static str, bool); 8] {
     [
-        ("machine.kubelet.image", k.image.is_some()),
         ("machine.kubelet.clusterDNS", k.cluster_dns.is_some()),
         ("machine.kubelet.extraMounts", k.extra_mounts.is_some()),
         ("machine.kubelet.extraConfig", k.extra_config.is_some()),

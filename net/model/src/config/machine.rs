@@ -284,9 +284,16 @@ pub struct KubeletConfig {
     )]
     pub healthz: Option<String>,
 
+    /// Talos's kubelet image. keelson runs no images: it hands the reference to
+    /// [`command`](Self::command) as `KUBELET_IMAGE`, and a new one restarts the kubelet.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<super::healthz::KubeletImage, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image: Option<String>,
+
     // Talos keys keelson ignores (see `known.rs`).
-    #[serde(default, skip_serializing)]
-    pub(crate) image: Option<TalosKey>,
     #[serde(default, skip_serializing, rename = "clusterDNS")]
     pub(crate) cluster_dns: Option<TalosKey>,
     #[serde(default, skip_serializing)]

@@ -10,7 +10,7 @@
 //!   the document, YAML path, line and column, and what was dropped (docs/config.md).
 //! * [`parse`] is the all-or-nothing reading: the configuration, or the first problem.
 //! * Unknown keys are errors at every depth, except a fixed list of Talos keys keelson has
-//!   no use for (PKI, install, etcd, Kubernetes control plane, kubelet image...). Those are
+//!   no use for (PKI, install, etcd, Kubernetes control plane...). Those are
 //!   accepted, their content is ignored, and each present one adds a line to
 //!   [`MachineConfig::warnings`]. Keys under `machine.network` are never ignored.
 //! * Typed values (IPs, CIDRs, MAC globs, kernel names, durations, VLAN IDs, the KubeSpan
@@ -21,7 +21,8 @@
 //! # What keelson adds to or changes in Talos's shape
 //!
 //! * `machine.kubelet.command`: the kubelet command line keelson hands off to (Talos runs
-//!   kubelet from an image instead; `machine.kubelet.image` is ignored), and
+//!   kubelet from an image instead; `machine.kubelet.image` reaches the command as
+//!   `KUBELET_IMAGE`, and a new image restarts it), and
 //!   `machine.kubelet.healthz`: the `http://` endpoint whose 200 says it is healthy.
 //! * `machine.metrics.listen`: where the node serves Prometheus metrics (off when absent).
 //! * `routes[].table` on legacy device and VLAN routes: a number or `main`, `local`,

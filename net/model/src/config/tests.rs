@@ -199,7 +199,6 @@ fn known_talos_keys_warn() {
         ("machine.token", "token: abc.def"),
         ("machine.install.image", "image: ghcr.io/siderolabs/installer"),
         ("machine.certSANs", "certSANs:"),
-        ("machine.kubelet.image", "image: ghcr.io/siderolabs/kubelet"),
         ("cluster.clusterName", "clusterName: demo"),
     ];
     let want: Vec<String> = expect
@@ -220,6 +219,20 @@ fn known_talos_keys_warn() {
         cfg.warnings[2],
         "machine.install.image (line 9): a Talos key keelson does not use; ignored"
     );
+    // machine.kubelet.image is read: the kubelet gets it as KUBELET_IMAGE.
+    assert_eq!(cfg.machine.kubelet.image.as_deref(), Some("ghcr.io/siderolabs/kubelet:v1.31.0"));
+}
+
+#[test]
+fn a_kubelet_image_with_spaces_or_control_characters_is_refused() {
+    for bad in ["\"a b\"", "\"x\\ty\"", "\"\""] {
+        let text = format!("version: v1alpha1\nmachine:\n  kubelet:\n    image: {bad}\n");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("machine.kubelet.image") && e.contains("an image reference"),
+            "{bad}: {e}"
+        );
+    }
 }
 
 #[test]
