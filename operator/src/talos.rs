@@ -85,6 +85,12 @@ fn call_error(e: RpcError) -> CallError {
     }
 }
 
+/// A TLS handshake refused for want of a client certificate: the node is configured (its
+/// API asks for mutual TLS), no longer in maintenance mode.
+fn left_maintenance(transport_error: &str) -> bool {
+    transport_error.contains("CertificateRequired")
+}
+
 /// A node's error in a per-node reply's metadata (a proxied call that failed there).
 fn metadata_error(m: Option<&Metadata>) -> Result<(), CallError> {
     match m {
@@ -250,7 +256,20 @@ impl NodeApi for GrpcNode {
             try_mode_timeout: None,
         };
         let mut c = self.channel(address, insecure)?;
-        match c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req) {
+        let mut answer = c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req);
+        // A node that left maintenance mode took a configuration already: an earlier leader's
+        // apply whose status write was lost (it died between the two), or one made by hand.
+        // The same apply over mutual TLS is then a no-op on a node that runs this
+        // configuration, and a change on one that runs another (as a later apply would be).
+        if insecure && matches!(&answer, Err(RpcError::Transport(m)) if left_maintenance(m)) {
+            log::info!(
+                "ApplyConfiguration: {} left maintenance mode already; applying over mutual TLS",
+                base::names::escape(address, 64)
+            );
+            c = self.channel(address, false)?;
+            answer = c.unary(&machine("ApplyConfiguration"), &req);
+        }
+        match answer {
             Ok(r) => {
                 for m in &r.messages {
                     metadata_error(m.metadata.as_ref())?;
