@@ -467,7 +467,10 @@ mod tests {
     #[test]
     fn the_running_config_applied_again_changes_nothing() {
         let mut rt = live("10.0.0.2/24");
-        let before = rt.store().get(Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID).map(|r| r.metadata.version);
+        let before = rt
+            .store()
+            .get(Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID)
+            .map(|r| r.metadata.version);
         let (_, _, counted) = crate::api::rpc::stats::snapshot();
         let again = apply_config(&mut rt, strict(&config("10.0.0.2/24"), false))
             .unwrap_or_else(|e| unreachable!("{e}"));
@@ -475,7 +478,10 @@ mod tests {
         assert_eq!(again["changes"], json!([]), "{again}");
         // Nothing rewritten, nothing for a controller to do.
         assert!(!rt.has_work());
-        let after = rt.store().get(Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID).map(|r| r.metadata.version);
+        let after = rt
+            .store()
+            .get(Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID)
+            .map(|r| r.metadata.version);
         assert_eq!(before, after);
         let (_, _, now) = crate::api::rpc::stats::snapshot();
         assert!(now.unchanged > counted.unchanged, "{now:?}");

@@ -304,12 +304,6 @@ impl<N: NodeApi> Reconciler<N> {
         }
     }
 
-    /// Forget when each resource is next due: the next pass looks at every one (a replica
-    /// that leads again cannot trust what it knew when it last led).
-    pub fn look_again(&mut self) {
-        self.due.clear();
-    }
-
     /// One pass over every resource; returns how soon the next pass is wanted.
     pub fn pass(&mut self) -> Result<Duration, StoreError> {
         let mut next = states::RESYNC;

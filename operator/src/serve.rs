@@ -258,8 +258,6 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.ttl()
                 );
                 metrics.set_leader(true);
-                // What this replica knew when it last led may be stale: look at everything.
-                reconciler.look_again();
                 lead(
                     &mut client,
                     &session,

@@ -256,7 +256,8 @@ impl NodeApi for GrpcNode {
             try_mode_timeout: None,
         };
         let mut c = self.channel(address, insecure)?;
-        let mut answer = c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req);
+        let mut answer =
+            c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req);
         // A node that left maintenance mode took a configuration already: an earlier leader's
         // apply whose status write was lost (it died between the two), or one made by hand.
         // The same apply over mutual TLS is then a no-op on a node that runs this

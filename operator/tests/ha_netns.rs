@@ -71,8 +71,7 @@ impl Node {
     fn metric(&self, sample: &str) -> Option<f64> {
         let (code, body) = http_get(&self.metrics, "/metrics");
         assert_eq!(code, 200, "{body}");
-        body.lines()
-            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
+        body.lines().find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
     }
 }
 
@@ -295,10 +294,18 @@ fn the_other_replica_finishes_a_killed_leaders_machine_and_a_repeated_apply_chan
                 .output()
                 .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success() && text.contains("m1") && text.contains("Installing"), "{url}: {text}");
+            assert!(
+                out.status.success() && text.contains("m1") && text.contains("Installing"),
+                "{url}: {text}"
+            );
         }
 
-        // The kubelet becomes healthy; the leader would see it at its next poll, in 30 s.
+        // The leader looks once more right after its own write, then polls every 30 s: after
+        // that second look the kubelet becomes healthy, unseen by the leader.
+        for _ in 0..2 {
+            let asked = "TalosMachine m1: Installing -> Installing (KubeletNotReady)";
+            a.wait_for(asked, Duration::from_secs(10));
+        }
         serve_healthz(w.healthz);
         wait("the node running", Duration::from_secs(20), || {
             w.node.log_text().contains("-> running")
@@ -316,10 +323,15 @@ fn the_other_replica_finishes_a_killed_leaders_machine_and_a_repeated_apply_chan
 
         b.wait_for("replica-b leads (", Duration::from_secs(15));
         let handover = killed.elapsed();
-        eprintln!("handover: replica-b leads {handover:?} after replica-a was killed (lease {LEASE} s)");
+        eprintln!(
+            "handover: replica-b leads {handover:?} after replica-a was killed (lease {LEASE} s)"
+        );
         assert!(handover < Duration::from_secs(8), "{handover:?}");
         b.wait_for("TalosMachine m1: Pending -> Installing (Applied)", Duration::from_secs(15));
-        b.wait_for("TalosMachine m1: Installing -> Available (KubeletRunning)", Duration::from_secs(15));
+        b.wait_for(
+            "TalosMachine m1: Installing -> Available (KubeletRunning)",
+            Duration::from_secs(15),
+        );
         let done = killed.elapsed();
         eprintln!("Available {done:?} after the leader was killed");
         assert_eq!(leader(&mb), "keelson_operator_leader 1");
@@ -335,8 +347,16 @@ fn the_other_replica_finishes_a_killed_leaders_machine_and_a_repeated_apply_chan
         // The node: one apply that changed its configuration, one that did not; the kubelet
         // started once (the repeated apply restarted nothing).
         let log = w.node.log_text();
-        assert_eq!(w.node.metric("keelson_config_applies_total{result=\"changed\"}"), Some(1.0), "{log}");
-        assert_eq!(w.node.metric("keelson_config_applies_total{result=\"unchanged\"}"), Some(1.0), "{log}");
+        assert_eq!(
+            w.node.metric("keelson_config_applies_total{result=\"changed\"}"),
+            Some(1.0),
+            "{log}"
+        );
+        assert_eq!(
+            w.node.metric("keelson_config_applies_total{result=\"unchanged\"}"),
+            Some(1.0),
+            "{log}"
+        );
         assert!(log.contains("applied the running machine config again: nothing changes"), "{log}");
         assert_eq!(log.matches("started kubelet (pid ").count(), 1, "{log}");
         b.signal(Signal::SIGTERM);
@@ -370,13 +390,19 @@ fn etcd_killed_mid_reconcile_pauses_the_operator_and_the_machine_still_gets_ther
         let from = op.seen.len();
         cluster.kill(0);
         serve_healthz(w.healthz);
-        std::thread::sleep(Duration::from_secs(8));
+        wait("the node running", Duration::from_secs(20), || {
+            w.node.log_text().contains("-> running")
+        });
+        std::thread::sleep(Duration::from_secs(6));
         cluster.restart(0);
         cluster.wait_healthy(0, Duration::from_secs(30));
         op.wait_for("solo leads (", Duration::from_secs(30));
-        // Leading again, it looks at the machine at once (not at the poll it had planned
-        // before the outage, up to 30 s later).
-        op.wait_for("TalosMachine m1: Installing -> Available (KubeletRunning)", Duration::from_secs(8));
+        // Leading again, it looks at the machine at once: its last write is newer than the
+        // poll it had planned (30 s after KubeletNotReady).
+        op.wait_for(
+            "TalosMachine m1: Installing -> Available (KubeletRunning)",
+            Duration::from_secs(8),
+        );
 
         let mut s = Store::new(cluster.client(), Layout::new(PREFIX, PREFIX.as_bytes()));
         let m = available(&mut s);

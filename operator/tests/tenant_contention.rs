@@ -34,7 +34,6 @@ use common::Cluster;
 const PREFIX: &str = "/keelson-operator";
 const NS: &str = "default";
 
-
 impl Cluster {
     pub fn store(&self) -> Store {
         Store::new(self.client(), Layout::new(PREFIX, PREFIX.as_bytes()))
