@@ -420,3 +420,63 @@ fn etcd_killed_mid_reconcile_pauses_the_operator_and_the_machine_still_gets_ther
         assert!(op.wait_exit(Duration::from_secs(10)).success());
     });
 }
+
+/// Leader failover: two replicas on a three-member cluster, the leader SIGKILLed five times
+/// per lease (3 s and the default 10 s), the time until the other logs that it leads; the
+/// killed one comes back under its name as the follower (`scripts/bench-operator-failover`).
+#[test]
+#[ignore = "benchmark: scripts/bench-operator-failover"]
+fn bench_leader_failover() {
+    let Some(cluster) = Cluster::start("bench-failover", 3) else { return };
+    let endpoints = cluster.endpoints();
+    let dir = common::temp("ha", "bench-failover");
+    for ttl in [3u64, 10] {
+        let prefix = format!("/bench-failover-{ttl}");
+        let start = |name: &str| {
+            let data = dir.0.join(format!("{name}-{ttl}")).display().to_string();
+            let args = [
+                "--etcd-endpoints",
+                &endpoints,
+                "--name",
+                name,
+                "--lease-ttl",
+                &ttl.to_string(),
+                "--prefix",
+                &prefix,
+                "--data-dir",
+                &data,
+            ]
+            .map(str::to_owned);
+            start_replica(name, &args)
+        };
+        let (mut lname, mut fname) = ("replica-a", "replica-b");
+        let mut leader = start(lname);
+        leader.wait_for(&format!("{lname} leads ("), Duration::from_secs(30));
+        let mut follower = start(fname);
+        follower.wait_for(&format!("{lname} leads; {fname} waits"), Duration::from_secs(30));
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            leader.signal(Signal::SIGKILL);
+            let killed = Instant::now();
+            follower.wait_for(&format!("{fname} leads ("), Duration::from_secs(3 * ttl));
+            times.push(killed.elapsed());
+            leader.wait_exit(Duration::from_secs(5));
+            // The killed replica comes back under its name and waits behind the new leader.
+            let back = start(lname);
+            leader = follower;
+            follower = back;
+            std::mem::swap(&mut lname, &mut fname);
+            follower.wait_for(&format!("{lname} leads; {fname} waits"), Duration::from_secs(30));
+        }
+        times.sort();
+        let ms: Vec<u128> = times.iter().map(Duration::as_millis).collect();
+        println!(
+            "lease {ttl} s: SIGKILLed leader -> the other replica leads: median {} ms, min {} ms, max {} ms ({ms:?})",
+            ms[2], ms[0], ms[4]
+        );
+        leader.signal(Signal::SIGTERM);
+        follower.signal(Signal::SIGTERM);
+        leader.wait_exit(Duration::from_secs(10));
+        follower.wait_exit(Duration::from_secs(10));
+    }
+}
