@@ -261,8 +261,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                 lead(
                     &mut client,
                     &session,
-                    &election,
-                    e.key(),
+                    (&election, e.key()),
                     &mut reconciler,
                     &mut networks,
                     &mut outage,
@@ -328,17 +327,17 @@ fn metrics_listener(
 }
 
 /// Lead while the lease is trusted and the key is still the oldest, running the controllers;
-/// returns when either ends or `stop` is set.
+/// returns when either ends or `stop` is set. `seat`: the election and this replica's key in it.
 fn lead<N: NodeApi>(
     client: &mut Client,
     session: &Session,
-    election: &str,
-    key: &[u8],
+    seat: (&str, &[u8]),
     reconciler: &mut Reconciler<N>,
     networks: &mut crate::networks::controller::Controller,
     outage: &mut Outage,
     stop: &AtomicBool,
 ) {
+    let (election, key) = seat;
     let check_every = Duration::from_secs((session.ttl() / 3).max(1) as u64);
     let mut next_check = Instant::now() + check_every;
     let mut next_pass = Instant::now();

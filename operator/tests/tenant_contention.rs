@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd::{Client, Config};
 use operator::key::Layout;
 use operator::networks::allocate::{self, AllocError, Allocator, Range, Released};
 use operator::networks::kinds::{
