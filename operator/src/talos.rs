@@ -198,6 +198,15 @@ fn boot_report(
     Ok(crate::states::BootReport { mac, image: b.image.clone() })
 }
 
+impl GrpcNode {
+    /// Whether the node answers `Version` over maintenance TLS (a configured node refuses a
+    /// client without a certificate at the handshake).
+    fn in_maintenance(&self, address: &str) -> bool {
+        self.unary::<_, VersionResponse>(address, true, &machine("Version"), &Empty::default())
+            .is_ok()
+    }
+}
+
 impl NodeApi for GrpcNode {
     fn use_client(&mut self, client: Option<Arc<rustls::ClientConfig>>) {
         self.cluster = client;
@@ -326,6 +335,17 @@ impl NodeApi for GrpcNode {
         match self.per_node(address, "Reset", &ResetRequest { graceful: false, reboot: true }) {
             // The node wiping itself may drop the connection before it answers.
             Err(CallError::Unreachable(m)) if m.contains("closed") => Ok(()),
+            // A node in maintenance mode (its mutual TLS handshake fails: it serves a
+            // self-signed certificate) has no configuration left to wipe: reset already, by an
+            // earlier leader that died before removing the machine, or by hand. Only a node
+            // without a configuration answers the maintenance client.
+            Err(e) if self.in_maintenance(address) => {
+                log::info!(
+                    "Reset: {} is in maintenance mode already ({e:?}): counted as reset",
+                    base::names::escape(address, 64)
+                );
+                Ok(())
+            }
             other => other,
         }
     }

@@ -10,7 +10,9 @@
 //!   answer and its write leaves it (`Pending`, the configuration applied). The other replica
 //!   leads within the lease, applies the configuration again (the node is configured now:
 //!   over mutual TLS) and takes the machine to `Available`. The node counts one changing apply
-//!   and one unchanged, and its kubelet was started once.
+//!   and one unchanged, and its kubelet was started once. The node is then reset by hand and
+//!   the machine deleted: the leader's Reset finds the node in maintenance mode already and
+//!   counts it as done.
 //! - One replica on a one-member cluster: etcd is killed (SIGKILL) while the machine is
 //!   `Installing` and started again on its data a few seconds later. The replica says once
 //!   that it lost etcd and once that it is back, leads again and takes the machine to
@@ -63,6 +65,32 @@ impl Drop for Node {
 }
 
 impl Node {
+    /// `keelson run` on `root`, its log appended to `log`, until it says it is in maintenance
+    /// mode.
+    fn start(bin: &Path, root: &Path, log: &Path, metrics: &str) -> Self {
+        let said = |text: &str| text.matches("maintenance certificate").count();
+        let before = said(&std::fs::read_to_string(log).unwrap_or_default());
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+        let child = Command::new("unshare")
+            .arg("-u")
+            .arg(bin)
+            .arg("run")
+            .arg("--root")
+            .arg(root)
+            .arg("--state")
+            .arg(root.join("state"))
+            .args(["--api-listen", "127.0.0.1:50000", "--metrics-listen", metrics])
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let node = Node { child, log: log.to_owned(), metrics: metrics.to_owned() };
+        wait("the node in maintenance mode", Duration::from_secs(30), || {
+            said(&node.log_text()) > before
+        });
+        node
+    }
+
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -162,23 +190,7 @@ fn world(test: &str, bin: &Path) -> World {
     let pems = client_pems(&gen.join("keelsonconfig"), &dir.0);
     let log = dir.0.join("node.log");
     let metrics = format!("127.0.0.1:{}", common::port());
-    let child = Command::new("unshare")
-        .arg("-u")
-        .arg(bin)
-        .arg("run")
-        .arg("--root")
-        .arg(&root)
-        .arg("--state")
-        .arg(root.join("state"))
-        .args(["--api-listen", "127.0.0.1:50000", "--metrics-listen", &metrics])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let node = Node { child, log, metrics };
-    wait("the node in maintenance mode", Duration::from_secs(30), || {
-        node.log_text().contains("maintenance certificate")
-    });
+    let node = Node::start(bin, &root, &log, &metrics);
     World { dir, node, config, pems, healthz }
 }
 
@@ -359,6 +371,29 @@ fn the_other_replica_finishes_a_killed_leaders_machine_and_a_repeated_apply_chan
         );
         assert!(log.contains("applied the running machine config again: nothing changes"), "{log}");
         assert_eq!(log.matches("started kubelet (pid ").count(), 1, "{log}");
+
+        // A reset made again: the node was reset already (by hand here; as a leader that reset
+        // it and died before removing the machine leaves it) and is back in maintenance mode.
+        // Deleting the machine must not hang on a Reset the node can no longer take.
+        let ok = Command::new(&bin)
+            .args(["reset", "--graceful=false", "--reboot", "--keelsonconfig"])
+            .arg(w.dir.0.join("gen/keelsonconfig"))
+            .args(["-n", "127.0.0.1"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let mut w = w;
+        w.node.child.wait().unwrap();
+        let (root, log) = (w.dir.0.join("node"), w.node.log.clone());
+        w.node = Node::start(&bin, &root, &log, &w.node.metrics.clone());
+        let out = Command::new(env!("CARGO_BIN_EXE_keelson-operator"))
+            .args(["delete", "tm", "m1", "--etcd-endpoints", &endpoints])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        b.wait_for("TalosMachine m1: deleted", Duration::from_secs(20));
+        assert!(s.get::<serde_json::Value>("default", TM, "m1").unwrap().is_none());
+
         b.signal(Signal::SIGTERM);
         assert!(b.wait_exit(Duration::from_secs(10)).success());
         drop(cluster);
