@@ -373,6 +373,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_handshake_refused_for_want_of_a_client_certificate_means_maintenance_is_over() {
+        // What the cli's channel says when a configured node refuses the maintenance client.
+        let refused = "the node refused this client at the TLS handshake (received fatal alert: CertificateRequired): a client certificate from the node's CA is needed (--keelsonconfig), --insecure only reaches a node in maintenance mode";
+        assert!(left_maintenance(refused));
+        assert!(!left_maintenance("127.0.0.1: TLS: invalid peer certificate: UnknownIssuer"));
+        assert!(!left_maintenance("the node closed the connection"));
+        assert!(!left_maintenance("connect: Connection refused (os error 111)"));
+    }
+
+    #[test]
     fn rpc_failures_become_condition_reasons() {
         let t = |e| call_error(e);
         assert_eq!(
