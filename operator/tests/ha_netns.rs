@@ -58,7 +58,17 @@ struct Node {
 }
 
 impl Drop for Node {
+    /// SIGTERM first: the node stops its kubelet (SIGKILL would leave it running, orphaned).
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, Signal::SIGTERM);
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
