@@ -378,13 +378,22 @@ fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
     let changes = diff::diff(&live, &planned);
     let warnings = cfg.warnings.clone();
     let dropped = cfg.dropped.clone();
+    // The same configuration again (a manager repeating a step it cannot tell was done) is
+    // recognised and changes nothing: no resource is rewritten, no service restarted.
+    let unchanged =
+        rt.store().get_spec::<MachineConfig>(Namespace::Config, MACHINE_CONFIG_ID) == Some(&cfg);
     if !dry_run {
-        rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
-            .map_err(|e| e.to_string())?;
-        log::info!(target: "api", "applied a new machine config ({} resource changes)", changes.len());
+        if unchanged {
+            log::info!(target: "api", "applied the running machine config again: nothing changes");
+        } else {
+            rt.put_input(crate::machine::SOURCE, Namespace::Config, MACHINE_CONFIG_ID, cfg)
+                .map_err(|e| e.to_string())?;
+            log::info!(target: "api", "applied a new machine config ({} resource changes)", changes.len());
+        }
+        crate::api::rpc::stats::config_applied(!unchanged);
     }
     Ok(
-        json!({"ok": true, "dryRun": dry_run, "changes": changes, "warnings": warnings, "dropped": dropped}),
+        json!({"ok": true, "dryRun": dry_run, "unchanged": unchanged, "changes": changes, "warnings": warnings, "dropped": dropped}),
     )
 }
 
@@ -473,6 +482,34 @@ mod tests {
             .store()
             .get(Namespace::Network, Kind::AddressSpec, "eth0/10.0.0.2/24")
             .is_none());
+    }
+
+    #[test]
+    fn the_running_config_applied_again_changes_nothing() {
+        let mut rt = live("10.0.0.2/24");
+        let before = rt
+            .store()
+            .get(Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID)
+            .map(|r| r.metadata.version);
+        let (_, _, counted) = crate::api::rpc::stats::snapshot();
+        let again = apply_config(&mut rt, strict(&config("10.0.0.2/24"), false))
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(again["unchanged"], true, "{again}");
+        assert_eq!(again["changes"], json!([]), "{again}");
+        // Nothing rewritten, nothing for a controller to do.
+        assert!(!rt.has_work());
+        let after = rt
+            .store()
+            .get(Namespace::Config, Kind::MachineConfig, MACHINE_CONFIG_ID)
+            .map(|r| r.metadata.version);
+        assert_eq!(before, after);
+        let (_, _, now) = crate::api::rpc::stats::snapshot();
+        assert!(now.unchanged > counted.unchanged, "{now:?}");
+        // Another one is a change.
+        let other = apply_config(&mut rt, strict(&config("10.0.0.3/24"), false))
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(other["unchanged"], false, "{other}");
+        assert!(rt.has_work());
     }
 
     #[test]

@@ -73,6 +73,33 @@ fn pause(d: Duration, stop: &AtomicBool) {
     }
 }
 
+/// An etcd outage, said once when it begins and once when it ends: every retry meanwhile
+/// (once a second) is a debug line, not a warning.
+#[derive(Debug, Default)]
+struct Outage {
+    since: Option<Instant>,
+}
+
+impl Outage {
+    fn failed(&mut self, what: &str, e: &dyn std::fmt::Display) {
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+            log::warn!(
+                "etcd unreachable ({what}: {e}); reconciling paused, retrying every {} s",
+                RETRY.as_secs()
+            );
+        } else {
+            log::debug!("etcd still unreachable ({what}: {e})");
+        }
+    }
+
+    fn ok(&mut self) {
+        if let Some(t) = self.since.take() {
+            log::info!("etcd reachable again after {:.1} s", t.elapsed().as_secs_f64());
+        }
+    }
+}
+
 /// Run until `stop` is set.
 pub fn run(o: &ServeOptions, stop: &AtomicBool) -> Result<(), ServeError> {
     let mut local = None;
@@ -199,15 +226,17 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     let me = identity(o);
     let election = format!("{}/leader", o.prefix);
     let margin = Duration::from_secs((o.lease_ttl / 5).max(1) as u64);
+    let mut outage = Outage::default();
     while !stop.load(Ordering::Relaxed) {
         let session = match Session::grant(&client, o.lease_ttl, margin) {
             Ok(s) => s,
             Err(e) => {
-                log::warn!("leader election: no lease: {e}; retrying");
+                outage.failed("leader election, granting a lease", &e);
                 pause(RETRY, stop);
                 continue;
             }
         };
+        outage.ok();
         match session::clear_stale(&mut client, election.as_bytes(), me.as_bytes(), session.id()) {
             Ok(0) => {}
             Ok(n) => log::info!("removed {n} election key(s) of an earlier {}", display(&me)),
@@ -233,10 +262,10 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                 lead(
                     &mut client,
                     &session,
-                    &election,
-                    e.key(),
+                    (&election, e.key()),
                     &mut reconciler,
                     &mut networks,
+                    &mut outage,
                     stop,
                 );
                 metrics.set_leader(false);
@@ -248,6 +277,10 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                 }
             }
             Err(CampaignError::Stopped) => {}
+            Err(CampaignError::Client(e)) => {
+                outage.failed("leader election", &e);
+                pause(RETRY, stop);
+            }
             Err(e) => {
                 log::warn!("leader election: {e}; campaigning again");
                 pause(RETRY, stop);
@@ -295,16 +328,17 @@ fn metrics_listener(
 }
 
 /// Lead while the lease is trusted and the key is still the oldest, running the controllers;
-/// returns when either ends or `stop` is set.
+/// returns when either ends or `stop` is set. `seat`: the election and this replica's key in it.
 fn lead<N: NodeApi>(
     client: &mut Client,
     session: &Session,
-    election: &str,
-    key: &[u8],
+    seat: (&str, &[u8]),
     reconciler: &mut Reconciler<N>,
     networks: &mut crate::networks::controller::Controller,
+    outage: &mut Outage,
     stop: &AtomicBool,
 ) {
+    let (election, key) = seat;
     let check_every = Duration::from_secs((session.ttl() / 3).max(1) as u64);
     let mut next_check = Instant::now() + check_every;
     let mut next_pass = Instant::now();
@@ -313,7 +347,16 @@ fn lead<N: NodeApi>(
         // renewed on its own thread meanwhile.
         if Instant::now() >= next_pass && session.alive() {
             let wait = match reconciler.pass() {
-                Ok(d) => d,
+                Ok(d) => {
+                    outage.ok();
+                    d
+                }
+                // A pass stopped by etcd resumes with a fresh read when etcd answers; what
+                // it did before is in the store (one write per step).
+                Err(crate::store::StoreError::Etcd(e)) => {
+                    outage.failed("reconcile", &e);
+                    RETRY
+                }
                 Err(e) => {
                     log::warn!("reconcile: {e}");
                     RETRY
@@ -321,6 +364,10 @@ fn lead<N: NodeApi>(
             };
             let wait = match networks.pass(&mut reconciler.store) {
                 Ok(d) => wait.min(d),
+                Err(e) if outage.since.is_some() => {
+                    log::debug!("tenant networks: {e}");
+                    wait.min(RETRY)
+                }
                 Err(e) => {
                     log::warn!("tenant networks: {e}");
                     wait.min(RETRY)

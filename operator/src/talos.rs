@@ -85,6 +85,12 @@ fn call_error(e: RpcError) -> CallError {
     }
 }
 
+/// A TLS handshake refused for want of a client certificate: the node is configured (its
+/// API asks for mutual TLS), no longer in maintenance mode.
+fn left_maintenance(transport_error: &str) -> bool {
+    transport_error.contains("CertificateRequired")
+}
+
 /// A node's error in a per-node reply's metadata (a proxied call that failed there).
 fn metadata_error(m: Option<&Metadata>) -> Result<(), CallError> {
     match m {
@@ -192,6 +198,15 @@ fn boot_report(
     Ok(crate::states::BootReport { mac, image: b.image.clone() })
 }
 
+impl GrpcNode {
+    /// Whether the node answers `Version` over maintenance TLS (a configured node refuses a
+    /// client without a certificate at the handshake).
+    fn in_maintenance(&self, address: &str) -> bool {
+        self.unary::<_, VersionResponse>(address, true, &machine("Version"), &Empty::default())
+            .is_ok()
+    }
+}
+
 impl NodeApi for GrpcNode {
     fn use_client(&mut self, client: Option<Arc<rustls::ClientConfig>>) {
         self.cluster = client;
@@ -250,7 +265,21 @@ impl NodeApi for GrpcNode {
             try_mode_timeout: None,
         };
         let mut c = self.channel(address, insecure)?;
-        match c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req) {
+        let mut answer =
+            c.unary::<_, ApplyConfigurationResponse>(&machine("ApplyConfiguration"), &req);
+        // A node that left maintenance mode took a configuration already: an earlier leader's
+        // apply whose status write was lost (it died between the two), or one made by hand.
+        // The same apply over mutual TLS is then a no-op on a node that runs this
+        // configuration, and a change on one that runs another (as a later apply would be).
+        if insecure && matches!(&answer, Err(RpcError::Transport(m)) if left_maintenance(m)) {
+            log::info!(
+                "ApplyConfiguration: {} left maintenance mode already; applying over mutual TLS",
+                base::names::escape(address, 64)
+            );
+            c = self.channel(address, false)?;
+            answer = c.unary(&machine("ApplyConfiguration"), &req);
+        }
+        match answer {
             Ok(r) => {
                 for m in &r.messages {
                     metadata_error(m.metadata.as_ref())?;
@@ -321,6 +350,17 @@ impl NodeApi for GrpcNode {
         match self.per_node(address, "Reset", &ResetRequest { graceful: false, reboot: true }) {
             // The node wiping itself may drop the connection before it answers.
             Err(CallError::Unreachable(m)) if m.contains("closed") => Ok(()),
+            // A node in maintenance mode (its mutual TLS handshake fails: it serves a
+            // self-signed certificate) has no configuration left to wipe: reset already, by an
+            // earlier leader that died before removing the machine, or by hand. Only a node
+            // without a configuration answers the maintenance client.
+            Err(e) if self.in_maintenance(address) => {
+                log::info!(
+                    "Reset: {} is in maintenance mode already ({e:?}): counted as reset",
+                    base::names::escape(address, 64)
+                );
+                Ok(())
+            }
             other => other,
         }
     }
@@ -346,6 +386,16 @@ impl NodeApi for GrpcNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handshake_refused_for_want_of_a_client_certificate_means_maintenance_is_over() {
+        // What the cli's channel says when a configured node refuses the maintenance client.
+        let refused = "the node refused this client at the TLS handshake (received fatal alert: CertificateRequired): a client certificate from the node's CA is needed (--keelsonconfig), --insecure only reaches a node in maintenance mode";
+        assert!(left_maintenance(refused));
+        assert!(!left_maintenance("127.0.0.1: TLS: invalid peer certificate: UnknownIssuer"));
+        assert!(!left_maintenance("the node closed the connection"));
+        assert!(!left_maintenance("connect: Connection refused (os error 111)"));
+    }
 
     #[test]
     fn rpc_failures_become_condition_reasons() {

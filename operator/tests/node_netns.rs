@@ -13,6 +13,8 @@
     clippy::tests_outside_test_module
 )]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,15 +30,7 @@ use operator::store::{Resource, Store};
 use operator::talos::GrpcNode;
 use testkit::Netns;
 
-/// The `keelson` binary: `KEELSON_BIN`, else next to this test's target directory.
-fn keelson_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("KEELSON_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("keelson");
-    p.is_file().then_some(p)
-}
+use common::{client_pems, keelson_bin};
 
 struct Killed(Child, PathBuf);
 
@@ -238,26 +232,6 @@ fn a_pxe_machine_stays_booting_when_another_machine_answers() {
             == "the node at this endpoint booted from 52:54:00:00:00:99, not 52:54:00:00:00:01"),
         "{status:?}"
     );
-}
-
-/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
-fn client_pems(
-    keelsonconfig: &std::path::Path,
-    dir: &std::path::Path,
-) -> (PathBuf, PathBuf, PathBuf) {
-    use base64::Engine;
-    let v: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(keelsonconfig).unwrap()).unwrap();
-    let ctx = &v["contexts"][v["context"].as_str().unwrap()];
-    let write = |field: &str| {
-        let pem = base64::engine::general_purpose::STANDARD
-            .decode(ctx[field].as_str().unwrap().trim())
-            .unwrap();
-        let p = dir.join(format!("client-{field}.pem"));
-        std::fs::write(&p, pem).unwrap();
-        p
-    };
-    (write("ca"), write("crt"), write("key"))
 }
 
 /// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).

@@ -12,89 +12,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
-use common::{have_etcd, Dir};
+use common::{have_etcd, Dir, Operator};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keelson-operator");
 
 fn temp(test: &str) -> Dir {
     common::temp("opserve", test)
-}
-
-/// An operator process and its log lines.
-struct Operator {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Operator {
-    fn start(args: &[&str], env: &[(&str, &Path)]) -> Self {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("serve").args(args).stderr(Stdio::piped()).stdout(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("operator: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self { child, lines, seen: Vec::new() }
-    }
-
-    /// Wait for a line containing `text`.
-    fn wait_for(&mut self, text: &str, within: Duration) -> String {
-        let until = std::time::Instant::now() + within;
-        loop {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if line.contains(text) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!("no line with {text:?} within {within:?}; saw {:?}", self.seen),
-            }
-        }
-    }
-
-    fn signal(&self, sig: Signal) {
-        kill(Pid::from_raw(self.child.id() as i32), sig).unwrap();
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
-        let until = std::time::Instant::now() + within;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(std::time::Instant::now() < until, "operator did not exit");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn pid_in(line: &str) -> u32 {

@@ -271,3 +271,31 @@ fn concurrent_writers_retrying_from_fresh_reads_lose_no_update() {
     assert_eq!(end.metadata.version, (WRITERS * EACH) as i64 + 1);
     eprintln!("{} conflicts retried", conflicts.load(std::sync::atomic::Ordering::Relaxed));
 }
+
+#[test]
+fn a_write_landing_between_modifys_read_and_write_is_kept_and_the_change_made_again_on_it() {
+    // Store::modify is how the operator changes what others may change too (a pool's
+    // machines, a teardown): a second writer lands exactly between its read and its write.
+    let Some((etcd, _dir)) = start("interleaved") else { return };
+    let (mut a, mut b) = (store(&etcd), store(&etcd));
+    a.create(&mut machine("m1", "BOOTING")).unwrap();
+    let mut calls = Vec::new();
+    let end = a
+        .modify::<MachineSpec>(NS, KIND, "m1", |r| {
+            calls.push((r.metadata.version, r.spec.address.clone()));
+            if calls.len() == 1 {
+                let mut other: Resource<MachineSpec> = b.get(NS, KIND, "m1").unwrap().unwrap();
+                other.spec.address = "10.0.0.9".into();
+                b.update(&mut other).unwrap();
+            }
+            r.spec.stage = "INSTALLING".into();
+        })
+        .unwrap();
+    // The first change was computed on version 1 and refused; the second on the other
+    // writer's version 2, which it keeps.
+    assert_eq!(calls, [(1, "10.0.0.5".to_owned()), (2, "10.0.0.9".to_owned())]);
+    assert_eq!(end.metadata.version, 3);
+    let now: Resource<MachineSpec> = b.get(NS, KIND, "m1").unwrap().unwrap();
+    assert_eq!((now.spec.address.as_str(), now.spec.stage.as_str()), ("10.0.0.9", "INSTALLING"));
+    assert_eq!(now.metadata.version, 3);
+}

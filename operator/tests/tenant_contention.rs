@@ -16,13 +16,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd::{Client, Config};
 use operator::key::Layout;
 use operator::networks::allocate::{self, AllocError, Allocator, Range, Released};
 use operator::networks::kinds::{
@@ -30,80 +28,12 @@ use operator::networks::kinds::{
 };
 use operator::store::{Resource, Store};
 
+use common::Cluster;
+
 const PREFIX: &str = "/keelson-operator";
 const NS: &str = "default";
 
-/// Three etcd members on loopback, killed when dropped.
-#[allow(missing_debug_implementations)]
-pub struct Cluster {
-    children: Vec<Child>,
-    pub urls: Vec<String>,
-    _dir: common::Dir,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 impl Cluster {
-    pub fn start(test: &str) -> Option<Self> {
-        if !common::have_etcd(test) {
-            return None;
-        }
-        let dir = common::temp("tc", test);
-        let peers: Vec<String> = (0..3).map(|_| format!("http://127.0.0.1:{}", port())).collect();
-        let urls: Vec<String> = (0..3).map(|_| format!("http://127.0.0.1:{}", port())).collect();
-        let initial: Vec<String> =
-            peers.iter().enumerate().map(|(i, p)| format!("m{i}={p}")).collect();
-        let mut children = Vec::new();
-        for i in 0..3 {
-            let log = std::fs::File::create(dir.0.join(format!("m{i}.log"))).unwrap();
-            let child = Command::new("etcd")
-                .args(["--name", &format!("m{i}")])
-                .arg("--data-dir")
-                .arg(dir.0.join(format!("m{i}")))
-                .args(["--listen-client-urls", &urls[i], "--advertise-client-urls", &urls[i]])
-                .args(["--listen-peer-urls", &peers[i]])
-                .args(["--initial-advertise-peer-urls", &peers[i]])
-                .args(["--initial-cluster", &initial.join(",")])
-                .args(["--initial-cluster-state", "new", "--initial-cluster-token", test])
-                .args(["--unsafe-no-fsync", "--logger=zap", "--log-outputs=stderr"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap();
-            children.push(child);
-        }
-        let c = Self { children, urls, _dir: dir };
-        let until = Instant::now() + Duration::from_secs(30);
-        for u in &c.urls {
-            let mut one = Client::new(Config::new(&[u.as_str()], None).unwrap());
-            while !one.health().unwrap_or(false) {
-                assert!(Instant::now() < until, "member {u} not healthy");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        Some(c)
-    }
-
-    /// A client of all three members.
-    pub fn client(&self) -> Client {
-        let urls: Vec<&str> = self.urls.iter().map(String::as_str).collect();
-        let mut config = Config::new(&urls, None).unwrap();
-        config.timeout = Duration::from_secs(10);
-        Client::new(config)
-    }
-
     pub fn store(&self) -> Store {
         Store::new(self.client(), Layout::new(PREFIX, PREFIX.as_bytes()))
     }
@@ -203,7 +133,7 @@ fn claim_all(
 
 #[test]
 fn a_range_of_100_gives_100_claims_and_20_exhausted_and_a_freed_id_comes_back() {
-    let Some(cl) = Cluster::start("exhaust") else { return };
+    let Some(cl) = Cluster::start("exhaust", 3) else { return };
     let range = Range::new(200, 299).unwrap();
     let names: Vec<String> = (0..120).map(|i| format!("n{i}")).collect();
     let out = claim_all(&cl, range, 8, &names);
@@ -234,7 +164,7 @@ fn a_range_of_100_gives_100_claims_and_20_exhausted_and_a_freed_id_comes_back() 
 
 #[test]
 fn a_release_racing_a_reclaim_never_deletes_the_new_claim() {
-    let Some(cl) = Cluster::start("race") else { return };
+    let Some(cl) = Cluster::start("race", 3) else { return };
     let range = Range::new(200, 299).unwrap();
     let a = Allocator::new(range);
     let mut s = cl.store();
@@ -260,7 +190,7 @@ fn a_release_racing_a_reclaim_never_deletes_the_new_claim() {
 }
 
 fn many(count: usize, test: &str) {
-    let Some(cl) = Cluster::start(test) else { return };
+    let Some(cl) = Cluster::start(test, 3) else { return };
     let range = Range::default();
     let names: Vec<String> = (0..count).map(|i| format!("m{i}")).collect();
     let t0 = Instant::now();
@@ -424,7 +354,7 @@ impl operator::networks::node::Dataplane for Realise {
 fn bench_allocators_side_by_side() {
     use operator::networks::controller::Controller;
     use operator::networks::kinds::NetState;
-    let Some(cl) = Cluster::start("bench") else { return };
+    let Some(cl) = Cluster::start("bench", 3) else { return };
     let claims: usize =
         std::env::var("KEELSON_BENCH_CLAIMS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let size = 4_000u32;

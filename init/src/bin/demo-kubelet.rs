@@ -174,7 +174,9 @@ fn on_sigterm(log: Option<String>) {
                     eprintln!("demo-kubelet: {path}: {e}");
                 }
             }
-            println!("demo-kubelet: SIGTERM, exiting");
+            // Not println!: with the node gone its stdout is a broken pipe, and a panic here
+            // would leave the process running.
+            let _ = writeln!(std::io::stdout(), "demo-kubelet: SIGTERM, exiting");
             // The other threads block in accept and sleep: only exit ends them all.
             #[allow(clippy::exit, reason = "a stand-in for the kubelet ends on SIGTERM")]
             std::process::exit(0);

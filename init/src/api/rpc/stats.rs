@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Calls by method and status code, and how long unary calls took, for the node's metrics
-//! (`keelson_api_requests_total`, `keelson_api_unary_seconds`). Labels come from fixed sets:
+//! Calls by method and status code, how long unary calls took, and configuration applies by
+//! whether they changed the running configuration, for the node's metrics
+//! (`keelson_api_requests_total`, `keelson_api_unary_seconds`, `keelson_config_applies_total`).
+//! Labels come from fixed sets:
 //! a method is one of the routed paths or `other`, a code one of gRPC's names, so the series
 //! are bounded whatever clients send.
 
@@ -20,6 +22,16 @@ pub const DURATION_BOUNDS: &[f64] =
 struct Table {
     calls: BTreeMap<(&'static str, &'static str), u64>,
     unary: BTreeMap<&'static str, Histogram>,
+    applies: Applies,
+}
+
+/// Configuration applies (not dry runs) through the API: whether each changed the running
+/// configuration. A manager that repeats an apply (a new leader redoing a step) shows up as
+/// `unchanged`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applies {
+    pub changed: u64,
+    pub unchanged: u64,
 }
 
 /// Only the loop's thread counts and reads, so the lock is never contended; it makes the
@@ -47,17 +59,25 @@ pub fn unary(method: &'static str, secs: f64) {
     });
 }
 
+/// A configuration apply went through; `changed`: the running configuration is another one now.
+pub fn config_applied(changed: bool) {
+    with(|t| {
+        let n = if changed { &mut t.applies.changed } else { &mut t.applies.unchanged };
+        *n = n.saturating_add(1);
+    });
+}
+
 /// Calls by `(method, code, count)`.
 pub type Calls = Vec<(&'static str, &'static str, u64)>;
 /// Unary durations by method.
 pub type Durations = Vec<(&'static str, Histogram)>;
 
 /// What was counted so far.
-pub fn snapshot() -> (Calls, Durations) {
+pub fn snapshot() -> (Calls, Durations, Applies) {
     with(|t| {
         let calls = t.calls.iter().map(|((m, c), n)| (*m, *c, *n)).collect();
         let unary = t.unary.iter().map(|(m, h)| (*m, h.clone())).collect();
-        (calls, unary)
+        (calls, unary, t.applies)
     })
 }
 
@@ -72,7 +92,12 @@ mod tests {
         ended(None, 12);
         ended(Some("/test.Stats/A"), 99);
         unary("/test.Stats/A", 0.002);
-        let (calls, unary) = snapshot();
+        config_applied(true);
+        config_applied(false);
+        config_applied(false);
+        let (calls, unary, applies) = snapshot();
+        // Other tests count too: at least these.
+        assert!(applies.changed >= 1 && applies.unchanged >= 2, "{applies:?}");
         let n = |m: &str, c: &str| calls.iter().find(|x| x.0 == m && x.1 == c).map(|x| x.2);
         assert_eq!(n("/test.Stats/A", "OK"), Some(2));
         assert!(n(OTHER, "Unimplemented").is_some_and(|v| v >= 1));

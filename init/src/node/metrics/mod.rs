@@ -201,13 +201,18 @@ impl Metrics {
         let text = "text/plain; charset=utf-8";
         match req.path.as_str() {
             "/metrics" => {
-                let (calls, unary) = crate::api::rpc::stats::snapshot();
+                let (calls, unary, applies) = crate::api::rpc::stats::snapshot();
                 let body = render::render(
                     req.format,
                     &rt.controllers(),
                     rt.store(),
                     proc::read(),
-                    &render::ApiFigures { connections: self.api_connections, calls, unary },
+                    &render::ApiFigures {
+                        connections: self.api_connections,
+                        calls,
+                        unary,
+                        applies,
+                    },
                     SystemTime::now(),
                 );
                 http::response(200, req.format.content_type(), &body, req.head_only)

@@ -35,6 +35,8 @@ pub struct ApiFigures {
     pub calls: Vec<(&'static str, &'static str, u64)>,
     /// Unary calls' durations by method.
     pub unary: Vec<(&'static str, base::metrics::Histogram)>,
+    /// Configuration applies, by whether they changed the running configuration.
+    pub applies: crate::api::rpc::stats::Applies,
 }
 
 /// Samples of one family, up to [`MAX_SERIES`].
@@ -147,6 +149,13 @@ fn api_calls(e: &mut Exposition, api: &ApiFigures, dropped: &mut u64) {
         }
         *dropped += api.unary.len().saturating_sub(MAX_SERIES) as u64;
     }
+    e.family(
+        "keelson_config_applies",
+        Type::Counter,
+        "Machine configurations applied through the API (dry runs aside), by whether the running configuration changed.",
+    );
+    e.sample(&[("result", "changed")], api.applies.changed as f64);
+    e.sample(&[("result", "unchanged")], api.applies.unchanged as f64);
 }
 
 /// Resources in the store by namespace and kind (both compiled-in sets).
@@ -324,10 +333,14 @@ mod tests {
         let mut h = base::metrics::Histogram::new(&[0.1]);
         h.observe(0.05);
         api.unary.push(("/machine.MachineService/Version", h));
+        api.applies.changed = 1;
+        api.applies.unchanged = 2;
         let text = render(Format::Prometheus, &controllers, rt.store(), process, &api, now);
         for want in [
             "# TYPE keelson_controller_reconciles_total counter\n",
             "keelson_controller_reconciles_total{controller=\"AddressSpec\"} 4\n",
+            "keelson_config_applies_total{result=\"changed\"} 1\n",
+            "keelson_config_applies_total{result=\"unchanged\"} 2\n",
             "keelson_controller_errors_total{controller=\"AddressSpec\"} 1\n",
             "keelson_controller_errors_total{controller=\"LinkStatus\"} 0\n",
             "keelson_controller_reconcile_seconds_bucket{controller=\"LinkStatus\",le=\"0.001\"} 2\n",
