@@ -195,6 +195,9 @@ pub struct Reconciler<N> {
     poll: Duration,
     /// Machines woken by their node's events ([`crate::push`]), with why.
     pushed: HashMap<String, String>,
+    /// Why the machine being reconciled was due: its node's event (not its poll, nor a new
+    /// version of it).
+    woken_by: Option<String>,
     /// The client each machine's calls used last (its cluster's, or `None`: `serve`'s).
     used_client: HashMap<String, Option<Arc<rustls::ClientConfig>>>,
     /// The event streams the last pass asks for, by machine.
@@ -213,6 +216,7 @@ impl<N: NodeApi> Reconciler<N> {
             metrics: None,
             poll: states::POLL,
             pushed: HashMap::new(),
+            woken_by: None,
             used_client: HashMap::new(),
             watches: BTreeMap::new(),
         }
@@ -239,7 +243,6 @@ impl<N: NodeApi> Reconciler<N> {
     /// Reconcile `machine` at the next pass, whatever its poll time or backoff: its node
     /// said something that can change its state (`why`, recorded with a transition).
     pub fn wake(&mut self, machine: &str, why: String) {
-        self.due.remove(&(TM, machine.to_owned()));
         self.pushed.entry(machine.to_owned()).or_insert(why);
     }
 
@@ -383,11 +386,18 @@ impl<N: NodeApi> Reconciler<N> {
                 };
                 watches.insert(id.clone(), watch);
             }
+            // Due by its poll or a new version, or else by its node's event.
+            let woken = self.pushed.remove(&id);
+            self.woken_by = None;
             if let Some(wait) = self.not_due(TM, &id, v, now) {
-                next = next.min(wait);
-                continue;
+                if woken.is_none() {
+                    next = next.min(wait);
+                    continue;
+                }
+                self.woken_by = woken;
             }
             let wait = self.timed(TM, |r| r.machine_with_retry(m))?;
+            self.woken_by = None;
             let wait = self.scaled(wait);
             self.set_due(TM, &id, v, wait);
             next = next.min(wait);
@@ -442,7 +452,7 @@ impl<N: NodeApi> Reconciler<N> {
     /// One TalosMachine: one call, one step, one guarded write.
     fn machine(&mut self, mut m: Machine) -> Result<Duration, StoreError> {
         let before = m.clone();
-        let pushed = self.pushed.remove(&m.metadata.id);
+        let pushed = self.woken_by.clone();
         let mode = m.spec.mode();
         if mode == Mode::Disable {
             return Ok(states::RESYNC);

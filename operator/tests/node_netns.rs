@@ -13,10 +13,12 @@
     clippy::tests_outside_test_module
 )]
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{client_pems, keelson_bin, EnterAndKeep, Killed};
 use etcd::local::{LocalEtcd, Options};
 use operator::ctl;
 use operator::key::Layout;
@@ -27,26 +29,6 @@ use operator::states::State;
 use operator::store::{Resource, Store};
 use operator::talos::GrpcNode;
 use testkit::Netns;
-
-/// The `keelson` binary: `KEELSON_BIN`, else next to this test's target directory.
-fn keelson_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("KEELSON_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("keelson");
-    p.is_file().then_some(p)
-}
-
-struct Killed(Child, PathBuf);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
 
 /// What a PXE TalosMachine went through against `keelson run --cmdline CMDLINE`, until
 /// Installing asked about kubelet: its states in order, its status and the node's log. `None`
@@ -238,38 +220,6 @@ fn a_pxe_machine_stays_booting_when_another_machine_answers() {
             == "the node at this endpoint booted from 52:54:00:00:00:99, not 52:54:00:00:00:01"),
         "{status:?}"
     );
-}
-
-/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
-fn client_pems(
-    keelsonconfig: &std::path::Path,
-    dir: &std::path::Path,
-) -> (PathBuf, PathBuf, PathBuf) {
-    use base64::Engine;
-    let v: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(keelsonconfig).unwrap()).unwrap();
-    let ctx = &v["contexts"][v["context"].as_str().unwrap()];
-    let write = |field: &str| {
-        let pem = base64::engine::general_purpose::STANDARD
-            .decode(ctx[field].as_str().unwrap().trim())
-            .unwrap();
-        let p = dir.join(format!("client-{field}.pem"));
-        std::fs::write(&p, pem).unwrap();
-        p
-    };
-    (write("ca"), write("crt"), write("key"))
-}
-
-/// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).
-trait EnterAndKeep {
-    fn enter_and_keep(self);
-}
-
-impl EnterAndKeep for Netns {
-    fn enter_and_keep(self) {
-        self.enter();
-        std::mem::forget(self);
-    }
 }
 
 #[test]

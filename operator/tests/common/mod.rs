@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::PathBuf;
+use std::process::Child;
 
 use etcd::local::{LocalEtcd, Options};
 
@@ -72,5 +73,58 @@ pub fn claim_ids_as_others(s: &mut operator::store::Store, ids: &[u32], prefix: 
             .collect();
         let t = etcd::wire::TxnRequest { compare: vec![], success: puts, failure: vec![] };
         assert!(s.client().txn(&t).unwrap().succeeded);
+    }
+}
+
+/// The `keelson` binary: `KEELSON_BIN`, else next to this test's target directory.
+pub fn keelson_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KEELSON_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("keelson");
+    p.is_file().then_some(p)
+}
+
+/// A node process, killed and its directory removed when dropped.
+pub struct Killed(pub Child, pub PathBuf);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
+pub fn client_pems(
+    keelsonconfig: &std::path::Path,
+    dir: &std::path::Path,
+) -> (PathBuf, PathBuf, PathBuf) {
+    use base64::Engine;
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(keelsonconfig).unwrap()).unwrap();
+    let ctx = &v["contexts"][v["context"].as_str().unwrap()];
+    let write = |field: &str| {
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(ctx[field].as_str().unwrap().trim())
+            .unwrap();
+        let p = dir.join(format!("client-{field}.pem"));
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    (write("ca"), write("crt"), write("key"))
+}
+
+/// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).
+pub trait EnterAndKeep {
+    fn enter_and_keep(self);
+}
+
+impl EnterAndKeep for testkit::Netns {
+    fn enter_and_keep(self) {
+        self.enter();
+        std::mem::forget(self);
     }
 }
