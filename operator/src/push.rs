@@ -319,14 +319,6 @@ impl Push {
         Some((l, w.opens.load(Ordering::Relaxed)))
     }
 
-    /// Streams open now.
-    pub fn open_streams(&self) -> usize {
-        self.workers
-            .keys()
-            .filter(|id| matches!(self.link(id), Some((Some(Link::Open), _))))
-            .count()
-    }
-
     fn start(&self, id: &str, watch: &Watch) -> std::io::Result<Worker> {
         let w = Worker {
             watch: watch.clone(),
