@@ -229,6 +229,7 @@ struct Shared {
     secure: Option<Arc<rustls::ClientConfig>>,
     wakes: Arc<Wakes>,
     live: Arc<AtomicUsize>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// The leader's event streams, one worker per watched machine.
@@ -255,8 +256,15 @@ impl Push {
         enabled: bool,
     ) -> Self {
         let (wakes, rx) = Wakes::new();
-        let shared = Shared { port, insecure, secure, wakes, live: Arc::new(AtomicUsize::new(0)) };
+        let live = Arc::new(AtomicUsize::new(0));
+        let shared = Shared { port, insecure, secure, wakes, live, metrics: None };
         Self { shared, rx, workers: HashMap::new(), enabled, capped: false }
+    }
+
+    /// Count open streams and wakes in `m`.
+    pub fn with_metrics(mut self, m: Arc<crate::metrics::Metrics>) -> Self {
+        self.shared.metrics = Some(m);
+        self
     }
 
     /// Hold a stream for each machine of `want`, and none other: new machines get a worker,
@@ -309,6 +317,9 @@ impl Push {
         }
         let mut w = self.shared.wakes.take();
         w.retain(|id, _| self.workers.contains_key(id));
+        if let Some(m) = &self.shared.metrics {
+            m.woken(w.len() as u64);
+        }
         w
     }
 
@@ -362,8 +373,16 @@ fn follow(
 ) {
     let mut retry = MIN_RETRY;
     let mut last: Option<Link> = None;
+    // The open-streams gauge follows each worker's link into and out of Open.
+    let count = |was: bool, is: bool| {
+        if let (Some(m), true) = (&sh.metrics, was != is) {
+            m.event_stream(if is { 1 } else { -1 });
+        }
+    };
     let set = |l: &Link| {
-        *link.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(l.clone());
+        let mut g = link.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        count(*g == Some(Link::Open), *l == Link::Open);
+        *g = Some(l.clone());
     };
     let wake = |prev: Option<&Link>, now: &Link| {
         if let Some(why) = link_change(prev, now) {
@@ -438,6 +457,8 @@ fn follow(
         retry = next_retry(retry, was_open);
         pause(retry, stop);
     }
+    let open = *link.lock().unwrap_or_else(std::sync::PoisonError::into_inner) == Some(Link::Open);
+    count(open, false);
 }
 
 #[cfg(test)]

@@ -184,8 +184,9 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
     };
     let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
     // The nodes' event streams, held by the leader only.
-    let mut push = Push::new(o.talos_port, node.insecure_client(), node.secure_client(), o.push);
+    let push = Push::new(o.talos_port, node.insecure_client(), node.secure_client(), o.push);
     let metrics = crate::metrics::Metrics::new();
+    let mut push = push.with_metrics(metrics.clone());
     let _metrics_guard = match o.metrics_listen {
         Some(addr) => Some(metrics_listener(addr, metrics.clone())?),
         None => None,

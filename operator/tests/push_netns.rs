@@ -145,6 +145,8 @@ fn a_machine_moves_on_its_nodes_events_and_the_stream_comes_back_after_a_restart
     let stop = Arc::new(AtomicBool::new(false));
     let (name, data) = (ns.name.clone(), dir.0.join("etcd"));
     let (seen2, stop2) = (seen.clone(), stop.clone());
+    let metrics = operator::metrics::Metrics::new();
+    let metrics2 = metrics.clone();
     let controllers = std::thread::spawn(move || {
         Netns { name }.enter_and_keep();
         let mut opts = Options::new(&data.join("data"), &data.join("etcd.log"));
@@ -156,7 +158,8 @@ fn a_machine_moves_on_its_nodes_events_and_the_stream_comes_back_after_a_restart
         let (ca, crt, key) = &pems;
         let secure = etcd::client::tls_config(ca, Some((crt, key))).unwrap();
         let node = GrpcNode::new(Some(secure)).unwrap();
-        let mut push = Push::new(50000, node.insecure_client(), node.secure_client(), true);
+        let mut push = Push::new(50000, node.insecure_client(), node.secure_client(), true)
+            .with_metrics(metrics2);
         let mut r = Reconciler::new(Store::new(etcd.client(), layout), node, "default")
             .with_poll_interval(POLL);
         let mut next = Instant::now();
@@ -287,6 +290,16 @@ fn a_machine_moves_on_its_nodes_events_and_the_stream_comes_back_after_a_restart
         );
         // Still Available: the woken passes found nothing to change.
         assert_eq!(g.states.last().map(|(_, s)| *s), Some(Some(State::Available)));
+        // The leader's metrics: one stream open, every wake counted.
+        let text = metrics.render(base::metrics::Format::Prometheus);
+        assert!(text.lines().any(|l| l == "keelson_operator_event_streams 1"), "{text}");
+        // (Wakes keep coming as the restarted node's kubelet starts: at least those seen.)
+        let counted: usize = text
+            .lines()
+            .find_map(|l| l.strip_prefix("keelson_operator_wakes_total "))
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert!(counted >= g.wakes.len() && g.wakes.len() >= 4, "{counted} {:?}", g.wakes);
     }
     stop.store(true, Ordering::Relaxed);
     controllers.join().unwrap();
