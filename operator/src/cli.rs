@@ -35,6 +35,9 @@ options:
   --lease-ttl SECONDS       the leader's lease (default 10, 2 to 3600)
   -n, --namespace NS        the namespace (default: default); serve reconciles this one
   --talos-port PORT         the nodes' Talos API port (default 50000)
+  --poll-interval SECONDS   how often a waiting machine's node is asked again (default 30,
+                            1 to 3600); settled ones every twice that (at least 60)
+  --no-push                 follow no node's Events stream: the poll alone moves machines
   --talos-ca FILE           the CA of configured nodes (PEM), with --talos-cert and
   --talos-cert FILE         --talos-key: the client certificate (an os:admin one) for the
   --talos-key FILE          calls after maintenance mode
@@ -97,6 +100,10 @@ pub struct ServeOptions {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// A rolled kubelet's bound (`--kubelet-timeout`).
     pub kubelet_timeout: std::time::Duration,
+    /// How often a waiting machine is polled (`--poll-interval`).
+    pub poll_interval: std::time::Duration,
+    /// Follow the nodes' `Events` streams (`--no-push` turns it off).
+    pub push: bool,
 }
 
 impl Default for ServeOptions {
@@ -118,6 +125,8 @@ impl Default for ServeOptions {
             secrets_key: None,
             metrics_listen: None,
             kubelet_timeout: crate::reconcile::KUBELET_BOUND,
+            poll_interval: crate::states::POLL,
+            push: true,
         }
     }
 }
@@ -203,6 +212,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                 }
                 o.kubelet_timeout = std::time::Duration::from_secs(secs);
             }
+            Long("poll-interval") if verb == "serve" => {
+                let v: u64 = p.value()?.parse()?;
+                if !(1..=3600).contains(&v) {
+                    return Err(CliError::Usage("--poll-interval: 1 to 3600 seconds".into()));
+                }
+                o.poll_interval = std::time::Duration::from_secs(v);
+            }
+            Long("no-push") if verb == "serve" => o.push = false,
             Long("min-vni") if verb == "serve" => min_vni = p.value()?.parse()?,
             Long("max-vni") if verb == "serve" => max_vni = p.value()?.parse()?,
             Long("talos-ca") if verb == "serve" => talos[0] = Some(PathBuf::from(p.value()?)),
@@ -363,6 +380,12 @@ mod tests {
             parse(args(&["serve", "--etcd-endpoints", "http://a:1", "--etcd-cert", "x"])).is_err()
         );
         assert!(parse(args(&["serve", "--lease-ttl", "1"])).is_err());
+        assert!(parse(args(&["serve", "--poll-interval", "0"])).is_err());
+        assert!(parse(args(&["serve", "--poll-interval", "3601"])).is_err());
+        let o = parse(args(&["serve", "--poll-interval", "120", "--no-push"])).unwrap().options;
+        assert_eq!((o.poll_interval.as_secs(), o.push), (120, false));
+        let o = parse(args(&["serve"])).unwrap().options;
+        assert_eq!((o.poll_interval.as_secs(), o.push), (30, true));
         assert!(parse(args(&["serve", "--prefix", "rel"])).is_err());
         assert!(parse(args(&["serve", "--etcd-endpoints", ","])).is_err());
         assert!(parse(args(&["serve", "--min-vni", "300", "--max-vni", "299"])).is_err());

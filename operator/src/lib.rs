@@ -12,6 +12,7 @@ pub mod kinds;
 pub mod metrics;
 pub mod names;
 pub mod networks;
+pub mod push;
 pub mod pxe;
 pub mod reconcile;
 pub mod secrets;

@@ -41,6 +41,10 @@ pub struct Counts {
     pub leader: bool,
     /// Passes run while leading.
     pub passes: u64,
+    /// The nodes' `Events` streams open now (push).
+    pub event_streams: i64,
+    /// Machines woken by their nodes' events.
+    pub wakes: u64,
 }
 
 /// The operator's metrics, shared by the reconciler, the store and the listener.
@@ -66,6 +70,16 @@ impl Metrics {
                 *c.etcd_errors.entry(op).or_default() += 1;
             }
         });
+    }
+
+    /// An event stream opened (`+1`) or ended (`-1`).
+    pub fn event_stream(&self, delta: i64) {
+        self.with(|c| c.event_streams = c.event_streams.saturating_add(delta).max(0));
+    }
+
+    /// `n` machines woken by their nodes' events.
+    pub fn woken(&self, n: u64) {
+        self.with(|c| c.wakes = c.wakes.saturating_add(n));
     }
 
     /// One resource of `kind` reconciled in `secs`.
@@ -144,6 +158,14 @@ pub fn render(c: &Counts, format: Format) -> String {
     for (op, n) in &c.etcd_errors {
         e.sample(&[("op", op)], *n as f64);
     }
+    e.family(
+        "keelson_operator_event_streams",
+        Type::Gauge,
+        "The nodes' Events streams the leader holds open",
+    );
+    e.sample(&[], c.event_streams as f64);
+    e.family("keelson_operator_wakes", Type::Counter, "Machines woken by their nodes' events");
+    e.sample(&[], c.wakes as f64);
     e.finish()
 }
 
@@ -249,11 +271,17 @@ mod tests {
         m.etcd("txn", 0.3, false);
         m.reconciled("TalosMachines.keelson.dev", 0.02, true);
         m.resources(BTreeMap::from([(("TalosMachines.keelson.dev", "Available".into()), 2)]));
+        m.event_stream(1);
+        m.event_stream(1);
+        m.event_stream(-1);
+        m.woken(3);
         let text = m.render(Format::Prometheus);
         for line in [
             "keelson_operator_leader 1",
             "keelson_operator_resources{kind=\"TalosMachines.keelson.dev\",state=\"Available\"} 2",
             "keelson_operator_passes_total 1",
+            "keelson_operator_event_streams 1",
+            "keelson_operator_wakes_total 3",
             "keelson_operator_etcd_request_seconds_count{op=\"range\"} 1",
             "keelson_operator_etcd_request_errors_total{op=\"txn\"} 1",
             "keelson_operator_reconcile_seconds_bucket{kind=\"TalosMachines.keelson.dev\",le=\"0.05\"} 1",

@@ -214,11 +214,21 @@ pub struct Reconciler<N> {
     /// Each generated cluster's admin client, issued once per run.
     clients: HashMap<String, Arc<rustls::ClientConfig>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// The longest wait before a resource is looked at again (`None`: as its state says,
-    /// waiting states every [`states::POLL`]).
-    poll: Option<Duration>,
+    /// How often a waiting state looks again (`serve --poll-interval`; [`states::POLL`]).
+    poll: Duration,
+    /// The longest wait before a resource is looked at again, whatever its state (tests).
+    max_wait: Option<Duration>,
     /// How long a kubelet applied in a rollout has to become healthy.
     kubelet_bound: Duration,
+    /// Machines woken by their node's events ([`crate::push`]), with why.
+    pushed: HashMap<String, String>,
+    /// Why the machine being reconciled was due: its node's event (not its poll, nor a new
+    /// version of it).
+    woken_by: Option<String>,
+    /// The client each machine's calls used last (its cluster's, or `None`: `serve`'s).
+    used_client: HashMap<String, Option<Arc<rustls::ClientConfig>>>,
+    /// The event streams the last pass asks for, by machine.
+    watches: BTreeMap<String, crate::push::Watch>,
 }
 
 /// How long a rolled kubelet has to become healthy by default. Talos's `upgrade-k8s` waits for
@@ -237,14 +247,19 @@ impl<N: NodeApi> Reconciler<N> {
             secrets_key: None,
             clients: HashMap::new(),
             metrics: None,
-            poll: None,
+            poll: states::POLL,
+            max_wait: None,
             kubelet_bound: KUBELET_BOUND,
+            pushed: HashMap::new(),
+            woken_by: None,
+            used_client: HashMap::new(),
+            watches: BTreeMap::new(),
         }
     }
 
     /// Look at every resource at least this often (tests: a short time instead of 30 s).
     pub fn with_poll(mut self, poll: Duration) -> Self {
-        self.poll = Some(poll);
+        self.max_wait = Some(poll);
         self
     }
 
@@ -252,6 +267,36 @@ impl<N: NodeApi> Reconciler<N> {
     pub fn with_kubelet_bound(mut self, bound: Duration) -> Self {
         self.kubelet_bound = bound;
         self
+    }
+
+    /// Waiting states look again every `poll` (settled ones every twice that, at least
+    /// [`states::RESYNC`]).
+    pub fn with_poll_interval(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// A wait the state machines asked for, at this reconciler's poll interval.
+    fn scaled(&self, d: Duration) -> Duration {
+        if d == states::POLL {
+            self.poll
+        } else if d == states::RESYNC {
+            states::RESYNC.max(self.poll.saturating_mul(2))
+        } else {
+            d
+        }
+    }
+
+    /// Reconcile `machine` at the next pass, whatever its poll time or backoff: its node
+    /// said something that can change its state (`why`, recorded with a transition).
+    pub fn wake(&mut self, machine: &str, why: String) {
+        self.pushed.entry(machine.to_owned()).or_insert(why);
+    }
+
+    /// The event streams the last pass asks for: each machine with an endpoint that is
+    /// reconciled (not disabled, orphaned or being deleted).
+    pub fn watches(&self) -> &BTreeMap<String, crate::push::Watch> {
+        &self.watches
     }
 
     /// Count reconcile durations and resources by state in `m`.
@@ -318,6 +363,7 @@ impl<N: NodeApi> Reconciler<N> {
             },
             None => None,
         };
+        self.used_client.insert(name.to_owned(), client.clone());
         self.node.use_client(client);
         Ok(r.config)
     }
@@ -366,24 +412,49 @@ impl<N: NodeApi> Reconciler<N> {
             for p in pools {
                 *by_state.entry((kind, state_name(p.spec.status.state))).or_default() += 1;
                 let wait = self.timed(kind, |r| r.pool(kind, p))?;
-                next = next.min(self.poll.map_or(wait, |p| wait.min(p)));
+                next = next.min(self.max_wait.map_or(wait, |p| wait.min(p)));
             }
         }
         let (machines, _) = self.store.list::<Body<MachineSpec>>(&self.namespace, TM)?;
+        let mut watches = BTreeMap::new();
         for m in machines {
             *by_state.entry((TM, state_name(m.spec.status.state))).or_default() += 1;
             let (id, v) = (m.metadata.id.clone(), m.metadata.version);
             seen.push((TM, id.clone()));
+            let state = m.spec.status.state;
+            if m.spec.mode() != Mode::Disable
+                && m.metadata.phase != Phase::TearingDown
+                && state != Some(State::Orphaned)
+                && !m.spec.spec.endpoint.is_empty()
+            {
+                let watch = crate::push::Watch {
+                    address: m.spec.spec.endpoint.clone(),
+                    configured: !matches!(state, None | Some(State::Booting | State::Pending)),
+                    client: self.used_client.get(&id).cloned().flatten(),
+                };
+                watches.insert(id.clone(), watch);
+            }
+            // Due by its poll or a new version, or else by its node's event.
+            let woken = self.pushed.remove(&id);
+            self.woken_by = None;
             if let Some(wait) = self.not_due(TM, &id, v, now) {
-                next = next.min(wait);
-                continue;
+                if woken.is_none() {
+                    next = next.min(wait);
+                    continue;
+                }
+                self.woken_by = woken;
             }
             let wait = self.timed(TM, |r| r.machine_with_retry(m))?;
-            let wait = self.poll.map_or(wait, |p| wait.min(p));
+            self.woken_by = None;
+            let wait = self.scaled(wait);
+            let wait = self.max_wait.map_or(wait, |p| wait.min(p));
             self.set_due(TM, &id, v, wait);
             next = next.min(wait);
         }
         self.due.retain(|k, _| seen.contains(k));
+        self.pushed.retain(|id, _| seen.contains(&(TM, id.clone())));
+        self.used_client.retain(|id, _| seen.contains(&(TM, id.clone())));
+        self.watches = watches;
         if let Some(metrics) = &self.metrics {
             metrics.resources(by_state);
         }
@@ -430,6 +501,7 @@ impl<N: NodeApi> Reconciler<N> {
     /// One TalosMachine: one call, one step, one guarded write.
     fn machine(&mut self, mut m: Machine) -> Result<Duration, StoreError> {
         let before = m.clone();
+        let pushed = self.woken_by.clone();
         let mode = m.spec.mode();
         if mode == Mode::Disable {
             return Ok(states::RESYNC);
@@ -456,7 +528,8 @@ impl<N: NodeApi> Reconciler<N> {
             self.node.use_client(client);
             return self.machine_delete(m, mode, now);
         }
-        if m.spec.status.next_attempt > now {
+        // The backoff waits for a node that failed; its event says it changed.
+        if m.spec.status.next_attempt > now && pushed.is_none() {
             return Ok(Duration::from_secs(m.spec.status.next_attempt - now));
         }
         let spec = &m.spec.spec;
@@ -504,14 +577,19 @@ impl<N: NodeApi> Reconciler<N> {
             (Some(c), _) => self.perform(c, &address, config.as_deref().unwrap_or("")),
             (None, _) => Obs::None,
         };
-        let step = states::machine_step(state, &facts, &obs);
+        let mut step = states::machine_step(state, &facts, &obs);
+        // A transition the node's event brought says so (the poll's do not).
+        if let (Some(why), Some(c), true) = (&pushed, step.condition.as_mut(), step.next != state) {
+            c.message = format!("{}; on the node's event: {why}", c.message);
+        }
         if step.next != state || step.condition.is_some() {
             log::info!(
-                "TalosMachine {}: {} -> {}{}",
+                "TalosMachine {}: {} -> {}{}{}",
                 m.metadata.id,
                 state.map_or("(new)", State::name),
                 step.next.map_or("(none)", State::name),
-                step.condition.as_ref().map_or(String::new(), |c| format!(" ({})", c.reason))
+                step.condition.as_ref().map_or(String::new(), |c| format!(" ({})", c.reason)),
+                pushed.as_ref().map_or(String::new(), |w| format!(", woken by: {w}"))
             );
         }
         if mode == Mode::Import {

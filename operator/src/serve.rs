@@ -14,6 +14,7 @@ use etcd::{Client, Config};
 
 use crate::cli::{default_data_dir, ServeOptions};
 use crate::key::Layout;
+use crate::push::Push;
 use crate::reconcile::{NodeApi, Reconciler};
 use crate::store::Store;
 use crate::talos::GrpcNode;
@@ -209,13 +210,17 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
         None => None,
     };
     let node = GrpcNode::new(secure).map_err(ServeError::Talos)?.with_port(o.talos_port);
+    // The nodes' event streams, held by the leader only.
+    let push = Push::new(o.talos_port, node.insecure_client(), node.secure_client(), o.push);
     let metrics = crate::metrics::Metrics::new();
+    let mut push = push.with_metrics(metrics.clone());
     let _metrics_guard = match o.metrics_listen {
         Some(addr) => Some(metrics_listener(addr, metrics.clone())?),
         None => None,
     };
     let store = store.with_metrics(metrics.clone());
     let mut reconciler = Reconciler::new(store, node, &o.namespace)
+        .with_poll_interval(o.poll_interval)
         .with_secrets_key(key)
         .with_metrics(metrics.clone())
         .with_kubelet_bound(o.kubelet_timeout);
@@ -266,8 +271,10 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     &mut reconciler,
                     &mut networks,
                     &mut outage,
+                    &mut push,
                     stop,
                 );
+                push.clear();
                 metrics.set_leader(false);
                 if stop.load(Ordering::Relaxed) {
                     match session::resign(&mut client, &mut e) {
@@ -329,6 +336,7 @@ fn metrics_listener(
 
 /// Lead while the lease is trusted and the key is still the oldest, running the controllers;
 /// returns when either ends or `stop` is set. `seat`: the election and this replica's key in it.
+#[allow(clippy::too_many_arguments)] // The leader's parts, each borrowed for its term.
 fn lead<N: NodeApi>(
     client: &mut Client,
     session: &Session,
@@ -336,6 +344,7 @@ fn lead<N: NodeApi>(
     reconciler: &mut Reconciler<N>,
     networks: &mut crate::networks::controller::Controller,
     outage: &mut Outage,
+    push: &mut Push,
     stop: &AtomicBool,
 ) {
     let (election, key) = seat;
@@ -374,6 +383,7 @@ fn lead<N: NodeApi>(
                 }
             };
             next_pass = Instant::now() + wait.clamp(PASS_MIN, PASS_MAX);
+            push.sync(reconciler.watches());
         }
         if !session.alive() {
             log::warn!(
@@ -395,6 +405,13 @@ fn lead<N: NodeApi>(
                 Err(e) => log::debug!("leader check: {e}"),
             }
         }
-        pause(TICK, stop);
+        // A node's event wakes its machine for a pass now; otherwise a tick.
+        let woken = push.wait(TICK);
+        if !woken.is_empty() {
+            for (machine, why) in woken {
+                reconciler.wake(&machine, why);
+            }
+            next_pass = Instant::now();
+        }
     }
 }

@@ -118,6 +118,16 @@ impl GrpcNode {
         Ok(Self { insecure: connect::insecure_config(None)?, secure, cluster: None, port: PORT })
     }
 
+    /// The client for maintenance mode (TLS without a client certificate).
+    pub fn insecure_client(&self) -> Arc<rustls::ClientConfig> {
+        self.insecure.clone()
+    }
+
+    /// The client certificate `serve` was given for configured nodes.
+    pub fn secure_client(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.secure.clone()
+    }
+
     /// Talk to another port (tests run nodes on loopback ports).
     pub fn with_port(mut self, port: u16) -> Self {
         self.port = port;
@@ -134,21 +144,7 @@ impl GrpcNode {
                 )
             })?
         };
-        let target = Target::Remote {
-            name: address.to_owned(),
-            host: address.to_owned(),
-            port: self.port,
-            tls,
-            insecure,
-        };
-        let io = connect::open(&target, Some(CALL_TIMEOUT), CALL_TIMEOUT)
-            .map_err(CallError::Unreachable)?;
-        let authority = if address.contains(':') {
-            format!("[{address}]:{}", self.port)
-        } else {
-            format!("{address}:{}", self.port)
-        };
-        Ok(Channel::over(io, authority, true))
+        open_channel(address, self.port, tls, insecure, CALL_TIMEOUT, |io| io)
     }
 
     fn unary<Req: talos_api::Message, Resp: talos_api::Message + Default>(
@@ -170,6 +166,29 @@ impl GrpcNode {
         let r: PerNodeResponse = self.unary(address, false, &machine(method), req)?;
         r.messages.iter().try_for_each(|m| metadata_error(m.metadata.as_ref()))
     }
+}
+
+/// A channel to `address:port` over TLS with `tls` (`insecure`: without a client certificate,
+/// as maintenance mode takes), connect and writes bounded by [`CALL_TIMEOUT`], each read by
+/// `read_timeout`; `wrap` may wrap the connected stream (the event streams' stop-aware reads).
+pub(crate) fn open_channel(
+    address: &str,
+    port: u16,
+    tls: Arc<rustls::ClientConfig>,
+    insecure: bool,
+    read_timeout: Duration,
+    wrap: impl FnOnce(Box<dyn connect::Stream>) -> Box<dyn connect::Stream>,
+) -> Result<Channel, CallError> {
+    let target =
+        Target::Remote { name: address.to_owned(), host: address.to_owned(), port, tls, insecure };
+    let io =
+        connect::open(&target, Some(read_timeout), CALL_TIMEOUT).map_err(CallError::Unreachable)?;
+    let authority = if address.contains(':') {
+        format!("[{address}]:{port}")
+    } else {
+        format!("{address}:{port}")
+    };
+    Ok(Channel::over(wrap(io), authority, true))
 }
 
 /// A node's boot report, checked: a MAC of six hex pairs and an image name of the boot

@@ -819,3 +819,64 @@ fn a_kubelet_rollout_goes_max_unavailable_machines_at_a_time() {
         assert!(applied[1].contains("image: ghcr.io/siderolabs/kubelet:v1.36.0"), "{}", applied[1]);
     }
 }
+
+#[test]
+fn a_wake_from_the_nodes_events_moves_a_machine_before_its_poll_and_says_so() {
+    let Some((etcd, _dir)) = start("wake") else { return };
+    let mut s = store(&etcd);
+    ctl::apply(&mut s, TM_DOC).unwrap();
+    let node = Scripted { kubelet_waits: 1000, version: "v1.13.0".into(), ..Default::default() };
+    let mut r = Reconciler::new(store(&etcd), node, "default");
+    // Up to Installing, kubelet not ready, and the look after that write: now it waits for
+    // its poll (30 s).
+    for _ in 0..8 {
+        r.pass().unwrap();
+    }
+    assert_eq!(state_of(&mut s, "lone"), Some(State::Installing));
+    let asked = |r: &Reconciler<Scripted>| {
+        r.node.calls.iter().filter(|c| c.starts_with("ServiceInfo")).count()
+    };
+    let before = asked(&r);
+    r.node.kubelet_waits = 0;
+    r.pass().unwrap();
+    assert_eq!(asked(&r), before, "not due before its poll");
+    assert_eq!(state_of(&mut s, "lone"), Some(State::Installing));
+    // The leader follows this machine's node past maintenance mode (mutual TLS).
+    let w = r.watches().get("lone").cloned().unwrap();
+    assert_eq!((w.address.as_str(), w.configured), ("10.0.0.20", true));
+
+    // A backoff is no reason to ignore the node's word either.
+    let later =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 300;
+    r.store
+        .modify::<Body<MachineSpec>>("default", TM, "lone", |m| m.spec.status.next_attempt = later)
+        .unwrap();
+    r.pass().unwrap();
+    assert_eq!(asked(&r), before, "held by its backoff");
+
+    r.wake("lone", "ServiceStateEvent kubelet Running, healthy".into());
+    r.pass().unwrap();
+    assert_eq!(asked(&r), before + 1);
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.state, Some(State::Available));
+    let last = m.spec.status.events.last().unwrap();
+    assert_eq!(
+        last.message,
+        "kubelet is running and healthy; on the node's event: ServiceStateEvent kubelet Running, healthy"
+    );
+    // The moves the reconciler made on its own say nothing of events.
+    let said = m.spec.status.events.iter().filter(|e| e.message.contains("node's event")).count();
+    assert_eq!(said, 1, "{:?}", m.spec.status.events);
+    // A wake for a machine due anyway (its new version) is not credited with its move.
+    ctl::apply(&mut s, &TM_DOC.replace("v1.13.0", "v1.14.0")).unwrap();
+    r.wake("lone", "MachineStatusEvent stage running, ready".into());
+    r.pass().unwrap();
+    let m = machine(&mut s, "lone");
+    assert_eq!(m.spec.status.state, Some(State::Upgrading));
+    assert!(!m.spec.status.events.last().unwrap().message.contains("node's event"));
+    // Deleted: no longer followed.
+    ctl::delete(&mut s, "default", Kind::Machine, "lone").unwrap();
+    r.pass().unwrap();
+    r.pass().unwrap();
+    assert!(r.watches().get("lone").is_none());
+}

@@ -15,10 +15,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{client_pems, keelson_bin, EnterAndKeep, Killed};
 use etcd::local::{LocalEtcd, Options};
 use operator::ctl;
 use operator::key::Layout;
@@ -29,18 +29,6 @@ use operator::states::State;
 use operator::store::{Resource, Store};
 use operator::talos::GrpcNode;
 use testkit::Netns;
-
-use common::{client_pems, keelson_bin};
-
-struct Killed(Child, PathBuf);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
 
 /// What a PXE TalosMachine went through against `keelson run --cmdline CMDLINE`, until
 /// Installing asked about kubelet: its states in order, its status and the node's log. `None`
@@ -232,18 +220,6 @@ fn a_pxe_machine_stays_booting_when_another_machine_answers() {
             == "the node at this endpoint booted from 52:54:00:00:00:99, not 52:54:00:00:00:01"),
         "{status:?}"
     );
-}
-
-/// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).
-trait EnterAndKeep {
-    fn enter_and_keep(self);
-}
-
-impl EnterAndKeep for Netns {
-    fn enter_and_keep(self) {
-        self.enter();
-        std::mem::forget(self);
-    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::PathBuf;
+use std::process::Child;
 
 use etcd::local::{LocalEtcd, Options};
 
@@ -282,7 +283,18 @@ pub fn keelson_bin() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files in `dir`.
+/// A node process, killed and its directory removed when dropped.
+pub struct Killed(pub Child, pub PathBuf);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+/// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
 pub fn client_pems(
     keelsonconfig: &std::path::Path,
     dir: &std::path::Path,
@@ -300,4 +312,16 @@ pub fn client_pems(
         p
     };
     (write("ca"), write("crt"), write("key"))
+}
+
+/// Entering a namespace without dropping it (the test's `Netns` deletes it on drop).
+pub trait EnterAndKeep {
+    fn enter_and_keep(self);
+}
+
+impl EnterAndKeep for testkit::Netns {
+    fn enter_and_keep(self) {
+        self.enter();
+        std::mem::forget(self);
+    }
 }
