@@ -248,6 +248,10 @@ fn replica_args(w: &World, endpoints: &str, name: &str, metrics: &str) -> Vec<St
         p(key),
         "--metrics-listen".into(),
         metrics.into(),
+        // Polled only: the failover test needs a window in which the node has changed and the
+        // leader has not looked yet (its node's events would end it at once; push_netns.rs
+        // tests them).
+        "--no-push".into(),
     ]
 }
 
