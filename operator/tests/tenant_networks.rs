@@ -195,11 +195,20 @@ impl Dataplane for Recorder {
     fn apply(
         &mut self,
         want: &[NodeNetworkSpec],
-        _remotes: &BTreeMap<u32, Vec<std::net::IpAddr>>,
+        _remotes: &BTreeMap<u32, Vec<net::tenant::Remote>>,
     ) -> BTreeMap<u32, Outcome> {
         self.now = want.iter().map(|w| (w.id, w.clone())).collect();
         want.iter()
-            .map(|w| (w.id, Outcome::Realised { peers: w.peered_ids.clone(), failed: vec![] }))
+            .map(|w| {
+                (
+                    w.id,
+                    Outcome::Realised {
+                        prefixes: vec![],
+                        peers: w.peered_ids.clone(),
+                        failed: vec![],
+                    },
+                )
+            })
             .collect()
     }
 }

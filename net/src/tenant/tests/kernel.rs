@@ -35,8 +35,14 @@ fn vrf_and_vxlan_devices_and_leaked_routes() {
             },
         ];
         let out = sync(&mut sock, &nets, &u).expect("sync");
-        assert_eq!(out[&300], Outcome::Realised { peers: vec![301], failed: vec![] });
-        assert_eq!(out[&301], Outcome::Realised { peers: vec![300], failed: vec![] });
+        assert_eq!(
+            out[&300],
+            Outcome::Realised { prefixes: vec![], peers: vec![301], failed: vec![] }
+        );
+        assert_eq!(
+            out[&301],
+            Outcome::Realised { prefixes: vec![], peers: vec![300], failed: vec![] }
+        );
         let have = observe(&mut sock).expect("observe");
         let want = desired(&nets, &u);
         for d in &want.devices {
