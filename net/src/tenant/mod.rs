@@ -262,8 +262,7 @@ pub struct Found {
     pub name: String,
     /// What it is (`None`: another kind, or settings this module cannot read: replaced).
     pub device: Option<Device>,
-    /// Administratively up (a VXLAN device: and forwarding, answering ARP for what its node
-    /// routes elsewhere; both are set with it).
+    /// Administratively up (a VXLAN device: and forwarding, set with it).
     pub up: bool,
     /// The network ID of the tenant VRF it is enslaved to.
     pub master: Option<u32>,
