@@ -334,11 +334,12 @@ impl operator::networks::node::Dataplane for Realise {
     fn apply(
         &mut self,
         want: &[operator::networks::kinds::NodeNetworkSpec],
-        _: &std::collections::BTreeMap<u32, Vec<std::net::IpAddr>>,
+        _: &std::collections::BTreeMap<u32, Vec<net::tenant::Remote>>,
     ) -> std::collections::BTreeMap<u32, operator::networks::node::Outcome> {
         want.iter()
             .map(|w| {
                 let o = operator::networks::node::Outcome::Realised {
+                    prefixes: vec![],
                     peers: w.peered_ids.clone(),
                     failed: vec![],
                 };

@@ -24,7 +24,7 @@ use operator::networks::allocate::{self, AllocError, Allocator, Range, Released}
 use operator::networks::controller::Controller;
 use operator::networks::kinds::{
     Body, NetState, Network, NetworkId, NetworkSpec, NetworkStatus, NodeNetwork, NodeNetworkSpec,
-    CLUSTER, NETWORKS, NETWORK_IDS, NODE_NETWORKS,
+    NodeNetworkStatus, CLUSTER, NETWORKS, NETWORK_IDS, NODE_NETWORKS,
 };
 use operator::networks::node::{self, Dataplane, Outcome};
 use operator::store::{Resource, Store};
@@ -195,11 +195,20 @@ impl Dataplane for Recorder {
     fn apply(
         &mut self,
         want: &[NodeNetworkSpec],
-        _remotes: &BTreeMap<u32, Vec<std::net::IpAddr>>,
+        _remotes: &BTreeMap<u32, Vec<net::tenant::Remote>>,
     ) -> BTreeMap<u32, Outcome> {
         self.now = want.iter().map(|w| (w.id, w.clone())).collect();
         want.iter()
-            .map(|w| (w.id, Outcome::Realised { peers: w.peered_ids.clone(), failed: vec![] }))
+            .map(|w| {
+                (
+                    w.id,
+                    Outcome::Realised {
+                        prefixes: vec![],
+                        peers: w.peered_ids.clone(),
+                        failed: vec![],
+                    },
+                )
+            })
             .collect()
     }
 }
@@ -422,4 +431,91 @@ fn bench_claims_under_contention() {
         lat[lat.len() - 1],
         failed as f64 / claims as f64
     );
+}
+
+/// A node's dataplane that realises everything with `prefixes` as its workloads, under
+/// `vtep`, and remembers the other nodes it was given.
+struct Reporter {
+    vtep: std::net::IpAddr,
+    prefixes: Vec<ipnet::IpNet>,
+    seen: BTreeMap<u32, Vec<net::tenant::Remote>>,
+}
+
+impl Reporter {
+    fn new(vtep: &str, prefixes: &[&str]) -> Self {
+        let prefixes = prefixes.iter().map(|p| p.parse().unwrap()).collect();
+        Self { vtep: vtep.parse().unwrap(), prefixes, seen: BTreeMap::new() }
+    }
+}
+
+impl Dataplane for Reporter {
+    fn apply(
+        &mut self,
+        want: &[NodeNetworkSpec],
+        remotes: &BTreeMap<u32, Vec<net::tenant::Remote>>,
+    ) -> BTreeMap<u32, Outcome> {
+        self.seen = remotes.clone();
+        let realised = |w: &NodeNetworkSpec| Outcome::Realised {
+            prefixes: self.prefixes.clone(),
+            peers: w.peered_ids.clone(),
+            failed: vec![],
+        };
+        want.iter().map(|w| (w.id, realised(w))).collect()
+    }
+
+    fn vtep(&self) -> Option<std::net::IpAddr> {
+        Some(self.vtep)
+    }
+}
+
+#[test]
+fn nodes_learn_each_others_vtep_and_workload_prefixes_from_the_reports() {
+    let Some((etcd, _dir)) = common::start_etcd("tn", "reports") else { return };
+    let mut s = store(&etcd);
+    let mut c = Controller::new(Allocator::new(Range::default()), NS);
+    ctl::apply(&mut s, B_ALONE).unwrap();
+    c.pass(&mut s).unwrap();
+    let id = net(&mut s, "b").unwrap().spec.status.id.unwrap();
+    let mut n1 = Reporter::new("192.0.2.1", &["10.2.1.0/24", "fd00:2:0:1::/64"]);
+    let mut n2 = Reporter::new("192.0.2.2", &["10.2.2.0/24"]);
+    // n1 first sees nobody; n2 sees n1; n1 then sees n2.
+    node::sync(&mut s, "n1", &mut n1).unwrap();
+    assert_eq!(n1.seen[&id], []);
+    node::sync(&mut s, "n2", &mut n2).unwrap();
+    node::sync(&mut s, "n1", &mut n1).unwrap();
+    let remote = |vtep: &str, p: &[&str]| net::tenant::Remote {
+        vtep: vtep.parse().unwrap(),
+        prefixes: p.iter().map(|p| p.parse().unwrap()).collect(),
+    };
+    assert_eq!(n2.seen[&id], [remote("192.0.2.1", &["10.2.1.0/24", "fd00:2:0:1::/64"])]);
+    assert_eq!(n1.seen[&id], [remote("192.0.2.2", &["10.2.2.0/24"])]);
+    let st = node_net(&mut s, id).unwrap().spec.status;
+    assert_eq!(st.nodes["n1"].prefixes, ["10.2.1.0/24", "fd00:2:0:1::/64"]);
+    assert_eq!(st.nodes["n1"].vtep, Some("192.0.2.1".parse().unwrap()));
+
+    // A report written by hand (or a hostile node): junk skipped, at most 64 taken, and a
+    // report without a VTEP, or not Ready, is no node to reach.
+    s.modify::<Body<NodeNetworkSpec, NodeNetworkStatus>>(
+        CLUSTER,
+        NODE_NETWORKS,
+        &id.to_string(),
+        |x| {
+            let mut many = vec!["junk".to_owned()];
+            many.extend((0..100).map(|i| format!("10.2.{i}.0/24")));
+            let mut r = x.spec.status.nodes["n2"].clone();
+            r.vtep = Some("192.0.2.3".parse().unwrap());
+            r.prefixes = many;
+            x.spec.status.nodes.insert("n3".into(), r.clone());
+            r.vtep = None;
+            x.spec.status.nodes.insert("n4".into(), r.clone());
+            r.vtep = Some("192.0.2.5".parse().unwrap());
+            r.state = NetState::Error;
+            x.spec.status.nodes.insert("n5".into(), r);
+        },
+    )
+    .unwrap();
+    node::sync(&mut s, "n1", &mut n1).unwrap();
+    let seen: Vec<(String, usize)> =
+        n1.seen[&id].iter().map(|r| (r.vtep.to_string(), r.prefixes.len())).collect();
+    assert_eq!(seen, [("192.0.2.2".into(), 1), ("192.0.2.3".into(), 63)]);
 }

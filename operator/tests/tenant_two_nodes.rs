@@ -3,8 +3,10 @@
 //! the VM suite): two node namespaces joined by a veth underlay, each running the node round
 //! (`tenant-agent`'s kernel dataplane) with its own VTEP; networks X, Y and Z with a workload
 //! namespace per node on a prefix of its own, attached by a veth in the network's VRF. Real
-//! pings decide: X reaches X across nodes, X and Y peered reach only the prefixes each side
-//! allows, Z reaches neither; removing one side's peering withdraws the routes on both nodes.
+//! pings decide: X reaches X across nodes (IPv4 and IPv6), X and Y peered reach only the
+//! prefixes each side allows, Z reaches neither (IPv4 or IPv6); removing one side's peering
+//! withdraws the routes on both nodes. Each node has a static forwarding and a permanent
+//! neighbour entry per other node and no flooding entry.
 #![allow(clippy::disallowed_methods)] // Tests drive the parts from outside.
 #![allow(
     clippy::unwrap_used,
@@ -18,7 +20,7 @@ mod common;
 use std::time::Instant;
 
 use net::netlink::RouteSocket;
-use net::tenant::{kernel::observe, Underlay};
+use net::tenant::{gateway, kernel::observe, router_mac, Underlay};
 use operator::ctl;
 use operator::key::Layout;
 use operator::networks::agent::Kernel;
@@ -36,7 +38,7 @@ kind: Network
 metadata:
   name: x
 spec:
-  prefixes: [10.1.0.0/16]
+  prefixes: [10.1.0.0/16, fd00:1::/48]
   peerings:
     - name: to-y
       networkRef: {name: y}
@@ -58,7 +60,7 @@ kind: Network
 metadata:
   name: z
 spec:
-  prefixes: [10.3.0.0/16]
+  prefixes: [10.3.0.0/16, fd00:3::/48]
 ";
 
 /// Y without its side of the peering.
@@ -102,6 +104,8 @@ impl Node {
         // path filtering would drop what arrives through another VRF's table.
         for (k, v) in [
             ("net.ipv4.ip_forward", "1"),
+            ("net.ipv6.conf.all.forwarding", "1"),
+            ("net.ipv6.conf.default.forwarding", "1"),
             ("net.ipv4.conf.all.rp_filter", "0"),
             ("net.ipv4.conf.default.rp_filter", "0"),
         ] {
@@ -119,8 +123,15 @@ impl Node {
 }
 
 /// A workload of network `id` on `node`: its own namespace, `addr` on a veth whose other end
-/// is in the network's VRF with `gw`.
-fn workload(node: &Node, id: u32, dev: &str, gw: &str, addr: &str) -> Netns {
+/// is in the network's VRF with `gw`; and `v6` (gateway, address) alike.
+fn workload(
+    node: &Node,
+    id: u32,
+    dev: &str,
+    gw: &str,
+    addr: &str,
+    v6: Option<(&str, &str)>,
+) -> Netns {
     let w = Netns::new();
     w.veth("eth0", &node.ns, dev);
     node.ns.ip(&["link", "set", dev, "master", &format!("tvrf{id}")]);
@@ -130,13 +141,20 @@ fn workload(node: &Node, id: u32, dev: &str, gw: &str, addr: &str) -> Netns {
     w.ip(&["link", "set", "eth0", "up"]);
     let via = gw.split('/').next().unwrap();
     w.ip(&["route", "add", "default", "via", via]);
+    if let Some((gw6, addr6)) = v6 {
+        // No duplicate address detection: the addresses are usable at once.
+        node.ns.ip(&["addr", "add", gw6, "dev", dev, "nodad"]);
+        w.ip(&["addr", "add", addr6, "dev", "eth0", "nodad"]);
+        let via = gw6.split('/').next().unwrap();
+        w.ip(&["-6", "route", "add", "default", "via", via]);
+    }
     w
 }
 
 /// Pings, all at once (the VM is slow, and a ping that must fail costs its whole deadline):
-/// each `(from, to, reaches, why)` must reach or not. Reaching is a reply within 8 s (the
-/// first packet waits for ARP through the overlay, answered by proxy after up to the
-/// kernel's proxy delay); not reaching is no reply within 3 s.
+/// each `(from, to, reaches, why)` must reach or not. Reaching is a reply within 8 s (only
+/// the workload's own ARP or neighbour discovery with its node; nothing is resolved across
+/// the overlay); not reaching is no reply within 3 s.
 fn pings(cases: &[(&Netns, &str, bool, &str)]) {
     let running: Vec<_> = cases
         .iter()
@@ -184,8 +202,8 @@ fn two_nodes_reach_across_the_underlay_only_where_peered() {
     let mut c = Controller::new(Allocator::new(Range::default()), "default");
     ctl::apply(&mut s, NETS).unwrap();
     c.pass(&mut s).unwrap();
-    // Each node's first round makes the devices and reports its VTEP; the second floods to
-    // the other's.
+    // Each node's first round makes the devices and reports its VTEP; the second writes the
+    // other's entries.
     for _ in 0..2 {
         assert_eq!(n1.round(&mut s), 3);
         assert_eq!(n2.round(&mut s), 3);
@@ -203,33 +221,130 @@ fn two_nodes_reach_across_the_underlay_only_where_peered() {
     let (ix, iy, iz) =
         (x.spec.status.id.unwrap(), y.spec.status.id.unwrap(), z.spec.status.id.unwrap());
 
-    // Each node floods every network to the other's VTEP.
-    for (n, other) in [(&mut n1, "192.168.77.2"), (&mut n2, "192.168.77.1")] {
-        let have = observe(&mut n.look).unwrap();
-        let floods: Vec<(u32, String)> =
-            have.floods.iter().map(|f| (f.id, f.dst.to_string())).collect();
-        for id in [ix, iy, iz] {
-            assert!(
-                floods.contains(&(id, other.into())),
-                "{}: {floods:?}\n{}",
-                n.name,
-                String::from_utf8_lossy(&n.ns.exec(&["bridge", "fdb", "show"]).stdout)
-            );
-        }
-    }
+    let x1 = workload(
+        &n1,
+        ix,
+        "wx",
+        "10.1.1.1/24",
+        "10.1.1.2/24",
+        Some(("fd00:1:0:1::1/64", "fd00:1:0:1::2/64")),
+    );
+    let x2 = workload(
+        &n2,
+        ix,
+        "wx",
+        "10.1.2.1/24",
+        "10.1.2.2/24",
+        Some(("fd00:1:0:2::1/64", "fd00:1:0:2::2/64")),
+    );
+    let y1 = workload(&n1, iy, "wy", "10.2.1.1/24", "10.2.1.2/24", None);
+    let y2 = workload(&n2, iy, "wy", "10.2.2.1/24", "10.2.2.2/24", None);
+    let z1 = workload(
+        &n1,
+        iz,
+        "wz",
+        "10.3.1.1/24",
+        "10.3.1.2/24",
+        Some(("fd00:3:0:1::1/64", "fd00:3:0:1::2/64")),
+    );
+    let z2 = workload(
+        &n2,
+        iz,
+        "wz",
+        "10.3.2.1/24",
+        "10.3.2.2/24",
+        Some(("fd00:3:0:2::1/64", "fd00:3:0:2::2/64")),
+    );
+    // Each node reports its workloads' prefixes on its next round; the other routes them on
+    // the round after.
+    let t2 = Instant::now();
+    n1.round(&mut s);
+    n2.round(&mut s);
+    n1.round(&mut s);
+    eprintln!("workloads attached to routed on both nodes (three rounds): {:?}", t2.elapsed());
 
-    let x1 = workload(&n1, ix, "wx", "10.1.1.1/24", "10.1.1.2/24");
-    let x2 = workload(&n2, ix, "wx", "10.1.2.1/24", "10.1.2.2/24");
-    let y1 = workload(&n1, iy, "wy", "10.2.1.1/24", "10.2.1.2/24");
-    let y2 = workload(&n2, iy, "wy", "10.2.2.1/24", "10.2.2.2/24");
-    let z1 = workload(&n1, iz, "wz", "10.3.1.1/24", "10.3.1.2/24");
-    let z2 = workload(&n2, iz, "wz", "10.3.2.1/24", "10.3.2.2/24");
+    // Per other node and network: one static forwarding entry (its MAC at its VTEP), one
+    // permanent neighbour entry (its link-local gateway at that MAC), the prefixes it
+    // reported via that gateway; and no flooding entry anywhere.
+    let reported = |id: u32, node: &str| -> Vec<&str> {
+        match (id == ix, id == iy, node) {
+            (true, _, "n1") => vec!["10.1.1.0/24", "fd00:1:0:1::/64"],
+            (true, _, _) => vec!["10.1.2.0/24", "fd00:1:0:2::/64"],
+            (_, true, "n1") => vec!["10.2.1.0/24"],
+            (_, true, _) => vec!["10.2.2.0/24"],
+            (_, _, "n1") => vec!["10.3.1.0/24", "fd00:3:0:1::/64"],
+            _ => vec!["10.3.2.0/24", "fd00:3:0:2::/64"],
+        }
+    };
+    for (n, other, other_vtep) in [(&mut n1, "n2", "192.168.77.2"), (&mut n2, "n1", "192.168.77.1")]
+    {
+        let have = observe(&mut n.look).unwrap();
+        let fdb_text =
+            String::from_utf8_lossy(&n.ns.exec(&["bridge", "fdb", "show"]).stdout).into_owned();
+        let neigh_text =
+            String::from_utf8_lossy(&n.ns.exec(&["ip", "-6", "neigh", "show"]).stdout).into_owned();
+        let mac = router_mac(other_vtep.parse().unwrap());
+        let gw = gateway(mac);
+        let mac_text = mac.map(|b| format!("{b:02x}")).join(":");
+        assert!(
+            !fdb_text.contains("00:00:00:00:00:00"),
+            "{}: a flooding entry\n{fdb_text}",
+            n.name
+        );
+        for id in [ix, iy, iz] {
+            let fdb: Vec<_> = have
+                .fdb
+                .iter()
+                .filter(|f| f.id == id)
+                .map(|f| (f.mac, f.dst.to_string()))
+                .collect();
+            assert_eq!(fdb, [(mac, other_vtep.to_string())], "{}: {id}\n{fdb_text}", n.name);
+            let neighs: Vec<_> =
+                have.neighs.iter().filter(|e| e.id == id).map(|e| (e.addr, e.mac)).collect();
+            assert_eq!(neighs, [(gw, mac)], "{}: {id}\n{neigh_text}", n.name);
+            let dev = format!("dev tvx{id} ");
+            let has = |text: &str, words: &[&str]| {
+                text.lines().any(|l| words.iter().all(|w| format!("{l} ").contains(w)))
+            };
+            let dst = format!("dst {other_vtep} ");
+            assert!(
+                has(&fdb_text, &[&mac_text, &dev, &dst, "permanent"]),
+                "{}: no static entry {mac_text} {dev}{dst}\n{fdb_text}",
+                n.name
+            );
+            let gw_text = format!("{gw} ");
+            assert!(
+                has(&neigh_text, &[&gw_text, &dev, &mac_text, "PERMANENT"]),
+                "{}: no neighbour {gw} {dev}\n{neigh_text}",
+                n.name
+            );
+            let routed: Vec<String> = have
+                .routes
+                .iter()
+                .filter(|r| r.id == id && r.via == id)
+                .map(|r| {
+                    assert_eq!(r.gw, Some(gw.into()), "{r:?}");
+                    r.dst.to_string()
+                })
+                .collect();
+            assert_eq!(routed, reported(id, other), "{}: routes of {id} to {other}", n.name);
+        }
+        // The route into the other node's X prefix, as `ip route` shows it: IPv4 via the IPv6
+        // link-local gateway.
+        let table = net::tenant::table(ix).to_string();
+        let r = n.ns.exec(&["ip", "route", "show", "table", &table]);
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert!(text.contains(&format!("via inet6 {gw} dev tvx{ix}")), "{}:\n{text}", n.name);
+    }
 
     pings(&[
         // A network reaches itself across the nodes.
         (&x1, "10.1.2.2", true, "X on n1 -> X on n2"),
         (&x2, "10.1.1.2", true, "X on n2 -> X on n1"),
         (&z1, "10.3.2.2", true, "Z on n1 -> Z on n2"),
+        (&x1, "fd00:1:0:2::2", true, "X on n1 -> X on n2 (IPv6)"),
+        (&x2, "fd00:1:0:1::2", true, "X on n2 -> X on n1 (IPv6)"),
+        (&z2, "fd00:3:0:1::2", true, "Z on n2 -> Z on n1 (IPv6)"),
         // Peered, in each direction, only what the other side allows.
         (&x1, "10.2.2.2", true, "X 10.1.1/24 -> Y 10.2.2/24 (both allowed)"),
         (&y2, "10.1.1.2", true, "Y 10.2.2/24 -> X 10.1.1/24 (both allowed)"),
@@ -241,6 +356,9 @@ fn two_nodes_reach_across_the_underlay_only_where_peered() {
         (&z1, "10.2.2.2", false, "Z -> Y"),
         (&z2, "10.1.1.2", false, "Z -> X"),
         (&y1, "10.3.2.2", false, "Y -> Z"),
+        (&z1, "fd00:1:0:2::2", false, "Z -> X (IPv6)"),
+        (&z2, "fd00:1:0:1::2", false, "Z -> X (IPv6)"),
+        (&x1, "fd00:3:0:2::2", false, "X -> Z (IPv6)"),
     ]);
     eprintln!("pings checked: {:?}", t0.elapsed());
 
@@ -263,6 +381,7 @@ fn two_nodes_reach_across_the_underlay_only_where_peered() {
         (&x1, "10.2.2.2", false, "withdrawn: X -> Y"),
         (&y2, "10.1.1.2", false, "withdrawn: Y -> X"),
         (&x1, "10.1.2.2", true, "X still reaches X"),
+        (&x2, "fd00:1:0:1::2", true, "X still reaches X (IPv6)"),
     ]);
     eprintln!("total: {:?}", t0.elapsed());
 }

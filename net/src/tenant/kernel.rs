@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL};
+use ipnet::IpNet;
+use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::link::{
     AfSpecInet, AfSpecUnspec, InetDevConf, InfoData, InfoKind, InfoVrf, InfoVxlan, LinkAttribute,
     LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
@@ -15,7 +16,9 @@ use netlink_packet_route::neighbour::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use super::{id_of, table, vrf_name, vxlan_name, Device, Flood, Found, LeakRoute, Observed, Step};
+use super::{
+    id_of, table, vrf_name, vxlan_name, Device, Fdb, Found, LeakRoute, Neigh, Observed, Step,
+};
 use crate::netlink::{KernelRoute, NlError, RouteSocket};
 use crate::resource::nethelpers::{Family, RouteProtocol, RouteType, RoutingTable};
 
@@ -30,15 +33,17 @@ fn decode(m: &LinkMessage, names: &BTreeMap<u32, String>) -> Option<Found> {
     let mut data = None;
     let mut master = None;
     let mut routes_for_others = false;
+    let mut mac = None;
     for a in &m.attributes {
         match a {
             LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::Address(a) => mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
             LinkAttribute::AfSpecUnspec(specs) => {
                 for sp in specs {
                     if let AfSpecUnspec::Inet(inet) = sp {
                         for i in inet {
                             if let AfSpecInet::DevConf(c) = i {
-                                routes_for_others = c.proxy_arp != 0 && c.forwarding != 0;
+                                routes_for_others = c.forwarding != 0;
                             }
                         }
                     }
@@ -79,8 +84,10 @@ fn decode(m: &LinkMessage, names: &BTreeMap<u32, String>) -> Option<Found> {
             let mut vni = None;
             let mut local = None;
             let mut port = 0;
+            let mut learning = true;
             for a in attrs {
                 match a {
+                    InfoVxlan::Learning(l) => learning = *l,
                     InfoVxlan::Id(v) => vni = Some(*v),
                     InfoVxlan::Local(a) => local = Some(IpAddr::V4(*a)),
                     InfoVxlan::Local6(a) => local = Some(IpAddr::V6(*a)),
@@ -88,8 +95,9 @@ fn decode(m: &LinkMessage, names: &BTreeMap<u32, String>) -> Option<Found> {
                     _ => {}
                 }
             }
-            // Under our name with another VNI: not ours to keep.
-            (vni == Some(id)).then_some(Device::Vxlan { id, local, port })
+            // Under our name with another VNI, or learning what the overlay claims: not ours
+            // to keep.
+            (vni == Some(id) && !learning).then_some(Device::Vxlan { id, local, port, mac })
         }
         _ => None,
     };
@@ -134,10 +142,23 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
         .collect();
     for id in vrfs {
         let mut closed = 0;
+        let mut local = std::collections::BTreeSet::new();
         for family in [Family::Inet4, Family::Inet6] {
             for r in sock.dump_routes_in(family, RoutingTable(table(id)))? {
                 if r.kind == RouteType::UNREACHABLE && r.dst.is_none_or(|d| d.prefix_len() == 0) {
                     closed += 1;
+                    continue;
+                }
+                let oif = r.oif.and_then(|i| names.get(&i));
+                // The connected prefixes of the other devices in the VRF: this node's
+                // workloads.
+                if r.protocol == RouteProtocol::KERNEL
+                    && r.kind == RouteType::UNICAST
+                    && oif.is_some_and(|n| id_of(n).is_none())
+                {
+                    if let Some(dst) = r.dst.filter(|d| !link_local(d)) {
+                        local.insert(dst);
+                    }
                     continue;
                 }
                 // Only the routes this module writes (static unicast): the kernel's own on
@@ -145,21 +166,25 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
                 if r.protocol != RouteProtocol::STATIC || r.kind != RouteType::UNICAST {
                     continue;
                 }
-                let oif = r.oif.and_then(|i| names.get(&i));
                 let via = oif.and_then(|n| tenant_id(n, super::VRF_PREFIX)).or_else(|| {
                     // Through the network's own VXLAN device: to its other nodes.
                     oif.and_then(|n| tenant_id(n, super::VXLAN_PREFIX)).filter(|v| *v == id)
                 });
                 if let (Some(via), Some(dst)) = (via, r.dst) {
-                    o.routes.insert(LeakRoute { id, dst, via });
+                    let gw = r.gateway.filter(|_| via == id);
+                    o.routes.insert(LeakRoute { id, dst, via, gw });
                 }
             }
         }
         if closed >= 2 {
             o.isolated.insert(id);
         }
+        if !local.is_empty() {
+            o.local.insert(id, local);
+        }
     }
-    // Flooding entries: all-zeros MAC with a remote, on this module's VXLAN devices.
+    // Forwarding entries with a remote (flooding ones too: all-zeros MAC), and permanent IPv6
+    // neighbours, on this module's VXLAN devices.
     let vxlans: BTreeMap<u32, u32> = msgs
         .iter()
         .filter_map(|m| {
@@ -173,11 +198,13 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
         for m in sock.dump("dump_fdb", RouteNetlinkMessage::GetNeighbour(req))? {
             let RouteNetlinkMessage::NewNeighbour(n) = m else { continue };
             let Some(id) = vxlans.get(&n.header.ifindex) else { continue };
-            let mut zero = false;
+            let mut mac = None;
             let mut dst = None;
             for a in &n.attributes {
                 match a {
-                    NeighbourAttribute::LinkLayerAddress(l) => zero = l.iter().all(|b| *b == 0),
+                    NeighbourAttribute::LinkLayerAddress(l) => {
+                        mac = <[u8; 6]>::try_from(l.as_slice()).ok()
+                    }
                     NeighbourAttribute::Destination(NeighbourAddress::Inet(a)) => {
                         dst = Some(IpAddr::V4(*a))
                     }
@@ -194,47 +221,101 @@ pub fn observe(sock: &mut RouteSocket) -> Result<Observed, NlError> {
                     _ => {}
                 }
             }
-            if let (true, Some(dst)) = (zero, dst) {
-                o.floods.insert(Flood { id: *id, dst });
+            if let (Some(mac), Some(dst)) = (mac, dst) {
+                o.fdb.insert(Fdb { id: *id, mac, dst });
+            }
+        }
+        let mut req = NeighbourMessage::default();
+        req.header.family = AddressFamily::Inet6;
+        for m in sock.dump("dump_neigh", RouteNetlinkMessage::GetNeighbour(req))? {
+            let RouteNetlinkMessage::NewNeighbour(n) = m else { continue };
+            let Some(id) = vxlans.get(&n.header.ifindex) else { continue };
+            if n.header.state != NeighbourState::Permanent {
+                continue;
+            }
+            let mut mac = None;
+            let mut addr = None;
+            for a in &n.attributes {
+                match a {
+                    NeighbourAttribute::LinkLayerAddress(l) => {
+                        mac = <[u8; 6]>::try_from(l.as_slice()).ok()
+                    }
+                    NeighbourAttribute::Destination(NeighbourAddress::Inet6(a)) => addr = Some(*a),
+                    _ => {}
+                }
+            }
+            if let (Some(mac), Some(addr)) = (mac, addr) {
+                o.neighs.insert(Neigh { id: *id, addr, mac });
             }
         }
     }
     Ok(o)
 }
 
-fn flood(sock: &mut RouteSocket, f: &Flood, add: bool) -> Result<(), NlError> {
+fn link_local(p: &IpNet) -> bool {
+    match p {
+        IpNet::V6(p) => p.addr().segments()[0] & 0xffc0 == 0xfe80,
+        IpNet::V4(p) => p.addr().octets()[..2] == [169, 254],
+    }
+}
+
+fn mac_str(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// `bridge fdb replace MAC dev tvx<id> dst VTEP self static` (or its delete).
+fn fdb(sock: &mut RouteSocket, f: &Fdb, add: bool) -> Result<(), NlError> {
     let mut n = NeighbourMessage::default();
     n.header.family = AddressFamily::Bridge;
     n.header.ifindex = index_of(sock, &vxlan_name(f.id))?;
     n.header.state = NeighbourState::Permanent;
     n.header.flags = NeighbourFlags::Own;
-    n.attributes.push(NeighbourAttribute::LinkLayerAddress(vec![0; 6]));
+    n.attributes.push(NeighbourAttribute::LinkLayerAddress(f.mac.to_vec()));
     n.attributes.push(NeighbourAttribute::Destination(match f.dst {
         IpAddr::V4(a) => NeighbourAddress::Inet(a),
         IpAddr::V6(a) => NeighbourAddress::Inet6(a),
     }));
-    let target = format!("{} dst {}", vxlan_name(f.id), f.dst);
+    let target = format!("{} {} dst {}", vxlan_name(f.id), mac_str(&f.mac), f.dst);
     if add {
-        sock.request(
-            "fdb_append",
-            &target,
-            RouteNetlinkMessage::NewNeighbour(n),
-            NLM_F_CREATE | NLM_F_APPEND,
-        )
-        .map(drop)
+        // One MAC, one VTEP: a replace moves an entry whose node changed address. A flooding
+        // entry is never added (only removed), but would need an append.
+        let how = if f.mac == [0; 6] { NLM_F_APPEND } else { NLM_F_REPLACE };
+        sock.request("fdb_add", &target, RouteNetlinkMessage::NewNeighbour(n), NLM_F_CREATE | how)
+            .map(drop)
     } else {
         sock.request("fdb_delete", &target, RouteNetlinkMessage::DelNeighbour(n), 0).map(drop)
     }
 }
 
-/// A VXLAN device forwards, and answers ARP for the addresses its node routes through other
-/// devices: a remote node resolves this node's workloads to it.
+/// `ip -6 neigh replace ADDR lladdr MAC dev tvx<id> nud permanent` (or its delete).
+fn neigh(sock: &mut RouteSocket, e: &Neigh, add: bool) -> Result<(), NlError> {
+    let mut n = NeighbourMessage::default();
+    n.header.family = AddressFamily::Inet6;
+    n.header.ifindex = index_of(sock, &vxlan_name(e.id))?;
+    n.header.state = NeighbourState::Permanent;
+    n.attributes.push(NeighbourAttribute::Destination(NeighbourAddress::Inet6(e.addr)));
+    n.attributes.push(NeighbourAttribute::LinkLayerAddress(e.mac.to_vec()));
+    let target = format!("{} {} lladdr {}", vxlan_name(e.id), e.addr, mac_str(&e.mac));
+    if add {
+        sock.request(
+            "neigh_replace",
+            &target,
+            RouteNetlinkMessage::NewNeighbour(n),
+            NLM_F_CREATE | NLM_F_REPLACE,
+        )
+        .map(drop)
+    } else {
+        sock.request("neigh_delete", &target, RouteNetlinkMessage::DelNeighbour(n), 0).map(drop)
+    }
+}
+
+/// A VXLAN device forwards what arrives for this node's workloads. It answers no ARP for
+/// others: the other nodes' neighbour entries for it are static.
 fn route_for_others(sock: &mut RouteSocket, index: u32) -> Result<(), NlError> {
     let mut msg = LinkMessage::default();
     msg.header.index = index;
     let mut conf = InetDevConf::default();
     conf.forwarding = 1;
-    conf.proxy_arp = 1;
     msg.attributes.push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet(vec![
         AfSpecInet::DevConfRequest(conf),
     ])]));
@@ -262,10 +343,15 @@ fn create(sock: &mut RouteSocket, d: &Device) -> Result<(), NlError> {
             LinkInfo::Kind(InfoKind::Vrf),
             LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(*table)])),
         ],
-        Device::Vxlan { id, local, port } => {
+        Device::Vxlan { id, local, port, mac } => {
             msg.attributes.push(LinkAttribute::Controller(index_of(sock, &vrf_name(*id))?));
+            if let Some(mac) = mac {
+                msg.attributes.push(LinkAttribute::Address(mac.to_vec()));
+            }
+            // Nothing learnt: every entry is written from what the nodes reported, and a
+            // packet from the overlay cannot move one.
             let mut attrs =
-                vec![InfoVxlan::Id(*id), InfoVxlan::Port(*port), InfoVxlan::Learning(true)];
+                vec![InfoVxlan::Id(*id), InfoVxlan::Port(*port), InfoVxlan::Learning(false)];
             match local {
                 Some(IpAddr::V4(a)) => attrs.push(InfoVxlan::Local(*a)),
                 Some(IpAddr::V6(a)) => attrs.push(InfoVxlan::Local6(*a)),
@@ -293,6 +379,8 @@ fn route(sock: &mut RouteSocket, r: &LeakRoute) -> Result<KernelRoute, NlError> 
     k.table = RoutingTable(table(r.id));
     let dev = if r.via == r.id { vxlan_name(r.id) } else { vrf_name(r.via) };
     k.oif = Some(index_of(sock, &dev)?);
+    // An IPv6 link-local next hop, for IPv4 routes too (`RTA_VIA`, RFC 8950).
+    k.gateway = r.gw;
     Ok(k)
 }
 
@@ -309,8 +397,8 @@ fn isolate(sock: &mut RouteSocket, id: u32) -> Result<(), NlError> {
 }
 
 /// Carry out `steps`; every step is tried. Returns the leaked routes that failed (with why)
-/// and per network its first error, if any (a network whose devices, flooding entries or route
-/// to its other nodes failed is not realised).
+/// and per network its first error, if any (a network whose devices, entries or routes to its
+/// other nodes failed is not realised).
 pub fn apply(
     sock: &mut RouteSocket,
     steps: &[Step],
@@ -332,8 +420,10 @@ pub fn apply(
                 sock.link_set_up(i, true)
             }),
             Step::AddRoute(r) => route(sock, r).and_then(|k| sock.route_replace(&k)),
-            Step::AddFlood(f) => flood(sock, f, true),
-            Step::DeleteFlood(f) => flood(sock, f, false),
+            Step::AddFdb(f) => fdb(sock, f, true),
+            Step::DeleteFdb(f) => fdb(sock, f, false),
+            Step::AddNeigh(n) => neigh(sock, n, true),
+            Step::DeleteNeigh(n) => neigh(sock, n, false),
             Step::Isolate(id) => isolate(sock, *id),
         };
         if let Err(e) = r {
@@ -354,14 +444,17 @@ pub fn apply(
                         devices.entry(id).or_insert_with(|| e.to_string());
                     }
                 }
-                Step::AddFlood(f) => {
-                    devices.entry(f.id).or_insert_with(|| e.to_string());
+                Step::AddFdb(Fdb { id, .. }) | Step::AddNeigh(Neigh { id, .. }) => {
+                    devices.entry(*id).or_insert_with(|| e.to_string());
                 }
                 // An open table is a network not in place: its traffic could leave the VRF.
                 Step::Isolate(id) => {
                     devices.entry(*id).or_insert_with(|| e.to_string());
                 }
-                Step::DeleteRoute(_) | Step::DeleteDevice(_) | Step::DeleteFlood(_) => {}
+                Step::DeleteRoute(_)
+                | Step::DeleteDevice(_)
+                | Step::DeleteFdb(_)
+                | Step::DeleteNeigh(_) => {}
             }
         }
     }
@@ -373,6 +466,8 @@ pub fn apply(
 pub enum Outcome {
     /// In place, with these peers; the others failed (with why).
     Realised {
+        /// This node's workload prefixes in the network (to report).
+        prefixes: Vec<IpNet>,
         /// Peers whose routes are all in place.
         peers: Vec<u32>,
         /// Peers that are not, and why.
@@ -389,8 +484,9 @@ pub fn sync(
     nets: &[super::TenantNetwork],
     underlay: &super::Underlay,
 ) -> Result<BTreeMap<u32, Outcome>, NlError> {
-    let want = super::desired(nets, underlay);
     let have = observe(sock)?;
+    let want = super::desired_with(nets, underlay, &have.local);
+    let mut reported = super::reported(nets, &have);
     let steps = super::plan(&want, &have);
     let (routes, devices) = apply(sock, &steps);
     let peers = super::peer_outcomes(nets, &want, &routes);
@@ -399,10 +495,16 @@ pub fn sync(
         .map(|n| {
             let out = match (devices.get(&n.id), peers.get(&n.id)) {
                 (Some(e), _) => Outcome::Failed(e.clone()),
-                (None, Some((ok, bad))) => {
-                    Outcome::Realised { peers: ok.clone(), failed: bad.clone() }
-                }
-                (None, None) => Outcome::Realised { peers: vec![], failed: vec![] },
+                (None, Some((ok, bad))) => Outcome::Realised {
+                    prefixes: reported.remove(&n.id).unwrap_or_default(),
+                    peers: ok.clone(),
+                    failed: bad.clone(),
+                },
+                (None, None) => Outcome::Realised {
+                    prefixes: reported.remove(&n.id).unwrap_or_default(),
+                    peers: vec![],
+                    failed: vec![],
+                },
             };
             (n.id, out)
         })

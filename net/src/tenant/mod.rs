@@ -6,12 +6,14 @@
 //! B's VRF, so the lookup continues in B's table (what metalnet does by copying routes between
 //! dpservice VNI tables).
 //!
-//! Across nodes, each VXLAN device floods to the VTEP of every other node carrying its network
-//! (an all-zeros forwarding entry per remote VTEP, `bridge fdb append 00:00:00:00:00:00 dst
-//! VTEP`, and learning for the rest), the network's own prefixes are routed through it in its
-//! table (a node's own workloads are more specific, on their own interfaces in the VRF), and
-//! it answers ARP for the addresses its node routes elsewhere (proxy ARP), so a node resolves
-//! a remote workload's address to the remote node's VXLAN device.
+//! Across nodes the design is routed, with nothing learnt and nothing flooded: each node's
+//! VXLAN devices carry a MAC derived from its VTEP address ([`router_mac`]), so every other
+//! node knows it without asking. For each other node carrying a network, a node writes on the
+//! network's VXLAN device one static forwarding entry (that MAC → that VTEP) and one permanent
+//! IPv6 neighbour entry (the link-local address of that MAC, [`gateway`] → that MAC), and
+//! routes the workload prefixes that node reported via that link-local gateway, IPv4 ones
+//! too (RFC 8950). ARP and neighbour discovery never cross the overlay, and IPv6 needs no
+//! proxy NDP.
 //!
 //! [`desired`] and [`plan`] are pure: what the node should have, and the steps from what it
 //! has. [`kernel`] observes and applies them over rtnetlink.
@@ -21,7 +23,7 @@ pub mod kernel;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use ipnet::IpNet;
 
@@ -40,6 +42,20 @@ pub const VXLAN_PORT: u16 = 4789;
 /// documentation suggests (Documentation/networking/vrf.rst), so every real route wins.
 pub const ISOLATION_METRIC: u32 = 4_278_198_272;
 
+/// At most this many workload prefixes a node reports per network (and a node takes from
+/// another's report): the rest are left out.
+pub const MAX_REPORTED: usize = 64;
+
+/// Another node carrying a network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Remote {
+    /// Its VTEP address.
+    pub vtep: IpAddr,
+    /// The workload prefixes it reported for this network (only those inside the network's
+    /// own prefixes are routed to it).
+    pub prefixes: Vec<IpNet>,
+}
+
 /// One network as the node layer describes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TenantNetwork {
@@ -47,10 +63,11 @@ pub struct TenantNetwork {
     pub id: u32,
     /// Peers: their IDs and the prefixes of theirs this network may reach.
     pub peers: Vec<Peer>,
-    /// The network's own prefixes (routed through its VXLAN device when other nodes carry it).
+    /// The network's own prefixes: what its nodes may report and route to each other.
     pub prefixes: Vec<IpNet>,
-    /// The VTEP addresses of the other nodes carrying this network.
-    pub remotes: Vec<IpAddr>,
+    /// The other nodes carrying this network (in a stable order: the first to report a
+    /// prefix gets it).
+    pub remotes: Vec<Remote>,
 }
 
 /// One peer of a network.
@@ -87,6 +104,43 @@ pub fn table(id: u32) -> u32 {
     TABLE_BASE.saturating_add(id)
 }
 
+/// The MAC of every VXLAN device of the node whose VTEP is `vtep`: locally administered
+/// unicast, the IPv4 address itself after `02:00`, or for IPv6 40 bits of an FNV-1a hash
+/// after `06`. Each node computes every other node's from the VTEP it reported.
+pub fn router_mac(vtep: IpAddr) -> [u8; 6] {
+    match vtep {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            [0x02, 0x00, o[0], o[1], o[2], o[3]]
+        }
+        IpAddr::V6(a) => {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in a.octets() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            let b = h.to_be_bytes();
+            [0x06, b[3], b[4], b[5], b[6], b[7]]
+        }
+    }
+}
+
+/// The IPv6 link-local address of `mac` (modified EUI-64, RFC 4291 appendix A): the
+/// address the kernel gives a VXLAN device with that MAC, and the next hop other nodes
+/// route through, for IPv4 as for IPv6.
+pub fn gateway(mac: [u8; 6]) -> Ipv6Addr {
+    let w = |a: u8, b: u8| (u16::from(a) << 8) | u16::from(b);
+    Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        w(mac[0] ^ 0x02, mac[1]),
+        w(mac[2], 0xff),
+        w(0xfe, mac[3]),
+        w(mac[4], mac[5]),
+    )
+}
+
 /// A network ID back from a device name of this module.
 pub fn id_of(name: &str) -> Option<u32> {
     let digits = name.strip_prefix(VRF_PREFIX).or_else(|| name.strip_prefix(VXLAN_PREFIX))?;
@@ -114,6 +168,8 @@ pub enum Device {
         local: Option<IpAddr>,
         /// UDP port.
         port: u16,
+        /// Its MAC ([`router_mac`] of the VTEP; `None`: no VTEP, the kernel's).
+        mac: Option<[u8; 6]>,
     },
 }
 
@@ -122,6 +178,18 @@ impl Device {
     pub fn id(&self) -> u32 {
         match self {
             Self::Vrf { id, .. } | Self::Vxlan { id, .. } => *id,
+        }
+    }
+
+    /// Whether a device found is the one wanted (a wanted VXLAN device without a MAC of its
+    /// own takes any).
+    pub fn satisfied_by(&self, found: &Device) -> bool {
+        match (self, found) {
+            (
+                Self::Vxlan { id, local, port, mac: None },
+                Self::Vxlan { id: i, local: l, port: p, .. },
+            ) => (id, local, port) == (i, l, p),
+            _ => self == found,
         }
     }
 
@@ -135,7 +203,7 @@ impl Device {
 }
 
 /// A route in `id`'s VRF table: `dst` through `via`'s VRF device (a leaked route), or when
-/// `via == id` through the network's own VXLAN device (to the network's other nodes).
+/// `via == id` through the network's own VXLAN device via `gw` (to another node).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LeakRoute {
     /// The network whose table holds the route.
@@ -144,15 +212,32 @@ pub struct LeakRoute {
     pub dst: IpNet,
     /// The peer whose VRF the route leads into (`id` itself: the network's VXLAN device).
     pub via: u32,
+    /// The next hop (another node's [`gateway`]) of a route through the VXLAN device.
+    pub gw: Option<IpAddr>,
 }
 
-/// A forwarding entry on a network's VXLAN device: flood to a remote VTEP.
+/// A static forwarding entry on a network's VXLAN device: another node's MAC at its VTEP.
+/// An all-zeros MAC is a flooding entry (found only: this module no longer writes them).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Flood {
+pub struct Fdb {
     /// The network (its VXLAN device).
     pub id: u32,
+    /// The other node's [`router_mac`].
+    pub mac: [u8; 6],
     /// The other node's VTEP.
     pub dst: IpAddr,
+}
+
+/// A permanent neighbour entry on a network's VXLAN device: another node's [`gateway`] at
+/// its MAC.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Neigh {
+    /// The network (its VXLAN device).
+    pub id: u32,
+    /// The other node's link-local gateway.
+    pub addr: Ipv6Addr,
+    /// The other node's [`router_mac`].
+    pub mac: [u8; 6],
 }
 
 /// What the node should have.
@@ -162,8 +247,10 @@ pub struct Desired {
     pub devices: Vec<Device>,
     /// Leaked routes and routes to the network's other nodes, sorted.
     pub routes: BTreeSet<LeakRoute>,
-    /// Flooding entries towards other nodes' VTEPs.
-    pub floods: BTreeSet<Flood>,
+    /// Forwarding entries: each other node's MAC at its VTEP.
+    pub fdb: BTreeSet<Fdb>,
+    /// Neighbour entries: each other node's gateway at its MAC.
+    pub neighs: BTreeSet<Neigh>,
     /// Per network, the peers that cannot be realised here and why.
     pub unrealisable: BTreeMap<u32, Vec<(u32, String)>>,
 }
@@ -175,8 +262,7 @@ pub struct Found {
     pub name: String,
     /// What it is (`None`: another kind, or settings this module cannot read: replaced).
     pub device: Option<Device>,
-    /// Administratively up (a VXLAN device: and forwarding, answering ARP for what its node
-    /// routes elsewhere; both are set with it).
+    /// Administratively up (a VXLAN device: and forwarding, set with it).
     pub up: bool,
     /// The network ID of the tenant VRF it is enslaved to.
     pub master: Option<u32>,
@@ -189,16 +275,58 @@ pub struct Observed {
     pub devices: Vec<Found>,
     /// Leaked routes and routes through the networks' VXLAN devices found.
     pub routes: BTreeSet<LeakRoute>,
-    /// Flooding entries found on this module's VXLAN devices.
-    pub floods: BTreeSet<Flood>,
+    /// Forwarding entries with a remote VTEP found on this module's VXLAN devices.
+    pub fdb: BTreeSet<Fdb>,
+    /// Permanent IPv6 neighbour entries found on this module's VXLAN devices.
+    pub neighs: BTreeSet<Neigh>,
     /// Networks whose table ends in an `unreachable default` for IPv4 and for IPv6.
     pub isolated: BTreeSet<u32>,
+    /// Per network, the connected prefixes of the other devices in its VRF: this node's
+    /// workloads (IPv6 link-local left out).
+    pub local: BTreeMap<u32, BTreeSet<IpNet>>,
+}
+
+/// Whether `inner` lies wholly inside `outer` (address and length).
+fn inside(outer: &IpNet, inner: &IpNet) -> bool {
+    outer.contains(inner)
+}
+
+fn overlap(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(b) || b.contains(a)
+}
+
+/// Per network, what this node reports as its workload prefixes: the connected prefixes in
+/// its VRF that lie wholly inside the network's own, at most [`MAX_REPORTED`].
+pub fn reported(nets: &[TenantNetwork], have: &Observed) -> BTreeMap<u32, Vec<IpNet>> {
+    nets.iter()
+        .map(|n| {
+            let local = have.local.get(&n.id).into_iter().flatten();
+            let ours = local
+                .filter(|l| n.prefixes.iter().any(|p| inside(p, l)))
+                .take(MAX_REPORTED)
+                .copied()
+                .collect();
+            (n.id, ours)
+        })
+        .collect()
+}
+
+/// The node's target without workloads of its own: [`desired_with`] and no local prefixes.
+pub fn desired(nets: &[TenantNetwork], underlay: &Underlay) -> Desired {
+    desired_with(nets, underlay, &BTreeMap::new())
 }
 
 /// The node's target: a VRF and a VXLAN device per network, and per peer its prefixes leaked
 /// into the network's table. A peer that is not on this node (no VRF to lead into), a peer
-/// that is the network itself, and an ID out of range are left out, with why.
-pub fn desired(nets: &[TenantNetwork], underlay: &Underlay) -> Desired {
+/// that is the network itself, and an ID out of range are left out, with why. Per other node
+/// carrying a network: its forwarding and neighbour entries, and a route via its gateway for
+/// each prefix it reported that lies inside the network's own and overlaps neither this
+/// node's `local` prefixes (its own workloads win) nor one an earlier node took.
+pub fn desired_with(
+    nets: &[TenantNetwork],
+    underlay: &Underlay,
+    local: &BTreeMap<u32, BTreeSet<IpNet>>,
+) -> Desired {
     let port = if underlay.port == 0 { VXLAN_PORT } else { underlay.port };
     let here: BTreeSet<u32> =
         nets.iter().map(|n| n.id).filter(|id| (1..=MAX_ID).contains(id)).collect();
@@ -207,16 +335,25 @@ pub fn desired(nets: &[TenantNetwork], underlay: &Underlay) -> Desired {
         d.devices.push(Device::Vrf { id: *id, table: table(*id) });
     }
     for id in &here {
-        d.devices.push(Device::Vxlan { id: *id, local: underlay.local, port });
+        let mac = underlay.local.map(router_mac);
+        d.devices.push(Device::Vxlan { id: *id, local: underlay.local, port, mac });
     }
     for n in nets.iter().filter(|n| here.contains(&n.id)) {
-        // Other nodes are reached only where some are known: a lone node routes nothing away.
-        for dst in &n.remotes {
-            d.floods.insert(Flood { id: n.id, dst: *dst });
-        }
-        if !n.remotes.is_empty() {
-            for dst in &n.prefixes {
-                d.routes.insert(LeakRoute { id: n.id, dst: dst.trunc(), via: n.id });
+        let mut taken: Vec<IpNet> =
+            local.get(&n.id).into_iter().flatten().map(IpNet::trunc).collect();
+        for r in n.remotes.iter().filter(|r| Some(r.vtep) != underlay.local) {
+            let mac = router_mac(r.vtep);
+            let gw = gateway(mac);
+            d.fdb.insert(Fdb { id: n.id, mac, dst: r.vtep });
+            d.neighs.insert(Neigh { id: n.id, addr: gw, mac });
+            for dst in r.prefixes.iter().take(MAX_REPORTED).map(IpNet::trunc) {
+                if !n.prefixes.iter().any(|p| inside(p, &dst))
+                    || taken.iter().any(|t| overlap(t, &dst))
+                {
+                    continue;
+                }
+                taken.push(dst);
+                d.routes.insert(LeakRoute { id: n.id, dst, via: n.id, gw: Some(IpAddr::V6(gw)) });
             }
         }
         for p in &n.peers {
@@ -232,7 +369,7 @@ pub fn desired(nets: &[TenantNetwork], underlay: &Underlay) -> Desired {
                 continue;
             }
             for dst in &p.prefixes {
-                d.routes.insert(LeakRoute { id: n.id, dst: dst.trunc(), via: p.id });
+                d.routes.insert(LeakRoute { id: n.id, dst: dst.trunc(), via: p.id, gw: None });
             }
         }
     }
@@ -259,10 +396,14 @@ pub enum Step {
     SetUp(String),
     /// Add (or replace) a leaked route.
     AddRoute(LeakRoute),
-    /// Remove a flooding entry.
-    DeleteFlood(Flood),
-    /// Add a flooding entry (appended: one device floods to many VTEPs).
-    AddFlood(Flood),
+    /// Remove a forwarding entry.
+    DeleteFdb(Fdb),
+    /// Add a static forwarding entry (appended: one device reaches many VTEPs).
+    AddFdb(Fdb),
+    /// Remove a neighbour entry.
+    DeleteNeigh(Neigh),
+    /// Add (or replace) a permanent neighbour entry.
+    AddNeigh(Neigh),
     /// End a network's table in `unreachable default` (IPv4 and IPv6): without it a lookup
     /// that misses in the VRF's table goes on to the node's main table, and a tenant's
     /// packets would leave through the node's own routes.
@@ -278,7 +419,7 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
     let mut deleted: BTreeSet<u32> = BTreeSet::new();
     for f in &have.devices {
         match (wanted.get(&f.name), &f.device) {
-            (Some(w), Some(d)) if *w == d => {
+            (Some(w), Some(d)) if w.satisfied_by(d) => {
                 kept.insert(f.name.clone());
             }
             _ => {
@@ -295,9 +436,14 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
             steps.push(Step::DeleteRoute(r.clone()));
         }
     }
-    for f in &have.floods {
-        if !want.floods.contains(f) {
-            steps.push(Step::DeleteFlood(f.clone()));
+    for f in &have.fdb {
+        if !want.fdb.contains(f) {
+            steps.push(Step::DeleteFdb(f.clone()));
+        }
+    }
+    for n in &have.neighs {
+        if !want.neighs.contains(n) {
+            steps.push(Step::DeleteNeigh(n.clone()));
         }
     }
     for f in &have.devices {
@@ -335,6 +481,18 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
             }
         }
     }
+    // A re-created VXLAN device lost its entries with the old one. Entries before the routes
+    // that use them.
+    for f in &want.fdb {
+        if !have.fdb.contains(f) || !kept.contains(&vxlan_name(f.id)) {
+            steps.push(Step::AddFdb(f.clone()));
+        }
+    }
+    for n in &want.neighs {
+        if !have.neighs.contains(n) || !kept.contains(&vxlan_name(n.id)) {
+            steps.push(Step::AddNeigh(n.clone()));
+        }
+    }
     for r in &want.routes {
         // A route leading into a re-created VRF went with the old device (added again, as
         // a replace: its table may still hold it).
@@ -345,13 +503,6 @@ pub fn plan(want: &Desired, have: &Observed) -> Vec<Step> {
             || vxlan_new
         {
             steps.push(Step::AddRoute(r.clone()));
-        }
-    }
-    // A re-created VXLAN device lost its entries with the old one.
-    for f in &want.floods {
-        if !have.floods.contains(f) || deleted.contains(&f.id) || !kept.contains(&vxlan_name(f.id))
-        {
-            steps.push(Step::AddFlood(f.clone()));
         }
     }
     steps

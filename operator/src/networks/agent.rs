@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use net::netlink::RouteSocket;
-use net::tenant::{self, kernel, Peer, TenantNetwork, Underlay};
+use net::tenant::{self, kernel, Peer, Remote, TenantNetwork, Underlay};
 
 use super::kinds::{parse_prefix, NodeNetworkSpec};
 use super::node::{self, Dataplane, Outcome};
@@ -46,7 +46,7 @@ impl Kernel {
 /// controller wrote them checked).
 pub fn tenant_networks(
     want: &[NodeNetworkSpec],
-    remotes: &BTreeMap<u32, Vec<IpAddr>>,
+    remotes: &BTreeMap<u32, Vec<Remote>>,
 ) -> Vec<TenantNetwork> {
     want.iter()
         .filter(|w| (1..=tenant::MAX_ID).contains(&w.id))
@@ -75,7 +75,7 @@ impl Dataplane for Kernel {
     fn apply(
         &mut self,
         want: &[NodeNetworkSpec],
-        remotes: &BTreeMap<u32, Vec<IpAddr>>,
+        remotes: &BTreeMap<u32, Vec<Remote>>,
     ) -> BTreeMap<u32, Outcome> {
         let nets = tenant_networks(want, remotes);
         match kernel::sync(&mut self.sock, &nets, &self.underlay) {
@@ -83,8 +83,8 @@ impl Dataplane for Kernel {
                 .into_iter()
                 .map(|(id, o)| {
                     let o = match o {
-                        kernel::Outcome::Realised { peers, failed } => {
-                            Outcome::Realised { peers, failed }
+                        kernel::Outcome::Realised { prefixes, peers, failed } => {
+                            Outcome::Realised { prefixes, peers, failed }
                         }
                         kernel::Outcome::Failed(e) => Outcome::Failed(e),
                     };

@@ -172,9 +172,13 @@ pub struct NodeReport {
     pub message: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peerings: Vec<PeerState>,
-    /// The node's VTEP address: the other nodes carrying the network flood to it.
+    /// The node's VTEP address: the other nodes carrying the network forward to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vtep: Option<std::net::IpAddr>,
+    /// The node's workload prefixes in the network (connected in its VRF, inside the
+    /// network's own): the other nodes route them to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefixes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

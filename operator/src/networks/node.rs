@@ -6,6 +6,9 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use ipnet::IpNet;
+use net::tenant::{Remote, MAX_REPORTED};
+
 use crate::store::{Store, StoreError};
 
 use super::kinds::{
@@ -16,8 +19,10 @@ use super::kinds::{
 /// What a dataplane did with one network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The network is in place, with these peers (the rest failed, with why).
+    /// The network is in place, with these peers (the rest failed, with why), and this
+    /// node's workload prefixes in it.
     Realised {
+        prefixes: Vec<IpNet>,
         peers: Vec<u32>,
         failed: Vec<(u32, String)>,
     },
@@ -25,12 +30,13 @@ pub enum Outcome {
 }
 
 /// The node's dataplane: bring it to exactly `want` (networks not listed are removed), each
-/// network forwarding towards `remotes[id]`, the VTEPs of the other nodes carrying it.
+/// network forwarding towards `remotes[id]`, the other nodes carrying it (their VTEPs and
+/// workload prefixes).
 pub trait Dataplane {
     fn apply(
         &mut self,
         want: &[NodeNetworkSpec],
-        remotes: &BTreeMap<u32, Vec<IpAddr>>,
+        remotes: &BTreeMap<u32, Vec<Remote>>,
     ) -> BTreeMap<u32, Outcome>;
 
     /// This node's VTEP address, reported so that the other nodes forward to it.
@@ -49,6 +55,7 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
             message: "not applied yet".into(),
             peerings: vec![],
             vtep: None,
+            prefixes: vec![],
         },
         Some(Outcome::Failed(why)) => NodeReport {
             state: NetState::Error,
@@ -59,8 +66,9 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
                 .map(|&id| PeerState { id, state: NetState::Error })
                 .collect(),
             vtep: None,
+            prefixes: vec![],
         },
-        Some(Outcome::Realised { peers, failed }) => {
+        Some(Outcome::Realised { prefixes, peers, failed }) => {
             let peerings = spec
                 .peered_ids
                 .iter()
@@ -85,6 +93,7 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
                 message: base::names::escape(&message, 300),
                 peerings,
                 vtep: None,
+                prefixes: prefixes.iter().map(IpNet::to_string).collect(),
             }
         }
     }
@@ -95,19 +104,29 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
 pub fn sync(store: &mut Store, node: &str, dp: &mut dyn Dataplane) -> Result<usize, StoreError> {
     let (all, _) = store.list::<NodeBody>(CLUSTER, NODE_NETWORKS)?;
     let want: Vec<NodeNetworkSpec> = all.iter().map(|r| r.spec.spec.clone()).collect();
-    // The other nodes that realised a network, by the VTEP they reported.
-    let remotes: BTreeMap<u32, Vec<IpAddr>> = all
+    // The other nodes that realised a network, by the VTEP and prefixes they reported (by
+    // node name: the first to report a prefix gets it; the planner takes only prefixes
+    // inside the network's own).
+    let remotes: BTreeMap<u32, Vec<Remote>> = all
         .iter()
         .map(|r| {
             let s = &r.spec.status;
-            let vteps = s
+            let nodes = s
                 .nodes
                 .iter()
                 .filter(|(n, rep)| n.as_str() != node && rep.state == NetState::Ready)
-                .filter_map(|(_, rep)| rep.vtep)
-                .filter(|v| Some(*v) != dp.vtep())
+                .filter_map(|(_, rep)| {
+                    let prefixes = rep
+                        .prefixes
+                        .iter()
+                        .take(MAX_REPORTED)
+                        .filter_map(|p| super::kinds::parse_prefix(p))
+                        .collect();
+                    Some(Remote { vtep: rep.vtep?, prefixes })
+                })
+                .filter(|r| Some(r.vtep) != dp.vtep())
                 .collect();
-            (r.spec.spec.id, vteps)
+            (r.spec.spec.id, nodes)
         })
         .collect();
     let outcomes = dp.apply(&want, &remotes);

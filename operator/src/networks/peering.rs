@@ -238,6 +238,7 @@ mod tests {
                 message: String::new(),
                 peerings: ready(&[5]),
                 vtep: None,
+                prefixes: vec![],
             },
         );
         assert_eq!(peer_state(&st, 5).0, NetState::Ready);
@@ -251,6 +252,7 @@ mod tests {
                 message: "no vrf".into(),
                 peerings: vec![PeerState { id: 5, state: NetState::Error }],
                 vtep: None,
+                prefixes: vec![],
             },
         );
         let (s, why) = peer_state(&st, 5);

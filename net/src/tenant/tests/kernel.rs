@@ -35,8 +35,14 @@ fn vrf_and_vxlan_devices_and_leaked_routes() {
             },
         ];
         let out = sync(&mut sock, &nets, &u).expect("sync");
-        assert_eq!(out[&300], Outcome::Realised { peers: vec![301], failed: vec![] });
-        assert_eq!(out[&301], Outcome::Realised { peers: vec![300], failed: vec![] });
+        assert_eq!(
+            out[&300],
+            Outcome::Realised { prefixes: vec![], peers: vec![301], failed: vec![] }
+        );
+        assert_eq!(
+            out[&301],
+            Outcome::Realised { prefixes: vec![], peers: vec![300], failed: vec![] }
+        );
         let have = observe(&mut sock).expect("observe");
         let want = desired(&nets, &u);
         for d in &want.devices {
@@ -55,6 +61,57 @@ fn vrf_and_vxlan_devices_and_leaked_routes() {
         assert_eq!(sock.get_link_by_name("tvrf300").unwrap().unwrap().vrf_table, Some(table(300)));
         // Idempotent: the kernel as it is now is the plan's target.
         assert_eq!(plan(&want, &have), []);
+
+        // Another node carrying 300: its forwarding and neighbour entries and its prefixes via
+        // its gateway (IPv4 through the IPv6 link-local next hop), read back as written.
+        let mut two = nets.clone();
+        two[0].prefixes = vec![p("10.1.0.0/16"), p("fd00:1::/48")];
+        two[0].remotes = vec![Remote {
+            vtep: "127.0.0.2".parse().unwrap(),
+            prefixes: vec![p("10.1.2.0/24"), p("fd00:1:0:2::/64"), p("10.9.0.0/24")],
+        }];
+        let out = sync(&mut sock, &two, &u).expect("sync");
+        assert_eq!(
+            out[&300],
+            Outcome::Realised { prefixes: vec![], peers: vec![301], failed: vec![] }
+        );
+        let have = observe(&mut sock).expect("observe");
+        let want = desired(&two, &u);
+        assert_eq!((have.fdb.len(), have.neighs.len()), (1, 1), "{have:?}");
+        assert_eq!((&have.fdb, &have.neighs), (&want.fdb, &want.neighs));
+        assert_eq!(have.routes, want.routes);
+        assert_eq!(have.routes.iter().filter(|r| r.via == r.id).count(), 2);
+        assert_eq!(plan(&want, &have), []);
+        // A workload of this node's own (a connected route in the VRF) is reported.
+        let dummy = ["link", "add", "wl0", "type", "dummy"];
+        assert!(std::process::Command::new("ip").args(dummy).status().unwrap().success());
+        for args in [
+            &["link", "set", "wl0", "master", "tvrf300", "up"][..],
+            &["addr", "add", "10.1.1.1/24", "dev", "wl0"],
+            &["addr", "add", "fd00:1:0:1::1/64", "dev", "wl0", "nodad"],
+            &["addr", "add", "10.200.0.1/24", "dev", "wl0"],
+        ] {
+            assert!(std::process::Command::new("ip").args(args).status().unwrap().success());
+        }
+        let out = sync(&mut sock, &two, &u).expect("sync");
+        assert_eq!(
+            out[&300],
+            Outcome::Realised {
+                prefixes: vec![p("10.1.1.0/24"), p("fd00:1:0:1::/64")],
+                peers: vec![301],
+                failed: vec![]
+            }
+        );
+        // The other node gone: its entries and routes go.
+        sync(&mut sock, &nets, &u).expect("sync");
+        let have = observe(&mut sock).expect("observe");
+        assert!(have.fdb.is_empty() && have.neighs.is_empty(), "{have:?}");
+        assert!(!have.routes.iter().any(|r| r.via == r.id), "{:?}", have.routes);
+        assert!(std::process::Command::new("ip")
+            .args(["link", "del", "wl0"])
+            .status()
+            .unwrap()
+            .success());
 
         // One side withdrawn: its routes go, the devices stay.
         let alone = vec![
