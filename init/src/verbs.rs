@@ -45,6 +45,9 @@ pub struct Effects {
     /// A graceful reset of a control plane whose etcd member count is being checked: it
     /// goes ahead when the check's thread says so ([`follow_reset`]).
     pub(crate) pending_reset: Option<(std::sync::mpsc::Receiver<()>, crate::machine::Reset)>,
+    /// `EtcdLeaveCluster` under way: once its thread removed the member, etcd is stopped
+    /// and kept stopped ([`follow_etcd_leave`]).
+    pub(crate) etcd_left: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 impl Effects {
@@ -100,6 +103,20 @@ pub(crate) fn follow_reset(effects: &mut Effects) {
             }
         }
         Err(std::sync::mpsc::TryRecvError::Disconnected) => effects.pending_reset = None,
+        Err(std::sync::mpsc::TryRecvError::Empty) => {}
+    }
+}
+
+/// etcd left the cluster through the API: stop it and keep it stopped (a removed member's
+/// etcd would only exit again), as Talos stops it after its leave.
+pub(crate) fn follow_etcd_leave(effects: &mut Effects) {
+    let Some(rx) = &effects.etcd_left else { return };
+    match rx.try_recv() {
+        Ok(()) => {
+            effects.etcd_left = None;
+            effects.service_op = Some(("etcd".into(), crate::supervisor::Op::Stop));
+        }
+        Err(std::sync::mpsc::TryRecvError::Disconnected) => effects.etcd_left = None,
         Err(std::sync::mpsc::TryRecvError::Empty) => {}
     }
 }

@@ -307,6 +307,7 @@ impl Server {
         }
         crate::verbs::follow_upgrade(&mut self.effects);
         crate::verbs::follow_reset(&mut self.effects);
+        crate::verbs::follow_etcd_leave(&mut self.effects);
     }
 
     /// The kinds whose changes matter here: what the TLS identity follows, and every watch.

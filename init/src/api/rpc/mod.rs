@@ -15,6 +15,7 @@
 mod cosi;
 mod deferred;
 pub mod dispatch;
+mod etcd;
 pub mod events;
 mod feeds;
 mod keelson;
