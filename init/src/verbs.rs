@@ -48,6 +48,8 @@ pub struct Effects {
     /// `EtcdLeaveCluster` under way: once its thread removed the member, etcd is stopped
     /// and kept stopped ([`follow_etcd_leave`]).
     pub(crate) etcd_left: Option<std::sync::mpsc::Receiver<()>>,
+    /// The member was removed: the loop stops etcd for good (taken once).
+    pub(crate) etcd_stop: bool,
 }
 
 impl Effects {
@@ -107,14 +109,14 @@ pub(crate) fn follow_reset(effects: &mut Effects) {
     }
 }
 
-/// etcd left the cluster through the API: stop it and keep it stopped (a removed member's
-/// etcd would only exit again), as Talos stops it after its leave.
+/// etcd left the cluster through the API: the loop stops it and keeps it stopped (a removed
+/// member's etcd would only exit again), as Talos stops it after its leave.
 pub(crate) fn follow_etcd_leave(effects: &mut Effects) {
     let Some(rx) = &effects.etcd_left else { return };
     match rx.try_recv() {
         Ok(()) => {
             effects.etcd_left = None;
-            effects.service_op = Some(("etcd".into(), crate::supervisor::Op::Stop));
+            effects.etcd_stop = true;
         }
         Err(std::sync::mpsc::TryRecvError::Disconnected) => effects.etcd_left = None,
         Err(std::sync::mpsc::TryRecvError::Empty) => {}

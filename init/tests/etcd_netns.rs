@@ -1138,4 +1138,34 @@ fn a_control_plane_finds_the_cluster_to_join_through_discovery() {
     assert!(log.contains("joining the etcd cluster at https://10.81.0.1:2379"), "{log}");
     assert!(log.contains("added as learner"), "{log}");
     assert!(log.contains("promoted to a voting member"), "{log}");
+
+    // `EtcdLeaveCluster` on cp-2 (grpcio, the PyPI Talos bindings): its member is removed,
+    // its etcd stops and stays stopped, its data directory is wiped; cp-1 goes on alone.
+    let asked = std::time::Instant::now();
+    let sock = s(nodes[1].api.as_ref().unwrap());
+    common::python_scenario(&c.nodes[1], &nodes[1], "etcd_bootstrap.py", &["leave", &sock]);
+    let one = etcdctl_members(&c);
+    assert!(one.len() == 1 && one[0].1 == "cp-1", "members after cp-2 left: {one:?}");
+    wait_for(
+        "cp-2's etcd stopped and its data wiped",
+        Duration::from_secs(10),
+        || pids_of(&c.nodes[1], "etcd").is_empty() && nodes[1].log_text().contains("wiped"),
+        || logs(&nodes),
+    );
+    let err = std::cell::RefCell::new(String::new());
+    wait_for(
+        "a write to cp-1 alone",
+        Duration::from_secs(10),
+        || {
+            let put = c.etcdctl(&["put", "after-leave", "ok"]);
+            *err.borrow_mut() = String::from_utf8_lossy(&put.stderr).into_owned();
+            put.status.success()
+        },
+        || format!("{}\n{}", err.borrow(), logs(&nodes)),
+    );
+    // Stopped for good: still no etcd a moment later (not restarted, not joined again).
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(pids_of(&c.nodes[1], "etcd").is_empty(), "cp-2's etcd runs again\n{}", logs(&nodes));
+    assert_eq!(etcdctl_members(&c).len(), 1, "{}", logs(&nodes));
+    println!("cp-2 left etcd in {:?}", asked.elapsed());
 }

@@ -163,6 +163,11 @@ impl Server {
         std::mem::take(&mut self.effects.bootstrap)
     }
 
+    /// `EtcdLeaveCluster` removed this node's member since the last call.
+    pub fn take_etcd_stop(&mut self) -> bool {
+        std::mem::take(&mut self.effects.etcd_stop)
+    }
+
     /// A service restart asked for since the last call.
     pub fn take_restart(&mut self) -> Option<String> {
         self.effects.restart.take()

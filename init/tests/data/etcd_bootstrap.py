@@ -11,6 +11,7 @@ and the PyPI Talos bindings (talos-linux-api-v1-6-0). Prints `ok SCENARIO` at th
   python3 etcd_bootstrap.py remove SOCKET ID        # EtcdRemoveMemberByID succeeds
   python3 etcd_bootstrap.py remove-self SOCKET ID   # ... of this node's ID: FailedPrecondition
   python3 etcd_bootstrap.py remove-name SOCKET NAME # EtcdRemoveMember of no member: NotFound
+  python3 etcd_bootstrap.py leave SOCKET            # EtcdLeaveCluster succeeds
   python3 etcd_bootstrap.py leave-last SOCKET       # EtcdLeaveCluster of the only member: refused"""
 import json
 import sys
@@ -83,6 +84,9 @@ def main():
             print("  remove by name:", e.code().name, e.details())
         else:
             raise AssertionError(f"removing {sys.argv[3]} answered {r!r}")
+    elif what == "leave":
+        r = call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse)
+        assert len(r.messages) == 1 and r.messages[0].metadata is not None, r
     elif what == "leave-last":
         try:
             r = call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse)

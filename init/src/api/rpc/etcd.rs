@@ -40,14 +40,19 @@ const LIMIT: Duration = Duration::from_secs(10);
 /// refuses.
 const LEAVE_LIMIT: Duration = Duration::from_secs(20);
 /// How long the leave retries the removal.
-const LEAVE_RETRY_FOR: Duration = Duration::from_secs(12);
+const LEAVE_RETRY_FOR: Duration = Duration::from_secs(10);
+/// How long the leave waits for the loop to stop etcd before it wipes the data directory.
+const STOP_WAIT: Duration = Duration::from_secs(6);
 
-/// etcd's certificates, for a client of the local member.
+/// etcd's certificates, for a client of the local member; its data directory and the
+/// bootstrap mark (what a leave wipes).
 #[derive(Clone)]
 struct Pki {
     ca: PathBuf,
     cert: PathBuf,
     key: PathBuf,
+    data: PathBuf,
+    mark: Option<PathBuf>,
 }
 
 impl Pki {
@@ -89,6 +94,8 @@ fn check(call: &Call<'_>, api: &str) -> Result<Pki, Status> {
         ca: paths.pki.join("ca.crt"),
         cert: paths.pki.join("peer.crt"),
         key: paths.pki.join("peer.key"),
+        data: paths.data.clone(),
+        mark: paths.mark.clone(),
     })
 }
 
@@ -226,8 +233,9 @@ fn remove(call: &mut Call<'_>, target: Target) -> Result<Reply, Status> {
 }
 
 /// Leave the cluster as a graceful reset does (leadership handed on, the member removed),
-/// then stop etcd and keep it stopped, as Talos does. The last member and a node that is
-/// not a member are refused (`FailedPrecondition`).
+/// then stop etcd, keep it stopped and wipe its data directory, as Talos does (the node
+/// joins again as a new member when it restarts). The last member and a node that is not a
+/// member are refused (`FailedPrecondition`).
 fn leave_cluster(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
     let _: Empty = decode(req)?;
     let pki = check(call, "etcd leave")?;
@@ -235,6 +243,7 @@ fn leave_cluster(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
         return Err(Status::new(code::FAILED_PRECONDITION, "etcd leave: already under way"));
     }
     let hostname = call.hostname();
+    let bell = call.bell.cloned();
     let (left, gone) = std::sync::mpsc::channel();
     let feed = super::deferred::run(call, LEAVE_LIMIT, move || {
         let mut local = pki.client(&[])?;
@@ -260,7 +269,12 @@ fn leave_cluster(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> {
         let what = carry_out(&mut local, step, connect, LEAVE_RETRY_FOR)
             .map_err(|e| Status::new(code::UNAVAILABLE, format!("failed to leave cluster: {e}")))?;
         log::info!(target: "etcd", "etcd leave: {what}; stopping etcd");
+        // The loop stops etcd now, not when this call ends.
         let _ = left.send(());
+        if let Some(b) = &bell {
+            b.ring();
+        }
+        wipe_once_stopped(&pki);
         encode(&m::EtcdDoneResponse {
             messages: vec![m::EtcdDone { metadata: Metadata::of(&hostname) }],
         })
@@ -310,4 +324,43 @@ fn forfeit_leadership(call: &mut Call<'_>, req: &[u8]) -> Result<Reply, Status> 
         })
     })?;
     Ok(Reply::Stream(feed))
+}
+
+/// Wipe etcd's data (a removed member's log is of no use, and a restart would start the
+/// removed member again) and the bootstrap mark (the node joins as a new member, never
+/// bootstraps a second cluster), once etcd no longer answers on its client port. An etcd
+/// that is still up after [`STOP_WAIT`] keeps its data, and the log says so.
+fn wipe_once_stopped(pki: &Pki) {
+    let port = std::net::SocketAddr::from(([127, 0, 0, 1], crate::etcd::CLIENT_PORT));
+    let until = std::time::Instant::now() + STOP_WAIT;
+    while std::net::TcpStream::connect_timeout(&port, Duration::from_millis(200)).is_ok() {
+        if std::time::Instant::now() >= until {
+            log::warn!(target: "etcd", "etcd leave: etcd still answers after {} s: its data directory {} is kept", STOP_WAIT.as_secs(), pki.data.display());
+            return;
+        }
+        #[allow(clippy::disallowed_methods)] // A worker, not the loop.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Its contents: the directory may be a mount point.
+    let wiped = std::fs::read_dir(&pki.data).and_then(|entries| {
+        for e in entries {
+            let e = e?;
+            let path = e.path();
+            // The entry's own type: a link is removed, never followed.
+            if e.file_type()?.is_dir() {
+                std::fs::remove_dir_all(&path)?;
+            } else {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        Ok(())
+    });
+    match wiped {
+        Ok(()) => log::info!(target: "etcd", "etcd leave: {} wiped", pki.data.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!(target: "etcd", "etcd leave: wipe {}: {e}", pki.data.display()),
+    }
+    if let Some(mark) = &pki.mark {
+        let _ = std::fs::remove_file(mark);
+    }
 }
