@@ -7,6 +7,7 @@
 
 pub mod aliases;
 pub mod bootstrap;
+pub mod etcd;
 pub mod client;
 pub mod connect;
 pub mod kubeconfig;
