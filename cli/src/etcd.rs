@@ -10,9 +10,8 @@ use std::process::ExitCode;
 
 use talos_api::google::Empty;
 use talos_api::machine::{
-    EtcdDoneResponse, EtcdForfeitLeadershipResponse, EtcdMemberListRequest,
-    EtcdMemberListResponse, EtcdRemoveMemberByIdRequest, EtcdRemoveMemberRequest,
-    EtcdStatusResponse,
+    EtcdDoneResponse, EtcdForfeitLeadershipResponse, EtcdMemberListRequest, EtcdMemberListResponse,
+    EtcdRemoveMemberByIdRequest, EtcdRemoveMemberRequest, EtcdStatusResponse,
 };
 
 use crate::client::{each, finish};
@@ -42,7 +41,8 @@ enum Member {
     Name(String),
 }
 
-const USAGE: &str = "usage: keelson etcd members|status|leave|remove-member ID-OR-NAME|forfeit-leadership";
+const USAGE: &str =
+    "usage: keelson etcd members|status|leave|remove-member ID-OR-NAME|forfeit-leadership";
 
 /// The verb and the node options.
 fn args(raw: Vec<OsString>) -> Result<(Verb, Common), String> {
@@ -137,12 +137,8 @@ fn call(c: &mut Channel, verb: &Verb, out: &mut dyn Write) -> Result<(), RpcErro
         Verb::ForfeitLeadership => {
             let r: EtcdForfeitLeadershipResponse =
                 c.unary(&path("EtcdForfeitLeadership"), &Empty {})?;
-            let moved: Vec<&str> = r
-                .messages
-                .iter()
-                .map(|m| m.member.as_str())
-                .filter(|m| !m.is_empty())
-                .collect();
+            let moved: Vec<&str> =
+                r.messages.iter().map(|m| m.member.as_str()).filter(|m| !m.is_empty()).collect();
             let text = match moved.as_slice() {
                 [] => "not the leader: nothing to forfeit\n".to_owned(),
                 names => format!("leadership moved to {}\n", escape_cell(&names.join(", "))),
@@ -154,9 +150,8 @@ fn call(c: &mut Channel, verb: &Verb, out: &mut dyn Write) -> Result<(), RpcErro
 
 /// talosctl's `etcd members` columns (the NODE column is the prefix `each` adds for several).
 pub fn members_table(r: &EtcdMemberListResponse) -> String {
-    let mut rows = vec![["ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"]
-        .map(String::from)
-        .to_vec()];
+    let mut rows =
+        vec![["ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"].map(String::from).to_vec()];
     for m in r.messages.iter().flat_map(|m| &m.members) {
         rows.push(vec![
             format!("{:016x}", m.id),

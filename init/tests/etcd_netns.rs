@@ -193,7 +193,25 @@ fn etcd_calls_on_three_members(c: &Cluster, nodes: &[Node]) {
         || format!("leaders {:?}\n{}", seen.borrow(), logs(nodes)),
     );
     let new_leader = (1..=3).find(|i| id_of(*i) == seen.borrow()[0]).unwrap();
+    println!("etcd calls: list, status and forfeit in {:?}", started.elapsed());
     assert_eq!(to, format!("cp-{new_leader}"), "the reply named another member than etcd's leader");
+    // The same calls through `keelson etcd`: the members table names every member by its
+    // hex ID, and forfeiting on a member that does not lead moves nothing.
+    let keelson_etcd = |i: usize, verb: &str| {
+        let sock = s(nodes[i - 1].api.as_ref().unwrap());
+        let out = common::keelson_in(&c.nodes[i - 1], &["etcd", verb, "--socket", &sock]);
+        assert!(out.0, "keelson etcd {verb} on cp-{i}: {out:?}");
+        out.1
+    };
+    let table = keelson_etcd(1, "members");
+    for (id, name, _) in &want {
+        let row = table.lines().find(|l| l.starts_with(&format!("{id:016x} "))).unwrap_or_default();
+        assert!(row.contains(name.as_str()) && row.contains("false"), "{name}:\n{table}");
+    }
+    let not_leader = (1..=3).find(|i| *i != new_leader).unwrap();
+    let said = keelson_etcd(not_leader, "forfeit-leadership");
+    assert_eq!(said.trim(), "not the leader: nothing to forfeit", "cp-{not_leader}");
+    assert_eq!(etcdctl_leaders(c), vec![id_of(new_leader); 3], "a forfeit by a follower moved it");
     // Removing itself through remove-member is refused; so is a name that is no member.
     etcd_call(c, nodes, 1, &["remove-self", &id_of(1).to_string()], "");
     etcd_call(c, nodes, 1, &["remove-name", "no-such-node"], "");
