@@ -411,6 +411,25 @@ fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn etcd_stops_once_a_leave_removed_the_member_and_not_after_a_refusal() {
+        let mut e = Effects::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        e.etcd_left = Some(rx);
+        follow_etcd_leave(&mut e);
+        assert!(!e.etcd_stop && e.etcd_left.is_some(), "nothing yet");
+        tx.send(()).unwrap_or_else(|err| unreachable!("{err}"));
+        follow_etcd_leave(&mut e);
+        assert!(e.etcd_stop && e.etcd_left.is_none());
+        // A refused leave drops its sender: etcd keeps running.
+        let mut e = Effects::default();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        e.etcd_left = Some(rx);
+        drop(tx);
+        follow_etcd_leave(&mut e);
+        assert!(!e.etcd_stop && e.etcd_left.is_none());
+    }
+
     /// An all-or-nothing apply of `text`.
     fn strict(text: &str, dry_run: bool) -> Apply<'_> {
         Apply { text, dry_run, partial: false }
