@@ -9,6 +9,7 @@ pub mod aliases;
 pub mod bootstrap;
 pub mod client;
 pub mod connect;
+pub mod etcd;
 pub mod kubeconfig;
 pub mod lifecycle;
 pub mod machine;

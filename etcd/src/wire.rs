@@ -524,6 +524,13 @@ pub struct StatusResponse {
     #[serde(rename = "raftTerm", with = "int")]
     pub raft_term: i64,
     pub errors: Vec<String>,
+    /// etcd 3.4 on.
+    #[serde(rename = "dbSizeInUse", with = "int")]
+    pub db_size_in_use: i64,
+    #[serde(rename = "raftAppliedIndex", with = "int")]
+    pub raft_applied_index: i64,
+    #[serde(rename = "isLearner")]
+    pub is_learner: bool,
 }
 
 /// `/v3/maintenance/transfer-leadership` (sent to the leader).

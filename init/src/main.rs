@@ -152,6 +152,15 @@ const COMMANDS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "etcd",
+        "  keelson etcd members|status|leave|remove-member ID-OR-NAME|forfeit-leadership [NODE OPTIONS]
+      etcd on control-plane nodes (gRPC EtcdMemberList, EtcdStatus: every role; the others
+      os:admin, one node at a time): the members or the local member's status (talosctl's
+      columns), leave the cluster (etcd then stays stopped), remove another member (by the
+      ID members prints, or by name), hand raft leadership to another member.
+",
+    ),
+    (
         "kubeconfig",
         "  keelson kubeconfig [PATH] [NODE OPTIONS]
       The admin kubeconfig of a control-plane node (gRPC Kubeconfig, os:admin), written to
@@ -276,6 +285,7 @@ fn main() -> ExitCode {
         Some("events") => cli::client::events_main(rest),
         Some("kubeconfig") => cli::kubeconfig::main(rest),
         Some("bootstrap") => cli::bootstrap::main(rest),
+        Some("etcd") => cli::etcd::main(rest),
         Some("help" | "--help" | "-h") => {
             print!("{}", usage());
             ExitCode::SUCCESS

@@ -45,6 +45,11 @@ pub struct Effects {
     /// A graceful reset of a control plane whose etcd member count is being checked: it
     /// goes ahead when the check's thread says so ([`follow_reset`]).
     pub(crate) pending_reset: Option<(std::sync::mpsc::Receiver<()>, crate::machine::Reset)>,
+    /// `EtcdLeaveCluster` under way: once its thread removed the member, etcd is stopped
+    /// and kept stopped ([`follow_etcd_leave`]).
+    pub(crate) etcd_left: Option<std::sync::mpsc::Receiver<()>>,
+    /// The member was removed: the loop stops etcd for good (taken once).
+    pub(crate) etcd_stop: bool,
 }
 
 impl Effects {
@@ -100,6 +105,20 @@ pub(crate) fn follow_reset(effects: &mut Effects) {
             }
         }
         Err(std::sync::mpsc::TryRecvError::Disconnected) => effects.pending_reset = None,
+        Err(std::sync::mpsc::TryRecvError::Empty) => {}
+    }
+}
+
+/// etcd left the cluster through the API: the loop stops it and keeps it stopped (a removed
+/// member's etcd would only exit again), as Talos stops it after its leave.
+pub(crate) fn follow_etcd_leave(effects: &mut Effects) {
+    let Some(rx) = &effects.etcd_left else { return };
+    match rx.try_recv() {
+        Ok(()) => {
+            effects.etcd_left = None;
+            effects.etcd_stop = true;
+        }
+        Err(std::sync::mpsc::TryRecvError::Disconnected) => effects.etcd_left = None,
         Err(std::sync::mpsc::TryRecvError::Empty) => {}
     }
 }
@@ -400,6 +419,25 @@ fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn etcd_stops_once_a_leave_removed_the_member_and_not_after_a_refusal() {
+        let mut e = Effects::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        e.etcd_left = Some(rx);
+        follow_etcd_leave(&mut e);
+        assert!(!e.etcd_stop && e.etcd_left.is_some(), "nothing yet");
+        tx.send(()).unwrap_or_else(|err| unreachable!("{err}"));
+        follow_etcd_leave(&mut e);
+        assert!(e.etcd_stop && e.etcd_left.is_none());
+        // A refused leave drops its sender: etcd keeps running.
+        let mut e = Effects::default();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        e.etcd_left = Some(rx);
+        drop(tx);
+        follow_etcd_leave(&mut e);
+        assert!(!e.etcd_stop && e.etcd_left.is_none());
+    }
 
     /// An all-or-nothing apply of `text`.
     fn strict(text: &str, dry_run: bool) -> Apply<'_> {

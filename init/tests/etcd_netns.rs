@@ -109,6 +109,116 @@ fn scenario(ns: &Netns, node: &Node, what: &str) -> String {
     common::python_scenario(ns, node, "etcd_bootstrap.py", &[what, &sock])
 }
 
+/// A scenario of the Python client on node `i` (1-based) with more arguments; the text after
+/// `prefix ` on its output line (empty when the scenario prints none).
+fn etcd_call(c: &Cluster, nodes: &[Node], i: usize, args: &[&str], prefix: &str) -> String {
+    let sock = s(nodes[i - 1].api.as_ref().unwrap());
+    let mut all = vec![args[0], sock.as_str()];
+    all.extend(&args[1..]);
+    let out = common::python_scenario(&c.nodes[i - 1], &nodes[i - 1], "etcd_bootstrap.py", &all);
+    let want = format!("{prefix} ");
+    out.lines().find_map(|l| l.strip_prefix(want.as_str())).unwrap_or_default().to_owned()
+}
+
+/// `(id, name, learner)` of every member, sorted, as `etcdctl member list -w json` shows them.
+fn etcdctl_members(c: &Cluster) -> Vec<(u64, String, bool)> {
+    let out = c.etcdctl(&["member", "list", "-w", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut m: Vec<(u64, String, bool)> = v["members"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .map(|m| {
+                    (
+                        m["ID"].as_u64().unwrap_or(0),
+                        m["name"].as_str().unwrap_or("").to_owned(),
+                        m["isLearner"].as_bool().unwrap_or(false),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    m.sort();
+    m
+}
+
+/// The raft leader's ID as every member's status says it (0 where a member does not answer).
+fn etcdctl_leaders(c: &Cluster) -> Vec<u64> {
+    let out = c.etcdctl(&["endpoint", "status", "-w", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v.as_array()
+        .map(|a| a.iter().map(|e| e["Status"]["leader"].as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default()
+}
+
+/// `EtcdMemberList` and `EtcdStatus` through grpcio and the PyPI Talos bindings agree with
+/// etcdctl; `EtcdForfeitLeadership` on the raft leader hands leadership to another member
+/// (etcdctl's endpoint status shows it), and removing a node's own member is refused.
+fn etcd_calls_on_three_members(c: &Cluster, nodes: &[Node]) {
+    let started = std::time::Instant::now();
+    let want = etcdctl_members(c);
+    assert_eq!(want.len(), 3, "{want:?}");
+    let listed = etcd_call(c, nodes, 1, &["members"], "members");
+    let v: Vec<(u64, String, bool)> = serde_json::from_str(&listed).unwrap();
+    let mut got = v.clone();
+    got.sort();
+    assert_eq!(got, want, "EtcdMemberList against etcdctl member list");
+    let id_of = |i: usize| want.iter().find(|m| m.1 == format!("cp-{i}")).unwrap().0;
+    // The leader, as all three see it.
+    let leaders = etcdctl_leaders(c);
+    assert!(
+        leaders.len() == 3 && leaders.iter().all(|l| *l == leaders[0] && *l != 0),
+        "{leaders:?}"
+    );
+    let leader = (1..=3).find(|i| id_of(*i) == leaders[0]).unwrap();
+    let st: serde_json::Value =
+        serde_json::from_str(&etcd_call(c, nodes, leader, &["status"], "status")).unwrap();
+    assert_eq!(st["member_id"].as_u64(), Some(id_of(leader)), "EtcdStatus of cp-{leader}: {st}");
+    assert_eq!(st["leader"].as_u64(), Some(leaders[0]), "EtcdStatus of cp-{leader}: {st}");
+    // Forfeit: the reply names the new leader, and etcd agrees.
+    let to = etcd_call(c, nodes, leader, &["forfeit"], "forfeit");
+    assert!(
+        to.starts_with("cp-") && to != format!("cp-{leader}"),
+        "EtcdForfeitLeadership on cp-{leader} answered {to:?}"
+    );
+    let seen = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        "another raft leader after the forfeit",
+        Duration::from_secs(10),
+        || {
+            *seen.borrow_mut() = etcdctl_leaders(c);
+            let l = seen.borrow();
+            l.len() == 3 && l.iter().all(|x| *x == l[0] && *x != 0 && *x != leaders[0])
+        },
+        || format!("leaders {:?}\n{}", seen.borrow(), logs(nodes)),
+    );
+    let new_leader = (1..=3).find(|i| id_of(*i) == seen.borrow()[0]).unwrap();
+    println!("etcd calls: list, status and forfeit in {:?}", started.elapsed());
+    assert_eq!(to, format!("cp-{new_leader}"), "the reply named another member than etcd's leader");
+    // The same calls through `keelson etcd`: the members table names every member by its
+    // hex ID, and forfeiting on a member that does not lead moves nothing.
+    let keelson_etcd = |i: usize, verb: &str| {
+        let sock = s(nodes[i - 1].api.as_ref().unwrap());
+        let out = common::keelson_in(&c.nodes[i - 1], &["etcd", verb, "--socket", &sock]);
+        assert!(out.0, "keelson etcd {verb} on cp-{i}: {out:?}");
+        out.1
+    };
+    let table = keelson_etcd(1, "members");
+    for (id, name, _) in &want {
+        let row = table.lines().find(|l| l.starts_with(&format!("{id:016x} "))).unwrap_or_default();
+        assert!(row.contains(name.as_str()) && row.contains("false"), "{name}:\n{table}");
+    }
+    let not_leader = (1..=3).find(|i| *i != new_leader).unwrap();
+    let said = keelson_etcd(not_leader, "forfeit-leadership");
+    assert_eq!(said.trim(), "not the leader: nothing to forfeit", "cp-{not_leader}");
+    assert_eq!(etcdctl_leaders(c), vec![id_of(new_leader); 3], "a forfeit by a follower moved it");
+    // Removing itself through remove-member is refused; so is a name that is no member.
+    etcd_call(c, nodes, 1, &["remove-self", &id_of(1).to_string()], "");
+    etcd_call(c, nodes, 1, &["remove-name", "no-such-node"], "");
+    assert_eq!(etcdctl_members(c), want, "a refused removal changed the members");
+    println!("etcd calls: cp-{leader} forfeited to cp-{new_leader}; {:?}", started.elapsed());
+}
+
 fn etcdctl_health(ns: &Netns, dir: &Path) -> (bool, String) {
     let out = ns.exec(&[
         "etcdctl",
@@ -723,6 +833,7 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
         },
         || format!("{}\n{}", status.borrow(), logs(&nodes)),
     );
+    etcd_calls_on_three_members(&c, &nodes);
     watch_vip(&c, &nodes, "stable holder", &[], T, |h| h == [new]);
     let sock = nodes[new - 1].api.clone().unwrap();
     let asked = std::time::Instant::now();
@@ -768,6 +879,24 @@ fn three_control_planes_join_as_learners_and_the_vip_fails_over_without_overlap(
         assert!(h.len() == 1 && h[0] != new, "the VIP after the reset: {h:?}\n{}", logs(&nodes));
         std::thread::sleep(Duration::from_millis(100));
     }
+    // EtcdRemoveMemberByID of the other remaining member, asked of one of the two: one
+    // member left, which may not leave (EtcdLeaveCluster refused).
+    let two = etcdctl_members(&c);
+    let (a, b) = ((1..=3).find(|i| *i != new).unwrap(), (1..=3).rev().find(|i| *i != new).unwrap());
+    let id_b = two.iter().find(|m| m.1 == format!("cp-{b}")).unwrap().0;
+    etcd_call(&c, &nodes, a, &["remove", &id_b.to_string()], "");
+    let left = std::cell::RefCell::new(Vec::new());
+    wait_for(
+        "one member after EtcdRemoveMemberByID",
+        Duration::from_secs(10),
+        || {
+            *left.borrow_mut() = etcdctl_members(&c);
+            let l = left.borrow();
+            l.len() == 1 && l[0].1 == format!("cp-{a}")
+        },
+        || format!("members {:?} (before: {two:?})\n{}", left.borrow(), logs(&nodes)),
+    );
+    etcd_call(&c, &nodes, a, &["leave-last"], "");
     drop(nodes);
 }
 
@@ -1027,4 +1156,34 @@ fn a_control_plane_finds_the_cluster_to_join_through_discovery() {
     assert!(log.contains("joining the etcd cluster at https://10.81.0.1:2379"), "{log}");
     assert!(log.contains("added as learner"), "{log}");
     assert!(log.contains("promoted to a voting member"), "{log}");
+
+    // `EtcdLeaveCluster` on cp-2 (grpcio, the PyPI Talos bindings): its member is removed,
+    // its etcd stops and stays stopped, its data directory is wiped; cp-1 goes on alone.
+    let asked = std::time::Instant::now();
+    let sock = s(nodes[1].api.as_ref().unwrap());
+    common::python_scenario(&c.nodes[1], &nodes[1], "etcd_bootstrap.py", &["leave", &sock]);
+    let one = etcdctl_members(&c);
+    assert!(one.len() == 1 && one[0].1 == "cp-1", "members after cp-2 left: {one:?}");
+    wait_for(
+        "cp-2's etcd stopped and its data wiped",
+        Duration::from_secs(10),
+        || pids_of(&c.nodes[1], "etcd").is_empty() && nodes[1].log_text().contains("wiped"),
+        || logs(&nodes),
+    );
+    let err = std::cell::RefCell::new(String::new());
+    wait_for(
+        "a write to cp-1 alone",
+        Duration::from_secs(10),
+        || {
+            let put = c.etcdctl(&["put", "after-leave", "ok"]);
+            *err.borrow_mut() = String::from_utf8_lossy(&put.stderr).into_owned();
+            put.status.success()
+        },
+        || format!("{}\n{}", err.borrow(), logs(&nodes)),
+    );
+    // Stopped for good: still no etcd a moment later (not restarted, not joined again).
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(pids_of(&c.nodes[1], "etcd").is_empty(), "cp-2's etcd runs again\n{}", logs(&nodes));
+    assert_eq!(etcdctl_members(&c).len(), 1, "{}", logs(&nodes));
+    println!("cp-2 left etcd in {:?}", asked.elapsed());
 }

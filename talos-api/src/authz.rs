@@ -43,12 +43,18 @@ const READ: u8 = A | O | R;
 /// Calls that act on the node without changing its config.
 const OPERATE: u8 = A | O;
 
-/// The roles of each method keelson serves or answers. Talos's table has more lines (etcd,
-/// images, files); those methods fall back to admin-only like any other.
+/// The roles of each method keelson serves or answers. Talos's table has more lines (etcd
+/// snapshots and alarms, images, files); those methods fall back to admin-only like any other.
 const RULES: &[(&str, u8)] = &[
     ("/machine.MachineService/ApplyConfiguration", A),
     ("/machine.MachineService/Bootstrap", A),
     ("/machine.MachineService/Dmesg", READ),
+    ("/machine.MachineService/EtcdForfeitLeadership", A),
+    ("/machine.MachineService/EtcdLeaveCluster", A),
+    ("/machine.MachineService/EtcdMemberList", READ),
+    ("/machine.MachineService/EtcdRemoveMember", A),
+    ("/machine.MachineService/EtcdRemoveMemberByID", A),
+    ("/machine.MachineService/EtcdStatus", READ),
     ("/machine.MachineService/Events", READ),
     ("/machine.MachineService/Hostname", READ),
     ("/machine.MachineService/Kubeconfig", A),
@@ -134,7 +140,20 @@ mod tests {
             assert!(allows(Role::Operator, &m(operate)), "{operate}");
             assert!(allows(Role::Admin, &m(operate)), "{operate}");
         }
-        for admin in ["ApplyConfiguration", "Bootstrap", "Kubeconfig", "Upgrade", "Reset"] {
+        for read in ["EtcdMemberList", "EtcdStatus"] {
+            assert!(allows(Role::Reader, &m(read)), "{read}");
+        }
+        for admin in [
+            "ApplyConfiguration",
+            "Bootstrap",
+            "Kubeconfig",
+            "Upgrade",
+            "Reset",
+            "EtcdLeaveCluster",
+            "EtcdRemoveMember",
+            "EtcdRemoveMemberByID",
+            "EtcdForfeitLeadership",
+        ] {
             assert!(!allows(Role::Operator, &m(admin)), "{admin}");
             assert!(allows(Role::Admin, &m(admin)), "{admin}");
         }

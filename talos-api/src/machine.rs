@@ -628,6 +628,135 @@ pub struct MemInfo {
     pub slab: u64,
 }
 
+/// `EtcdMemberList`'s request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdMemberListRequest {
+    /// Ask the local member rather than the cluster.
+    #[prost(bool, tag = "1")]
+    pub query_local: bool,
+}
+
+/// One etcd member.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdMember {
+    #[prost(uint64, tag = "2")]
+    pub id: u64,
+    #[prost(string, tag = "3")]
+    pub hostname: String,
+    #[prost(string, repeated, tag = "4")]
+    pub peer_urls: Vec<String>,
+    #[prost(string, repeated, tag = "5")]
+    pub client_urls: Vec<String>,
+    #[prost(bool, tag = "6")]
+    pub is_learner: bool,
+}
+
+/// `EtcdMemberList`'s per-node reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdMembers {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+    /// The members' names (older clients read these).
+    #[prost(string, repeated, tag = "2")]
+    pub legacy_members: Vec<String>,
+    #[prost(message, repeated, tag = "3")]
+    pub members: Vec<EtcdMember>,
+}
+
+/// `EtcdMemberList`'s reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdMemberListResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<EtcdMembers>,
+}
+
+/// `EtcdRemoveMember`'s request: the member by its name (the older call).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdRemoveMemberRequest {
+    #[prost(string, tag = "1")]
+    pub member: String,
+}
+
+/// `EtcdRemoveMemberByID`'s request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdRemoveMemberByIdRequest {
+    #[prost(uint64, tag = "1")]
+    pub member_id: u64,
+}
+
+/// The per-node reply of the etcd calls that answer only with the node's name
+/// (`EtcdRemoveMember`, `EtcdRemoveMemberByID`, `EtcdLeaveCluster`: one shape on the wire).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdDone {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+}
+
+/// The reply of `EtcdRemoveMember`, `EtcdRemoveMemberByID` and `EtcdLeaveCluster`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdDoneResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<EtcdDone>,
+}
+
+/// `EtcdForfeitLeadership`'s per-node reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdForfeitLeadership {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+    /// The member that leads now (empty: this node was not the leader).
+    #[prost(string, tag = "2")]
+    pub member: String,
+}
+
+/// `EtcdForfeitLeadership`'s reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdForfeitLeadershipResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<EtcdForfeitLeadership>,
+}
+
+/// The local member's status (etcd's maintenance status).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdMemberStatus {
+    #[prost(string, tag = "1")]
+    pub protocol_version: String,
+    #[prost(int64, tag = "2")]
+    pub db_size: i64,
+    #[prost(int64, tag = "3")]
+    pub db_size_in_use: i64,
+    #[prost(uint64, tag = "4")]
+    pub leader: u64,
+    #[prost(uint64, tag = "5")]
+    pub raft_index: u64,
+    #[prost(uint64, tag = "6")]
+    pub raft_term: u64,
+    #[prost(uint64, tag = "7")]
+    pub raft_applied_index: u64,
+    #[prost(string, repeated, tag = "8")]
+    pub errors: Vec<String>,
+    #[prost(bool, tag = "9")]
+    pub is_learner: bool,
+    #[prost(uint64, tag = "10")]
+    pub member_id: u64,
+}
+
+/// `EtcdStatus`'s per-node reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdStatus {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<Metadata>,
+    #[prost(message, optional, tag = "2")]
+    pub member_status: Option<EtcdMemberStatus>,
+}
+
+/// `EtcdStatus`'s reply.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EtcdStatusResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub messages: Vec<EtcdStatus>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -163,6 +163,11 @@ impl Server {
         std::mem::take(&mut self.effects.bootstrap)
     }
 
+    /// `EtcdLeaveCluster` removed this node's member since the last call.
+    pub fn take_etcd_stop(&mut self) -> bool {
+        std::mem::take(&mut self.effects.etcd_stop)
+    }
+
     /// A service restart asked for since the last call.
     pub fn take_restart(&mut self) -> Option<String> {
         self.effects.restart.take()
@@ -307,6 +312,7 @@ impl Server {
         }
         crate::verbs::follow_upgrade(&mut self.effects);
         crate::verbs::follow_reset(&mut self.effects);
+        crate::verbs::follow_etcd_leave(&mut self.effects);
     }
 
     /// The kinds whose changes matter here: what the TLS identity follows, and every watch.

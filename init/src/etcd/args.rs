@@ -98,6 +98,10 @@ pub fn command(plan: &Plan<'_>) -> Vec<String> {
     // up). etcd's defaults are 100 and 1000. `extraArgs` may set them back.
     set("heartbeat-interval", HEARTBEAT_MS.to_string());
     set("election-timeout", ELECTION_TIMEOUT_MS.to_string());
+    // A member that comes back from a partition with a raised term asks first (raft's
+    // pre-vote) instead of forcing an election that deposes a working leader; etcd 3.5
+    // defaults to it, 3.4 (the oldest etcd keelson runs) does not.
+    set("pre-vote", "true".into());
     // Talos's fixed settings that every supported etcd knows.
     set("experimental-initial-corrupt-check", "true".into());
     set("experimental-watch-progress-notify-interval", "5s".into());
@@ -187,6 +191,7 @@ mod tests {
         // keelson's raft timings, which the VIP's 1 s lease relies on.
         assert_eq!(flag(&cmd, "heartbeat-interval"), Some("50"));
         assert_eq!(flag(&cmd, "election-timeout"), Some("500"));
+        assert_eq!(flag(&cmd, "pre-vote"), Some("true"));
         assert_eq!(flag(&cmd, "initial-advertise-peer-urls"), Some("https://[fd00::2]:2380"));
         assert_eq!(
             flag(&cmd, "listen-peer-urls"),

@@ -25,7 +25,15 @@ pub enum Leave {
 /// The step for this node (`name`, `peer_url`) given the member list and raft's leader (as
 /// the local member's status says; 0: unknown).
 pub fn plan(members: &[Member], name: &str, peer_url: &str, leader: i64) -> Leave {
-    let Some(me) = join::find_self(members, name, peer_url) else {
+    match join::find_self(members, name, peer_url) {
+        Some(me) => plan_for(members, me.id, leader),
+        None => Leave::NotAMember,
+    }
+}
+
+/// The step for member `me` (as the local member's status names it: `EtcdLeaveCluster`).
+pub fn plan_for(members: &[Member], me: i64, leader: i64) -> Leave {
+    let Some(me) = members.iter().find(|m| m.id == me) else {
         return Leave::NotAMember;
     };
     if members.len() <= 1 {
@@ -97,6 +105,17 @@ mod tests {
         let m = [member(1, "cp-1", 1), member(2, "cp-2", 2)];
         assert_eq!(plan(&m, "cp-9", "https://10.0.0.9:2380", 1), Leave::NotAMember);
         assert_eq!(plan(&[], "cp-1", "https://10.0.0.1:2380", 0), Leave::NotAMember);
+    }
+
+    #[test]
+    fn the_api_finds_this_member_by_the_id_its_status_gives() {
+        let m = [member(1, "cp-1", 1), member(2, "cp-2", 2)];
+        assert_eq!(
+            plan_for(&m, 1, 1),
+            Leave::Remove { id: 1, via: vec!["https://10.0.0.2:2379".into()], hand_to: Some(2) }
+        );
+        assert_eq!(plan_for(&m, 9, 1), Leave::NotAMember);
+        assert_eq!(plan_for(&m[..1], 1, 1), Leave::LastMember);
     }
 
     #[test]

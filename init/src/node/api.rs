@@ -115,6 +115,11 @@ impl Api {
         self.0.as_mut().is_some_and(Server::take_bootstrap)
     }
 
+    /// `EtcdLeaveCluster` removed this node's member, once.
+    pub fn take_etcd_stop(&mut self) -> bool {
+        self.0.as_mut().is_some_and(Server::take_etcd_stop)
+    }
+
     /// A service restart a client asked for (its id), once.
     pub fn take_restart(&mut self) -> Option<String> {
         self.0.as_mut().and_then(Server::take_restart)

@@ -94,6 +94,9 @@ pub struct Etcd {
     next_reports: Option<Instant>,
     /// A graceful reset's `leave etcd` step, while under way.
     leaving: Option<etcd_join::Leaving>,
+    /// This node left the cluster through `EtcdLeaveCluster`: etcd stays stopped (and is
+    /// neither joined nor bootstrapped again) until the node restarts.
+    left: bool,
     /// Its bound (set once the step began).
     leave_until: Option<Instant>,
     next_leave_check: Option<Instant>,
@@ -129,7 +132,20 @@ impl Etcd {
             leaving: None,
             leave_until: None,
             next_leave_check: None,
+            left: false,
         }
+    }
+
+    /// `EtcdLeaveCluster` removed this node's member: stop etcd and keep it stopped, as
+    /// Talos does; the call's thread wipes the data directory once etcd is gone, so the
+    /// node joins again as a new member when it restarts.
+    pub fn left_cluster(&mut self) {
+        log::warn!(target: "etcd", "this node left the etcd cluster: etcd stops and stays stopped until the node restarts");
+        self.left = true;
+        self.bootstrap = false;
+        self.joined = None;
+        self.joining = None;
+        self.promoting = None;
     }
 
     /// `Bootstrap` passed its checks (and its request is kept): start a new cluster.
@@ -167,6 +183,11 @@ impl Etcd {
         self.control_plane = cfg.machine.machine_type == Some(MachineType::ControlPlane);
         if !self.control_plane {
             return Err("not a control plane".into());
+        }
+        if self.left {
+            return Err("this node left the etcd cluster (EtcdLeaveCluster); etcd starts again \
+                        when the node restarts"
+                .into());
         }
         let etcd = cfg.cluster.as_ref().and_then(|c| c.etcd.as_ref());
         let Some(ca) = etcd.and_then(|e| e.ca.as_ref()) else {

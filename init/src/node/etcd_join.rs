@@ -191,7 +191,7 @@ impl Leaving {
 /// bounded by the caller). The last member stays, and so does a member that cannot be
 /// reached; each says so in one line.
 pub fn leave(id: Identity) -> Result<Leaving, String> {
-    use crate::etcd::leave::{plan, Leave};
+    use crate::etcd::leave::plan;
     let done = Arc::new(AtomicBool::new(false));
     let done2 = done.clone();
     evloop::spawn_worker("etcd-leave", move || {
@@ -201,40 +201,8 @@ pub fn leave(id: Identity) -> Result<Leaving, String> {
             // Raft's leader as this member sees it (0 when it cannot say).
             let mut local = client(&id, &[local_url()])?;
             let leader = local.status().map(|s| s.leader).unwrap_or(0);
-            match plan(&list.members, &id.name, &id.peer_url, leader) {
-                Leave::LastMember => {
-                    Ok("this node is the only member: it stays (nothing to hand the data to)"
-                        .into())
-                }
-                Leave::NotAMember => Ok("this node is not a member: nothing to remove".into()),
-                Leave::Remove { id: member, via, hand_to } => {
-                    if let Some(to) = hand_to {
-                        match local.move_leader(to) {
-                            Ok(_) => log::info!(target: "etcd", "leave etcd: raft leadership handed to {:x}", to as u64),
-                            Err(e) => log::warn!(target: "etcd", "leave etcd: hand leadership to {:x}: {e}; the others elect a leader after the removal", to as u64),
-                        }
-                    }
-                    let mut c = if via.is_empty() { c } else { client(&id, &via)? };
-                    // etcd's strict reconfiguration check refuses ("unhealthy cluster") until
-                    // the leader has been connected to enough members for 5 s, which a new
-                    // leader (the handover above) or a peer that just came back has not:
-                    // retried within the step's bound, as Talos retries its leave.
-                    let until = std::time::Instant::now() + LEAVE_RETRY_FOR;
-                    loop {
-                        match c.member_remove(member) {
-                            Ok(left) => {
-                                break Ok(format!("member {:x} removed; {} remain", member as u64, left.members.len()))
-                            }
-                            Err(e) if std::time::Instant::now() < until => {
-                                log::debug!(target: "etcd", "leave etcd: remove member {:x}: {e}; again", member as u64);
-                                #[allow(clippy::disallowed_methods)] // A worker, not the loop.
-                                std::thread::sleep(Duration::from_millis(500));
-                            }
-                            Err(e) => break Err(format!("remove member {:x}: {e}", member as u64)),
-                        }
-                    }
-                }
-            }
+            let step = plan(&list.members, &id.name, &id.peer_url, leader);
+            carry_out(&mut local, step, |urls| client(&id, urls), LEAVE_RETRY_FOR)
         };
         match step() {
             Ok(what) => log::info!(target: "etcd", "leave etcd: {what}"),
@@ -244,6 +212,79 @@ pub fn leave(id: Identity) -> Result<Leaving, String> {
     })
     .map_err(|e| format!("start etcd-leave: {e}"))?;
     Ok(Leaving { done })
+}
+
+/// Carry out a leave step (a graceful reset's, or `EtcdLeaveCluster`'s): hand raft
+/// leadership on when this member holds it, then remove the member through the others
+/// (`connect` makes a client for URLs). etcd's strict reconfiguration check refuses
+/// ("unhealthy cluster") until the leader has been connected to enough members for 5 s,
+/// which a new leader (the handover) or a peer that just came back has not: retried for
+/// `retry_for`, as Talos retries its leave. What happened, in one line; the last member
+/// and a stranger are `Ok` with the reason (the caller decides if that is a refusal).
+pub fn carry_out(
+    local: &mut etcd::Client,
+    step: crate::etcd::leave::Leave,
+    connect: impl Fn(&[String]) -> Result<etcd::Client, String>,
+    retry_for: Duration,
+) -> Result<String, String> {
+    use crate::etcd::leave::Leave;
+    let (member, via, hand_to) = match step {
+        Leave::LastMember => {
+            return Ok("this node is the only member: it stays (nothing to hand the data to)".into())
+        }
+        Leave::NotAMember => return Ok("this node is not a member: nothing to remove".into()),
+        Leave::Remove { id, via, hand_to } => (id, via, hand_to),
+    };
+    if let Some(to) = hand_to {
+        match local.move_leader(to) {
+            Ok(_) => {
+                log::info!(target: "etcd", "leave etcd: raft leadership handed to {:x}", to as u64)
+            }
+            Err(e) => {
+                log::warn!(target: "etcd", "leave etcd: hand leadership to {:x}: {e}; the others elect a leader after the removal", to as u64)
+            }
+        }
+    }
+    let mut owned;
+    let c = if via.is_empty() {
+        local
+    } else {
+        owned = connect(&via)?;
+        &mut owned
+    };
+    let until = std::time::Instant::now() + retry_for;
+    loop {
+        match c.member_remove(member) {
+            Ok(left) => {
+                break Ok(format!(
+                    "member {:x} removed; {} remain",
+                    member as u64,
+                    left.members.len()
+                ))
+            }
+            Err(e) if std::time::Instant::now() < until => {
+                log::debug!(target: "etcd", "leave etcd: remove member {:x}: {e}; again", member as u64);
+                #[allow(clippy::disallowed_methods)] // A worker, not the loop.
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => break Err(format!("remove member {:x}: {e}", member as u64)),
+        }
+    }
+}
+
+/// A client of the local member, with etcd's peer certificate (the API's etcd calls).
+pub fn local_client(
+    ca: &std::path::Path,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    urls: &[String],
+) -> Result<etcd::Client, String> {
+    let tls = etcd::client::tls_config(ca, Some((cert, key))).map_err(|e| e.to_string())?;
+    let all: Vec<String> = if urls.is_empty() { vec![local_url()] } else { urls.to_vec() };
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let mut config = etcd::Config::new(&refs, Some(tls)).map_err(|e| e.to_string())?;
+    config.timeout = CALL_TIMEOUT;
+    Ok(etcd::Client::new(config))
 }
 
 /// How many members the local etcd lists (the graceful reset's check; blocking, for a

@@ -523,6 +523,9 @@ impl EventLoop {
                 if self.api.take_bootstrap() {
                     self.etcd.bootstrap_requested();
                 }
+                if self.api.take_etcd_stop() {
+                    self.etcd.left_cluster();
+                }
                 if let Some(id) = self.api.take_restart() {
                     // A restart runs a service a `ServiceStop` held stopped, as in Talos.
                     let start = crate::supervisor::Op::Start;

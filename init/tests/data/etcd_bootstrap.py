@@ -1,10 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Bootstrap and ServiceList against keelson's local API socket with grpcio and the PyPI
-Talos bindings (talos-linux-api-v1-6-0). Prints `ok SCENARIO` at the end.
+"""Bootstrap, ServiceList and the etcd calls against keelson's local API socket with grpcio
+and the PyPI Talos bindings (talos-linux-api-v1-6-0). Prints `ok SCENARIO` at the end.
 
   python3 etcd_bootstrap.py bootstrap SOCKET        # Bootstrap succeeds
   python3 etcd_bootstrap.py again SOCKET            # Bootstrap is AlreadyExists
-  python3 etcd_bootstrap.py service SOCKET          # etcd is listed, running and healthy"""
+  python3 etcd_bootstrap.py service SOCKET          # etcd is listed, running and healthy
+  python3 etcd_bootstrap.py members SOCKET          # EtcdMemberList: prints `members JSON`
+  python3 etcd_bootstrap.py status SOCKET           # EtcdStatus: prints `status JSON`
+  python3 etcd_bootstrap.py forfeit SOCKET          # EtcdForfeitLeadership: `forfeit NAME`
+  python3 etcd_bootstrap.py remove SOCKET ID        # EtcdRemoveMemberByID succeeds
+  python3 etcd_bootstrap.py remove-self SOCKET ID   # ... of this node's ID: FailedPrecondition
+  python3 etcd_bootstrap.py remove-name SOCKET NAME # EtcdRemoveMember of no member: NotFound
+  python3 etcd_bootstrap.py leave SOCKET            # EtcdLeaveCluster succeeds
+  python3 etcd_bootstrap.py leave-last SOCKET       # EtcdLeaveCluster of the only member: refused"""
+import json
 import sys
 
 import grpc
@@ -38,6 +47,55 @@ def main():
         assert len(etcd) == 1, r
         assert etcd[0].state == "Running" and etcd[0].health.healthy, etcd[0]
         print("  etcd:", etcd[0].state, "healthy")
+    elif what == "members":
+        r = call(ch, "/machine.MachineService/EtcdMemberList", tm.EtcdMemberListRequest(), tm.EtcdMemberListResponse)
+        assert len(r.messages) == 1 and r.messages[0].metadata is not None, r
+        ms = r.messages[0].members
+        assert r.messages[0].legacy_members == [m.hostname for m in ms], r
+        print("members", json.dumps([[m.id, m.hostname, m.is_learner] for m in ms]))
+    elif what == "status":
+        r = call(ch, "/machine.MachineService/EtcdStatus", pb.Empty(), tm.EtcdStatusResponse)
+        st = r.messages[0].member_status
+        assert st.protocol_version and st.raft_term > 0 and st.db_size > 0, st
+        print("status", json.dumps({"member_id": st.member_id, "leader": st.leader}))
+    elif what == "forfeit":
+        r = call(ch, "/machine.MachineService/EtcdForfeitLeadership", tm.EtcdForfeitLeadershipRequest(), tm.EtcdForfeitLeadershipResponse)
+        print("forfeit", r.messages[0].member)
+    elif what in ("remove", "remove-self"):
+        req = tm.EtcdRemoveMemberByIdRequest(member_id=int(sys.argv[3]))
+        path = "/machine.MachineService/EtcdRemoveMemberByID"
+        try:
+            r = call(ch, path, req, tm.EtcdRemoveMemberByIdResponse)
+        except grpc.RpcError as e:
+            if what == "remove":
+                raise
+            assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, (e.code(), e.details())
+            assert "is this node: use EtcdLeaveCluster" in e.details(), e.details()
+            print("  remove self:", e.code().name, e.details())
+        else:
+            assert what == "remove" and len(r.messages) == 1, r
+    elif what == "remove-name":
+        req = tm.EtcdRemoveMemberRequest(member=sys.argv[3])
+        try:
+            r = call(ch, "/machine.MachineService/EtcdRemoveMember", req, tm.EtcdRemoveMemberResponse)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.NOT_FOUND, (e.code(), e.details())
+            assert "in list of etcd members" in e.details(), e.details()
+            print("  remove by name:", e.code().name, e.details())
+        else:
+            raise AssertionError(f"removing {sys.argv[3]} answered {r!r}")
+    elif what == "leave":
+        r = call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse)
+        assert len(r.messages) == 1 and r.messages[0].metadata is not None, r
+    elif what == "leave-last":
+        try:
+            r = call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, (e.code(), e.details())
+            assert "only member" in e.details(), e.details()
+            print("  leave of the last member:", e.code().name, e.details())
+        else:
+            raise AssertionError(f"the last member left: {r!r}")
     else:
         raise SystemExit(f"unknown scenario {what}")
     ch.close()

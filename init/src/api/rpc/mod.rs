@@ -15,6 +15,7 @@
 mod cosi;
 mod deferred;
 pub mod dispatch;
+mod etcd;
 pub mod events;
 mod feeds;
 mod keelson;
@@ -589,6 +590,43 @@ mod tests {
         let reboot = p.open("/machine.MachineService/Reboot", &grpc::frame_message(&[]), true);
         p.exchange(Access::Maintenance);
         assert_eq!(p.status(reboot), Some(code::UNIMPLEMENTED));
+    }
+
+    #[test]
+    fn etcd_calls_on_a_node_without_etcd_answer_as_talos_does() {
+        let last_status = |p: &mut Pair, id: u32| {
+            p.responses(id).into_iter().find_map(|r| match r {
+                Response::Status(s) => Some(s),
+                Response::Message(_) => None,
+            })
+        };
+        for (name, api) in [
+            ("EtcdMemberList", "member list"),
+            ("EtcdStatus", "etcd status"),
+            ("EtcdLeaveCluster", "etcd leave"),
+            ("EtcdForfeitLeadership", "etcd forfeit leadership"),
+        ] {
+            let mut p = Pair::new();
+            let path = format!("/machine.MachineService/{name}");
+            let id = p.open(&path, &grpc::frame_message(&[]), true);
+            p.exchange(Access::Admin);
+            let want = format!("{api} is only available on control plane nodes");
+            assert_eq!(last_status(&mut p, id), Some(Status::new(code::UNIMPLEMENTED, want)));
+            assert!(!p.server.busy(), "{name}");
+        }
+        // The ID is checked first; a reader lists but does not remove.
+        let mut p = Pair::new();
+        let zero =
+            p.open("/machine.MachineService/EtcdRemoveMemberByID", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Admin);
+        assert_eq!(last_status(&mut p, zero).map(|s| s.code), Some(code::INVALID_ARGUMENT));
+        let mut p = Pair::new();
+        let remove = p.open("/machine.MachineService/EtcdRemoveMemberByID", &[], false);
+        let list =
+            p.open("/machine.MachineService/EtcdMemberList", &grpc::frame_message(&[]), true);
+        p.exchange(Access::Reader);
+        assert_eq!(p.status(remove), Some(code::PERMISSION_DENIED));
+        assert_eq!(p.status(list), Some(code::UNIMPLEMENTED));
     }
 
     /// A feed of `total` bytes in 1 KiB messages.

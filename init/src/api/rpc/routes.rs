@@ -7,6 +7,7 @@ use super::dispatch::Method;
 /// Every service the node serves.
 pub const SERVICES: &[&[Method]] = &[
     super::machine::METHODS,
+    super::etcd::METHODS,
     super::service_ops::METHODS,
     super::kubeconfig::METHODS,
     super::storage::METHODS,
