@@ -5,7 +5,7 @@
 //! full socket waits for its 10 s timeout at worst).
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -220,6 +220,26 @@ impl Driver {
     }
 }
 
+/// The source address the kernel picks for `to` now. A UDP socket's connect sends nothing:
+/// it only runs the route lookup and the source address selection a TCP connect would.
+fn source_for(to: &SocketAddr) -> io::Result<IpAddr> {
+    let any: IpAddr =
+        if to.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+    let sock = UdpSocket::bind((any, 0))?;
+    sock.connect(to)?;
+    Ok(sock.local_addr()?.ip())
+}
+
+/// Whether a connection from `src` to `dst` can work. While a node's only global IPv6
+/// address is still tentative (duplicate address detection: a second or more after it was
+/// added), Linux picks ::1 as the source for an off-node destination, and a TCP connect
+/// then keeps that source for every SYN it retransmits: it hangs until its timeout, although
+/// the address became usable a second later. Refusing at once lets the backoff try again
+/// within a second or two.
+fn usable_source(dst: IpAddr, src: IpAddr) -> bool {
+    dst.is_loopback() || !(src.is_loopback() || src.is_unspecified())
+}
+
 fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport, String> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let addrs: Vec<_> = (target.host.as_str(), target.port)
@@ -232,6 +252,17 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
+        }
+        match source_for(&a) {
+            Ok(src) if usable_source(a.ip(), src) => {}
+            Ok(src) => {
+                last = format!("no usable source address for {a} yet (the kernel picks {src}; an address still tentative?)");
+                continue;
+            }
+            Err(e) => {
+                last = format!("no route to {a}: {e}");
+                continue;
+            }
         }
         match TcpStream::connect_timeout(&a, left) {
             Ok(s) => {
@@ -272,4 +303,29 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
         return Err("TLS: the server did not agree to HTTP/2 (ALPN h2)".into());
     }
     Ok(Transport::Tls(Box::new(conn), sock))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_loopback_source_for_a_remote_destination_is_not_usable() {
+        assert!(!usable_source(ip("fd00:6::1"), ip("::1")), "a tentative address's stand-in");
+        assert!(!usable_source(ip("192.0.2.1"), ip("0.0.0.0")));
+        assert!(usable_source(ip("fd00:6::1"), ip("fd00:6::11")));
+        assert!(usable_source(ip("fd00:6::1"), ip("fe80::1")));
+        assert!(usable_source(ip("::1"), ip("::1")), "loopback to loopback");
+        assert!(usable_source(ip("127.0.0.1"), ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn the_kernel_source_choice_is_read_without_sending() {
+        let src = source_for(&"127.0.0.1:9".parse().unwrap()).unwrap();
+        assert!(src.is_loopback(), "{src}");
+    }
 }
