@@ -255,7 +255,9 @@ mod tests {
         // Two routers on one link: the second's servers fill up to the bound.
         let first: Vec<String> = (1..=6).map(|i| format!("2001:db8::{i}")).collect();
         let second: Vec<String> = (7..=12).map(|i| format!("2001:db8::{i}")).collect();
-        let as_ra = |v: &[String]| v.iter().map(|s| (s.as_str(), 60)).collect::<Vec<_>>();
+        fn as_ra(v: &[String]) -> Vec<(&str, u32)> {
+            v.iter().map(|s| (s.as_str(), 60)).collect()
+        }
         t.apply(&ra(3, &as_ra(&first), &[]), now);
         let a = t.apply(&ra(3, &as_ra(&second), &[]), now);
         assert_eq!(a.dropped, 12 - MAX_SERVERS);
