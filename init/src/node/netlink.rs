@@ -35,6 +35,8 @@ pub struct Netlink {
     /// When the last RA warning was logged, and how many were held back since.
     last_warn: Option<Instant>,
     held_back: usize,
+    /// When to write the specs again: an RA came for a link the store did not know yet.
+    retry_at: Option<Instant>,
 }
 
 impl Netlink {
@@ -48,6 +50,7 @@ impl Netlink {
             written: BTreeSet::new(),
             last_warn: None,
             held_back: 0,
+            retry_at: None,
         })
     }
 
@@ -55,12 +58,6 @@ impl Netlink {
     pub fn drain(&mut self, rt: &mut Runtime, now: Instant) {
         let drained = self.watcher.drain();
         self.take_ras(rt, now);
-        // A link's name may have changed or become known.
-        if drained.as_ref().is_ok_and(|c| c.links)
-            && !(self.ra.is_empty() && self.written.is_empty())
-        {
-            self.sync(rt, now);
-        }
         match drained {
             // An overrun marks all four kinds changed: the lost events can only have been of
             // those, so this wakes whatever they would have woken, and not, say, the merges,
@@ -123,7 +120,8 @@ impl Netlink {
     }
 
     /// Expire, and write the table's specs (removing stale ones). A link the store does not
-    /// know (yet, or any more) gets no spec; its entries stay until their lifetimes end.
+    /// know (yet, or any more) gets no spec, and another look a second later, until its
+    /// entries' lifetimes end.
     fn sync(&mut self, rt: &mut Runtime, now: Instant) {
         self.ra.expire(now);
         let links: Vec<(u32, String)> = rt
@@ -135,8 +133,13 @@ impl Netlink {
             u32::try_from(ix).ok().and_then(|ix| links.iter().find(|(i, _)| *i == ix)).map(|l| &l.1)
         };
         let mut now_written = BTreeSet::new();
+        self.retry_at = None;
         for (ix, spec) in self.ra.specs() {
-            let Some(link) = name(ix) else { continue };
+            let Some(link) = name(ix) else {
+                // Its link status comes with the next reconcile: look again in a second.
+                self.retry_at = Some(now + Duration::from_secs(1));
+                continue;
+            };
             let id = layered_id(
                 ConfigLayer::Operator,
                 &operator_output_id(&format!("ra/{link}"), RESOLVER_ID),
@@ -162,9 +165,14 @@ impl Netlink {
 
     /// Run the RA table's timer: entries whose lifetime ended leave.
     pub fn tick(&mut self, rt: &mut Runtime, now: Instant) {
-        if self.ra.next_expiry().is_some_and(|t| t <= now) {
+        if self.poll_at().is_some_and(|t| t <= now) {
             self.sync(rt, now);
         }
+    }
+
+    /// When [`Netlink::tick`] has something to do.
+    fn poll_at(&self) -> Option<Instant> {
+        evloop::earliest([self.ra.next_expiry(), self.retry_at])
     }
 }
 
@@ -183,6 +191,6 @@ impl evloop::EventSource<Runtime> for Netlink {
     }
 
     fn poll_at(&self) -> Option<Instant> {
-        self.ra.next_expiry()
+        Netlink::poll_at(self)
     }
 }
