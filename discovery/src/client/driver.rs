@@ -17,6 +17,12 @@ use crate::interface::{Command, Config, Event};
 use crate::target::Target;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first attempt's timeout for the TCP connect itself; it doubles with each failure in a
+/// row up to [`CONNECT_TIMEOUT`]. A SYN that left with a source address the server cannot
+/// answer (chosen while the right one was still tentative) is retransmitted with that same
+/// source for ever: a new socket, which chooses again, is the only cure, so the first tries
+/// are short.
+const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_SLICE: Duration = Duration::from_millis(250);
 
@@ -60,7 +66,8 @@ pub fn spawn(cfg: Config, mut notify: Box<dyn FnMut(Event) + Send>) -> io::Resul
     // spawn_worker blocks every signal in the thread: a signal meant for PID 1 can only reach
     // its signalfd, never this thread, where its default action could end the process.
     evloop::spawn_worker("discovery", move || {
-        Driver { engine, roots, transport: None, connecting: None }.run(&rx, &mut *notify)
+        Driver { engine, roots, transport: None, connecting: None, failures: 0 }
+            .run(&rx, &mut *notify)
     })?;
     Ok(Handle { tx })
 }
@@ -114,6 +121,8 @@ impl Transport {
 }
 
 struct Driver {
+    /// Connection attempts that failed in a row.
+    failures: u32,
     engine: Engine,
     roots: Arc<rustls::RootCertStore>,
     transport: Option<Transport>,
@@ -172,11 +181,13 @@ impl Driver {
                         self.connecting = None;
                         if self.engine.is_connecting() {
                             self.transport = Some(t);
+                            self.failures = 0;
                             self.engine.connected(Instant::now());
                         }
                     }
                     Ok(Err(e)) => {
                         self.connecting = None;
+                        self.failures = self.failures.saturating_add(1);
                         self.engine.connect_failed(Instant::now(), &e);
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -206,12 +217,13 @@ impl Driver {
 
     /// Connect (and handshake) on a helper thread, so that this loop keeps serving commands.
     fn connect(&mut self, target: Target) {
+        let tcp_timeout = connect_timeout(self.failures);
         self.transport = None;
         let (tx, rx) = mpsc::channel();
         self.connecting = Some(rx);
         let roots = self.roots.clone();
         let spawned = evloop::spawn_worker("discovery-connect", move || {
-            let _ = tx.send(open(&target, roots));
+            let _ = tx.send(open(&target, roots, tcp_timeout));
         });
         if let Err(e) = spawned {
             self.connecting = None;
@@ -240,7 +252,17 @@ fn usable_source(dst: IpAddr, src: IpAddr) -> bool {
     dst.is_loopback() || !(src.is_loopback() || src.is_unspecified())
 }
 
-fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport, String> {
+/// The TCP connect timeout (per address) after `failures` failed attempts in a row: 2 s,
+/// 4 s, 8 s, then 10 s.
+fn connect_timeout(failures: u32) -> Duration {
+    FIRST_CONNECT_TIMEOUT.saturating_mul(1 << failures.min(3)).min(CONNECT_TIMEOUT)
+}
+
+fn open(
+    target: &Target,
+    roots: Arc<rustls::RootCertStore>,
+    tcp_timeout: Duration,
+) -> Result<Transport, String> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let addrs: Vec<_> = (target.host.as_str(), target.port)
         .to_socket_addrs()
@@ -264,7 +286,7 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
                 continue;
             }
         }
-        match TcpStream::connect_timeout(&a, left) {
+        match TcpStream::connect_timeout(&a, left.min(tcp_timeout)) {
             Ok(s) => {
                 sock = Some(s);
                 break;
@@ -321,6 +343,13 @@ mod tests {
         assert!(usable_source(ip("fd00:6::1"), ip("fe80::1")));
         assert!(usable_source(ip("::1"), ip("::1")), "loopback to loopback");
         assert!(usable_source(ip("127.0.0.1"), ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn connect_timeouts_start_short_and_grow_to_the_cap() {
+        let secs: Vec<u64> = (0..6).map(|f| connect_timeout(f).as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 10, 10, 10]);
+        assert_eq!(connect_timeout(u32::MAX), CONNECT_TIMEOUT);
     }
 
     #[test]
