@@ -114,10 +114,19 @@ pub fn merged_peers<'a>(
 
 /// An affiliate as a peer. Its allowed IPs are, as Talos makes them, its routed prefixes and
 /// addresses minus the networks it asked to keep off KubeSpan, plus its KubeSpan address.
+///
+/// Unlike Talos, the addresses of its own endpoints are left out too: traffic to the address
+/// the tunnel's packets go to must stay on the link. WireGuard's packets carry their mark and
+/// are never tunnelled, but everything else to that address would be, and on IPv6 that
+/// includes neighbour discovery: the neighbour advertisement answering the peer's
+/// solicitation went into the tunnel, the peer never learnt our link-layer address, and the
+/// handshake never completed (two nodes on one IPv6 link, each announcing its link address).
 fn affiliate_peer(a: &Affiliate, ks: &net::resource::AffiliateKubeSpan) -> KubeSpanPeer {
     let mut own: Vec<IpNet> = ks.additional_addresses.clone();
     own.extend(a.addresses.iter().map(|ip| IpNet::from(*ip)));
-    let mut addresses = subtract_all(&own, &ks.exclude_advertised_networks);
+    let mut off: Vec<IpNet> = ks.exclude_advertised_networks.clone();
+    off.extend(ks.endpoints.iter().map(|e| IpNet::from(e.ip())));
+    let mut addresses = subtract_all(&own, &off);
     if let Some(addr) = ks.address {
         addresses.push(IpNet::from(std::net::IpAddr::V6(addr)));
     }
@@ -193,6 +202,39 @@ mod tests {
             "the excluded network subtracted"
         );
         assert_eq!(ka.endpoints, vec!["192.0.2.9:51820".parse().unwrap()]);
+    }
+
+    /// A node announcing its link address both as an address and as its endpoint: the
+    /// endpoint's address is not routed into the tunnel (on IPv6 its neighbour discovery
+    /// would be), the rest of what it announces is.
+    #[test]
+    fn endpoint_addresses_stay_off_the_tunnel() {
+        use net::resource::AffiliateKubeSpan;
+        let a = Affiliate {
+            node_id: "A".into(),
+            addresses: vec!["fd00:6::12".parse().unwrap(), "2001:db8::12".parse().unwrap()],
+            nodename: "ks-node2".into(),
+            kubespan: Some(AffiliateKubeSpan {
+                public_key: "KA".into(),
+                address: Some("fd7f:175a:b97c:5602::2".parse().unwrap()),
+                additional_addresses: nets(&["fd00:6::/64"]),
+                endpoints: vec!["[fd00:6::12]:51820".parse().unwrap()],
+                exclude_advertised_networks: Vec::new(),
+            }),
+            ..Default::default()
+        };
+        let (peers, _) = merged_peers(&[], [("A", &a)].into_iter(), "ME");
+        let (specs, _) = peer_specs(&peers, "KME", SUBNET.parse().unwrap());
+        let allowed = &specs[0].1.allowed_ips;
+        assert!(
+            !allowed.iter().any(|n| n.contains(&"fd00:6::12".parse::<std::net::IpAddr>().unwrap())),
+            "{allowed:?}"
+        );
+        // The rest of the /64 and the other address still go through the tunnel.
+        for ip in ["fd00:6::11", "fd00:6::13", "2001:db8::12", "fd7f:175a:b97c:5602::2"] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            assert!(allowed.iter().any(|n| n.contains(&ip)), "{ip} in {allowed:?}");
+        }
     }
 
     #[test]

@@ -37,5 +37,6 @@ pub mod operator;
 pub mod ra_dns;
 #[cfg(test)]
 mod ra_dns_fuzz;
+pub mod ra_resolvers;
 pub mod tenant;
 pub mod wireguard_keys;

@@ -6,7 +6,8 @@
 //! with an option keelson skips). Each mutant must parse or be refused without a panic, and
 //! what parses must respect the bounds and checks PID 1 relies on: at most
 //! [`MAX_SERVERS`](crate::ra_dns::MAX_SERVERS) unicast servers and
-//! [`MAX_DOMAINS`](crate::ra_dns::MAX_DOMAINS) valid domains, none twice.
+//! [`MAX_DOMAINS`](crate::ra_dns::MAX_DOMAINS) valid domains, none twice; and the per-link
+//! table ([`crate::ra_resolvers`]) that turns it into a resolver spec keeps those bounds.
 
 use std::net::Ipv6Addr;
 
@@ -64,6 +65,26 @@ fn oracle(input: &[u8]) -> Result<Verdict, String> {
         }
         if dns.domains[..i].iter().any(|o| o.value == d.value) {
             return Err(format!("domain {:?} twice", d.value));
+        }
+    }
+    // What reaches /etc/resolv.conf: the per-link table keeps its bounds and drops
+    // link-local servers, whatever the RA, applied twice (a refresh changes nothing).
+    let now = std::time::Instant::now();
+    let mut table = crate::ra_resolvers::RaResolvers::new();
+    table.apply(&dns, now);
+    if table.apply(&dns, now).changed {
+        return Err(format!("the same RA twice changed the table: {dns:?}"));
+    }
+    for (_, spec) in table.specs() {
+        let link_local = spec.dns_servers.iter().any(|ip| match ip {
+            std::net::IpAddr::V6(v6) => v6.is_unicast_link_local(),
+            std::net::IpAddr::V4(_) => true,
+        });
+        if spec.dns_servers.len() > MAX_SERVERS
+            || spec.search_domains.len() > MAX_DOMAINS
+            || link_local
+        {
+            return Err(format!("resolver spec past its checks: {spec:?}"));
         }
     }
     Ok(Verdict::Accepted)

@@ -5,7 +5,7 @@
 //! full socket waits for its 10 s timeout at worst).
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,12 @@ use crate::interface::{Command, Config, Event};
 use crate::target::Target;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first attempt's timeout for the TCP connect itself; it doubles with each failure in a
+/// row up to [`CONNECT_TIMEOUT`]. A SYN that left with a source address the server cannot
+/// answer (chosen while the right one was still tentative) is retransmitted with that same
+/// source for ever: a new socket, which chooses again, is the only cure, so the first tries
+/// are short.
+const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_SLICE: Duration = Duration::from_millis(250);
 
@@ -60,7 +66,8 @@ pub fn spawn(cfg: Config, mut notify: Box<dyn FnMut(Event) + Send>) -> io::Resul
     // spawn_worker blocks every signal in the thread: a signal meant for PID 1 can only reach
     // its signalfd, never this thread, where its default action could end the process.
     evloop::spawn_worker("discovery", move || {
-        Driver { engine, roots, transport: None, connecting: None }.run(&rx, &mut *notify)
+        Driver { engine, roots, transport: None, connecting: None, failures: 0 }
+            .run(&rx, &mut *notify)
     })?;
     Ok(Handle { tx })
 }
@@ -114,6 +121,8 @@ impl Transport {
 }
 
 struct Driver {
+    /// Connection attempts that failed in a row.
+    failures: u32,
     engine: Engine,
     roots: Arc<rustls::RootCertStore>,
     transport: Option<Transport>,
@@ -172,11 +181,13 @@ impl Driver {
                         self.connecting = None;
                         if self.engine.is_connecting() {
                             self.transport = Some(t);
+                            self.failures = 0;
                             self.engine.connected(Instant::now());
                         }
                     }
                     Ok(Err(e)) => {
                         self.connecting = None;
+                        self.failures = self.failures.saturating_add(1);
                         self.engine.connect_failed(Instant::now(), &e);
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -206,12 +217,13 @@ impl Driver {
 
     /// Connect (and handshake) on a helper thread, so that this loop keeps serving commands.
     fn connect(&mut self, target: Target) {
+        let tcp_timeout = connect_timeout(self.failures);
         self.transport = None;
         let (tx, rx) = mpsc::channel();
         self.connecting = Some(rx);
         let roots = self.roots.clone();
         let spawned = evloop::spawn_worker("discovery-connect", move || {
-            let _ = tx.send(open(&target, roots));
+            let _ = tx.send(open(&target, roots, tcp_timeout));
         });
         if let Err(e) = spawned {
             self.connecting = None;
@@ -220,7 +232,37 @@ impl Driver {
     }
 }
 
-fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport, String> {
+/// The source address the kernel picks for `to` now. A UDP socket's connect sends nothing:
+/// it only runs the route lookup and the source address selection a TCP connect would.
+fn source_for(to: &SocketAddr) -> io::Result<IpAddr> {
+    let any: IpAddr =
+        if to.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+    let sock = UdpSocket::bind((any, 0))?;
+    sock.connect(to)?;
+    Ok(sock.local_addr()?.ip())
+}
+
+/// Whether a connection from `src` to `dst` can work. While a node's only global IPv6
+/// address is still tentative (duplicate address detection: a second or more after it was
+/// added), Linux picks ::1 as the source for an off-node destination, and a TCP connect
+/// then keeps that source for every SYN it retransmits: it hangs until its timeout, although
+/// the address became usable a second later. Refusing at once lets the backoff try again
+/// within a second or two.
+fn usable_source(dst: IpAddr, src: IpAddr) -> bool {
+    dst.is_loopback() || !(src.is_loopback() || src.is_unspecified())
+}
+
+/// The TCP connect timeout (per address) after `failures` failed attempts in a row: 2 s,
+/// 4 s, 8 s, then 10 s.
+fn connect_timeout(failures: u32) -> Duration {
+    FIRST_CONNECT_TIMEOUT.saturating_mul(1 << failures.min(3)).min(CONNECT_TIMEOUT)
+}
+
+fn open(
+    target: &Target,
+    roots: Arc<rustls::RootCertStore>,
+    tcp_timeout: Duration,
+) -> Result<Transport, String> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let addrs: Vec<_> = (target.host.as_str(), target.port)
         .to_socket_addrs()
@@ -233,7 +275,18 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
         if left.is_zero() {
             break;
         }
-        match TcpStream::connect_timeout(&a, left) {
+        match source_for(&a) {
+            Ok(src) if usable_source(a.ip(), src) => {}
+            Ok(src) => {
+                last = format!("no usable source address for {a} yet (the kernel picks {src}; an address still tentative?)");
+                continue;
+            }
+            Err(e) => {
+                last = format!("no route to {a}: {e}");
+                continue;
+            }
+        }
+        match TcpStream::connect_timeout(&a, left.min(tcp_timeout)) {
             Ok(s) => {
                 sock = Some(s);
                 break;
@@ -272,4 +325,36 @@ fn open(target: &Target, roots: Arc<rustls::RootCertStore>) -> Result<Transport,
         return Err("TLS: the server did not agree to HTTP/2 (ALPN h2)".into());
     }
     Ok(Transport::Tls(Box::new(conn), sock))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_loopback_source_for_a_remote_destination_is_not_usable() {
+        assert!(!usable_source(ip("fd00:6::1"), ip("::1")), "a tentative address's stand-in");
+        assert!(!usable_source(ip("192.0.2.1"), ip("0.0.0.0")));
+        assert!(usable_source(ip("fd00:6::1"), ip("fd00:6::11")));
+        assert!(usable_source(ip("fd00:6::1"), ip("fe80::1")));
+        assert!(usable_source(ip("::1"), ip("::1")), "loopback to loopback");
+        assert!(usable_source(ip("127.0.0.1"), ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn connect_timeouts_start_short_and_grow_to_the_cap() {
+        let secs: Vec<u64> = (0..6).map(|f| connect_timeout(f).as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 10, 10, 10]);
+        assert_eq!(connect_timeout(u32::MAX), CONNECT_TIMEOUT);
+    }
+
+    #[test]
+    fn the_kernel_source_choice_is_read_without_sending() {
+        let src = source_for(&"127.0.0.1:9".parse().unwrap()).unwrap();
+        assert!(src.is_loopback(), "{src}");
+    }
 }

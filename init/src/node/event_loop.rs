@@ -226,6 +226,7 @@ impl EventLoop {
                 self.power(&mut p, what, now);
             }
             self.discovery.tick(&mut self.rt, now);
+            self.netlink.tick(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
             // What the node publishes changes only through reconciles (and a new client
             // publishes as its handle arrives, in `ready`).

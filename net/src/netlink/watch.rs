@@ -13,8 +13,20 @@ use super::frame::frames;
 use super::socket::{open, recv_datagram};
 
 /// Multicast groups (`RTNLGRP_*`, `include/uapi/linux/rtnetlink.h`): link, IPv4/IPv6
-/// addresses, IPv4/IPv6 routes, IPv4/IPv6 rules.
-const GROUPS: [u32; 7] = [1, 5, 9, 7, 11, 8, 19];
+/// addresses, IPv4/IPv6 routes, IPv4/IPv6 rules, and ND user options (the RA options the
+/// kernel does not handle itself, RDNSS and DNSSL among them: [`crate::ra_dns`]).
+const GROUPS: [u32; 8] = [1, 5, 9, 7, 11, 8, 19, RTNLGRP_ND_USEROPT];
+
+/// `RTNLGRP_ND_USEROPT`.
+const RTNLGRP_ND_USEROPT: u32 = 20;
+/// `RTM_NEWNDUSEROPT`: one RA's user options.
+const RTM_NEWNDUSEROPT: u16 = 68;
+/// ND user option messages kept between two drains; more are dropped (and counted): routers
+/// re-advertise, so a dropped one costs a delay, never a wrong state.
+pub const MAX_PENDING_USEROPTS: usize = 16;
+/// The largest ND user option message kept (an RA fits in one link MTU; 9000-byte jumbo
+/// frames included).
+pub const MAX_USEROPT_LEN: usize = 9216;
 
 /// Events arrive in bursts (a link going down withdraws every route through it), so the
 /// watcher gets a bigger buffer than the request socket: 4 MiB.
@@ -109,6 +121,10 @@ impl Changes {
 pub struct Watcher {
     sock: Socket,
     buf: Vec<u8>,
+    /// `RTM_NEWNDUSEROPT` payloads (after the netlink header) read but not yet taken.
+    useropts: Vec<Vec<u8>>,
+    /// ND user option messages dropped since the last [`Watcher::take_useropts`].
+    useropts_dropped: usize,
 }
 
 impl Watcher {
@@ -120,7 +136,18 @@ impl Watcher {
             sock.add_membership(g).map_err(|e| NlError::io(op, format!("group {g}"), e))?;
         }
         sock.set_non_blocking(true).map_err(|e| NlError::io(op, "O_NONBLOCK", e))?;
-        Ok(Self { sock, buf: Vec::with_capacity(64 * 1024) })
+        Ok(Self {
+            sock,
+            buf: Vec::with_capacity(64 * 1024),
+            useropts: Vec::new(),
+            useropts_dropped: 0,
+        })
+    }
+
+    /// The ND user option messages read by the drains since the last call (payloads after
+    /// the netlink header, at most [`MAX_PENDING_USEROPTS`]), and how many were dropped.
+    pub fn take_useropts(&mut self) -> (Vec<Vec<u8>>, usize) {
+        (std::mem::take(&mut self.useropts), std::mem::take(&mut self.useropts_dropped))
     }
 
     /// Reads every pending notification without blocking and summarizes them.
@@ -151,6 +178,17 @@ impl Watcher {
                     trace!(target: "netlink", "watcher: malformed datagram");
                     break;
                 };
+                if frame.ty == RTM_NEWNDUSEROPT {
+                    let payload = frame.payload();
+                    if self.useropts.len() < MAX_PENDING_USEROPTS
+                        && payload.len() <= MAX_USEROPT_LEN
+                    {
+                        self.useropts.push(payload.to_vec());
+                    } else {
+                        self.useropts_dropped += 1;
+                    }
+                    continue;
+                }
                 if let Some(e) = Event::from_type(frame.ty) {
                     trace!(target: "netlink", "watcher: {e:?}");
                     f(e);
