@@ -115,18 +115,14 @@ pub fn merged_peers<'a>(
 /// An affiliate as a peer. Its allowed IPs are, as Talos makes them, its routed prefixes and
 /// addresses minus the networks it asked to keep off KubeSpan, plus its KubeSpan address.
 ///
-/// Unlike Talos, the addresses of its own endpoints are left out too: traffic to the address
-/// the tunnel's packets go to must stay on the link. WireGuard's packets carry their mark and
-/// are never tunnelled, but everything else to that address would be, and on IPv6 that
-/// includes neighbour discovery: the neighbour advertisement answering the peer's
-/// solicitation went into the tunnel, the peer never learnt our link-layer address, and the
-/// handshake never completed (two nodes on one IPv6 link, each announcing its link address).
+/// Its endpoint addresses stay in when it announces them: traffic to a node's address is what
+/// KubeSpan encrypts, and WireGuard's own packets to the endpoint carry their mark and follow
+/// the main table. IPv6 neighbour discovery to that address is kept on the link by the
+/// firewall (`nft::compile`), not by leaving the address out.
 fn affiliate_peer(a: &Affiliate, ks: &net::resource::AffiliateKubeSpan) -> KubeSpanPeer {
     let mut own: Vec<IpNet> = ks.additional_addresses.clone();
     own.extend(a.addresses.iter().map(|ip| IpNet::from(*ip)));
-    let mut off: Vec<IpNet> = ks.exclude_advertised_networks.clone();
-    off.extend(ks.endpoints.iter().map(|e| IpNet::from(e.ip())));
-    let mut addresses = subtract_all(&own, &off);
+    let mut addresses = subtract_all(&own, &ks.exclude_advertised_networks);
     if let Some(addr) = ks.address {
         addresses.push(IpNet::from(std::net::IpAddr::V6(addr)));
     }
@@ -204,11 +200,11 @@ mod tests {
         assert_eq!(ka.endpoints, vec!["192.0.2.9:51820".parse().unwrap()]);
     }
 
-    /// A node announcing its link address both as an address and as its endpoint: the
-    /// endpoint's address is not routed into the tunnel (on IPv6 its neighbour discovery
-    /// would be), the rest of what it announces is.
+    /// A node announcing its link address both as an address and as its endpoint: the address
+    /// is routed through the tunnel like the rest of what it announces (only WireGuard's own
+    /// packets and neighbour discovery stay on the link, by the firewall's rules).
     #[test]
-    fn endpoint_addresses_stay_off_the_tunnel() {
+    fn endpoint_addresses_stay_in_the_tunnel() {
         use net::resource::AffiliateKubeSpan;
         let a = Affiliate {
             node_id: "A".into(),
@@ -226,12 +222,7 @@ mod tests {
         let (peers, _) = merged_peers(&[], [("A", &a)].into_iter(), "ME");
         let (specs, _) = peer_specs(&peers, "KME", SUBNET.parse().unwrap());
         let allowed = &specs[0].1.allowed_ips;
-        assert!(
-            !allowed.iter().any(|n| n.contains(&"fd00:6::12".parse::<std::net::IpAddr>().unwrap())),
-            "{allowed:?}"
-        );
-        // The rest of the /64 and the other address still go through the tunnel.
-        for ip in ["fd00:6::11", "fd00:6::13", "2001:db8::12", "fd7f:175a:b97c:5602::2"] {
+        for ip in ["fd00:6::12", "fd00:6::13", "2001:db8::12", "fd7f:175a:b97c:5602::2"] {
             let ip: std::net::IpAddr = ip.parse().unwrap();
             assert!(allowed.iter().any(|n| n.contains(&ip)), "{ip} in {allowed:?}");
         }

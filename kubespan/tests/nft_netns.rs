@@ -139,23 +139,28 @@ fn table_matches_nft_and_the_seed() {
         format!("ip daddr @kubespan_targets_ipv4 {mark}"),
         format!("ip6 daddr @kubespan_targets_ipv6 {mark}"),
         "oifname \"lo\" accept".to_owned(),
+        "icmpv6 type nd-neighbor-solicit accept".to_owned(),
+        "icmpv6 type nd-neighbor-advert accept".to_owned(),
         format!("ip daddr @kubespan_targets_ipv4 {syn} tcp option maxseg size > 1368 tcp option maxseg size set 1368"),
         format!("ip6 daddr @kubespan_targets_ipv6 {syn} tcp option maxseg size > 1348 tcp option maxseg size set 1348"),
     ] {
         assert!(lines.contains(&want.as_str()), "missing {want:?} in\n{text}");
     }
-    // Rule order in the output chain: accept WireGuard's, accept lo, clamp, then mark.
+    // Rule order in the output chain: accept WireGuard's, accept lo, accept neighbour
+    // discovery, clamp, then mark.
     let outgoing: Vec<&str> = lines
         .iter()
         .skip_while(|l| !l.starts_with("chain kubespan_outgoing"))
         .skip(2)
-        .take(6)
+        .take(8)
         .copied()
         .collect();
     assert!(outgoing[0].starts_with("meta mark & 0x00000060"), "{outgoing:?}");
     assert!(outgoing[1].starts_with("oifname"), "{outgoing:?}");
-    assert!(outgoing[2].contains("maxseg") && outgoing[3].contains("maxseg"), "{outgoing:?}");
-    assert!(outgoing[4].ends_with(mark) && outgoing[5].ends_with(mark), "{outgoing:?}");
+    assert!(outgoing[2].starts_with("icmpv6 type nd-neighbor-solicit"), "{outgoing:?}");
+    assert!(outgoing[3].starts_with("icmpv6 type nd-neighbor-advert"), "{outgoing:?}");
+    assert!(outgoing[4].contains("maxseg") && outgoing[5].contains("maxseg"), "{outgoing:?}");
+    assert!(outgoing[6].ends_with(mark) && outgoing[7].ends_with(mark), "{outgoing:?}");
 }
 
 fn set_elements_of(v: &Value, set: &str) -> Vec<String> {
@@ -334,9 +339,9 @@ fn large_sets_split_across_messages() {
         let v6r: Vec<&str> = v6.iter().map(String::as_str).collect();
         let mut n = Nft::new().unwrap();
         let Applied::Full { messages } = n.apply(&plan(&v4r, &v6r)).unwrap() else { panic!() };
-        // 16 fixed messages (tables, sets, chains, rules), then elements under 60,000 bytes
+        // 18 fixed messages (tables, sets, chains, rules), then elements under 60,000 bytes
         // a message: 1,500 IPv4 ranges (4 messages) and 937 IPv6 ranges (6 messages).
-        assert_eq!(messages, 16 + 4 + 6);
+        assert_eq!(messages, 18 + 4 + 6);
         let got4 = set_elements("talos_kubespan", "kubespan_targets_ipv4");
         let got6 = set_elements("talos_kubespan", "kubespan_targets_ipv6");
         assert_eq!((got4.len(), got6.len()), (5000, 5000));

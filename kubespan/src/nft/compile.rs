@@ -132,6 +132,27 @@ fn clamp_mss(width: Width, clamp: u16) -> Vec<Expr> {
     e
 }
 
+/// `icmpv6 type <ty> accept`: neighbour discovery stays on the link. A peer's link address can
+/// be both one it routes through KubeSpan and its WireGuard endpoint; marked, the neighbour
+/// advertisement answering its solicitation (and our unicast reachability probes) would go
+/// into the tunnel, the peer would never learn our link-layer address, and no handshake could
+/// reach it.
+fn accept_icmpv6(ty: u8) -> Vec<Expr> {
+    vec![
+        Expr::MetaLoad(NFT_META_NFPROTO),
+        Expr::Cmp(NFT_CMP_EQ, vec![NFPROTO_IPV6]),
+        Expr::MetaLoad(NFT_META_L4PROTO),
+        Expr::Cmp(NFT_CMP_EQ, vec![libc::IPPROTO_ICMPV6 as u8]),
+        Expr::Payload { base: NFT_PAYLOAD_TRANSPORT_HEADER, offset: 0, len: 1 },
+        Expr::Cmp(NFT_CMP_EQ, vec![ty]),
+        Expr::Accept,
+    ]
+}
+
+/// ICMPv6 types of neighbour solicitation and advertisement (RFC 4861 §4.3, §4.4).
+pub const ND_NEIGHBOR_SOLICIT: u8 = 135;
+pub const ND_NEIGHBOR_ADVERT: u8 = 136;
+
 struct TcpOpt {
     kind: u8,
     offset: u32,
@@ -155,6 +176,8 @@ pub fn rules(shape: &Shape) -> Vec<Rule> {
                 Expr::Accept,
             ],
         ),
+        (CHAIN_OUTGOING, accept_icmpv6(ND_NEIGHBOR_SOLICIT)),
+        (CHAIN_OUTGOING, accept_icmpv6(ND_NEIGHBOR_ADVERT)),
         (CHAIN_OUTGOING, clamp_mss(Width::V4, shape.clamp_v4)),
         (CHAIN_OUTGOING, clamp_mss(Width::V6, shape.clamp_v6)),
         (CHAIN_OUTGOING, mark_to_wireguard(Width::V4)),
@@ -479,6 +502,8 @@ mod tests {
                 "NEWRULE kubespan_outgoing #7",
                 "NEWRULE kubespan_outgoing #8",
                 "NEWRULE kubespan_outgoing #9",
+                "NEWRULE kubespan_outgoing #10",
+                "NEWRULE kubespan_outgoing #11",
             ]
         );
         // Sequence numbers run from the BATCH_BEGIN (1) through BATCH_END.

@@ -33,7 +33,7 @@ pub fn nft_script(plan: &Resolved) -> String {
     let syn = "tcp flags & (syn | rst) == syn";
     let _ = writeln!(
         s,
-        "  chain {CHAIN_OUTGOING} {{\n    type route hook output priority filter; policy accept;\n    {from_wg}\n    oifname \"lo\" accept\n    ip daddr @{SET_V4} {syn} tcp option maxseg size > {c4} tcp option maxseg size set {c4}\n    ip6 daddr @{SET_V6} {syn} tcp option maxseg size > {c6} tcp option maxseg size set {c6}\n    ip daddr @{SET_V4} {mark}\n    ip6 daddr @{SET_V6} {mark}\n  }}",
+        "  chain {CHAIN_OUTGOING} {{\n    type route hook output priority filter; policy accept;\n    {from_wg}\n    oifname \"lo\" accept\n    icmpv6 type nd-neighbor-solicit accept\n    icmpv6 type nd-neighbor-advert accept\n    ip daddr @{SET_V4} {syn} tcp option maxseg size > {c4} tcp option maxseg size set {c4}\n    ip6 daddr @{SET_V6} {syn} tcp option maxseg size > {c6} tcp option maxseg size set {c6}\n    ip daddr @{SET_V4} {mark}\n    ip6 daddr @{SET_V6} {mark}\n  }}",
         c4 = t.clamp_v4,
         c6 = t.clamp_v6,
     );
