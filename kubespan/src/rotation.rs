@@ -36,6 +36,22 @@ pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
 /// longer than the wait is dropped by the re-created peer) from being retried forever.
 pub const HANDSHAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
 
+/// The spread of [`Rotation::with_retry_jitter`]: WireGuard's own jitter on its retransmissions
+/// (REKEY_TIMEOUT_JITTER_MAX_JIFFIES, a third of a second).
+pub const HANDSHAKE_RETRY_JITTER_MAX: Duration = Duration::from_millis(333);
+
+/// A retry jitter for the peer with this public key, below [`HANDSHAKE_RETRY_JITTER_MAX`]: the
+/// two ends of a tunnel derive theirs from different keys, so their retries do not stay in
+/// step.
+pub fn retry_jitter(public_key: &str) -> Duration {
+    // FNV-1a: any spread will do, it only has to differ between the two keys.
+    let h = public_key
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let max = u64::try_from(HANDSHAKE_RETRY_JITTER_MAX.as_millis()).unwrap_or(333);
+    Duration::from_millis(h % max)
+}
+
 /// The engine's timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
@@ -94,6 +110,10 @@ pub struct Rotation {
     retry_gap: Duration,
     /// The trial (its `last_change`) that schedule belongs to.
     retry_for: Option<Instant>,
+    /// Added to every wait: two nodes whose trials began together would otherwise retry
+    /// together, and two initiations that cross each other both fail (each side answers the
+    /// other's, which replaces its own handshake, so neither answer is accepted).
+    retry_jitter: Duration,
     /// How many initiations were asked for (the counter the WireGuard spec carries).
     retries: u32,
 }
@@ -102,6 +122,12 @@ impl Rotation {
     /// A peer seen for the first time.
     pub fn new(timing: Timing) -> Self {
         Self { timing, ..Self::default() }
+    }
+
+    /// The same, with `jitter` added to each handshake retry's wait ([`retry_jitter`]).
+    pub fn with_retry_jitter(mut self, jitter: Duration) -> Self {
+        self.retry_jitter = jitter;
+        self
     }
 
     /// Change the timing (a config reload); the state is kept.
@@ -183,7 +209,7 @@ impl Rotation {
             let since = self.last_change.unwrap_or(now);
             self.retry_for = self.last_change;
             self.retry_gap = HANDSHAKE_RETRY_FIRST;
-            self.retry_at = Some(since + HANDSHAKE_RETRY_FIRST);
+            self.retry_at = Some(since + HANDSHAKE_RETRY_FIRST + self.retry_jitter);
             return false;
         };
         if now < at {
@@ -191,7 +217,7 @@ impl Rotation {
         }
         self.retries = self.retries.wrapping_add(1).max(1);
         self.retry_gap = self.retry_gap.saturating_mul(2);
-        self.retry_at = Some(now + self.retry_gap);
+        self.retry_at = Some(now + self.retry_gap + self.retry_jitter);
         true
     }
 
@@ -464,6 +490,17 @@ mod tests {
         let s = r.handle(at(11_500), &eps, &up);
         assert_eq!((s.state, s.retry_handshake), (Up, false));
         assert!(!r.handle(at(20_000), &eps, &up).retry_handshake);
+        // With a jitter, every wait is that much longer.
+        let mut j = Rotation::new(TIMING).with_retry_jitter(Duration::from_millis(200));
+        j.handle(at(0), &eps, &Observation::default());
+        let asked: Vec<u64> = (1..90)
+            .map(|i| i * 100)
+            .filter(|t| j.handle(at(*t), &eps, &waiting).retry_handshake)
+            .collect();
+        assert_eq!(asked, [1200, 3400, 7600]);
+        // The two ends of a tunnel get different jitters, each under WireGuard's third of a second.
+        let (a, b) = (retry_jitter("node-a-public-key="), retry_jitter("node-b-public-key="));
+        assert!(a != b && a < HANDSHAKE_RETRY_JITTER_MAX && b < HANDSHAKE_RETRY_JITTER_MAX);
         // A peer without endpoints is never asked to initiate (it has nowhere to send).
         let mut none = Rotation::new(TIMING);
         assert!((0..20)

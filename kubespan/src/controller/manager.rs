@@ -22,7 +22,7 @@ use runtime::{Controller, ControllerError, Ctx, ErrorKind, Input, Next, Output};
 use crate::firewall::Firewall;
 use crate::nft::NftPlan;
 use crate::plan::{plan, PeerRuntime, Plan, Snapshot, LINK_NAME};
-use crate::rotation::{Observation, Rotation, Timing, PEER_DOWN_INTERVAL};
+use crate::rotation::{retry_jitter, Observation, Rotation, Timing, PEER_DOWN_INTERVAL};
 use crate::wg::{WgPeerState, WgReader};
 
 /// How often WireGuard is read while some peer's state is unknown (an endpoint on trial).
@@ -148,7 +148,10 @@ impl Controller for Manager {
         let mut runtime: BTreeMap<String, PeerRuntime> = BTreeMap::new();
         let mut statuses = Vec::new();
         for (key, spec) in &peers {
-            let rot = self.rotations.entry(key.clone()).or_insert_with(|| Rotation::new(timing));
+            let rot = self
+                .rotations
+                .entry(key.clone())
+                .or_insert_with(|| Rotation::new(timing).with_retry_jitter(retry_jitter(key)));
             rot.set_timing(timing);
             let Some(observed) = &observed else {
                 // Unobserved: the spec leaves the endpoint alone and the status stays as it was.

@@ -106,10 +106,15 @@ pub fn plan_wireguard(
         let moved = |cur: &WgPeer| {
             p.endpoint.filter(|e| cur.endpoint != Some(*e) && written.get(key) != Some(e))
         };
+        // A peer the kernel roamed away from what we wrote is reaching us (perhaps mid-handshake
+        // as its responder): a retry would cut that short, so it is left to finish.
+        let roamed =
+            |cur: &WgPeer| written.get(key).is_some_and(|w| cur.endpoint.is_some_and(|e| e != *w));
         let retry = p.handshake_retry != 0 && seen.get(key) != Some(&p.handshake_retry);
+        let retry = |cur: &WgPeer| retry && !roamed(cur);
         let change = match current.get(key) {
             None => full_peer(*key, p, *psk, ips),
-            Some(cur) if (moved(cur).is_some() || retry) && !has_session(cur, now_unix) => {
+            Some(cur) if (moved(cur).is_some() || retry(cur)) && !has_session(cur, now_unix) => {
                 update.peers.push(WgPeerUpdate {
                     public_key: *key,
                     remove: true,
@@ -351,6 +356,9 @@ mod tests {
         assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &seen, NOW)
             .unwrap()
             .is_empty());
+        // A peer the kernel roamed away from the endpoint written is left alone.
+        let written = WrittenEndpoints::from([(key(1), "192.0.2.9:51820".parse().unwrap())]);
+        assert!(plan_wireguard(&want, &have, &written, &none, NOW).unwrap().is_empty());
     }
 
     #[test]
