@@ -50,9 +50,14 @@ pub struct Snapshot<'a> {
     pub identity: &'a KubeSpanIdentity,
     /// Peer specs by public key.
     pub peers: &'a [(&'a str, &'a KubeSpanPeerSpec)],
-    /// Each peer's state and the endpoint its WireGuard peer should carry.
-    pub peer_runtime: &'a BTreeMap<String, (PeerState, Option<SocketAddr>)>,
+    /// Each peer's state, the endpoint its WireGuard peer should carry and its handshake
+    /// retry counter.
+    pub peer_runtime: &'a BTreeMap<String, PeerRuntime>,
 }
+
+/// A peer's state, the endpoint to set this round (`None`: leave the kernel's) and how many
+/// handshake initiations the rotation asked for ([`crate::rotation::Rotation::retries`]).
+pub type PeerRuntime = (PeerState, Option<SocketAddr>, u32);
 
 /// What the node should have.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,9 +111,10 @@ pub fn plan(snap: &Snapshot<'_>) -> Plan {
             .map(|(key, spec)| WireguardPeer {
                 public_key: (*key).to_owned(),
                 preshared_key,
-                endpoint: snap.peer_runtime.get(*key).and_then(|(_, e)| *e),
+                endpoint: snap.peer_runtime.get(*key).and_then(|(_, e, _)| *e),
                 persistent_keepalive_interval: keepalive,
                 allowed_ips: spec.allowed_ips.clone(),
+                handshake_retry: snap.peer_runtime.get(*key).map_or(0, |(_, _, r)| *r),
             })
             .collect(),
     };
@@ -158,7 +164,8 @@ fn firewall_plan(snap: &Snapshot<'_>) -> NftPlan {
         .peers
         .iter()
         .filter(|(key, _)| {
-            !bypass || snap.peer_runtime.get(*key).is_some_and(|(state, _)| *state == PeerState::Up)
+            !bypass
+                || snap.peer_runtime.get(*key).is_some_and(|(state, _, _)| *state == PeerState::Up)
         })
         .flat_map(|(_, spec)| spec.allowed_ips.iter().copied())
         .collect();
@@ -254,8 +261,8 @@ mod tests {
             spec("b", &["10.0.0.3/32", "10.0.0.2/32"], &["192.0.2.3:51820", "192.0.2.33:51820"]);
         let peers = [(KEY_B, &b), (KEY_A, &a)];
         let mut runtime = BTreeMap::new();
-        runtime.insert(KEY_A.to_owned(), (PeerState::Up, ep("192.0.2.2:51820")));
-        runtime.insert(KEY_B.to_owned(), (PeerState::Down, None));
+        runtime.insert(KEY_A.to_owned(), (PeerState::Up, ep("192.0.2.2:51820"), 0));
+        runtime.insert(KEY_B.to_owned(), (PeerState::Down, None, 0));
         let id = identity();
         for bypass in [false, true] {
             let cfg = KubeSpanConfig {
@@ -306,7 +313,8 @@ mod tests {
         let id = identity();
         let b = spec("b", &["10.0.0.3/32", "10.0.0.2/32"], &[]);
         let a = spec("a", &["10.0.1.3/32", "10.0.1.2/32"], &[]);
-        let runtime = BTreeMap::from([(KEY_A.to_owned(), (PeerState::Up, ep("192.0.2.1:51820")))]);
+        let runtime =
+            BTreeMap::from([(KEY_A.to_owned(), (PeerState::Up, ep("192.0.2.1:51820"), 0))]);
         let p = plan(&Snapshot {
             config: &cfg,
             cluster_secret: Some(SECRET),

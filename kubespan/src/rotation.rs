@@ -28,6 +28,30 @@ use net::resource::PeerState;
 /// REKEY_ATTEMPT_TIME (90 s), as Talos (docs/talos.md: KubeSpan).
 pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
 
+/// How long an endpoint on trial waits for a handshake before the engine asks for another
+/// initiation; the wait doubles after each one asked (1 s, 2 s, 4 s, ...). WireGuard itself
+/// retransmits only every 5 s (REKEY_TIMEOUT), so when both nodes' first initiations are lost
+/// (each reached the other before it knew us, or left before the route to the endpoint
+/// existed), the tunnel would wait that long. Doubling keeps a slow path (a reply taking
+/// longer than the wait is dropped by the re-created peer) from being retried forever.
+pub const HANDSHAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The spread of [`Rotation::with_retry_jitter`]: WireGuard's own jitter on its retransmissions
+/// (REKEY_TIMEOUT_JITTER_MAX_JIFFIES, a third of a second).
+pub const HANDSHAKE_RETRY_JITTER_MAX: Duration = Duration::from_millis(333);
+
+/// A retry jitter for the peer with this public key, below [`HANDSHAKE_RETRY_JITTER_MAX`]: the
+/// two ends of a tunnel derive theirs from different keys, so their retries do not stay in
+/// step.
+pub fn retry_jitter(public_key: &str) -> Duration {
+    // FNV-1a: any spread will do, it only has to differ between the two keys.
+    let h = public_key
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let max = u64::try_from(HANDSHAKE_RETRY_JITTER_MAX.as_millis()).unwrap_or(333);
+    Duration::from_millis(h % max)
+}
+
 /// The engine's timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
@@ -62,6 +86,8 @@ pub struct Step {
     pub state: PeerState,
     /// Point WireGuard at this endpoint now.
     pub set_endpoint: Option<SocketAddr>,
+    /// Ask WireGuard for a handshake initiation now (the endpoint on trial had none answered).
+    pub retry_handshake: bool,
 }
 
 /// One peer's rotation state.
@@ -78,12 +104,30 @@ pub struct Rotation {
     /// When the last handshake happened, as of the last observation.
     handshake_at: Option<Instant>,
     state: PeerState,
+    /// When to ask for the next initiation while the endpoint on trial has no handshake.
+    retry_at: Option<Instant>,
+    /// How long after that the one after.
+    retry_gap: Duration,
+    /// The trial (its `last_change`) that schedule belongs to.
+    retry_for: Option<Instant>,
+    /// Added to every wait: two nodes whose trials began together would otherwise retry
+    /// together, and two initiations that cross each other both fail (each side answers the
+    /// other's, which replaces its own handshake, so neither answer is accepted).
+    retry_jitter: Duration,
+    /// How many initiations were asked for (the counter the WireGuard spec carries).
+    retries: u32,
 }
 
 impl Rotation {
     /// A peer seen for the first time.
     pub fn new(timing: Timing) -> Self {
         Self { timing, ..Self::default() }
+    }
+
+    /// The same, with `jitter` added to each handshake retry's wait ([`retry_jitter`]).
+    pub fn with_retry_jitter(mut self, jitter: Duration) -> Self {
+        self.retry_jitter = jitter;
+        self
     }
 
     /// Change the timing (a config reload); the state is kept.
@@ -104,6 +148,11 @@ impl Rotation {
     /// The endpoint that last had a handshake, if any.
     pub fn last_good(&self) -> Option<SocketAddr> {
         self.last_good
+    }
+
+    /// How many handshake initiations were asked for so far.
+    pub fn retries(&self) -> u32 {
+        self.retries
     }
 
     /// When the last endpoint change happened.
@@ -144,7 +193,32 @@ impl Rotation {
                 set_endpoint = Some(next);
             }
         }
-        Step { state: self.state, set_endpoint }
+        let retry_handshake = self.retry(now, live);
+        Step { state: self.state, set_endpoint, retry_handshake }
+    }
+
+    /// Whether to ask for another initiation now: the endpoint on trial has had no handshake
+    /// for the current wait. A new trial (an endpoint set, or a roam) restarts the schedule.
+    fn retry(&mut self, now: Instant, live: bool) -> bool {
+        let on_trial = !live && self.state == PeerState::Unknown && self.last_used.is_some();
+        if !on_trial {
+            self.retry_at = None;
+            return false;
+        }
+        let Some(at) = self.retry_at.filter(|_| self.retry_for == self.last_change) else {
+            let since = self.last_change.unwrap_or(now);
+            self.retry_for = self.last_change;
+            self.retry_gap = HANDSHAKE_RETRY_FIRST;
+            self.retry_at = Some(since + HANDSHAKE_RETRY_FIRST + self.retry_jitter);
+            return false;
+        };
+        if now < at {
+            return false;
+        }
+        self.retries = self.retries.wrapping_add(1).max(1);
+        self.retry_gap = self.retry_gap.saturating_mul(2);
+        self.retry_at = Some(now + self.retry_gap + self.retry_jitter);
+        true
     }
 
     fn compute_state(&self, now: Instant, obs: &Observation) -> PeerState {
@@ -208,7 +282,13 @@ impl Rotation {
     /// endpoint, or the moment the last handshake grows too old.
     pub fn poll_at(&self) -> Option<Instant> {
         match self.state {
-            PeerState::Unknown => self.last_change.map(|t0| t0 + self.timing.endpoint_timeout),
+            PeerState::Unknown => {
+                let timeout = self.last_change.map(|t0| t0 + self.timing.endpoint_timeout);
+                match (timeout, self.retry_at) {
+                    (Some(t), Some(r)) => Some(t.min(r)),
+                    (t, r) => t.or(r),
+                }
+            }
             PeerState::Up => self.handshake_at.map(|h| h + self.timing.down_interval),
             PeerState::Down => None,
         }
@@ -383,10 +463,63 @@ mod tests {
     }
 
     #[test]
+    fn an_unanswered_trial_asks_for_initiations_at_doubling_waits() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let eps = [ep(1), ep(2)];
+        let mut r = Rotation::new(TIMING);
+        let waiting = Observation { endpoint: Some(ep(1)), handshake_age: None };
+        let s = r.handle(at(0), &eps, &Observation::default());
+        assert_eq!((s.set_endpoint, s.retry_handshake, r.retries()), (Some(ep(1)), false, 0));
+        // Polled every half second: a retry at 1 s, 3 s and 7 s after the endpoint was set.
+        let asked: Vec<u64> = (1..20)
+            .map(|i| i * 500)
+            .filter(|t| r.handle(at(*t), &eps, &waiting).retry_handshake)
+            .collect();
+        // 10 s in, the timeout moves the peer on to the next endpoint, a trial of its own.
+        assert_eq!(asked, [1000, 3000, 7000]);
+        assert_eq!(r.retries(), 3);
+        let s = r.handle(at(10_000), &eps, &waiting);
+        assert_eq!((s.set_endpoint, s.retry_handshake), (Some(ep(2)), false));
+        let moved = Observation { endpoint: Some(ep(2)), handshake_age: None };
+        assert!(!r.handle(at(10_500), &eps, &moved).retry_handshake);
+        assert!(r.handle(at(11_000), &eps, &moved).retry_handshake);
+        assert_eq!(r.retries(), 4);
+        // A handshake ends it: up, and nothing more asked.
+        let up = Observation { endpoint: Some(ep(2)), handshake_age: Some(Duration::ZERO) };
+        let s = r.handle(at(11_500), &eps, &up);
+        assert_eq!((s.state, s.retry_handshake), (Up, false));
+        assert!(!r.handle(at(20_000), &eps, &up).retry_handshake);
+        // With a jitter, every wait is that much longer.
+        let mut j = Rotation::new(TIMING).with_retry_jitter(Duration::from_millis(200));
+        j.handle(at(0), &eps, &Observation::default());
+        let asked: Vec<u64> = (1..90)
+            .map(|i| i * 100)
+            .filter(|t| j.handle(at(*t), &eps, &waiting).retry_handshake)
+            .collect();
+        assert_eq!(asked, [1200, 3400, 7600]);
+        // The two ends of a tunnel get different jitters, each under WireGuard's third of a second.
+        let (a, b) = (retry_jitter("node-a-public-key="), retry_jitter("node-b-public-key="));
+        assert!(a != b && a < HANDSHAKE_RETRY_JITTER_MAX && b < HANDSHAKE_RETRY_JITTER_MAX);
+        // A peer without endpoints is never asked to initiate (it has nowhere to send).
+        let mut none = Rotation::new(TIMING);
+        assert!((0..20)
+            .all(|i| !none.handle(at(i * 500), &[], &Observation::default()).retry_handshake));
+    }
+
+    #[test]
     fn wakes_at_its_deadlines() {
         let start = Instant::now();
         let mut r = Rotation::new(TIMING);
         r.handle(start, &[ep(1), ep(2)], &Observation::default());
+        // The first handshake retry comes before the endpoint timeout.
+        assert_eq!(r.poll_at(), Some(start + HANDSHAKE_RETRY_FIRST));
+        // Past the retries (1 s, then 2 s, 4 s later), the endpoint timeout is the deadline.
+        let waiting = Observation { endpoint: Some(ep(1)), handshake_age: None };
+        for t in [1, 3, 7] {
+            let step = r.handle(start + Duration::from_secs(t), &[ep(1), ep(2)], &waiting);
+            assert!(step.retry_handshake, "t={t}");
+        }
         assert_eq!(r.poll_at(), Some(start + Duration::from_secs(10)));
         let now = start + Duration::from_secs(4);
         r.handle(

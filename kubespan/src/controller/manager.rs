@@ -9,7 +9,6 @@
 //! event).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use net::config::MachineConfig;
@@ -22,8 +21,8 @@ use runtime::{Controller, ControllerError, Ctx, ErrorKind, Input, Next, Output};
 
 use crate::firewall::Firewall;
 use crate::nft::NftPlan;
-use crate::plan::{plan, Plan, Snapshot, LINK_NAME};
-use crate::rotation::{Observation, Rotation, Timing, PEER_DOWN_INTERVAL};
+use crate::plan::{plan, PeerRuntime, Plan, Snapshot, LINK_NAME};
+use crate::rotation::{retry_jitter, Observation, Rotation, Timing, PEER_DOWN_INTERVAL};
 use crate::wg::{WgPeerState, WgReader};
 
 /// How often WireGuard is read while some peer's state is unknown (an endpoint on trial).
@@ -146,14 +145,17 @@ impl Controller for Manager {
         let timing =
             Timing { endpoint_timeout: ks.endpoint_timeout, down_interval: PEER_DOWN_INTERVAL };
         self.rotations.retain(|k, _| peers.iter().any(|(p, _)| p == k));
-        let mut runtime: BTreeMap<String, (PeerState, Option<SocketAddr>)> = BTreeMap::new();
+        let mut runtime: BTreeMap<String, PeerRuntime> = BTreeMap::new();
         let mut statuses = Vec::new();
         for (key, spec) in &peers {
-            let rot = self.rotations.entry(key.clone()).or_insert_with(|| Rotation::new(timing));
+            let rot = self
+                .rotations
+                .entry(key.clone())
+                .or_insert_with(|| Rotation::new(timing).with_retry_jitter(retry_jitter(key)));
             rot.set_timing(timing);
             let Some(observed) = &observed else {
                 // Unobserved: the spec leaves the endpoint alone and the status stays as it was.
-                runtime.insert(key.clone(), (rot.state(), None));
+                runtime.insert(key.clone(), (rot.state(), None, rot.retries()));
                 if let Some(prev) = ctx.get::<KubeSpanPeerStatus>(Namespace::KubeSpan, key) {
                     statuses.push((key.clone(), prev.clone()));
                 }
@@ -173,11 +175,15 @@ impl Controller for Manager {
             // The spec names an endpoint only in the round that moves the peer there; every
             // other round it says "leave it", so WireGuard's roaming is never undone (a spec
             // still naming our last choice would put a roamed, live peer back on it).
-            let endpoint = step.set_endpoint;
+            let mut endpoint = step.set_endpoint;
             if let Some(e) = step.set_endpoint {
                 log::info!(target: "kubespan.Manager", "peer {} ({key}): trying endpoint {e}", spec.label);
+            } else if step.retry_handshake {
+                // The peer is re-created to initiate now: it must keep the endpoint on trial.
+                endpoint = rot.last_used();
+                log::debug!(target: "kubespan.Manager", "peer {} ({key}): no handshake yet, initiating again", spec.label);
             }
-            runtime.insert(key.clone(), (step.state, endpoint));
+            runtime.insert(key.clone(), (step.state, endpoint, rot.retries()));
             statuses.push((
                 key.clone(),
                 KubeSpanPeerStatus {
@@ -209,7 +215,7 @@ impl Controller for Manager {
 
         // Fast while an endpoint is on trial; a peer that is simply down is looked at again on
         // the steady cadence (an idle node stays asleep).
-        let pending = runtime.values().any(|(s, _)| *s == PeerState::Unknown);
+        let pending = runtime.values().any(|(s, _, _)| *s == PeerState::Unknown);
         let poll = now + if pending { POLL_PENDING } else { POLL_STEADY };
         let deadline =
             self.rotations.values().filter_map(Rotation::poll_at).fold(poll, Instant::min);

@@ -521,6 +521,8 @@ pub struct LinkSpecController {
     wireguard_repeats: ApplyGuard,
     /// The peer endpoints written per WireGuard link, so a roam is not written back over.
     wireguard_endpoints: BTreeMap<String, wireguard::WrittenEndpoints>,
+    /// The handshake retries answered per WireGuard link, so each is answered once.
+    wireguard_retries: BTreeMap<String, wireguard::SeenRetries>,
     /// The last [`LinkRefresh`] generation written.
     refreshes: u64,
 }
@@ -539,6 +541,7 @@ impl LinkSpecController {
             apply: SpecApply::new(),
             wireguard_repeats: ApplyGuard::without_holds(),
             wireguard_endpoints: BTreeMap::new(),
+            wireguard_retries: BTreeMap::new(),
             refreshes: 0,
         }
     }
@@ -566,15 +569,31 @@ impl LinkSpecController {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             let written = self.wireguard_endpoints.entry(spec.name.clone()).or_default();
+            let seen = self.wireguard_retries.entry(spec.name.clone()).or_default();
             let update = host.wireguard(&spec.name).and_then(|have| {
-                wireguard::plan_wireguard(want, &have, written, now_unix).map_err(|e| HostError {
-                    op: format!("link {id}"),
-                    message: e.to_string(),
-                    kind: HostErrorKind::Invalid,
+                wireguard::plan_wireguard(want, &have, written, seen, now_unix).map_err(|e| {
+                    HostError {
+                        op: format!("link {id}"),
+                        message: e.to_string(),
+                        kind: HostErrorKind::Invalid,
+                    }
                 })
             });
+            // A retry is answered by the plan it went into (a peer with a session needs none);
+            // the next poll plans again if the write fails.
+            let mark_seen = |seen: &mut wireguard::SeenRetries| {
+                seen.clear();
+                for p in &want.peers {
+                    if let Ok(k) = crate::wireguard_keys::Key::from_base64(&p.public_key) {
+                        seen.insert(k, p.handshake_retry);
+                    }
+                }
+            };
             let update = match update {
-                Ok(u) if u.is_empty() => continue,
+                Ok(u) if u.is_empty() => {
+                    mark_seen(seen);
+                    continue;
+                }
                 Ok(u) => u,
                 Err(e) => {
                     errors.push(e);
@@ -583,6 +602,7 @@ impl LinkSpecController {
             };
             match host.wireguard_set(&spec.name, &update) {
                 Ok(()) => {
+                    mark_seen(seen);
                     for p in &update.peers {
                         match p.endpoint {
                             Some(e) => _ = written.insert(p.public_key, e),

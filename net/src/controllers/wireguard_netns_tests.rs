@@ -127,6 +127,7 @@ fn peer(key: Key, endpoint: Option<&str>, allowed: &[&str]) -> WireguardPeer {
         endpoint: endpoint.map(|e| e.parse().unwrap()),
         persistent_keepalive_interval: 0,
         allowed_ips: allowed.iter().map(|a| a.parse().unwrap()).collect(),
+        handshake_retry: 0,
     }
 }
 

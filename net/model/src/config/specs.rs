@@ -354,6 +354,7 @@ fn wireguard_spec(wg: &DeviceWireguard) -> WireguardSpec {
                     .persistent_keepalive_interval
                     .map_or(0, |d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX)),
                 allowed_ips: peer.allowed_ips.clone(),
+                handshake_retry: 0,
             })
             .collect(),
     };

@@ -249,6 +249,7 @@ fn wireguard_device_is_a_wireguard_link() {
                 endpoint: Some("192.0.2.1:51820".parse::<SocketAddr>().unwrap()),
                 persistent_keepalive_interval: 25,
                 allowed_ips: vec!["10.8.0.2/32".parse().unwrap(), "10.20.0.0/16".parse().unwrap()],
+                handshake_retry: 0,
             },
         ]
     );

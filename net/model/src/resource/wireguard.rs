@@ -82,6 +82,11 @@ pub struct WireguardPeer {
     /// Prefixes routed to and accepted from this peer.
     #[serde(rename = "allowedIPs", default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_ips: Vec<IpNet>,
+    /// A counter the writer raises to ask for a handshake now: when it changes and the peer
+    /// has no session, the peer is re-created, which sends an initiation at once instead of
+    /// at WireGuard's next retransmission (up to 5 s later). 0 never asks.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub handshake_retry: u32,
 }
 
 impl fmt::Debug for WireguardPeer {
@@ -92,6 +97,7 @@ impl fmt::Debug for WireguardPeer {
             .field("endpoint", &self.endpoint)
             .field("persistent_keepalive_interval", &self.persistent_keepalive_interval)
             .field("allowed_ips", &self.allowed_ips)
+            .field("handshake_retry", &self.handshake_retry)
             .finish()
     }
 }

@@ -19,6 +19,10 @@
 //! keepalive, sends its first initiation as it is added. So the new endpoint is tried at once
 //! instead of at WireGuard's next retransmission, up to 5 s later. A peer with a live session is
 //! never re-created: its keys and counters stay.
+//!
+//! The same re-creation answers a raised `handshakeRetry` (a writer asking for a handshake
+//! now, e.g. KubeSpan while an endpoint's first initiations went unanswered): the kernel would
+//! not send another initiation for that peer before REKEY_TIMEOUT, whatever is sent to it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -62,12 +66,18 @@ fn has_session(peer: &WgPeer, now_unix: u64) -> bool {
 /// The endpoints last written to a device's peers (the controller's memory).
 pub type WrittenEndpoints = BTreeMap<Key, SocketAddr>;
 
+/// The `handshakeRetry` each peer last had when its update was planned (the controller's
+/// memory): a retry is answered once.
+pub type SeenRetries = BTreeMap<Key, u32>;
+
 /// The update that makes `have` match `want` at `now_unix` (Unix seconds, the clock the kernel
-/// reports handshakes in), given the endpoints already `written`; empty when they match.
+/// reports handshakes in), given the endpoints already `written` and the handshake retries
+/// already `seen`; empty when they match.
 pub fn plan_wireguard(
     want: &WireguardSpec,
     have: &WgDevice,
     written: &WrittenEndpoints,
+    seen: &SeenRetries,
     now_unix: u64,
 ) -> Result<WgUpdate, WireguardSpecError> {
     let mut update = WgUpdate::default();
@@ -96,15 +106,24 @@ pub fn plan_wireguard(
         let moved = |cur: &WgPeer| {
             p.endpoint.filter(|e| cur.endpoint != Some(*e) && written.get(key) != Some(e))
         };
+        // A peer the kernel roamed away from what we wrote is reaching us (perhaps mid-handshake
+        // as its responder): a retry would cut that short, so it is left to finish.
+        let roamed =
+            |cur: &WgPeer| written.get(key).is_some_and(|w| cur.endpoint.is_some_and(|e| e != *w));
+        let retry = p.handshake_retry != 0 && seen.get(key) != Some(&p.handshake_retry);
+        let retry = |cur: &WgPeer| retry && !roamed(cur);
         let change = match current.get(key) {
             None => full_peer(*key, p, *psk, ips),
-            Some(cur) if moved(cur).is_some() && !has_session(cur, now_unix) => {
+            Some(cur) if (moved(cur).is_some() || retry(cur)) && !has_session(cur, now_unix) => {
                 update.peers.push(WgPeerUpdate {
                     public_key: *key,
                     remove: true,
                     ..WgPeerUpdate::default()
                 });
-                full_peer(*key, p, *psk, ips)
+                // A retry with no endpoint in the spec keeps the one the kernel has.
+                let mut added = full_peer(*key, p, *psk, ips);
+                added.endpoint = added.endpoint.or(cur.endpoint);
+                added
             }
             Some(cur) => WgPeerUpdate {
                 public_key: *key,
@@ -224,7 +243,14 @@ mod tests {
     #[test]
     fn new_device_gets_everything() {
         let want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
-        let u = plan_wireguard(&want, &WgDevice::default(), &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(
+            &want,
+            &WgDevice::default(),
+            &WrittenEndpoints::new(),
+            &SeenRetries::new(),
+            NOW,
+        )
+        .unwrap();
         assert_eq!(u.private_key, Some(generate_private_key([9; 32])));
         assert_eq!((u.listen_port, u.fwmark), (Some(51820), Some(0x20)));
         assert_eq!(u.peers.len(), 1);
@@ -244,7 +270,8 @@ mod tests {
             dev_peer(1, &["10.1.0.0/16", "10.0.0.1/32"]),
             dev_peer(2, &["10.0.0.2/32", "fd00::2/128"]),
         ]);
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert!(u.is_empty(), "{u:?}");
     }
 
@@ -255,7 +282,8 @@ mod tests {
             spec_peer(2, &["10.0.0.2/32"]),
         ]);
         let have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(2, &["10.0.0.2/32"])]);
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!(u.private_key, None);
         assert_eq!(u.peers.len(), 1);
         let p = &u.peers[0];
@@ -268,7 +296,8 @@ mod tests {
     fn peers_not_in_the_spec_are_removed() {
         let want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
         let have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(3, &["10.0.0.3/32"])]);
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!(
             u.peers,
             [WgPeerUpdate { public_key: key(3), remove: true, ..Default::default() }]
@@ -283,15 +312,53 @@ mod tests {
         // A live session: the endpoint alone is changed.
         have.peers[0].last_handshake = Some(NOW - 30);
         let mut want = spec(vec![spec_peer(1, &["10.0.0.1/32"])]);
-        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap()
+            .is_empty());
         let pinned = "192.0.2.1:51820".parse().unwrap();
         want.peers[0].endpoint = Some(pinned);
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!(u.peers.len(), 1);
         assert_eq!(u.peers[0].endpoint, Some(pinned));
         assert_eq!(u.peers[0].allowed_ips, None);
         have.peers[0].endpoint = Some(pinned);
-        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn a_raised_handshake_retry_recreates_a_peer_without_a_session_once() {
+        let at = "192.0.2.1:51820".parse().unwrap();
+        let mut want = spec(vec![spec_peer(1, &["10.0.0.1/32"]), spec_peer(2, &["10.0.0.2/32"])]);
+        let mut have = device(vec![dev_peer(1, &["10.0.0.1/32"]), dev_peer(2, &["10.0.0.2/32"])]);
+        for p in &mut have.peers {
+            p.endpoint = Some(at);
+        }
+        // Peer 2 has a live session: a retry never costs it its keys.
+        have.peers[1].last_handshake = Some(NOW - 10);
+        let none = SeenRetries::new();
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &none, NOW)
+            .unwrap()
+            .is_empty());
+        for p in &mut want.peers {
+            p.handshake_retry = 1;
+        }
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &none, NOW).unwrap();
+        assert_eq!(u.peers.len(), 2, "{u:?}");
+        assert!(u.peers.iter().all(|p| p.public_key == key(1)), "{u:?}");
+        assert!(u.peers[0].remove && !u.peers[1].remove, "{u:?}");
+        // The spec names no endpoint: the re-created peer keeps the kernel's.
+        assert_eq!((u.peers[1].endpoint, u.peers[1].keepalive), (Some(at), Some(25)));
+        // Answered once: the same counter again asks for nothing.
+        let seen = SeenRetries::from([(key(1), 1), (key(2), 1)]);
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &seen, NOW)
+            .unwrap()
+            .is_empty());
+        // A peer the kernel roamed away from the endpoint written is left alone.
+        let written = WrittenEndpoints::from([(key(1), "192.0.2.9:51820".parse().unwrap())]);
+        assert!(plan_wireguard(&want, &have, &written, &none, NOW).unwrap().is_empty());
     }
 
     #[test]
@@ -310,7 +377,8 @@ mod tests {
         }
         // Peer 1 never had a handshake; peer 2's last one is just past REJECT_AFTER_TIME.
         have.peers[1].last_handshake = Some(NOW - REJECT_AFTER_TIME.as_secs());
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         for n in [1, 2] {
             let mine: Vec<_> = u.peers.iter().filter(|p| p.public_key == key(n)).collect();
             assert_eq!(mine.len(), 2, "peer {n}: {u:?}");
@@ -323,14 +391,17 @@ mod tests {
         }
         // One second younger, the session is live: only the endpoint changes.
         have.peers[1].last_handshake = Some(NOW - REJECT_AFTER_TIME.as_secs() + 1);
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         let two: Vec<_> = u.peers.iter().filter(|p| p.public_key == key(2)).collect();
         assert_eq!(two.len(), 1);
         assert_eq!((two[0].remove, two[0].endpoint, two[0].keepalive), (false, Some(next), None));
         // No endpoint change, no re-creation, session or not.
         have.peers[0].endpoint = Some(next);
         have.peers[1].endpoint = Some(next);
-        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -345,12 +416,17 @@ mod tests {
         // With a session or without one: the kernel left what was written, so the peer roamed.
         for hs in [Some(NOW - 5), None] {
             have.peers[0].last_handshake = hs;
-            assert!(plan_wireguard(&want, &have, &written, NOW).unwrap().is_empty(), "{hs:?}");
+            assert!(
+                plan_wireguard(&want, &have, &written, &SeenRetries::new(), NOW)
+                    .unwrap()
+                    .is_empty(),
+                "{hs:?}"
+            );
         }
         // A spec that asks for another endpoint is a change again.
         let other: SocketAddr = "192.0.2.2:51820".parse().unwrap();
         want.peers[0].endpoint = Some(other);
-        let u = plan_wireguard(&want, &have, &written, NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &written, &SeenRetries::new(), NOW).unwrap();
         assert_eq!(u.peers.last().map(|p| p.endpoint), Some(Some(other)), "{u:?}");
     }
 
@@ -361,10 +437,12 @@ mod tests {
         want.firewall_mark = 0x30;
         let mut have = device(vec![]);
         have.listen_port = 43210;
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!((u.listen_port, u.fwmark, u.private_key), (None, Some(0x30), None));
         want.private_key = Some(generate_private_key([1; 32]));
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!(u.private_key, Some(generate_private_key([1; 32])));
     }
 
@@ -374,12 +452,16 @@ mod tests {
         let mut want = spec(vec![spec_peer(1, &[])]);
         want.peers[0].preshared_key = Some(psk);
         let mut have = device(vec![dev_peer(1, &[])]);
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!(u.peers[0].preshared_key, Some(psk));
         have.peers[0].preshared_key = Some(psk);
-        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap().is_empty());
+        assert!(plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap()
+            .is_empty());
         want.peers[0].preshared_key = None;
-        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), NOW).unwrap();
+        let u = plan_wireguard(&want, &have, &WrittenEndpoints::new(), &SeenRetries::new(), NOW)
+            .unwrap();
         assert_eq!(u.peers[0].preshared_key, Some(Key::ZERO));
     }
 
@@ -387,8 +469,14 @@ mod tests {
     fn bad_keys_name_their_field() {
         let mut want = spec(vec![spec_peer(1, &[]), spec_peer(2, &[])]);
         want.peers[1].public_key = "not a key".into();
-        let e =
-            plan_wireguard(&want, &WgDevice::default(), &WrittenEndpoints::new(), NOW).unwrap_err();
+        let e = plan_wireguard(
+            &want,
+            &WgDevice::default(),
+            &WrittenEndpoints::new(),
+            &SeenRetries::new(),
+            NOW,
+        )
+        .unwrap_err();
         assert_eq!(e.field, "wireguard.peers[1].publicKey");
         assert!(e.to_string().starts_with("wireguard.peers[1].publicKey: "), "{e}");
         // A bad private or preshared key is refused when the spec is read, naming its field

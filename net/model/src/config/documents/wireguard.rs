@@ -120,6 +120,7 @@ impl WireguardConfig {
                     .persistent_keepalive_interval
                     .map_or(0, |d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX)),
                 allowed_ips: p.allowed_ips.iter().map(IpNet::trunc).collect(),
+                handshake_retry: 0,
             })
             .collect();
         crate::sort::by(&mut peers, |a, b| a.public_key.cmp(&b.public_key));
