@@ -230,7 +230,7 @@ impl Ca {
         &self.key_pem
     }
 
-    fn issuer(&self) -> Issuer<'_, &KeyPair> {
+    pub(crate) fn issuer(&self) -> Issuer<'_, &KeyPair> {
         let mut params = CertificateParams::default();
         params.distinguished_name = self.subject.clone();
         Issuer::new(params, &self.key)
@@ -327,7 +327,7 @@ pub struct Sans {
 }
 
 impl Sans {
-    fn to_rcgen(&self) -> Vec<SanType> {
+    pub(crate) fn to_rcgen(&self) -> Vec<SanType> {
         let mut out: Vec<SanType> = self
             .hostname
             .iter()
