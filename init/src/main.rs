@@ -58,7 +58,7 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "run",
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
-              [--api-socket PATH] [--api-listen ADDR:PORT]... [--api-max-connections N]
+              [--api-socket PATH] [--api-listen ADDR:PORT]... [--trustd-listen ADDR:PORT]... [--api-max-connections N]
               [--set-clock] [--nts-ca FILE] [--config-url URL [--config-ca PEM]...]
               [--metrics-listen ADDR:PORT]
       Run the runtime as an ordinary process in the current network namespace: configure the

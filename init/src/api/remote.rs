@@ -31,6 +31,8 @@ use crate::reactor::Reactor;
 
 /// The port Talos's API listens on, and keelson's.
 pub use cli::DEFAULT_PORT;
+/// The port Talos's trustd listens on (control planes sign their workers' certificates).
+pub const TRUSTD_PORT: u16 = 50001;
 /// Most listen addresses.
 pub const MAX_LISTENERS: usize = 8;
 /// Most addresses the server certificate names: loopback first, then the others in order
@@ -54,6 +56,9 @@ pub enum ListenError {
     /// More listen addresses than allowed.
     #[error("at most {MAX_LISTENERS} API listen addresses")]
     TooMany,
+    /// trustd without the TLS API.
+    #[error("trustd needs the TLS API (--api-listen)")]
+    NoApi,
     /// Registering with epoll failed.
     #[error("api listen: {0}")]
     Reactor(#[from] crate::reactor::ReactorError),
@@ -70,6 +75,8 @@ enum State {
     },
     Mutual {
         config: Arc<ServerConfig>,
+        /// trustd's: the same certificate, no client certificate asked for.
+        trustd: Arc<ServerConfig>,
         /// The `machine.ca` text it was built from, and the names it was issued for.
         ca: (String, Option<String>),
         sans: Sans,
@@ -104,6 +111,8 @@ impl State {
 /// The TCP listeners and the TLS mode.
 pub struct Remote {
     listeners: Vec<(u64, TcpListener, SocketAddr)>,
+    /// trustd's listeners (port 50001); served only in mutual TLS.
+    trustd: Vec<(u64, TcpListener, SocketAddr)>,
     state: State,
     /// Maintenance mode's certificate, made on first use and kept for the life of the loop
     /// (its fingerprint is what clients pin).
@@ -148,6 +157,7 @@ impl Remote {
         }
         Ok(Self {
             listeners,
+            trustd: Vec::new(),
             state: State::Unset,
             maintenance: None,
             issued: None,
@@ -157,14 +167,37 @@ impl Remote {
         })
     }
 
+    /// Listen for trustd on each address, as `first_token` and the tokens after it.
+    pub fn bind_trustd(
+        &mut self,
+        addrs: &[SocketAddr],
+        reactor: &Reactor,
+        first_token: u64,
+    ) -> Result<(), ListenError> {
+        if addrs.len() > MAX_LISTENERS {
+            return Err(ListenError::TooMany);
+        }
+        for (token, addr) in (first_token..).zip(addrs) {
+            let l = TcpListener::bind(addr)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|source| ListenError::Bind { addr: *addr, source })?;
+            let bound = l.local_addr().unwrap_or(*addr);
+            reactor.add(l.as_fd(), token)?;
+            log::info!(target: "trustd", "listening on {bound} (TLS; served with a machine.ca key)");
+            self.trustd.push((token, l, bound));
+        }
+        Ok(())
+    }
+
     /// True when `token` is one of its listeners'.
     pub fn owns(&self, token: u64) -> bool {
-        self.listeners.iter().any(|l| l.0 == token)
+        self.listeners.iter().chain(&self.trustd).any(|l| l.0 == token)
     }
 
     /// Take one waiting connection on the listener of `token`: `Ok(None)` when none waits.
     pub fn accept(&self, token: u64) -> std::io::Result<Option<TcpStream>> {
-        let Some((_, l, _)) = self.listeners.iter().find(|l| l.0 == token) else {
+        let Some((_, l, _)) = self.listeners.iter().chain(&self.trustd).find(|l| l.0 == token)
+        else {
             return Ok(None);
         };
         match l.accept() {
@@ -176,10 +209,14 @@ impl Remote {
 
     /// A TLS connection for an accepted socket, under the current mode; `None` before the
     /// mode is known, and when TLS is off (the socket is then closed).
-    pub fn wrap(&self, tcp: TcpStream) -> Option<TlsStream> {
+    /// A connection to trustd's port is served only in mutual TLS (a node that can sign).
+    pub fn wrap(&self, tcp: TcpStream, token: u64) -> Option<TlsStream> {
+        let to_trustd = self.trustd.iter().any(|l| l.0 == token);
         let (config, mode) = match &self.state {
             State::Unset | State::Off { .. } => return None,
+            State::Maintenance { .. } if to_trustd => return None,
             State::Maintenance { config, .. } => (config.clone(), Mode::Maintenance),
+            State::Mutual { trustd, .. } if to_trustd => (trustd.clone(), Mode::Trustd),
             State::Mutual { config, .. } => (config.clone(), Mode::Mutual),
         };
         match TlsStream::new(tcp, config, mode, self.trust.clone()) {
@@ -262,10 +299,10 @@ impl Remote {
         self.issued = Some(now);
         self.reissue_due = None;
         match mutual(&key, &sans) {
-            Ok(config) => {
+            Ok((config, trustd)) => {
                 log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate for {}", describe(&sans));
                 self.off_for = None;
-                self.state = State::Mutual { config, ca: key, sans };
+                self.state = State::Mutual { config, trustd, ca: key, sans };
             }
             Err(e) => {
                 self.turn_off(format!("machine.ca: {e}"));
@@ -418,13 +455,18 @@ pub fn check_ca(ca: &net::config::PemKeyPair) -> Result<(), String> {
 }
 
 /// Mutual TLS from `machine.ca` (base64 of PEM) with a server certificate for `sans`.
-fn mutual((crt, key): &(String, Option<String>), sans: &Sans) -> Result<Arc<ServerConfig>, String> {
+/// Also trustd's configuration: the same certificate, no client certificate.
+type Configs = (Arc<ServerConfig>, Arc<ServerConfig>);
+
+fn mutual((crt, key): &(String, Option<String>), sans: &Sans) -> Result<Configs, String> {
     let key = key.as_deref().ok_or("no key: the node cannot issue its own certificate")?;
     let crt_pem = decode(crt, "crt")?;
     let key_pem = decode(key, "key")?;
     let ca = Ca::from_pem(&crt_pem, &key_pem).map_err(|e| e.to_string())?;
     let id = ca.issue_server(sans).map_err(|e| e.to_string())?;
-    tls::mutual_config(&ca.cert, &id).map_err(|e| e.to_string())
+    let api = tls::mutual_config(&ca.cert, &id).map_err(|e| e.to_string())?;
+    let trustd = tls::maintenance_config(&id).map_err(|e| e.to_string())?;
+    Ok((api, trustd))
 }
 
 /// Base64 (either alphabet, as the config parser accepts) to text.

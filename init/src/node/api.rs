@@ -70,6 +70,16 @@ impl Api {
         }
     }
 
+    /// Serve trustd over TLS on `listen` too (a control plane signs its workers' API
+    /// certificates there); a bind failure is logged and the rest runs.
+    pub fn listen_trustd(&mut self, listen: &[SocketAddr], reactor: &Reactor) {
+        if let (Some(server), false) = (&mut self.0, listen.is_empty()) {
+            if let Err(e) = server.listen_trustd(listen, reactor) {
+                log::error!(target: "trustd", "{e}; trustd is not served");
+            }
+        }
+    }
+
     /// Stream the changes to watchers, close what timed out.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
         if let Some(api) = &mut self.0 {
