@@ -16,7 +16,7 @@ use rcgen::{
 };
 
 use crate::der::{expect, tlv, DerError};
-use crate::identity::{Ca, IdentityError, Sans};
+use crate::identity::{Ca, Identity, IdentityError, Sans};
 
 /// Largest request accepted, PEM or DER (a request naming [`MAX_SANS`] names is a few KiB).
 pub const MAX_CSR: usize = 16 * 1024;
@@ -270,7 +270,7 @@ impl Ca {
     }
 }
 
-/// A new key and a request for these names: (key PEM, request PEM).
+/// A new key and a request for these names: (key, request PEM).
 pub fn request(sans: &Sans) -> Result<(KeyPair, String), IdentityError> {
     let key = KeyPair::generate_for(&rcgen::PKCS_ED25519)?;
     let mut params = CertificateParams::default();
@@ -280,6 +280,27 @@ pub fn request(sans: &Sans) -> Result<(KeyPair, String), IdentityError> {
     params.subject_alt_names = sans.to_rcgen();
     let csr = params.serialize_request(&key)?;
     Ok((key, csr.pem()?))
+}
+
+/// The identity of `key` with the certificate a signer returned (PEM): refused unless the
+/// certificate certifies this very key.
+pub fn identity(key: &KeyPair, crt_pem: &str) -> Result<Identity, IdentityError> {
+    let p = pem::parse(crt_pem)
+        .map_err(|e| IdentityError::Pem { what: "signed certificate", why: e.to_string() })?;
+    let der = p.into_contents();
+    if crate::der::subject_public_key(&der)? != key.public_key_raw() {
+        return Err(IdentityError::Pem {
+            what: "signed certificate",
+            why: "it does not certify the key of the request".into(),
+        });
+    }
+    let cert = rustls::pki_types::CertificateDer::from(der);
+    Ok(Identity {
+        cert_pem: crt_pem.to_owned(),
+        chain: vec![cert],
+        key_pem: crate::identity::key_pem(key),
+        key: crate::identity::key_der(key),
+    })
 }
 
 #[cfg(test)]
@@ -295,14 +316,17 @@ mod tests {
 
     #[test]
     fn a_request_is_read_back_and_signed() {
-        let (_key, pem) = request(&sans()).unwrap();
+        let (key, pem) = request(&sans()).unwrap();
         let csr = parse(pem.as_bytes()).unwrap();
         assert_eq!(csr.dns, ["worker-1"]);
         assert_eq!(csr.ips, sans().addresses);
         let ca = Ca::generate("demo").unwrap();
         let crt = ca.sign_csr(&csr).unwrap();
         let der = pem::parse(&crt).unwrap().into_contents();
-        assert_eq!(crate::der::subject_public_key(&der).unwrap(), csr.key);
+        assert_eq!(crate::der::subject_publickey(&der).unwrap(), csr.key);
+        assert!(identity(&key, &crt).is_ok());
+        let (other, _) = request(&sans()).unwrap();
+        assert!(identity(&other, &crt).is_err());
     }
 
     #[test]

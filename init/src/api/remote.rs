@@ -27,6 +27,7 @@ use rustls::ServerConfig;
 
 use super::identity::{self, Ca, Identity, Sans};
 use super::tls::{self, Mode, TlsStream, Trust};
+use super::trustd_client::{Ask, Fetch, Poll};
 use crate::reactor::Reactor;
 
 /// The port Talos's API listens on, and keelson's.
@@ -75,8 +76,9 @@ enum State {
     },
     Mutual {
         config: Arc<ServerConfig>,
-        /// trustd's: the same certificate, no client certificate asked for.
-        trustd: Arc<ServerConfig>,
+        /// trustd's: the same certificate, no client certificate asked for; `None` on a node
+        /// whose certificate a control plane signed (it cannot sign).
+        trustd: Option<Arc<ServerConfig>>,
         /// The `machine.ca` text it was built from, and the names it was issued for.
         ca: (String, Option<String>),
         sans: Sans,
@@ -125,6 +127,9 @@ pub struct Remote {
     /// The unusable `machine.ca` TLS is off for (tried once, not again for each change of
     /// the names).
     off_for: Option<(String, Option<String>)>,
+    /// A control plane's trustd being asked for the server certificate (a `machine.ca`
+    /// without its key), with what it was asked for.
+    fetch: Option<(Fetch, (String, Option<String>), Sans)>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -164,6 +169,7 @@ impl Remote {
             reissue_due: None,
             trust: Trust::default(),
             off_for: None,
+            fetch: None,
         })
     }
 
@@ -216,7 +222,8 @@ impl Remote {
             State::Unset | State::Off { .. } => return None,
             State::Maintenance { .. } if to_trustd => return None,
             State::Maintenance { config, .. } => (config.clone(), Mode::Maintenance),
-            State::Mutual { trustd, .. } if to_trustd => (trustd.clone(), Mode::Trustd),
+            State::Mutual { trustd: None, .. } if to_trustd => return None,
+            State::Mutual { trustd: Some(t), .. } if to_trustd => (t.clone(), Mode::Trustd),
             State::Mutual { config, .. } => (config.clone(), Mode::Mutual),
         };
         match TlsStream::new(tcp, config, mode, self.trust.clone()) {
@@ -277,6 +284,11 @@ impl Remote {
             return;
         };
         let key = (ca.crt.clone(), ca.key.clone());
+        if key.1.is_none() {
+            self.from_trustd(&config, key, sans, now);
+            return;
+        }
+        self.fetch = None;
         if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
             if *had == key && *issued == sans {
                 self.reissue_due = None;
@@ -302,12 +314,76 @@ impl Remote {
             Ok((config, trustd)) => {
                 log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate for {}", describe(&sans));
                 self.off_for = None;
-                self.state = State::Mutual { config, trustd, ca: key, sans };
+                self.state = State::Mutual { config, trustd: Some(trustd), ca: key, sans };
             }
             Err(e) => {
                 self.turn_off(format!("machine.ca: {e}"));
                 self.off_for = Some(key);
             }
+        }
+    }
+
+    /// A `machine.ca` without its key: the server certificate comes from a control plane's
+    /// trustd. Until the first one arrives, TLS is off; when the names change, the old one
+    /// serves until the new one arrives.
+    fn from_trustd(
+        &mut self,
+        config: &MachineConfig,
+        key: (String, Option<String>),
+        sans: Sans,
+        now: Instant,
+    ) {
+        if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
+            if *had == key && *issued == sans {
+                self.fetch = None;
+                self.reissue_due = None;
+                return;
+            }
+        }
+        let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
+        if !asked {
+            let ask = match trustd_ask(config, &key, &sans) {
+                Ok(ask) => ask,
+                Err(why) => {
+                    self.fetch = None;
+                    self.turn_off(why);
+                    return;
+                }
+            };
+            let endpoints = ask.endpoints.join(", ");
+            match Fetch::start(ask) {
+                Ok(f) => {
+                    log::info!(target: "api", "API: machine.ca has no key: asking trustd at {endpoints} (port {TRUSTD_PORT}) for a server certificate for {}", describe(&sans));
+                    self.fetch = Some((f, key.clone(), sans.clone()));
+                }
+                Err(e) => log::warn!(target: "api", "cannot start the trustd client: {e}"),
+            }
+            if !matches!(&self.state, State::Mutual { ca: had, .. } if *had == key) {
+                self.state = State::Off { why: "waiting for a certificate from trustd".into() };
+            }
+        }
+        let polled = self.fetch.as_ref().map(|(f, _, _)| f.poll());
+        match polled {
+            Some(Poll::Done(id, from)) => {
+                self.fetch = None;
+                self.reissue_due = None;
+                self.issued = Some(now);
+                let ca_cert = trustd_ca(&key.0);
+                match ca_cert.and_then(|c| tls::mutual_config(&c, &id).map_err(|e| e.to_string())) {
+                    Ok(config) => {
+                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate signed by trustd at {from} for {}", describe(&sans));
+                        self.state = State::Mutual { config, trustd: None, ca: key, sans };
+                    }
+                    Err(e) => log::error!(target: "api", "API: the certificate from trustd: {e}"),
+                }
+            }
+            Some(Poll::Waiting) => self.reissue_due = Some(now + TRUSTD_POLL),
+            Some(Poll::Gone) => {
+                // Asked again at the next look.
+                self.fetch = None;
+                self.reissue_due = Some(now + REISSUE_EVERY);
+            }
+            None => self.reissue_due = Some(now + REISSUE_EVERY),
         }
     }
 
@@ -387,6 +463,35 @@ impl Remote {
     }
 }
 
+/// How often the loop looks whether trustd answered.
+const TRUSTD_POLL: Duration = Duration::from_millis(200);
+
+/// What to ask trustd with, from the config: Err, one line, when it cannot be asked.
+fn trustd_ask(
+    config: &MachineConfig,
+    key: &(String, Option<String>),
+    sans: &Sans,
+) -> Result<Ask, String> {
+    let token = config.machine.token.clone().filter(|t| !t.is_empty());
+    let endpoint = config
+        .cluster
+        .as_ref()
+        .and_then(|c| c.control_plane.as_ref())
+        .and_then(|c| c.endpoint_host());
+    let (Some(token), Some(endpoint)) = (token, endpoint) else {
+        return Err("machine.ca has no key, and without machine.token and cluster.controlPlane.endpoint no control plane can be asked to sign the node's certificate".into());
+    };
+    let ca_pem = decode(&key.0, "machine.ca.crt").map_err(|e| format!("machine.ca: {e}"))?;
+    Ok(Ask { ca_pem, token, endpoints: vec![endpoint], sans: sans.clone() })
+}
+
+/// `machine.ca.crt` (base64 of PEM) as DER.
+fn trustd_ca(crt: &str) -> Result<rustls::pki_types::CertificateDer<'static>, String> {
+    let pem = decode(crt, "crt")?;
+    let der = pki::identity::pem_block("machine.ca.crt", &pem).map_err(|e| e.to_string())?;
+    Ok(der.into())
+}
+
 /// How soon to look again when the random pool is not ready.
 const ENTROPY_RETRY: Duration = Duration::from_millis(250);
 
@@ -450,7 +555,13 @@ fn describe(sans: &Sans) -> String {
 /// certificate is DER a TLS stack accepts as a trust root, the key is the certificate's and
 /// issues a server certificate. Exactly what the switch to mutual TLS will do, so a config
 /// this accepts cannot leave the node without a way in.
-pub fn check_ca(ca: &net::config::PemKeyPair) -> Result<(), String> {
+/// A `machine.ca` without its key is checked for what asking trustd needs instead.
+pub fn check_ca(config: &MachineConfig, ca: &net::config::PemKeyPair) -> Result<(), String> {
+    if ca.key.is_none() {
+        let key = (ca.crt.clone(), None);
+        trustd_ca(&ca.crt)?;
+        return trustd_ask(config, &key, &Sans::default()).map(|_| ());
+    }
     mutual(&(ca.crt.clone(), ca.key.clone()), &Sans::default()).map(|_| ())
 }
 
