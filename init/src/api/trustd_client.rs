@@ -97,8 +97,9 @@ impl Fetch {
 
 /// Ask every control plane in turn until one signs, or `stop`.
 fn run(ask: &Ask, stop: &AtomicBool) -> Option<(Identity, String)> {
+    // What was said last, across requests (a new one starts whenever the names change).
+    static SAID: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
     let mut wait = BACKOFF_FIRST;
-    let mut said = String::new();
     while !stop.load(Ordering::Relaxed) {
         let mut errors = Vec::new();
         for host in &ask.endpoints {
@@ -108,9 +109,11 @@ fn run(ask: &Ask, stop: &AtomicBool) -> Option<(Identity, String)> {
             }
         }
         let text = errors.join("; ");
-        if text != said {
-            log::warn!(target: "trustd", "no API certificate yet: {text}; asking again");
-            said = text;
+        if let Ok(mut said) = SAID.lock() {
+            if *said != text {
+                log::warn!(target: "trustd", "no API certificate yet: {text}; asking again");
+                *said = text;
+            }
         }
         let until = std::time::Instant::now() + wait;
         while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
