@@ -323,7 +323,7 @@ mod tests {
         let ca = Ca::generate("demo").unwrap();
         let crt = ca.sign_csr(&csr).unwrap();
         let der = pem::parse(&crt).unwrap().into_contents();
-        assert_eq!(crate::der::subject_publickey(&der).unwrap(), csr.key);
+        assert_eq!(crate::der::subject_public_key(&der).unwrap(), csr.key);
         assert!(identity(&key, &crt).is_ok());
         let (other, _) = request(&sans()).unwrap();
         assert!(identity(&other, &crt).is_err());

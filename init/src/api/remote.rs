@@ -285,7 +285,7 @@ impl Remote {
         };
         let key = (ca.crt.clone(), ca.key.clone());
         if key.1.is_none() {
-            self.from_trustd(&config, key, sans, now);
+            self.follow_trustd(config, key, sans, now);
             return;
         }
         self.fetch = None;
@@ -326,7 +326,7 @@ impl Remote {
     /// A `machine.ca` without its key: the server certificate comes from a control plane's
     /// trustd. Until the first one arrives, TLS is off; when the names change, the old one
     /// serves until the new one arrives.
-    fn from_trustd(
+    fn follow_trustd(
         &mut self,
         config: &MachineConfig,
         key: (String, Option<String>),

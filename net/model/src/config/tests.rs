@@ -218,7 +218,7 @@ fn known_talos_keys_warn() {
     let cp = cfg.cluster.as_ref().and_then(|c| c.control_plane.as_ref()).unwrap();
     assert!(cp.endpoint_host().is_some_and(|h| !h.is_empty()), "{cp:?}");
     assert_eq!(
-        cfg.warnings[2],
+        cfg.warnings[1],
         "machine.install.image (line 9): a Talos key keelson does not use; ignored"
     );
     // machine.kubelet.image is read: the kubelet gets it as KUBELET_IMAGE.
