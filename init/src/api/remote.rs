@@ -341,7 +341,14 @@ impl Remote {
             }
         }
         let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
+        // Names that churn start a new request (a thread) not more often than REISSUE_EVERY.
+        let next = self.issued.map(|t| t + REISSUE_EVERY);
+        if !asked && next.is_some_and(|t| now < t) {
+            self.reissue_due = next;
+            return;
+        }
         if !asked {
+            self.issued = Some(now);
             let ask = match trustd_ask(config, &key, &sans) {
                 Ok(ask) => ask,
                 Err(why) => {
@@ -367,7 +374,6 @@ impl Remote {
             Some(Poll::Done(id, from)) => {
                 self.fetch = None;
                 self.reissue_due = None;
-                self.issued = Some(now);
                 let ca_cert = trustd_ca(&key.0);
                 match ca_cert.and_then(|c| tls::mutual_config(&c, &id).map_err(|e| e.to_string())) {
                     Ok(config) => {

@@ -68,7 +68,11 @@ fn certificate(call: &mut Call<'_>, body: &[u8]) -> Result<Reply, Status> {
         log::warn!(target: "trustd", "refused: {e}");
         Status::new(code::INVALID_ARGUMENT, e.to_string())
     })?;
-    let signed = ca.sign_csr(&csr).map_err(|e| internal(e.to_string()))?;
+    // What rcgen refuses is in the request (a name it cannot encode), not the CA.
+    let signed = ca.sign_csr(&csr).map_err(|e| {
+        log::warn!(target: "trustd", "refused: {e}");
+        Status::new(code::INVALID_ARGUMENT, e.to_string())
+    })?;
     log::info!(target: "trustd", "signed a certificate for {}", names(&csr));
     Reply::unary(&CertificateResponse { ca: crt_pem.into_bytes(), crt: signed.into_bytes() })
 }
