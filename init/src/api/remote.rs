@@ -183,15 +183,23 @@ impl Remote {
         if addrs.len() > MAX_LISTENERS {
             return Err(ListenError::TooMany);
         }
+        // All or none (a failed bind is tried again with other addresses, on the same tokens).
+        let mut bound = Vec::new();
         for (token, addr) in (first_token..).zip(addrs) {
             let l = TcpListener::bind(addr)
                 .and_then(|l| l.set_nonblocking(true).map(|()| l))
                 .map_err(|source| ListenError::Bind { addr: *addr, source })?;
-            let bound = l.local_addr().unwrap_or(*addr);
-            reactor.add(l.as_fd(), token)?;
-            log::info!(target: "trustd", "listening on {bound} (TLS; served with a machine.ca key)");
-            self.trustd.push((token, l, bound));
+            let at = l.local_addr().unwrap_or(*addr);
+            bound.push((token, l, at));
         }
+        // On an error the listeners are dropped: closing them takes them out of epoll.
+        for (token, l, _) in &bound {
+            reactor.add(l.as_fd(), *token)?;
+        }
+        for (_, _, at) in &bound {
+            log::info!(target: "trustd", "listening on {at} (TLS; served with a machine.ca key)");
+        }
+        self.trustd = bound;
         Ok(())
     }
 
