@@ -376,5 +376,14 @@ mod tests {
         for n in 0..der.len() {
             assert!(parse(&der[..n]).is_err(), "{n}");
         }
+        // Any one byte changed: refused (length bytes, tags, the signature, the names), never
+        // a panic; what the signature covers cannot change and still parse.
+        for i in 0..der.len() {
+            for x in [0x01u8, 0x80, 0xff] {
+                let mut bad = der.clone();
+                bad[i] ^= x;
+                assert!(parse(&bad).is_err(), "byte {i} ^ {x:#x}");
+            }
+        }
     }
 }
