@@ -71,6 +71,8 @@ pub struct Channel {
     tls: bool,
     /// Bytes read from the node so far.
     received: usize,
+    /// Metadata sent with every call (trustd's `token`).
+    metadata: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -126,7 +128,20 @@ impl Channel {
 
     /// A channel over an already connected stream.
     pub fn over(io: Box<dyn Stream>, authority: String, tls: bool) -> Self {
-        Self { io, h2: Connection::new(Role::Client, h2_config()), authority, tls, received: 0 }
+        Self {
+            io,
+            h2: Connection::new(Role::Client, h2_config()),
+            authority,
+            tls,
+            received: 0,
+            metadata: Vec::new(),
+        }
+    }
+
+    /// Send `key: value` with every call (lowercase key, as gRPC metadata is).
+    pub fn with_metadata(mut self, key: &str, value: &str) -> Self {
+        self.metadata.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     /// A unary call: one request, one answer.
@@ -169,7 +184,8 @@ impl Channel {
         max: usize,
         each: &mut dyn FnMut(Vec<u8>) -> Result<(), RpcError>,
     ) -> Result<(), RpcError> {
-        let head = grpc::request_headers(self.tls, &self.authority, path, USER_AGENT, None);
+        let mut head = grpc::request_headers(self.tls, &self.authority, path, USER_AGENT, None);
+        head.extend(self.metadata.iter().cloned());
         let id = self.h2.open_stream(&head, false)?;
         self.h2.send_data(id, &grpc::frame_message(req), true)?;
         let mut reader = ResponseReader::new(max);

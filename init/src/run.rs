@@ -57,6 +57,7 @@ struct Args {
     api_socket: Option<PathBuf>,
     api_listen: Vec<std::net::SocketAddr>,
     api_max_connections: usize,
+    trustd_listen: Vec<std::net::SocketAddr>,
     metrics_listen: Option<std::net::SocketAddr>,
 }
 
@@ -77,6 +78,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         api_socket: None,
         api_listen: Vec::new(),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
+        trustd_listen: Vec::new(),
         metrics_listen: None,
     };
     let mut root = None;
@@ -101,6 +103,10 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
             Long("api-listen") => {
                 let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
                 a.api_listen.push(v.parse().map_err(|_| ArgsError::Listen(v))?);
+            }
+            Long("trustd-listen") => {
+                let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
+                a.trustd_listen.push(v.parse().map_err(|_| ArgsError::Listen(v))?);
             }
             Long("metrics-listen") => {
                 let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
@@ -170,6 +176,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         api_socket: args.api_socket,
         api_listen: args.api_listen,
         api_max_connections: args.api_max_connections,
+        trustd_listen: args.trustd_listen,
         metrics_listen: args.metrics_listen,
         state: args.state,
     };

@@ -384,7 +384,7 @@ fn apply_config(rt: &mut Runtime, apply: Apply<'_>) -> Result<Value, String> {
     let cfg = load_applied(text, partial)?;
     // A CA the node cannot serve with would leave it with no way in over the network.
     if let Some(ca) = &cfg.machine.ca {
-        remote::check_ca(ca).map_err(|e| format!("invalid config: machine.ca: {e}"))?;
+        remote::check_ca(&cfg, ca).map_err(|e| format!("invalid config: machine.ca: {e}"))?;
     }
     if !dry_run {
         crate::state::check_install(&cfg).map_err(|e| {

@@ -83,7 +83,7 @@ impl Node {
                     .arg(&root)
                     .arg("--state")
                     .arg(root.join("state"))
-                    .args(["--api-listen", "0.0.0.0:50000"])
+                    .args(["--api-listen", "0.0.0.0:50000", "--trustd-listen", "0.0.0.0:50001"])
                     .env("KEELSON_LOG", "info")
                     .stdout(Stdio::null())
                     .stderr(out)
@@ -143,10 +143,9 @@ const MAINTENANCE: &str = "maintenance certificate";
 /// workload behind a shell that fails at once for Kubernetes v1.99 (a version whose kubelet
 /// cannot run).
 ///
-/// keelson has no trustd: a worker issues its own API certificate, so it needs the machine
-/// CA's key, which Talos's worker configuration leaves out; the worker pool adds it
-/// (`ca_key`, base64 of the PEM) in a patch of its own.
-fn pools(demo: &Path, kube: &str, extra: &str, ca_key: &str) -> String {
+/// The worker configuration is the operator's as generated (Talos's: `machine.ca` without its
+/// key): workers get their API certificate from the control plane's trustd.
+fn pools(demo: &Path, kube: &str, extra: &str) -> String {
     let patch = format!(
         "        machine:\n          time: {{disabled: true}}\n          kubelet:\n            command: [/bin/sh, -c, 'case \"$KUBELET_IMAGE\" in *:v1.99.*) exit 3;; esac; exec \"$0\" \"$@\"', {}, --orphan-every, '60']\n",
         demo.display()
@@ -155,7 +154,7 @@ fn pools(demo: &Path, kube: &str, extra: &str, ca_key: &str) -> String {
         addrs.iter().map(|a| format!("      - address: {a}\n")).collect()
     };
     format!(
-        "apiVersion: keelson.dev/v1alpha1\nkind: TalosControlPlane\nmetadata:\n  name: c1\n{extra}spec:\n  version: v1.13.0\n  endpoint: https://10.77.0.11:6443\n  kubeVersion: {kube}\n  rolloutStrategy: {{maxUnavailable: 1}}\n  metalSpec:\n    machines:\n{}  configPatches:\n    - |\n{patch}---\napiVersion: keelson.dev/v1alpha1\nkind: TalosWorker\nmetadata:\n  name: w1\n{extra}spec:\n  version: v1.13.0\n  controlPlaneRef: c1\n  rolloutStrategy: {{maxUnavailable: 1}}\n  metalSpec:\n    machines:\n{}  configPatches:\n    - |\n{patch}    - |\n        machine:\n          ca:\n            key: {ca_key}\n",
+        "apiVersion: keelson.dev/v1alpha1\nkind: TalosControlPlane\nmetadata:\n  name: c1\n{extra}spec:\n  version: v1.13.0\n  endpoint: https://10.77.0.11:6443\n  kubeVersion: {kube}\n  rolloutStrategy: {{maxUnavailable: 1}}\n  metalSpec:\n    machines:\n{}  configPatches:\n    - |\n{patch}---\napiVersion: keelson.dev/v1alpha1\nkind: TalosWorker\nmetadata:\n  name: w1\n{extra}spec:\n  version: v1.13.0\n  controlPlaneRef: c1\n  rolloutStrategy: {{maxUnavailable: 1}}\n  metalSpec:\n    machines:\n{}  configPatches:\n    - |\n{patch}",
         machines(&NODES[..1]),
         machines(&NODES[1..]),
     )
@@ -372,13 +371,9 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
         let bundle = secrets::cluster_secrets(&mut r.store, "default", Some(&key), "c1", true)
             .unwrap()
             .unwrap();
-        let ca_key = {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD.encode(&bundle.machine_ca.key)
-        };
 
         // 1. Up: every machine installed, the control plane bootstrapped, both pools Ready.
-        ctl::apply(&mut r.store, &pools(&demo, "v1.35.0", "", &ca_key)).unwrap();
+        ctl::apply(&mut r.store, &pools(&demo, "v1.35.0", "")).unwrap();
         until(&mut r, &mut h, "the cluster up", Duration::from_secs(60), |s| {
             ready_at(s, TCP, "c1", "v1.35.0") && ready_at(s, TW, "w1", "v1.35.0")
         });
@@ -404,7 +399,7 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
         let sampler = Sampler::start(bundle.admin_client().unwrap());
         let before: Vec<(usize, usize)> =
             nodes.iter().map(|n| (n.count(APPLIED), n.count(KUBELET_STARTED))).collect();
-        ctl::apply(&mut r.store, &pools(&demo, "v1.36.0", "", &ca_key)).unwrap();
+        ctl::apply(&mut r.store, &pools(&demo, "v1.36.0", "")).unwrap();
         let mut h = History::default();
         until(
             &mut r,
@@ -484,7 +479,7 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
         // after the bound, the rollout fails naming it, and the workers are left alone.
         let mut h = History::default();
         let t = Instant::now();
-        ctl::apply(&mut r.store, &pools(&demo, "v1.99.0", "", &ca_key)).unwrap();
+        ctl::apply(&mut r.store, &pools(&demo, "v1.99.0", "")).unwrap();
         until(&mut r, &mut h, "the failure", Duration::from_secs(30), |s| {
             pool(s, TCP, "c1").is_some_and(|p| p.spec.status.state == Some(KubernetesUpgradeFailed))
         });
@@ -517,7 +512,7 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
 
         // 4. An edit (a version whose kubelet runs) retries: Ready again, the workers follow.
         let mut h = History::default();
-        ctl::apply(&mut r.store, &pools(&demo, "v1.36.1", "", &ca_key)).unwrap();
+        ctl::apply(&mut r.store, &pools(&demo, "v1.36.1", "")).unwrap();
         until(&mut r, &mut h, "the fix", Duration::from_secs(60), |s| {
             ready_at(s, TCP, "c1", "v1.36.1") && ready_at(s, TW, "w1", "v1.36.1")
         });
@@ -537,7 +532,7 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
         let preserve = |doc: String| {
             doc.replace("  rolloutStrategy:", "  deletionPolicy: preserve\n  rolloutStrategy:")
         };
-        ctl::apply(&mut r.store, &preserve(pools(&demo, "v1.36.1", "", &ca_key))).unwrap();
+        ctl::apply(&mut r.store, &preserve(pools(&demo, "v1.36.1", ""))).unwrap();
         for _ in 0..3 {
             r.pass().unwrap();
         }
@@ -552,7 +547,7 @@ fn a_three_node_cluster_rolls_its_kubelets_one_at_a_time() {
             nodes.iter().map(|n| (n.count(APPLIED), n.count(KUBELET_STARTED))).collect();
         let mut h = History::default();
         let import = "  annotations:\n    keelson.dev/reconcile-mode: import\n";
-        ctl::apply(&mut r.store, &pools(&demo, "v1.36.1", import, &ca_key)).unwrap();
+        ctl::apply(&mut r.store, &pools(&demo, "v1.36.1", import)).unwrap();
         until(&mut r, &mut h, "the import", Duration::from_secs(30), |s| {
             ready_at(s, TCP, "c1", "v1.36.1") && ready_at(s, TW, "w1", "v1.36.1")
         });

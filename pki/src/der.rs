@@ -27,7 +27,7 @@ pub const OID_ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0a];
 pub const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 
 /// One TLV: (tag, content, rest).
-fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), DerError> {
+pub(crate) fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), DerError> {
     let (&tag, rest) = input.split_first().ok_or(DerError("truncated"))?;
     let (&first, rest) = rest.split_first().ok_or(DerError("truncated length"))?;
     let (len, rest) = if first < 0x80 {
@@ -47,7 +47,7 @@ fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), DerError> {
     Ok((tag, content, rest))
 }
 
-fn expect<'a>(
+pub(crate) fn expect<'a>(
     input: &'a [u8],
     want: u8,
     what: &'static str,

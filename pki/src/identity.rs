@@ -101,11 +101,11 @@ fn portable_der(key: &KeyPair) -> Vec<u8> {
     }
 }
 
-fn key_der(key: &KeyPair) -> PrivatePkcs8KeyDer<'static> {
+pub(crate) fn key_der(key: &KeyPair) -> PrivatePkcs8KeyDer<'static> {
     PrivatePkcs8KeyDer::from(portable_der(key))
 }
 
-fn key_pem(key: &KeyPair) -> String {
+pub(crate) fn key_pem(key: &KeyPair) -> String {
     pem("PRIVATE KEY", &portable_der(key))
 }
 
@@ -114,7 +114,7 @@ fn days_from_now(days: i64) -> time::OffsetDateTime {
 }
 
 /// One PEM block's contents, any label (Talos writes `ED25519 PRIVATE KEY` for PKCS#8).
-fn pem_block(what: &'static str, text: &str) -> Result<Vec<u8>, IdentityError> {
+pub fn pem_block(what: &'static str, text: &str) -> Result<Vec<u8>, IdentityError> {
     pem::parse(text)
         .map(|p| p.into_contents())
         .map_err(|e| IdentityError::Pem { what, why: e.to_string() })
@@ -230,7 +230,7 @@ impl Ca {
         &self.key_pem
     }
 
-    fn issuer(&self) -> Issuer<'_, &KeyPair> {
+    pub(crate) fn issuer(&self) -> Issuer<'_, &KeyPair> {
         let mut params = CertificateParams::default();
         params.distinguished_name = self.subject.clone();
         Issuer::new(params, &self.key)
@@ -327,7 +327,7 @@ pub struct Sans {
 }
 
 impl Sans {
-    fn to_rcgen(&self) -> Vec<SanType> {
+    pub(crate) fn to_rcgen(&self) -> Vec<SanType> {
         let mut out: Vec<SanType> = self
             .hostname
             .iter()

@@ -4,5 +4,6 @@
 //! certificate's subject. PID 1 serves its API with them; keelson-operator generates a
 //! cluster's CAs and its own admin client certificate with the same code.
 
+pub mod csr;
 pub mod der;
 pub mod identity;

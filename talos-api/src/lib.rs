@@ -16,6 +16,7 @@ pub mod definitions;
 pub mod google;
 pub mod keelson;
 pub mod machine;
+pub mod security;
 pub mod storage;
 pub mod time;
 

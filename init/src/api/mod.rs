@@ -18,6 +18,7 @@ mod socket;
 pub mod tls;
 pub(crate) mod transport;
 pub mod trial;
+mod trustd_client;
 
 /// Type names and aliases: the client's, so both ends accept the same names.
 pub use cli::aliases;

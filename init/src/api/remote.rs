@@ -27,10 +27,13 @@ use rustls::ServerConfig;
 
 use super::identity::{self, Ca, Identity, Sans};
 use super::tls::{self, Mode, TlsStream, Trust};
+use super::trustd_client::{Ask, Fetch, Poll};
 use crate::reactor::Reactor;
 
 /// The port Talos's API listens on, and keelson's.
 pub use cli::DEFAULT_PORT;
+/// The port Talos's trustd listens on (control planes sign their workers' certificates).
+pub const TRUSTD_PORT: u16 = 50001;
 /// Most listen addresses.
 pub const MAX_LISTENERS: usize = 8;
 /// Most addresses the server certificate names: loopback first, then the others in order
@@ -54,6 +57,9 @@ pub enum ListenError {
     /// More listen addresses than allowed.
     #[error("at most {MAX_LISTENERS} API listen addresses")]
     TooMany,
+    /// trustd without the TLS API.
+    #[error("trustd needs the TLS API (--api-listen)")]
+    NoApi,
     /// Registering with epoll failed.
     #[error("api listen: {0}")]
     Reactor(#[from] crate::reactor::ReactorError),
@@ -70,6 +76,9 @@ enum State {
     },
     Mutual {
         config: Arc<ServerConfig>,
+        /// trustd's: the same certificate, no client certificate asked for; `None` on a node
+        /// whose certificate a control plane signed (it cannot sign).
+        trustd: Option<Arc<ServerConfig>>,
         /// The `machine.ca` text it was built from, and the names it was issued for.
         ca: (String, Option<String>),
         sans: Sans,
@@ -104,6 +113,8 @@ impl State {
 /// The TCP listeners and the TLS mode.
 pub struct Remote {
     listeners: Vec<(u64, TcpListener, SocketAddr)>,
+    /// trustd's listeners (port 50001); served only in mutual TLS.
+    trustd: Vec<(u64, TcpListener, SocketAddr)>,
     state: State,
     /// Maintenance mode's certificate, made on first use and kept for the life of the loop
     /// (its fingerprint is what clients pin).
@@ -116,6 +127,9 @@ pub struct Remote {
     /// The unusable `machine.ca` TLS is off for (tried once, not again for each change of
     /// the names).
     off_for: Option<(String, Option<String>)>,
+    /// A control plane's trustd being asked for the server certificate (a `machine.ca`
+    /// without its key), with what it was asked for.
+    fetch: Option<(Fetch, (String, Option<String>), Sans)>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -148,23 +162,56 @@ impl Remote {
         }
         Ok(Self {
             listeners,
+            trustd: Vec::new(),
             state: State::Unset,
             maintenance: None,
             issued: None,
             reissue_due: None,
             trust: Trust::default(),
             off_for: None,
+            fetch: None,
         })
+    }
+
+    /// Listen for trustd on each address, as `first_token` and the tokens after it.
+    pub fn bind_trustd(
+        &mut self,
+        addrs: &[SocketAddr],
+        reactor: &Reactor,
+        first_token: u64,
+    ) -> Result<(), ListenError> {
+        if addrs.len() > MAX_LISTENERS {
+            return Err(ListenError::TooMany);
+        }
+        // All or none (a failed bind is tried again with other addresses, on the same tokens).
+        let mut bound = Vec::new();
+        for (token, addr) in (first_token..).zip(addrs) {
+            let l = TcpListener::bind(addr)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|source| ListenError::Bind { addr: *addr, source })?;
+            let at = l.local_addr().unwrap_or(*addr);
+            bound.push((token, l, at));
+        }
+        // On an error the listeners are dropped: closing them takes them out of epoll.
+        for (token, l, _) in &bound {
+            reactor.add(l.as_fd(), *token)?;
+        }
+        for (_, _, at) in &bound {
+            log::info!(target: "trustd", "listening on {at} (TLS; served with a machine.ca key)");
+        }
+        self.trustd = bound;
+        Ok(())
     }
 
     /// True when `token` is one of its listeners'.
     pub fn owns(&self, token: u64) -> bool {
-        self.listeners.iter().any(|l| l.0 == token)
+        self.listeners.iter().chain(&self.trustd).any(|l| l.0 == token)
     }
 
     /// Take one waiting connection on the listener of `token`: `Ok(None)` when none waits.
     pub fn accept(&self, token: u64) -> std::io::Result<Option<TcpStream>> {
-        let Some((_, l, _)) = self.listeners.iter().find(|l| l.0 == token) else {
+        let Some((_, l, _)) = self.listeners.iter().chain(&self.trustd).find(|l| l.0 == token)
+        else {
             return Ok(None);
         };
         match l.accept() {
@@ -176,10 +223,15 @@ impl Remote {
 
     /// A TLS connection for an accepted socket, under the current mode; `None` before the
     /// mode is known, and when TLS is off (the socket is then closed).
-    pub fn wrap(&self, tcp: TcpStream) -> Option<TlsStream> {
+    /// A connection to trustd's port is served only in mutual TLS (a node that can sign).
+    pub fn wrap(&self, tcp: TcpStream, token: u64) -> Option<TlsStream> {
+        let to_trustd = self.trustd.iter().any(|l| l.0 == token);
         let (config, mode) = match &self.state {
             State::Unset | State::Off { .. } => return None,
+            State::Maintenance { .. } if to_trustd => return None,
             State::Maintenance { config, .. } => (config.clone(), Mode::Maintenance),
+            State::Mutual { trustd: None, .. } if to_trustd => return None,
+            State::Mutual { trustd: Some(t), .. } if to_trustd => (t.clone(), Mode::Trustd),
             State::Mutual { config, .. } => (config.clone(), Mode::Mutual),
         };
         match TlsStream::new(tcp, config, mode, self.trust.clone()) {
@@ -240,6 +292,11 @@ impl Remote {
             return;
         };
         let key = (ca.crt.clone(), ca.key.clone());
+        if key.1.is_none() {
+            self.follow_trustd(config, key, sans, now);
+            return;
+        }
+        self.fetch = None;
         if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
             if *had == key && *issued == sans {
                 self.reissue_due = None;
@@ -262,15 +319,85 @@ impl Remote {
         self.issued = Some(now);
         self.reissue_due = None;
         match mutual(&key, &sans) {
-            Ok(config) => {
+            Ok((config, trustd)) => {
                 log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate for {}", describe(&sans));
                 self.off_for = None;
-                self.state = State::Mutual { config, ca: key, sans };
+                self.state = State::Mutual { config, trustd: Some(trustd), ca: key, sans };
             }
             Err(e) => {
                 self.turn_off(format!("machine.ca: {e}"));
                 self.off_for = Some(key);
             }
+        }
+    }
+
+    /// A `machine.ca` without its key: the server certificate comes from a control plane's
+    /// trustd. Until the first one arrives, TLS is off; when the names change, the old one
+    /// serves until the new one arrives.
+    fn follow_trustd(
+        &mut self,
+        config: &MachineConfig,
+        key: (String, Option<String>),
+        sans: Sans,
+        now: Instant,
+    ) {
+        if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
+            if *had == key && *issued == sans {
+                self.fetch = None;
+                self.reissue_due = None;
+                return;
+            }
+        }
+        let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
+        // Names that churn start a new request (a thread) not more often than REISSUE_EVERY.
+        let next = self.issued.map(|t| t + REISSUE_EVERY);
+        if !asked && next.is_some_and(|t| now < t) {
+            self.reissue_due = next;
+            return;
+        }
+        if !asked {
+            self.issued = Some(now);
+            let ask = match trustd_ask(config, &key, &sans) {
+                Ok(ask) => ask,
+                Err(why) => {
+                    self.fetch = None;
+                    self.turn_off(why);
+                    return;
+                }
+            };
+            let endpoints = ask.endpoints.join(", ");
+            match Fetch::start(ask) {
+                Ok(f) => {
+                    log::info!(target: "api", "API: machine.ca has no key: asking trustd at {endpoints} (port {TRUSTD_PORT}) for a server certificate for {}", describe(&sans));
+                    self.fetch = Some((f, key.clone(), sans.clone()));
+                }
+                Err(e) => log::warn!(target: "api", "cannot start the trustd client: {e}"),
+            }
+            if !matches!(&self.state, State::Mutual { ca: had, .. } if *had == key) {
+                self.state = State::Off { why: "waiting for a certificate from trustd".into() };
+            }
+        }
+        let polled = self.fetch.as_ref().map(|(f, _, _)| f.poll());
+        match polled {
+            Some(Poll::Done(id, from)) => {
+                self.fetch = None;
+                self.reissue_due = None;
+                let ca_cert = trustd_ca(&key.0);
+                match ca_cert.and_then(|c| tls::mutual_config(&c, &id).map_err(|e| e.to_string())) {
+                    Ok(config) => {
+                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate signed by trustd at {from} for {}", describe(&sans));
+                        self.state = State::Mutual { config, trustd: None, ca: key, sans };
+                    }
+                    Err(e) => log::error!(target: "api", "API: the certificate from trustd: {e}"),
+                }
+            }
+            Some(Poll::Waiting) => self.reissue_due = Some(now + TRUSTD_POLL),
+            Some(Poll::Gone) => {
+                // Asked again at the next look.
+                self.fetch = None;
+                self.reissue_due = Some(now + REISSUE_EVERY);
+            }
+            None => self.reissue_due = Some(now + REISSUE_EVERY),
         }
     }
 
@@ -350,6 +477,35 @@ impl Remote {
     }
 }
 
+/// How often the loop looks whether trustd answered.
+const TRUSTD_POLL: Duration = Duration::from_millis(200);
+
+/// What to ask trustd with, from the config: Err, one line, when it cannot be asked.
+fn trustd_ask(
+    config: &MachineConfig,
+    key: &(String, Option<String>),
+    sans: &Sans,
+) -> Result<Ask, String> {
+    let token = config.machine.token.clone().filter(|t| !t.is_empty());
+    let endpoint = config
+        .cluster
+        .as_ref()
+        .and_then(|c| c.control_plane.as_ref())
+        .and_then(|c| c.endpoint_host());
+    let (Some(token), Some(endpoint)) = (token, endpoint) else {
+        return Err("machine.ca has no key, and without machine.token and cluster.controlPlane.endpoint no control plane can be asked to sign the node's certificate".into());
+    };
+    let ca_pem = decode(&key.0, "machine.ca.crt").map_err(|e| format!("machine.ca: {e}"))?;
+    Ok(Ask { ca_pem, token, endpoints: vec![endpoint], sans: sans.clone() })
+}
+
+/// `machine.ca.crt` (base64 of PEM) as DER.
+fn trustd_ca(crt: &str) -> Result<rustls::pki_types::CertificateDer<'static>, String> {
+    let pem = decode(crt, "crt")?;
+    let der = pki::identity::pem_block("machine.ca.crt", &pem).map_err(|e| e.to_string())?;
+    Ok(der.into())
+}
+
 /// How soon to look again when the random pool is not ready.
 const ENTROPY_RETRY: Duration = Duration::from_millis(250);
 
@@ -413,18 +569,29 @@ fn describe(sans: &Sans) -> String {
 /// certificate is DER a TLS stack accepts as a trust root, the key is the certificate's and
 /// issues a server certificate. Exactly what the switch to mutual TLS will do, so a config
 /// this accepts cannot leave the node without a way in.
-pub fn check_ca(ca: &net::config::PemKeyPair) -> Result<(), String> {
+/// A `machine.ca` without its key is checked for what asking trustd needs instead.
+pub fn check_ca(config: &MachineConfig, ca: &net::config::PemKeyPair) -> Result<(), String> {
+    if ca.key.is_none() {
+        let key = (ca.crt.clone(), None);
+        trustd_ca(&ca.crt)?;
+        return trustd_ask(config, &key, &Sans::default()).map(|_| ());
+    }
     mutual(&(ca.crt.clone(), ca.key.clone()), &Sans::default()).map(|_| ())
 }
 
 /// Mutual TLS from `machine.ca` (base64 of PEM) with a server certificate for `sans`.
-fn mutual((crt, key): &(String, Option<String>), sans: &Sans) -> Result<Arc<ServerConfig>, String> {
+/// Also trustd's configuration: the same certificate, no client certificate.
+type Configs = (Arc<ServerConfig>, Arc<ServerConfig>);
+
+fn mutual((crt, key): &(String, Option<String>), sans: &Sans) -> Result<Configs, String> {
     let key = key.as_deref().ok_or("no key: the node cannot issue its own certificate")?;
     let crt_pem = decode(crt, "crt")?;
     let key_pem = decode(key, "key")?;
     let ca = Ca::from_pem(&crt_pem, &key_pem).map_err(|e| e.to_string())?;
     let id = ca.issue_server(sans).map_err(|e| e.to_string())?;
-    tls::mutual_config(&ca.cert, &id).map_err(|e| e.to_string())
+    let api = tls::mutual_config(&ca.cert, &id).map_err(|e| e.to_string())?;
+    let trustd = tls::maintenance_config(&id).map_err(|e| e.to_string())?;
+    Ok((api, trustd))
 }
 
 /// Base64 (either alphabet, as the config parser accepts) to text.

@@ -57,8 +57,10 @@ const TLS_FOLLOWS: [Kind; 3] = [Kind::AddressStatus, Kind::HostnameStatus, Kind:
 const KEY_SOCKET: u64 = 0;
 /// The key of the bell worker threads ring (calls forwarded to other nodes).
 const KEY_BELL: u64 = 1 + MAX_LISTENERS as u64;
+/// The first of trustd's listeners' keys.
+const KEY_TRUSTD: u64 = KEY_BELL + 1;
 /// The first connection's key, above every listener's and the bell's.
-const FIRST_CONN_KEY: u64 = 2 + MAX_LISTENERS as u64;
+const FIRST_CONN_KEY: u64 = KEY_TRUSTD + MAX_LISTENERS as u64;
 
 /// The key after `key` for the next connection: keys (2^48 of them) outlast any number of
 /// connections, and should they wrap, they skip the listeners'.
@@ -141,6 +143,20 @@ impl Server {
             cosi: History::default(),
             bell,
         })
+    }
+
+    /// Serve trustd (TLS, `securityapi.SecurityService/Certificate` only) on each of `listen`
+    /// once the node has a `machine.ca` with its key; needs the TLS API.
+    pub fn listen_trustd(
+        &mut self,
+        listen: &[SocketAddr],
+        reactor: &Reactor,
+    ) -> Result<(), ServerError> {
+        let Some(remote) = &mut self.remote else {
+            return Err(ServerError::from(super::remote::ListenError::NoApi));
+        };
+        remote.bind_trustd(listen, reactor, self.tag.token(KEY_TRUSTD))?;
+        Ok(())
     }
 
     /// Keep applied configs in `path` (the config file the node reads at start).
@@ -265,7 +281,9 @@ impl Server {
         let class = match conn.access() {
             Access::Admin => Class::Admin,
             Access::Revoked | Access::Pending => return Placed::Gone,
-            Access::Operator | Access::Reader | Access::Maintenance => Class::Other,
+            Access::Operator | Access::Reader | Access::Maintenance | Access::Trustd => {
+                Class::Other
+            }
         };
         if !self.make_room(class) {
             log::debug!(target: "api", "no slot left for a {:?} TLS client", conn.access());
@@ -411,7 +429,7 @@ impl Server {
                 }
             };
             let source = tcp.peer_addr().ok().map(|a| Source::of(a.ip()));
-            if let Some(stream) = remote.wrap(tcp) {
+            if let Some(stream) = remote.wrap(tcp, token) {
                 self.admit(Box::new(stream), Class::Handshake, source, reactor, now);
             }
         }
@@ -527,5 +545,6 @@ mod tests {
         assert_eq!(next_conn_key(FIRST_CONN_KEY), FIRST_CONN_KEY + 1);
         assert_eq!(next_conn_key(evloop::tokens::KEY_MASK), FIRST_CONN_KEY);
         assert!(FIRST_CONN_KEY > KEY_SOCKET + MAX_LISTENERS as u64);
+        assert!(KEY_TRUSTD > KEY_BELL && FIRST_CONN_KEY >= KEY_TRUSTD + MAX_LISTENERS as u64);
     }
 }

@@ -35,6 +35,8 @@ pub enum Mode {
     Maintenance,
     /// Mutual TLS: the client's certificate says what it may do.
     Mutual,
+    /// trustd's port: no client certificate; the call carries `machine.token`.
+    Trustd,
 }
 
 /// What the node's TLS trust rests on, as a generation number shared by the listener and
@@ -160,6 +162,7 @@ impl TlsStream {
         }
         self.access = match self.mode {
             Mode::Maintenance => Access::Maintenance,
+            Mode::Trustd => Access::Trustd,
             Mode::Mutual => match self.conn.peer_certificates().and_then(|c| c.first()) {
                 Some(cert) => role_access(cert),
                 // The verifier requires one; without it nothing is allowed.

@@ -23,6 +23,9 @@ pub enum Access {
     /// A node without a config, reached with `--insecure`: reads of what maintenance needs,
     /// and `apply-config`.
     Maintenance,
+    /// A client of trustd's port (50001): `securityapi.SecurityService/Certificate` only,
+    /// with `machine.token`.
+    Trustd,
     /// Not known yet (a TLS handshake in progress).
     Pending,
     /// None: a TLS connection accepted under a trust the node no longer has (maintenance

@@ -70,6 +70,33 @@ impl Api {
         }
     }
 
+    /// Serve trustd over TLS on `listen` too (a control plane signs its workers' API
+    /// certificates there); a bind failure is logged and the rest runs.
+    pub fn listen_trustd(&mut self, listen: &[SocketAddr], reactor: &Reactor) {
+        if let (Some(server), false) = (&mut self.0, listen.is_empty()) {
+            // Without IPv6 (ipv6.disable=1) `[::]` cannot be bound: IPv4 alone then.
+            let v4: Vec<SocketAddr> = listen
+                .iter()
+                .map(|a| match a.ip() {
+                    std::net::IpAddr::V6(v6) if v6.is_unspecified() => {
+                        SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, a.port()))
+                    }
+                    _ => *a,
+                })
+                .collect();
+            let bound = server.listen_trustd(listen, reactor).or_else(|e| {
+                if v4 == listen {
+                    Err(e)
+                } else {
+                    server.listen_trustd(&v4, reactor)
+                }
+            });
+            if let Err(e) = bound {
+                log::error!(target: "trustd", "{e}; trustd is not served");
+            }
+        }
+    }
+
     /// Stream the changes to watchers, close what timed out.
     pub fn after_run(&mut self, rt: &Runtime, changes: &[Change], reactor: &Reactor, now: Instant) {
         if let Some(api) = &mut self.0 {

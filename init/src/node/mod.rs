@@ -84,6 +84,8 @@ pub struct Options {
     pub api_listen: Vec<std::net::SocketAddr>,
     /// Most API connections at once.
     pub api_max_connections: usize,
+    /// Where trustd listens (TLS, a control plane's `securityapi.SecurityService`).
+    pub trustd_listen: Vec<std::net::SocketAddr>,
     /// Serve Prometheus metrics here when the config has no `machine.metrics`.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
@@ -110,6 +112,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         tags.api,
         opts.api_max_connections,
     )?;
+    api.listen_trustd(&opts.trustd_listen, &reactor);
     api.keep_config_in(opts.keep_config.clone());
     api.fetch_roots(opts.config_roots.clone());
     if let Some(h) = &opts.hotplug {

@@ -156,6 +156,10 @@ pub fn main() -> ! {
             crate::api::remote::DEFAULT_PORT,
         ))],
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
+        trustd_listen: vec![std::net::SocketAddr::from((
+            std::net::Ipv6Addr::UNSPECIFIED,
+            crate::api::remote::TRUSTD_PORT,
+        ))],
         // PID 1 serves metrics only where machine.metrics says.
         metrics_listen: None,
         state: Some(PathBuf::from(STATE_DIR)),

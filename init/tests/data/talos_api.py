@@ -471,7 +471,9 @@ def protos(proto_dir):
     from talos_linux_api.v1_6_0.talos.resource.definitions import network as tnet
     from talos_linux_api.v1_6_0.talos.resource.definitions import runtime as truntime
 
-    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc, "network": tnet, "runtime": truntime}
+    from talos_linux_api.v1_6_0 import securityapi as tsecurity
+
+    bindings = {"machine": tm, "storage": tstorage, "time": ttime, "common": tc, "network": tnet, "runtime": truntime, "securityapi": tsecurity}
     checked = 0
     # keelson's own additions (docs/api.md): they must stay clear of Talos's names and numbers.
     keelson_messages = {("machine", "KeelsonBoot")}

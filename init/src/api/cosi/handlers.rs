@@ -107,7 +107,7 @@ pub fn may_read(access: Access, target: &Target) -> Result<(), Status> {
                 Ok(())
             }
         }
-        Access::Pending | Access::Revoked => {
+        Access::Pending | Access::Revoked | Access::Trustd => {
             Err(status(code::PERMISSION_DENIED, "not authenticated"))
         }
     }

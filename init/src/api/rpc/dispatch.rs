@@ -195,6 +195,13 @@ pub fn authorize(access: Access, path: &str) -> Result<(), Status> {
                 )),
             };
         }
+        Access::Trustd => {
+            return if path == talos_api::security::CERTIFICATE {
+                Ok(())
+            } else {
+                Err(Status::new(code::UNIMPLEMENTED, "trustd serves only Certificate"))
+            };
+        }
         Access::Pending => {
             return Err(Status::new(code::UNAUTHENTICATED, "not authenticated"));
         }
@@ -240,5 +247,11 @@ mod tests {
         );
         assert_eq!(code_of(Access::Revoked, version), Some(code::PERMISSION_DENIED));
         assert_eq!(code_of(Access::Pending, version), Some(code::UNAUTHENTICATED));
+        let csr = talos_api::security::CERTIFICATE;
+        assert_eq!(code_of(Access::Trustd, csr), None);
+        assert_eq!(code_of(Access::Trustd, version), Some(code::UNIMPLEMENTED));
+        assert_eq!(code_of(Access::Trustd, reboot), Some(code::UNIMPLEMENTED));
+        assert_eq!(code_of(Access::Reader, csr), Some(code::PERMISSION_DENIED));
+        assert_eq!(code_of(Access::Maintenance, csr), Some(code::UNIMPLEMENTED));
     }
 }

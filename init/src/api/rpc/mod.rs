@@ -27,6 +27,7 @@ mod service_ops;
 pub mod stats;
 mod storage;
 mod time;
+pub mod trustd;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -269,6 +270,13 @@ impl GrpcConn {
         if let Err(status) = dispatch::authorize(call.access, method.path) {
             log::debug!(target: "api", "gRPC: {} refused: {status}", method.path);
             return refuse(h, status);
+        }
+        if method.path == talos_api::security::CERTIFICATE {
+            if let Err(status) = trustd::authenticate(fields, call.rt) {
+                // The token itself is never logged.
+                log::warn!(target: "trustd", "refused a caller: {}", status.message);
+                return refuse(h, status);
+            }
         }
         let route = match proxy::route(fields, method.path) {
             Ok(r) => r,

@@ -192,7 +192,7 @@ fn role(access: Access) -> Result<&'static str, Status> {
             code::PERMISSION_DENIED,
             "no request forwarding in maintenance mode (the node has no machine.ca yet)",
         )),
-        Access::Pending | Access::Revoked => {
+        Access::Pending | Access::Revoked | Access::Trustd => {
             Err(Status::new(code::UNAUTHENTICATED, "not authenticated"))
         }
     }

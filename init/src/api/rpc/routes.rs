@@ -14,6 +14,7 @@ pub const SERVICES: &[&[Method]] = &[
     super::time::METHODS,
     super::cosi::METHODS,
     super::keelson::METHODS,
+    super::trustd::METHODS,
 ];
 
 /// The method at `path`.

@@ -23,9 +23,8 @@ pub(crate) fn talos_keys(cfg: &MachineConfig) -> Vec<(&'static str, bool)> {
     keys
 }
 
-fn machine_keys(m: &Machine) -> [(&'static str, bool); 21] {
+fn machine_keys(m: &Machine) -> [(&'static str, bool); 20] {
     [
-        ("machine.token", m.token.is_some()),
         ("machine.acceptedCAs", m.accepted_cas.is_some()),
         ("machine.certSANs", m.cert_sans.is_some()),
         ("machine.controlPlane", m.control_plane.is_some()),

@@ -113,9 +113,12 @@ pub struct Machine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsConfig>,
 
+    /// `machine.token`: what a worker shows a control plane's trustd (port 50001) to get its
+    /// API certificate signed, and what a control plane's trustd checks. Shown as
+    /// `<redacted>`.
+    #[serde(default, serialize_with = "redacted", skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     // Talos keys keelson ignores (see `known.rs`).
-    #[serde(default, skip_serializing)]
-    pub(crate) token: Option<TalosKey>,
     /// `machine.ca`: the API's trust root; its key is shown as `<redacted>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<PemKeyPair>,

@@ -196,7 +196,6 @@ fn known_talos_keys_warn() {
     let cfg = parse(FULL).unwrap();
     let expect = [
         ("persist", "persist: true"),
-        ("machine.token", "token: abc.def"),
         ("machine.install.image", "image: ghcr.io/siderolabs/installer"),
         ("machine.certSANs", "certSANs:"),
         ("cluster.clusterName", "clusterName: demo"),
@@ -212,11 +211,14 @@ fn known_talos_keys_warn() {
         .collect();
     // The endpoint filters act: this config enables the discovery service.
     assert_eq!(cfg.warnings, want);
+    // machine.token is read (trustd), and never shown.
+    assert_eq!(cfg.machine.token.as_deref(), Some("abc.def"));
+    assert!(!serde_json::to_string(&cfg.machine).unwrap().contains("abc.def"));
     // cluster.controlPlane.endpoint is read (joining control planes look there for etcd).
     let cp = cfg.cluster.as_ref().and_then(|c| c.control_plane.as_ref()).unwrap();
     assert!(cp.endpoint_host().is_some_and(|h| !h.is_empty()), "{cp:?}");
     assert_eq!(
-        cfg.warnings[2],
+        cfg.warnings[1],
         "machine.install.image (line 9): a Talos key keelson does not use; ignored"
     );
     // machine.kubelet.image is read: the kubelet gets it as KUBELET_IMAGE.
