@@ -98,7 +98,7 @@ class Node:
 
     def __init__(self, name, initrd=DEFAULT_INITRD, kernel=None, cmdline=None, append="",
                  port=None, log=None, echo=False, extra=(), mac=None, nic="virtio-net-pci",
-                 machine=None, nic_id=None, user_nic=True, wrap=()):
+                 machine=None, nic_id=None, user_nic=True, wrap=(), memory=512):
         BUILD.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.kernel = Path(kernel) if kernel else newest_kernel()
@@ -114,7 +114,7 @@ class Node:
         if self.monitor.exists():
             self.monitor.unlink()
         cmd = qemu_command(self.kernel, initrd, self.cmdline, self.port, self.monitor,
-                           extra=extra, mac=mac, api_port=self.api_port, nic=nic,
+                           memory=memory, extra=extra, mac=mac, api_port=self.api_port, nic=nic,
                            machine=machine, nic_id=nic_id, user_nic=user_nic, wrap=wrap)
         self.log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.log.write("# " + " ".join(cmd) + "\n")
@@ -274,10 +274,11 @@ class Node:
 
 
 def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
-                    ca_bundle=None, add=(), binary=None, version_suffix=None):
+                    ca_bundle=None, add=(), binary=None, version_suffix=None, etcd=None):
     """Runs scripts/build-initramfs; returns the image path. `add`: (source, path in the
-    image) pairs of extra files. KEELSON_BINARY names a static keelson binary (demo-kubelet
-    beside it) to use instead of building this checkout's, for iterating on a harness."""
+    image) pairs of extra files; `etcd`: an etcd binary for /usr/bin/etcd. KEELSON_BINARY
+    names a static keelson binary (demo-kubelet beside it) to use instead of building this
+    checkout's, for iterating on a harness."""
     binary = binary or os.environ.get("KEELSON_BINARY")
     cmd = [str(ROOT / "scripts/build-initramfs")]
     for src, dest in add:
@@ -298,6 +299,8 @@ def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_
         cmd += ["--binary", str(binary)]
     if version_suffix:
         cmd += [f"--version-suffix={version_suffix}"]  # it may start with "-"
+    if etcd:
+        cmd += ["--etcd", str(etcd)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")
