@@ -162,6 +162,12 @@ impl Store {
         self.items.values().flat_map(BTreeMap::values).map(|e| &e.resource)
     }
 
+    /// How many resources each (namespace, kind) holds, in (namespace, kind) order, kinds
+    /// without any left out: one step per kind, not per resource.
+    pub fn counts(&self) -> impl Iterator<Item = (Namespace, Kind, usize)> + '_ {
+        self.items.iter().filter(|(_, m)| !m.is_empty()).map(|((ns, k), m)| (*ns, *k, m.len()))
+    }
+
     /// Start a new write pass: every put from now on is stamped with it.
     pub fn begin_pass(&mut self) {
         self.pass += 1;
