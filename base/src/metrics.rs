@@ -97,12 +97,22 @@ pub struct Exposition {
     out: String,
     /// The family whose samples are being written, and its type.
     family: Option<(&'static str, Type)>,
+    /// The last histogram's bounds, formatted: histograms of one family share their bounds,
+    /// and formatting a fraction is among the dearest steps of a scrape.
+    bounds: Option<(&'static [f64], Vec<String>)>,
 }
 
 impl Exposition {
     /// An empty scrape in `format`.
     pub fn new(format: Format) -> Self {
-        Self { format, out: String::new(), family: None }
+        Self::with_buffer(format, String::new())
+    }
+
+    /// An empty scrape in `format`, written into `buf` (cleared first): a caller that hands
+    /// back the last scrape's text keeps its allocation, rather than growing a new one.
+    pub fn with_buffer(format: Format, mut buf: String) -> Self {
+        buf.clear();
+        Self { format, out: buf, family: None, bounds: None }
     }
 
     /// Start a family: its `# HELP` and `# TYPE` lines. `name` is the family's base name
@@ -110,17 +120,26 @@ impl Exposition {
     pub fn family(&mut self, name: &'static str, kind: Type, help: &str) -> &mut Self {
         debug_assert!(valid_name(name), "metric name {name:?}");
         debug_assert!(!(kind == Type::Counter && name.ends_with("_total")), "{name}: no _total");
-        let type_name = match (kind, self.format) {
-            (Type::Counter, Format::Prometheus) => format!("{name}_total"),
-            _ => name.to_owned(),
+        let total = match (kind, self.format) {
+            (Type::Counter, Format::Prometheus) => "_total",
+            _ => "",
         };
         let kind_text = match kind {
             Type::Counter => "counter",
             Type::Gauge => "gauge",
             Type::Histogram => "histogram",
         };
-        let _ = writeln!(self.out, "# HELP {type_name} {}", escape_help(help));
-        let _ = writeln!(self.out, "# TYPE {type_name} {kind_text}");
+        self.out.push_str("# HELP ");
+        self.out.push_str(name);
+        self.out.push_str(total);
+        self.out.push(' ');
+        escape_help(&mut self.out, help);
+        self.out.push_str("\n# TYPE ");
+        self.out.push_str(name);
+        self.out.push_str(total);
+        self.out.push(' ');
+        self.out.push_str(kind_text);
+        self.out.push('\n');
         self.family = Some((name, kind));
         self
     }
@@ -142,14 +161,28 @@ impl Exposition {
             debug_assert!(false, "a histogram outside a histogram family");
             return self;
         };
+        let mut bounds = match self.bounds.take() {
+            Some((b, text)) if std::ptr::eq(b, h.bounds) => text,
+            _ => h
+                .bounds
+                .iter()
+                .map(|b| {
+                    let mut s = String::new();
+                    write_number(&mut s, *b);
+                    s
+                })
+                .collect(),
+        };
         let mut cumulative = 0u64;
-        for (i, bound) in h.bounds.iter().enumerate() {
+        for (i, bound) in bounds.iter().enumerate() {
             cumulative += h.counts.get(i).copied().unwrap_or(0);
-            self.line(name, "_bucket", labels, Some(&number(*bound)), cumulative as f64);
+            self.line(name, "_bucket", labels, Some(Le::Bound(bound)), cumulative as f64);
         }
-        self.line(name, "_bucket", labels, Some("+Inf"), h.count() as f64);
+        self.bounds = Some((h.bounds, std::mem::take(&mut bounds)));
+        let count = h.count() as f64;
+        self.line(name, "_bucket", labels, Some(Le::Inf), count);
         self.line(name, "_sum", labels, None, h.sum);
-        self.line(name, "_count", labels, None, h.count() as f64);
+        self.line(name, "_count", labels, None, count);
         self
     }
 
@@ -166,39 +199,71 @@ impl Exposition {
         name: &str,
         suffix: &str,
         labels: &[(&str, &str)],
-        le: Option<&str>,
+        le: Option<Le<'_>>,
         v: f64,
     ) {
-        self.out.push_str(name);
-        self.out.push_str(suffix);
+        // Written straight into the one buffer: a scrape is thousands of lines, and a
+        // temporary string per number or label would be most of its cost.
+        let out = &mut self.out;
+        out.push_str(name);
+        out.push_str(suffix);
         if !labels.is_empty() || le.is_some() {
-            self.out.push('{');
-            let le = le.map(|b| ("le", b));
-            for (i, (k, val)) in labels.iter().copied().chain(le).enumerate() {
+            out.push('{');
+            for (i, (k, val)) in labels.iter().enumerate() {
                 debug_assert!(valid_name(k) && !k.contains(':'), "label name {k:?}");
                 if i > 0 {
-                    self.out.push(',');
+                    out.push(',');
                 }
-                let _ = write!(self.out, "{k}=\"{}\"", escape_label(val));
+                out.push_str(k);
+                out.push_str("=\"");
+                escape_label(out, val);
+                out.push('"');
             }
-            self.out.push('}');
+            if let Some(le) = le {
+                if !labels.is_empty() {
+                    out.push(',');
+                }
+                out.push_str("le=\"");
+                match le {
+                    Le::Bound(b) => out.push_str(b),
+                    Le::Inf => out.push_str("+Inf"),
+                }
+                out.push('"');
+            }
+            out.push('}');
         }
-        self.out.push(' ');
-        self.out.push_str(&number(v));
-        self.out.push('\n');
+        out.push(' ');
+        write_number(out, v);
+        out.push('\n');
     }
 }
 
+/// A histogram bucket's upper bound.
+#[derive(Clone, Copy)]
+enum Le<'a> {
+    /// Already formatted.
+    Bound(&'a str),
+    Inf,
+}
+
 /// A sample value as both formats accept it.
+#[cfg(test)]
 fn number(v: f64) -> String {
+    let mut s = String::new();
+    write_number(&mut s, v);
+    s
+}
+
+/// [`number`], appended to `out`.
+fn write_number(out: &mut String, v: f64) {
     if v.is_nan() {
-        "NaN".into()
+        out.push_str("NaN");
     } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
+        let _ = write!(out, "{}", v as i64);
     } else {
-        format!("{v}")
+        let _ = write!(out, "{v}");
     }
 }
 
@@ -209,9 +274,12 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
-/// A label value: backslash, double quote and newline escaped.
-fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
+/// A label value, appended with backslash, double quote and newline escaped.
+fn escape_label(out: &mut String, v: &str) {
+    if !v.contains(['\\', '"', '\n']) {
+        out.push_str(v);
+        return;
+    }
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -220,12 +288,17 @@ fn escape_label(v: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
 
-/// Help text: backslash and newline escaped.
-fn escape_help(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
+/// Help text, appended with backslash and newline escaped.
+fn escape_help(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -277,6 +350,29 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn histograms_with_other_bounds_get_their_own_and_a_reused_buffer_starts_empty() {
+        static A: [f64; 2] = [0.5, 1.0];
+        static B: [f64; 1] = [0.25];
+        let (mut a, mut b) = (Histogram::new(&A), Histogram::new(&B));
+        a.observe(0.75);
+        b.observe(0.1);
+        let old = String::from("left over from the last scrape\n");
+        let mut e = Exposition::with_buffer(Format::Prometheus, old);
+        e.family("h", Type::Histogram, "H.");
+        e.histogram(&[("k", "a")], &a).histogram(&[("k", "b")], &b).histogram(&[("k", "c")], &a);
+        assert_eq!(
+            e.finish(),
+            "# HELP h H.\n# TYPE h histogram\n\
+             h_bucket{k=\"a\",le=\"0.5\"} 0\nh_bucket{k=\"a\",le=\"1\"} 1\n\
+             h_bucket{k=\"a\",le=\"+Inf\"} 1\nh_sum{k=\"a\"} 0.75\nh_count{k=\"a\"} 1\n\
+             h_bucket{k=\"b\",le=\"0.25\"} 1\nh_bucket{k=\"b\",le=\"+Inf\"} 1\n\
+             h_sum{k=\"b\"} 0.1\nh_count{k=\"b\"} 1\n\
+             h_bucket{k=\"c\",le=\"0.5\"} 0\nh_bucket{k=\"c\",le=\"1\"} 1\n\
+             h_bucket{k=\"c\",le=\"+Inf\"} 1\nh_sum{k=\"c\"} 0.75\nh_count{k=\"c\"} 1\n"
+        );
     }
 
     #[test]

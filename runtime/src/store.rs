@@ -162,6 +162,12 @@ impl Store {
         self.items.values().flat_map(BTreeMap::values).map(|e| &e.resource)
     }
 
+    /// How many resources each (namespace, kind) holds, in (namespace, kind) order, kinds
+    /// without any left out: one step per kind, not per resource.
+    pub fn counts(&self) -> impl Iterator<Item = (Namespace, Kind, usize)> + '_ {
+        self.items.iter().filter(|(_, m)| !m.is_empty()).map(|((ns, k), m)| (*ns, *k, m.len()))
+    }
+
     /// Start a new write pass: every put from now on is stamped with it.
     pub fn begin_pass(&mut self) {
         self.pass += 1;
@@ -484,6 +490,35 @@ mod tests {
     /// One write of spec and provenance does what `put` then `set_provenance` did: the
     /// provenance is replaced even when the spec is equal (which changes nothing else), an
     /// empty one clears it, and the owner and tearing-down rules hold.
+    #[test]
+    fn counts_agree_with_a_walk_over_every_resource_and_leave_out_emptied_kinds() {
+        let mut s = Store::new();
+        for (ns, id) in
+            [(Namespace::Network, "a"), (Namespace::Network, "b"), (Namespace::Config, "c")]
+        {
+            s.put("o", ns, id, host(id)).unwrap();
+        }
+        let walked = |s: &Store| {
+            let mut v: Vec<(Namespace, Kind, usize)> = Vec::new();
+            for r in s.iter() {
+                match v.last_mut() {
+                    Some((ns, k, n)) if (*ns, *k) == (r.metadata.namespace, r.metadata.kind) => {
+                        *n += 1
+                    }
+                    _ => v.push((r.metadata.namespace, r.metadata.kind, 1)),
+                }
+            }
+            v
+        };
+        let counts: Vec<_> = s.counts().collect();
+        assert_eq!(counts.len(), 2, "{counts:?}");
+        assert_eq!(counts, walked(&s));
+        s.destroy("o", Namespace::Config, Kind::HostnameSpec, "c").unwrap();
+        let counts: Vec<_> = s.counts().collect();
+        assert_eq!(counts, [(Namespace::Network, Kind::HostnameSpec, 2)]);
+        assert_eq!(counts, walked(&s));
+    }
+
     #[test]
     fn put_with_provenance_is_put_then_set_provenance() {
         let (ns, kind) = (Namespace::Network, Kind::HostnameSpec);

@@ -72,6 +72,18 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, Refusal> {
 /// A whole response: status line, headers (`Connection: close`), and the body unless
 /// `head_only`.
 pub fn response(code: u16, content_type: &str, body: &str, head_only: bool) -> Vec<u8> {
+    response_into(Vec::new(), code, content_type, body, head_only)
+}
+
+/// [`response`] into `buf` (cleared first), keeping its allocation.
+pub fn response_into(
+    mut buf: Vec<u8>,
+    code: u16,
+    content_type: &str,
+    body: &str,
+    head_only: bool,
+) -> Vec<u8> {
+    use std::io::Write;
     let reason = match code {
         200 => "OK",
         400 => "Bad Request",
@@ -80,15 +92,18 @@ pub fn response(code: u16, content_type: &str, body: &str, head_only: bool) -> V
         431 => "Request Header Fields Too Large",
         _ => "Error",
     };
-    let mut out = format!(
+    buf.clear();
+    let mut out = buf;
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
         "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     if code == 405 {
-        out.push_str("Allow: GET, HEAD\r\n");
+        out.extend_from_slice(b"Allow: GET, HEAD\r\n");
     }
-    out.push_str("\r\n");
-    let mut out = out.into_bytes();
+    out.extend_from_slice(b"\r\n");
     if !head_only {
         out.extend_from_slice(body.as_bytes());
     }

@@ -10,7 +10,9 @@
 use std::time::SystemTime;
 
 use base::metrics::{Exposition, Format, Type};
-use net::resource::{KubeSpanPeerStatus, Namespace, OperatorStatus, TimeStatus, TIME_STATUS_ID};
+use net::resource::{
+    KubeSpanPeerStatus, Namespace, OperatorStatus, PeerState, TimeStatus, TIME_STATUS_ID,
+};
 use runtime::store::Store;
 use runtime::ControllerState;
 
@@ -58,6 +60,7 @@ impl Capped<'_> {
 }
 
 /// The scrape: controllers' counters, resources by kind, operators, KubeSpan, time, process.
+#[cfg(test)]
 pub fn render(
     format: Format,
     controllers: &[ControllerState],
@@ -66,7 +69,22 @@ pub fn render(
     api: &ApiFigures,
     now: SystemTime,
 ) -> String {
-    let mut e = Exposition::new(format);
+    render_into(String::new(), format, controllers, store, process, api, now)
+}
+
+/// The scrape (controllers' counters, resources by kind, operators, KubeSpan, time, process)
+/// written into `buf` (cleared first), so a caller that keeps the last scrape's text reuses
+/// its allocation.
+pub fn render_into(
+    buf: String,
+    format: Format,
+    controllers: &[ControllerState],
+    store: &Store,
+    process: Process,
+    api: &ApiFigures,
+    now: SystemTime,
+) -> String {
+    let mut e = Exposition::with_buffer(format, buf);
     let mut dropped = 0u64;
     e.family("keelson_controller_reconciles", Type::Counter, "Reconciles run, by controller.");
     for c in controllers.iter().take(MAX_SERIES) {
@@ -158,21 +176,13 @@ fn api_calls(e: &mut Exposition, api: &ApiFigures, dropped: &mut u64) {
     e.sample(&[("result", "unchanged")], api.applies.unchanged as f64);
 }
 
-/// Resources in the store by namespace and kind (both compiled-in sets).
+/// Resources in the store by namespace and kind (both compiled-in sets): the store's own
+/// per-kind sizes, not a walk over every resource.
 fn resources(e: &mut Exposition, store: &Store, dropped: &mut u64) {
-    let mut counts: Vec<((Namespace, String), u64)> = Vec::new();
-    for r in store.iter() {
-        let key = (r.metadata.namespace, r.metadata.kind.to_string());
-        // The store iterates in (namespace, kind) order: a new key is always the last one.
-        match counts.last_mut() {
-            Some((k, n)) if *k == key => *n += 1,
-            _ => counts.push((key, 1)),
-        }
-    }
     e.family("keelson_resources", Type::Gauge, "Resources in the store, by namespace and kind.");
     let mut c = Capped { e, written: 0, dropped };
-    for ((ns, kind), n) in &counts {
-        c.sample(&[("namespace", ns.as_str()), ("kind", kind)], *n as f64);
+    for (ns, kind, n) in store.counts() {
+        c.sample(&[("namespace", ns.as_str()), ("kind", kind.short_name())], n as f64);
     }
 }
 
@@ -208,15 +218,19 @@ fn operators(e: &mut Exposition, store: &Store, dropped: &mut u64) {
 fn kubespan(e: &mut Exposition, store: &Store, now: SystemTime, dropped: &mut u64) {
     let peers: Vec<(&str, &KubeSpanPeerStatus)> =
         store.list_specs::<KubeSpanPeerStatus>(Namespace::KubeSpan).collect();
-    let mut by_state = [("up", 0u64), ("down", 0), ("unknown", 0)];
+    let mut by_state = [(PeerState::Up, 0u64), (PeerState::Down, 0), (PeerState::Unknown, 0)];
     for (_, p) in &peers {
-        let state = p.state.to_string();
-        if let Some(slot) = by_state.iter_mut().find(|(s, _)| *s == state) {
+        if let Some(slot) = by_state.iter_mut().find(|(s, _)| *s == p.state) {
             slot.1 += 1;
         }
     }
     e.family("keelson_kubespan_peers", Type::Gauge, "KubeSpan peers, by state.");
     for (state, n) in by_state {
+        let state = match state {
+            PeerState::Up => "up",
+            PeerState::Down => "down",
+            PeerState::Unknown => "unknown",
+        };
         e.sample(&[("state", state)], n as f64);
     }
     e.family(
@@ -258,7 +272,7 @@ mod tests {
     use std::time::Duration;
 
     use base::metrics::Histogram;
-    use net::resource::{Operator, PeerState};
+    use net::resource::Operator;
     use runtime::Runtime;
 
     use super::*;
