@@ -20,3 +20,4 @@ pub mod serve;
 pub mod states;
 pub mod store;
 pub mod talos;
+pub mod watch;

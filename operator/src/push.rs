@@ -21,6 +21,7 @@ use talos_api::machine as m;
 use talos_api::Message;
 
 use crate::states::CallError;
+pub use crate::watch::Watch;
 
 /// The most streams held at once (one per machine): machines past it are polled only.
 pub const MAX_STREAMS: usize = 512;
@@ -34,27 +35,6 @@ const READ_TICK: Duration = Duration::from_secs(2);
 const IDLE: Duration = Duration::from_secs(300);
 /// The largest event taken.
 const MAX_EVENT: usize = 64 << 10;
-
-/// What the leader follows for one machine.
-#[derive(Debug, Clone)]
-pub struct Watch {
-    pub address: String,
-    /// Past maintenance mode (`Installing` and later): the stream needs mutual TLS.
-    pub configured: bool,
-    /// The machine's client (its generated cluster's admin), else `serve`'s.
-    pub client: Option<Arc<rustls::ClientConfig>>,
-}
-
-impl PartialEq for Watch {
-    fn eq(&self, o: &Self) -> bool {
-        let same_client = match (&self.client, &o.client) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        self.address == o.address && self.configured == o.configured && same_client
-    }
-}
 
 /// Machines to reconcile now, each with why: coalesced, bounded by the machines watched.
 #[derive(Debug)]

@@ -228,7 +228,7 @@ pub struct Reconciler<N> {
     /// The client each machine's calls used last (its cluster's, or `None`: `serve`'s).
     used_client: HashMap<String, Option<Arc<rustls::ClientConfig>>>,
     /// The event streams the last pass asks for, by machine.
-    watches: BTreeMap<String, crate::push::Watch>,
+    watches: BTreeMap<String, crate::watch::Watch>,
 }
 
 /// How long a rolled kubelet has to become healthy by default. Talos's `upgrade-k8s` waits for
@@ -295,7 +295,7 @@ impl<N: NodeApi> Reconciler<N> {
 
     /// The event streams the last pass asks for: each machine with an endpoint that is
     /// reconciled (not disabled, orphaned or being deleted).
-    pub fn watches(&self) -> &BTreeMap<String, crate::push::Watch> {
+    pub fn watches(&self) -> &BTreeMap<String, crate::watch::Watch> {
         &self.watches
     }
 
@@ -427,7 +427,7 @@ impl<N: NodeApi> Reconciler<N> {
                 && state != Some(State::Orphaned)
                 && !m.spec.spec.endpoint.is_empty()
             {
-                let watch = crate::push::Watch {
+                let watch = crate::watch::Watch {
                     address: m.spec.spec.endpoint.clone(),
                     configured: !matches!(state, None | Some(State::Booting | State::Pending)),
                     client: self.used_client.get(&id).cloned().flatten(),
