@@ -29,3 +29,5 @@ pub const DEFAULT_SOCKET: &str = "/run/keelson/api.sock";
 
 /// The port Talos's API listens on, and keelson's.
 pub const DEFAULT_PORT: u16 = 50000;
+/// The port Talos's trustd listens on (control planes sign their workers' certificates).
+pub const TRUSTD_PORT: u16 = 50001;

@@ -32,8 +32,7 @@ use crate::reactor::Reactor;
 
 /// The port Talos's API listens on, and keelson's.
 pub use cli::DEFAULT_PORT;
-/// The port Talos's trustd listens on (control planes sign their workers' certificates).
-pub const TRUSTD_PORT: u16 = 50001;
+pub use cli::TRUSTD_PORT;
 /// Most listen addresses.
 pub const MAX_LISTENERS: usize = 8;
 /// Most addresses the server certificate names: loopback first, then the others in order

@@ -18,7 +18,7 @@ use pki::identity::{Identity, Sans};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use talos_api::security::{CertificateRequest, CertificateResponse, CERTIFICATE};
 
-use super::remote::TRUSTD_PORT;
+use cli::TRUSTD_PORT;
 
 /// Each read and write of a call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
