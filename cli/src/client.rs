@@ -665,19 +665,7 @@ pub fn service_main(raw: Vec<OsString>) -> ExitCode {
 
 /// `service`'s arguments: node options, the service (none: all) and the action.
 fn service_args(raw: Vec<OsString>) -> Result<(Common, Option<String>, String), String> {
-    let mut p = lexopt::Parser::from_args(raw);
-    let mut common = Common::default();
-    let mut positional = Vec::new();
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        if let Some(opt) = connect::option(&arg) {
-            common.set(opt, &mut p)?;
-            continue;
-        }
-        match arg {
-            lexopt::Arg::Value(v) => positional.push(text(v)?),
-            _ => return Err(arg.unexpected().to_string()),
-        }
-    }
+    let (common, positional) = connect::options_and_words(raw)?;
     let (id, action) = match positional.as_slice() {
         [] => (None, "status"),
         [id] => (Some(id.clone()), "status"),

@@ -145,6 +145,25 @@ impl Target {
     }
 }
 
+/// A verb's arguments when they are the node options and plain words only (`service`,
+/// `etcd`): the options, and the words in order.
+pub fn options_and_words(raw: Vec<std::ffi::OsString>) -> Result<(Common, Vec<String>), String> {
+    let mut p = lexopt::Parser::from_args(raw);
+    let mut common = Common::default();
+    let mut words = Vec::new();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Some(opt) = option(&arg) {
+            common.set(opt, &mut p)?;
+            continue;
+        }
+        match arg {
+            lexopt::Arg::Value(v) => words.push(text(v)?),
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    Ok((common, words))
+}
+
 /// A connected byte stream.
 pub trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}

@@ -46,21 +46,7 @@ const USAGE: &str =
 
 /// The verb and the node options.
 fn args(raw: Vec<OsString>) -> Result<(Verb, Common), String> {
-    let mut p = lexopt::Parser::from_args(raw);
-    let mut common = Common::default();
-    let mut positional = Vec::new();
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        if let Some(opt) = connect::option(&arg) {
-            common.set(opt, &mut p)?;
-            continue;
-        }
-        match arg {
-            lexopt::Arg::Value(v) => {
-                positional.push(v.into_string().map_err(|v| format!("not UTF-8: {v:?}"))?)
-            }
-            _ => return Err(arg.unexpected().to_string()),
-        }
-    }
+    let (common, positional) = connect::options_and_words(raw)?;
     let verb = match positional.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["members"] => Verb::Members,
         ["status"] => Verb::Status,

@@ -13,18 +13,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use common::{require_root, wait_for, Background, Netns, Node, TempDir};
+use common::{require_root, t, wait_for, Background, Netns, Node, TempDir};
 
 const SERVER: &str = "10.77.0.1";
 const MAC: &str = "02:4b:65:00:00:01";
-
-fn t(secs: u64) -> Duration {
-    // Under software emulation (the VM suite) everything is several times slower.
-    let scale = if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") { 4 } else { 1 };
-    Duration::from_secs(secs * scale)
-}
 
 /// A server namespace with `s0` (10.77.0.1/24) and a client namespace with `v0`.
 struct Lab {

@@ -18,16 +18,10 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{require_root, wait_for, Background, Netns, Node, TempDir};
+use common::{require_root, t, wait_for, Background, Netns, Node, TempDir};
 
 const SERVER: &str = "fd78::53";
 const DOMAIN: &str = "ra.test";
-
-fn t(secs: u64) -> Duration {
-    // Under software emulation (the VM suite) everything is several times slower.
-    let scale = if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") { 4 } else { 1 };
-    Duration::from_secs(secs * scale)
-}
 
 /// A router namespace with `r0` and a node namespace with `v0`.
 struct Lab {

@@ -18,17 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::{require_root, wait_for, Background, Netns, Node, TempDir};
+use common::{require_root, t, wait_for, Background, Netns, Node, TempDir};
 
 const CHRONY_A: &str = "10.78.0.1";
 const CHRONY_B: &str = "10.78.0.2";
 const LIAR: &str = "10.78.0.3";
 const CLIENT: &str = "10.78.0.10";
-
-fn t(secs: u64) -> Duration {
-    let scale = if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") { 4 } else { 1 };
-    Duration::from_secs(secs * scale)
-}
 
 /// A server namespace with `s0` holding the server addresses, a client namespace with `v0`.
 struct Lab {

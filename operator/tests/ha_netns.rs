@@ -178,15 +178,7 @@ fn world(test: &str, bin: &Path) -> World {
     let dir = common::temp("ha", test);
     let root = dir.0.join("node");
     std::fs::create_dir_all(&root).unwrap();
-    let gen = dir.0.join("gen");
-    let ok = Command::new(bin)
-        .args(["gen", "config", "ours", "--output"])
-        .arg(&gen)
-        .args(["--endpoints", "127.0.0.1"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let gen = common::gen_config(bin, &dir.0);
     let healthz = common::port();
     let kubelet = bin.with_file_name("demo-kubelet");
     let generated = std::fs::read_to_string(gen.join("machine.yaml")).unwrap();

@@ -79,15 +79,7 @@ fn drive(
         .unwrap();
     let node = Killed(child, root.clone());
     // A machine configuration and an admin client certificate from `keelson gen config`.
-    let gen = root.join("gen");
-    let ok = Command::new(&bin)
-        .args(["gen", "config", "ours", "--output"])
-        .arg(&gen)
-        .args(["--endpoints", "127.0.0.1"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let gen = common::gen_config(&bin, &root);
     let config = std::fs::read_to_string(gen.join("machine.yaml")).unwrap();
     let pems = client_pems(&gen.join("keelsonconfig"), &root);
     let until = Instant::now() + Duration::from_secs(30);

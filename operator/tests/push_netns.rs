@@ -115,15 +115,7 @@ fn a_machine_moves_on_its_nodes_events_and_the_stream_comes_back_after_a_restart
     let root = dir.0.join("node");
     std::fs::create_dir_all(&root).unwrap();
     let log = dir.0.join("keelson.log");
-    let gen = dir.0.join("gen");
-    let ok = Command::new(&bin)
-        .args(["gen", "config", "ours", "--output"])
-        .arg(&gen)
-        .args(["--endpoints", "127.0.0.1"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let gen = common::gen_config(&bin, &dir.0);
     let config = std::fs::read_to_string(gen.join("machine.yaml")).unwrap();
     let pems = client_pems(&gen.join("keelsonconfig"), &dir.0);
     let patch = format!(

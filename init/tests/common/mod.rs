@@ -11,6 +11,13 @@ use std::time::{Duration, Instant};
 
 pub use testkit::{require_full_kernel, require_root, sh, tag, Netns};
 
+/// `secs` seconds, four times that under software emulation (the VM suite, where everything
+/// is several times slower).
+pub fn t(secs: u64) -> Duration {
+    let scale = if std::env::var("KEELSON_FULL_KERNEL").as_deref() == Ok("1") { 4 } else { 1 };
+    Duration::from_secs(secs * scale)
+}
+
 /// A scratch directory, removed on drop.
 pub struct TempDir(pub PathBuf);
 

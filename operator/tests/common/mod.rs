@@ -294,6 +294,21 @@ impl Drop for Killed {
     }
 }
 
+/// `keelson gen config ours` into `dir/gen` (endpoint 127.0.0.1): its `machine.yaml` and
+/// `keelsonconfig`. Returns that directory.
+pub fn gen_config(bin: &std::path::Path, dir: &std::path::Path) -> PathBuf {
+    let gen = dir.join("gen");
+    let ok = std::process::Command::new(bin)
+        .args(["gen", "config", "ours", "--output"])
+        .arg(&gen)
+        .args(["--endpoints", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    gen
+}
+
 /// The admin context's CA, certificate and key of a keelsonconfig, as PEM files.
 pub fn client_pems(
     keelsonconfig: &std::path::Path,
