@@ -26,6 +26,18 @@ def call(ch, path, req, reply_cls):
     return ch.unary_unary(path, request_serializer=bytes, response_deserializer=reply_cls.FromString)(req, timeout=10)
 
 
+def refused(what, code, fn, check):
+    """`fn` must fail with gRPC status `code`, its message passing `check`; prints it."""
+    try:
+        r = fn()
+    except grpc.RpcError as e:
+        assert e.code() == code, (e.code(), e.details())
+        assert check(e.details()), e.details()
+        print(f"  {what}:", e.code().name, e.details())
+    else:
+        raise AssertionError(f"{what} answered {r!r}")
+
+
 def main():
     what, sock = sys.argv[1], sys.argv[2]
     ch = grpc.insecure_channel(f"unix:{sock}")
@@ -33,14 +45,9 @@ def main():
         r = call(ch, "/machine.MachineService/Bootstrap", tm.BootstrapRequest(), tm.BootstrapResponse)
         assert len(r.messages) == 1 and r.messages[0].metadata is not None, r
     elif what == "again":
-        try:
-            r = call(ch, "/machine.MachineService/Bootstrap", tm.BootstrapRequest(), tm.BootstrapResponse)
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.ALREADY_EXISTS, (e.code(), e.details())
-            assert e.details() == "etcd data directory is not empty", e.details()
-            print("  second Bootstrap:", e.code().name, e.details())
-        else:
-            raise AssertionError(f"a second Bootstrap answered {r!r}")
+        refused("second Bootstrap", grpc.StatusCode.ALREADY_EXISTS,
+                lambda: call(ch, "/machine.MachineService/Bootstrap", tm.BootstrapRequest(), tm.BootstrapResponse),
+                lambda d: d == "etcd data directory is not empty")
     elif what == "service":
         r = call(ch, "/machine.MachineService/ServiceList", pb.Empty(), tm.ServiceListResponse)
         etcd = [s for s in r.messages[0].services if s.id == "etcd"]
@@ -63,39 +70,25 @@ def main():
         print("forfeit", r.messages[0].member)
     elif what in ("remove", "remove-self"):
         req = tm.EtcdRemoveMemberByIdRequest(member_id=int(sys.argv[3]))
-        path = "/machine.MachineService/EtcdRemoveMemberByID"
-        try:
-            r = call(ch, path, req, tm.EtcdRemoveMemberByIdResponse)
-        except grpc.RpcError as e:
-            if what == "remove":
-                raise
-            assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, (e.code(), e.details())
-            assert "is this node: use EtcdLeaveCluster" in e.details(), e.details()
-            print("  remove self:", e.code().name, e.details())
+        remove = lambda: call(ch, "/machine.MachineService/EtcdRemoveMemberByID", req, tm.EtcdRemoveMemberByIdResponse)
+        if what == "remove":
+            r = remove()
+            assert len(r.messages) == 1, r
         else:
-            assert what == "remove" and len(r.messages) == 1, r
+            refused("remove self", grpc.StatusCode.FAILED_PRECONDITION, remove,
+                    lambda d: "is this node: use EtcdLeaveCluster" in d)
     elif what == "remove-name":
         req = tm.EtcdRemoveMemberRequest(member=sys.argv[3])
-        try:
-            r = call(ch, "/machine.MachineService/EtcdRemoveMember", req, tm.EtcdRemoveMemberResponse)
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.NOT_FOUND, (e.code(), e.details())
-            assert "in list of etcd members" in e.details(), e.details()
-            print("  remove by name:", e.code().name, e.details())
-        else:
-            raise AssertionError(f"removing {sys.argv[3]} answered {r!r}")
+        refused("remove by name", grpc.StatusCode.NOT_FOUND,
+                lambda: call(ch, "/machine.MachineService/EtcdRemoveMember", req, tm.EtcdRemoveMemberResponse),
+                lambda d: "in list of etcd members" in d)
     elif what == "leave":
         r = call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse)
         assert len(r.messages) == 1 and r.messages[0].metadata is not None, r
     elif what == "leave-last":
-        try:
-            r = call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse)
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, (e.code(), e.details())
-            assert "only member" in e.details(), e.details()
-            print("  leave of the last member:", e.code().name, e.details())
-        else:
-            raise AssertionError(f"the last member left: {r!r}")
+        refused("leave of the last member", grpc.StatusCode.FAILED_PRECONDITION,
+                lambda: call(ch, "/machine.MachineService/EtcdLeaveCluster", tm.EtcdLeaveClusterRequest(), tm.EtcdLeaveClusterResponse),
+                lambda d: "only member" in d)
     else:
         raise SystemExit(f"unknown scenario {what}")
     ch.close()
