@@ -25,8 +25,9 @@ fn watcher_sees_changes_and_never_blocks() {
         r.oif = Some(ix);
         r.scope = Scope::LINK;
         sock.route_add(&r).unwrap();
-        let c = w.drain().unwrap();
-        assert!(c.routes && !c.links, "{c:?}");
+        // Links are not checked here: the kernel reports a veth's carrier from its deferred
+        // link-watch work, which may land in this drain rather than the first one.
+        assert!(w.drain().unwrap().routes);
 
         sock.rule_add(&KernelRule::new(Family::Inet4, 100, RoutingTable(100))).unwrap();
         assert!(w.drain().unwrap().rules);
