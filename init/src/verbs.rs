@@ -42,6 +42,8 @@ pub struct Effects {
     pub(crate) upgrade: Option<crate::upgrade::Job>,
     /// The last upgrade loaded (or, under `keelson run`, verified): its `image` and version.
     pub(crate) upgraded: Option<(String, String)>,
+    /// How long the certificates trustd signs are valid (`None`: a year).
+    pub(crate) trustd_lifetime: Option<std::time::Duration>,
     /// Trust roots for an upgrade's https downloads (empty: the image's defaults).
     pub(crate) roots: Vec<PathBuf>,
     /// A graceful reset of a control plane whose etcd member count is being checked: it

@@ -129,6 +129,9 @@ pub struct Remote {
     /// A control plane's trustd being asked for the server certificate (a `machine.ca`
     /// without its key), with what it was asked for.
     fetch: Option<(Fetch, (String, Option<String>), Sans)>,
+    /// When the certificate trustd signed is to be renewed (two thirds of the way to its
+    /// end); cleared once the renewal is asked for.
+    renew_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -169,6 +172,7 @@ impl Remote {
             trust: Trust::default(),
             off_for: None,
             fetch: None,
+            renew_at: None,
         })
     }
 
@@ -245,12 +249,15 @@ impl Remote {
     /// Whether [`Remote::refresh`] has anything to do: the store changed what it follows, the
     /// mode is not known yet, or a held-back certificate is due.
     pub fn wants_refresh(&self, now: Instant, changed: bool) -> bool {
-        changed || matches!(self.state, State::Unset) || self.reissue_due.is_some_and(|t| t <= now)
+        changed
+            || matches!(self.state, State::Unset)
+            || self.reissue_due.is_some_and(|t| t <= now)
+            || self.renew_at.is_some_and(|t| t <= now)
     }
 
-    /// When a held-back certificate is due.
+    /// When a held-back certificate is due, or trustd's is to be renewed.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.reissue_due
+        evloop::source::earliest([self.reissue_due, self.renew_at])
     }
 
     /// Follow the store: the mode, and the server certificate's names. True when the trust
@@ -296,6 +303,7 @@ impl Remote {
             return;
         }
         self.fetch = None;
+        self.renew_at = None;
         if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
             if *had == key && *issued == sans {
                 self.reissue_due = None;
@@ -331,8 +339,9 @@ impl Remote {
     }
 
     /// A `machine.ca` without its key: the server certificate comes from a control plane's
-    /// trustd. Until the first one arrives, TLS is off; when the names change, the old one
-    /// serves until the new one arrives.
+    /// trustd. Until the first one arrives, TLS is off; when the names change, or two thirds
+    /// of its lifetime have passed (Talos's nodes renew theirs too), the old one serves until
+    /// the new one arrives.
     fn follow_trustd(
         &mut self,
         config: &MachineConfig,
@@ -340,14 +349,17 @@ impl Remote {
         sans: Sans,
         now: Instant,
     ) {
+        let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
         if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
-            if *had == key && *issued == sans {
-                self.fetch = None;
-                self.reissue_due = None;
-                return;
+            if *had == key && *issued == sans && !asked {
+                if self.renew_at.is_none_or(|t| t > now) {
+                    self.fetch = None;
+                    self.reissue_due = None;
+                    return;
+                }
+                log::info!(target: "api", "API: the server certificate from trustd is two thirds through its lifetime: asking for a new one (the current one serves meanwhile)");
             }
         }
-        let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
         // Names that churn start a new request (a thread) not more often than REISSUE_EVERY.
         let next = self.issued.map(|t| t + REISSUE_EVERY);
         if !asked && next.is_some_and(|t| now < t) {
@@ -356,6 +368,7 @@ impl Remote {
         }
         if !asked {
             self.issued = Some(now);
+            self.renew_at = None;
             let ask = match trustd_ask(config, &key, &sans) {
                 Ok(ask) => ask,
                 Err(why) => {
@@ -384,7 +397,9 @@ impl Remote {
                 let ca_cert = trustd_ca(&key.0);
                 match ca_cert.and_then(|c| tls::mutual_config(&c, &id).map_err(|e| e.to_string())) {
                     Ok(config) => {
-                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate signed by trustd at {from} for {}", describe(&sans));
+                        let renew_in = renew_in(&id, std::time::SystemTime::now());
+                        self.renew_at = Some(now + renew_in);
+                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate signed by trustd at {from} for {}; renewed in {} s", describe(&sans), renew_in.as_secs());
                         self.state = State::Mutual { config, trustd: None, ca: key, sans };
                     }
                     Err(e) => log::error!(target: "api", "API: the certificate from trustd: {e}"),
@@ -474,6 +489,20 @@ impl Remote {
         log::warn!(target: "api", "*** apply it with: keelson apply-config --insecure -n ADDRESS FILE; reachable at {} ***", at.join(", "));
         log::warn!(target: "api", "*** maintenance certificate SHA256 fingerprint: {} ***", id.fingerprint());
     }
+}
+
+/// The soonest a certificate from trustd is renewed after it arrived: a short lifetime, or a
+/// clock that makes it look expired, does not make the node ask in a tight loop.
+const RENEW_MIN: Duration = Duration::from_secs(10);
+
+/// How long until a certificate from trustd is to be renewed: two thirds of what is left of
+/// it (by this node's clock), at least [`RENEW_MIN`]. One that cannot be read is renewed
+/// then too.
+fn renew_in(id: &Identity, now: std::time::SystemTime) -> Duration {
+    let now = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let end = id.chain.first().and_then(|c| pki::der::not_after(c).ok());
+    let left = end.and_then(|e| u64::try_from(e).ok()).map_or(0, |e| e.saturating_sub(now));
+    Duration::from_secs(left / 3 * 2).max(RENEW_MIN)
 }
 
 /// How often the loop looks whether trustd answered.

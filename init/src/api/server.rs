@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use evloop::Tag;
 use net::config::MachineConfig;
@@ -157,6 +157,11 @@ impl Server {
         };
         remote.bind_trustd(listen, reactor, self.tag.token(KEY_TRUSTD))?;
         Ok(())
+    }
+
+    /// How long the certificates trustd signs are valid (`None`: a year).
+    pub fn trustd_cert_lifetime(&mut self, lifetime: Option<Duration>) {
+        self.effects.trustd_lifetime = lifetime;
     }
 
     /// Keep applied configs in `path` (the config file the node reads at start).
