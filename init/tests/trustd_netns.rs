@@ -177,6 +177,43 @@ fn a_workers_certificate_from_trustd_is_renewed_before_it_ends() {
     assert!(log_cp.matches("signed a certificate for worker").count() >= 2, "{log_cp}");
 }
 
+/// A worker still waiting for its first certificate (nobody answers on the control plane's
+/// trustd port) does not wake its event loop on a timer: its `trustd-client` thread rings the
+/// loop when it has an answer. Over 8 s of asking, the loop wakes a handful of times (the
+/// retries' log lines, the network settling), not every 200 ms.
+#[test]
+fn a_worker_waiting_for_trustd_leaves_its_loop_asleep() {
+    if !require_root("a_worker_waiting_for_trustd_leaves_its_loop_asleep") {
+        return;
+    }
+    let dir = TempDir::new();
+    let cluster = gen(&dir, "asleep");
+    let (crt, _) = ca_lines(&cluster.join("machine.yaml"));
+    let nw = Netns::new();
+    nw.ip(&["link", "set", "lo", "up"]);
+    nw.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "eth1"]);
+    nw.ip(&["link", "set", "eth1", "up"]);
+    // Its control plane is itself: nothing listens on 50001, every call is refused.
+    let w_cfg = config(&dir, "worker", &["10.0.0.2"], &format!("{crt}\n"), TOKEN, "127.0.0.1");
+    let worker = Node::start_api_args(&nw, "", Some(&w_cfg), &["--api-listen", "0.0.0.0:50000"]);
+    wait_for(
+        "the first refusal",
+        T,
+        || worker.log_text().contains("no API certificate yet"),
+        || worker.log_text(),
+    );
+    std::thread::sleep(Duration::from_secs(8));
+    let log = worker.stop();
+    assert!(!log.contains("signed by trustd"), "{log}");
+    let wakeups: u64 = log
+        .lines()
+        .find_map(|l| l.split(" event loop wakeups)").next()?.rsplit('(').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no wakeup count:\n{log}"));
+    eprintln!("event loop wakeups while waiting for trustd: {wakeups}");
+    // A 200 ms poll alone would be 40 and more (33 in all were counted with one).
+    assert!(wakeups < 16, "{wakeups} wakeups:\n{log}");
+}
+
 /// The PEM of `machine.ca.crt`'s line (`crt: BASE64`).
 fn ca_from(line: &str) -> Vec<u8> {
     use base64::Engine;

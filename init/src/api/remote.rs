@@ -129,6 +129,8 @@ pub struct Remote {
     /// A control plane's trustd being asked for the server certificate (a `machine.ca`
     /// without its key), with what it was asked for.
     fetch: Option<(Fetch, (String, Option<String>), Sans)>,
+    /// Rung by the trustd client's thread when it ends: the loop then looks at once.
+    bell: Option<evloop::Ringer>,
     /// When the certificate trustd signed is to be renewed (two thirds of the way to its
     /// end); cleared once the renewal is asked for.
     renew_at: Option<Instant>,
@@ -172,8 +174,14 @@ impl Remote {
             trust: Trust::default(),
             off_for: None,
             fetch: None,
+            bell: None,
             renew_at: None,
         })
+    }
+
+    /// Ring `bell` when a trustd request has an answer (without one the loop polls for it).
+    pub fn wake_with(&mut self, bell: evloop::Ringer) {
+        self.bell = Some(bell);
     }
 
     /// Listen for trustd on each address, as `first_token` and the tokens after it.
@@ -253,6 +261,7 @@ impl Remote {
             || matches!(self.state, State::Unset)
             || self.reissue_due.is_some_and(|t| t <= now)
             || self.renew_at.is_some_and(|t| t <= now)
+            || self.fetch.as_ref().is_some_and(|(f, _, _)| f.ended())
     }
 
     /// When a held-back certificate is due, or trustd's is to be renewed.
@@ -378,7 +387,7 @@ impl Remote {
                 }
             };
             let endpoints = ask.endpoints.join(", ");
-            match Fetch::start(ask) {
+            match Fetch::start(ask, self.bell.clone()) {
                 Ok(f) => {
                     log::info!(target: "api", "API: machine.ca has no key: asking trustd at {endpoints} (port {TRUSTD_PORT}) for a server certificate for {}", describe(&sans));
                     self.fetch = Some((f, key.clone(), sans.clone()));
@@ -405,6 +414,8 @@ impl Remote {
                     Err(e) => log::error!(target: "api", "API: the certificate from trustd: {e}"),
                 }
             }
+            // The thread rings the bell when it has an answer; polled only without one.
+            Some(Poll::Waiting) if self.bell.is_some() => self.reissue_due = None,
             Some(Poll::Waiting) => self.reissue_due = Some(now + TRUSTD_POLL),
             Some(Poll::Gone) => {
                 // Asked again at the next look.
@@ -505,7 +516,7 @@ fn renew_in(id: &Identity, now: std::time::SystemTime) -> Duration {
     Duration::from_secs(left / 3 * 2).max(RENEW_MIN)
 }
 
-/// How often the loop looks whether trustd answered.
+/// How often the loop looks whether trustd answered, when it has no bell to be woken by.
 const TRUSTD_POLL: Duration = Duration::from_millis(200);
 
 /// What to ask trustd with, from the config: Err, one line, when it cannot be asked.

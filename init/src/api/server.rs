@@ -85,7 +85,8 @@ pub struct Server {
     /// The recent changes of every kind, for COSI's watches.
     cosi: History,
     /// Rung by the threads of forwarded calls ([`super::rpc::proxy`]): their answers wait
-    /// in the calls' feeds, pumped after every loop iteration.
+    /// in the calls' feeds, pumped after every loop iteration; and by the trustd client's
+    /// thread, whose answer the next refresh takes.
     bell: Option<evloop::Bell>,
 }
 
@@ -131,6 +132,11 @@ impl Server {
         });
         let bell =
             bell.map_err(|e| log::warn!(target: "api", "no bell for forwarded calls: {e}")).ok();
+        // The same bell wakes the loop for trustd's answer.
+        let mut remote = remote;
+        if let (Some(r), Some(b)) = (remote.as_mut(), bell.as_ref()) {
+            r.wake_with(b.ringer());
+        }
         Ok(Self {
             socket,
             remote,
