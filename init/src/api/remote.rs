@@ -644,3 +644,35 @@ pub(crate) fn decode(b64: &str, what: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{what}: not base64"))?;
     String::from_utf8(bytes).map_err(|_| format!("{what}: not PEM text"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An identity as trustd would sign it, valid `lifetime` from now.
+    fn signed(lifetime: Duration) -> Identity {
+        let sans = Sans { hostname: Some("worker".into()), addresses: vec![] };
+        let (key, pem) = pki::csr::request(&sans).unwrap();
+        let csr = pki::csr::parse(pem.as_bytes()).unwrap();
+        let crt = Ca::generate("demo").unwrap().sign_csr_for(&csr, lifetime).unwrap();
+        pki::csr::identity(&key, &crt).unwrap()
+    }
+
+    #[test]
+    fn renewal_is_two_thirds_through_what_is_left_and_never_sooner_than_the_minimum() {
+        let now = std::time::SystemTime::now();
+        let year = 365 * 86400;
+        let d = renew_in(&signed(Duration::from_secs(year)), now).as_secs();
+        assert!((d as i64 - (year as i64 * 2 / 3)).abs() <= 2, "{d}");
+        let d = renew_in(&signed(Duration::from_secs(300)), now).as_secs();
+        assert!((199..=200).contains(&d), "{d}");
+        // Short, or already over by this node's clock: the minimum.
+        assert_eq!(renew_in(&signed(Duration::from_secs(3)), now), RENEW_MIN);
+        let later = now + Duration::from_secs(1000);
+        assert_eq!(renew_in(&signed(Duration::from_secs(300)), later), RENEW_MIN);
+        // A certificate that cannot be read: the minimum too.
+        let mut broken = signed(Duration::from_secs(300));
+        broken.chain = vec![rustls::pki_types::CertificateDer::from(vec![0x30, 0x00])];
+        assert_eq!(renew_in(&broken, now), RENEW_MIN);
+    }
+}
