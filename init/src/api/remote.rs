@@ -647,6 +647,7 @@ pub(crate) fn decode(b64: &str, what: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// An identity as trustd would sign it, valid `lifetime` from now.
