@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-//! A leader whose election lease is revoked in the middle of a reconcile pass stops that pass
-//! before its next node call or store write, against a real etcd (a private member on
-//! loopback): the replicas' election (`etcd::session`), the store fenced on the leader's key
-//! as `serve` fences it, and a node that records its calls (and revokes the lease from
-//! inside one, as `etcdctl lease revoke` or an expiry during a slow call would). The other
-//! replica then leads and reconciles. Without the `etcd` binary the test is skipped, or fails
-//! when `KEELSON_REQUIRE_ROOT=1`.
+//! A leader whose election lease is revoked or expires in the middle of a reconcile pass
+//! stops that pass before its next node call or store write, against a real etcd (a private
+//! member on loopback): the replicas' election (`etcd::session`), the store fenced on the
+//! leader's key as `serve` fences it, and a node that records its calls (and, inside the
+//! first, revokes the lease as `etcdctl lease revoke` would, or outlasts a lease no longer
+//! renewed, as a leader paused past its TTL). The other replica then leads and reconciles.
+//! Without the `etcd` binary a test is skipped, or fails when `KEELSON_REQUIRE_ROOT=1`.
 #![allow(clippy::disallowed_methods)]
 #![allow(
     clippy::unwrap_used,
@@ -30,12 +30,15 @@ use operator::store::{Fence, Resource, Store, StoreError};
 const PREFIX: &str = "/keelson-operator";
 const ELECTION: &[u8] = b"/keelson-operator/leader";
 
-/// A node that records every call; the first call revokes `revoke` (if set) before it
+/// What the first node call does before it answers (revoke the lease, outlast it).
+type OnFirst = Box<dyn FnOnce() + Send>;
+
+/// A node that records every call; the first call runs `on_first` (if set) before it
 /// answers.
 #[derive(Clone, Default)]
 struct Recording {
     calls: Arc<Mutex<Vec<String>>>,
-    revoke: Arc<Mutex<Option<(etcd::Client, i64)>>>,
+    on_first: Arc<Mutex<Option<OnFirst>>>,
 }
 
 impl Recording {
@@ -44,8 +47,9 @@ impl Recording {
     }
     fn record(&self, call: String) {
         self.calls.lock().unwrap().push(call);
-        if let Some((mut c, lease)) = self.revoke.lock().unwrap().take() {
-            c.lease_revoke(lease).unwrap();
+        let first = self.on_first.lock().unwrap().take();
+        if let Some(f) = first {
+            f();
         }
     }
 }
@@ -144,7 +148,10 @@ fn a_leader_whose_lease_is_revoked_mid_pass_makes_no_further_node_call_or_write(
     let mut ca = etcd.client();
     let (sa, fa) = elect(&mut ca, "replica-a");
     let node = Recording::default();
-    *node.revoke.lock().unwrap() = Some((etcd.client(), sa.id()));
+    let (mut c, lease) = (etcd.client(), sa.id());
+    *node.on_first.lock().unwrap() = Some(Box::new(move || {
+        c.lease_revoke(lease).unwrap();
+    }));
     let mut sta = store(etcd.client());
     sta.set_fence(Some(fa.clone()));
     let mut ra = Reconciler::new(sta, node.clone(), "default");
@@ -188,4 +195,41 @@ fn a_leader_whose_lease_is_revoked_mid_pass_makes_no_further_node_call_or_write(
     assert!(matches!(ra.store.update(&mut m), Err(StoreError::Deposed)));
     assert_eq!(revisions(&mut admin), after);
     drop(etcd);
+}
+
+#[test]
+fn a_leader_whose_lease_expires_during_a_node_call_writes_nothing_after_it() {
+    let Some((etcd, _dir)) = common::start_etcd("fence", "expiry") else { return };
+    let mut admin = store(etcd.client());
+    apply_machines(&mut admin);
+    let before = revisions(&mut admin);
+    // A 2 s lease no longer renewed: as a leader paused (SIGSTOP) or stuck in a node call
+    // past its TTL. Its first node call lasts until etcd has expired the lease.
+    let mut c = etcd.client();
+    let session = Session::grant(&c, 2, Duration::from_millis(500)).unwrap();
+    let stop = AtomicBool::new(false);
+    let e = session::campaign(&mut c, &session, ELECTION, b"replica-a", &stop).unwrap();
+    let fence = Fence { key: e.key().to_vec(), create_revision: e.revision() };
+    session.abandon();
+    let node = Recording::default();
+    let (mut watch, key) = (etcd.client(), fence.key.clone());
+    *node.on_first.lock().unwrap() = Some(Box::new(move || {
+        let until = std::time::Instant::now() + Duration::from_secs(15);
+        while watch.get(&key).unwrap().is_some() {
+            assert!(std::time::Instant::now() < until, "the lease did not expire");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }));
+    let mut st = store(etcd.client());
+    st.set_fence(Some(fence));
+    let mut r = Reconciler::new(st, node.clone(), "default");
+    let out = r.pass();
+    assert!(matches!(out, Err(StoreError::Deposed)), "{out:?}");
+    assert_eq!(node.calls().len(), 1, "{:?}", node.calls());
+    assert_eq!(revisions(&mut admin), before);
+    // Nobody leads now; the next campaign does.
+    assert!(session::leader(&mut c, ELECTION).unwrap().is_none());
+    let (_sb, _) = elect(&mut etcd.client(), "replica-b");
+    let leader = session::leader(&mut c, ELECTION).unwrap().unwrap();
+    assert_eq!(leader.value, b"replica-b");
 }
