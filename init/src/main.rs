@@ -58,7 +58,7 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "run",
         "  keelson run --root DIR [--cmdline STR] [--config FILE] [--state DIR] [--no-hostname] [--once]
-              [--api-socket PATH] [--api-listen ADDR:PORT]... [--trustd-listen ADDR:PORT]... [--api-max-connections N]
+              [--api-socket PATH] [--api-listen ADDR:PORT]... [--trustd-listen ADDR:PORT]... [--trustd-cert-lifetime SECS] [--api-max-connections N]
               [--set-clock] [--nts-ca FILE] [--config-url URL [--config-ca PEM]...]
               [--metrics-listen ADDR:PORT]
       Run the runtime as an ordinary process in the current network namespace: configure the
@@ -70,7 +70,8 @@ const COMMANDS: &[(&str, &str)] = &[
       TLS with client certificates from the config's machine.ca (a config without a usable
       machine.ca turns TLS off: only the local socket serves; one whose machine.ca has no key
       asks the control plane's trustd for its certificate). --trustd-listen serves trustd
-      (PID 1: [::]:50001) on a node with the CA's key, for workers' certificates. Time sync only measures the clock
+      (PID 1: [::]:50001) on a node with the CA's key, for workers' certificates, valid a year
+      (--trustd-cert-lifetime SECS: that long instead, for tests of their renewal). Time sync only measures the clock
       (timestatus) unless --set-clock lets it step and slew it, as PID 1 does. --nts-ca FILE
       trusts the PEM certificates in FILE for NTS key exchange, beside
       /etc/ssl/certs/ca-certificates.crt.

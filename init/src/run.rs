@@ -37,6 +37,9 @@ enum ArgsError {
     /// `--config-url` that is not an http(s) URL.
     #[error("--config-url: {0}")]
     Url(String),
+    /// `--trustd-cert-lifetime` is not a positive number of seconds.
+    #[error("--trustd-cert-lifetime wants a number of seconds above 0")]
+    Lifetime,
     /// No `--root`.
     #[error("--root DIR is required (files such as /etc/resolv.conf are written under it)")]
     NoRoot,
@@ -58,6 +61,7 @@ struct Args {
     api_listen: Vec<std::net::SocketAddr>,
     api_max_connections: usize,
     trustd_listen: Vec<std::net::SocketAddr>,
+    trustd_cert_lifetime: Option<std::time::Duration>,
     metrics_listen: Option<std::net::SocketAddr>,
 }
 
@@ -79,6 +83,7 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
         api_listen: Vec::new(),
         api_max_connections: crate::api::server::MAX_CONNECTIONS,
         trustd_listen: Vec::new(),
+        trustd_cert_lifetime: None,
         metrics_listen: None,
     };
     let mut root = None;
@@ -107,6 +112,12 @@ fn parse_args(raw: Vec<OsString>) -> Result<Args, ArgsError> {
             Long("trustd-listen") => {
                 let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
                 a.trustd_listen.push(v.parse().map_err(|_| ArgsError::Listen(v))?);
+            }
+            // For tests of renewal: what trustd signs is valid this long, not a year.
+            Long("trustd-cert-lifetime") => {
+                let secs = value(&mut p)?.into_string().ok().and_then(|v| v.parse::<u64>().ok());
+                let secs = secs.filter(|s| *s > 0).ok_or(ArgsError::Lifetime)?;
+                a.trustd_cert_lifetime = Some(std::time::Duration::from_secs(secs));
             }
             Long("metrics-listen") => {
                 let v = value(&mut p)?.into_string().map_err(ArgsError::NotUtf8)?;
@@ -177,6 +188,7 @@ pub fn main(raw: Vec<OsString>) -> ExitCode {
         api_listen: args.api_listen,
         api_max_connections: args.api_max_connections,
         trustd_listen: args.trustd_listen,
+        trustd_cert_lifetime: args.trustd_cert_lifetime,
         metrics_listen: args.metrics_listen,
         state: args.state,
     };

@@ -40,6 +40,10 @@ pub struct Effects {
     pub(crate) bootstrap: bool,
     /// An upgrade downloading on its worker.
     pub(crate) upgrade: Option<crate::upgrade::Job>,
+    /// The last upgrade loaded (or, under `keelson run`, verified): its `image` and version.
+    pub(crate) upgraded: Option<(String, String)>,
+    /// How long the certificates trustd signs are valid (`None`: a year).
+    pub(crate) trustd_lifetime: Option<std::time::Duration>,
     /// Trust roots for an upgrade's https downloads (empty: the image's defaults).
     pub(crate) roots: Vec<PathBuf>,
     /// A graceful reset of a control plane whose etcd member count is being checked: it
@@ -136,8 +140,21 @@ fn wipe_names(w: crate::machine::Wipe) -> &'static str {
 /// the result ([`follow_upgrade`]). Under PID 1 only: `keelson run` verifies and stops
 /// there (its host's kernel is not its to replace).
 pub(crate) fn upgrade(effects: &mut Effects, image: &str) -> Result<String, String> {
+    // The same request again (a client that retried, an operator that looked before the node
+    // went down) is answered as the first was and starts nothing.
     if let Some(job) = &effects.upgrade {
+        if job.image == image {
+            log::info!(target: "upgrade", "upgrade from {} requested again while it is under way: nothing new started", job.shown);
+            return Ok(job.shown.clone());
+        }
         return Err(format!("an upgrade from {} is under way", job.shown));
+    }
+    if let Some((done, version)) = &effects.upgraded {
+        if done == image {
+            let shown = crate::upgrade::manifest_url(image).map(|u| u.redacted())?;
+            log::info!(target: "upgrade", "upgrade from {shown} requested again: it was taken already ({version}), nothing done");
+            return Ok(shown);
+        }
     }
     if effects.power.is_some() {
         return Err("the node is going down".into());
@@ -149,7 +166,7 @@ pub(crate) fn upgrade(effects: &mut Effects, image: &str) -> Result<String, Stri
         effects.roots.clone()
     };
     let boot = std::process::id() == 1;
-    let job = crate::upgrade::start(url, roots, boot)?;
+    let job = crate::upgrade::start(image, url, roots, boot)?;
     log::warn!(target: "upgrade", "upgrade requested: fetching the manifest {}", job.shown);
     let shown = job.shown.clone();
     effects.upgrade = Some(job);
@@ -163,15 +180,20 @@ pub(crate) fn follow_upgrade(effects: &mut Effects) {
     let Some(outcome) = effects.upgrade.as_ref().and_then(crate::upgrade::Job::poll) else {
         return;
     };
-    effects.upgrade = None;
+    let image = effects.upgrade.take().map(|j| j.image).unwrap_or_default();
     match outcome {
         Outcome::Loaded { version } => {
+            effects.upgraded = Some((image, version.clone()));
             log::warn!(target: "upgrade", "upgrade to {version} loaded: stopping services to boot it");
             if effects.power.is_none() {
                 effects.power = Some(Power::Kexec);
             }
         }
+        Outcome::Current { version } => {
+            log::warn!(target: "upgrade", "upgrade: the manifest names {version}, which this node runs already: nothing downloaded, nothing loaded")
+        }
         Outcome::Verified { version } => {
+            effects.upgraded = Some((image, version.clone()));
             log::warn!(target: "upgrade", "upgrade to {version} downloaded and verified; keelson run does not replace its host's kernel: nothing loaded")
         }
         Outcome::Failed(line) => log::error!(target: "upgrade", "upgrade refused: {line}"),

@@ -3,7 +3,9 @@
 //! PyPI Talos bindings (tests/data/reset_upgrade.py) and keelson's own CLI: the roles (an
 //! os:reader is refused), the refusals of bad requests, an upgrade manifest whose digest does
 //! not match (one line, the node keeps running) and one that does (verified; `run` loads
-//! nothing), then a reset: the state directory, the config file and etcd's data are wiped,
+//! nothing). Repeats are no-ops: the same image again after it was verified, or while it is
+//! still under way, is acknowledged and fetches nothing; a manifest naming the version the node
+//! runs downloads nothing; another image while one is under way is refused. Then a reset: the state directory, the config file and etcd's data are wiped,
 //! the process ends as for a reboot, and started again over the same directories the node
 //! answers in maintenance mode.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
@@ -51,6 +53,9 @@ fn served(www: &Path) {
     };
     std::fs::write(www.join("good.json"), manifest(&hex(&initramfs))).unwrap();
     std::fs::write(www.join("bad.json"), manifest(&"0".repeat(64))).unwrap();
+    let current = manifest(&hex(&initramfs))
+        .replace("v0.0.0-next", &format!("v{}", env!("CARGO_PKG_VERSION")));
+    std::fs::write(www.join("current.json"), current).unwrap();
 }
 
 #[test]
@@ -126,6 +131,64 @@ fn upgrade_refusals_and_a_reset_back_to_maintenance() {
         "the verified upgrade",
         T,
         || node.log_text().contains("upgrade to v0.0.0-next downloaded and verified"),
+        || node.log_text(),
+    );
+    let gets = |srv: &Background, path: &str| srv.text().matches(&format!("GET {path} ")).count();
+    assert_eq!((gets(&srv, "/good.json"), gets(&srv, "/vmlinuz")), (1, 2), "{}", srv.text());
+
+    // The same upgrade again: acknowledged as before; nothing fetched, verified or loaded.
+    println!("{}", scenario(&["upgrade", AT, &admin, "http://127.0.0.1:8080/good.json"]));
+    wait_for(
+        "the repeat noticed",
+        T,
+        || node.log_text().contains("requested again: it was taken already (v0.0.0-next)"),
+        || node.log_text(),
+    );
+    // A manifest naming the version the node runs: read, and nothing downloaded.
+    println!("{}", scenario(&["upgrade", AT, &admin, "http://127.0.0.1:8080/current.json"]));
+    wait_for(
+        "the current version noticed",
+        T,
+        || node.log_text().contains("which this node runs already: nothing downloaded"),
+        || node.log_text(),
+    );
+    let log = node.log_text();
+    assert_eq!(log.matches("downloaded and verified").count(), 1, "{log}");
+    assert_eq!(gets(&srv, "/good.json"), 1, "{}", srv.text());
+    assert_eq!(gets(&srv, "/current.json"), 1, "{}", srv.text());
+    assert_eq!(gets(&srv, "/vmlinuz"), 2, "{}", srv.text());
+
+    // An upgrade still under way (its server accepts and never answers), asked for again:
+    // acknowledged, nothing new started; another image meanwhile is refused.
+    let mut slow = Background::start(
+        &ns,
+        &[
+            "python3",
+            "-u",
+            "-c",
+            "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('127.0.0.1',8081))\ns.listen(8)\nprint('listening',flush=True)\nwhile True:\n  c,_=s.accept()\n  print('accepted',flush=True)\n  time.sleep(30)",
+        ],
+        www.path().join("slow.log"),
+    );
+    let slow_url = "http://127.0.0.1:8081/m.json";
+    wait_for("the slow server", T, || slow.text().contains("listening"), || slow.text());
+    println!("{}", scenario(&["upgrade", AT, &admin, slow_url]));
+    wait_for("the slow fetch", T, || slow.text().contains("accepted"), || slow.text());
+    println!("{}", scenario(&["upgrade", AT, &admin, slow_url]));
+    wait_for(
+        "the repeat under way noticed",
+        T,
+        || node.log_text().contains("requested again while it is under way: nothing new started"),
+        || node.log_text(),
+    );
+    println!("{}", scenario(&["upgrade_busy", AT, &admin, "http://127.0.0.1:8080/good.json"]));
+    assert_eq!(slow.text().matches("accepted").count(), 1, "{}", slow.text());
+    // The slow server goes away: that upgrade ends in one refusal, the node keeps running.
+    slow.stop();
+    wait_for(
+        "the slow upgrade's end",
+        T,
+        || node.log_text().matches("upgrade refused").count() == 2,
         || node.log_text(),
     );
     srv.stop();

@@ -5,7 +5,8 @@
 //! `cluster.controlPlane.endpoint`), in namespaces joined by a veth pair. The worker's API
 //! comes up with a certificate the CA signed (the admin client verifies it); a Python client (h2, ssl) checks
 //! the refusals (wrong or missing token, garbage, oversized and tampered CSRs) and what is
-//! signed (tests/data/trustd_client.py); a worker with the wrong token never gets one.
+//! signed (tests/data/trustd_client.py); a worker with the wrong token never gets one. A
+//! worker renews its certificate two thirds of the way through its lifetime.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside.
 #![allow(
     clippy::unwrap_used,
@@ -121,6 +122,96 @@ fn a_worker_gets_its_api_certificate_from_the_control_plane() {
     assert!(log_cp.contains("refused a caller: invalid token"), "{log_cp}");
     assert!(log_cp.contains("refused: certificate request: bad signature"), "{log_cp}");
     assert!(!log_cp.contains(TOKEN), "the token was logged:\n{log_cp}");
+}
+
+/// With a short lifetime (`--trustd-cert-lifetime` on the control plane), the worker asks for
+/// a new certificate two thirds of the way through the one it has, serving the old one until
+/// the new one is in place: past the first certificate's end, the admin client still connects.
+#[test]
+fn a_workers_certificate_from_trustd_is_renewed_before_it_ends() {
+    if !require_root("a_workers_certificate_from_trustd_is_renewed_before_it_ends") {
+        return;
+    }
+    const LIFETIME: u64 = 18;
+    let dir = TempDir::new();
+    let cluster = gen(&dir, "renew");
+    let (crt, key) = ca_lines(&cluster.join("machine.yaml"));
+    let (ncp, nw) = (Netns::new(), Netns::new());
+    ncp.veth("eth0", &nw, "eth0");
+    for ns in [&ncp, &nw] {
+        ns.ip(&["link", "set", "lo", "up"]);
+    }
+    let both = format!("{crt}\n{key}\n");
+    let cp_cfg = config(&dir, "cp", &["10.0.0.1"], &both, TOKEN, "10.0.0.1");
+    let w_cfg = config(&dir, "worker", &["10.0.0.2"], &format!("{crt}\n"), TOKEN, "10.0.0.1");
+    let lifetime = LIFETIME.to_string();
+    let cp_args = [
+        "--api-listen",
+        "0.0.0.0:50000",
+        "--trustd-listen",
+        "0.0.0.0:50001",
+        "--trustd-cert-lifetime",
+        &lifetime,
+    ];
+    let cp = Node::start_api_args(&ncp, "", Some(&cp_cfg), &cp_args);
+    let worker = Node::start_api_args(&nw, "", Some(&w_cfg), &["--api-listen", "0.0.0.0:50000"]);
+    let signed = |n: &Node| n.log_text().matches("signed by trustd at 10.0.0.1").count();
+    let both_logs = || format!("{}\n--- control plane ---\n{}", worker.log_text(), cp.log_text());
+    wait_for("the first certificate", T, || signed(&worker) >= 1, both_logs);
+    let first = std::time::Instant::now();
+    // Renewed at two thirds of the lifetime (12 s), well before it ends.
+    wait_for("the renewed certificate", T, || signed(&worker) >= 2, both_logs);
+    let renewed = first.elapsed();
+    assert!(renewed < Duration::from_secs(LIFETIME - 2), "renewed after {renewed:?}");
+    let log = worker.log_text();
+    assert!(log.contains("two thirds through its lifetime: asking for a new one"), "{log}");
+    // Past the first certificate's end: the worker serves a valid one.
+    let end = Duration::from_secs(LIFETIME + 2);
+    std::thread::sleep(end.saturating_sub(first.elapsed()));
+    let admin = cluster.join("keelsonconfig").display().to_string();
+    let (ok, out, err) =
+        keelson_in(&ncp, &["get", "addresses", "-n", "10.0.0.2", "--keelsonconfig", &admin]);
+    assert!(ok && out.contains("10.0.0.2/24"), "{out}\n{err}\n{}", worker.log_text());
+    worker.stop();
+    let log_cp = cp.stop();
+    assert!(log_cp.matches("signed a certificate for worker").count() >= 2, "{log_cp}");
+}
+
+/// A worker still waiting for its first certificate (nobody answers on the control plane's
+/// trustd port) does not wake its event loop on a timer: its `trustd-client` thread rings the
+/// loop when it has an answer. Over 8 s of asking, the loop wakes a handful of times (the
+/// retries' log lines, the network settling), not every 200 ms.
+#[test]
+fn a_worker_waiting_for_trustd_leaves_its_loop_asleep() {
+    if !require_root("a_worker_waiting_for_trustd_leaves_its_loop_asleep") {
+        return;
+    }
+    let dir = TempDir::new();
+    let cluster = gen(&dir, "asleep");
+    let (crt, _) = ca_lines(&cluster.join("machine.yaml"));
+    let nw = Netns::new();
+    nw.ip(&["link", "set", "lo", "up"]);
+    nw.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "eth1"]);
+    nw.ip(&["link", "set", "eth1", "up"]);
+    // Its control plane is itself: nothing listens on 50001, every call is refused.
+    let w_cfg = config(&dir, "worker", &["10.0.0.2"], &format!("{crt}\n"), TOKEN, "127.0.0.1");
+    let worker = Node::start_api_args(&nw, "", Some(&w_cfg), &["--api-listen", "0.0.0.0:50000"]);
+    wait_for(
+        "the first refusal",
+        T,
+        || worker.log_text().contains("no API certificate yet"),
+        || worker.log_text(),
+    );
+    std::thread::sleep(Duration::from_secs(8));
+    let log = worker.stop();
+    assert!(!log.contains("signed by trustd"), "{log}");
+    let wakeups: u64 = log
+        .lines()
+        .find_map(|l| l.split(" event loop wakeups)").next()?.rsplit('(').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no wakeup count:\n{log}"));
+    eprintln!("event loop wakeups while waiting for trustd: {wakeups}");
+    // A 200 ms poll alone would be 40 and more (33 in all were counted with one).
+    assert!(wakeups < 16, "{wakeups} wakeups:\n{log}");
 }
 
 /// The PEM of `machine.ca.crt`'s line (`crt: BASE64`).

@@ -574,7 +574,11 @@ impl<N: NodeApi> Reconciler<N> {
                 };
                 return self.write_machine(m, &before, &step, now, None);
             }
-            (Some(c), _) => self.perform(c, &address, config.as_deref().unwrap_or("")),
+            (Some(c), _) => {
+                // A deposed leader stops before the node call (its writes fail anyway).
+                self.store.check_fence()?;
+                self.perform(c, &address, config.as_deref().unwrap_or(""))
+            }
             (None, _) => Obs::None,
         };
         let mut step = states::machine_step(state, &facts, &obs);
@@ -647,6 +651,7 @@ impl<N: NodeApi> Reconciler<N> {
                 if m.spec.status.next_attempt > now {
                     return Ok(Duration::from_secs(m.spec.status.next_attempt - now));
                 }
+                self.store.check_fence()?;
                 if let Err(e) = self.node.reset(&m.spec.spec.endpoint) {
                     let step = Step {
                         next: m.spec.status.state,
@@ -1034,6 +1039,9 @@ impl<N: NodeApi> Reconciler<N> {
             };
             self.node.use_client(client);
             let first = self.first_address(&p)?;
+            if call.is_some() && first.is_some() {
+                self.store.check_fence()?;
+            }
             let obs = match (call, first) {
                 (None, _) => Obs::None,
                 (Some(_), None) => Obs::None,

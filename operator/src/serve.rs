@@ -16,7 +16,7 @@ use crate::cli::{default_data_dir, ServeOptions};
 use crate::key::Layout;
 use crate::push::Push;
 use crate::reconcile::{NodeApi, Reconciler};
-use crate::store::Store;
+use crate::store::{Fence, Store};
 use crate::talos::GrpcNode;
 
 /// Between failed attempts (etcd unreachable, a lost campaign).
@@ -264,6 +264,10 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     session.ttl()
                 );
                 metrics.set_leader(true);
+                // Every write of this term is fenced on the election key: once the lease is
+                // revoked or expires, a write in flight fails rather than land late.
+                let fence = Fence { key: e.key().to_vec(), create_revision: e.revision() };
+                reconciler.store.set_fence(Some(fence));
                 lead(
                     &mut client,
                     &session,
@@ -274,6 +278,7 @@ fn serve(mut client: Client, o: &ServeOptions, stop: &AtomicBool) -> Result<(), 
                     &mut push,
                     stop,
                 );
+                reconciler.store.set_fence(None);
                 push.clear();
                 metrics.set_leader(false);
                 if stop.load(Ordering::Relaxed) {
@@ -360,6 +365,10 @@ fn lead<N: NodeApi>(
                     outage.ok();
                     d
                 }
+                Err(crate::store::StoreError::Deposed) => {
+                    log::warn!("the election key is gone: no longer leading; pass stopped");
+                    return;
+                }
                 // A pass stopped by etcd resumes with a fresh read when etcd answers; what
                 // it did before is in the store (one write per step).
                 Err(crate::store::StoreError::Etcd(e)) => {
@@ -373,6 +382,10 @@ fn lead<N: NodeApi>(
             };
             let wait = match networks.pass(&mut reconciler.store) {
                 Ok(d) => wait.min(d),
+                Err(crate::store::StoreError::Deposed) => {
+                    log::warn!("the election key is gone: no longer leading; pass stopped");
+                    return;
+                }
                 Err(e) if outage.since.is_some() => {
                     log::debug!("tenant networks: {e}");
                     wait.min(RETRY)

@@ -54,6 +54,10 @@ pub enum StoreError {
     Corrupt { key: String, detail: String },
     #[error("etcd: {0}")]
     Etcd(#[from] etcd::ClientError),
+    /// The election key this store's writes are fenced on is gone: this replica no longer
+    /// leads, and nothing was written.
+    #[error("no longer leading (the election key is gone)")]
+    Deposed,
 }
 
 impl StoreError {
@@ -163,6 +167,15 @@ fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// A leader's election key and its create revision. While set, every write also compares
+/// the key's create revision, so a replica whose lease expired or was revoked (its key gone
+/// with it) writes nothing, however late it notices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub key: Vec<u8>,
+    pub create_revision: i64,
+}
+
 /// The store over one etcd client.
 #[derive(Debug)]
 pub struct Store {
@@ -170,11 +183,41 @@ pub struct Store {
     layout: Layout,
     /// Request latency goes here when set (`serve --metrics-listen`).
     metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    fence: Option<Fence>,
 }
 
 impl Store {
     pub fn new(client: Client, layout: Layout) -> Self {
-        Self { client, layout, metrics: None }
+        Self { client, layout, metrics: None, fence: None }
+    }
+
+    /// Fence every later write on `fence` (`None`: unfenced, as `apply` writes).
+    pub fn set_fence(&mut self, fence: Option<Fence>) {
+        self.fence = fence;
+    }
+
+    /// Whether the fence still stands: one read of the election key. `Ok` without a fence.
+    pub fn check_fence(&mut self) -> Result<(), StoreError> {
+        let Some(f) = self.fence.clone() else { return Ok(()) };
+        match self.timed("get", |c| c.get(&f.key))? {
+            Some(kv) if kv.create_revision == f.create_revision => Ok(()),
+            _ => Err(StoreError::Deposed),
+        }
+    }
+
+    /// The fence's compare, if any.
+    fn fence_compare(&self) -> Option<Compare> {
+        let f = self.fence.as_ref()?;
+        Some(Compare::create_revision(&f.key, CompareResult::Equal, f.create_revision))
+    }
+
+    /// After a failed fenced transaction whose failure op `at` read the fence key: whether
+    /// the fence is what failed.
+    fn fence_failed(&self, t: &TxnResponse, at: usize) -> bool {
+        let Some(f) = &self.fence else { return false };
+        t.range(at)
+            .and_then(|r| r.kvs.first())
+            .is_none_or(|kv| kv.create_revision != f.create_revision)
     }
 
     /// Count each etcd request's latency in `m`.
@@ -267,12 +310,20 @@ impl Store {
         expected: i64,
         op: RequestOp,
     ) -> Result<TxnResponse, StoreError> {
-        let req = TxnRequest {
+        let mut req = TxnRequest {
             compare: vec![Compare::version(key, CompareResult::Equal, expected)],
             success: vec![op, RequestOp::Range(range_key(key))],
             failure: vec![RequestOp::Range(range_key(key))],
         };
-        Ok(self.timed("txn", |c| c.txn(&req))?)
+        if let (Some(c), Some(f)) = (self.fence_compare(), &self.fence) {
+            req.compare.push(c);
+            req.failure.push(RequestOp::Range(range_key(&f.key)));
+        }
+        let t = self.timed("txn", |c| c.txn(&req))?;
+        if !t.succeeded && self.fence_failed(&t, 1) {
+            return Err(StoreError::Deposed);
+        }
+        Ok(t)
     }
 
     /// The version a failed guard found (0: the key is gone).
@@ -367,8 +418,16 @@ impl Store {
         for k in &keys {
             success.push(RequestOp::Range(range_key(k)));
         }
-        let req = TxnRequest { compare, success, failure: vec![] };
+        let mut failure = vec![];
+        if let (Some(c), Some(f)) = (self.fence_compare(), &self.fence) {
+            compare.push(c);
+            failure.push(RequestOp::Range(range_key(&f.key)));
+        }
+        let req = TxnRequest { compare, success, failure };
         let t = self.timed("txn", |c| c.txn(&req))?;
+        if !t.succeeded && self.fence_failed(&t, 0) {
+            return Err(StoreError::Deposed);
+        }
         if !t.succeeded {
             let what = rs.iter().map(|r| r.metadata.what()).collect::<Vec<_>>().join(", ");
             return Err(StoreError::Conflict { what, expected: 0, found: -1 });

@@ -249,6 +249,16 @@ impl Ca {
     /// authentication (what Talos's apid certificate is used for), valid from a day before
     /// (a node's clock may lag) for a year. Returns the certificate, PEM.
     pub fn sign_csr(&self, csr: &Csr) -> Result<String, IdentityError> {
+        self.sign_csr_for(csr, std::time::Duration::from_secs(365 * 24 * 3600))
+    }
+
+    /// [`Ca::sign_csr`], valid until `lifetime` from now (a short one makes renewal
+    /// testable).
+    pub fn sign_csr_for(
+        &self,
+        csr: &Csr,
+        lifetime: std::time::Duration,
+    ) -> Result<String, IdentityError> {
         let mut params = CertificateParams::default();
         let cn = csr.dns.first().map(String::as_str).unwrap_or("keelson");
         params.distinguished_name.push(DnType::CommonName, cn);
@@ -264,7 +274,8 @@ impl Ca {
             vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(1);
-        params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(365);
+        let lifetime = time::Duration::try_from(lifetime).unwrap_or(time::Duration::days(365));
+        params.not_after = time::OffsetDateTime::now_utc() + lifetime;
         let cert = params.signed_by(csr, &self.issuer())?;
         Ok(cert.pem())
     }
@@ -328,6 +339,24 @@ mod tests {
         let (other, _) = request(&sans()).unwrap();
         assert!(identity(&other, &crt).is_err());
     }
+
+    #[test]
+    fn the_lifetime_asked_for_is_the_certificates_not_after() {
+        let (_, pem) = request(&sans()).unwrap();
+        let csr = parse(pem.as_bytes()).unwrap();
+        let ca = Ca::generate("demo").unwrap();
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        for (lifetime, want) in [(std::time::Duration::from_secs(30), 30), (YEAR, 365 * 86400)] {
+            let crt = ca.sign_csr_for(&csr, lifetime).unwrap();
+            let der = pem::parse(&crt).unwrap().into_contents();
+            let end = crate::der::not_after(&der).unwrap();
+            assert!((end - now - want).abs() <= 2, "{end} - {now} != {want}");
+        }
+        let der = pem::parse(ca.sign_csr(&csr).unwrap()).unwrap().into_contents();
+        assert!((crate::der::not_after(&der).unwrap() - now - 365 * 86400).abs() <= 2);
+    }
+
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86400);
 
     #[test]
     fn ecdsa_requests_are_taken() {

@@ -78,6 +78,59 @@ fn from_subject(cert: &[u8]) -> Result<&[u8], DerError> {
     Ok(rest)
 }
 
+/// The end of a DER certificate's validity (notAfter), in seconds since the Unix epoch: when
+/// a certificate a signer chose the lifetime of is to be renewed.
+pub fn not_after(cert: &[u8]) -> Result<i64, DerError> {
+    let (cert, _) = expect(cert, SEQUENCE, "not a SEQUENCE")?;
+    let (tbs, _) = expect(cert, SEQUENCE, "no TBSCertificate")?;
+    let mut rest = tbs;
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    // serialNumber, signature, issuer: skipped.
+    for _ in 0..3 {
+        rest = tlv(rest)?.2;
+    }
+    let (validity, _) = expect(rest, SEQUENCE, "no validity")?;
+    let (_, _, rest) = tlv(validity)?;
+    let (tag, text, _) = tlv(rest)?;
+    time_of(tag, text)
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`), as
+/// RFC 5280 §4.1.2.5 has certificates write them, to Unix seconds.
+fn time_of(tag: u8, text: &[u8]) -> Result<i64, DerError> {
+    const BAD: DerError = DerError("bad time");
+    // The decimal number in text[at..at + n].
+    let num = |at: usize, n: usize| -> Result<i64, DerError> {
+        let part = text.get(at..at + n).ok_or(BAD)?;
+        part.iter().try_fold(0i64, |v, &c| {
+            if c.is_ascii_digit() {
+                Ok(v * 10 + i64::from(c - b'0'))
+            } else {
+                Err(BAD)
+            }
+        })
+    };
+    let (year, at) = match (tag, text.len()) {
+        (0x17, 13) => {
+            let yy = num(0, 2)?;
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, 2)
+        }
+        (0x18, 15) => (num(0, 4)?, 4),
+        _ => return Err(BAD),
+    };
+    if text.last() != Some(&b'Z') {
+        return Err(BAD);
+    }
+    let small = |i: usize| num(at + i, 2).and_then(|v| u8::try_from(v).map_err(|_| BAD));
+    let month = time::Month::try_from(small(0)?).map_err(|_| BAD)?;
+    let year = i32::try_from(year).map_err(|_| BAD)?;
+    let date = time::Date::from_calendar_date(year, month, small(2)?).map_err(|_| BAD)?;
+    let at = date.with_hms(small(4)?, small(6)?, small(8)?).map_err(|_| BAD)?;
+    Ok(at.assume_utc().unix_timestamp())
+}
+
 /// The public key a DER certificate certifies: the subjectPublicKey BIT STRING's bits (for
 /// Ed25519 the 32-byte key, for ECDSA the encoded point), to compare with a private key's.
 pub fn subject_public_key(cert: &[u8]) -> Result<Vec<u8>, DerError> {
@@ -122,6 +175,17 @@ pub fn organizations(cert: &[u8]) -> Result<Vec<String>, DerError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_read_as_rfc_5280_writes_them() {
+        assert_eq!(super::time_of(0x17, b"700101000000Z"), Ok(0));
+        assert_eq!(super::time_of(0x17, b"491231235959Z"), Ok(2_524_607_999));
+        assert_eq!(super::time_of(0x18, b"20500101000000Z"), Ok(2_524_608_000));
+        for bad in [&b"700101000000"[..], b"7001010000000", b"70010100000aZ", b"701301000000Z"] {
+            assert!(super::time_of(0x17, bad).is_err(), "{bad:?}");
+        }
+        assert!(super::time_of(0x04, b"700101000000Z").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -129,6 +129,11 @@ pub struct Remote {
     /// A control plane's trustd being asked for the server certificate (a `machine.ca`
     /// without its key), with what it was asked for.
     fetch: Option<(Fetch, (String, Option<String>), Sans)>,
+    /// Rung by the trustd client's thread when it ends: the loop then looks at once.
+    bell: Option<evloop::Ringer>,
+    /// When the certificate trustd signed is to be renewed (two thirds of the way to its
+    /// end); cleared once the renewal is asked for.
+    renew_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -169,7 +174,14 @@ impl Remote {
             trust: Trust::default(),
             off_for: None,
             fetch: None,
+            bell: None,
+            renew_at: None,
         })
+    }
+
+    /// Ring `bell` when a trustd request has an answer (without one the loop polls for it).
+    pub fn wake_with(&mut self, bell: evloop::Ringer) {
+        self.bell = Some(bell);
     }
 
     /// Listen for trustd on each address, as `first_token` and the tokens after it.
@@ -245,12 +257,16 @@ impl Remote {
     /// Whether [`Remote::refresh`] has anything to do: the store changed what it follows, the
     /// mode is not known yet, or a held-back certificate is due.
     pub fn wants_refresh(&self, now: Instant, changed: bool) -> bool {
-        changed || matches!(self.state, State::Unset) || self.reissue_due.is_some_and(|t| t <= now)
+        changed
+            || matches!(self.state, State::Unset)
+            || self.reissue_due.is_some_and(|t| t <= now)
+            || self.renew_at.is_some_and(|t| t <= now)
+            || self.fetch.as_ref().is_some_and(|(f, _, _)| f.ended())
     }
 
-    /// When a held-back certificate is due.
+    /// When a held-back certificate is due, or trustd's is to be renewed.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.reissue_due
+        evloop::source::earliest([self.reissue_due, self.renew_at])
     }
 
     /// Follow the store: the mode, and the server certificate's names. True when the trust
@@ -296,6 +312,7 @@ impl Remote {
             return;
         }
         self.fetch = None;
+        self.renew_at = None;
         if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
             if *had == key && *issued == sans {
                 self.reissue_due = None;
@@ -331,8 +348,9 @@ impl Remote {
     }
 
     /// A `machine.ca` without its key: the server certificate comes from a control plane's
-    /// trustd. Until the first one arrives, TLS is off; when the names change, the old one
-    /// serves until the new one arrives.
+    /// trustd. Until the first one arrives, TLS is off; when the names change, or two thirds
+    /// of its lifetime have passed (Talos's nodes renew theirs too), the old one serves until
+    /// the new one arrives.
     fn follow_trustd(
         &mut self,
         config: &MachineConfig,
@@ -340,14 +358,17 @@ impl Remote {
         sans: Sans,
         now: Instant,
     ) {
+        let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
         if let State::Mutual { ca: had, sans: issued, .. } = &self.state {
-            if *had == key && *issued == sans {
-                self.fetch = None;
-                self.reissue_due = None;
-                return;
+            if *had == key && *issued == sans && !asked {
+                if self.renew_at.is_none_or(|t| t > now) {
+                    self.fetch = None;
+                    self.reissue_due = None;
+                    return;
+                }
+                log::info!(target: "api", "API: the server certificate from trustd is two thirds through its lifetime: asking for a new one (the current one serves meanwhile)");
             }
         }
-        let asked = self.fetch.as_ref().is_some_and(|(_, k, s)| *k == key && *s == sans);
         // Names that churn start a new request (a thread) not more often than REISSUE_EVERY.
         let next = self.issued.map(|t| t + REISSUE_EVERY);
         if !asked && next.is_some_and(|t| now < t) {
@@ -356,6 +377,7 @@ impl Remote {
         }
         if !asked {
             self.issued = Some(now);
+            self.renew_at = None;
             let ask = match trustd_ask(config, &key, &sans) {
                 Ok(ask) => ask,
                 Err(why) => {
@@ -365,7 +387,7 @@ impl Remote {
                 }
             };
             let endpoints = ask.endpoints.join(", ");
-            match Fetch::start(ask) {
+            match Fetch::start(ask, self.bell.clone()) {
                 Ok(f) => {
                     log::info!(target: "api", "API: machine.ca has no key: asking trustd at {endpoints} (port {TRUSTD_PORT}) for a server certificate for {}", describe(&sans));
                     self.fetch = Some((f, key.clone(), sans.clone()));
@@ -384,12 +406,16 @@ impl Remote {
                 let ca_cert = trustd_ca(&key.0);
                 match ca_cert.and_then(|c| tls::mutual_config(&c, &id).map_err(|e| e.to_string())) {
                     Ok(config) => {
-                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate signed by trustd at {from} for {}", describe(&sans));
+                        let renew_in = renew_in(&id, std::time::SystemTime::now());
+                        self.renew_at = Some(now + renew_in);
+                        log::info!(target: "api", "API: mutual TLS with the machine config's CA; server certificate signed by trustd at {from} for {}; renewed in {} s", describe(&sans), renew_in.as_secs());
                         self.state = State::Mutual { config, trustd: None, ca: key, sans };
                     }
                     Err(e) => log::error!(target: "api", "API: the certificate from trustd: {e}"),
                 }
             }
+            // The thread rings the bell when it has an answer; polled only without one.
+            Some(Poll::Waiting) if self.bell.is_some() => self.reissue_due = None,
             Some(Poll::Waiting) => self.reissue_due = Some(now + TRUSTD_POLL),
             Some(Poll::Gone) => {
                 // Asked again at the next look.
@@ -476,7 +502,21 @@ impl Remote {
     }
 }
 
-/// How often the loop looks whether trustd answered.
+/// The soonest a certificate from trustd is renewed after it arrived: a short lifetime, or a
+/// clock that makes it look expired, does not make the node ask in a tight loop.
+const RENEW_MIN: Duration = Duration::from_secs(10);
+
+/// How long until a certificate from trustd is to be renewed: two thirds of what is left of
+/// it (by this node's clock), at least [`RENEW_MIN`]. One that cannot be read is renewed
+/// then too.
+fn renew_in(id: &Identity, now: std::time::SystemTime) -> Duration {
+    let now = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let end = id.chain.first().and_then(|c| pki::der::not_after(c).ok());
+    let left = end.and_then(|e| u64::try_from(e).ok()).map_or(0, |e| e.saturating_sub(now));
+    Duration::from_secs(left / 3 * 2).max(RENEW_MIN)
+}
+
+/// How often the loop looks whether trustd answered, when it has no bell to be woken by.
 const TRUSTD_POLL: Duration = Duration::from_millis(200);
 
 /// What to ask trustd with, from the config: Err, one line, when it cannot be asked.
@@ -603,4 +643,37 @@ pub(crate) fn decode(b64: &str, what: &str) -> Result<String, String> {
         .find_map(|e| e.decode(b64.trim()).ok())
         .ok_or_else(|| format!("{what}: not base64"))?;
     String::from_utf8(bytes).map_err(|_| format!("{what}: not PEM text"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// An identity as trustd would sign it, valid `lifetime` from now.
+    fn signed(lifetime: Duration) -> Identity {
+        let sans = Sans { hostname: Some("worker".into()), addresses: vec![] };
+        let (key, pem) = pki::csr::request(&sans).unwrap();
+        let csr = pki::csr::parse(pem.as_bytes()).unwrap();
+        let crt = Ca::generate("demo").unwrap().sign_csr_for(&csr, lifetime).unwrap();
+        pki::csr::identity(&key, &crt).unwrap()
+    }
+
+    #[test]
+    fn renewal_is_two_thirds_through_what_is_left_and_never_sooner_than_the_minimum() {
+        let now = std::time::SystemTime::now();
+        let year = 365 * 86400;
+        let d = renew_in(&signed(Duration::from_secs(year)), now).as_secs();
+        assert!((d as i64 - (year as i64 * 2 / 3)).abs() <= 2, "{d}");
+        let d = renew_in(&signed(Duration::from_secs(300)), now).as_secs();
+        assert!((199..=200).contains(&d), "{d}");
+        // Short, or already over by this node's clock: the minimum.
+        assert_eq!(renew_in(&signed(Duration::from_secs(3)), now), RENEW_MIN);
+        let later = now + Duration::from_secs(1000);
+        assert_eq!(renew_in(&signed(Duration::from_secs(300)), later), RENEW_MIN);
+        // A certificate that cannot be read: the minimum too.
+        let mut broken = signed(Duration::from_secs(300));
+        broken.chain = vec![rustls::pki_types::CertificateDer::from(vec![0x30, 0x00])];
+        assert_eq!(renew_in(&broken, now), RENEW_MIN);
+    }
 }

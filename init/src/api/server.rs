@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use evloop::Tag;
 use net::config::MachineConfig;
@@ -85,7 +85,8 @@ pub struct Server {
     /// The recent changes of every kind, for COSI's watches.
     cosi: History,
     /// Rung by the threads of forwarded calls ([`super::rpc::proxy`]): their answers wait
-    /// in the calls' feeds, pumped after every loop iteration.
+    /// in the calls' feeds, pumped after every loop iteration; and by the trustd client's
+    /// thread, whose answer the next refresh takes.
     bell: Option<evloop::Bell>,
 }
 
@@ -131,6 +132,11 @@ impl Server {
         });
         let bell =
             bell.map_err(|e| log::warn!(target: "api", "no bell for forwarded calls: {e}")).ok();
+        // The same bell wakes the loop for trustd's answer.
+        let mut remote = remote;
+        if let (Some(r), Some(b)) = (remote.as_mut(), bell.as_ref()) {
+            r.wake_with(b.ringer());
+        }
         Ok(Self {
             socket,
             remote,
@@ -157,6 +163,11 @@ impl Server {
         };
         remote.bind_trustd(listen, reactor, self.tag.token(KEY_TRUSTD))?;
         Ok(())
+    }
+
+    /// How long the certificates trustd signs are valid (`None`: a year).
+    pub fn trustd_cert_lifetime(&mut self, lifetime: Option<Duration>) {
+        self.effects.trustd_lifetime = lifetime;
     }
 
     /// Keep applied configs in `path` (the config file the node reads at start).

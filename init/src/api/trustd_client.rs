@@ -4,7 +4,8 @@
 //! One worker thread per request: it makes the key and the request, calls
 //! `securityapi.SecurityService/Certificate` with `machine.token` in the `token` metadata
 //! over TLS that trusts `machine.ca` only, checks that the answer chains to `machine.ca` and
-//! certifies its key, and hands the identity to the loop, which polls for it. Failures are
+//! certifies its key, and hands the identity to the loop over a channel, ringing the loop's
+//! bell so the loop takes it at once (no timer ticks while a node waits). Failures are
 //! retried with a backoff; each different failure is logged once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +52,8 @@ impl std::fmt::Debug for Ask {
 pub struct Fetch {
     rx: Receiver<(Identity, String)>,
     stop: Arc<AtomicBool>,
+    /// Set by the thread once it has sent its answer (or ended without one).
+    ended: Arc<AtomicBool>,
 }
 
 impl Drop for Fetch {
@@ -71,18 +74,29 @@ pub enum Poll {
 }
 
 impl Fetch {
-    /// Start asking.
-    pub fn start(ask: Ask) -> Result<Self, String> {
+    /// Start asking; `bell` is rung when the thread ends (with an answer or without).
+    pub fn start(ask: Ask, bell: Option<evloop::Ringer>) -> Result<Self, String> {
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let ended = Arc::new(AtomicBool::new(false));
+        let (stopped, end) = (stop.clone(), ended.clone());
         evloop::spawn_worker("trustd-client", move || {
             if let Some(done) = run(&ask, &stopped) {
                 let _ = tx.send(done);
             }
+            drop(tx);
+            end.store(true, Ordering::Release);
+            if let Some(b) = bell {
+                b.ring();
+            }
         })
         .map_err(|e| e.to_string())?;
-        Ok(Self { rx, stop })
+        Ok(Self { rx, stop, ended })
+    }
+
+    /// Whether the thread has ended: [`Fetch::poll`] then says how.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
     }
 
     /// Has it ended?

@@ -123,6 +123,13 @@ impl Api {
         self.0.as_mut().and_then(Server::take_power)
     }
 
+    /// How long the certificates trustd signs are valid (`None`: a year).
+    pub fn trustd_cert_lifetime(&mut self, lifetime: Option<std::time::Duration>) {
+        if let Some(api) = &mut self.0 {
+            api.trustd_cert_lifetime(lifetime);
+        }
+    }
+
     /// Trust roots for an upgrade's https downloads.
     pub fn fetch_roots(&mut self, roots: Vec<std::path::PathBuf>) {
         if let Some(api) = &mut self.0 {

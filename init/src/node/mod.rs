@@ -86,6 +86,8 @@ pub struct Options {
     pub api_max_connections: usize,
     /// Where trustd listens (TLS, a control plane's `securityapi.SecurityService`).
     pub trustd_listen: Vec<std::net::SocketAddr>,
+    /// How long the certificates trustd signs are valid (`None`: a year).
+    pub trustd_cert_lifetime: Option<Duration>,
     /// Serve Prometheus metrics here when the config has no `machine.metrics`.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Where state that outlives the loop goes (DHCP leases, keys); `None` keeps nothing.
@@ -113,6 +115,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         opts.api_max_connections,
     )?;
     api.listen_trustd(&opts.trustd_listen, &reactor);
+    api.trustd_cert_lifetime(opts.trustd_cert_lifetime);
     api.keep_config_in(opts.keep_config.clone());
     api.fetch_roots(opts.config_roots.clone());
     if let Some(h) = &opts.hotplug {

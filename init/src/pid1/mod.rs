@@ -160,6 +160,8 @@ pub fn main() -> ! {
             std::net::Ipv6Addr::UNSPECIFIED,
             crate::api::remote::TRUSTD_PORT,
         ))],
+        // A year, as Talos's trustd signs.
+        trustd_cert_lifetime: None,
         // PID 1 serves metrics only where machine.metrics says.
         metrics_listen: None,
         state: Some(PathBuf::from(STATE_DIR)),

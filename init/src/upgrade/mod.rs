@@ -30,6 +30,9 @@ pub enum Outcome {
     Loaded { version: String },
     /// Downloaded and verified, not loaded: `keelson run` never replaces its host's kernel.
     Verified { version: String },
+    /// The manifest names the version this node runs already: nothing downloaded or loaded
+    /// (a repeated upgrade after the kexec, as Talos's clients repeat one).
+    Current { version: String },
     /// Refused: one line.
     Failed(String),
 }
@@ -40,6 +43,8 @@ pub struct Job {
     rx: Receiver<Outcome>,
     /// The manifest's URL, for the log (query elided).
     pub shown: String,
+    /// The request's `image`, as given: a repeat of it is the same upgrade.
+    pub image: String,
 }
 
 impl Job {
@@ -74,18 +79,25 @@ pub fn manifest_url(image: &str) -> Result<Url, String> {
 
 /// Start the download of what `url` describes on a worker; `boot`: load it for kexec
 /// (PID 1), otherwise only verify it.
-pub fn start(url: Url, roots: Vec<PathBuf>, boot: bool) -> Result<Job, String> {
+pub fn start(image: &str, url: Url, roots: Vec<PathBuf>, boot: bool) -> Result<Job, String> {
     let (tx, rx) = mpsc::channel();
     let shown = url.redacted();
+    let running = format!("v{}", crate::machine::version());
     evloop::spawn_worker("upgrade", move || {
-        let _ = tx.send(run(&url, &roots, boot));
+        let _ = tx.send(run(&url, &roots, boot, &running));
     })
     .map_err(|e| format!("cannot start the upgrade worker: {e}"))?;
-    Ok(Job { rx, shown })
+    Ok(Job { rx, shown, image: image.to_owned() })
+}
+
+/// Whether a manifest naming `version` is the image this node runs (`running`, its
+/// `Version` tag): then there is nothing to download.
+pub fn is_current(version: &str, running: &str) -> bool {
+    !version.is_empty() && version == running
 }
 
 /// The worker: manifest, both files, digests, kexec.
-fn run(url: &Url, roots: &[PathBuf], boot: bool) -> Outcome {
+fn run(url: &Url, roots: &[PathBuf], boot: bool, running: &str) -> Outcome {
     let deadline = Instant::now() + DOWNLOAD;
     let fetch = |what: &str, url: &Url, limit: usize| {
         client::fetch_limited(url, roots, deadline, limit)
@@ -98,6 +110,9 @@ fn run(url: &Url, roots: &[PathBuf], boot: bool) -> Outcome {
         Ok(m) => m,
         Err(e) => return Outcome::Failed(e),
     };
+    if is_current(&m.version, running) {
+        return Outcome::Current { version: m.version };
+    }
     log::info!(target: "upgrade", "manifest for {}: kernel {}, initramfs {}", m.version, m.kernel.url.redacted(), m.initramfs.url.redacted());
     // Each download goes into a memfd once verified (only PID 1 loads it), so at most one
     // buffer is held at a time.
@@ -135,5 +150,18 @@ fn run(url: &Url, roots: &[PathBuf], boot: bool) -> Outcome {
     match kexec::load(kernel, initramfs, &cmdline) {
         Ok(()) => Outcome::Loaded { version },
         Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_current;
+
+    #[test]
+    fn only_the_running_tag_is_current() {
+        assert!(is_current("v0.1.0", "v0.1.0"));
+        assert!(!is_current("v0.1.1", "v0.1.0"));
+        assert!(!is_current("v0.1.0", "v0.1.0-dirty"));
+        assert!(!is_current("", ""));
     }
 }

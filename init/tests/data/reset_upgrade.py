@@ -4,6 +4,7 @@ grpclib stubs). Each scenario asserts what it gets and prints `ok SCENARIO` at t
 
   python3 reset_upgrade.py refusals ADDR ADMIN_KEELSONCONFIG READER_KEELSONCONFIG
   python3 reset_upgrade.py upgrade ADDR ADMIN_KEELSONCONFIG MANIFEST_URL
+  python3 reset_upgrade.py upgrade_busy ADDR ADMIN_KEELSONCONFIG MANIFEST_URL
   python3 reset_upgrade.py reset ADDR ADMIN_KEELSONCONFIG
   python3 reset_upgrade.py maintenance ADDR"""
 
@@ -64,6 +65,14 @@ async def upgrade(addr, admin, url):
     say("ok upgrade")
 
 
+async def upgrade_busy(addr, admin, url):
+    ch = channel(addr, admin)
+    await fails("another image while one is under way", Status.FAILED_PRECONDITION,
+                tm.MachineServiceStub(ch).upgrade(tm.UpgradeRequest(image=url)), "is under way")
+    ch.close()
+    say("ok upgrade_busy")
+
+
 async def reset(addr, admin):
     ch = channel(addr, admin)
     r = await tm.MachineServiceStub(ch).reset(
@@ -88,7 +97,8 @@ async def maintenance(addr):
     say("ok maintenance")
 
 
-SCENARIOS = {"refusals": refusals, "upgrade": upgrade, "reset": reset, "maintenance": maintenance}
+SCENARIOS = {"refusals": refusals, "upgrade": upgrade, "upgrade_busy": upgrade_busy,
+             "reset": reset, "maintenance": maintenance}
 
 if __name__ == "__main__":
     asyncio.run(SCENARIOS[sys.argv[1]](*sys.argv[2:]))

@@ -69,7 +69,11 @@ fn certificate(call: &mut Call<'_>, body: &[u8]) -> Result<Reply, Status> {
         Status::new(code::INVALID_ARGUMENT, e.to_string())
     })?;
     // What rcgen refuses is in the request (a name it cannot encode), not the CA.
-    let signed = ca.sign_csr(&csr).map_err(|e| {
+    let signed = match call.effects.trustd_lifetime {
+        Some(lifetime) => ca.sign_csr_for(&csr, lifetime),
+        None => ca.sign_csr(&csr),
+    };
+    let signed = signed.map_err(|e| {
         log::warn!(target: "trustd", "refused: {e}");
         Status::new(code::INVALID_ARGUMENT, e.to_string())
     })?;
