@@ -287,6 +287,15 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("SINCE", "since"),
             ("REASON", "reason"),
         ],
+        "TenantNetworkStatus" => &[
+            ("STATE", "state"),
+            ("VRF", "vrf"),
+            ("VXLAN", "vxlan"),
+            ("TABLE", "table"),
+            ("PREFIXES", "prefixes"),
+            ("PEERS", "peers"),
+            ("MESSAGE", "message"),
+        ],
         "OperatorStatus" => &[
             ("STATE", "state"),
             ("ADDRESS", "address"),
