@@ -214,7 +214,7 @@ impl evloop::EventSource<Runtime> for TenantStatus {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
 
     fn net(id: u32, state: net::resource::TenantState) -> TenantNetworkStatus {
