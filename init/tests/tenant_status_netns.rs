@@ -2,8 +2,9 @@
 //! `keelson get networks` against `keelson run` in a namespace this test creates, the tenant
 //! agent's status file written by hand (the agent itself needs VRF and VXLAN: the VM suite's
 //! `operator/tests/tenant_node_status.rs` runs it). The node shows each network and its
-//! peers, `--watch` sees a peer go back to Pending, a bad file is one log line naming the
-//! field and the networks shown before stay, a removed file removes them.
+//! peers, `--watch` sees a peer go back to Pending, a bad file (bad field, too large, a FIFO)
+//! is one log line naming what is wrong and the networks shown before stay, a removed file
+//! removes them.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
@@ -159,6 +160,17 @@ fn get_networks_shows_the_agents_status_and_survives_a_bad_file() {
         "the large file logged",
         T,
         || node.log_text().contains("larger than the limit of 262144 bytes"),
+        || node.log_text(),
+    );
+    assert!(get(&sock, &["networks", "-o", "yaml"]).contains("vrf: tvrf301"));
+    // A FIFO in its place: refused without blocking (the node answers), the networks stay.
+    let fifo = root.join("run/keelson/fifo");
+    common::sh(&["mkfifo", fifo.to_str().unwrap()]);
+    std::fs::rename(&fifo, root.join(STATUS)).unwrap();
+    wait_for(
+        "the FIFO logged",
+        T,
+        || node.log_text().contains("not a regular file (a FIFO)"),
         || node.log_text(),
     );
     assert!(get(&sock, &["networks", "-o", "yaml"]).contains("vrf: tvrf301"));

@@ -202,12 +202,15 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let mut dp = Kernel::new(sock, a.underlay.clone());
     let mut last_write_error = None;
+    // What the file holds: an unchanged round is not written again (each write wakes the
+    // node that watches the file).
+    let mut written: Option<Vec<u8>> = None;
     loop {
         match node::round(&mut store, &node, &mut dp) {
             Ok(r) => {
                 log::debug!("tenant networks: {} on this node", r.len());
                 if let Some(path) = &a.status_file {
-                    let e = write_status(path, &node, &r).err();
+                    let e = write_status(path, &node, &r, &mut written).err();
                     // A file that cannot be written is said once, not every round.
                     if e.is_some() && e != last_write_error {
                         log::warn!(
@@ -232,17 +235,28 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
-/// Write one round's status file.
-fn write_status(path: &std::path::Path, node: &str, r: &[Realised]) -> Result<(), String> {
+/// Write one round's status file, unless `written` already holds it and the file is there.
+fn write_status(
+    path: &std::path::Path,
+    node: &str,
+    r: &[Realised],
+    written: &mut Option<Vec<u8>>,
+) -> Result<(), String> {
     let (text, left_out) =
         status_file::encode(&status_file::document(node, r)).map_err(|e| e.to_string())?;
+    if written.as_ref() == Some(&text) && path.is_file() {
+        return Ok(());
+    }
     if left_out > 0 {
         log::warn!(
             "tenant networks: status file {}: {left_out} networks left out (size limit)",
             path.display()
         );
     }
-    status_file::write(path, &text).map_err(|e| e.to_string())
+    *written = None;
+    status_file::write(path, &text).map_err(|e| e.to_string())?;
+    *written = Some(text);
+    Ok(())
 }
 
 #[cfg(test)]
