@@ -36,9 +36,8 @@ pub fn names(kind: Kind) -> Vec<String> {
     if let Some(bare) = short.strip_suffix("status") {
         // A name another kind lists as its own alias is that kind's: `networks` is the
         // tenant networks (`TenantNetworkStatus`), not `NetworkStatus`'s derived plural.
-        let claimed = |n: &str| {
-            Kind::ALL.iter().any(|k| *k != kind && k.extra_aliases().iter().any(|a| *a == n))
-        };
+        let claimed =
+            |n: &str| Kind::ALL.iter().any(|k| *k != kind && k.extra_aliases().contains(&n));
         if !bare.is_empty() {
             out.extend([bare.to_owned(), plural(bare)].into_iter().filter(|n| !claimed(n)));
         }
