@@ -4,7 +4,7 @@
 //! `operator/tests/tenant_node_status.rs` runs it). The node shows each network and its
 //! peers, `--watch` sees a peer go back to Pending, a bad file (bad field, too large, a FIFO)
 //! is one log line naming what is wrong and the networks shown before stay, a removed file
-//! removes them.
+//! removes them, and a removed and re-made directory is followed again.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
@@ -186,6 +186,13 @@ fn get_networks_shows_the_agents_status_and_survives_a_bad_file() {
         || get(&sock, &["networks", "-o", "yaml"]).trim().is_empty(),
         || get(&sock, &["networks", "-o", "yaml"]),
     );
+    // The directory itself removed and made again: still followed.
+    std::fs::remove_dir_all(root.join("run/keelson")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    write_status(&root, &two_networks("Ready"));
+    wait_event("300 back", &|v| {
+        v["event"] == "created" && v["resource"]["metadata"]["id"] == "300"
+    });
     let _ = watch.kill();
     let _ = watch.wait();
     node.stop();

@@ -169,11 +169,16 @@ impl TenantStatus {
     fn drain(&mut self) -> bool {
         let Some(ino) = &self.watch else { return false };
         let mut any = false;
+        let mut lost = false;
         loop {
             match ino.read_events() {
                 Ok(events) if events.is_empty() => break,
                 // Any event in the directory: the rename that replaces the file, its removal.
-                Ok(_) => any = true,
+                Ok(events) => {
+                    any = true;
+                    // The directory itself went (the kernel dropped the watch).
+                    lost |= events.iter().any(|e| e.mask.contains(AddWatchFlags::IN_IGNORED));
+                }
                 Err(Errno::EINTR) => {}
                 Err(Errno::EAGAIN) => break,
                 Err(e) => {
@@ -182,7 +187,20 @@ impl TenantStatus {
                 }
             }
         }
+        if lost {
+            self.rewatch();
+        }
         any
+    }
+
+    /// Make the directory again and watch it on the same inotify fd (the loop keeps it).
+    fn rewatch(&mut self) {
+        let (Some(ino), Some(dir)) = (&self.watch, self.path.parent()) else { return };
+        let again = std::fs::create_dir_all(dir).map_err(|e| e.to_string());
+        if let Err(e) = again.and_then(|()| ino.add_watch(dir, FLAGS).map_err(|e| e.to_string())) {
+            log::warn!(target: "tenant", "cannot watch {} again: {e}; reading every {}s", dir.display(), POLL.as_secs());
+            self.next_poll = Some(Instant::now() + POLL);
+        }
     }
 }
 
