@@ -34,9 +34,12 @@ pub fn names(kind: Kind) -> Vec<String> {
     let short = kind.short_name().to_ascii_lowercase();
     let mut out = vec![plural(&short), kind.type_name().to_ascii_lowercase(), short.clone()];
     if let Some(bare) = short.strip_suffix("status") {
+        // A name another kind lists as its own alias is that kind's: `networks` is the
+        // tenant networks (`TenantNetworkStatus`), not `NetworkStatus`'s derived plural.
+        let claimed =
+            |n: &str| Kind::ALL.iter().any(|k| *k != kind && k.extra_aliases().contains(&n));
         if !bare.is_empty() {
-            out.push(bare.to_owned());
-            out.push(plural(bare));
+            out.extend([bare.to_owned(), plural(bare)].into_iter().filter(|n| !claimed(n)));
         }
     }
     // Spellings that do not follow the rules above: irregular plurals and Talos's own short
@@ -84,6 +87,10 @@ mod tests {
         assert_eq!(ok("timeservers"), Kind::TimeServerStatus);
         assert_eq!(ok("nodeaddresses"), Kind::NodeAddress);
         assert_eq!(ok("networkstatus"), Kind::NetworkStatus);
+        assert_eq!(ok("network"), Kind::NetworkStatus);
+        for n in ["networks", "tenantnetworks", "tenantnetwork", "tenantnetworkstatus"] {
+            assert_eq!(ok(n), Kind::TenantNetworkStatus, "{n}");
+        }
         assert_eq!(ok("operatorspecs"), Kind::OperatorSpec);
         assert_eq!(ok("routingrules"), Kind::RoutingRuleStatus);
         assert_eq!(ok("etcfiles"), Kind::EtcFileStatus);

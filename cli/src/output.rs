@@ -287,6 +287,15 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
             ("SINCE", "since"),
             ("REASON", "reason"),
         ],
+        "TenantNetworkStatus" => &[
+            ("STATE", "state"),
+            ("VRF", "vrf"),
+            ("VXLAN", "vxlan"),
+            ("TABLE", "table"),
+            ("PREFIXES", "list:prefixes"),
+            ("PEERS", PEERS),
+            ("MESSAGE", "message"),
+        ],
         "OperatorStatus" => &[
             ("STATE", "state"),
             ("ADDRESS", "address"),
@@ -301,6 +310,30 @@ pub fn type_columns(short: &str) -> &'static [(&'static str, &'static str)] {
 /// A column field that shows the age of an RFC 3339 time (`12s ago`) instead of the time.
 const AGE_PREFIX: &str = "age:";
 const AGE_PREFIX_LAST_HANDSHAKE: &str = "age:lastHandshakeTime";
+/// A column field that shows a list of strings comma-separated instead of as JSON.
+const LIST_PREFIX: &str = "list:";
+/// The column of a tenant network's peers: `ID:STATE`, comma-separated.
+const PEERS: &str = "peers:peers";
+
+/// A list of strings, comma-separated (anything else as [`cell`] shows it).
+fn list_cell(v: Option<&serde_json::Value>) -> String {
+    match v.and_then(serde_json::Value::as_array) {
+        Some(items) => items.iter().map(|i| cell(Some(i))).collect::<Vec<_>>().join(","),
+        None => cell(v),
+    }
+}
+
+/// Peers as `301:Ready,302:Pending`.
+fn peers_cell(v: Option<&serde_json::Value>) -> String {
+    match v.and_then(serde_json::Value::as_array) {
+        Some(items) => items
+            .iter()
+            .map(|p| format!("{}:{}", cell(p.get("id")), cell(p.get("state"))))
+            .collect::<Vec<_>>()
+            .join(","),
+        None => cell(v),
+    }
+}
 
 /// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ` (what [`crate::resource::Rfc3339`] writes).
 fn parse_rfc3339(s: &str) -> Option<i64> {
@@ -364,6 +397,10 @@ pub fn remote_row(prefix: &[&str], r: &Remote) -> Vec<String> {
     row.extend(type_columns(&short).iter().map(
         |(_, field)| match field.strip_prefix(AGE_PREFIX) {
             Some(f) => age_cell(spec.get(f), now),
+            None if field.starts_with(LIST_PREFIX) => {
+                list_cell(spec.get(field.trim_start_matches(LIST_PREFIX)))
+            }
+            None if *field == PEERS => peers_cell(spec.get("peers")),
             // `status.ready`: a field of a nested object.
             None => cell(field.split('.').try_fold(spec, |v, k| v.get(k))),
         },

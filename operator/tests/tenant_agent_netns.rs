@@ -29,28 +29,6 @@ use operator::networks::node;
 use operator::store::Store;
 use testkit::{in_netns, require_full_kernel};
 
-const NETS: &str = "\
-apiVersion: keelson.dev/v1alpha1
-kind: Network
-metadata:
-  name: a
-spec:
-  prefixes: [10.1.0.0/16]
-  peerings:
-    - name: to-b
-      networkRef: {name: b}
----
-apiVersion: keelson.dev/v1alpha1
-kind: Network
-metadata:
-  name: b
-spec:
-  prefixes: [10.2.0.0/16, fd00:2::/64]
-  peerings:
-    - name: to-a
-      networkRef: {name: a}
-";
-
 fn net(s: &mut Store, name: &str) -> Network {
     s.get("default", NETWORKS, name).unwrap().unwrap()
 }
@@ -71,7 +49,7 @@ fn peered_networks_reach_the_kernel_and_come_back_ready() {
     let mut c = Controller::new(Allocator::new(Range::default()), "default");
 
     let t0 = Instant::now();
-    ctl::apply(&mut s, NETS).unwrap();
+    ctl::apply(&mut s, common::PEERED_NETWORKS).unwrap();
     c.pass(&mut s).unwrap();
     assert_eq!(node::sync(&mut s, "n1", &mut dp).unwrap(), 2);
     c.pass(&mut s).unwrap();

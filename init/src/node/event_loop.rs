@@ -54,6 +54,8 @@ pub enum Source {
     Api,
     /// The metrics listener and its connections.
     Metrics,
+    /// The tenant networks' status file's watch.
+    Tenant,
 }
 
 /// The tag of every source, handed out once at start.
@@ -81,6 +83,8 @@ pub struct Tags {
     pub api: Tag,
     /// See [`Source::Metrics`].
     pub metrics: Tag,
+    /// See [`Source::Tenant`].
+    pub tenant: Tag,
 }
 
 impl Tags {
@@ -98,6 +102,7 @@ impl Tags {
             operators: tokens.tag(Source::Operators)?,
             api: tokens.tag(Source::Api)?,
             metrics: tokens.tag(Source::Metrics)?,
+            tenant: tokens.tag(Source::Tenant)?,
         })
     }
 
@@ -115,6 +120,7 @@ impl Tags {
             Source::Operators => self.operators,
             Source::Api => self.api,
             Source::Metrics => self.metrics,
+            Source::Tenant => self.tenant,
         }
     }
 }
@@ -195,6 +201,8 @@ pub struct EventLoop {
     pub discovery: Discovery,
     /// The Prometheus metrics listener.
     pub metrics: super::metrics::Metrics,
+    /// The tenant networks the node round realised.
+    pub tenant: super::tenant_status::TenantStatus,
 }
 
 /// What the loop keeps between iterations.
@@ -226,6 +234,7 @@ impl EventLoop {
                 self.power(&mut p, what, now);
             }
             self.discovery.tick(&mut self.rt, now);
+            self.tenant.tick(&mut self.rt, now);
             self.netlink.tick(&mut self.rt, now);
             let reconciles = self.reconcile(&p, now);
             // What the node publishes changes only through reconciles (and a new client
@@ -275,7 +284,7 @@ impl EventLoop {
     /// Watch what every source opened this iteration; the earliest deadline of them all
     /// (the runtime's, the sources', the stop grace's).
     fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
-        let sources: [(Source, &mut dyn EventSource<Runtime>); 9] = [
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 10] = [
             (Source::Netlink, &mut self.netlink),
             (Source::Config, &mut self.config),
             (Source::Kubelet, &mut self.kubelet),
@@ -285,6 +294,7 @@ impl EventLoop {
             (Source::Time, &mut self.time),
             (Source::Operators, &mut self.operators),
             (Source::Metrics, &mut self.metrics),
+            (Source::Tenant, &mut self.tenant),
         ];
         let mut deadline = evloop::earliest([
             self.vips.poll_at(Instant::now()),
@@ -510,6 +520,7 @@ impl EventLoop {
             Source::Time => &mut self.time,
             Source::Operators => &mut self.operators,
             Source::Metrics => &mut self.metrics,
+            Source::Tenant => &mut self.tenant,
             // These two need more of the loop than the runtime: a fetched config is written
             // back and followed; the API reads the machine and may stop it.
             Source::ConfigUrl => return self.config_fetched(now),
@@ -579,6 +590,7 @@ mod tests {
             (tags.operators, Source::Operators),
             (tags.api, Source::Api),
             (tags.metrics, Source::Metrics),
+            (tags.tenant, Source::Tenant),
         ];
         for (i, (tag, source)) in all.iter().enumerate() {
             assert_eq!(tags.of(*source), *tag);

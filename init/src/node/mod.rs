@@ -23,6 +23,7 @@ mod kubelet;
 mod lifecycle;
 mod metrics;
 mod netlink;
+mod tenant_status;
 mod vips;
 
 use std::cell::RefCell;
@@ -176,6 +177,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         tags,
         discovery,
         metrics: metrics::Metrics::new(opts.metrics_listen),
+        tenant: tenant_status::TenantStatus::start(&opts.root, &mut rt, now),
         reactor,
         rt,
         operators,

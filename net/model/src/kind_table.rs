@@ -63,6 +63,9 @@ macro_rules! kind_table {
             OperatorStatus($crate::resource::OperatorStatus) = "OperatorStatus", "OperatorStatuses.net.keelson.dev";
             /// A shared VIP's election as this node sees it.
             VipStatus($crate::resource::VipStatus) = "VIPStatus", "VIPStatuses.net.keelson.dev";
+            /// A tenant network as this node realised it (read from the node round's status file).
+            TenantNetworkStatus($crate::resource::TenantNetworkStatus) = "TenantNetworkStatus", "TenantNetworkStatuses.net.keelson.dev",
+                aliases("networks", "tenantnetworks", "tenantnetwork");
             /// Desired policy routing rule.
             RoutingRuleSpec($crate::resource::RoutingRuleSpec) = "RoutingRuleSpec", "RoutingRuleSpecs.net.keelson.dev",
                 layered(rules, $crate::merge::merge_rules, "network.RoutingRuleMergeController");

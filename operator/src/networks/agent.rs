@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -14,17 +15,21 @@ use net::netlink::RouteSocket;
 use net::tenant::{self, kernel, Peer, Remote, TenantNetwork, Underlay};
 
 use super::kinds::{parse_prefix, NodeNetworkSpec};
-use super::node::{self, Dataplane, Outcome};
+use super::node::{self, Dataplane, Outcome, Realised};
+use super::status_file;
 use crate::cli::ServeOptions;
 use crate::key::Layout;
 use crate::store::Store;
 
 pub const USAGE: &str = "\
 usage: keelson-operator tenant-agent --node NAME [--vtep-local ADDR] [--vxlan-port PORT]
-                                     [--interval SECONDS] [--once] [etcd options]
+                                     [--interval SECONDS] [--once] [--status-file PATH]
+                                     [etcd options]
 
 Realises every NodeNetwork on this machine (a VRF and a VXLAN device per network, peer
-prefixes leaked between VRF tables) and reports under NAME. etcd options are serve's
+prefixes leaked between VRF tables) and reports under NAME. After each round it writes what
+it realised to --status-file (default /run/keelson/tenant-networks.json, where a keelson node
+reads it for `keelson get networks`; an empty PATH writes none). etcd options are serve's
 (--data-dir, --etcd-endpoints, --etcd-cacert, --etcd-cert, --etcd-key, --prefix).
 ";
 
@@ -107,12 +112,18 @@ struct Args {
     underlay: Underlay,
     interval: u64,
     once: bool,
+    /// Where to write what each round realised (`None`: nowhere).
+    status_file: Option<PathBuf>,
 }
 
 fn parse(args: Vec<OsString>) -> Result<Args, String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(args);
-    let mut a = Args { interval: 5, ..Default::default() };
+    let mut a = Args {
+        interval: 5,
+        status_file: Some(PathBuf::from(status_file::DEFAULT_PATH)),
+        ..Default::default()
+    };
     let e = |e: lexopt::Error| e.to_string();
     let mut etcd_argv: Vec<OsString> = vec!["serve".into()];
     while let Some(arg) = p.next().map_err(e)? {
@@ -136,6 +147,10 @@ fn parse(args: Vec<OsString>) -> Result<Args, String> {
                 }
             }
             Long("once") => a.once = true,
+            Long("status-file") => {
+                let v = PathBuf::from(p.value().map_err(e)?);
+                a.status_file = (!v.as_os_str().is_empty()).then_some(v);
+            }
             Long("help") | Short('h') => return Err(String::new()),
             Long(
                 f @ ("data-dir" | "etcd-endpoints" | "etcd-cacert" | "etcd-cert" | "etcd-key"
@@ -186,9 +201,27 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     };
     let mut dp = Kernel::new(sock, a.underlay.clone());
+    let mut last_write_error = None;
+    // What the file holds: an unchanged round is not written again (each write wakes the
+    // node that watches the file).
+    let mut written: Option<Vec<u8>> = None;
     loop {
-        match node::sync(&mut store, &node, &mut dp) {
-            Ok(n) => log::debug!("tenant networks: {n} on this node"),
+        match node::round(&mut store, &node, &mut dp) {
+            Ok(r) => {
+                log::debug!("tenant networks: {} on this node", r.len());
+                if let Some(path) = &a.status_file {
+                    let e = write_status(path, &node, &r, &mut written).err();
+                    // A file that cannot be written is said once, not every round.
+                    if e.is_some() && e != last_write_error {
+                        log::warn!(
+                            "tenant networks: status file {}: {}",
+                            path.display(),
+                            e.as_deref().unwrap_or_default()
+                        );
+                    }
+                    last_write_error = e;
+                }
+            }
             Err(e) if a.once => {
                 eprintln!("keelson-operator tenant-agent: {e}");
                 return ExitCode::FAILURE;
@@ -200,6 +233,30 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
         std::thread::sleep(Duration::from_secs(a.interval));
     }
+}
+
+/// Write one round's status file, unless `written` already holds it and the file is there.
+fn write_status(
+    path: &std::path::Path,
+    node: &str,
+    r: &[Realised],
+    written: &mut Option<Vec<u8>>,
+) -> Result<(), String> {
+    let (text, left_out) =
+        status_file::encode(&status_file::document(node, r)).map_err(|e| e.to_string())?;
+    if written.as_ref() == Some(&text) && path.is_file() {
+        return Ok(());
+    }
+    if left_out > 0 {
+        log::warn!(
+            "tenant networks: status file {}: {left_out} networks left out (size limit)",
+            path.display()
+        );
+    }
+    *written = None;
+    status_file::write(path, &text).map_err(|e| e.to_string())?;
+    *written = Some(text);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -217,6 +274,13 @@ mod tests {
         assert!(parse(args(&["--vtep-local", "192.0.2.1"])).is_err());
         assert!(parse(args(&["--node", "n1", "--interval", "0"])).is_err());
         assert!(parse(args(&["--node", "n1", "--vtep-local", "nope"])).is_err());
+        assert_eq!(
+            parse(args(&["--node", "n1"])).unwrap().status_file.as_deref(),
+            Some(std::path::Path::new("/run/keelson/tenant-networks.json"))
+        );
+        assert_eq!(parse(args(&["--node", "n1", "--status-file", ""])).unwrap().status_file, None);
+        let a = parse(args(&["--node", "n1", "--status-file", "/tmp/x.json"])).unwrap();
+        assert_eq!(a.status_file.as_deref(), Some(std::path::Path::new("/tmp/x.json")));
         let want = [NodeNetworkSpec {
             id: 300,
             network_ref: ClaimRef::default(),

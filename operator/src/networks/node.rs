@@ -99,9 +99,27 @@ pub fn report(spec: &NodeNetworkSpec, outcome: Option<&Outcome>) -> NodeReport {
     }
 }
 
+/// What one round did with one network: the spec, this node's report, and why each failed
+/// peer failed (for the node's status file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Realised {
+    pub spec: NodeNetworkSpec,
+    pub report: NodeReport,
+    pub failed: Vec<(u32, String)>,
+}
+
 /// One round: realise every NodeNetwork and write this node's reports (only where they
 /// changed). Returns how many networks this node carries.
 pub fn sync(store: &mut Store, node: &str, dp: &mut dyn Dataplane) -> Result<usize, StoreError> {
+    round(store, node, dp).map(|r| r.len())
+}
+
+/// [`sync`], returning what was realised per network.
+pub fn round(
+    store: &mut Store,
+    node: &str,
+    dp: &mut dyn Dataplane,
+) -> Result<Vec<Realised>, StoreError> {
     let (all, _) = store.list::<NodeBody>(CLUSTER, NODE_NETWORKS)?;
     let want: Vec<NodeNetworkSpec> = all.iter().map(|r| r.spec.spec.clone()).collect();
     // The other nodes that realised a network, by the VTEP and prefixes they reported (by
@@ -130,12 +148,18 @@ pub fn sync(store: &mut Store, node: &str, dp: &mut dyn Dataplane) -> Result<usi
         })
         .collect();
     let outcomes = dp.apply(&want, &remotes);
+    let mut realised = Vec::with_capacity(all.len());
     for r in &all {
         let spec = &r.spec.spec;
         let mut rep = report(spec, outcomes.get(&spec.id));
         if rep.state == NetState::Ready {
             rep.vtep = dp.vtep();
         }
+        let failed = match outcomes.get(&spec.id) {
+            Some(Outcome::Realised { failed, .. }) => failed.clone(),
+            _ => vec![],
+        };
+        realised.push(Realised { spec: spec.clone(), report: rep.clone(), failed });
         if r.spec.status.nodes.get(node) == Some(&rep) {
             continue;
         }
@@ -152,5 +176,5 @@ pub fn sync(store: &mut Store, node: &str, dp: &mut dyn Dataplane) -> Result<usi
             Err(e) => return Err(e),
         }
     }
-    Ok(want.len())
+    Ok(realised)
 }

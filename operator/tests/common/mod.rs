@@ -340,3 +340,27 @@ impl EnterAndKeep for testkit::Netns {
         std::mem::forget(self);
     }
 }
+
+/// Two Networks peering each other (all of each side's prefixes): `a`, and `b` with an IPv4
+/// and an IPv6 prefix. The tenant dataplane tests apply them.
+pub const PEERED_NETWORKS: &str = "\
+apiVersion: keelson.dev/v1alpha1
+kind: Network
+metadata:
+  name: a
+spec:
+  prefixes: [10.1.0.0/16]
+  peerings:
+    - name: to-b
+      networkRef: {name: b}
+---
+apiVersion: keelson.dev/v1alpha1
+kind: Network
+metadata:
+  name: b
+spec:
+  prefixes: [10.2.0.0/16, fd00:2::/64]
+  peerings:
+    - name: to-a
+      networkRef: {name: a}
+";

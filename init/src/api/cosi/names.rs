@@ -81,6 +81,13 @@ pub fn cosi_type(kind: Kind) -> CosiType {
         }
         // Talos has no VIP status resource: keelson's own name.
         Kind::VipStatus => t("VIPStatuses.net.keelson.dev", "VIPStatus", "network", &[]),
+        // Talos has no tenant networks: keelson's own name.
+        Kind::TenantNetworkStatus => t(
+            "TenantNetworkStatuses.net.keelson.dev",
+            "TenantNetworkStatus",
+            "network",
+            &["networks", "tenantnetworks"],
+        ),
         Kind::RoutingRuleSpec => {
             t("RoutingRuleSpecs.net.talos.dev", "RoutingRuleSpec", "network", &[])
         }
