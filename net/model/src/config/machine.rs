@@ -112,6 +112,10 @@ pub struct Machine {
     /// keelson addition: `machine.metrics`, the Prometheus metrics listener; absent: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsConfig>,
+    /// keelson addition: `machine.tenantNetworks`, the tenant-network agent PID 1 runs;
+    /// absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_networks: Option<TenantNetworksConfig>,
 
     /// `machine.token`: what a worker shows a control plane's trustd (port 50001) to get its
     /// API certificate signed, and what a control plane's trustd checks. Shown as
@@ -263,6 +267,79 @@ pub struct MetricsConfig {
     /// Where to listen (`[::]:9100`).
     #[serde(deserialize_with = "scalar::one::<scalar::ListenAddr, _>")]
     pub listen: std::net::SocketAddr,
+}
+
+/// Where the tenant-network agent is, unless `machine.tenantNetworks.agent` says.
+pub const DEFAULT_TENANT_AGENT: &str = "/usr/bin/keelson-operator";
+
+/// The most etcd endpoints `machine.tenantNetworks.etcdEndpoints` takes.
+pub const MAX_TENANT_ETCD_ENDPOINTS: usize = 16;
+
+fn default_tenant_agent() -> String {
+    DEFAULT_TENANT_AGENT.to_owned()
+}
+
+/// `machine.tenantNetworks` (a keelson key): PID 1 runs `AGENT tenant-agent` (the
+/// `keelson-operator` binary) against the operator's etcd, so this node realises its tenant
+/// networks and reports them.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantNetworksConfig {
+    /// The `keelson-operator` binary (absolute path).
+    #[serde(
+        default = "default_tenant_agent",
+        deserialize_with = "scalar::one::<scalar::AbsPath, _>"
+    )]
+    pub agent: String,
+    /// The operator's etcd (`http://` or `https://` URLs; 1 to
+    /// [`MAX_TENANT_ETCD_ENDPOINTS`], checked in `validate`).
+    #[serde(deserialize_with = "scalar::list::<scalar::EtcdUrl, _>")]
+    pub etcd_endpoints: Vec<String>,
+    /// CA bundle (PEM file) for `https://` endpoints.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<scalar::AbsPath, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub etcd_ca: Option<String>,
+    /// Client certificate (PEM file); goes with `etcdKey`.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<scalar::AbsPath, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub etcd_cert: Option<String>,
+    /// Client key (PEM file); goes with `etcdCert`.
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<scalar::AbsPath, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub etcd_key: Option<String>,
+    /// The operator's key prefix in etcd (the agent's default when absent).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<scalar::EtcdPrefix, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub prefix: Option<String>,
+    /// The name the agent reports under (the node's hostname when absent).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<scalar::Hostname, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node: Option<String>,
+    /// The local VXLAN tunnel endpoint (the agent picks one when absent).
+    #[serde(
+        default,
+        deserialize_with = "scalar::opt::<scalar::Ip, _>",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vtep_local: Option<std::net::IpAddr>,
+    /// The VXLAN UDP port (the agent's default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vxlan_port: Option<std::num::NonZeroU16>,
 }
 
 /// `machine.kubelet`: keelson hands off to a kubelet it does not manage the image of.

@@ -25,6 +25,7 @@
 //!   `KUBELET_IMAGE`, and a new image restarts it), and
 //!   `machine.kubelet.healthz`: the `http://` endpoint whose 200 says it is healthy.
 //! * `machine.metrics.listen`: where the node serves Prometheus metrics (off when absent).
+//! * `machine.tenantNetworks`: the tenant-network agent PID 1 runs (off when absent).
 //! * `routes[].table` on legacy device and VLAN routes: a number or `main`, `local`,
 //!   `default` (Talos has it only in the newer multi-document config).
 //! * `machine.time.bootTimeout` is a Go-style duration string (`90s`, `2m`, `1h30m`).
@@ -93,7 +94,8 @@ pub use healthz::{HealthzTarget, DEFAULT_HEALTHZ};
 pub use machine::{
     Cluster, ControlPlaneConfig, Discovery, DiscoveryRegistries, DiskSelector, EtcdConfig,
     InstallConfig, KubeletConfig, KubernetesRegistry, Machine, MachineConfig, MachineType,
-    MetricsConfig, NodeIpConfig, PemKeyPair, ServiceRegistry, TimeConfig,
+    MetricsConfig, NodeIpConfig, PemKeyPair, ServiceRegistry, TenantNetworksConfig, TimeConfig,
+    DEFAULT_TENANT_AGENT, MAX_TENANT_ETCD_ENDPOINTS,
 };
 pub use migrate::{migrate, MigrateError};
 pub use network::{

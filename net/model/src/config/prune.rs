@@ -7,9 +7,10 @@
 //! field's path and line in the original text, and what was dropped.
 //!
 //! Some units are read as a whole: anything invalid inside a route, a peer, a nameserver, a
-//! host entry or a link selector drops that route, peer, nameserver, entry or selector,
-//! because what is left would mean something else (a route without its gateway is a direct
-//! route; a selector without one of its fields matches more links).
+//! host entry, a link selector or `machine.tenantNetworks` drops that route, peer, nameserver,
+//! entry, selector or agent, because what is left would mean something else (a route without
+//! its gateway is a direct route; a selector without one of its fields matches more links; an
+//! agent without its `node` reports under the hostname).
 //!
 //! When dropping a field makes its parent invalid (a device without its `interface`, a peer
 //! without its key), the parent goes as well and the first line says so. Nothing can be
@@ -35,7 +36,7 @@ const REPARSE_BUDGET: usize = 32 << 20;
 const PER_ROUND: usize = 16;
 
 /// Units dropped whole when anything inside them is invalid (see the module docs).
-const WHOLE_UNITS: [&str; 7] = [
+const WHOLE_UNITS: [&str; 8] = [
     "routes",
     "peers",
     "nameservers",
@@ -43,6 +44,7 @@ const WHOLE_UNITS: [&str; 7] = [
     "deviceSelector",
     "deviceSelectors",
     "selector",
+    "tenantNetworks",
 ];
 
 /// The original text and the units removed so far (in its coordinates), to find where a

@@ -410,6 +410,76 @@ impl ScalarParser for Url {
     }
 }
 
+/// The longest path or etcd URL a `machine.tenantNetworks` field takes.
+pub(crate) const MAX_AGENT_TEXT: usize = 1024;
+
+/// Printable text without whitespace, at most [`MAX_AGENT_TEXT`] bytes: what reaches another
+/// process's command line.
+fn plain(s: &str) -> bool {
+    s.len() <= MAX_AGENT_TEXT && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// An absolute file path (no `..` component, no whitespace).
+pub(crate) struct AbsPath;
+impl ScalarParser for AbsPath {
+    type Out = String;
+    const EXPECTING: &'static str = "an absolute path";
+    fn parse(s: &str) -> Result<String, String> {
+        let shown = crate::names::escape(s, 64);
+        if !s.starts_with('/') || !plain(s) || s.split('/').any(|c| c == "..") {
+            return Err(format!(
+                "invalid path {shown:?}: expected an absolute path without `..` or whitespace, \
+                 at most {MAX_AGENT_TEXT} bytes"
+            ));
+        }
+        Ok(s.to_owned())
+    }
+}
+
+/// An etcd client URL: `http://` or `https://`, a host, no credentials, no comma (the agent
+/// takes a comma-separated list).
+pub(crate) struct EtcdUrl;
+impl ScalarParser for EtcdUrl {
+    type Out = String;
+    const EXPECTING: &'static str = "an etcd URL";
+    fn parse(s: &str) -> Result<String, String> {
+        let rest = ["https://", "http://"].iter().find_map(|p| s.strip_prefix(p));
+        let Some(rest) = rest else {
+            let shown = crate::names::escape(s, 64);
+            return Err(format!("invalid etcd URL {shown:?} (expected http:// or https://)"));
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        // Userinfo may carry a password: said without the text.
+        if authority.contains('@') {
+            return Err("invalid etcd URL: credentials in the URL are not accepted".into());
+        }
+        if authority.is_empty() || !plain(s) || s.contains(',') {
+            let shown = crate::names::escape(s, 64);
+            return Err(format!(
+                "invalid etcd URL {shown:?}: expected a host, no comma or whitespace, at most \
+                 {MAX_AGENT_TEXT} bytes"
+            ));
+        }
+        Ok(s.to_owned())
+    }
+}
+
+/// The operator's key prefix in etcd (`/keelson-operator`): `/` and printable text.
+pub(crate) struct EtcdPrefix;
+impl ScalarParser for EtcdPrefix {
+    type Out = String;
+    const EXPECTING: &'static str = "a key prefix like /keelson-operator";
+    fn parse(s: &str) -> Result<String, String> {
+        if !s.starts_with('/') || s.len() > 255 || !plain(s) {
+            let shown = crate::names::escape(s, 64);
+            return Err(format!(
+                "invalid key prefix {shown:?}: expected / then printable text, at most 255 bytes"
+            ));
+        }
+        Ok(s.to_owned())
+    }
+}
+
 /// Kernel names that must be spelled by name: `802.3ad`, never its number `4`.
 macro_rules! named_parser {
     ($($parser:ident => $ty:ty, $what:literal;)*) => {$(

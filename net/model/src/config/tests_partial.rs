@@ -501,3 +501,68 @@ fn the_metrics_listener_is_off_unless_configured_and_a_bad_address_drops_that_fi
         eth9_kept(&cfg);
     }
 }
+
+#[test]
+fn tenant_networks_are_off_unless_configured_and_each_bad_field_is_one_error() {
+    assert_eq!(check(HEAD).config.machine.tenant_networks, None);
+    let yaml = format!(
+        "{HEAD}  tenantNetworks:\n    etcdEndpoints: [\"https://10.0.0.1:2379\", \"http://op:2379\"]\n    etcdCa: /etc/op/ca.crt\n    etcdCert: /etc/op/node.crt\n    etcdKey: /etc/op/node.key\n    prefix: /op\n    node: w1\n    vtepLocal: 192.0.2.1\n    vxlanPort: 4790\n"
+    );
+    let report = check(&yaml);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let t = report.config.machine.tenant_networks.unwrap();
+    assert_eq!(t.agent, crate::config::DEFAULT_TENANT_AGENT);
+    assert_eq!(t.etcd_endpoints, ["https://10.0.0.1:2379", "http://op:2379"]);
+    assert_eq!(t.etcd_key.as_deref(), Some("/etc/op/node.key"));
+    assert_eq!((t.node.as_deref(), t.prefix.as_deref()), (Some("w1"), Some("/op")));
+    assert_eq!(t.vtep_local, Some("192.0.2.1".parse().unwrap()));
+    assert_eq!(t.vxlan_port.map(|p| p.get()), Some(4790));
+    // Each bad field: one error at its own path and line; the key is dropped, eth9 stays.
+    let base = "  tenantNetworks:\n    etcdEndpoints: [\"http://10.0.0.1:2379\"]\n";
+    let many: Vec<String> = (0..17).map(|i| format!("\"http://10.0.0.{i}:2379\"")).collect();
+    let many = format!("  tenantNetworks:\n    etcdEndpoints: [{}]\n", many.join(", "));
+    for (body, path, line) in [
+        (format!("{base}    agent: bin/keelson-operator\n"), "machine.tenantNetworks.agent", 9),
+        (format!("{base}    agent: /usr/../bin/x\n"), "machine.tenantNetworks.agent", 9),
+        (format!("{base}    etcdCa: \"/etc/a b\"\n"), "machine.tenantNetworks.etcdCa", 9),
+        (format!("{base}    node: \"-bad name\"\n"), "machine.tenantNetworks.node", 9),
+        (format!("{base}    vtepLocal: 192.0.2\n"), "machine.tenantNetworks.vtepLocal", 9),
+        (format!("{base}    vxlanPort: 0\n"), "machine.tenantNetworks.vxlanPort", 9),
+        (format!("{base}    vxlanPort: 70000\n"), "machine.tenantNetworks.vxlanPort", 9),
+        (format!("{base}    prefix: op\n"), "machine.tenantNetworks.prefix", 9),
+        (format!("{base}    etcdCert: /c.crt\n"), "machine.tenantNetworks.etcdCert", 9),
+        (format!("{base}    etcdKey: /c.key\n"), "machine.tenantNetworks.etcdKey", 9),
+        (format!("{base}    colour: red\n"), "machine.tenantNetworks.colour", 9),
+        ("  tenantNetworks: {}\n".to_owned(), "machine.tenantNetworks", 7),
+        (
+            "  tenantNetworks:\n    etcdEndpoints: []\n".into(),
+            "machine.tenantNetworks.etcdEndpoints",
+            8,
+        ),
+        (many, "machine.tenantNetworks.etcdEndpoints", 8),
+        (
+            "  tenantNetworks:\n    etcdEndpoints: [\"grpc://op:2379\"]\n".into(),
+            "machine.tenantNetworks.etcdEndpoints[0]",
+            8,
+        ),
+        (
+            "  tenantNetworks:\n    etcdEndpoints: [\"http://a:1,http://b:2\"]\n".into(),
+            "machine.tenantNetworks.etcdEndpoints[0]",
+            8,
+        ),
+    ] {
+        let yaml = format!("{HEAD}{body}");
+        let report = check(&yaml);
+        assert_eq!(report.errors.len(), 1, "{body}: {:?}", report.errors);
+        let e = &report.errors[0];
+        assert_eq!((e.path.as_str(), e.line()), (path, Some(line)), "{body}: {}", e.dropped_line());
+        assert_eq!(e.dropped.as_deref(), Some("machine.tenantNetworks"), "{body}");
+        assert_eq!(report.config.machine.tenant_networks, None, "{body}");
+        eth9_kept(&report.config);
+    }
+    // A password in a URL is not repeated in the error.
+    let yaml =
+        format!("{HEAD}  tenantNetworks:\n    etcdEndpoints: [\"https://root:hunter2@op:2379\"]\n");
+    let e = check(&yaml).errors.remove(0);
+    assert!(e.message.contains("credentials") && !e.to_string().contains("hunter2"), "{e}");
+}

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::locate::YamlPath;
-use super::machine::MachineConfig;
+use super::machine::{MachineConfig, MAX_TENANT_ETCD_ENDPOINTS};
 use super::network::{Bond, Device, DhcpOptions, Route};
 use super::prune::Source;
 use crate::resource::BondMode;
@@ -46,6 +46,7 @@ pub(crate) fn check(cfg: &MachineConfig, yaml: &Source<'_>) -> Vec<(YamlPath, St
         out.extend(check_ports(&cfg.machine.network.interfaces, &devices, yaml).err());
     }
     out.extend(check_discovery(cfg).err());
+    out.extend(check_tenant_networks(cfg).err());
     let peers = YamlPath::keys("machine.network.kubespan.peers");
     let mut keys = BTreeSet::new();
     for (i, peer) in cfg.machine.network.kubespan.peers.iter().enumerate() {
@@ -483,6 +484,28 @@ fn check_ports(
         }
     }
     Ok(())
+}
+
+/// The agent needs its etcd, and its client certificate and key go together.
+fn check_tenant_networks(cfg: &MachineConfig) -> Result<(), (YamlPath, String)> {
+    let Some(t) = &cfg.machine.tenant_networks else { return Ok(()) };
+    let n = t.etcd_endpoints.len();
+    if !(1..=MAX_TENANT_ETCD_ENDPOINTS).contains(&n) {
+        return Err((
+            YamlPath::keys("machine.tenantNetworks.etcdEndpoints"),
+            format!("1 to {MAX_TENANT_ETCD_ENDPOINTS} etcd endpoints expected, got {n}"),
+        ));
+    }
+    match (&t.etcd_cert, &t.etcd_key) {
+        (Some(_), None) => Err((
+            YamlPath::keys("machine.tenantNetworks.etcdCert"),
+            "etcdCert needs etcdKey".into(),
+        )),
+        (None, Some(_)) => {
+            Err((YamlPath::keys("machine.tenantNetworks.etcdKey"), "etcdKey needs etcdCert".into()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The discovery service registry needs the cluster's identity (Talos's
