@@ -56,6 +56,8 @@ pub enum Source {
     Metrics,
     /// The tenant networks' status file's watch.
     Tenant,
+    /// The tenant-network agent's stdout and stderr.
+    TenantAgent,
 }
 
 /// The tag of every source, handed out once at start.
@@ -85,6 +87,8 @@ pub struct Tags {
     pub metrics: Tag,
     /// See [`Source::Tenant`].
     pub tenant: Tag,
+    /// See [`Source::TenantAgent`].
+    pub tenant_agent: Tag,
 }
 
 impl Tags {
@@ -103,6 +107,7 @@ impl Tags {
             api: tokens.tag(Source::Api)?,
             metrics: tokens.tag(Source::Metrics)?,
             tenant: tokens.tag(Source::Tenant)?,
+            tenant_agent: tokens.tag(Source::TenantAgent)?,
         })
     }
 
@@ -121,6 +126,7 @@ impl Tags {
             Source::Api => self.api,
             Source::Metrics => self.metrics,
             Source::Tenant => self.tenant,
+            Source::TenantAgent => self.tenant_agent,
         }
     }
 }
@@ -203,6 +209,8 @@ pub struct EventLoop {
     pub metrics: super::metrics::Metrics,
     /// The tenant networks the node round realised.
     pub tenant: super::tenant_status::TenantStatus,
+    /// The tenant-network agent (`machine.tenantNetworks`).
+    pub tenant_agent: super::tenant_agent::TenantAgent,
 }
 
 /// What the loop keeps between iterations.
@@ -284,7 +292,7 @@ impl EventLoop {
     /// Watch what every source opened this iteration; the earliest deadline of them all
     /// (the runtime's, the sources', the stop grace's).
     fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
-        let sources: [(Source, &mut dyn EventSource<Runtime>); 10] = [
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 11] = [
             (Source::Netlink, &mut self.netlink),
             (Source::Config, &mut self.config),
             (Source::Kubelet, &mut self.kubelet),
@@ -295,6 +303,7 @@ impl EventLoop {
             (Source::Operators, &mut self.operators),
             (Source::Metrics, &mut self.metrics),
             (Source::Tenant, &mut self.tenant),
+            (Source::TenantAgent, &mut self.tenant_agent),
         ];
         let mut deadline = evloop::earliest([
             self.vips.poll_at(Instant::now()),
@@ -392,7 +401,10 @@ impl EventLoop {
                         self.etcd_stopping = true;
                     }
                 }
-                if (self.kubelet.is_stopped() && self.etcd.is_stopped()) || now >= deadline {
+                let stopped = self.kubelet.is_stopped()
+                    && self.etcd.is_stopped()
+                    && self.tenant_agent.is_stopped();
+                if stopped || now >= deadline {
                     return Some(match p.requested {
                         Some(crate::machine::Power::Reboot) => Ending::Reboot,
                         Some(crate::machine::Power::Shutdown) => Ending::Shutdown,
@@ -405,6 +417,7 @@ impl EventLoop {
             None => {
                 self.kubelet.follow(&self.rt, now);
                 self.etcd.follow(&self.rt, now);
+                self.tenant_agent.follow(&self.rt, now);
                 let hostname = self
                     .rt
                     .store()
@@ -423,6 +436,8 @@ impl EventLoop {
         self.kubelet.publish(&mut self.rt);
         self.etcd.poll(now);
         self.etcd.publish(&mut self.rt);
+        self.tenant_agent.poll(now);
+        self.tenant_agent.publish(&mut self.rt);
         None
     }
 
@@ -431,6 +446,7 @@ impl EventLoop {
             Signal::SIGTERM | Signal::SIGINT | Signal::SIGPWR if p.stopping.is_none() => {
                 log::info!(target: "pid1", "{sig}: stopping services ({} event loop wakeups)", self.reactor.wakeups);
                 self.kubelet.shutdown(now);
+                self.tenant_agent.shutdown(now);
                 self.vips.shutdown();
                 self.operators.shutdown(&mut self.rt, now, false);
                 p.stopping = Some((sig, now + self.stop_grace));
@@ -443,7 +459,10 @@ impl EventLoop {
             Signal::SIGUSR1 => {
                 log::info!(target: "run", "event loop wakeups: {}", self.reactor.wakeups)
             }
-            Signal::SIGCHLD => self.kubelet.reap(self.etcd.service_mut(), now),
+            Signal::SIGCHLD => {
+                let others = &mut [self.etcd.service_mut(), self.tenant_agent.service_mut()];
+                self.kubelet.reap(others, now)
+            }
             _ => {}
         }
     }
@@ -455,6 +474,7 @@ impl EventLoop {
         }
         log::info!(target: "pid1", "{what:?} requested through the API: stopping services");
         self.kubelet.shutdown(now);
+        self.tenant_agent.shutdown(now);
         self.vips.shutdown();
         self.operators.shutdown(&mut self.rt, now, false);
         // A reset that is not graceful does not wait for services (what they leave is wiped);
@@ -521,6 +541,7 @@ impl EventLoop {
             Source::Operators => &mut self.operators,
             Source::Metrics => &mut self.metrics,
             Source::Tenant => &mut self.tenant,
+            Source::TenantAgent => &mut self.tenant_agent,
             // These two need more of the loop than the runtime: a fetched config is written
             // back and followed; the API reads the machine and may stop it.
             Source::ConfigUrl => return self.config_fetched(now),
@@ -544,6 +565,7 @@ impl EventLoop {
                     match id.as_str() {
                         "kubelet" => drop(self.kubelet.api(start, now)),
                         "etcd" => drop(self.etcd.api(start, now)),
+                        super::tenant_agent::NAME => drop(self.tenant_agent.api(start, now)),
                         _ => {}
                     }
                     if id == "kubelet" && !self.kubelet.restart(now) {
@@ -552,11 +574,15 @@ impl EventLoop {
                     if id == "etcd" && !self.etcd.restart(now) {
                         log::warn!(target: "run", "etcd restart asked for, but etcd is not running here");
                     }
+                    if id == super::tenant_agent::NAME && !self.tenant_agent.restart(now) {
+                        log::warn!(target: "run", "tenant-agent restart asked for, but it is not configured here");
+                    }
                 }
                 if let Some((id, op)) = self.api.take_service_op() {
                     let done = match id.as_str() {
                         "kubelet" => self.kubelet.api(op, now),
                         "etcd" => self.etcd.api(op, now),
+                        super::tenant_agent::NAME => self.tenant_agent.api(op, now),
                         _ => false,
                     };
                     if !done {
@@ -591,6 +617,7 @@ mod tests {
             (tags.api, Source::Api),
             (tags.metrics, Source::Metrics),
             (tags.tenant, Source::Tenant),
+            (tags.tenant_agent, Source::TenantAgent),
         ];
         for (i, (tag, source)) in all.iter().enumerate() {
             assert_eq!(tags.of(*source), *tag);

@@ -383,10 +383,10 @@ impl Kubelet {
         self.service.drain(stream);
     }
 
-    /// SIGCHLD: reap every exited child, telling the kubelet's service and `other` (etcd)
-    /// about their own; log orphans.
-    pub fn reap(&mut self, other: &mut Service, now: Instant) {
-        let n = reap(&mut self.service, other, now);
+    /// SIGCHLD: reap every exited child, telling the kubelet's service and `others` (etcd,
+    /// the tenant agent) about their own; log orphans.
+    pub fn reap(&mut self, others: &mut [&mut Service], now: Instant) {
+        let n = reap(&mut self.service, others, now);
         if n > 0 {
             self.orphans_reaped += u64::from(n);
             // The first reap is news; the rest would flood the console.
@@ -401,19 +401,21 @@ impl Kubelet {
 }
 
 /// Reap every exited child; tell the supervisor about its own. Returns the orphans reaped.
-fn reap(kubelet: &mut Service, other: &mut Service, now: Instant) -> u32 {
+fn reap(kubelet: &mut Service, others: &mut [&mut Service], now: Instant) -> u32 {
+    // Whether one of the services owned `pid` (each is told until one claims it).
+    let mut claim = |pid: Pid, how: &str| {
+        kubelet.exited(pid, how, now) || others.iter_mut().any(|s| s.exited(pid, how, now))
+    };
     let mut orphans = 0;
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, code)) => {
-                let how = format!("exited with status {code}");
-                if !kubelet.exited(pid, &how, now) && !other.exited(pid, &how, now) {
+                if !claim(pid, &format!("exited with status {code}")) {
                     orphans += 1;
                 }
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                let how = format!("was killed by {sig}");
-                if !kubelet.exited(pid, &how, now) && !other.exited(pid, &how, now) {
+                if !claim(pid, &format!("was killed by {sig}")) {
                     orphans += 1;
                 }
             }

@@ -23,6 +23,7 @@ mod kubelet;
 mod lifecycle;
 mod metrics;
 mod netlink;
+mod tenant_agent;
 mod tenant_status;
 mod vips;
 
@@ -188,6 +189,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         config_path: opts.config.clone(),
         kubelet: Kubelet::new(),
         etcd: etcd::Etcd::new(etcd_paths.clone()),
+        tenant_agent: tenant_agent::TenantAgent::new(opts.root.join(tenant_status::STATUS_FILE)),
         vips: vips::Vips::default(),
         etcd_stopping: false,
         lifecycle: lifecycle::Lifecycle::default(),
