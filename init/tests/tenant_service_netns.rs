@@ -148,6 +148,11 @@ fn the_node_runs_the_tenant_agent_restarts_it_and_stops_it_when_the_key_goes() {
     assert!(ok, "{err}");
     let row = out.lines().find(|l| l.split_whitespace().nth(1) == Some("tenant-agent"));
     assert!(row.is_some_and(|r| r.contains(" Running ")), "{out}");
+    let (ok, out, err) = keelson(&["service", "tenant-agent", "--socket", &sock]);
+    assert!(ok, "{err}");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert!(rows.contains(&vec!["ID", "tenant-agent"]), "{out}");
+    assert!(rows.contains(&vec!["STATE", "Running"]), "{out}");
     // Its round reached etcd and wrote where the node reads: an empty list, no networks.
     wait_for("the agent's status file", T, || status_file.exists(), context);
     let written = std::fs::read_to_string(&status_file).unwrap();
