@@ -4,7 +4,8 @@
 //! the command line its config says (read back from /proc), shown as the `tenant-agent`
 //! service; the agent's round reaches etcd and writes its status where the node reads it; a
 //! `kill -9` is followed by a restart; a config change restarts it only when its command
-//! changes; `apply-config` without the key stops it and the service is gone. No VRF is needed: the agent realises nothing until it has networks.
+//! changes; `apply-config` without the key stops it and the service is gone; the key back
+//! starts it again, and the node's own stop stops it. No VRF is needed: the agent realises nothing until it has networks.
 #![allow(clippy::disallowed_methods)] // Tests drive keelson from outside: plain threads and sleeps are fine.
 #![allow(
     clippy::unwrap_used,
@@ -208,6 +209,12 @@ fn the_node_runs_the_tenant_agent_restarts_it_and_stops_it_when_the_key_goes() {
     let (_, out, _) = keelson(&["services", "--socket", &sock]);
     assert!(!out.contains("tenant-agent"), "{out}");
     assert!(!Path::new(&format!("/proc/{third}")).exists(), "pid {third} still there");
-    drop(etcd);
+
+    // The key back: started again; the node's stop stops it too (and exits 0).
+    apply(&changed);
+    wait_for("the agent back", T, || running_pid(&sock).is_some_and(|p| p != third), context);
+    let fourth = running_pid(&sock).unwrap();
     node.stop();
+    assert!(!Path::new(&format!("/proc/{fourth}")).exists(), "pid {fourth} outlived the node");
+    drop(etcd);
 }
