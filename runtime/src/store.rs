@@ -9,7 +9,10 @@
 //! - lists come back ordered by ID, which the merge rules depend on (docs/talos.md: Resources and
 //!   IDs).
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use model::kinds::{AnySpec, Finalizers, Kind, Metadata, Resource, SpecType};
@@ -89,8 +92,8 @@ pub struct Change {
     pub namespace: Namespace,
     /// Kind.
     pub kind: Kind,
-    /// ID.
-    pub id: String,
+    /// ID: the store's own key, shared rather than copied (most changes are dropped unread).
+    pub id: Arc<str>,
     /// What happened.
     pub what: ChangeKind,
     /// The owner of the resource.
@@ -109,7 +112,7 @@ pub type Key = (Namespace, Kind, String);
 #[derive(Debug, Default)]
 pub struct Store {
     // Boxed: B-tree nodes filled in ID order stay about half full, so a slot should be small.
-    items: BTreeMap<(Namespace, Kind), BTreeMap<Box<str>, Box<Entry>>>,
+    items: BTreeMap<(Namespace, Kind), BTreeMap<IdKey, Box<Entry>>>,
     len: usize,
     /// The current write pass (see [`Store::begin_pass`]).
     pass: u64,
@@ -121,6 +124,77 @@ pub struct Store {
 struct Entry {
     resource: Resource,
     written_in: u64,
+    /// The map's key: each change event shares it instead of copying the ID.
+    key: Arc<str>,
+}
+
+/// A resource ID as the store orders it: byte-wise, as `str` does, but compared eight bytes
+/// at a time. The store's IDs share long prefixes (`inet4/10.0.0.1/10.100.3.7/32/1024`), and
+/// musl's `memcmp`, which `str`'s ordering calls, compares them one byte at a time.
+#[derive(PartialEq, Eq)]
+#[repr(transparent)]
+struct Id(str);
+
+impl Id {
+    fn new(id: &str) -> &Id {
+        // SAFETY: `Id` is a `repr(transparent)` wrapper of `str`: same layout and metadata.
+        unsafe { &*(id as *const str as *const Id) }
+    }
+}
+
+impl Ord for Id {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_ids(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+
+impl PartialOrd for Id {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The owned key of the store's maps, shared with [`Entry::key`] and each [`Change`].
+#[derive(Debug, PartialEq, Eq)]
+struct IdKey(Arc<str>);
+
+impl Borrow<Id> for IdKey {
+    fn borrow(&self) -> &Id {
+        Id::new(&self.0)
+    }
+}
+
+impl Ord for IdKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_ids(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+
+impl PartialOrd for IdKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Lexicographic byte order (the order of `str`), a word at a time: big-endian words order
+/// as their bytes do.
+fn compare_ids(a: &[u8], b: &[u8]) -> Ordering {
+    let (mut ra, mut rb) = (a, b);
+    while let (Some((wa, ta)), Some((wb, tb))) =
+        (ra.split_first_chunk::<8>(), rb.split_first_chunk::<8>())
+    {
+        let (x, y) = (u64::from_be_bytes(*wa), u64::from_be_bytes(*wb));
+        if x != y {
+            return x.cmp(&y);
+        }
+        (ra, rb) = (ta, tb);
+    }
+    for (x, y) in ra.iter().zip(rb) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    ra.len().cmp(&rb.len())
 }
 
 impl Store {
@@ -131,7 +205,7 @@ impl Store {
 
     /// One resource.
     pub fn get(&self, namespace: Namespace, kind: Kind, id: &str) -> Option<&Resource> {
-        self.items.get(&(namespace, kind)).and_then(|m| m.get(id)).map(|e| &e.resource)
+        self.items.get(&(namespace, kind)).and_then(|m| m.get(Id::new(id))).map(|e| &e.resource)
     }
 
     /// One typed spec.
@@ -232,14 +306,16 @@ impl Store {
         let items = self.items.entry((namespace, kind)).or_default();
         // An ID past the last one is new without a search: writers that go in ID order (the
         // merges, a layer written afresh) then pay for one search per resource, not two.
-        let past_the_end = items.last_key_value().is_none_or(|(last, _)| &**last < id);
+        let id = Id::new(id);
+        let past_the_end =
+            items.last_key_value().is_none_or(|(last, _)| Borrow::<Id>::borrow(last) < id);
         let found = if past_the_end { None } else { items.get_mut(id) };
         match found {
             Some(entry) => {
                 let existing = &mut entry.resource;
                 check_owner(existing, owner)?;
                 if existing.metadata.phase == Phase::TearingDown {
-                    return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
+                    return Err(StoreError::TearingDown { namespace, kind, id: id.0.to_owned() });
                 }
                 entry.written_in = self.pass;
                 if let Some(provenance) = provenance {
@@ -251,15 +327,16 @@ impl Store {
                 existing.spec = spec;
                 existing.metadata.version += 1;
                 existing.metadata.updated = SystemTime::now();
-                Ok(Some(change(existing, ChangeKind::Updated)))
+                Ok(Some(change(&entry.key, existing, ChangeKind::Updated)))
             }
             None => {
                 let now = SystemTime::now();
+                let key = IdKey(Arc::from(&id.0));
                 let resource = Resource {
                     metadata: Metadata {
                         namespace,
                         kind,
-                        id: id.to_owned(),
+                        id: id.0.to_owned(),
                         version: 1,
                         owner,
                         phase: Phase::Running,
@@ -270,8 +347,9 @@ impl Store {
                     spec,
                     provenance: provenance.filter(|p| !p.is_empty()).map(Box::new),
                 };
-                let ch = change(&resource, ChangeKind::Created);
-                items.insert(Box::from(id), Box::new(Entry { resource, written_in: self.pass }));
+                let ch = change(&key.0, &resource, ChangeKind::Created);
+                let entry = Entry { resource, written_in: self.pass, key: key.0.clone() };
+                items.insert(key, Box::new(entry));
                 self.len += 1;
                 Ok(Some(ch))
             }
@@ -288,7 +366,7 @@ impl Store {
         id: &str,
         provenance: Provenance,
     ) -> Result<(), StoreError> {
-        let r = self.get_mut(namespace, kind, id)?;
+        let r = &mut self.get_mut(namespace, kind, id)?.resource;
         check_owner(r, owner)?;
         set_provenance(r, provenance);
         Ok(())
@@ -309,11 +387,11 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let Some(r) = self
+        let Some(Entry { resource: r, key, .. }) = self
             .items
             .get_mut(&(namespace, kind))
-            .and_then(|m| m.get_mut(id))
-            .map(|e| &mut e.resource)
+            .and_then(|m| m.get_mut(Id::new(id)))
+            .map(|e| &mut **e)
         else {
             return Ok(None);
         };
@@ -327,7 +405,7 @@ impl Store {
         r.metadata.phase = Phase::TearingDown;
         r.metadata.version += 1;
         r.metadata.updated = SystemTime::now();
-        Ok(Some(change(r, ChangeKind::TearingDown)))
+        Ok(Some(change(key, r, ChangeKind::TearingDown)))
     }
 
     /// Remove a resource that has no finalizers. Absent resources are not an error.
@@ -341,7 +419,8 @@ impl Store {
         let Some(items) = self.items.get_mut(&(namespace, kind)) else {
             return Ok(None);
         };
-        let Some(r) = items.get(id).map(|e| &e.resource) else {
+        let id = Id::new(id);
+        let Some(Entry { resource: r, key, .. }) = items.get(id).map(|e| &**e) else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -349,11 +428,11 @@ impl Store {
             return Err(StoreError::HasFinalizers {
                 namespace,
                 kind,
-                id: id.to_owned(),
+                id: id.0.to_owned(),
                 finalizers: r.metadata.finalizers.iter().collect(),
             });
         }
-        let mut ch = change(r, ChangeKind::Destroyed);
+        let mut ch = change(key, r, ChangeKind::Destroyed);
         ch.destroy_ready = false;
         items.remove(id);
         if items.is_empty() {
@@ -371,14 +450,14 @@ impl Store {
         id: &str,
         finalizer: &'static str,
     ) -> Result<Option<Change>, StoreError> {
-        let r = self.get_mut(namespace, kind, id)?;
+        let Entry { resource: r, key, .. } = self.get_mut(namespace, kind, id)?;
         if r.metadata.phase == Phase::TearingDown {
             return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
         }
         if !r.metadata.finalizers.insert(finalizer) {
             return Ok(None);
         }
-        Ok(Some(change(r, ChangeKind::Finalizers)))
+        Ok(Some(change(key, r, ChangeKind::Finalizers)))
     }
 
     /// Remove a finalizer. When it was the last one on a resource that is tearing down, the
@@ -390,11 +469,11 @@ impl Store {
         id: &str,
         finalizer: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let r = self.get_mut(namespace, kind, id)?;
+        let Entry { resource: r, key, .. } = self.get_mut(namespace, kind, id)?;
         if !r.metadata.finalizers.remove(finalizer) {
             return Ok(None);
         }
-        Ok(Some(change(r, ChangeKind::Finalizers)))
+        Ok(Some(change(key, r, ChangeKind::Finalizers)))
     }
 
     fn get_mut(
@@ -402,11 +481,11 @@ impl Store {
         namespace: Namespace,
         kind: Kind,
         id: &str,
-    ) -> Result<&mut Resource, StoreError> {
+    ) -> Result<&mut Entry, StoreError> {
         self.items
             .get_mut(&(namespace, kind))
-            .and_then(|m| m.get_mut(id))
-            .map(|e| &mut e.resource)
+            .and_then(|m| m.get_mut(Id::new(id)))
+            .map(|e| &mut **e)
             .ok_or_else(|| StoreError::NotFound { namespace, kind, id: id.to_owned() })
     }
 }
@@ -433,11 +512,11 @@ fn check_owner(r: &Resource, writer: &'static str) -> Result<(), StoreError> {
     })
 }
 
-fn change(r: &Resource, what: ChangeKind) -> Change {
+fn change(key: &Arc<str>, r: &Resource, what: ChangeKind) -> Change {
     Change {
         namespace: r.metadata.namespace,
         kind: r.metadata.kind,
-        id: r.metadata.id.clone(),
+        id: key.clone(),
         what,
         owner: r.metadata.owner,
         destroy_ready: r.metadata.phase == Phase::TearingDown && r.metadata.finalizers.is_empty(),
@@ -570,6 +649,39 @@ mod tests {
         assert_eq!(s.len(), 5);
         let ids: Vec<_> = s.list(ns, Kind::HostnameSpec).map(|r| r.metadata.id.as_str()).collect();
         assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    }
+
+    /// The word-wise comparison orders IDs exactly as `str` does: shared prefixes of every
+    /// length around the word size, a prefix of the other, bytes above 0x7f.
+    #[test]
+    fn ids_order_as_str_does() {
+        let mut ids: Vec<String> = Vec::new();
+        for stem in ["", "inet4/10.0.0.1/", "inet4/10.0.0.1/10.100.3.", "a", "abcdefgh", "é"] {
+            for tail in ["", "7", "7/32/1024", "10/32/1024", "9", "\u{ff}", "abcdefghi", "abcdefgh"]
+            {
+                ids.push(format!("{stem}{tail}"));
+            }
+        }
+        for a in &ids {
+            for b in &ids {
+                assert_eq!(compare_ids(a.as_bytes(), b.as_bytes()), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+        let mut s = Store::new();
+        for id in ids.iter().rev() {
+            s.put("o", Namespace::Network, id, host(id)).unwrap();
+        }
+        let listed: Vec<&str> = s
+            .list(Namespace::Network, Kind::HostnameSpec)
+            .map(|r| r.metadata.id.as_str())
+            .collect();
+        let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(listed, sorted);
+        for id in &sorted {
+            assert!(s.get(Namespace::Network, Kind::HostnameSpec, id).is_some(), "{id:?}");
+        }
     }
 
     #[test]
