@@ -124,8 +124,6 @@ pub struct Store {
 struct Entry {
     resource: Resource,
     written_in: u64,
-    /// The map's key: each change event shares it instead of copying the ID.
-    key: Arc<str>,
 }
 
 /// A resource ID as the store orders it: byte-wise, as `str` does, but compared eight bytes
@@ -154,7 +152,8 @@ impl PartialOrd for Id {
     }
 }
 
-/// The owned key of the store's maps, shared with [`Entry::key`] and each [`Change`].
+/// The owned key of the store's maps: the same allocation as the resource's
+/// [`Metadata::id`] and each [`Change`]'s ID.
 #[derive(Debug, PartialEq, Eq)]
 struct IdKey(Arc<str>);
 
@@ -227,8 +226,7 @@ impl Store {
         &self,
         namespace: Namespace,
     ) -> impl Iterator<Item = (&str, &S)> {
-        self.list(namespace, S::KIND)
-            .filter_map(|r| r.spec_as::<S>().map(|s| (r.metadata.id.as_str(), s)))
+        self.list(namespace, S::KIND).filter_map(|r| r.spec_as::<S>().map(|s| (&*r.metadata.id, s)))
     }
 
     /// Every resource, ordered by (namespace, kind, id).
@@ -249,7 +247,7 @@ impl Store {
 
     /// The IDs of the resources of `kind` in `namespace` owned by `owner` that were not
     /// written (not even with an equal spec) during the current pass.
-    pub fn untouched(&self, owner: &str, namespace: Namespace, kind: Kind) -> Vec<String> {
+    pub fn untouched(&self, owner: &str, namespace: Namespace, kind: Kind) -> Vec<Arc<str>> {
         self.items
             .get(&(namespace, kind))
             .into_iter()
@@ -327,7 +325,7 @@ impl Store {
                 existing.spec = spec;
                 existing.metadata.version += 1;
                 existing.metadata.updated = SystemTime::now();
-                Ok(Some(change(&entry.key, existing, ChangeKind::Updated)))
+                Ok(Some(change(existing, ChangeKind::Updated)))
             }
             None => {
                 let now = SystemTime::now();
@@ -336,7 +334,7 @@ impl Store {
                     metadata: Metadata {
                         namespace,
                         kind,
-                        id: id.0.to_owned(),
+                        id: key.0.clone(),
                         version: 1,
                         owner,
                         phase: Phase::Running,
@@ -347,8 +345,8 @@ impl Store {
                     spec,
                     provenance: provenance.filter(|p| !p.is_empty()).map(Box::new),
                 };
-                let ch = change(&key.0, &resource, ChangeKind::Created);
-                let entry = Entry { resource, written_in: self.pass, key: key.0.clone() };
+                let ch = change(&resource, ChangeKind::Created);
+                let entry = Entry { resource, written_in: self.pass };
                 items.insert(key, Box::new(entry));
                 self.len += 1;
                 Ok(Some(ch))
@@ -387,7 +385,7 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let Some(Entry { resource: r, key, .. }) = self
+        let Some(Entry { resource: r, .. }) = self
             .items
             .get_mut(&(namespace, kind))
             .and_then(|m| m.get_mut(Id::new(id)))
@@ -405,7 +403,7 @@ impl Store {
         r.metadata.phase = Phase::TearingDown;
         r.metadata.version += 1;
         r.metadata.updated = SystemTime::now();
-        Ok(Some(change(key, r, ChangeKind::TearingDown)))
+        Ok(Some(change(r, ChangeKind::TearingDown)))
     }
 
     /// Remove a resource that has no finalizers. Absent resources are not an error.
@@ -420,7 +418,7 @@ impl Store {
             return Ok(None);
         };
         let id = Id::new(id);
-        let Some(Entry { resource: r, key, .. }) = items.get(id).map(|e| &**e) else {
+        let Some(Entry { resource: r, .. }) = items.get(id).map(|e| &**e) else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -432,7 +430,7 @@ impl Store {
                 finalizers: r.metadata.finalizers.iter().collect(),
             });
         }
-        let mut ch = change(key, r, ChangeKind::Destroyed);
+        let mut ch = change(r, ChangeKind::Destroyed);
         ch.destroy_ready = false;
         items.remove(id);
         if items.is_empty() {
@@ -450,14 +448,14 @@ impl Store {
         id: &str,
         finalizer: &'static str,
     ) -> Result<Option<Change>, StoreError> {
-        let Entry { resource: r, key, .. } = self.get_mut(namespace, kind, id)?;
+        let Entry { resource: r, .. } = self.get_mut(namespace, kind, id)?;
         if r.metadata.phase == Phase::TearingDown {
             return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
         }
         if !r.metadata.finalizers.insert(finalizer) {
             return Ok(None);
         }
-        Ok(Some(change(key, r, ChangeKind::Finalizers)))
+        Ok(Some(change(r, ChangeKind::Finalizers)))
     }
 
     /// Remove a finalizer. When it was the last one on a resource that is tearing down, the
@@ -469,11 +467,11 @@ impl Store {
         id: &str,
         finalizer: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let Entry { resource: r, key, .. } = self.get_mut(namespace, kind, id)?;
+        let Entry { resource: r, .. } = self.get_mut(namespace, kind, id)?;
         if !r.metadata.finalizers.remove(finalizer) {
             return Ok(None);
         }
-        Ok(Some(change(key, r, ChangeKind::Finalizers)))
+        Ok(Some(change(r, ChangeKind::Finalizers)))
     }
 
     fn get_mut(
@@ -506,17 +504,17 @@ fn check_owner(r: &Resource, writer: &'static str) -> Result<(), StoreError> {
     Err(StoreError::NotOwner {
         namespace: r.metadata.namespace,
         kind: r.metadata.kind,
-        id: r.metadata.id.clone(),
+        id: r.metadata.id.to_string(),
         owner: r.metadata.owner,
         writer,
     })
 }
 
-fn change(key: &Arc<str>, r: &Resource, what: ChangeKind) -> Change {
+fn change(r: &Resource, what: ChangeKind) -> Change {
     Change {
         namespace: r.metadata.namespace,
         kind: r.metadata.kind,
-        id: key.clone(),
+        id: r.metadata.id.clone(),
         what,
         owner: r.metadata.owner,
         destroy_ready: r.metadata.phase == Phase::TearingDown && r.metadata.finalizers.is_empty(),
@@ -647,7 +645,7 @@ mod tests {
         assert_eq!(ch.what, ChangeKind::Updated);
         assert!(s.put("p", ns, "e", host("y")).is_err(), "the last ID is looked up");
         assert_eq!(s.len(), 5);
-        let ids: Vec<_> = s.list(ns, Kind::HostnameSpec).map(|r| r.metadata.id.as_str()).collect();
+        let ids: Vec<_> = s.list(ns, Kind::HostnameSpec).map(|r| &*r.metadata.id).collect();
         assert_eq!(ids, ["a", "b", "c", "d", "e"]);
     }
 
@@ -671,10 +669,8 @@ mod tests {
         for id in ids.iter().rev() {
             s.put("o", Namespace::Network, id, host(id)).unwrap();
         }
-        let listed: Vec<&str> = s
-            .list(Namespace::Network, Kind::HostnameSpec)
-            .map(|r| r.metadata.id.as_str())
-            .collect();
+        let listed: Vec<&str> =
+            s.list(Namespace::Network, Kind::HostnameSpec).map(|r| &*r.metadata.id).collect();
         let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
         sorted.sort_unstable();
         sorted.dedup();

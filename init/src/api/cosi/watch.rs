@@ -227,7 +227,7 @@ impl WatchFeed {
             match &feed.target {
                 Target::Store { kind, namespace, .. } => {
                     feed.bootstrap =
-                        store.list(*namespace, *kind).map(|r| r.metadata.id.clone()).collect();
+                        store.list(*namespace, *kind).map(|r| r.metadata.id.to_string()).collect();
                 }
                 Target::Meta { .. } => feed.opening.extend(
                     handlers::resources(store, &feed.target)

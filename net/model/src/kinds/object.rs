@@ -5,6 +5,7 @@
 //! one on every change; an equal write changes nothing; a resource with finalizers is only ever
 //! torn down (phase `tearingDown`), and destroyed once the last finalizer is gone.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
@@ -21,8 +22,10 @@ pub struct Metadata {
     /// Kind, serialized as the full type name.
     #[serde(rename = "type")]
     pub kind: Kind,
-    /// Natural (or layered) ID.
-    pub id: String,
+    /// Natural (or layered) ID: one allocation shared with the store's key and every change
+    /// event about the resource.
+    #[serde(serialize_with = "ser_id")]
+    pub id: Arc<str>,
     /// Starts at 1; grows by one on each change.
     pub version: u64,
     /// The controller that owns (alone may write) it: a controller's or input source's name.
@@ -130,6 +133,10 @@ impl Resource {
     pub fn spec_as<S: SpecType>(&self) -> Option<&S> {
         S::from_any(&self.spec)
     }
+}
+
+fn ser_id<S: Serializer>(id: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(id)
 }
 
 fn ser_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
