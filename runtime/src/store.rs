@@ -142,7 +142,7 @@ impl Id {
 
 impl Ord for Id {
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_ids(self.0.as_bytes(), other.0.as_bytes())
+        model::sort::ids(&self.0, &other.0)
     }
 }
 
@@ -165,7 +165,7 @@ impl Borrow<Id> for IdKey {
 
 impl Ord for IdKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_ids(self.0.as_bytes(), other.0.as_bytes())
+        model::sort::ids(&self.0, &other.0)
     }
 }
 
@@ -173,27 +173,6 @@ impl PartialOrd for IdKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
-}
-
-/// Lexicographic byte order (the order of `str`), a word at a time: big-endian words order
-/// as their bytes do.
-fn compare_ids(a: &[u8], b: &[u8]) -> Ordering {
-    let (mut ra, mut rb) = (a, b);
-    while let (Some((wa, ta)), Some((wb, tb))) =
-        (ra.split_first_chunk::<8>(), rb.split_first_chunk::<8>())
-    {
-        let (x, y) = (u64::from_be_bytes(*wa), u64::from_be_bytes(*wb));
-        if x != y {
-            return x.cmp(&y);
-        }
-        (ra, rb) = (ta, tb);
-    }
-    for (x, y) in ra.iter().zip(rb) {
-        if x != y {
-            return x.cmp(y);
-        }
-    }
-    ra.len().cmp(&rb.len())
 }
 
 impl Store {
@@ -662,7 +641,7 @@ mod tests {
         }
         for a in &ids {
             for b in &ids {
-                assert_eq!(compare_ids(a.as_bytes(), b.as_bytes()), a.cmp(b), "{a:?} {b:?}");
+                assert_eq!(model::sort::ids(a, b), a.cmp(b), "{a:?} {b:?}");
             }
         }
         let mut s = Store::new();
