@@ -4,6 +4,7 @@
 //! with a global allocator of this test binary only. musl's allocator is slow, so the static
 //! binary's apply time follows these counts (docs/memory.md); the bounds below catch a change
 //! that brings per-object allocations back.
+#![allow(clippy::unwrap_used, clippy::tests_outside_test_module)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
