@@ -256,7 +256,7 @@ fn merged_specs<'a>(resources: impl Iterator<Item = &'a Resource>) -> Specs {
                 r.metadata.namespace == Namespace::Network && SPEC_KINDS.contains(&r.metadata.kind)
             })
             .map(|r| {
-                let key = (r.metadata.kind.short_name().to_owned(), r.metadata.id.clone());
+                let key = (r.metadata.kind.short_name().to_owned(), r.metadata.id.to_string());
                 (key, serde_json::to_value(&r.spec).unwrap_or(Value::Null))
             }),
     )
@@ -280,7 +280,7 @@ fn plan(live: &Runtime, cfg: &MachineConfig) -> Result<Specs, String> {
         r.metadata.namespace == Namespace::NetworkConfig && !ours.contains(&r.metadata.owner)
     }) {
         if Kind::LAYERED.contains(&r.spec.kind()) {
-            let id = r.metadata.id.as_str();
+            let id = &*r.metadata.id;
             rt.put_input_any(SOURCE, Namespace::NetworkConfig, id, r.spec.clone()).map_err(err)?;
         }
     }

@@ -9,7 +9,10 @@
 //! - lists come back ordered by ID, which the merge rules depend on (docs/talos.md: Resources and
 //!   IDs).
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use model::kinds::{AnySpec, Finalizers, Kind, Metadata, Resource, SpecType};
@@ -89,8 +92,8 @@ pub struct Change {
     pub namespace: Namespace,
     /// Kind.
     pub kind: Kind,
-    /// ID.
-    pub id: String,
+    /// ID: the store's own key, shared rather than copied (most changes are dropped unread).
+    pub id: Arc<str>,
     /// What happened.
     pub what: ChangeKind,
     /// The owner of the resource.
@@ -109,7 +112,7 @@ pub type Key = (Namespace, Kind, String);
 #[derive(Debug, Default)]
 pub struct Store {
     // Boxed: B-tree nodes filled in ID order stay about half full, so a slot should be small.
-    items: BTreeMap<(Namespace, Kind), BTreeMap<Box<str>, Box<Entry>>>,
+    items: BTreeMap<(Namespace, Kind), BTreeMap<IdKey, Box<Entry>>>,
     len: usize,
     /// The current write pass (see [`Store::begin_pass`]).
     pass: u64,
@@ -123,6 +126,55 @@ struct Entry {
     written_in: u64,
 }
 
+/// A resource ID as the store orders it: byte-wise, as `str` does, but compared eight bytes
+/// at a time. The store's IDs share long prefixes (`inet4/10.0.0.1/10.100.3.7/32/1024`), and
+/// musl's `memcmp`, which `str`'s ordering calls, compares them one byte at a time.
+#[derive(PartialEq, Eq)]
+#[repr(transparent)]
+struct Id(str);
+
+impl Id {
+    fn new(id: &str) -> &Id {
+        // SAFETY: `Id` is a `repr(transparent)` wrapper of `str`: same layout and metadata.
+        unsafe { &*(id as *const str as *const Id) }
+    }
+}
+
+impl Ord for Id {
+    fn cmp(&self, other: &Self) -> Ordering {
+        model::sort::ids(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for Id {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The owned key of the store's maps: the same allocation as the resource's
+/// [`Metadata::id`] and each [`Change`]'s ID.
+#[derive(Debug, PartialEq, Eq)]
+struct IdKey(Arc<str>);
+
+impl Borrow<Id> for IdKey {
+    fn borrow(&self) -> &Id {
+        Id::new(&self.0)
+    }
+}
+
+impl Ord for IdKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        model::sort::ids(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for IdKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl Store {
     /// An empty store.
     pub fn new() -> Self {
@@ -131,7 +183,7 @@ impl Store {
 
     /// One resource.
     pub fn get(&self, namespace: Namespace, kind: Kind, id: &str) -> Option<&Resource> {
-        self.items.get(&(namespace, kind)).and_then(|m| m.get(id)).map(|e| &e.resource)
+        self.items.get(&(namespace, kind)).and_then(|m| m.get(Id::new(id))).map(|e| &e.resource)
     }
 
     /// One typed spec.
@@ -153,8 +205,7 @@ impl Store {
         &self,
         namespace: Namespace,
     ) -> impl Iterator<Item = (&str, &S)> {
-        self.list(namespace, S::KIND)
-            .filter_map(|r| r.spec_as::<S>().map(|s| (r.metadata.id.as_str(), s)))
+        self.list(namespace, S::KIND).filter_map(|r| r.spec_as::<S>().map(|s| (&*r.metadata.id, s)))
     }
 
     /// Every resource, ordered by (namespace, kind, id).
@@ -175,7 +226,7 @@ impl Store {
 
     /// The IDs of the resources of `kind` in `namespace` owned by `owner` that were not
     /// written (not even with an equal spec) during the current pass.
-    pub fn untouched(&self, owner: &str, namespace: Namespace, kind: Kind) -> Vec<String> {
+    pub fn untouched(&self, owner: &str, namespace: Namespace, kind: Kind) -> Vec<Arc<str>> {
         self.items
             .get(&(namespace, kind))
             .into_iter()
@@ -232,14 +283,16 @@ impl Store {
         let items = self.items.entry((namespace, kind)).or_default();
         // An ID past the last one is new without a search: writers that go in ID order (the
         // merges, a layer written afresh) then pay for one search per resource, not two.
-        let past_the_end = items.last_key_value().is_none_or(|(last, _)| &**last < id);
+        let id = Id::new(id);
+        let past_the_end =
+            items.last_key_value().is_none_or(|(last, _)| Borrow::<Id>::borrow(last) < id);
         let found = if past_the_end { None } else { items.get_mut(id) };
         match found {
             Some(entry) => {
                 let existing = &mut entry.resource;
                 check_owner(existing, owner)?;
                 if existing.metadata.phase == Phase::TearingDown {
-                    return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
+                    return Err(StoreError::TearingDown { namespace, kind, id: id.0.to_owned() });
                 }
                 entry.written_in = self.pass;
                 if let Some(provenance) = provenance {
@@ -255,11 +308,12 @@ impl Store {
             }
             None => {
                 let now = SystemTime::now();
+                let key = IdKey(Arc::from(&id.0));
                 let resource = Resource {
                     metadata: Metadata {
                         namespace,
                         kind,
-                        id: id.to_owned(),
+                        id: key.0.clone(),
                         version: 1,
                         owner,
                         phase: Phase::Running,
@@ -271,7 +325,8 @@ impl Store {
                     provenance: provenance.filter(|p| !p.is_empty()).map(Box::new),
                 };
                 let ch = change(&resource, ChangeKind::Created);
-                items.insert(Box::from(id), Box::new(Entry { resource, written_in: self.pass }));
+                let entry = Entry { resource, written_in: self.pass };
+                items.insert(key, Box::new(entry));
                 self.len += 1;
                 Ok(Some(ch))
             }
@@ -288,7 +343,7 @@ impl Store {
         id: &str,
         provenance: Provenance,
     ) -> Result<(), StoreError> {
-        let r = self.get_mut(namespace, kind, id)?;
+        let r = &mut self.get_mut(namespace, kind, id)?.resource;
         check_owner(r, owner)?;
         set_provenance(r, provenance);
         Ok(())
@@ -309,11 +364,11 @@ impl Store {
         kind: Kind,
         id: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let Some(r) = self
+        let Some(Entry { resource: r, .. }) = self
             .items
             .get_mut(&(namespace, kind))
-            .and_then(|m| m.get_mut(id))
-            .map(|e| &mut e.resource)
+            .and_then(|m| m.get_mut(Id::new(id)))
+            .map(|e| &mut **e)
         else {
             return Ok(None);
         };
@@ -341,7 +396,8 @@ impl Store {
         let Some(items) = self.items.get_mut(&(namespace, kind)) else {
             return Ok(None);
         };
-        let Some(r) = items.get(id).map(|e| &e.resource) else {
+        let id = Id::new(id);
+        let Some(Entry { resource: r, .. }) = items.get(id).map(|e| &**e) else {
             return Ok(None);
         };
         check_owner(r, owner)?;
@@ -349,7 +405,7 @@ impl Store {
             return Err(StoreError::HasFinalizers {
                 namespace,
                 kind,
-                id: id.to_owned(),
+                id: id.0.to_owned(),
                 finalizers: r.metadata.finalizers.iter().collect(),
             });
         }
@@ -371,7 +427,7 @@ impl Store {
         id: &str,
         finalizer: &'static str,
     ) -> Result<Option<Change>, StoreError> {
-        let r = self.get_mut(namespace, kind, id)?;
+        let Entry { resource: r, .. } = self.get_mut(namespace, kind, id)?;
         if r.metadata.phase == Phase::TearingDown {
             return Err(StoreError::TearingDown { namespace, kind, id: id.to_owned() });
         }
@@ -390,7 +446,7 @@ impl Store {
         id: &str,
         finalizer: &str,
     ) -> Result<Option<Change>, StoreError> {
-        let r = self.get_mut(namespace, kind, id)?;
+        let Entry { resource: r, .. } = self.get_mut(namespace, kind, id)?;
         if !r.metadata.finalizers.remove(finalizer) {
             return Ok(None);
         }
@@ -402,11 +458,11 @@ impl Store {
         namespace: Namespace,
         kind: Kind,
         id: &str,
-    ) -> Result<&mut Resource, StoreError> {
+    ) -> Result<&mut Entry, StoreError> {
         self.items
             .get_mut(&(namespace, kind))
-            .and_then(|m| m.get_mut(id))
-            .map(|e| &mut e.resource)
+            .and_then(|m| m.get_mut(Id::new(id)))
+            .map(|e| &mut **e)
             .ok_or_else(|| StoreError::NotFound { namespace, kind, id: id.to_owned() })
     }
 }
@@ -427,7 +483,7 @@ fn check_owner(r: &Resource, writer: &'static str) -> Result<(), StoreError> {
     Err(StoreError::NotOwner {
         namespace: r.metadata.namespace,
         kind: r.metadata.kind,
-        id: r.metadata.id.clone(),
+        id: r.metadata.id.to_string(),
         owner: r.metadata.owner,
         writer,
     })
@@ -568,8 +624,39 @@ mod tests {
         assert_eq!(ch.what, ChangeKind::Updated);
         assert!(s.put("p", ns, "e", host("y")).is_err(), "the last ID is looked up");
         assert_eq!(s.len(), 5);
-        let ids: Vec<_> = s.list(ns, Kind::HostnameSpec).map(|r| r.metadata.id.as_str()).collect();
+        let ids: Vec<_> = s.list(ns, Kind::HostnameSpec).map(|r| &*r.metadata.id).collect();
         assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    }
+
+    /// The word-wise comparison orders IDs exactly as `str` does: shared prefixes of every
+    /// length around the word size, a prefix of the other, bytes above 0x7f.
+    #[test]
+    fn ids_order_as_str_does() {
+        let mut ids: Vec<String> = Vec::new();
+        for stem in ["", "inet4/10.0.0.1/", "inet4/10.0.0.1/10.100.3.", "a", "abcdefgh", "é"] {
+            for tail in ["", "7", "7/32/1024", "10/32/1024", "9", "\u{ff}", "abcdefghi", "abcdefgh"]
+            {
+                ids.push(format!("{stem}{tail}"));
+            }
+        }
+        for a in &ids {
+            for b in &ids {
+                assert_eq!(model::sort::ids(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+        let mut s = Store::new();
+        for id in ids.iter().rev() {
+            s.put("o", Namespace::Network, id, host(id)).unwrap();
+        }
+        let listed: Vec<&str> =
+            s.list(Namespace::Network, Kind::HostnameSpec).map(|r| &*r.metadata.id).collect();
+        let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(listed, sorted);
+        for id in &sorted {
+            assert!(s.get(Namespace::Network, Kind::HostnameSpec, id).is_some(), "{id:?}");
+        }
     }
 
     #[test]

@@ -339,7 +339,7 @@ fn finalizers_order_teardown() {
         "owner destroyed it once released"
     );
     let journal: Vec<ChangeKind> =
-        rt.take_changes().into_iter().filter(|c| c.id == "x").map(|c| c.what).collect();
+        rt.take_changes().into_iter().filter(|c| &*c.id == "x").map(|c| c.what).collect();
     assert_eq!(
         journal,
         [

@@ -127,7 +127,7 @@ impl Rig {
         self.rt
             .store()
             .list(Namespace::NetworkConfig, kind)
-            .map(|r| r.metadata.id.clone())
+            .map(|r| r.metadata.id.to_string())
             .collect()
     }
 

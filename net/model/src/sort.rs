@@ -13,6 +13,29 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+/// Two IDs in `str`'s order (lexicographic by byte), compared a word at a time: big-endian
+/// words order as their bytes do. Resource IDs share long prefixes
+/// (`inet4/10.0.0.1/10.100.3.7/32/1024`), and `str`'s own ordering calls `memcmp`, which
+/// musl (the static binary's C library) runs one byte at a time.
+pub fn ids(a: &str, b: &str) -> Ordering {
+    let (mut ra, mut rb) = (a.as_bytes(), b.as_bytes());
+    while let (Some((wa, ta)), Some((wb, tb))) =
+        (ra.split_first_chunk::<8>(), rb.split_first_chunk::<8>())
+    {
+        let (x, y) = (u64::from_be_bytes(*wa), u64::from_be_bytes(*wb));
+        if x != y {
+            return x.cmp(&y);
+        }
+        (ra, rb) = (ta, tb);
+    }
+    for (x, y) in ra.iter().zip(rb) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    ra.len().cmp(&rb.len())
+}
+
 /// Sorts `v` by `cmp`, stably, like `slice::sort_by`.
 pub fn by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
     if v.len() < 2 {

@@ -5,8 +5,8 @@
 use std::time::SystemTime;
 
 use crate::resource::{
-    layered_id, ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, LinkStatus, Namespace,
-    Phase,
+    layered_id_into, ConfigLayer, Kind, LayerSpecs, LinkDigest, LinkIdentities, LinkStatus,
+    Namespace, Phase,
 };
 use crate::runtime::{ControllerError, Ctx, Input, Output};
 
@@ -121,8 +121,11 @@ fn write_layer(
     layer: ConfigLayer,
     specs: LayerSpecs,
 ) -> Result<(), ControllerError> {
+    // One buffer for every ID: the store copies the ID only for a new resource.
+    let mut id = String::new();
     for (natural, _, spec) in specs.into_entries() {
-        ctx.put_any(Namespace::NetworkConfig, &layered_id(layer, &natural), spec)?;
+        layered_id_into(&mut id, layer, &natural);
+        ctx.put_any(Namespace::NetworkConfig, &id, spec)?;
     }
     for kind in Kind::LAYERED {
         ctx.cleanup_untouched(Namespace::NetworkConfig, *kind)?;

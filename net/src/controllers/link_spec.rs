@@ -642,7 +642,7 @@ impl Controller for LinkSpecController {
             .list(Namespace::Network, Kind::LinkSpec)
             .filter_map(|r| {
                 r.spec_as::<LinkSpec>()
-                    .map(|s| (r.metadata.id.clone(), s.clone(), r.metadata.phase))
+                    .map(|s| (r.metadata.id.to_string(), s.clone(), r.metadata.phase))
             })
             .collect();
         let desired: Vec<Desired<'_, LinkSpec>> =

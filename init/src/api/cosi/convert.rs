@@ -41,7 +41,7 @@ pub fn metadata(r: &Resource) -> cosi::Metadata {
     cosi::Metadata {
         namespace: cosi_namespace(m.kind, m.namespace).to_owned(),
         r#type: cosi_type(m.kind).type_name.to_owned(),
-        id: m.id.clone(),
+        id: m.id.to_string(),
         version: m.version.to_string(),
         owner: m.owner.to_owned(),
         phase: phase(m.phase).to_owned(),

@@ -222,7 +222,8 @@ impl ListFeed {
         }
         match &feed.target {
             Target::Store { kind, namespace, .. } => {
-                feed.ids = store.list(*namespace, *kind).map(|r| r.metadata.id.clone()).collect();
+                feed.ids =
+                    store.list(*namespace, *kind).map(|r| r.metadata.id.to_string()).collect();
             }
             Target::Meta { .. } => feed.built = resources(store, &feed.target).into(),
         }

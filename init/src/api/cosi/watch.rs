@@ -33,7 +33,8 @@ pub const RING_PER_KIND: usize = 8192;
 /// One change in a ring.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
-    id: String,
+    /// Shared with the store's key: a large apply journals a change per object.
+    id: std::sync::Arc<str>,
     what: EventType,
 }
 
@@ -98,7 +99,7 @@ impl History {
                 break;
             }
             at -= 1;
-            if id.is_none_or(|id| e.id == id) {
+            if id.is_none_or(|id| *e.id == *id) {
                 found += 1;
             }
         }
@@ -226,7 +227,7 @@ impl WatchFeed {
             match &feed.target {
                 Target::Store { kind, namespace, .. } => {
                     feed.bootstrap =
-                        store.list(*namespace, *kind).map(|r| r.metadata.id.clone()).collect();
+                        store.list(*namespace, *kind).map(|r| r.metadata.id.to_string()).collect();
                 }
                 Target::Meta { .. } => feed.opening.extend(
                     handlers::resources(store, &feed.target)
@@ -277,7 +278,7 @@ impl WatchFeed {
     /// nothing to say (not this watch's ID, or created or updated and gone since: its
     /// DESTROYED follows).
     fn change(&self, store: &Store, e: &Entry) -> Option<cosi::Event> {
-        if !self.admitted || self.id.as_ref().is_some_and(|id| *id != e.id) {
+        if !self.admitted || self.id.as_ref().is_some_and(|id| **id != *e.id) {
             return None;
         }
         let Target::Store { kind, namespace, .. } = &self.target else { return None };

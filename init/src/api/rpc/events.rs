@@ -81,7 +81,7 @@ impl EventLog {
         let mut addresses = false;
         for ch in changes {
             match ch.kind {
-                Kind::MachineStatus if ch.id == MACHINE_STATUS_ID => {
+                Kind::MachineStatus if &*ch.id == MACHINE_STATUS_ID => {
                     if let Some(s) = store.get_spec::<MachineStatus>(Namespace::Runtime, &ch.id) {
                         let msg = machine_status_event(s);
                         self.push("machine.MachineStatusEvent", prost_bytes(&msg), now);

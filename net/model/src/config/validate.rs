@@ -305,16 +305,17 @@ fn family(ip: IpAddr) -> u8 {
 /// default route): the kernel refuses the rest.
 fn check_routes(routes: &[Route], at: &YamlPath) -> Result<(), (YamlPath, String)> {
     for (k, route) in routes.iter().enumerate() {
-        let at = at.key("routes").index(k);
+        // Built only for an error: a valid route costs no allocation here.
+        let at = || at.key("routes").index(k);
         if route.network.is_none() && route.gateway.is_none() {
-            return Err((at, "a route needs a network, a gateway or both".into()));
+            return Err((at(), "a route needs a network, a gateway or both".into()));
         }
         let dst = route.network.map(|n| family(n.addr()));
         let expected = dst.or_else(|| route.gateway.map(family));
         if let (Some(want), Some(gw)) = (expected, route.gateway) {
             if family(gw) != want {
                 return Err((
-                    at.key("gateway"),
+                    at().key("gateway"),
                     format!("an IPv{want} route cannot go via the IPv{} gateway {gw}", family(gw)),
                 ));
             }
@@ -322,7 +323,7 @@ fn check_routes(routes: &[Route], at: &YamlPath) -> Result<(), (YamlPath, String
         if let (Some(want), Some(src)) = (expected, route.source) {
             if family(src) != want {
                 return Err((
-                    at.key("source"),
+                    at().key("source"),
                     format!("an IPv{want} route cannot have the IPv{} source {src}", family(src)),
                 ));
             }

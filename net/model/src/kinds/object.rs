@@ -5,6 +5,7 @@
 //! one on every change; an equal write changes nothing; a resource with finalizers is only ever
 //! torn down (phase `tearingDown`), and destroyed once the last finalizer is gone.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
@@ -21,8 +22,10 @@ pub struct Metadata {
     /// Kind, serialized as the full type name.
     #[serde(rename = "type")]
     pub kind: Kind,
-    /// Natural (or layered) ID.
-    pub id: String,
+    /// Natural (or layered) ID: one allocation shared with the store's key and every change
+    /// event about the resource.
+    #[serde(serialize_with = "ser_id")]
+    pub id: Arc<str>,
     /// Starts at 1; grows by one on each change.
     pub version: u64,
     /// The controller that owns (alone may write) it: a controller's or input source's name.
@@ -70,9 +73,7 @@ impl Finalizers {
         match self.0.binary_search(&name) {
             Ok(_) => false,
             Err(at) => {
-                let mut list = self.0.to_vec();
-                list.insert(at, name);
-                self.0 = shared(list);
+                self.0 = shared(self.0, at, Some(name));
                 true
             }
         }
@@ -82,9 +83,7 @@ impl Finalizers {
     pub fn remove(&mut self, name: &str) -> bool {
         match self.0.binary_search(&name) {
             Ok(at) => {
-                let mut list = self.0.to_vec();
-                list.remove(at);
-                self.0 = shared(list);
+                self.0 = shared(self.0, at, None);
                 true
             }
             Err(_) => false,
@@ -97,17 +96,27 @@ impl Finalizers {
     }
 }
 
-/// The one shared copy of `list`.
-fn shared(list: Vec<&'static str>) -> &'static [&'static str] {
-    if list.is_empty() {
+/// The one shared copy of `old` with `name` inserted at `at` (`None`: with the name at `at`
+/// removed). The edited list is built only when it was never seen: every resource a
+/// controller holds gets the same list, so a large apply finds it ten thousand times.
+fn shared(
+    old: &'static [&'static str],
+    at: usize,
+    name: Option<&'static str>,
+) -> &'static [&'static str] {
+    let (head, tail) = old.split_at_checked(at).unwrap_or((old, &[]));
+    let tail = if name.is_some() { tail } else { tail.get(1..).unwrap_or_default() };
+    let edited = || head.iter().copied().chain(name).chain(tail.iter().copied());
+    let len = head.len() + usize::from(name.is_some()) + tail.len();
+    if len == 0 {
         return &[];
     }
     // A poisoned lock still holds a valid list: a panic elsewhere cannot corrupt it.
     let mut lists = LISTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(found) = lists.iter().find(|l| **l == list.as_slice()) {
+    if let Some(found) = lists.iter().find(|l| l.len() == len && l.iter().copied().eq(edited())) {
         return found;
     }
-    let made: &'static [&'static str] = Box::leak(list.into_boxed_slice());
+    let made: &'static [&'static str] = Box::leak(edited().collect::<Box<[_]>>());
     lists.push(made);
     made
 }
@@ -130,6 +139,10 @@ impl Resource {
     pub fn spec_as<S: SpecType>(&self) -> Option<&S> {
         S::from_any(&self.spec)
     }
+}
+
+fn ser_id<S: Serializer>(id: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(id)
 }
 
 fn ser_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
@@ -160,5 +173,25 @@ mod tests {
         assert_eq!(a.iter().collect::<Vec<_>>(), ["b.Controller"]);
         assert!(a.remove("b.Controller") && a.is_empty());
         assert_eq!(serde_json::to_string(&b).unwrap(), r#"["a.Controller","b.Controller"]"#);
+    }
+
+    /// Inserting and removing at the front, the middle and the end gives the list a sorted
+    /// `Vec` would hold.
+    #[test]
+    fn edits_anywhere_in_the_list_match_a_sorted_vec() {
+        const NAMES: [&str; 5] = ["c", "a", "e", "b", "d"];
+        let (mut f, mut v) = (Finalizers::default(), Vec::new());
+        for name in NAMES {
+            assert!(f.insert(name));
+            v.push(name);
+            v.sort_unstable();
+            assert_eq!(f.iter().collect::<Vec<_>>(), v);
+        }
+        for name in ["e", "a", "c", "d", "b"] {
+            assert!(f.remove(name));
+            v.retain(|n| *n != name);
+            assert_eq!(f.iter().collect::<Vec<_>>(), v);
+        }
+        assert!(f.is_empty());
     }
 }

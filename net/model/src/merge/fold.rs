@@ -181,7 +181,9 @@ pub(super) fn merge_whole<S: Layered>(
     let mut keyed: Vec<(String, &str, &S)> = Vec::with_capacity(inputs.len());
     keyed.extend(inputs.iter().map(|&(id, spec)| (spec.natural_id(), id, spec)));
     // Stable, like `sorted_by_id`: inputs with equal IDs keep their order.
-    crate::sort::by(&mut keyed, |a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    crate::sort::by(&mut keyed, |a, b| {
+        crate::sort::ids(&a.0, &b.0).then_with(|| crate::sort::ids(a.1, b.1))
+    });
     let mut merged = Merged::default();
     let mut rest = keyed.into_iter().peekable();
     while let Some((natural, mut id, mut winner)) = rest.next() {

@@ -50,6 +50,12 @@ pub fn layered_id(layer: ConfigLayer, natural: &str) -> String {
     [layer.as_str(), "/", natural].concat()
 }
 
+/// [`layered_id`] written into `out` (cleared first): a writer of many specs reuses one buffer.
+pub fn layered_id_into(out: &mut String, layer: ConfigLayer, natural: &str) {
+    out.clear();
+    out.extend([layer.as_str(), "/", natural]);
+}
+
 /// `<operator id>/<natural id>`: the ID of a spec an operator emits.
 pub fn operator_output_id(operator_id: &str, natural: &str) -> String {
     format!("{operator_id}/{natural}")

@@ -56,6 +56,9 @@ fn other_ids() {
         layered_id(ConfigLayer::Cmdline, "eth1/172.20.0.2/24"),
         "cmdline/eth1/172.20.0.2/24"
     );
+    let mut reused = String::from("left over from an earlier, longer ID");
+    layered_id_into(&mut reused, ConfigLayer::Configuration, "inet4/10.0.0.1//1024");
+    assert_eq!(reused, layered_id(ConfigLayer::Configuration, "inet4/10.0.0.1//1024"));
     let vip: IpAddr = "10.5.0.50".parse().unwrap();
     assert_eq!(operator_id(Operator::Vip, "eth0", Some(&vip)), "vip/eth0/10.5.0.50");
     assert_eq!(operator_id(Operator::Dhcp4, "eth0", None), "dhcp4/eth0");

@@ -228,9 +228,9 @@ pub(crate) fn desired<'s, O: SpecOps>(
         .filter_map(|r| {
             let spec = r.spec_as::<O::Spec>()?;
             if !r.metadata.finalizers.contains(finalizer) {
-                lacking.push(r.metadata.id.as_str());
+                lacking.push(&r.metadata.id);
             }
-            Some(Desired { id: r.metadata.id.as_str(), spec, phase: r.metadata.phase })
+            Some(Desired { id: &r.metadata.id, spec, phase: r.metadata.phase })
         })
         .collect();
     // The store lists them in ID order; the sort is for a store that would not.
