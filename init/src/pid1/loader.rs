@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Loading kernel modules off the event loop: a few loader threads take requests (module
 //! names, a device's modalias, a coldplug pass over `/sys/devices`) from a channel and call
-//! `finit_module` themselves, so the node loop never waits for a driver to initialise.
+//! `finit_module` (or, for a `.ko.zst` file they decompress, `init_module`) themselves, so the
+//! node loop never waits for a driver to initialise or a module to be decompressed.
 //! Independent modules load in parallel; a module several requests need is loaded once, the
 //! others waiting for it. A module that fails is one line and nothing else.
 
@@ -12,8 +13,9 @@ use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use nix::kmod::{finit_module, ModuleInitFlags};
+use nix::kmod::{finit_module, init_module, ModuleInitFlags};
 
+use super::kofile::{self, Kind};
 use super::modules::{module_name, Tables};
 
 /// How many threads load modules at once (the kernel serialises little of it; two cores).
@@ -43,6 +45,9 @@ enum LoadError {
     /// The `.ko` file could not be opened.
     #[error(transparent)]
     Open(std::io::Error),
+    /// A compressed module could not be read or decompressed.
+    #[error(transparent)]
+    File(kofile::Error),
     /// The kernel refused it.
     #[error(transparent)]
     Init(nix::errno::Errno),
@@ -193,11 +198,7 @@ fn load_chain(shared: &Shared, chain: &[String]) {
             }
         }
         let name = module_name(path);
-        let result =
-            File::open(shared.tables.base.join(path)).map_err(LoadError::Open).and_then(|f| {
-                finit_module(&f, &params, ModuleInitFlags::empty()).map_err(LoadError::Init)
-            });
-        match result {
+        match load_file(&shared.tables.base, path, &params) {
             Ok(()) => log::info!(target: "pid1", "module loaded: {name}"),
             Err(LoadError::Init(nix::errno::Errno::EEXIST)) => {
                 log::debug!(target: "pid1", "module {name}: already loaded")
@@ -217,16 +218,41 @@ fn load_chain(shared: &Shared, chain: &[String]) {
     }
 }
 
+/// What the kernel is handed for one module file.
+#[derive(Debug)]
+enum Image {
+    /// A `.ko`, opened: `finit_module`.
+    File(File),
+    /// A `.ko.zst`, decompressed: `init_module`.
+    Bytes(Vec<u8>),
+}
+
+/// Open (and for `.ko.zst`, decompress, bounded by [`kofile`]) one module file.
+fn image(base: &Path, path: &str) -> Result<Image, LoadError> {
+    let full = base.join(path);
+    match kofile::kind(path).map_err(LoadError::File)? {
+        Kind::Plain => File::open(full).map(Image::File).map_err(LoadError::Open),
+        Kind::Zstd => kofile::read_zstd_file(&full).map(Image::Bytes).map_err(LoadError::File),
+    }
+}
+
+/// Hand one module file to the kernel.
+fn load_file(base: &Path, path: &str, params: &CString) -> Result<(), LoadError> {
+    match image(base, path)? {
+        Image::File(f) => {
+            finit_module(&f, params, ModuleInitFlags::empty()).map_err(LoadError::Init)
+        }
+        Image::Bytes(b) => init_module(&b, params).map_err(LoadError::Init),
+    }
+}
+
 /// Load `chain` on this thread (the kernel's modprobe helper, which must finish before the
 /// kernel goes on). Returns whether every file loaded or was loaded already.
 pub fn load_now(tables: &Tables, chain: &[String]) -> bool {
     let params = CString::default();
     let mut ok = true;
     for path in chain {
-        let result = File::open(tables.base.join(path)).map_err(LoadError::Open).and_then(|f| {
-            finit_module(&f, &params, ModuleInitFlags::empty()).map_err(LoadError::Init)
-        });
-        match result {
+        match load_file(&tables.base, path, &params) {
             Ok(()) | Err(LoadError::Init(nix::errno::Errno::EEXIST)) => {}
             // A variant for hardware this machine lacks (crc32c_intel without SSE 4.2).
             Err(LoadError::Init(nix::errno::Errno::ENODEV)) => {}
@@ -277,6 +303,35 @@ pub fn coldplug_aliases(root: &Path) -> BTreeSet<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn plain_files_go_as_files_compressed_ones_as_their_bytes() {
+        let dir = std::env::temp_dir().join(format!("keelson-loader-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("kernel/net")).unwrap();
+        let module: Vec<u8> = b"\x7fELF".iter().copied().cycle().take(9000).collect();
+        std::fs::write(dir.join("kernel/net/a.ko"), &module).unwrap();
+        std::fs::write(
+            dir.join("kernel/net/b.ko.zst"),
+            kofile::tests::raw_frame(&module, Some(9000)),
+        )
+        .unwrap();
+        std::fs::write(dir.join("kernel/net/c.ko.zst"), &module).unwrap();
+        std::fs::write(dir.join("kernel/net/d.ko.xz"), &module).unwrap();
+
+        assert!(matches!(image(&dir, "kernel/net/a.ko"), Ok(Image::File(_))));
+        match image(&dir, "kernel/net/b.ko.zst") {
+            Ok(Image::Bytes(b)) => assert_eq!(b, module),
+            other => panic!("{other:?}"),
+        }
+        // Not zstd inside: one error naming the header, not a load of garbage.
+        let e = image(&dir, "kernel/net/c.ko.zst").unwrap_err();
+        assert!(e.to_string().starts_with("zstd frame header"), "{e}");
+        let e = image(&dir, "kernel/net/d.ko.xz").unwrap_err();
+        assert!(e.to_string().contains("xz"), "{e}");
+        assert!(matches!(image(&dir, "kernel/net/missing.ko.zst"), Err(LoadError::File(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn coldplug_reads_unbound_devices_only_and_skips_symlinks() {

@@ -9,6 +9,7 @@
 pub mod alias;
 pub mod drivers;
 pub mod kmsg;
+pub mod kofile;
 pub mod loader;
 pub mod modules;
 pub mod mounts;
