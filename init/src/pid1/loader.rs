@@ -37,6 +37,9 @@ pub enum Request {
     Coldplug,
     /// Load one module and what it needs (requests above fan out into these).
     Module(String),
+    /// Like `Names`, but after the coldplug pass has queued the drivers of the devices present
+    /// (feature modules: NIC drivers go first).
+    AfterColdplug(Vec<String>, &'static str),
 }
 
 /// Why one module did not load.
@@ -68,6 +71,8 @@ struct Shared {
     changed: Condvar,
     /// Modaliases already handled: a device that reappears needs nothing new.
     seen_aliases: Mutex<BTreeSet<String>>,
+    /// Requests held until the first coldplug pass has queued its drivers; `None` once it has.
+    after_coldplug: Mutex<Option<Vec<Request>>>,
 }
 
 /// The handle to the loader threads; cloning it is cheap.
@@ -85,6 +90,7 @@ impl Loader {
             state: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
             seen_aliases: Mutex::new(BTreeSet::new()),
+            after_coldplug: Mutex::new(Some(Vec::new())),
         });
         let rx = Arc::new(Mutex::new(rx));
         // spawn_worker blocks every signal in the thread: a signal meant for PID 1
@@ -165,6 +171,20 @@ fn handle(shared: &Shared, tx: &Sender<Request>, req: Request) {
             log::info!(target: "pid1", "coldplug: {} devices without a driver", aliases.len());
             for a in aliases {
                 let _ = tx.send(Request::Modalias(a));
+            }
+            let held = shared.after_coldplug.lock().unwrap_or_else(PoisonError::into_inner).take();
+            for req in held.unwrap_or_default() {
+                let _ = tx.send(req);
+            }
+        }
+        Request::AfterColdplug(names, why) => {
+            let mut held = shared.after_coldplug.lock().unwrap_or_else(PoisonError::into_inner);
+            match held.as_mut() {
+                Some(list) => list.push(Request::Names(names, why)),
+                None => {
+                    drop(held);
+                    handle(shared, tx, Request::Names(names, why));
+                }
             }
         }
         Request::Module(m) => match tables.chain(&m) {

@@ -8,6 +8,7 @@
 
 pub mod alias;
 pub mod drivers;
+pub mod features;
 pub mod kmsg;
 pub mod kofile;
 pub mod loader;
