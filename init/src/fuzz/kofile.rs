@@ -7,26 +7,12 @@
 
 use testkit::fuzzkit::{run, Mutator, Target, Verdict};
 
-use crate::pid1::kofile::{decompress_zstd_bounded, tests::raw_frame};
+use crate::pid1::kofile::decompress_zstd_bounded;
+use crate::pid1::kofile::tests::{raw_frame, zstd_tool};
 
 /// Small bounds, so a mutant that decodes to a lot costs little per iteration.
 const LIMIT: u64 = 256 << 10;
 const WINDOW: u64 = 1 << 20;
-
-fn compressed(data: &[u8]) -> Vec<u8> {
-    let mut child = std::process::Command::new("zstd")
-        .args(["-q", "-19", "-c"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("the zstd tool (scripts/setup installs it)");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = data.to_vec();
-    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    out.stdout
-}
 
 #[test]
 fn fuzz_target_kofile() {
@@ -37,7 +23,7 @@ fn fuzz_target_kofile() {
     }
     module.extend_from_slice(b"\0.text\0.data\0.modinfo\0license=GPL\0name=virtio_net\0");
     let seeds = vec![
-        compressed(&module),
+        zstd_tool(&module),
         raw_frame(&module, Some(module.len() as u32)),
         raw_frame(b"x", None),
     ];

@@ -29,7 +29,7 @@ pub enum Kind {
 
 /// Why a module file's bytes could not be had.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum KoError {
     /// Compressed some other way (`.ko.xz`, `.ko.gz`): the kernel cannot take it and keelson
     /// does not decompress it.
     #[error("compressed as {0}, which keelson does not decompress (ship .ko or .ko.zst)")]
@@ -60,19 +60,19 @@ pub enum Error {
 }
 
 /// How `path` is stored, or why it cannot be loaded.
-pub fn kind(path: &str) -> Result<Kind, Error> {
+pub fn kind(path: &str) -> Result<Kind, KoError> {
     let file = path.rsplit('/').next().unwrap_or(path);
     if file.ends_with(".ko.zst") {
         Ok(Kind::Zstd)
     } else if let Some((_, ext)) = file.rsplit_once(".ko.") {
-        Err(Error::Unsupported(net::names::escape(ext, 16)))
+        Err(KoError::Unsupported(net::names::escape(ext, 16)))
     } else {
         Ok(Kind::Plain)
     }
 }
 
 /// Decompress one zstd frame from `source` into memory, at most [`MAX_MODULE`] bytes.
-pub fn decompress_zstd(source: impl Read) -> Result<Vec<u8>, Error> {
+pub fn decompress_zstd(source: impl Read) -> Result<Vec<u8>, KoError> {
     decompress_zstd_bounded(source, MAX_MODULE, MAX_WINDOW)
 }
 
@@ -81,38 +81,38 @@ pub fn decompress_zstd_bounded(
     source: impl Read,
     max_out: u64,
     max_window: u64,
-) -> Result<Vec<u8>, Error> {
+) -> Result<Vec<u8>, KoError> {
     let mut decoder =
         ruzstd::decoding::StreamingDecoder::new_with_max_window_size(source, max_window)
-            .map_err(|e| Error::Header(e.to_string()))?;
+            .map_err(|e| KoError::Header(e.to_string()))?;
     // The declared size (0 when the frame does not say) sizes the buffer once; it is a hint
     // only, the limit below holds whatever the frame declared.
     let declared = decoder.decoder.content_size();
     if declared > max_out {
-        return Err(Error::TooLarge);
+        return Err(KoError::TooLarge);
     }
     let mut out = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
     // One byte more than allowed tells "exactly at the limit" from "over it".
     let read = (&mut decoder).take(max_out.saturating_add(1)).read_to_end(&mut out);
     if let Err(e) = read {
-        return Err(Error::Corrupt { at: out.len(), reason: e.to_string() });
+        return Err(KoError::Corrupt { at: out.len(), reason: e.to_string() });
     }
     if out.len() as u64 > max_out {
-        return Err(Error::TooLarge);
+        return Err(KoError::TooLarge);
     }
     if out.is_empty() {
-        return Err(Error::Empty);
+        return Err(KoError::Empty);
     }
     Ok(out)
 }
 
 /// Read and decompress the `.ko.zst` file at `path` (a loader thread's work, never the
 /// event loop's).
-pub fn read_zstd_file(path: &std::path::Path) -> Result<Vec<u8>, Error> {
-    let file = std::fs::File::open(path).map_err(Error::Read)?;
-    let len = file.metadata().map_err(Error::Read)?.len();
+pub fn read_zstd_file(path: &std::path::Path) -> Result<Vec<u8>, KoError> {
+    let file = std::fs::File::open(path).map_err(KoError::Read)?;
+    let len = file.metadata().map_err(KoError::Read)?.len();
     if len > MAX_FILE {
-        return Err(Error::FileTooLarge);
+        return Err(KoError::FileTooLarge);
     }
     // Buffered: the decoder reads the file a few bytes at a time.
     let reader = std::io::BufReader::with_capacity(64 << 10, file.take(MAX_FILE));
@@ -156,8 +156,8 @@ pub(crate) mod tests {
     fn kinds_by_name() {
         assert_eq!(kind("kernel/drivers/net/virtio_net.ko").unwrap(), Kind::Plain);
         assert_eq!(kind("kernel/drivers/net/virtio_net.ko.zst").unwrap(), Kind::Zstd);
-        assert!(matches!(kind("a/e1000.ko.xz"), Err(Error::Unsupported(e)) if e == "xz"));
-        assert!(matches!(kind("a/e1000.ko.gz"), Err(Error::Unsupported(_))));
+        assert!(matches!(kind("a/e1000.ko.xz"), Err(KoError::Unsupported(e)) if e == "xz"));
+        assert!(matches!(kind("a/e1000.ko.gz"), Err(KoError::Unsupported(_))));
         // A directory named like a module does not make the file compressed.
         assert_eq!(kind("x.ko.zst/e1000.ko").unwrap(), Kind::Plain);
     }
@@ -175,7 +175,7 @@ pub(crate) mod tests {
         assert_eq!(decompress_zstd_bounded(&raw_frame(&m, None)[..], 1000, MAX_WINDOW).unwrap(), m);
         assert!(matches!(
             decompress_zstd_bounded(&raw_frame(&m, None)[..], 999, MAX_WINDOW),
-            Err(Error::TooLarge)
+            Err(KoError::TooLarge)
         ));
     }
 
@@ -183,7 +183,7 @@ pub(crate) mod tests {
     fn a_declared_size_over_the_limit_fails_before_decoding() {
         // The frame claims 4 GiB - 1 with a few bytes of data: refused on the header alone.
         let f = raw_frame(b"abc", Some(u32::MAX));
-        assert!(matches!(decompress_zstd(&f[..]), Err(Error::TooLarge)));
+        assert!(matches!(decompress_zstd(&f[..]), Err(KoError::TooLarge)));
     }
 
     #[test]
@@ -199,40 +199,42 @@ pub(crate) mod tests {
         let mut f = raw_frame(b"abc", None);
         // Window descriptor: exponent 31 - 10 = 21, i.e. a 2 GiB window.
         f[5] = 21 << 3;
-        assert!(matches!(decompress_zstd(&f[..]), Err(Error::Header(_))));
+        assert!(matches!(decompress_zstd(&f[..]), Err(KoError::Header(_))));
     }
 
     #[test]
     fn corrupt_truncated_and_foreign_data_fail_cleanly() {
         let m = module(4000);
         let f = raw_frame(&m, None);
-        assert!(matches!(decompress_zstd(&f[..f.len() - 100]), Err(Error::Corrupt { .. })));
-        assert!(matches!(decompress_zstd(&b"\x7fELF\x02\x01\x01"[..]), Err(Error::Header(_))));
-        assert!(matches!(decompress_zstd(&b""[..]), Err(Error::Header(_))));
-        assert!(matches!(decompress_zstd(&raw_frame(b"", None)[..]), Err(Error::Empty)));
+        assert!(matches!(decompress_zstd(&f[..f.len() - 100]), Err(KoError::Corrupt { .. })));
+        assert!(matches!(decompress_zstd(&b"\x7fELF\x02\x01\x01"[..]), Err(KoError::Header(_))));
+        assert!(matches!(decompress_zstd(&b""[..]), Err(KoError::Header(_))));
+        assert!(matches!(decompress_zstd(&raw_frame(b"", None)[..]), Err(KoError::Empty)));
         // A reserved block type (3) in the block header.
         let mut bad = raw_frame(&m, None);
         bad[6] |= 0b110;
         assert!(decompress_zstd(&bad[..]).is_err());
     }
 
+    /// `data` as the zstd tool compresses it at -19 (what the image builder does).
+    pub(crate) fn zstd_tool(data: &[u8]) -> Vec<u8> {
+        let dir = std::env::temp_dir().join(format!("keelson-zstd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{}.ko", data.len()));
+        std::fs::write(&file, data).unwrap();
+        let out = std::process::Command::new("zstd").args(["-q", "-19", "-c"]).arg(&file).output();
+        let out = out.unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert!(out.status.success(), "zstd: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    }
+
     #[test]
     fn what_the_zstd_tool_writes_decodes() {
-        // The image builder compresses with the zstd tool at -19; this is that path.
         let m: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 1000).to_le_bytes()).collect();
-        let mut child = std::process::Command::new("zstd")
-            .args(["-q", "-19", "-c"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("the zstd tool (scripts/setup installs it)");
-        let mut stdin = child.stdin.take().unwrap();
-        let input = m.clone();
-        let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
-        let out = child.wait_with_output().unwrap();
-        writer.join().unwrap().unwrap();
-        assert!(out.stdout.len() < m.len() / 4, "{} bytes", out.stdout.len());
-        assert_eq!(decompress_zstd(&out.stdout[..]).unwrap(), m);
+        let packed = zstd_tool(&m);
+        assert!(packed.len() < m.len() / 4, "{} bytes", packed.len());
+        assert_eq!(decompress_zstd(&packed[..]).unwrap(), m);
     }
 
     #[test]
@@ -243,7 +245,7 @@ pub(crate) mod tests {
         let f = std::fs::File::create(&big).unwrap();
         // Sparse: no disk space used.
         f.set_len(MAX_FILE + 1).unwrap();
-        assert!(matches!(read_zstd_file(&big), Err(Error::FileTooLarge)));
+        assert!(matches!(read_zstd_file(&big), Err(KoError::FileTooLarge)));
         let good = dir.join("good.ko.zst");
         std::fs::write(&good, raw_frame(&module(70_000), Some(70_000))).unwrap();
         assert_eq!(read_zstd_file(&good).unwrap(), module(70_000));
