@@ -274,9 +274,11 @@ class Node:
 
 
 def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_all=False,
-                    ca_bundle=None, add=(), binary=None, version_suffix=None, etcd=None):
+                    ca_bundle=None, add=(), binary=None, version_suffix=None, etcd=None,
+                    compress=None, ko=None):
     """Runs scripts/build-initramfs; returns the image path. `add`: (source, path in the
-    image) pairs of extra files; `etcd`: an etcd binary for /usr/bin/etcd. KEELSON_BINARY
+    image) pairs of extra files; `etcd`: an etcd binary for /usr/bin/etcd; `compress` and
+    `ko`: the script's --compress and --ko. KEELSON_BINARY
     names a static keelson binary (demo-kubelet beside it) to use instead of building this
     checkout's, for iterating on a harness."""
     binary = binary or os.environ.get("KEELSON_BINARY")
@@ -301,6 +303,10 @@ def build_initramfs(out=None, config=None, reference=False, drivers=None, fixed_
         cmd += [f"--version-suffix={version_suffix}"]  # it may start with "-"
     if etcd:
         cmd += ["--etcd", str(etcd)]
+    if compress:
+        cmd += ["--compress", compress]
+    if ko:
+        cmd += ["--ko", ko]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build-initramfs failed:\n{proc.stdout}{proc.stderr}")

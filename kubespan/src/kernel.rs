@@ -2,7 +2,7 @@
 //! The real adapters behind KubeSpan's boundaries: WireGuard read through `net`'s host, keys
 //! through `net::wireguard_keys`, the firewall through [`crate::nft`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use net::host::{HostErrorKind, SharedHost};
@@ -100,13 +100,39 @@ impl Firewall for NftFirewall {
     }
 
     fn remove(&mut self) -> Result<(), FirewallError> {
+        // With nf_tables not loaded there is no table to remove, and opening the socket would
+        // have the kernel run its modprobe helper for nf_tables and wait for it, inside the
+        // node loop, at every boot with KubeSpan off (the leftover check at start).
+        if self.nft.is_none() && !nf_tables_loaded(Path::new(SYS_MODULE)) {
+            return Ok(());
+        }
         self.open()?.remove().map(|_| ())
     }
+}
+
+/// Where the kernel lists its loaded modules.
+const SYS_MODULE: &str = "/sys/module";
+
+/// Whether the kernel has nf_tables: a loaded module has `/sys/module/nf_tables`. (A kernel
+/// with it built in may show no such entry; a table left there can only be from the same
+/// boot, a node loop restarted after KubeSpan was on, and the skipped removal is best effort.)
+fn nf_tables_loaded(sys_module: &Path) -> bool {
+    sys_module.join("nf_tables").exists()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_leftover_table_without_nf_tables() {
+        let dir = std::env::temp_dir().join(format!("keelson-sysmod-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("wireguard")).unwrap();
+        assert!(!nf_tables_loaded(&dir));
+        std::fs::create_dir_all(dir.join("nf_tables")).unwrap();
+        assert!(nf_tables_loaded(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn keys_generate_and_derive() {

@@ -40,6 +40,11 @@ prints this):
   feature-on-demand
                 vlan= and bond= on the command line of the demo image: 8021q and bonding are
                 loaded by the kernel's modprobe helper (keelson) when the links are created
+  feature-by-config
+                the generic image with a config that makes a VLAN on ens3 and a dummy link:
+                PID 1 asks its loader threads for 8021q and dummy as soon as the config is
+                loaded (decompressed from .ko.zst), the VLAN and the dummy link get their
+                addresses, network ready
   system-identity
                 QEMU started with -uuid and -smbios type=1,...: the console's system line
                 shows the manufacturer, product, serial and UUID keelson read
@@ -477,7 +482,7 @@ def case_clock_nts(_initrd):
     return r.finish()
 
 
-GENERIC = vm.BUILD / "test-generic-initramfs.cpio.zst"
+GENERIC = vm.BUILD / "test-generic-initramfs.cpio"
 
 
 _generic_built = []
@@ -556,7 +561,7 @@ def case_generic_selectors(_initrd):
         f.write(SELECTOR_CONFIG)
         config = f.name
     try:
-        initrd, summary = vm.build_initramfs(out=vm.BUILD / "test-generic-selectors.cpio.zst",
+        initrd, summary = vm.build_initramfs(out=vm.BUILD / "test-generic-selectors.cpio",
                                              config=config, drivers="net")
         print(summary, flush=True)
     finally:
@@ -609,6 +614,54 @@ def case_feature_on_demand(initrd):
                      "neither was loaded at boot by the loader threads")
         r.console(r"keelson: network ready", "network ready", STEP_TIMEOUT)
         r.no_console(r"keelson: module (8021q|bonding):", "no module error")
+        bootcheck.power_off(r)
+    finally:
+        node.stop()
+    return r.finish()
+
+
+FEATURE_CONFIG = """version: v1alpha1
+machine:
+  network:
+    hostname: keelson-demo
+    interfaces:
+      - interface: ens3
+        dhcp: true
+        vlans: [{vlanId: 100, addresses: [192.168.79.2/24]}]
+      - interface: dummy0
+        dummy: true
+        addresses: [192.168.77.1/24]
+  kubelet:
+    command: [/bin/demo-kubelet]
+  time:
+    disabled: true
+"""
+
+
+def case_feature_by_config(_initrd):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(FEATURE_CONFIG)
+        config = f.name
+    try:
+        initrd, summary = vm.build_initramfs(out=vm.BUILD / "test-feature-by-config.cpio",
+                                             config=config, drivers="net")
+    finally:
+        Path(config).unlink()
+    print(summary, flush=True)
+    node = vm.Node("test-feature-by-config", initrd=initrd)
+    r = bootcheck.Report(node, "feature modules asked for by the config, generic image")
+    try:
+        r.console(r"keelson: feature modules for the config: 8021q dummy$",
+                  "the config's feature modules asked for once it is loaded", BOOT_TIMEOUT)
+        for m in ("8021q", "dummy"):
+            # The loader's line, or the kernel's helper's if a link was created first.
+            r.console(rf"keelson: (module loaded|modprobe: rtnl-link-\w+): {m}$",
+                      f"{m} loaded", STEP_TIMEOUT)
+        r.console(r"keelson: network ready", "network ready", STEP_TIMEOUT)
+        r.no_console(r"keelson: module (8021q|dummy):", "no module error")
+        body = node.http_get("/")
+        for addr in ("192.168.79.2", "192.168.77.1"):
+            r.check(addr in body, f"{addr} on the node")
         bootcheck.power_off(r)
     finally:
         node.stop()
@@ -1165,6 +1218,7 @@ CASES = {
     "generic-hotplug": case_generic_hotplug,
     "system-identity": case_system_identity,
     "feature-on-demand": case_feature_on_demand,
+    "feature-by-config": case_feature_by_config,
     "generic-selectors": case_generic_selectors,
     "config-url": case_config_url,
     "config-url-bad": case_config_url_bad,

@@ -24,6 +24,7 @@ use super::kubelet::Kubelet;
 use super::lifecycle::Lifecycle;
 use super::netlink::Netlink;
 use crate::machine::Machine;
+use crate::pid1::loader::Request;
 use crate::pid1::uevent::Hotplug;
 use crate::reactor::{Reactor, ReactorError};
 
@@ -201,6 +202,8 @@ pub struct EventLoop {
     pub stop_grace: Duration,
     /// Drivers for devices that appear (PID 1).
     pub hotplug: Option<Hotplug>,
+    /// The machine config version whose feature modules were last asked for.
+    pub features_for: Option<u64>,
     /// The machine's stage.
     pub lifecycle: Lifecycle,
     /// The discovery service client.
@@ -225,6 +228,30 @@ struct Progress {
 }
 
 impl EventLoop {
+    /// A new machine config: ask the loader threads for the feature modules it needs, before
+    /// the reconcile that creates its links, so no netlink call waits on a module load.
+    fn request_feature_modules(&mut self) {
+        let Some(hotplug) = &self.hotplug else { return };
+        let store = self.rt.store();
+        let Some(res) = store.get(
+            Namespace::Config,
+            net::resource::Kind::MachineConfig,
+            net::controllers::MACHINE_CONFIG_ID,
+        ) else {
+            return;
+        };
+        if self.features_for == Some(res.metadata.version) {
+            return;
+        }
+        self.features_for = Some(res.metadata.version);
+        let Some(cfg) = res.spec_as::<net::config::MachineConfig>() else { return };
+        let names = crate::pid1::features::for_config(cfg);
+        if !names.is_empty() {
+            log::info!(target: "pid1", "feature modules for the config: {}", names.join(" "));
+            hotplug.loader.send(Request::AfterColdplug(names, "config"));
+        }
+    }
+
     /// Run until a stop signal, or with `once` until settled.
     pub fn run(mut self) -> Result<Ending, ReactorError> {
         let mut p = Progress {
@@ -244,6 +271,7 @@ impl EventLoop {
             self.discovery.tick(&mut self.rt, now);
             self.tenant.tick(&mut self.rt, now);
             self.netlink.tick(&mut self.rt, now);
+            self.request_feature_modules();
             let reconciles = self.reconcile(&p, now);
             // What the node publishes changes only through reconciles (and a new client
             // publishes as its handle arrives, in `ready`).

@@ -195,6 +195,7 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
         lifecycle: lifecycle::Lifecycle::default(),
         time: TimeSync::new(opts.set_clock, std::time::Instant::now()).with_trust(trust(opts)),
         hotplug: opts.hotplug.clone(),
+        features_for: None,
         once: opts.once,
         stop_grace: opts.stop_grace,
     };

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Loading kernel modules off the event loop: a few loader threads take requests (module
 //! names, a device's modalias, a coldplug pass over `/sys/devices`) from a channel and call
-//! `finit_module` themselves, so the node loop never waits for a driver to initialise.
+//! `finit_module` (or, for a `.ko.zst` file they decompress, `init_module`) themselves, so the
+//! node loop never waits for a driver to initialise or a module to be decompressed.
 //! Independent modules load in parallel; a module several requests need is loaded once, the
 //! others waiting for it. A module that fails is one line and nothing else.
 
@@ -12,8 +13,9 @@ use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use nix::kmod::{finit_module, ModuleInitFlags};
+use nix::kmod::{finit_module, init_module, ModuleInitFlags};
 
+use super::kofile::{self, Kind};
 use super::modules::{module_name, Tables};
 
 /// How many threads load modules at once (the kernel serialises little of it; two cores).
@@ -35,6 +37,9 @@ pub enum Request {
     Coldplug,
     /// Load one module and what it needs (requests above fan out into these).
     Module(String),
+    /// Like `Names`, but after the coldplug pass has queued the drivers of the devices present
+    /// (feature modules: NIC drivers go first).
+    AfterColdplug(Vec<String>, &'static str),
 }
 
 /// Why one module did not load.
@@ -43,6 +48,9 @@ enum LoadError {
     /// The `.ko` file could not be opened.
     #[error(transparent)]
     Open(std::io::Error),
+    /// A compressed module could not be read or decompressed.
+    #[error(transparent)]
+    File(kofile::KoError),
     /// The kernel refused it.
     #[error(transparent)]
     Init(nix::errno::Errno),
@@ -63,6 +71,8 @@ struct Shared {
     changed: Condvar,
     /// Modaliases already handled: a device that reappears needs nothing new.
     seen_aliases: Mutex<BTreeSet<String>>,
+    /// Requests held until the first coldplug pass has queued its drivers; `None` once it has.
+    after_coldplug: Mutex<Option<Vec<Request>>>,
 }
 
 /// The handle to the loader threads; cloning it is cheap.
@@ -80,6 +90,7 @@ impl Loader {
             state: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
             seen_aliases: Mutex::new(BTreeSet::new()),
+            after_coldplug: Mutex::new(Some(Vec::new())),
         });
         let rx = Arc::new(Mutex::new(rx));
         // spawn_worker blocks every signal in the thread: a signal meant for PID 1
@@ -161,6 +172,20 @@ fn handle(shared: &Shared, tx: &Sender<Request>, req: Request) {
             for a in aliases {
                 let _ = tx.send(Request::Modalias(a));
             }
+            let held = shared.after_coldplug.lock().unwrap_or_else(PoisonError::into_inner).take();
+            for req in held.unwrap_or_default() {
+                let _ = tx.send(req);
+            }
+        }
+        Request::AfterColdplug(names, why) => {
+            let mut held = shared.after_coldplug.lock().unwrap_or_else(PoisonError::into_inner);
+            match held.as_mut() {
+                Some(list) => list.push(Request::Names(names, why)),
+                None => {
+                    drop(held);
+                    handle(shared, tx, Request::Names(names, why));
+                }
+            }
         }
         Request::Module(m) => match tables.chain(&m) {
             Some(chain) => load_chain(shared, &chain),
@@ -193,11 +218,7 @@ fn load_chain(shared: &Shared, chain: &[String]) {
             }
         }
         let name = module_name(path);
-        let result =
-            File::open(shared.tables.base.join(path)).map_err(LoadError::Open).and_then(|f| {
-                finit_module(&f, &params, ModuleInitFlags::empty()).map_err(LoadError::Init)
-            });
-        match result {
+        match load_file(&shared.tables.base, path, &params) {
             Ok(()) => log::info!(target: "pid1", "module loaded: {name}"),
             Err(LoadError::Init(nix::errno::Errno::EEXIST)) => {
                 log::debug!(target: "pid1", "module {name}: already loaded")
@@ -217,16 +238,41 @@ fn load_chain(shared: &Shared, chain: &[String]) {
     }
 }
 
+/// What the kernel is handed for one module file.
+#[derive(Debug)]
+enum Image {
+    /// A `.ko`, opened: `finit_module`.
+    File(File),
+    /// A `.ko.zst`, decompressed: `init_module`.
+    Bytes(Vec<u8>),
+}
+
+/// Open (and for `.ko.zst`, decompress, bounded by [`kofile`]) one module file.
+fn image(base: &Path, path: &str) -> Result<Image, LoadError> {
+    let full = base.join(path);
+    match kofile::kind(path).map_err(LoadError::File)? {
+        Kind::Plain => File::open(full).map(Image::File).map_err(LoadError::Open),
+        Kind::Zstd => kofile::read_zstd_file(&full).map(Image::Bytes).map_err(LoadError::File),
+    }
+}
+
+/// Hand one module file to the kernel.
+fn load_file(base: &Path, path: &str, params: &CString) -> Result<(), LoadError> {
+    match image(base, path)? {
+        Image::File(f) => {
+            finit_module(&f, params, ModuleInitFlags::empty()).map_err(LoadError::Init)
+        }
+        Image::Bytes(b) => init_module(&b, params).map_err(LoadError::Init),
+    }
+}
+
 /// Load `chain` on this thread (the kernel's modprobe helper, which must finish before the
 /// kernel goes on). Returns whether every file loaded or was loaded already.
 pub fn load_now(tables: &Tables, chain: &[String]) -> bool {
     let params = CString::default();
     let mut ok = true;
     for path in chain {
-        let result = File::open(tables.base.join(path)).map_err(LoadError::Open).and_then(|f| {
-            finit_module(&f, &params, ModuleInitFlags::empty()).map_err(LoadError::Init)
-        });
-        match result {
+        match load_file(&tables.base, path, &params) {
             Ok(()) | Err(LoadError::Init(nix::errno::Errno::EEXIST)) => {}
             // A variant for hardware this machine lacks (crc32c_intel without SSE 4.2).
             Err(LoadError::Init(nix::errno::Errno::ENODEV)) => {}
@@ -277,6 +323,33 @@ pub fn coldplug_aliases(root: &Path) -> BTreeSet<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn plain_files_go_as_files_compressed_ones_as_their_bytes() {
+        let dir = std::env::temp_dir().join(format!("keelson-loader-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("kernel/net")).unwrap();
+        let module: Vec<u8> = b"\x7fELF".iter().copied().cycle().take(9000).collect();
+        std::fs::write(dir.join("kernel/net/a.ko"), &module).unwrap();
+        std::fs::write(
+            dir.join("kernel/net/b.ko.zst"),
+            kofile::tests::raw_frame(&module, Some(9000)),
+        )
+        .unwrap();
+        std::fs::write(dir.join("kernel/net/c.ko.zst"), &module).unwrap();
+        std::fs::write(dir.join("kernel/net/d.ko.xz"), &module).unwrap();
+
+        assert!(matches!(image(&dir, "kernel/net/a.ko"), Ok(Image::File(_))));
+        let got = image(&dir, "kernel/net/b.ko.zst");
+        assert!(matches!(&got, Ok(Image::Bytes(b)) if *b == module), "{got:?}");
+        // Not zstd inside: one error naming the header, not a load of garbage.
+        let e = image(&dir, "kernel/net/c.ko.zst").unwrap_err();
+        assert!(e.to_string().starts_with("zstd frame header"), "{e}");
+        let e = image(&dir, "kernel/net/d.ko.xz").unwrap_err();
+        assert!(e.to_string().contains("xz"), "{e}");
+        assert!(matches!(image(&dir, "kernel/net/missing.ko.zst"), Err(LoadError::File(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn coldplug_reads_unbound_devices_only_and_skips_symlinks() {

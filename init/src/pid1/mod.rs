@@ -8,7 +8,9 @@
 
 pub mod alias;
 pub mod drivers;
+pub mod features;
 pub mod kmsg;
+pub mod kofile;
 pub mod loader;
 pub mod modules;
 pub mod mounts;
