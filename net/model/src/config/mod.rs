@@ -62,6 +62,7 @@ mod scalar;
 mod select;
 mod specs;
 mod stream;
+mod tree;
 mod validate;
 
 #[cfg(test)]
@@ -78,6 +79,8 @@ mod tests_links;
 mod tests_partial;
 #[cfg(test)]
 mod tests_specs;
+#[cfg(test)]
+mod tests_onepass;
 #[cfg(test)]
 mod tests_talos_kinds;
 
