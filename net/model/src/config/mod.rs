@@ -76,11 +76,11 @@ mod tests_legacy;
 #[cfg(test)]
 mod tests_links;
 #[cfg(test)]
+mod tests_onepass;
+#[cfg(test)]
 mod tests_partial;
 #[cfg(test)]
 mod tests_specs;
-#[cfg(test)]
-mod tests_onepass;
 #[cfg(test)]
 mod tests_talos_kinds;
 

@@ -98,29 +98,63 @@ fn a_plain_large_config_is_read_from_the_tree() {
 #[test]
 fn aliases_and_anchors_read_the_same_both_ways() {
     same(&alias_bomb(20, 5));
-    same("version: v1alpha1\nmachine:\n  network:\n    nameservers: &n ['1.1.1.1']\n    \
-          hostname: &h node\n    extraHostEntries:\n      - ip: 10.0.0.9\n        aliases: [*h]\n");
+    same(
+        "version: v1alpha1\nmachine:\n  network:\n    nameservers: &n ['1.1.1.1']\n    \
+          hostname: &h node\n    extraHostEntries:\n      - ip: 10.0.0.9\n        aliases: [*h]\n",
+    );
     same("version: v1alpha1\nmachine:\n  network:\n    hostname: *missing\n");
 }
 
 /// A small deterministic generator (xorshift): no dependency, and a failure names its input.
-struct Rng(u64);
+/// When `valid`, it mostly picks the first choice (each list starts with a valid one), so
+/// that valid documents, which the tree reads, are compared as well as broken ones.
+struct Rng(u64, bool);
 
 impl Rng {
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        let i = usize::try_from(self.0 % from.len() as u64).unwrap();
+        self.0
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        if self.1 && self.next() % 10 != 0 {
+            return from[0];
+        }
+        let i = usize::try_from(self.next() % from.len() as u64).unwrap();
         from[i]
     }
 }
 
 /// Scalars that read differently depending on how they were written or what asks for them.
 const SCALARS: [&str; 26] = [
-    "node-1", "'123'", "123", "\"123\"", "~", "null", "", "!!str 5", "true", "'true'", "0x10",
-    "1e3", "1.5", "-1", "007", ".inf", "yes", "\"a b\"", "!!binary aGk=", "10.0.0.1/24",
-    "'10.0.0.1/24'", "1500", "2001:db8::1/64", "|\n          literal", "0", "!custom x",
+    "node-1",
+    "'123'",
+    "123",
+    "\"123\"",
+    "~",
+    "null",
+    "",
+    "!!str 5",
+    "true",
+    "'true'",
+    "0x10",
+    "1e3",
+    "1.5",
+    "-1",
+    "007",
+    ".inf",
+    "yes",
+    "\"a b\"",
+    "!!binary aGk=",
+    "10.0.0.1/24",
+    "'10.0.0.1/24'",
+    "1500",
+    "2001:db8::1/64",
+    "|\n          literal",
+    "0",
+    "!custom x",
 ];
 
 fn scalar(r: &mut Rng) -> &'static str {
@@ -139,8 +173,9 @@ fn generated(r: &mut Rng) -> String {
     y += &format!("    nameservers: {}\n", r.pick(&["[1.1.1.1]", "['8.8.8.8', 9]", "~", "", "[]"]));
     y += "    interfaces:\n";
     for i in 0..3 {
-        y += &format!("      - interface: {}\n", r.pick(&["eth0", "eth1", "'eth2'", "5", "~"]));
-        y += &format!("        mtu: {}\n", scalar(r));
+        let name = ["eth0", "eth1", "'eth2'"][i];
+        y += &format!("      - interface: {}\n", r.pick(&[name, "eth1", "5", "~", "*A"]));
+        y += &format!("        mtu: {}\n", r.pick(&["1500", "'1500'", "0x5dc", "1e3", "~", ""]));
         y += &format!("        dhcp: {}\n", r.pick(&["true", "false", "'true'", "yes", "~", ""]));
         let anchor = if i == 0 { "&A " } else { "" };
         let list = r.pick(&["[10.0.0.2/24]", "['10.0.0.3/24', 10.0.0.4/24]", "[bad]", "~"]);
@@ -149,9 +184,9 @@ fn generated(r: &mut Rng) -> String {
         y += "        routes:\n";
         y += &format!(
             "          - {{network: {}, gateway: {}, metric: {}}}\n",
-            r.pick(&["0.0.0.0/0", "'10.1.0.0/16'", "x", "~"]),
+            r.pick(&["'10.1.0.0/16'", "0.0.0.0/0", "x", "~"]),
             r.pick(&["10.0.0.1", "\"10.0.0.1\"", "", "!!str 10.0.0.1"]),
-            scalar(r),
+            r.pick(&["10", "'10'", "-1", "1.0", "~", "0o17"]),
         );
     }
     y += r.pick(&[
@@ -165,13 +200,19 @@ fn generated(r: &mut Rng) -> String {
 
 #[test]
 fn generated_documents_read_the_same_both_ways() {
-    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut loaded = 0;
-    for _ in 0..400 {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15, false);
+    let (mut loaded, mut treed) = (0, 0);
+    for n in 0..600 {
+        r.1 = n % 2 == 0;
         let yaml = generated(&mut r);
         same(&yaml);
         loaded += usize::from(check_with(&yaml, true).errors.is_empty());
+        let tree = bounds::check(&yaml).ok().and_then(|s| s.into_iter().find_map(|s| s.tree));
+        treed +=
+            usize::from(tree.is_some_and(|t| serde_yaml::from_value::<MachineConfig>(t).is_ok()));
     }
+    eprintln!("{loaded} valid, {treed} read from the tree");
+    assert!(treed > 0, "no generated document was read from its tree");
     // The set must hold valid documents too, or it would only compare error paths.
     assert!(loaded > 0, "no generated document was valid");
 }

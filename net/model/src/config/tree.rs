@@ -35,7 +35,13 @@ pub(super) struct Builder {
 
 impl Builder {
     /// A scalar: its bytes, whether it was written plain, whether it has a tag.
-    pub(super) fn scalar(&mut self, text: Vec<u8>, plain: bool, tagged: bool, anchor: Option<Vec<u8>>) {
+    pub(super) fn scalar(
+        &mut self,
+        text: Vec<u8>,
+        plain: bool,
+        tagged: bool,
+        anchor: Option<Vec<u8>>,
+    ) {
         if self.failed {
             return;
         }
@@ -201,8 +207,24 @@ mod tests {
         assert_eq!(r("10.0.0.1"), Some(Value::String("10.0.0.1".into())));
         assert_eq!(r("yes"), Some(Value::String("yes".into())));
         for other in [
-            "~", "null", "NULL", "1.5", "1e3", "0x10", "0o7", "0b1", "+1", "-0", "007", ".inf",
-            "-.inf", ".nan", "inf", "NaN", "18446744073709551616", "-0x1",
+            "~",
+            "null",
+            "NULL",
+            "1.5",
+            "1e3",
+            "0x10",
+            "0o7",
+            "0b1",
+            "+1",
+            "-0",
+            "007",
+            ".inf",
+            "-.inf",
+            ".nan",
+            "inf",
+            "NaN",
+            "18446744073709551616",
+            "-0x1",
         ] {
             assert_eq!(r(other), None, "{other}");
         }
