@@ -17,7 +17,7 @@ use std::ffi::{c_char, CStr};
 use std::mem::MaybeUninit;
 
 use super::error::{ConfigError, Position};
-use super::tree::Builder;
+use super::tree::{self, Builder, Text};
 
 /// Nodes that aliases may add beyond one per byte of text: generous for anchors reused as
 /// intended (a shared list of nameservers, a route set), far below what a bomb needs.
@@ -57,7 +57,7 @@ pub(crate) struct DocSpan {
     pub null_at: Option<Position>,
     /// The document's value, built during the scan when it reads exactly as serde_yaml reads
     /// the text (`tree`); not built for typed documents (`apiVersion` or `kind` at the top).
-    pub tree: Option<serde_yaml::Value>,
+    pub tree: Option<tree::Node>,
 }
 
 /// The most nodes, after alias expansion, a text of `len` bytes may have. Without aliases a
@@ -169,8 +169,9 @@ pub(super) struct Event {
     pub(super) scalar: Option<Vec<u8>>,
     /// A scalar written plain and without a tag (so `~`, `null` or nothing is a null).
     pub(super) plain: bool,
-    /// A scalar's whole value, when asked for (see [`Parser::next_full`]).
-    pub(super) value: Option<Vec<u8>>,
+    /// A scalar's whole value, when asked for (see [`Parser::next_full`]); `Some(None)`
+    /// when it is not UTF-8.
+    pub(super) value: Option<Option<Text>>,
     /// The node has a tag.
     pub(super) tagged: bool,
     pub(super) position: Position,
@@ -265,9 +266,9 @@ impl<'t> Parser<'t> {
                 let data = (*e).data.scalar;
                 let len = usize::try_from(data.length).unwrap_or(0);
                 if data.value.is_null() {
-                    Vec::new()
+                    Text::new(b"")
                 } else {
-                    std::slice::from_raw_parts(data.value, len).to_vec()
+                    Text::new(std::slice::from_raw_parts(data.value, len))
                 }
             });
             let tag = match kind {
@@ -430,7 +431,7 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
             let anchor = anchor.clone();
             match kind {
                 unsafe_libyaml::YAML_SCALAR_EVENT => {
-                    b.scalar(value.unwrap_or_default(), plain, tagged, anchor);
+                    b.scalar(value.flatten(), plain, tagged, anchor);
                 }
                 unsafe_libyaml::YAML_MAPPING_START_EVENT => b.start(true, tagged, anchor),
                 unsafe_libyaml::YAML_SEQUENCE_START_EVENT => b.start(false, tagged, anchor),

@@ -12,7 +12,9 @@ use super::documents::{self, Document, Legacy, NetworkDocument, Problems, API_VE
 use super::error::{ConfigError, Position};
 use super::locate::YamlPath;
 use super::machine::MachineConfig;
+use super::tree::Node;
 use super::{known, prune, validate};
+use serde::Deserialize;
 
 /// Everything found in a configuration: what of it is valid, and every entry dropped
 /// (each naming its document, path and line, and what was left out for it).
@@ -50,7 +52,7 @@ pub(crate) fn check_with(yaml: &str, fast: bool) -> Report {
         report.errors.push(ConfigError::new("", None, "the configuration is empty"));
         return report;
     }
-    let mut trees: Vec<Option<serde_yaml::Value>> =
+    let mut trees: Vec<Option<Node>> =
         spans.iter_mut().map(|s| s.tree.take().filter(|_| fast)).collect();
     let many = spans.iter().filter(|s| s.null_at.is_none()).count() > 1;
     let has = |kind: &str| spans.iter().any(|s| s.kind.as_deref() == Some(kind));
@@ -205,13 +207,13 @@ fn classify(span: &DocSpan) -> Class<'_> {
 /// The v1alpha1 document without its invalid entries, and one error per dropped entry.
 fn legacy_document(
     yaml: &str,
-    tree: Option<serde_yaml::Value>,
+    tree: Option<Node>,
     beside: validate::Beside,
 ) -> (Option<MachineConfig>, Vec<ConfigError>) {
     // The tree reads as the text does (see `tree`); anything wrong is found again from the
     // text, so that its errors and their positions are serde_yaml's.
     let fast = tree
-        .and_then(|t| serde_yaml::from_value::<MachineConfig>(t).ok())
+        .and_then(|t| MachineConfig::deserialize(&t).ok())
         .filter(|cfg| validate::check(cfg, &prune::Source::new(yaml)).is_empty());
     let loaded = match fast {
         Some(cfg) => prune::loaded(yaml, cfg),

@@ -9,6 +9,7 @@ use super::bounds;
 use super::stream::check_with;
 use super::tests_hostile::alias_bomb;
 use super::*;
+use serde::Deserialize;
 
 /// Both readings of `yaml`, which must agree in everything.
 fn same(yaml: &str) {
@@ -87,7 +88,7 @@ fn a_plain_large_config_is_read_from_the_tree() {
     }
     let spans = bounds::check(&yaml).unwrap();
     let tree = spans.into_iter().next().and_then(|s| s.tree).expect("a tree for the document");
-    let cfg: MachineConfig = serde_yaml::from_value(tree).unwrap();
+    let cfg = MachineConfig::deserialize(&tree).unwrap();
     assert_eq!(cfg, parse(&yaml).unwrap());
     same(&yaml);
     // A typed document's tree is not built: it is read from its text.
@@ -208,8 +209,7 @@ fn generated_documents_read_the_same_both_ways() {
         same(&yaml);
         loaded += usize::from(check_with(&yaml, true).errors.is_empty());
         let tree = bounds::check(&yaml).ok().and_then(|s| s.into_iter().find_map(|s| s.tree));
-        treed +=
-            usize::from(tree.is_some_and(|t| serde_yaml::from_value::<MachineConfig>(t).is_ok()));
+        treed += usize::from(tree.is_some_and(|t| MachineConfig::deserialize(&t).is_ok()));
     }
     eprintln!("{loaded} valid, {treed} read from the tree");
     assert!(treed > 0, "no generated document was read from its tree");
