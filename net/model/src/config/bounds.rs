@@ -442,7 +442,11 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
         sizes.event(node, anchor).map_err(|r| (r, at))?;
     }
     // A syntax error. Once a document started, serde_yaml reports it with that document's
-    // position; before any, nothing would, and the text would look empty.
+    // position; before any, nothing would, and the text would look empty. The last document's
+    // text runs to the end, over the error, so no tree stands for it: all are read as text.
+    for doc in &mut docs {
+        doc.tree = None;
+    }
     if docs.is_empty() {
         if let Some((problem, at)) = parser.problem() {
             return Err((Refusal::Syntax(problem), at));

@@ -49,6 +49,8 @@ mod args;
 mod bounds;
 mod documents;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod healthz;
 mod known;
 mod locate;

@@ -52,6 +52,7 @@ pub(crate) fn check_with(yaml: &str, fast: bool) -> Report {
         report.errors.push(ConfigError::new("", None, "the configuration is empty"));
         return report;
     }
+    let fast = fast && !other_line_breaks(yaml);
     let mut trees: Vec<Option<Node>> =
         spans.iter_mut().map(|s| s.tree.take().filter(|_| fast)).collect();
     let many = spans.iter().filter(|s| s.null_at.is_none()).count() > 1;
@@ -185,6 +186,15 @@ pub(crate) fn check_with(yaml: &str, fast: bool) -> Report {
     }
     report.config.dropped = report.errors.iter().map(ConfigError::dropped_line).collect();
     report
+}
+
+/// Whether libyaml breaks lines where the text's lines do not (a lone `\r`, NEL, LS, PS):
+/// documents are cut from the text by line, so there the text of a document may not hold
+/// exactly what libyaml read for it, and only reading that text gives today's answer.
+fn other_line_breaks(yaml: &str) -> bool {
+    let bytes = yaml.as_bytes();
+    yaml.match_indices(['\r', '\u{85}', '\u{2028}', '\u{2029}'])
+        .any(|(i, c)| c != "\r" || bytes.get(i + 1) != Some(&b'\n'))
 }
 
 /// What a document is, from its header keys.

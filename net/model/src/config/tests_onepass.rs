@@ -38,7 +38,7 @@ fn yaml_blocks(md: &str) -> Vec<String> {
     out
 }
 
-fn examples() -> Vec<String> {
+pub(super) fn examples() -> Vec<String> {
     let pages = [
         include_str!("../../../../docs/machine-config.md"),
         include_str!("../../../../docs/kubespan.md"),
@@ -109,7 +109,7 @@ fn aliases_and_anchors_read_the_same_both_ways() {
 /// A small deterministic generator (xorshift): no dependency, and a failure names its input.
 /// When `valid`, it mostly picks the first choice (each list starts with a valid one), so
 /// that valid documents, which the tree reads, are compared as well as broken ones.
-struct Rng(u64, bool);
+pub(super) struct Rng(pub(super) u64, pub(super) bool);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -162,7 +162,7 @@ fn scalar(r: &mut Rng) -> &'static str {
     r.pick(&SCALARS)
 }
 
-fn generated(r: &mut Rng) -> String {
+pub(super) fn generated(r: &mut Rng) -> String {
     let mut y = String::new();
     y += r.pick(&["", "---\n", "# comment\n", "%YAML 1.2\n---\n"]);
     y += r.pick(&["version: v1alpha1\n", "version: v1alpha1\n", "version: 1\n", ""]);
@@ -215,4 +215,22 @@ fn generated_documents_read_the_same_both_ways() {
     assert!(treed > 0, "no generated document was read from its tree");
     // The set must hold valid documents too, or it would only compare error paths.
     assert!(loaded > 0, "no generated document was valid");
+}
+
+#[test]
+fn line_breaks_the_text_does_not_count_read_from_the_text() {
+    // Found by the config fuzz target: a lone `\r` is a line break to libyaml and not to
+    // the cut into documents, so the first document's text held the second's `---`.
+    same("version: v1alpha1\r---\nve: v1alphaversion: v1alqha1\n");
+    same("version: v1alpha1\r\nmachine:\r\n  network:\r\n    hostname: a\r\n");
+    same("version: v1alpha1\u{2028}---\nversion: v1alpha1\n");
+    same("version: v1alpha1\u{85}machine: {}\n");
+}
+
+#[test]
+fn a_syntax_error_after_a_whole_document_reads_it_from_the_text() {
+    // Found by the config fuzz target: the document ends (`...`), then libyaml refuses what
+    // follows; the document's text runs over the error, which serde_yaml reports.
+    same("version: v1alpha1\n...\nversion: v1alpha1\n");
+    same("version: v1alpha1\n---\nmachine: [\n");
 }
