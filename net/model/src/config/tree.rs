@@ -82,10 +82,20 @@ enum Open {
 #[derive(Default)]
 pub(super) struct Builder {
     open: Vec<Open>,
-    anchors: HashMap<Vec<u8>, Node>,
+    /// Each anchor's node and its size in nodes.
+    anchors: HashMap<Vec<u8>, (Node, usize)>,
+    /// Nodes copied for aliases so far (see [`ALIAS_COPIES`]).
+    copied: usize,
     root: Option<Node>,
     failed: bool,
 }
+
+/// The most nodes aliases may copy into a tree. Beyond it the document is read from its
+/// text, as before: serde_yaml expands aliases into the configuration without first holding
+/// the expansion, and the tree is there to save time on plain documents, not to add memory
+/// on alias-heavy ones (a tree is otherwise no larger than serde_yaml's list of the
+/// document's events, which the text reading holds).
+const ALIAS_COPIES: usize = 4096;
 
 impl Builder {
     /// A scalar: its text (`None`: not UTF-8), whether it was written plain, whether it has
@@ -147,9 +157,14 @@ impl Builder {
         if self.failed {
             return;
         }
-        match anchor.and_then(|a| self.anchors.get(&a).cloned()) {
-            Some(v) => self.node(v, None),
-            None => self.fail(),
+        let found = anchor.and_then(|a| self.anchors.get(&a));
+        match found {
+            Some((v, size)) if self.copied.saturating_add(*size) <= ALIAS_COPIES => {
+                self.copied += size;
+                let v = v.clone();
+                self.node(v, None);
+            }
+            _ => self.fail(),
         }
     }
 
@@ -171,7 +186,8 @@ impl Builder {
 
     fn node(&mut self, node: Node, anchor: Option<Vec<u8>>) {
         if let Some(a) = anchor {
-            self.anchors.insert(a, node.clone());
+            let size = count(&node);
+            self.anchors.insert(a, (node.clone(), size));
         }
         let ok = match self.open.last_mut() {
             None if self.root.is_none() => {
@@ -201,6 +217,17 @@ impl Builder {
         };
         if !ok {
             self.fail();
+        }
+    }
+}
+
+/// Nodes in `node`, itself included (keys count with their values, as the bounds scan counts).
+fn count(node: &Node) -> usize {
+    match node {
+        Node::Scalar(..) => 1,
+        Node::Seq(items) => items.iter().map(count).fold(1, usize::saturating_add),
+        Node::Map(entries) => {
+            entries.iter().map(|(_, v)| count(v).saturating_add(1)).fold(1, usize::saturating_add)
         }
     }
 }
@@ -513,6 +540,27 @@ mod tests {
         b.alias(Some(b"missing".to_vec()));
         b.end();
         assert_eq!(b.finish(), None, "unknown alias");
+    }
+
+    #[test]
+    fn aliases_copy_a_bounded_number_of_nodes() {
+        let build = |uses: usize| {
+            let mut b = Builder::default();
+            b.start(false, false, None);
+            b.start(false, false, Some(b"l".to_vec()));
+            for _ in 0..99 {
+                b.scalar(text("x"), true, false, None);
+            }
+            b.end();
+            for _ in 0..uses {
+                b.alias(Some(b"l".to_vec()));
+            }
+            b.end();
+            b.finish()
+        };
+        // 100 nodes a copy: 40 copies fit in the budget, 41 do not.
+        assert!(build(ALIAS_COPIES / 100).is_some());
+        assert_eq!(build(ALIAS_COPIES / 100 + 1), None);
     }
 
     #[test]
