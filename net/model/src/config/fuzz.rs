@@ -57,7 +57,7 @@ const DICT: &[&[u8]] = &[
 #[test]
 fn fuzz_target_config() {
     let mut seeds: Vec<Vec<u8>> = examples().into_iter().map(String::into_bytes).collect();
-    let mut r = Rng(0x5eed_0f_c0f1, true);
+    let mut r = Rng(0x005e_ed0f_c0f1, true);
     seeds.extend((0..16).map(|_| generated(&mut r).into_bytes()));
     let target = Target {
         name: "config",

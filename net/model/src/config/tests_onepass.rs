@@ -120,7 +120,7 @@ impl Rng {
     }
 
     fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        if self.1 && self.next() % 10 != 0 {
+        if self.1 && !self.next().is_multiple_of(10) {
             return from[0];
         }
         let i = usize::try_from(self.next() % from.len() as u64).unwrap();

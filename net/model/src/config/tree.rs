@@ -246,9 +246,9 @@ fn has_duplicates(entries: &[(Text, Node)]) -> bool {
 }
 
 /// The error of a tree that does not deserialize: never shown (the text is read again).
-pub(crate) type Error = de::value::Error;
+pub(crate) type TreeError = de::value::Error;
 
-impl<'de> IntoDeserializer<'de, Error> for &'de Node {
+impl<'de> IntoDeserializer<'de, TreeError> for &'de Node {
     type Deserializer = Self;
     fn into_deserializer(self) -> Self {
         self
@@ -256,9 +256,9 @@ impl<'de> IntoDeserializer<'de, Error> for &'de Node {
 }
 
 impl<'de> de::Deserializer<'de> for &'de Node {
-    type Error = Error;
+    type Error = TreeError;
 
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         match self {
             Node::Scalar(_, Kind::Null) => visitor.visit_unit(),
             Node::Scalar(_, Kind::Bool(b)) => visitor.visit_bool(*b),
@@ -271,29 +271,29 @@ impl<'de> de::Deserializer<'de> for &'de Node {
     }
 
     /// serde_yaml hands a string field any scalar's text as written.
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         match self {
             Node::Scalar(t, _) => visitor.visit_borrowed_str(t.as_str()),
             _ => self.deserialize_any(visitor),
         }
     }
 
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         self.deserialize_str(visitor)
     }
 
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         self.deserialize_str(visitor)
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         match self {
             Node::Scalar(_, Kind::Null) => visitor.visit_none(),
             _ => visitor.visit_some(self),
         }
     }
 
-    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         match self {
             Node::Scalar(_, Kind::Null) => visitor.visit_unit(),
             _ => Err(de::Error::custom("not null")),
@@ -304,7 +304,7 @@ impl<'de> de::Deserializer<'de> for &'de Node {
         self,
         _name: &'static str,
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, TreeError> {
         self.deserialize_unit(visitor)
     }
 
@@ -312,12 +312,12 @@ impl<'de> de::Deserializer<'de> for &'de Node {
         self,
         _name: &'static str,
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, TreeError> {
         visitor.visit_newtype_struct(self)
     }
 
     /// An empty value is an empty list, as serde_yaml reads it.
-    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         match self {
             Node::Seq(items) => visit_seq(items, visitor),
             Node::Scalar(_, Kind::Null) => visit_seq(&[], visitor),
@@ -329,7 +329,7 @@ impl<'de> de::Deserializer<'de> for &'de Node {
         self,
         _len: usize,
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, TreeError> {
         self.deserialize_seq(visitor)
     }
 
@@ -338,12 +338,12 @@ impl<'de> de::Deserializer<'de> for &'de Node {
         _name: &'static str,
         _len: usize,
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, TreeError> {
         self.deserialize_seq(visitor)
     }
 
     /// An empty value is an empty mapping, as serde_yaml reads it.
-    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         match self {
             Node::Map(entries) => visit_map(entries, visitor),
             Node::Scalar(_, Kind::Null) => visit_map(&[], visitor),
@@ -356,7 +356,7 @@ impl<'de> de::Deserializer<'de> for &'de Node {
         _name: &'static str,
         _fields: &'static [&'static str],
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, TreeError> {
         self.deserialize_map(visitor)
     }
 
@@ -366,16 +366,16 @@ impl<'de> de::Deserializer<'de> for &'de Node {
         _name: &'static str,
         _variants: &'static [&'static str],
         visitor: V,
-    ) -> Result<V::Value, Error> {
+    ) -> Result<V::Value, TreeError> {
         match self {
             Node::Scalar(t, Kind::Str) => {
-                visitor.visit_enum(BorrowedStrDeserializer::<Error>::new(t.as_str()))
+                visitor.visit_enum(BorrowedStrDeserializer::<TreeError>::new(t.as_str()))
             }
             _ => Err(de::Error::custom("not an enum variant")),
         }
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, TreeError> {
         visitor.visit_unit()
     }
 
@@ -384,7 +384,7 @@ impl<'de> de::Deserializer<'de> for &'de Node {
     }
 }
 
-fn visit_seq<'de, V: Visitor<'de>>(items: &'de [Node], visitor: V) -> Result<V::Value, Error> {
+fn visit_seq<'de, V: Visitor<'de>>(items: &'de [Node], visitor: V) -> Result<V::Value, TreeError> {
     let mut seq = SeqDeserializer::new(items.iter());
     let value = visitor.visit_seq(&mut seq)?;
     seq.end()?;
@@ -394,7 +394,7 @@ fn visit_seq<'de, V: Visitor<'de>>(items: &'de [Node], visitor: V) -> Result<V::
 fn visit_map<'de, V: Visitor<'de>>(
     entries: &'de [(Text, Node)],
     visitor: V,
-) -> Result<V::Value, Error> {
+) -> Result<V::Value, TreeError> {
     let mut map = MapDeserializer::new(entries.iter().map(|(k, v)| (k.as_str(), v)));
     let value = visitor.visit_map(&mut map)?;
     map.end()?;
