@@ -234,3 +234,31 @@ fn a_syntax_error_after_a_whole_document_reads_it_from_the_text() {
     same("version: v1alpha1\n...\nversion: v1alpha1\n");
     same("version: v1alpha1\n---\nmachine: [\n");
 }
+
+#[test]
+fn scalars_read_as_written_where_the_field_asks_for_text() {
+    // A plain number in a text field, a flag value of each kind, quoted and plain booleans,
+    // the empty value, a duplicate flag: each as serde_yaml reads the text.
+    let kubelet = |args: &str| {
+        format!(
+            "version: v1alpha1\nmachine:\n  kubelet:\n    command: [/bin/kubelet, 2, true, '3']\n    \
+             extraArgs: {args}\n  network:\n    hostname: node-1\n"
+        )
+    };
+    for args in [
+        "{v: 2, a: true, b: '2', c: -1, d: x, e: [1, '1', no], f: ''}",
+        "{v: 2, v: 3}",
+        "{v: ~}",
+        "{v: 1.5}",
+        "{v: 0x10}",
+        "",
+        "{}",
+        "{v: }",
+    ] {
+        same(&kubelet(args));
+    }
+    let cfg = parse(&kubelet("{v: 2, a: true, b: '2'}")).unwrap();
+    let tree = bounds::check(&kubelet("{v: 2, a: true, b: '2'}")).unwrap();
+    assert!(tree.iter().all(|s| s.tree.is_some()), "read from the tree");
+    assert_eq!(cfg.machine.kubelet.command, ["/bin/kubelet", "2", "true", "3"]);
+}
