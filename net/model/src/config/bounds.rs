@@ -17,6 +17,7 @@ use std::ffi::{c_char, CStr};
 use std::mem::MaybeUninit;
 
 use super::error::{ConfigError, Position};
+use super::tree::{self, Builder, Text};
 
 /// Nodes that aliases may add beyond one per byte of text: generous for anchors reused as
 /// intended (a shared list of nameservers, a route set), far below what a bomb needs.
@@ -54,6 +55,9 @@ pub(crate) struct DocSpan {
     /// Where the document's root is a null (nothing after a `---`, `~`, `null`): Talos's
     /// loader skips such documents, so a stream that ends in `---` loads.
     pub null_at: Option<Position>,
+    /// The document's value, built during the scan when it reads exactly as serde_yaml reads
+    /// the text (`tree`); not built for typed documents (`apiVersion` or `kind` at the top).
+    pub tree: Option<tree::Node>,
 }
 
 /// The most nodes, after alias expansion, a text of `len` bytes may have. Without aliases a
@@ -165,6 +169,11 @@ pub(super) struct Event {
     pub(super) scalar: Option<Vec<u8>>,
     /// A scalar written plain and without a tag (so `~`, `null` or nothing is a null).
     pub(super) plain: bool,
+    /// A scalar's whole value, when asked for (see [`Parser::next_full`]); `Some(None)`
+    /// when it is not UTF-8.
+    pub(super) value: Option<Option<Text>>,
+    /// The node has a tag.
+    pub(super) tagged: bool,
     pub(super) position: Position,
 }
 
@@ -220,6 +229,11 @@ impl<'t> Parser<'t> {
     /// asked again after an error). A scalar's value is copied only when `want_scalar`: the
     /// scan reads the root mapping's, and a large config has a hundred thousand others.
     pub(super) fn next(&mut self, want_scalar: bool) -> Option<Event> {
+        self.next_full(want_scalar, false)
+    }
+
+    /// As [`Parser::next`], and with every scalar's whole value copied when `full`.
+    pub(super) fn next_full(&mut self, want_scalar: bool, full: bool) -> Option<Event> {
         let p = self.sys.as_mut_ptr();
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         let e = event.as_mut_ptr();
@@ -248,17 +262,32 @@ impl<'t> Parser<'t> {
                         .then(|| std::slice::from_raw_parts(data.value, len).to_vec())
                 })
                 .flatten();
-            let plain = kind == unsafe_libyaml::YAML_SCALAR_EVENT && {
+            let value = (full && kind == unsafe_libyaml::YAML_SCALAR_EVENT).then(|| {
                 let data = (*e).data.scalar;
-                data.tag.is_null() && data.style == unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE
+                let len = usize::try_from(data.length).unwrap_or(0);
+                if data.value.is_null() {
+                    Text::new(b"")
+                } else {
+                    Text::new(std::slice::from_raw_parts(data.value, len))
+                }
+            });
+            let tag = match kind {
+                unsafe_libyaml::YAML_SCALAR_EVENT => (*e).data.scalar.tag,
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => (*e).data.sequence_start.tag,
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => (*e).data.mapping_start.tag,
+                _ => std::ptr::null_mut(),
             };
+            let tagged = !tag.is_null();
+            let plain = kind == unsafe_libyaml::YAML_SCALAR_EVENT
+                && !tagged
+                && (*e).data.scalar.style == unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE;
             let mark = (*e).start_mark;
             let position = Position {
                 line: usize::try_from(mark.line).unwrap_or(usize::MAX).saturating_add(1),
                 column: usize::try_from(mark.column).unwrap_or(usize::MAX).saturating_add(1),
             };
             unsafe_libyaml::yaml_event_delete(e);
-            Some(Event { kind, anchor, scalar, plain, position })
+            Some(Event { kind, anchor, scalar, plain, value, tagged, position })
         }
     }
 }
@@ -316,11 +345,19 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
     let mut pending: Option<HeaderKey> = None;
     // The scan reads the values of a document's root (a null document) and of the nodes
     // directly in a root mapping (one collection open), and no others.
-    while let Some(Event { kind, anchor, scalar, plain, position: at }) =
-        parser.next(sizes.open.len() <= 1)
+    // The current document's tree, while it is still being built (see `tree`).
+    let mut builder: Option<Builder> = None;
+    while let Some(Event { kind, anchor, scalar, plain, value, tagged, position: at }) =
+        parser.next_full(sizes.open.len() <= 1, builder.is_some())
     {
         let node = match kind {
             unsafe_libyaml::YAML_STREAM_END_EVENT => return Ok(docs),
+            unsafe_libyaml::YAML_DOCUMENT_END_EVENT => {
+                if let Some(doc) = docs.last_mut() {
+                    doc.tree = builder.take().and_then(Builder::finish);
+                }
+                continue;
+            }
             unsafe_libyaml::YAML_DOCUMENT_START_EVENT => {
                 if docs.len() >= MAX_DOCUMENTS {
                     return Err((Refusal::TooManyDocuments, at));
@@ -333,6 +370,7 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
                 // Anchors do not cross documents (YAML 1.2 §9.1).
                 sizes.anchors.clear();
                 (root_seen, expect_key, pending) = (false, true, None);
+                builder = Some(Builder::default());
                 continue;
             }
             unsafe_libyaml::YAML_SCALAR_EVENT => Node::Scalar,
@@ -368,6 +406,10 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
                     Some(b"kind") => Some(HeaderKey::Kind),
                     _ => None,
                 };
+                if matches!(pending, Some(HeaderKey::ApiVersion | HeaderKey::Kind)) {
+                    // A typed document: read from its text, which is short.
+                    builder = None;
+                }
             } else if let (Some(key), Some(doc)) = (pending.take(), docs.last_mut()) {
                 // A value too long to keep is still a value: it is reported as unknown.
                 let value = (node == Node::Scalar).then(|| {
@@ -385,10 +427,26 @@ fn scan(yaml: &str) -> Result<Vec<DocSpan>, (Refusal, Position)> {
                 expect_key = !expect_key;
             }
         }
+        if let Some(b) = builder.as_mut() {
+            let anchor = anchor.clone();
+            match kind {
+                unsafe_libyaml::YAML_SCALAR_EVENT => {
+                    b.scalar(value.flatten(), plain, tagged, anchor);
+                }
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => b.start(true, tagged, anchor),
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => b.start(false, tagged, anchor),
+                unsafe_libyaml::YAML_ALIAS_EVENT => b.alias(anchor),
+                _ => b.end(),
+            }
+        }
         sizes.event(node, anchor).map_err(|r| (r, at))?;
     }
     // A syntax error. Once a document started, serde_yaml reports it with that document's
-    // position; before any, nothing would, and the text would look empty.
+    // position; before any, nothing would, and the text would look empty. The last document's
+    // text runs to the end, over the error, so no tree stands for it: all are read as text.
+    for doc in &mut docs {
+        doc.tree = None;
+    }
     if docs.is_empty() {
         if let Some((problem, at)) = parser.problem() {
             return Err((Refusal::Syntax(problem), at));

@@ -49,6 +49,8 @@ mod args;
 mod bounds;
 mod documents;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod healthz;
 mod known;
 mod locate;
@@ -62,6 +64,7 @@ mod scalar;
 mod select;
 mod specs;
 mod stream;
+mod tree;
 mod validate;
 
 #[cfg(test)]
@@ -74,6 +77,8 @@ mod tests_hostile;
 mod tests_legacy;
 #[cfg(test)]
 mod tests_links;
+#[cfg(test)]
+mod tests_onepass;
 #[cfg(test)]
 mod tests_partial;
 #[cfg(test)]

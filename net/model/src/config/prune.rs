@@ -119,6 +119,18 @@ pub(crate) struct Loaded<'a, T> {
     budget: usize,
 }
 
+/// A document read whole at the first try from elsewhere than its text (the tree the bounds
+/// scan built): what [`load`] returns for it.
+pub(crate) fn loaded<T>(text: &str, value: T) -> Loaded<'_, T> {
+    Loaded {
+        value: Some(value),
+        errors: Vec::new(),
+        source: Source::new(text),
+        said_by: Vec::new(),
+        budget: REPARSE_BUDGET.max(text.len().saturating_mul(4)),
+    }
+}
+
 /// A problem found in one round, in the pruned document's coordinates.
 struct Problem {
     path: YamlPath,

@@ -12,7 +12,9 @@ use super::documents::{self, Document, Legacy, NetworkDocument, Problems, API_VE
 use super::error::{ConfigError, Position};
 use super::locate::YamlPath;
 use super::machine::MachineConfig;
+use super::tree::Node;
 use super::{known, prune, validate};
+use serde::Deserialize;
 
 /// Everything found in a configuration: what of it is valid, and every entry dropped
 /// (each naming its document, path and line, and what was left out for it).
@@ -30,9 +32,16 @@ pub struct Report {
 /// Check the whole stream: drop each invalid entry at the narrowest unit that holds it
 /// (`prune`), keep the rest, and report every drop.
 pub fn check(yaml: &str) -> Report {
+    check_with(yaml, true)
+}
+
+/// [`check`], reading the v1alpha1 document from the tree the bounds scan built when `fast`
+/// (and from its text when that tree is missing or does not load whole), or always from its
+/// text: the result is the same either way, only the time differs.
+pub(crate) fn check_with(yaml: &str, fast: bool) -> Report {
     let yaml = yaml.strip_prefix('\u{feff}').unwrap_or(yaml);
     let mut report = Report::default();
-    let spans = match bounds::check(yaml) {
+    let mut spans = match bounds::check(yaml) {
         Ok(spans) => spans,
         Err(e) => {
             report.errors.push(e);
@@ -43,6 +52,9 @@ pub fn check(yaml: &str) -> Report {
         report.errors.push(ConfigError::new("", None, "the configuration is empty"));
         return report;
     }
+    let fast = fast && !other_line_breaks(yaml);
+    let mut trees: Vec<Option<Node>> =
+        spans.iter_mut().map(|s| s.tree.take().filter(|_| fast)).collect();
     let many = spans.iter().filter(|s| s.null_at.is_none()).count() > 1;
     let has = |kind: &str| spans.iter().any(|s| s.kind.as_deref() == Some(kind));
     let beside = validate::Beside {
@@ -76,7 +88,8 @@ pub fn check(yaml: &str) -> Report {
                 }
                 // Padded so that positions, warnings included, are the file's own lines.
                 let padded = format!("{}{text}", "\n".repeat(span.line_offset));
-                let (cfg, errors) = legacy_document(&padded, beside);
+                let tree = trees.get_mut(i).and_then(Option::take);
+                let (cfg, errors) = legacy_document(&padded, tree, beside);
                 for mut e in errors {
                     if many {
                         e.document = Some(documents::label(number, "v1alpha1", None));
@@ -175,6 +188,15 @@ pub fn check(yaml: &str) -> Report {
     report
 }
 
+/// Whether libyaml breaks lines where the text's lines do not (a lone `\r`, NEL, LS, PS):
+/// documents are cut from the text by line, so there the text of a document may not hold
+/// exactly what libyaml read for it, and only reading that text gives today's answer.
+fn other_line_breaks(yaml: &str) -> bool {
+    let bytes = yaml.as_bytes();
+    yaml.match_indices(['\r', '\u{85}', '\u{2028}', '\u{2029}'])
+        .any(|(i, c)| c != "\r" || bytes.get(i + 1) != Some(&b'\n'))
+}
+
 /// What a document is, from its header keys.
 enum Class<'a> {
     Legacy,
@@ -195,9 +217,18 @@ fn classify(span: &DocSpan) -> Class<'_> {
 /// The v1alpha1 document without its invalid entries, and one error per dropped entry.
 fn legacy_document(
     yaml: &str,
+    tree: Option<Node>,
     beside: validate::Beside,
 ) -> (Option<MachineConfig>, Vec<ConfigError>) {
-    let loaded = prune::load(yaml, |t| serde_yaml::from_str::<MachineConfig>(t), validate::check);
+    // The tree reads as the text does (see `tree`); anything wrong is found again from the
+    // text, so that its errors and their positions are serde_yaml's.
+    let fast = tree
+        .and_then(|t| MachineConfig::deserialize(&t).ok())
+        .filter(|cfg| validate::check(cfg, &prune::Source::new(yaml)).is_empty());
+    let loaded = match fast {
+        Some(cfg) => prune::loaded(yaml, cfg),
+        None => prune::load(yaml, |t| serde_yaml::from_str::<MachineConfig>(t), validate::check),
+    };
     let Some(mut cfg) = loaded.value else { return (None, loaded.errors) };
     cfg.warnings = known::warnings(&cfg, yaml);
     cfg.warnings.extend(validate::warnings(&cfg, &loaded.source, beside));
