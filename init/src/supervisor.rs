@@ -409,11 +409,22 @@ fn spawn(cmd: &[String]) -> std::io::Result<Running> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: runs in the child between fork and exec; it only calls sigprocmask, which is
-    // async-signal-safe. PID 1 blocks its signals for signalfd; the service must not inherit
-    // that mask, or it could never be stopped with SIGTERM.
+    let parent = nix::unistd::getpid();
+    // SAFETY: runs in the child between fork and exec; it only calls sigprocmask, prctl and
+    // getppid, which are async-signal-safe system calls. PID 1 blocks its signals for
+    // signalfd; the service must not inherit that mask, or it could never be stopped with
+    // SIGTERM. The parent-death signal ends a service whose `keelson run` was killed (as PID
+    // 1 keelson never dies): it is set first, then the parent checked, so a parent that died
+    // in between is not missed.
     unsafe {
-        c.pre_exec(|| SigSet::empty().thread_set_mask().map_err(std::io::Error::from));
+        c.pre_exec(move || {
+            SigSet::empty().thread_set_mask().map_err(std::io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("keelson exited while starting the service"));
+            }
+            Ok(())
+        });
     }
     let mut child = c.spawn()?;
     let pid = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);

@@ -222,6 +222,17 @@ fn a_new_kubelet_image_restarts_the_kubelet_with_it_in_its_environment() {
     let log = node.log_text();
     assert_eq!(started_pids(&log).len(), starts, "{log}");
     assert_eq!(stage_lines(&log).len(), 4, "{log}");
+
+    // `keelson run` killed outright: its kubelet does not outlive it.
+    drop(node);
+    let gone = || !Path::new(&format!("/proc/{new}")).exists() || zombie(new);
+    wait_for("the kubelet ended with its node", T, gone, || log.clone());
+}
+
+/// Whether `pid` has exited and waits only to be reaped (by the host's init, now).
+fn zombie(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'))
 }
 
 fn plain_config(addr: &str) -> String {
