@@ -15,6 +15,7 @@ and the PyPI Talos bindings (talos-linux-api-v1-6-0). Prints `ok SCENARIO` at th
   python3 etcd_bootstrap.py leave-last SOCKET       # EtcdLeaveCluster of the only member: refused"""
 import json
 import sys
+import time
 
 import grpc
 
@@ -72,7 +73,20 @@ def main():
         req = tm.EtcdRemoveMemberByIdRequest(member_id=int(sys.argv[3]))
         remove = lambda: call(ch, "/machine.MachineService/EtcdRemoveMemberByID", req, tm.EtcdRemoveMemberByIdResponse)
         if what == "remove":
-            r = remove()
+            # etcd refuses a removal until the remaining members have been connected for its
+            # health interval (5 s) after the last membership change ("unhealthy cluster");
+            # the node passes that on as UNAVAILABLE, which a client retries.
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    r = remove()
+                    break
+                except grpc.RpcError as e:
+                    transient = e.code() == grpc.StatusCode.UNAVAILABLE and "unhealthy cluster" in e.details()
+                    if not transient or time.monotonic() > deadline:
+                        raise
+                    print("  remove: UNAVAILABLE (unhealthy cluster), retried")
+                    time.sleep(0.5)
             assert len(r.messages) == 1, r
         else:
             refused("remove self", grpc.StatusCode.FAILED_PRECONDITION, remove,
