@@ -189,8 +189,11 @@ fn restart_adopts_the_configured_kernel_without_changes() {
             // The kernel's own IPv6 work on the link (duplicate address detection of the
             // link-local address, then its routes and a link notice) is not keelson's: it
             // must be over before the second run's window opens, or it is counted as a change.
+            // The address itself comes only once the link is operationally up (the kernel's
+            // link watcher, up to a second after carrier), so wait for it to exist as well.
             has_route(&ns, "main", |r| r["dst"] == "default")
                 && node.root.path().join("etc/hosts").exists()
+                && !ns.ip(&["-6", "addr", "show", "dev", "eth1", "scope", "link"]).trim().is_empty()
                 && ns.ip(&["-6", "addr", "show", "tentative"]).trim().is_empty()
         },
         || node.log_text(),
