@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use crate::resource::{AddressStatus, LinkView, NetworkStatus, NodeAddress, Scope};
+use crate::resource::{AddressStatus, LinkStatus, LinkView, NetworkStatus, NodeAddress, Scope};
 
 /// The host DNS service address, never a node address.
 const HOST_DNS_V6: Ipv6Addr =
@@ -73,11 +73,27 @@ fn is_overlay_ula(ip: IpAddr) -> bool {
     matches!(ip, IpAddr::V6(v6) if v6.octets()[0] == 0xfd && v6.octets()[7] == 0x03)
 }
 
-/// A link counts as up when its oper state is up or unknown, and, if physical, it has carrier.
+/// A link counts as up when its oper state is up or unknown, or is still `down` only because
+/// the kernel has not yet caught up with a link that is up with carrier; and, if physical, it
+/// has carrier.
 fn link_up(links: &LinkView<'_>, name: &str) -> bool {
     links.get(name).is_some_and(|l| {
-        matches!(l.operational_state.as_str(), "up" | "unknown") && (!l.physical() || l.link_state)
+        let settled = matches!(l.operational_state.as_str(), "up" | "unknown");
+        (settled || oper_state_pending(l)) && (!l.physical() || l.link_state)
     })
+}
+
+/// Up with carrier, but reported `down`: the kernel sets the oper state only when its link
+/// watcher runs, and that work is held back to once a second (net/core/link_watch.c). A NIC
+/// whose carrier came on while it was down (virtio-net does at probe) is set up right after the
+/// watcher ran for that carrier, so its `up` waits almost a second more, while the link already
+/// sends: opening a device with carrier attaches its queueing discipline at once. `DORMANT`
+/// and `testing` are states of their own, never this one.
+fn oper_state_pending(l: &LinkStatus) -> bool {
+    l.operational_state == "down"
+        && l.link_state
+        && l.is_up()
+        && !l.flags.split(',').any(|f| f.trim() == "DORMANT")
 }
 
 fn sort_key(n: &IpNet) -> (IpAddr, u8) {
@@ -133,7 +149,7 @@ pub fn network_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{AddressFlags, Family, LinkStatus, LinkType};
+    use crate::resource::{AddressFlags, Family, LinkType};
 
     fn addr(link: &str, a: &str, scope: Scope) -> AddressStatus {
         let address: IpNet = a.parse().unwrap();
@@ -164,6 +180,35 @@ mod tests {
 
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    /// Up with carrier and only the kernel's link watcher still to run counts; down, without
+    /// carrier or dormant does not.
+    #[test]
+    fn a_link_up_with_carrier_counts_before_the_kernel_reports_it_up() {
+        let mut pending = link("down", true, "");
+        pending.flags = "UP,BROADCAST,MULTICAST,LOWER_UP".into();
+        let mut admin_down = pending.clone();
+        admin_down.flags = "BROADCAST,MULTICAST".into();
+        let mut no_carrier = pending.clone();
+        no_carrier.link_state = false;
+        let mut dormant = pending.clone();
+        dormant.flags = "UP,BROADCAST,MULTICAST,LOWER_UP,DORMANT".into();
+        let mut lower_down = pending.clone();
+        lower_down.operational_state = "lowerlayerdown".into();
+        let cases = [
+            ("pending", &pending, true),
+            ("admin-down", &admin_down, false),
+            ("no-carrier", &no_carrier, false),
+            ("dormant", &dormant, false),
+            ("lower-down", &lower_down, false),
+        ];
+        for (name, l, want) in cases {
+            let links = LinkView::new([(name, l)]);
+            let a = addr(name, "10.0.0.5/24", Scope::GLOBAL);
+            let n = derive(&[&a], &links, &NodeAddresses::default());
+            assert_eq!(!n.current.is_empty(), want, "{name}");
+        }
     }
 
     #[test]

@@ -41,8 +41,6 @@ pub enum Source {
     Kubelet,
     /// etcd's stdout and stderr, and its health check's answers.
     Etcd,
-    /// Kernel uevents (PID 1: drivers for devices that appear).
-    Uevent,
     /// The config fetch's reports.
     ConfigUrl,
     /// The discovery client's reports.
@@ -72,8 +70,6 @@ pub struct Tags {
     pub kubelet: Tag,
     /// See [`Source::Etcd`].
     pub etcd: Tag,
-    /// See [`Source::Uevent`].
-    pub uevent: Tag,
     /// See [`Source::ConfigUrl`].
     pub config_url: Tag,
     /// See [`Source::Discovery`].
@@ -100,7 +96,6 @@ impl Tags {
             config: tokens.tag(Source::Config)?,
             kubelet: tokens.tag(Source::Kubelet)?,
             etcd: tokens.tag(Source::Etcd)?,
-            uevent: tokens.tag(Source::Uevent)?,
             config_url: tokens.tag(Source::ConfigUrl)?,
             discovery: tokens.tag(Source::Discovery)?,
             time: tokens.tag(Source::Time)?,
@@ -119,7 +114,6 @@ impl Tags {
             Source::Config => self.config,
             Source::Kubelet => self.kubelet,
             Source::Etcd => self.etcd,
-            Source::Uevent => self.uevent,
             Source::ConfigUrl => self.config_url,
             Source::Discovery => self.discovery,
             Source::Time => self.time,
@@ -320,12 +314,11 @@ impl EventLoop {
     /// Watch what every source opened this iteration; the earliest deadline of them all
     /// (the runtime's, the sources', the stop grace's).
     fn watch_and_deadline(&mut self, p: &Progress) -> Option<Instant> {
-        let sources: [(Source, &mut dyn EventSource<Runtime>); 11] = [
+        let sources: [(Source, &mut dyn EventSource<Runtime>); 10] = [
             (Source::Netlink, &mut self.netlink),
             (Source::Config, &mut self.config),
             (Source::Kubelet, &mut self.kubelet),
             (Source::Etcd, &mut self.etcd),
-            (Source::Uevent, &mut self.hotplug),
             (Source::Discovery, &mut self.discovery),
             (Source::Time, &mut self.time),
             (Source::Operators, &mut self.operators),
@@ -563,7 +556,6 @@ impl EventLoop {
             Source::Config => &mut self.config,
             Source::Kubelet => &mut self.kubelet,
             Source::Etcd => &mut self.etcd,
-            Source::Uevent => &mut self.hotplug,
             Source::Discovery => &mut self.discovery,
             Source::Time => &mut self.time,
             Source::Operators => &mut self.operators,
@@ -637,7 +629,6 @@ mod tests {
             (tags.config, Source::Config),
             (tags.kubelet, Source::Kubelet),
             (tags.etcd, Source::Etcd),
-            (tags.uevent, Source::Uevent),
             (tags.config_url, Source::ConfigUrl),
             (tags.discovery, Source::Discovery),
             (tags.time, Source::Time),

@@ -28,7 +28,6 @@ mod tenant_status;
 mod vips;
 
 use std::cell::RefCell;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -120,9 +119,6 @@ pub fn run(opts: &Options) -> Result<Ending, NodeError> {
     api.trustd_cert_lifetime(opts.trustd_cert_lifetime);
     api.keep_config_in(opts.keep_config.clone());
     api.fetch_roots(opts.config_roots.clone());
-    if let Some(h) = &opts.hotplug {
-        reactor.add(h.uevents.as_fd(), tags.uevent.token(0))?;
-    }
     let mut rt = runtime(&host, opts)?;
     let operators = Operators::new(opts.state.clone());
     if let Some(path) = &opts.config {

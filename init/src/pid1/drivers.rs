@@ -4,7 +4,8 @@
 //!
 //! - Coldplug: every device present without a driver is matched through `modules.alias`.
 //! - Hotplug: the uevent socket is opened first (so nothing appearing meanwhile is missed,
-//!   the virtio devices `virtio_pci` creates included) and handed to the node loop.
+//!   the virtio devices `virtio_pci` creates included) and read by a thread of its own that
+//!   feeds the loader; the node loop only holds the loader, for feature modules.
 //! - The fixed list (`/etc/keelson/modules`) and `keelson.modules=` are loaded as well.
 //! - Feature modules (bonding, 8021q, bridge, dummy, veth, wireguard, nf_tables) are loaded
 //!   when first needed, by the kernel itself: creating a link of an unknown kind asks for
@@ -14,7 +15,6 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use super::loader::{self, Loader, Request};
 use super::modules::{parse_list, Tables};
@@ -31,7 +31,7 @@ const LIST_LIMIT: u64 = 64 << 10;
 /// Start loading drivers; the hotplug side for the node loop, if the tables could be read.
 pub fn start(modules_from_cmdline: Vec<String>) -> Option<Hotplug> {
     let uevents = match Uevents::open() {
-        Ok(u) => Some(Arc::new(u)),
+        Ok(u) => Some(u),
         Err(e) => {
             log::error!(target: "pid1", "uevent socket: {e}; devices that appear later get no driver");
             None
@@ -60,7 +60,12 @@ pub fn start(modules_from_cmdline: Vec<String>) -> Option<Hotplug> {
         loader.send(Request::Names(modules_from_cmdline, "keelson.modules"));
     }
     loader.send(Request::Coldplug);
-    uevents.map(|uevents| Hotplug { uevents, loader })
+    if let Some(uevents) = uevents {
+        if let Err(e) = uevents.spawn_reader(loader.clone()) {
+            log::error!(target: "pid1", "uevent thread: {e}; devices that appear later get no driver");
+        }
+    }
+    Some(Hotplug { loader })
 }
 
 /// Whether the arguments are the kernel's modprobe helper call: `-q -- NAME`.

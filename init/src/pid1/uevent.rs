@@ -8,7 +8,8 @@
 //! port 0) is listened to: udev's rebroadcasts and anyone else's datagrams are dropped.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::Arc;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use nix::sys::socket::{
     bind, recvfrom, setsockopt, socket, sockopt, AddressFamily, NetlinkAddr, SockFlag,
@@ -63,7 +64,7 @@ pub fn parse(msg: &[u8]) -> Option<Uevent> {
     (ev.action == action && ev.devpath == devpath).then_some(ev)
 }
 
-/// The uevent socket, non-blocking, for the event loop.
+/// The uevent socket, non-blocking, read by a thread of its own ([`Uevents::spawn_reader`]).
 #[derive(Debug)]
 pub struct Uevents {
     fd: OwnedFd,
@@ -120,46 +121,34 @@ impl Uevents {
     }
 }
 
-/// The uevent socket and the loader it feeds, as the node loop holds them (PID 1 keeps both
-/// across restarts of the loop, so no event is lost in between).
+impl Uevents {
+    /// Read the socket on a thread of its own from now on. A device that a driver creates (the
+    /// virtio NIC behind `virtio_pci`) then has its driver asked for at once, not when the node
+    /// loop, busy with its first reconciles at boot, next gets to the socket. The thread runs
+    /// at the loader's priority and lives as long as PID 1.
+    pub fn spawn_reader(self, loader: Loader) -> std::io::Result<()> {
+        evloop::spawn_worker("uevents", move || {
+            super::loader::run_ahead_of_the_loop();
+            loop {
+                let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => self.drain(&loader),
+                    Err(e) => {
+                        log::error!(target: "pid1", "uevent socket: {e}; devices that appear later get no driver");
+                        return;
+                    }
+                }
+            }
+        })
+        .map(|_| ())
+    }
+}
+
+/// What the node loop holds of the drivers' side (PID 1 keeps it across restarts of the loop).
 #[derive(Debug, Clone)]
 pub struct Hotplug {
-    /// The socket.
-    pub uevents: Arc<Uevents>,
     /// Where drivers are loaded.
     pub loader: Loader,
-}
-
-impl Hotplug {
-    /// Handle what the socket has.
-    pub fn drain(&self) {
-        self.uevents.drain(&self.loader);
-    }
-}
-
-impl AsFd for Uevents {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-/// The uevent socket, watched from the start (key 0); the runtime is not involved.
-impl evloop::EventSource<runtime::Runtime> for Hotplug {
-    fn take_new_keys(&mut self) -> Vec<u64> {
-        Vec::new()
-    }
-
-    fn fd(&self, key: u64) -> Option<std::os::fd::BorrowedFd<'_>> {
-        (key == 0).then(|| self.uevents.as_fd())
-    }
-
-    fn ready(&mut self, _key: u64, _rt: &mut runtime::Runtime, _now: std::time::Instant) {
-        self.drain();
-    }
-
-    fn poll_at(&self) -> Option<std::time::Instant> {
-        None
-    }
 }
 
 #[cfg(test)]
