@@ -36,6 +36,11 @@ pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
 /// longer than the wait is dropped by the re-created peer) from being retried forever.
 pub const HANDSHAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
 
+/// How soon after an endpoint's trial begins, or an initiation is asked for again, WireGuard
+/// is read once more: a handshake takes a round trip, and the cadence while on trial (a
+/// second) would report the peer `up` up to a second after its tunnel was.
+pub const HANDSHAKE_CHECK: Duration = Duration::from_millis(250);
+
 /// The spread of [`Rotation::with_retry_jitter`]: WireGuard's own jitter on its retransmissions
 /// (REKEY_TIMEOUT_JITTER_MAX_JIFFIES, a third of a second).
 pub const HANDSHAKE_RETRY_JITTER_MAX: Duration = Duration::from_millis(333);
@@ -116,6 +121,9 @@ pub struct Rotation {
     retry_jitter: Duration,
     /// How many initiations were asked for (the counter the WireGuard spec carries).
     retries: u32,
+    /// When to look again soon after a trial began or an initiation was asked for
+    /// ([`HANDSHAKE_CHECK`]).
+    check_at: Option<Instant>,
 }
 
 impl Rotation {
@@ -194,6 +202,11 @@ impl Rotation {
             }
         }
         let retry_handshake = self.retry(now, live);
+        if set_endpoint.is_some() || retry_handshake {
+            self.check_at = Some(now + HANDSHAKE_CHECK);
+        } else if self.check_at.is_some_and(|at| at <= now) || self.state != PeerState::Unknown {
+            self.check_at = None;
+        }
         Step { state: self.state, set_endpoint, retry_handshake }
     }
 
@@ -284,10 +297,7 @@ impl Rotation {
         match self.state {
             PeerState::Unknown => {
                 let timeout = self.last_change.map(|t0| t0 + self.timing.endpoint_timeout);
-                match (timeout, self.retry_at) {
-                    (Some(t), Some(r)) => Some(t.min(r)),
-                    (t, r) => t.or(r),
-                }
+                [timeout, self.retry_at, self.check_at].into_iter().flatten().min()
             }
             PeerState::Up => self.handshake_at.map(|h| h + self.timing.down_interval),
             PeerState::Down => None,
@@ -512,13 +522,20 @@ mod tests {
         let start = Instant::now();
         let mut r = Rotation::new(TIMING);
         r.handle(start, &[ep(1), ep(2)], &Observation::default());
-        // The first handshake retry comes before the endpoint timeout.
-        assert_eq!(r.poll_at(), Some(start + HANDSHAKE_RETRY_FIRST));
-        // Past the retries (1 s, then 2 s, 4 s later), the endpoint timeout is the deadline.
+        // A trial that just began is looked at again after a round trip's allowance.
+        assert_eq!(r.poll_at(), Some(start + HANDSHAKE_CHECK));
         let waiting = Observation { endpoint: Some(ep(1)), handshake_age: None };
+        r.handle(start + HANDSHAKE_CHECK, &[ep(1), ep(2)], &waiting);
+        // Then the first handshake retry comes before the endpoint timeout.
+        assert_eq!(r.poll_at(), Some(start + HANDSHAKE_RETRY_FIRST));
+        // Each retry is checked on the same way; past them (1 s, then 2 s, 4 s later), the
+        // endpoint timeout is the deadline.
         for t in [1, 3, 7] {
-            let step = r.handle(start + Duration::from_secs(t), &[ep(1), ep(2)], &waiting);
+            let now = start + Duration::from_secs(t);
+            let step = r.handle(now, &[ep(1), ep(2)], &waiting);
             assert!(step.retry_handshake, "t={t}");
+            assert_eq!(r.poll_at(), Some(now + HANDSHAKE_CHECK), "t={t}");
+            r.handle(now + HANDSHAKE_CHECK, &[ep(1), ep(2)], &waiting);
         }
         assert_eq!(r.poll_at(), Some(start + Duration::from_secs(10)));
         let now = start + Duration::from_secs(4);

@@ -137,7 +137,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// A stopped-until-`now + backoff` engine. `seed` drives the backoff jitter.
+    /// An engine that connects at its first tick; `seed` drives the backoff jitter of later
+    /// attempts. The reference client waits a backoff (0.25-0.75 s) before its first attempt
+    /// too; a booting node's peers wait for that, and the boots of machines started together
+    /// already spread far wider than it.
     pub fn new(
         cfg: Settings,
         key: &[u8; 32],
@@ -145,14 +148,12 @@ impl Engine {
         seed: u64,
     ) -> Result<Self, crate::crypto::CryptoError> {
         let cipher = Cipher::new(key)?;
-        let mut backoff = Backoff::new(seed);
-        let until = now + backoff.next_delay();
         Ok(Self {
             target: cfg.target.clone(),
             cfg,
             cipher,
-            phase: Phase::Waiting { until },
-            backoff,
+            phase: Phase::Waiting { until: now },
+            backoff: Backoff::new(seed),
             conn: None,
             calls: VecMap::new(),
             watch_first: false,
