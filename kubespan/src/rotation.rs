@@ -29,12 +29,13 @@ use net::resource::PeerState;
 pub const PEER_DOWN_INTERVAL: Duration = Duration::from_secs(275);
 
 /// How long an endpoint on trial waits for a handshake before the engine asks for another
-/// initiation; the wait doubles after each one asked (1 s, 2 s, 4 s, ...). WireGuard itself
+/// initiation; the wait doubles after each one asked (0.5 s, 1 s, 2 s, ...). Half a second is
+/// many round trips on any path a mesh spans, and a slower one gets the longer waits after. WireGuard itself
 /// retransmits only every 5 s (REKEY_TIMEOUT), so when both nodes' first initiations are lost
 /// (each reached the other before it knew us, or left before the route to the endpoint
 /// existed), the tunnel would wait that long. Doubling keeps a slow path (a reply taking
 /// longer than the wait is dropped by the re-created peer) from being retried forever.
-pub const HANDSHAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
+pub const HANDSHAKE_RETRY_FIRST: Duration = Duration::from_millis(500);
 
 /// How soon after an endpoint's trial begins, or an initiation is asked for again, WireGuard
 /// is read once more: a handshake takes a round trip, and the cadence while on trial (a
@@ -481,20 +482,21 @@ mod tests {
         let waiting = Observation { endpoint: Some(ep(1)), handshake_age: None };
         let s = r.handle(at(0), &eps, &Observation::default());
         assert_eq!((s.set_endpoint, s.retry_handshake, r.retries()), (Some(ep(1)), false, 0));
-        // Polled every half second: a retry at 1 s, 3 s and 7 s after the endpoint was set.
+        // Polled every half second: a retry at 0.5 s, 1.5 s, 3.5 s and 7.5 s after the
+        // endpoint was set.
         let asked: Vec<u64> = (1..20)
             .map(|i| i * 500)
             .filter(|t| r.handle(at(*t), &eps, &waiting).retry_handshake)
             .collect();
         // 10 s in, the timeout moves the peer on to the next endpoint, a trial of its own.
-        assert_eq!(asked, [1000, 3000, 7000]);
-        assert_eq!(r.retries(), 3);
+        assert_eq!(asked, [500, 1500, 3500, 7500]);
+        assert_eq!(r.retries(), 4);
         let s = r.handle(at(10_000), &eps, &waiting);
         assert_eq!((s.set_endpoint, s.retry_handshake), (Some(ep(2)), false));
         let moved = Observation { endpoint: Some(ep(2)), handshake_age: None };
-        assert!(!r.handle(at(10_500), &eps, &moved).retry_handshake);
-        assert!(r.handle(at(11_000), &eps, &moved).retry_handshake);
-        assert_eq!(r.retries(), 4);
+        assert!(!r.handle(at(10_250), &eps, &moved).retry_handshake);
+        assert!(r.handle(at(10_500), &eps, &moved).retry_handshake);
+        assert_eq!(r.retries(), 5);
         // A handshake ends it: up, and nothing more asked.
         let up = Observation { endpoint: Some(ep(2)), handshake_age: Some(Duration::ZERO) };
         let s = r.handle(at(11_500), &eps, &up);
@@ -507,7 +509,7 @@ mod tests {
             .map(|i| i * 100)
             .filter(|t| j.handle(at(*t), &eps, &waiting).retry_handshake)
             .collect();
-        assert_eq!(asked, [1200, 3400, 7600]);
+        assert_eq!(asked, [700, 1900, 4100, 8300]);
         // The two ends of a tunnel get different jitters, each under WireGuard's third of a second.
         let (a, b) = (retry_jitter("node-a-public-key="), retry_jitter("node-b-public-key="));
         assert!(a != b && a < HANDSHAKE_RETRY_JITTER_MAX && b < HANDSHAKE_RETRY_JITTER_MAX);
@@ -528,10 +530,10 @@ mod tests {
         r.handle(start + HANDSHAKE_CHECK, &[ep(1), ep(2)], &waiting);
         // Then the first handshake retry comes before the endpoint timeout.
         assert_eq!(r.poll_at(), Some(start + HANDSHAKE_RETRY_FIRST));
-        // Each retry is checked on the same way; past them (1 s, then 2 s, 4 s later), the
-        // endpoint timeout is the deadline.
-        for t in [1, 3, 7] {
-            let now = start + Duration::from_secs(t);
+        // Each retry is checked on the same way; past them (0.5 s, then 1 s, 2 s and 4 s
+        // later), the endpoint timeout is the deadline.
+        for t in [500, 1500, 3500, 7500] {
+            let now = start + Duration::from_millis(t);
             let step = r.handle(now, &[ep(1), ep(2)], &waiting);
             assert!(step.retry_handshake, "t={t}");
             assert_eq!(r.poll_at(), Some(now + HANDSHAKE_CHECK), "t={t}");
