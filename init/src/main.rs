@@ -5,6 +5,10 @@
 //! process), and client commands such as `plan`.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+// Links the word-at-a-time `memcmp` in place of musl's (see the crate).
+#[cfg(target_env = "musl")]
+use wordcmp as _;
+
 mod api;
 mod config_cmd;
 mod config_watch;
