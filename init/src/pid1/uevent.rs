@@ -10,7 +10,6 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-
 use nix::sys::socket::{
     bind, recvfrom, setsockopt, socket, sockopt, AddressFamily, NetlinkAddr, SockFlag,
     SockProtocol, SockType,
@@ -119,9 +118,7 @@ impl Uevents {
             }
         }
     }
-}
 
-impl Uevents {
     /// Read the socket on a thread of its own from now on. A device that a driver creates (the
     /// virtio NIC behind `virtio_pci`) then has its driver asked for at once, not when the node
     /// loop, busy with its first reconciles at boot, next gets to the socket. The thread runs
