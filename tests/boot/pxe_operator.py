@@ -200,11 +200,12 @@ def main():
         at = [log.find(o) for o in order]
         ok &= check(all(a >= 0 for a in at) and at == sorted(at),
                     "the leader logged Booting -> Pending -> Installing -> Available in order")
-        # `get` saw the states in that order (Pending lasts one pass, so it may fall between
-        # two reads).
+        # `get` saw the states in that order. Pending lasts one pass and Installing only until
+        # the node's kubelet runs (a second or less), so either may fall between two reads;
+        # the leader's log above has all four.
         want = ["Booting", "Pending", "Installing", "Available"]
         ok &= check(seen[0] == "Booting" and seen[-1] == "Available"
-                    and [s for s in want if s in seen] == seen and "Installing" in seen,
+                    and [s for s in want if s in seen] == seen,
                     f"get -o yaml showed the states in order: {' -> '.join(seen)}")
         _, _, yaml = state_of(data)
         ok &= check(f"node booted from {MAC} (v1.13.0)" in yaml,
