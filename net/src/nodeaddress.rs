@@ -90,10 +90,7 @@ fn link_up(links: &LinkView<'_>, name: &str) -> bool {
 /// sends: opening a device with carrier attaches its queueing discipline at once. `DORMANT`
 /// and `testing` are states of their own, never this one.
 fn oper_state_pending(l: &LinkStatus) -> bool {
-    l.operational_state == "down"
-        && l.link_state
-        && l.is_up()
-        && !l.flags.split(',').any(|f| f.trim() == "DORMANT")
+    l.operational_state == "down" && l.link_state && l.is_up() && !l.has_flag("DORMANT")
 }
 
 fn sort_key(n: &IpNet) -> (IpAddr, u8) {

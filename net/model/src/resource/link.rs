@@ -227,7 +227,12 @@ impl LinkStatus {
 
     /// Administratively up: `IFF_UP` is among the `flags` names.
     pub fn is_up(&self) -> bool {
-        self.flags.split(',').any(|f| f.trim() == "UP")
+        self.has_flag("UP")
+    }
+
+    /// Whether `name` (`UP`, `DORMANT`, ...) is among the `flags` names.
+    pub fn has_flag(&self, name: &str) -> bool {
+        self.flags.split(',').any(|f| f.trim() == name)
     }
 }
 
