@@ -9,6 +9,9 @@
 #[cfg(target_env = "musl")]
 use wordcmp as _;
 
+#[cfg(target_env = "musl")]
+mod alloc;
+
 mod api;
 mod config_cmd;
 mod config_watch;
