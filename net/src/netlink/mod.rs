@@ -36,6 +36,9 @@ mod link_ops;
 mod pipeline;
 mod raw;
 mod route;
+mod route_wire;
+#[cfg(test)]
+mod route_wire_fuzz;
 mod rule;
 mod socket;
 mod watch;

@@ -12,8 +12,12 @@ use netlink_packet_route::route::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
+use log::trace;
+
 use super::error::{NlError, NlErrorKind};
+use super::frame::Frame;
 use super::pipeline::BatchRequest;
+use super::route_wire;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{
     Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
@@ -105,6 +109,7 @@ fn af(family: Family) -> AddressFamily {
     AddressFamily::from(family.af())
 }
 
+#[cfg(test)]
 fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
     match a {
         RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
@@ -114,7 +119,7 @@ fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
 }
 
 /// Encodes `r`; `with_metrics` is false for deletes, where the kernel has no use for them.
-fn encode(r: &KernelRoute, with_metrics: bool) -> RouteMessage {
+pub(super) fn encode(r: &KernelRoute, with_metrics: bool) -> RouteMessage {
     let mut msg = RouteMessage::default();
     let h = &mut msg.header;
     h.address_family = af(r.family);
@@ -152,15 +157,20 @@ fn encode(r: &KernelRoute, with_metrics: bool) -> RouteMessage {
     msg
 }
 
-/// A dump reply as a route, when it is one.
-fn decode_reply(m: RouteNetlinkMessage) -> Option<KernelRoute> {
-    match m {
-        RouteNetlinkMessage::NewRoute(r) => decode(r),
-        _ => None,
+/// A dump reply as a route, read in place ([`route_wire`]); other messages are skipped.
+fn reply(op: &'static str, f: &Frame<'_>) -> Result<Option<KernelRoute>, NlError> {
+    if f.ty != route_wire::RTM_NEWROUTE {
+        return Ok(None);
     }
+    let r = route_wire::decode(f.payload()).map_err(|e| NlError::decode(op, "", e.0))?;
+    trace!(target: "netlink", "recv seq {}: {r:?}", f.seq);
+    Ok(r)
 }
 
-fn decode(msg: RouteMessage) -> Option<KernelRoute> {
+/// The crate's decoding of a route, which [`route_wire`] replaces on the dump path: the
+/// reference its tests and fuzz target compare against.
+#[cfg(test)]
+pub(crate) fn decode(msg: RouteMessage) -> Option<KernelRoute> {
     let h = &msg.header;
     let family = match u8::from(h.address_family) {
         2 => Family::Inet4,
@@ -217,11 +227,11 @@ impl RouteSocket {
             // With NETLINK_GET_STRICT_CHK, a zero rtm_table and no RTA_TABLE means all tables;
             // the other header fields must be zero (`ip_valid_fib_dump_req`).
             req.header.address_family = af(family);
-            out.extend(self.inner.dump_into(
+            out.extend(self.inner.dump_frames(
                 "dump_routes",
                 "",
                 RouteNetlinkMessage::GetRoute(req),
-                decode_reply,
+                |f| reply("dump_routes", f),
             )?);
         }
         Ok(out)
@@ -239,8 +249,10 @@ impl RouteSocket {
         req.header.address_family = af(family);
         req.attributes.push(RouteAttribute::Table(table.0));
         // Table 0 asks for every table; any other is what was asked for already.
-        let keep = |m| decode_reply(m).filter(|r: &KernelRoute| table.0 == 0 || r.table == table);
-        match self.inner.dump_into("dump_routes", "", RouteNetlinkMessage::GetRoute(req), keep) {
+        let keep = |f: &Frame<'_>| {
+            Ok(reply("dump_routes", f)?.filter(|r| table.0 == 0 || r.table == table))
+        };
+        match self.inner.dump_frames("dump_routes", "", RouteNetlinkMessage::GetRoute(req), keep) {
             Ok(routes) => Ok(routes),
             Err(e) if e.kind() == NlErrorKind::NotFound => Ok(Vec::new()),
             Err(e) => Err(e),

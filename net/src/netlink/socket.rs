@@ -226,11 +226,26 @@ impl NlSocket {
     where
         M: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug + Clone,
     {
+        self.dump_frames(op, target, msg, |f| Ok(keep(deserialize(op, target, f)?)))
+    }
+
+    /// [`dump_into`](Self::dump_into) with each reply read from its bytes by `keep`, for
+    /// replies read without the crate's decoder.
+    pub(crate) fn dump_frames<M, T>(
+        &mut self,
+        op: &'static str,
+        target: &str,
+        msg: M,
+        mut keep: impl FnMut(&Frame<'_>) -> Result<Option<T>, NlError>,
+    ) -> Result<Vec<T>, NlError>
+    where
+        M: NetlinkSerializable + std::fmt::Debug + Clone,
+    {
         for _ in 0..DUMP_ATTEMPTS {
             let seq = self.send(op, target, msg.clone(), NLM_F_DUMP)?;
             let mut replies = Vec::new();
             let interrupted = self.receive(op, target, seq, |f| {
-                replies.extend(keep(deserialize(op, target, f)?));
+                replies.extend(keep(f)?);
                 Ok(())
             })?;
             if !interrupted {

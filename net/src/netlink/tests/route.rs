@@ -273,3 +273,40 @@ fn a_batch_gives_each_change_its_own_result() {
             .all(|k| !k.dst.is_some_and(|d| d.addr().to_string().starts_with("10."))));
     });
 }
+
+/// The in-place reader and `netlink-packet-route` read a real kernel's dump alike: the
+/// kernel's own local, broadcast and multicast entries, IPv6 routes with cache info and
+/// preference, metrics, a table past 255, an IPv4 route via an IPv6 next hop.
+#[test]
+fn dump_reads_as_the_crate_reads_it() {
+    use netlink_packet_route::route::RouteMessage;
+    use netlink_packet_route::RouteNetlinkMessage;
+    with_sock(|sock| {
+        let ix = setup(sock);
+        let mut r = KernelRoute::new(Family::Inet4, Some("198.51.100.0/24".parse().unwrap()));
+        r.gateway = Some("192.0.2.254".parse().unwrap());
+        r.oif = Some(ix);
+        r.table = RoutingTable(1000);
+        r.mtu = 1400;
+        sock.route_add(&r).unwrap();
+        let mut via = KernelRoute::new(Family::Inet4, Some("203.0.113.0/24".parse().unwrap()));
+        via.gateway = Some("fe80::1".parse().unwrap());
+        via.oif = Some(ix);
+        // Older kernels refuse an IPv6 next hop for IPv4 (RFC 8950 support came in 5.2).
+        let _ = sock.route_add(&via);
+        let mine = sock.dump_routes().unwrap();
+        let mut theirs = Vec::new();
+        for family in [Family::Inet4, Family::Inet6] {
+            let mut req = RouteMessage::default();
+            req.header.address_family = netlink_packet_route::AddressFamily::from(family.af());
+            for m in sock.dump("test", RouteNetlinkMessage::GetRoute(req)).unwrap() {
+                if let RouteNetlinkMessage::NewRoute(m) = m {
+                    theirs.extend(crate::netlink::route::decode(m));
+                }
+            }
+        }
+        assert!(mine.len() >= 8, "{mine:?}");
+        assert!(mine.iter().any(|k| k.table == r.table && k.mtu == 1400), "{mine:?}");
+        assert_eq!(mine, theirs);
+    });
+}
