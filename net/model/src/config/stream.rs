@@ -191,10 +191,16 @@ pub(crate) fn check_with(yaml: &str, fast: bool) -> Report {
 /// Whether libyaml breaks lines where the text's lines do not (a lone `\r`, NEL, LS, PS):
 /// documents are cut from the text by line, so there the text of a document may not hold
 /// exactly what libyaml read for it, and only reading that text gives today's answer.
+/// Byte by byte, without decoding characters: NEL is `C2 85`, LS and PS `E2 80 A8`/`A9` in
+/// UTF-8, and `C2` and `E2` only ever start a character.
 fn other_line_breaks(yaml: &str) -> bool {
-    let bytes = yaml.as_bytes();
-    yaml.match_indices(['\r', '\u{85}', '\u{2028}', '\u{2029}'])
-        .any(|(i, c)| c != "\r" || bytes.get(i + 1) != Some(&b'\n'))
+    let b = yaml.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| match c {
+        b'\r' => b.get(i + 1) != Some(&b'\n'),
+        0xC2 => b.get(i + 1) == Some(&0x85),
+        0xE2 => b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xA8 | 0xA9)),
+        _ => false,
+    })
 }
 
 /// What a document is, from its header keys.
@@ -344,4 +350,27 @@ fn doc_error(doc: &NetworkDocument, message: String) -> ConfigError {
     let mut e = ConfigError::new("", Some(Position { line: doc.line, column: 1 }), message);
     e.document = Some(doc.label());
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::other_line_breaks;
+
+    #[test]
+    fn line_breaks_libyaml_adds() {
+        for (text, other) in [
+            ("a: 1\nb: 2\n", false),
+            ("a: 1\r\nb: 2\r\n", false),
+            ("a: 1\rb: 2", true),
+            ("a: 1\r", true),
+            ("a: \u{85}", true),
+            ("a: \u{2028}b", true),
+            ("a: \u{2029}", true),
+            // Neighbours sharing the lead bytes: U+0084, U+00E9, U+2027, U+202A, U+20AC.
+            ("a: \u{84}\u{e9}\u{2027}\u{202a}\u{20ac}\r\n", false),
+            ("", false),
+        ] {
+            assert_eq!(other_line_breaks(text), other, "{text:?}");
+        }
+    }
 }
