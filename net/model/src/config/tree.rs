@@ -21,11 +21,20 @@ use serde::de::{self, IntoDeserializer, Visitor};
 /// A scalar's text: short ones (most keys, addresses, names) inline, without an allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Text {
-    Inline(u8, [u8; INLINE]),
+    Inline(Inline),
     Heap(Box<str>),
 }
 
 const INLINE: usize = 22;
+
+/// Up to [`INLINE`] bytes of UTF-8. Its fields are private to this module and only
+/// [`Text::new`] fills them, from a `str`: reading them back needs no second check, and the
+/// scalars of a large config are read several times each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Inline {
+    len: u8,
+    bytes: [u8; INLINE],
+}
 
 impl Text {
     /// `None` when `bytes` are not UTF-8.
@@ -35,7 +44,7 @@ impl Text {
         match (inline.get_mut(..s.len()), u8::try_from(s.len())) {
             (Some(head), Ok(len)) => {
                 head.copy_from_slice(s.as_bytes());
-                Some(Text::Inline(len, inline))
+                Some(Text::Inline(Inline { len, bytes: inline }))
             }
             _ => Some(Text::Heap(s.into())),
         }
@@ -43,10 +52,12 @@ impl Text {
 
     pub(crate) fn as_str(&self) -> &str {
         match self {
-            Text::Inline(len, bytes) => bytes
-                .get(..usize::from(*len))
-                .and_then(|b| std::str::from_utf8(b).ok())
-                .unwrap_or(""),
+            Text::Inline(i) => {
+                let b = i.bytes.get(..usize::from(i.len)).unwrap_or_default();
+                // SAFETY: `Inline` is only built in `Text::new`, from the bytes of a `str`,
+                // `len` of them, and never changed after.
+                unsafe { std::str::from_utf8_unchecked(b) }
+            }
             Text::Heap(s) => s,
         }
     }
