@@ -12,12 +12,10 @@
 use std::fmt::Display;
 
 use log::trace;
-use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable, NLM_F_ACK, NLM_F_REQUEST,
-};
+use netlink_packet_core::{Emitable, NetlinkHeader, NetlinkSerializable, NLM_F_ACK, NLM_F_REQUEST};
 
 use super::error::NlError;
-use super::frame::{frames, Outcome};
+use super::frame::{frames, Outcome, HEADER_LEN};
 use super::socket::{kernel_error, recv_datagram, NlSocket, RouteSocket};
 
 /// Requests per datagram. Were every one of them to fail, their errors (capped: 36 bytes each,
@@ -95,22 +93,26 @@ impl NlSocket {
         let mut count = 0;
         let mut last_at = 0;
         for request in requests.iter().take(WINDOW) {
-            let mut header = NetlinkHeader::default();
-            header.flags = NLM_F_REQUEST | request.flags;
-            header.sequence_number = self.seq.wrapping_add(1);
-            let mut packet =
-                NetlinkMessage::new(header, NetlinkPayload::InnerMessage(request.msg.clone()));
-            packet.finalize();
-            let len = packet.buffer_len();
+            // The header is written here and the message after it, in place: wrapping the
+            // message in a `NetlinkMessage` would clone it, and measure it three times.
+            let len = HEADER_LEN + request.msg.buffer_len();
             if count > 0 && bytes.len() + len > WINDOW_BYTES {
                 break;
             }
+            let mut header = NetlinkHeader::default();
+            header.flags = NLM_F_REQUEST | request.flags;
+            header.sequence_number = self.seq.wrapping_add(1);
+            header.message_type = request.msg.message_type();
+            header.length = u32::try_from(len).unwrap_or(u32::MAX);
             self.seq = self.seq.wrapping_add(1);
             let at = bytes.len();
             last_at = at;
             bytes.resize(at + len, 0);
-            if let Some(slot) = bytes.get_mut(at..) {
-                packet.serialize(slot);
+            if let Some((head, body)) =
+                bytes.get_mut(at..at + len).and_then(|m| m.split_at_mut_checked(HEADER_LEN))
+            {
+                header.emit(head);
+                request.msg.serialize(body);
             }
             trace!(target: "netlink", "batch seq {} {} {}", self.seq, request.op, request.target);
             count += 1;
@@ -201,4 +203,63 @@ fn io_error<M>(request: &BatchRequest<'_, M>, e: &std::io::Error) -> NlError {
         None => std::io::Error::new(e.kind(), e.to_string()),
     };
     NlError::io(request.op, request.target.to_string(), copy)
+}
+
+#[cfg(test)]
+mod tests {
+    use netlink_packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_CREATE, NLM_F_EXCL};
+    use netlink_packet_route::route::{RouteAttribute, RouteMessage};
+    use netlink_packet_route::RouteNetlinkMessage;
+
+    use super::*;
+
+    /// The datagram is what `NetlinkMessage` serializes for each request, back to back, the
+    /// last with `NLM_F_ACK`.
+    #[test]
+    fn packs_as_netlink_message_serializes() {
+        let Ok(mut sock) = NlSocket::new(netlink_sys::protocols::NETLINK_ROUTE, true) else {
+            return testkit::skip_or_fail("no rtnetlink socket");
+        };
+        let msgs: Vec<RouteNetlinkMessage> = (0..3u32)
+            .map(|i| {
+                let mut m = RouteMessage::default();
+                m.header.destination_prefix_length = 32;
+                m.attributes.push(RouteAttribute::Table(1000 + i));
+                m.attributes.push(RouteAttribute::Priority(i));
+                if i == 1 {
+                    RouteNetlinkMessage::DelRoute(m)
+                } else {
+                    RouteNetlinkMessage::NewRoute(m)
+                }
+            })
+            .collect();
+        let target = "t";
+        let requests: Vec<_> = msgs
+            .iter()
+            .map(|m| BatchRequest {
+                op: "op",
+                target: &target,
+                msg: m.clone(),
+                flags: NLM_F_CREATE | NLM_F_EXCL,
+            })
+            .collect();
+        let seq = sock.seq;
+        let (bytes, count) = sock.pack(&requests);
+        assert_eq!(count, 3);
+        let mut want = Vec::new();
+        for (i, m) in msgs.into_iter().enumerate() {
+            let mut header = NetlinkHeader::default();
+            header.flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL;
+            if i == 2 {
+                header.flags |= NLM_F_ACK;
+            }
+            header.sequence_number = seq.wrapping_add(i as u32 + 1);
+            let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(m));
+            packet.finalize();
+            let mut b = vec![0; packet.buffer_len()];
+            packet.serialize(&mut b);
+            want.extend(b);
+        }
+        assert_eq!(bytes, want);
+    }
 }
