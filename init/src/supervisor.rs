@@ -420,8 +420,10 @@ fn spawn(cmd: &[String]) -> std::io::Result<Running> {
         c.pre_exec(move || {
             SigSet::empty().thread_set_mask().map_err(std::io::Error::from)?;
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // An errno, not a message: a boxed message would allocate in the child, and std
+            // passes only the errno back to the parent anyway.
             if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::other("keelson exited while starting the service"));
+                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
             }
             Ok(())
         });
