@@ -12,12 +12,8 @@ use netlink_packet_route::route::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use log::trace;
-
-use super::error::{NlError, NlErrorKind};
-use super::frame::Frame;
+use super::error::NlError;
 use super::pipeline::BatchRequest;
-use super::route_wire;
 use super::socket::RouteSocket;
 use crate::resource::nethelpers::{
     Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
@@ -105,7 +101,7 @@ impl fmt::Display for KernelRoute {
     }
 }
 
-fn af(family: Family) -> AddressFamily {
+pub(super) fn af(family: Family) -> AddressFamily {
     AddressFamily::from(family.af())
 }
 
@@ -157,18 +153,8 @@ pub(super) fn encode(r: &KernelRoute, with_metrics: bool) -> RouteMessage {
     msg
 }
 
-/// A dump reply as a route, read in place ([`route_wire`]); other messages are skipped.
-fn reply(op: &'static str, f: &Frame<'_>) -> Result<Option<KernelRoute>, NlError> {
-    if f.ty != route_wire::RTM_NEWROUTE {
-        return Ok(None);
-    }
-    let r = route_wire::decode(f.payload()).map_err(|e| NlError::decode(op, "", e.0))?;
-    trace!(target: "netlink", "recv seq {}: {r:?}", f.seq);
-    Ok(r)
-}
-
-/// The crate's decoding of a route, which [`route_wire`] replaces on the dump path: the
-/// reference its tests and fuzz target compare against.
+/// The crate's decoding of a route, which the dumps no longer use (they read replies in
+/// place): the reference the reader's tests and fuzz target compare against.
 #[cfg(test)]
 pub(crate) fn decode(msg: RouteMessage) -> Option<KernelRoute> {
     let h = &msg.header;
@@ -218,47 +204,6 @@ pub(crate) fn decode(msg: RouteMessage) -> Option<KernelRoute> {
 }
 
 impl RouteSocket {
-    /// Dumps every IPv4 then IPv6 route in **all** tables (main, local, custom), the way
-    /// `ip route show table all` does. Cached clones (`RTM_F_CLONED`) are not included.
-    pub fn dump_routes(&mut self) -> Result<Vec<KernelRoute>, NlError> {
-        let mut out = Vec::new();
-        for family in [Family::Inet4, Family::Inet6] {
-            let mut req = RouteMessage::default();
-            // With NETLINK_GET_STRICT_CHK, a zero rtm_table and no RTA_TABLE means all tables;
-            // the other header fields must be zero (`ip_valid_fib_dump_req`).
-            req.header.address_family = af(family);
-            out.extend(self.inner.dump_frames(
-                "dump_routes",
-                "",
-                RouteNetlinkMessage::GetRoute(req),
-                |f| reply("dump_routes", f),
-            )?);
-        }
-        Ok(out)
-    }
-
-    /// Dumps the routes of one family in one table: the kernel walks only that table
-    /// (`RTA_TABLE` with `NETLINK_GET_STRICT_CHK`). A table that does not exist has no routes
-    /// (the kernel answers ENOENT).
-    pub fn dump_routes_in(
-        &mut self,
-        family: Family,
-        table: RoutingTable,
-    ) -> Result<Vec<KernelRoute>, NlError> {
-        let mut req = RouteMessage::default();
-        req.header.address_family = af(family);
-        req.attributes.push(RouteAttribute::Table(table.0));
-        // Table 0 asks for every table; any other is what was asked for already.
-        let keep = |f: &Frame<'_>| {
-            Ok(reply("dump_routes", f)?.filter(|r| table.0 == 0 || r.table == table))
-        };
-        match self.inner.dump_frames("dump_routes", "", RouteNetlinkMessage::GetRoute(req), keep) {
-            Ok(routes) => Ok(routes),
-            Err(e) if e.kind() == NlErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Adds a route (`NLM_F_CREATE | NLM_F_EXCL`). An unreachable gateway fails with
     /// [`Invalid`](super::NlErrorKind::Invalid) (ENETUNREACH) and the kernel's reason.
     pub fn route_add(&mut self, r: &KernelRoute) -> Result<(), NlError> {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Route dump replies read in place: the `struct rtmsg` header and the attributes a
+//! Route dumps, their replies read in place: the `struct rtmsg` header and the attributes a
 //! [`KernelRoute`] keeps, without building `netlink-packet-route`'s message first (a vector of
 //! every attribute, metrics and cache info included, per route). Dumps of large tables are
 //! read twice per change (the route spec controller and the status mirror), so this is the
@@ -13,13 +13,20 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use super::route::KernelRoute;
+use log::trace;
+use netlink_packet_route::route::{RouteAttribute, RouteMessage};
+use netlink_packet_route::RouteNetlinkMessage;
+
+use super::error::{NlError, NlErrorKind};
+use super::frame::Frame;
+use super::route::{af, KernelRoute};
+use super::socket::RouteSocket;
 use crate::resource::nethelpers::{
     Family, RouteFlags, RouteProtocol, RouteType, RoutingTable, Scope,
 };
 
 /// `RTM_NEWROUTE`: the type of every reply to a route dump.
-pub(crate) const RTM_NEWROUTE: u16 = 24;
+const RTM_NEWROUTE: u16 = 24;
 /// `sizeof(struct rtmsg)`: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
 const RTMSG_LEN: usize = 12;
 /// An attribute's header: `rta_len`, `rta_type`.
@@ -143,6 +150,59 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Option<KernelRoute>, Malformed> {
         _ => return Ok(None),
     };
     Ok(Some(r))
+}
+
+impl RouteSocket {
+    /// Dumps every IPv4 then IPv6 route in **all** tables (main, local, custom), the way
+    /// `ip route show table all` does. Cached clones (`RTM_F_CLONED`) are not included.
+    pub fn dump_routes(&mut self) -> Result<Vec<KernelRoute>, NlError> {
+        let mut out = Vec::new();
+        for family in [Family::Inet4, Family::Inet6] {
+            let mut req = RouteMessage::default();
+            // With NETLINK_GET_STRICT_CHK, a zero rtm_table and no RTA_TABLE means all tables;
+            // the other header fields must be zero (`ip_valid_fib_dump_req`).
+            req.header.address_family = af(family);
+            out.extend(self.inner.dump_frames(
+                "dump_routes",
+                "",
+                RouteNetlinkMessage::GetRoute(req),
+                |f| reply("dump_routes", f),
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// Dumps the routes of one family in one table: the kernel walks only that table
+    /// (`RTA_TABLE` with `NETLINK_GET_STRICT_CHK`). A table that does not exist has no routes
+    /// (the kernel answers ENOENT).
+    pub fn dump_routes_in(
+        &mut self,
+        family: Family,
+        table: RoutingTable,
+    ) -> Result<Vec<KernelRoute>, NlError> {
+        let mut req = RouteMessage::default();
+        req.header.address_family = af(family);
+        req.attributes.push(RouteAttribute::Table(table.0));
+        // Table 0 asks for every table; any other is what was asked for already.
+        let keep = |f: &Frame<'_>| {
+            Ok(reply("dump_routes", f)?.filter(|r| table.0 == 0 || r.table == table))
+        };
+        match self.inner.dump_frames("dump_routes", "", RouteNetlinkMessage::GetRoute(req), keep) {
+            Ok(routes) => Ok(routes),
+            Err(e) if e.kind() == NlErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A dump reply as a route, read in place; other messages are skipped.
+fn reply(op: &'static str, f: &Frame<'_>) -> Result<Option<KernelRoute>, NlError> {
+    if f.ty != RTM_NEWROUTE {
+        return Ok(None);
+    }
+    let r = decode(f.payload()).map_err(|e| NlError::decode(op, "", e.0))?;
+    trace!(target: "netlink", "recv seq {}: {r:?}", f.seq);
+    Ok(r)
 }
 
 #[cfg(test)]
