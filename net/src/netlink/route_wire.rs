@@ -3,7 +3,8 @@
 //! [`KernelRoute`] keeps, without building `netlink-packet-route`'s message first (a vector of
 //! every attribute, metrics and cache info included, per route). Dumps of large tables are
 //! read twice per change (the route spec controller and the status mirror), so this is the
-//! hot half of reading routes; encoding stays with the crate. Pure: bytes in, a route out.
+//! hot half of reading routes; encoding stays with the crate. [`decode`] is pure: bytes in, a
+//! route out.
 //!
 //! Layouts: `include/uapi/linux/rtnetlink.h` (`struct rtmsg`, `RTA_*`, `RTAX_*`, `struct
 //! rtvia`). The `route` fuzz target checks that this reads every message the crate's decoder
