@@ -15,6 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 
 use log::trace;
+use netlink_packet_core::NlasIterator;
 use netlink_packet_route::route::{RouteAttribute, RouteMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -30,10 +31,6 @@ use crate::resource::nethelpers::{
 const RTM_NEWROUTE: u16 = 24;
 /// `sizeof(struct rtmsg)`: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
 const RTMSG_LEN: usize = 12;
-/// An attribute's header: `rta_len`, `rta_type`.
-const RTA_HEADER: usize = 4;
-/// The flag bits of `rta_type` (`NLA_F_NESTED`, `NLA_F_NET_BYTEORDER`).
-const RTA_TYPE_MASK: u16 = 0x3fff;
 
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
@@ -53,32 +50,7 @@ const AF_INET6: u8 = 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Malformed(pub(crate) &'static str);
 
-/// The attributes in `b`, as (type without its flag bits, value); stops with an error at the
-/// first one whose length is short or runs past `b`.
-fn attributes(b: &[u8]) -> impl Iterator<Item = Result<(u16, &[u8]), Malformed>> {
-    let mut rest = b;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let header = match rest.first_chunk::<RTA_HEADER>() {
-            Some(h) => h,
-            None => {
-                rest = &[];
-                return Some(Err(Malformed("attribute header cut short")));
-            }
-        };
-        let len = usize::from(u16::from_ne_bytes([header[0], header[1]]));
-        let kind = u16::from_ne_bytes([header[2], header[3]]) & RTA_TYPE_MASK;
-        let Some(value) = rest.get(RTA_HEADER..len).filter(|_| len >= RTA_HEADER) else {
-            rest = &[];
-            return Some(Err(Malformed("attribute length past the message")));
-        };
-        // The next one starts 4-byte aligned; padding past the end ends the list.
-        rest = rest.get(len.next_multiple_of(4)..).unwrap_or_default();
-        Some(Ok((kind, value)))
-    })
-}
+const BAD_ATTRIBUTE: &str = "an attribute's length is short or runs past the message";
 
 fn u32_of(v: &[u8]) -> Result<u32, Malformed> {
     v.try_into()
@@ -117,9 +89,12 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Option<KernelRoute>, Malformed> {
     };
     // Every attribute is walked, as the crate does, so a malformed list fails whatever the
     // family.
-    for a in attributes(attrs) {
-        let (t, v) = a?;
-        match t {
+    // `NlasIterator` is the crate's attribute walk (no allocation): the same length checks,
+    // alignment and flag bits masked off the type.
+    for nla in NlasIterator::new(attrs) {
+        let nla = nla.map_err(|_| Malformed(BAD_ATTRIBUTE))?;
+        let v = nla.value();
+        match nla.kind() {
             RTA_DST => r.dst = address(af, v)?.and_then(|ip| IpNet::new(ip, dst_len).ok()),
             RTA_PREFSRC => r.src = address(af, v)?,
             RTA_GATEWAY => r.gateway = address(af, v)?,
@@ -135,10 +110,10 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Option<KernelRoute>, Malformed> {
             RTA_TABLE => r.table = RoutingTable(u32_of(v)?),
             RTA_PRIORITY => r.priority = u32_of(v)?,
             RTA_METRICS => {
-                for m in attributes(v) {
-                    let (t, v) = m?;
-                    if t == RTAX_MTU {
-                        r.mtu = u32_of(v)?;
+                for m in NlasIterator::new(v) {
+                    let m = m.map_err(|_| Malformed(BAD_ATTRIBUTE))?;
+                    if m.kind() == RTAX_MTU {
+                        r.mtu = u32_of(m.value())?;
                     }
                 }
             }
