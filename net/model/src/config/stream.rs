@@ -191,6 +191,7 @@ pub(crate) fn check_with(yaml: &str, fast: bool) -> Report {
 /// Whether libyaml breaks lines where the text's lines do not (a lone `\r`, NEL, LS, PS):
 /// documents are cut from the text by line, so there the text of a document may not hold
 /// exactly what libyaml read for it, and only reading that text gives today's answer.
+///
 /// Byte by byte, without decoding characters: NEL is `C2 85`, LS and PS `E2 80 A8`/`A9` in
 /// UTF-8, and `C2` and `E2` only ever start a character.
 fn other_line_breaks(yaml: &str) -> bool {
